@@ -1,0 +1,245 @@
+# BytesAndBrains — one entry point: build, check, demo, bench, install.
+#
+#   make            build everything into build/
+#   make check      install missing packages, build, run every test
+#   make demo       install missing packages, build, run the federated demo
+#   make bench      run the benchmarks (tables of ratios against baselines)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
+#
+# Sources are found by wildcard, so adding a file needs no Makefile edit:
+#   libbbir/src/*.c          -> lib/libbbir.so, lib/libbbir.a
+#   bbd/engine/*.c           -> lib/libbbengine.a
+#   bbc/*.c (not main.c)     -> lib/libbbc.a,     bbc/main.c  -> bin/bbc
+#   bbd/host/*.c             -> lib/libbbdhost.a, bbd/main.c  -> bin/bbd
+#   bbctl/*.c                -> bin/bbctl
+#   plugins/NAME/*.c         -> lib/bytesandbrains/plugins/NAME.so
+#   tests/plugins/NAME/*.c   -> tests/plugins/NAME.so
+#   tests/unit/test_X.c      -> tests/test_X (cmocka; + tests/unit/support/*.c)
+#   examples/NAME/*.c        -> examples/NAME, run to write testdata/NAME.onnx
+#   bench/bench_X.c          -> bench/bench_X
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+SAN     ?= 0
+CC      ?= cc
+
+ifeq ($(SAN),1)
+BUILD   ?= build-san
+SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD   ?= build
+SANFLAGS =
+endif
+
+PLUGIN_DIR_INSTALLED = $(PREFIX)/lib/bytesandbrains/plugins
+PKGS     = libprotobuf-c libuv libcjson libsodium zlib
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) openblas 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+BLAS_LIBS  := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+
+OPT     ?= -O2
+CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -pthread \
+	-Wall -Wextra -Werror -Wno-missing-field-initializers \
+	-I. -Ilibbbir/include -I$(BUILD)/gen $(PKG_CFLAGS) $(SANFLAGS) \
+	-DBB_PLUGIN_DIR_INSTALLED='"$(PLUGIN_DIR_INSTALLED)"' -MMD -MP
+# Generated protobuf-c code is not ours to keep warning-free.
+CFLAGS_GEN = -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -I$(BUILD)/gen $(SANFLAGS) -MMD -MP
+LDFLAGS_COMMON = $(SANFLAGS) -pthread
+SYS_LIBS = $(PKG_LIBS) $(BLAS_LIBS) -ldl -lm
+
+B = $(BUILD)
+RPATH_BIN = -Wl,-rpath,'$$ORIGIN/../lib'
+
+# ---- sources -------------------------------------------------------------
+PROTOS      = $(wildcard proto/*.proto)
+GEN_C       = $(patsubst proto/%.proto,$(B)/gen/%.pb-c.c,$(PROTOS))
+GEN_H       = $(GEN_C:.c=.h)
+GEN_O       = $(patsubst $(B)/gen/%.c,$(B)/obj/gen/%.o,$(GEN_C))
+
+LIBBBIR_SRC = $(wildcard libbbir/src/*.c)
+LIBBBIR_O   = $(patsubst %.c,$(B)/obj/%.o,$(LIBBBIR_SRC)) $(GEN_O)
+ENGINE_SRC  = $(wildcard bbd/engine/*.c)
+ENGINE_O    = $(patsubst %.c,$(B)/obj/%.o,$(ENGINE_SRC))
+BBC_SRC     = $(filter-out bbc/main.c,$(wildcard bbc/*.c))
+BBC_O       = $(patsubst %.c,$(B)/obj/%.o,$(BBC_SRC))
+HOST_SRC    = $(wildcard bbd/host/*.c)
+HOST_O      = $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
+BBCTL_SRC   = $(wildcard bbctl/*.c)
+
+LIBBBIR_SO  = $(B)/lib/libbbir.so
+LIBBBIR_A   = $(B)/lib/libbbir.a
+LIBENGINE_A = $(B)/lib/libbbengine.a
+LIBBBC_A    = $(B)/lib/libbbc.a
+LIBHOST_A   = $(B)/lib/libbbdhost.a
+
+PLUGIN_NAMES = $(notdir $(patsubst %/,%,$(dir $(wildcard plugins/*/*.c))))
+PLUGIN_NAMES := $(sort $(PLUGIN_NAMES))
+PLUGINS      = $(patsubst %,$(B)/lib/bytesandbrains/plugins/%.so,$(PLUGIN_NAMES))
+TPLUGIN_NAMES := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard tests/plugins/*/*.c)))))
+TPLUGINS     = $(patsubst %,$(B)/tests/plugins/%.so,$(TPLUGIN_NAMES))
+
+TEST_SRC     = $(wildcard tests/unit/test_*.c)
+TEST_SUPPORT = $(wildcard tests/unit/support/*.c)
+TEST_SUPPORT_O = $(patsubst %.c,$(B)/obj/%.o,$(TEST_SUPPORT))
+TESTS        = $(patsubst tests/unit/%.c,$(B)/tests/%,$(TEST_SRC))
+
+EXAMPLE_NAMES := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/*.c)))))
+EXAMPLES     = $(patsubst %,$(B)/examples/%,$(EXAMPLE_NAMES))
+EXAMPLE_ONNX = $(patsubst %,testdata/%.onnx,$(EXAMPLE_NAMES))
+
+BENCH_SRC    = $(wildcard bench/bench_*.c)
+BENCHES      = $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+
+BINS =
+ifneq ($(wildcard bbc/main.c),)
+BINS += $(B)/bin/bbc
+endif
+ifneq ($(wildcard bbd/main.c),)
+BINS += $(B)/bin/bbd
+endif
+ifneq ($(BBCTL_SRC),)
+BINS += $(B)/bin/bbctl
+endif
+
+# Per-plugin extra flags: plugins/NAME/build.mk may set
+#   PLUGIN_CFLAGS_NAME and PLUGIN_LIBS_NAME
+-include $(wildcard plugins/*/build.mk)
+
+.PHONY: all deps check check-unit check-integration demo bench install clean examples
+.SECONDARY:
+
+all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
+     $(TESTS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES)
+
+deps:
+	@scripts/deps
+
+# ---- generated protobuf code ---------------------------------------------
+$(B)/gen/%.pb-c.c $(B)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(B)/gen
+	protoc-c --c_out=$(B)/gen -Iproto $<
+
+# every object may include generated headers
+$(B)/obj/%.o: %.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS_EXTRA) -c $< -o $@
+
+$(B)/obj/gen/%.o: $(B)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_GEN) -c $< -o $@
+
+# ---- libraries -------------------------------------------------------------
+$(LIBBBIR_SO): $(LIBBBIR_O)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libbbir.so $(LDFLAGS_COMMON) -o $@ $^ $(SYS_LIBS)
+
+$(LIBBBIR_A): $(LIBBBIR_O)
+	@mkdir -p $(dir $@)
+	rm -f $@; ar rcs $@ $^
+
+$(LIBENGINE_A): $(ENGINE_O)
+	@mkdir -p $(dir $@)
+	rm -f $@; ar rcs $@ $^
+
+$(LIBBBC_A): $(BBC_O)
+	@mkdir -p $(dir $@)
+	rm -f $@; ar rcs $@ $^
+
+$(LIBHOST_A): $(HOST_O)
+	@mkdir -p $(dir $@)
+	rm -f $@; ar rcs $@ $^
+
+# ---- programs --------------------------------------------------------------
+$(B)/bin/bbc: $(B)/obj/bbc/main.o $(LIBBBC_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $(B)/obj/bbc/main.o $(LIBBBC_A) \
+		-L$(B)/lib -lbbir $(SYS_LIBS)
+
+$(B)/bin/bbd: $(B)/obj/bbd/main.o $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBC_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $(B)/obj/bbd/main.o $(LIBHOST_A) \
+		$(LIBENGINE_A) $(LIBBBC_A) -L$(B)/lib -lbbir $(SYS_LIBS)
+
+$(B)/bin/bbctl: $(patsubst %.c,$(B)/obj/%.o,$(BBCTL_SRC)) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $(filter %.o,$^) -L$(B)/lib -lbbir $(SYS_LIBS)
+
+# ---- plugins ---------------------------------------------------------------
+.SECONDEXPANSION:
+$(B)/lib/bytesandbrains/plugins/%.so: $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard plugins/$$*/*.c)) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS_COMMON) -Wl,-rpath,'$$ORIGIN/../..' -o $@ $(filter %.o,$^) \
+		-L$(B)/lib -lbbir $(PLUGIN_LIBS_$*) $(SYS_LIBS)
+
+$(B)/obj/plugins/%.o: plugins/%.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden $(PLUGIN_CFLAGS_$(firstword $(subst /, ,$*))) -c $< -o $@
+
+$(B)/tests/plugins/%.so: $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard tests/plugins/$$*/*.c)) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS_COMMON) -Wl,-rpath,'$$ORIGIN/../../lib' -o $@ $(filter %.o,$^) \
+		-L$(B)/lib -lbbir $(SYS_LIBS)
+
+$(B)/obj/tests/plugins/%.o: tests/plugins/%.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -c $< -o $@
+
+# ---- tests, examples, benchmarks -------------------------------------------
+TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
+
+$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(TEST_SUPPORT_O) $(TEST_LINK)
+
+$(B)/examples/%: $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard examples/$$*/*.c)) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $(filter %.o,$^) -L$(B)/lib -lbbir $(SYS_LIBS)
+
+testdata/%.onnx: $(B)/examples/%
+	$< $@
+
+$(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) \
+		-L$(B)/lib -lbbir $(SYS_LIBS)
+
+examples: $(EXAMPLE_ONNX)
+
+# ---- entry points ------------------------------------------------------------
+check: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(B) scripts/run-tests
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(B) scripts/demo
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/bb \
+		$(DESTDIR)$(PLUGIN_DIR_INSTALLED) $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(LIBBBIR_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(LIBBBIR_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 libbbir/include/bb/*.h $(DESTDIR)$(PREFIX)/include/bb/
+	$(if $(PLUGINS),install -m 0755 $(PLUGINS) $(DESTDIR)$(PLUGIN_DIR_INSTALLED)/)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/libbbir.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libbbir.pc
+	@for s in 1 5 7 8; do \
+		ls man/*.$$s >/dev/null 2>&1 || continue; \
+		install -d $(DESTDIR)$(PREFIX)/share/man/man$$s; \
+		install -m 0644 man/*.$$s $(DESTDIR)$(PREFIX)/share/man/man$$s/; \
+	done
+	@if [ -f scripts/systemd/bbd@.service ]; then \
+		install -d $(DESTDIR)$(PREFIX)/lib/systemd/system; \
+		sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/systemd/bbd@.service \
+			> $(DESTDIR)$(PREFIX)/lib/systemd/system/bbd@.service; \
+	fi
+
+clean:
+	rm -rf build build-san $(EXAMPLE_ONNX)
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,269 @@
+/*
+ * plugin.h — the component plugin ABI (DESIGN.md decision 4, ROLES.md).
+ *
+ * A plugin is a shared object exporting ONE symbol, BB_PLUGIN_ENTRY_SYMBOL,
+ * a function returning a static bb_plugin_info: ABI version, struct size and
+ * a table of component types. Tools read the table without running anything
+ * (bbc learns roles, ports and dependencies from it); bbd instantiates the
+ * types the artifact's bindings name.
+ *
+ * Versioning: abi_major must equal the host's; abi_minor may be older (the
+ * host reads only the fields the plugin's struct_size covers). New fields
+ * are appended to the END of a struct only, never reordered.
+ *
+ * Threading: create/destroy/dispatch/bootstrap/snapshot/restore run on the
+ * engine thread. A dispatch that returns BB_DISPATCH_LATER keeps its
+ * completion handle and may complete it exactly once from ANY thread.
+ * Plugins keep all state in their instances (no globals): many engines may
+ * run in one process.
+ */
+#ifndef BB_PLUGIN_H
+#define BB_PLUGIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bb/ir.h"
+#include "bb/status.h"
+#include "bb/types.h"
+#include "bb/value.h"
+
+#define BB_PLUGIN_ABI_MAJOR 1
+#define BB_PLUGIN_ABI_MINOR 0
+#define BB_PLUGIN_ENTRY_SYMBOL "bb_plugin_entry"
+#define BB_STAGE_ENTRY_SYMBOL "bb_stage_entry"
+#define BB_PLUGIN_EXPORT __attribute__((visibility("default")))
+
+/* ---- roles ---------------------------------------------------------------- */
+typedef enum bb_role {
+    BB_ROLE_NONE = 0,
+    BB_ROLE_BACKEND = 1,
+    BB_ROLE_MODEL = 2,
+    BB_ROLE_INDEX = 3,
+    BB_ROLE_AGGREGATOR = 4,
+    BB_ROLE_CODEC = 5,
+    BB_ROLE_DATA_SOURCE = 6,
+    BB_ROLE_PEER_SELECTOR = 7,
+    BB_ROLE_PROTOCOL = 8
+} bb_role;
+
+/* "Backend", "Model", ... ("?" for unknown). */
+const char *bb_role_name(bb_role role);
+/* Parses "Backend" / "backend" / "BackendRuntime"; BB_ROLE_NONE if unknown. */
+bb_role bb_role_parse(const char *name);
+/* The opset domain the role's placeholder ops record under
+ * ("ai.onnx" for Backend, "ai.bytesandbrains.role.model", ...; Codec ->
+ * role.compressor, DataSource -> role.data_loader; NULL for Protocol). */
+const char *bb_role_domain(bb_role role);
+
+/* ---- declarations (static data in the plugin) ------------------------------ */
+typedef struct bb_port_decl {
+    const char *name;
+    const bb_type_node *type; /* storage type of the port (e.g. &BB_TYPE_TENSOR_F32) */
+    bool optional;
+    bool variadic;
+} bb_port_decl;
+
+typedef struct bb_op_decl {
+    const char *op_type;
+    const bb_port_decl *inputs;
+    uint32_t n_inputs;
+    const bb_port_decl *outputs;
+    uint32_t n_outputs;
+    const char *doc;
+} bb_op_decl;
+
+typedef struct bb_opset_decl {
+    const char *domain; /* role domain, or the type's own atomic domain */
+    int64_t version;
+    const bb_op_decl *ops;
+    uint32_t n_ops;
+} bb_opset_decl;
+
+typedef struct bb_dependency_decl { /* #[depends(role = "slot")] */
+    bb_role role;
+    const char *slot;
+} bb_dependency_decl;
+
+typedef struct bb_config_decl { /* one key of the per-slot JSON config */
+    const char *key;
+    const char *type;         /* "int", "float", "string", "bool", "array", "object" */
+    const char *default_json; /* NULL when required */
+    const char *doc;
+} bb_config_decl;
+
+/* ---- runtime surfaces the engine gives a component -------------------------- */
+typedef struct bb_ctx bb_ctx;
+typedef struct bb_completion bb_completion;
+
+typedef enum bb_dispatch_result {
+    BB_DISPATCH_NOW_OK = 0,  /* outputs[] filled (new references) */
+    BB_DISPATCH_NOW_ERR = 1, /* err filled */
+    BB_DISPATCH_LATER = 2    /* the component kept call->completion */
+} bb_dispatch_result;
+
+typedef struct bb_dispatch_call {
+    const char *domain;
+    const char *op_type;
+    uint32_t op_index;          /* index into the type's opset ops[], resolved at install */
+    bb_value *const *inputs;    /* borrowed; NULL entries for absent optional inputs */
+    uint32_t n_inputs;
+    uint32_t n_outputs;         /* size of the outputs array */
+    const bb_node *node;        /* the NodeProto: attributes + metadata (borrowed) */
+    bb_completion *completion;  /* keep it only when returning LATER */
+} bb_dispatch_call;
+
+typedef struct bb_completion_api {
+    uint32_t struct_size;
+    /* Complete once, from any thread. status BB_OK: takes the references in
+     * outputs[0..n). Otherwise errmsg describes the failure. Returns BB_OK,
+     * or BB_ESTATE when already completed or the engine dropped the op
+     * (the outputs are released either way). */
+    int (*complete)(bb_completion *c, int status, bb_value **outputs, uint32_t n,
+                    const char *errmsg);
+    /* Give up the handle without completing (the op fails as abandoned). */
+    void (*abandon)(bb_completion *c);
+} bb_completion_api;
+
+struct bb_completion {
+    const bb_completion_api *api;
+};
+
+static inline int bb_complete_ok(bb_completion *c, bb_value **outputs, uint32_t n)
+{
+    return c->api->complete(c, BB_OK, outputs, n, NULL);
+}
+static inline int bb_complete_err(bb_completion *c, int status, const char *msg)
+{
+    return c->api->complete(c, status ? status : BB_ERUNTIME, NULL, 0, msg);
+}
+
+typedef enum bb_log_level {
+    BB_LOG_ERROR = 0,
+    BB_LOG_WARN = 1,
+    BB_LOG_INFO = 2,
+    BB_LOG_DEBUG = 3
+} bb_log_level;
+
+/* The host API table: append-only, first field is its size. */
+typedef struct bb_ctx_api {
+    uint32_t struct_size;
+    /* A declared dependency's instance and type (NULL if the slot is not
+     * declared by this component or not bound). */
+    void *(*dependency)(bb_ctx *ctx, const char *slot, const struct bb_component_type **type);
+    /* Run one op of a declared dependency synchronously (e.g. a Backend's
+     * Gemm). outputs[] receive new references. */
+    int (*call_dependency)(bb_ctx *ctx, const char *slot, const char *op_type,
+                           bb_value *const *inputs, uint32_t n_inputs,
+                           bb_value **outputs, uint32_t n_outputs, bb_error *err);
+    uint64_t (*now_ns)(bb_ctx *ctx);  /* the host's clock, as handed to the engine */
+    uint64_t (*rng_u64)(bb_ctx *ctx); /* seeded by the host */
+    /* This node's PeerId (a PeerId value; borrowed). */
+    const bb_value *(*local_peer)(bb_ctx *ctx);
+    /* Known peers from the address book: writes up to cap new PeerId
+     * references, returns the total count. */
+    size_t (*peers)(bb_ctx *ctx, bb_value **out, size_t cap);
+    /* Live connected peers that announced running target: same contract. */
+    size_t (*peers_running)(bb_ctx *ctx, const char *target, bb_value **out, size_t cap);
+    /* Address list of a peer (AddressVec value, new reference) or NULL. */
+    bb_value *(*peer_addresses)(bb_ctx *ctx, const bb_value *peer);
+    /* Mint a fresh completion handle (for work a component starts itself). */
+    bb_completion *(*open_completion)(bb_ctx *ctx);
+    /* Schedule a callback to the component's on_timer after delay_ns. */
+    int (*schedule)(bb_ctx *ctx, uint64_t delay_ns, uint64_t token);
+    /* Submit work to the host's worker pool: work(arg) runs on a worker
+     * thread, then done(arg) on the engine thread. Without a pool, work runs
+     * inline. */
+    int (*submit_work)(bb_ctx *ctx, void (*work)(void *arg), void (*done)(void *arg), void *arg);
+    void (*log)(bb_ctx *ctx, bb_log_level level, const char *msg);
+    /* Slot name this component is bound to. */
+    const char *(*slot)(bb_ctx *ctx);
+} bb_ctx_api;
+
+struct bb_ctx {
+    const bb_ctx_api *api;
+};
+
+/* ---- a component type --------------------------------------------------------- */
+typedef struct bb_create_args {
+    uint32_t struct_size;
+    const char *slot;              /* slot name in the model */
+    const bb_attr *construction;   /* attribute_proto of a concrete slot (.s JSON, .t weights), or NULL */
+    const char *config_json;       /* per-slot config from the node config, or NULL */
+    uint64_t seed;                 /* deterministic seed from the host */
+    bb_ctx *ctx;                   /* for dependencies and logging during create */
+} bb_create_args;
+
+typedef struct bb_component_type {
+    uint32_t struct_size;
+    uint32_t abi_major, abi_minor;
+    const char *type_name; /* TYPE_NAME, e.g. "cpu::CpuBackend" */
+    bb_role role;
+    const char *doc;
+    const bb_opset_decl *opsets; /* the atomic opset(s) this type dispatches */
+    uint32_t n_opsets;
+    const bb_dependency_decl *deps;
+    uint32_t n_deps;
+    const bb_config_decl *config;
+    uint32_t n_config;
+
+    /* Required. *out is the new instance. */
+    int (*create)(const bb_create_args *args, void **out, bb_error *err);
+    /* Required. */
+    void (*destroy)(void *inst);
+    /* Required. */
+    bb_dispatch_result (*dispatch)(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
+                                   bb_value **outputs, bb_error *err);
+    /* Optional: component-level Bootstrap (ROLES.md Part 11). May return
+     * BB_DISPATCH_LATER and complete `completion` later. */
+    bb_dispatch_result (*bootstrap)(void *inst, bb_ctx *ctx, bb_completion *completion,
+                                    bb_error *err);
+    /* Optional: state snapshot (malloc'd bytes) and restore. */
+    int (*snapshot)(void *inst, uint8_t **out, size_t *out_len, bb_error *err);
+    int (*restore)(void *inst, const uint8_t *data, size_t len, bb_error *err);
+    /* Optional, backends: make a tensor from a wire payload (TensorProto bytes).
+     * Takes a reference on payload only if it adopts it. */
+    int (*materialize_from_wire)(void *inst, uint64_t type_hash, bb_buffer *payload,
+                                 bb_value **out, bb_error *err);
+    /* Optional: a timer scheduled through ctx->api->schedule fired. */
+    void (*on_timer)(void *inst, bb_ctx *ctx, uint64_t token);
+} bb_component_type;
+
+/* ---- the plugin entry --------------------------------------------------------- */
+typedef struct bb_plugin_info {
+    uint32_t struct_size;
+    uint32_t abi_major, abi_minor;
+    const char *name;
+    const char *version;
+    const bb_component_type *const *types;
+    uint32_t n_types;
+} bb_plugin_info;
+
+typedef const bb_plugin_info *(*bb_plugin_entry_fn)(void);
+
+/* Plugins define:  BB_PLUGIN_EXPORT const bb_plugin_info *bb_plugin_entry(void); */
+
+/* ---- user compiler stages (bbc --stage PLUGIN.so) -------------------------------- */
+typedef struct bb_stage {
+    uint32_t struct_size;
+    const char *name;
+    /* Runs once per emitted partition, on the partition's model. */
+    int (*run)(void *state, bb_model *partition, bb_error *err);
+    void *state;
+} bb_stage;
+
+typedef struct bb_stage_info {
+    uint32_t struct_size;
+    uint32_t abi_major, abi_minor;
+    const bb_stage *const *stages;
+    uint32_t n_stages;
+} bb_stage_info;
+
+typedef const bb_stage_info *(*bb_stage_entry_fn)(void);
+
+/* Helpers over declarations (implemented in libbbir). */
+const bb_op_decl *bb_component_type_find_op(const bb_component_type *t, const char *domain,
+                                            const char *op_type, uint32_t *op_index);
+
+#endif

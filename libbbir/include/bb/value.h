@@ -1,0 +1,173 @@
+/*
+ * value.h — runtime values: reference-counted, typed, immutable once
+ * written (DESIGN.md decision 2).
+ *
+ * A bb_value is tagged with its type node; its carrier (value->type->kind)
+ * says which union member is live. Tensors and byte strings keep their
+ * payload in a refcounted bb_buffer so a tensor can be shared by many
+ * slots, adopted from a wire payload without a copy, or owned by a backend.
+ *
+ * Ownership: constructors return a new reference (refs = 1). bb_value_ref
+ * adds one; bb_value_unref drops one and frees at zero. Refcounts are
+ * atomic, so a value may be released on another thread (a completion).
+ *
+ * Wire encoding (bb_value_encode / bb_value_decode), selected by the type's
+ * wire hash:
+ *   tensor            ONNX TensorProto bytes (dims, data_type, raw_data LE)
+ *   Trigger           empty
+ *   U64-like scalars  8 bytes little-endian
+ *   Bytes, PeerId,    the bytes themselves (PeerId: multihash,
+ *   Multiaddress      Multiaddress: binary multiaddr)
+ *   vectors           varint count, then per item varint length + bytes
+ *   Composite         varint count, then per child: u64 LE wire hash,
+ *                     varint length, child encoding
+ *   ResponseBatch     varint count, then per response: varint length +
+ *                     PeerId bytes, u64 LE wire hash, varint length + value
+ * Decoding is bounded by bb_decode_limits; every malformed input is an
+ * error (BB_EDECODE / BB_ELIMIT) with a message naming the offset.
+ */
+#ifndef BB_VALUE_H
+#define BB_VALUE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bb/status.h"
+#include "bb/types.h"
+
+#define BB_MAX_DIMS 8
+
+/* Refcounted byte storage. free_fn releases data (NULL: data was malloc'd
+ * together with the header and is freed with it). */
+typedef struct bb_buffer {
+    atomic_uint refs;
+    uint8_t *data;
+    size_t len;
+    void (*free_fn)(void *ctx, uint8_t *data, size_t len);
+    void *free_ctx;
+} bb_buffer;
+
+/* New buffer of len bytes, 64-byte aligned, zeroed. NULL on OOM. */
+bb_buffer *bb_buffer_new(size_t len);
+/* Wrap foreign memory; free_fn(ctx, data, len) runs at the last unref. */
+bb_buffer *bb_buffer_wrap(uint8_t *data, size_t len,
+                          void (*free_fn)(void *, uint8_t *, size_t), void *ctx);
+/* Adopt malloc'd memory (freed with free()). */
+bb_buffer *bb_buffer_adopt(uint8_t *data, size_t len);
+bb_buffer *bb_buffer_ref(bb_buffer *b);
+void bb_buffer_unref(bb_buffer *b);
+
+typedef struct bb_value bb_value;
+
+typedef struct bb_tensor_view {
+    int32_t dtype;
+    uint32_t ndim;
+    int64_t dims[BB_MAX_DIMS];
+    uint8_t *data;   /* points into buf (aligned to the element size) */
+    size_t nbytes;
+    bb_buffer *buf;
+} bb_tensor_view;
+
+struct bb_value {
+    atomic_uint refs;
+    const bb_type_node *type;
+    union {
+        uint64_t u64;                 /* BB_VK_U64 */
+        bb_tensor_view tensor;        /* BB_VK_TENSOR */
+        struct {                      /* BB_VK_BYTES, PEER_ID, ADDRESS */
+            const uint8_t *data;
+            size_t len;
+            bb_buffer *buf;
+        } bytes;
+        struct {                      /* PEER_ID_VEC, ADDRESS_VEC, COMPOSITE */
+            bb_value **items;
+            size_t n;
+        } list;
+        struct {                      /* RESPONSE_BATCH */
+            bb_value **items;         /* the responses */
+            bb_value **peers;         /* PeerId of each response's sender */
+            size_t n;
+        } batch;
+    } u;
+};
+
+/* ---- lifetime ---------------------------------------------------------- */
+static inline bb_value *bb_value_ref(bb_value *v)
+{
+    if (v)
+        atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+    return v;
+}
+void bb_value__free(bb_value *v);
+static inline void bb_value_unref(bb_value *v)
+{
+    if (v && atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1)
+        bb_value__free(v);
+}
+
+/* ---- constructors (return new, or NULL on OOM / bad argument) ---------- */
+bb_value *bb_value_trigger(void);
+/* type must have kind BB_VK_U64 (U64, RequestId, CommandId, Timestamp, ...). */
+bb_value *bb_value_u64(const bb_type_node *type, uint64_t v);
+/* Copies the bytes. type: Bytes, PeerId or Multiaddress. */
+bb_value *bb_value_bytes(const bb_type_node *type, const void *data, size_t len);
+/* Shares buf (takes a new ref on it). */
+bb_value *bb_value_bytes_buf(const bb_type_node *type, bb_buffer *buf,
+                             const uint8_t *data, size_t len);
+/* New zeroed tensor of dtype and shape. */
+bb_value *bb_value_tensor_new(int32_t dtype, uint32_t ndim, const int64_t *dims);
+/* Tensor over an existing buffer (takes a new ref on buf); data must lie in
+ * buf and hold exactly the shape's bytes. */
+bb_value *bb_value_tensor_wrap(int32_t dtype, uint32_t ndim, const int64_t *dims,
+                               bb_buffer *buf, uint8_t *data);
+/* Copy of data (nbytes must match the shape). */
+bb_value *bb_value_tensor_copy(int32_t dtype, uint32_t ndim, const int64_t *dims,
+                               const void *data, size_t nbytes);
+/* List values: takes the caller's references to items (on failure too). */
+bb_value *bb_value_list(const bb_type_node *type, bb_value **items, size_t n);
+bb_value *bb_value_response_batch(bb_value **items, bb_value **peers, size_t n);
+
+/* Element count of a tensor shape; SIZE_MAX on overflow / negative dims. */
+size_t bb_shape_numel(uint32_t ndim, const int64_t *dims);
+static inline size_t bb_tensor_numel(const bb_value *v)
+{
+    return bb_shape_numel(v->u.tensor.ndim, v->u.tensor.dims);
+}
+static inline float *bb_tensor_f32(const bb_value *v)
+{
+    return (float *)(void *)v->u.tensor.data;
+}
+
+/* Deep equality (type, shape, bytes, children). */
+bool bb_value_equal(const bb_value *a, const bb_value *b);
+
+/* ---- wire encoding ------------------------------------------------------ */
+typedef struct bb_decode_limits {
+    size_t max_bytes;      /* largest single value accepted */
+    size_t max_items;      /* largest vector / composite / batch */
+    uint32_t max_depth;    /* composite nesting */
+} bb_decode_limits;
+extern const bb_decode_limits BB_DECODE_LIMITS_DEFAULT; /* 256 MiB, 65536, 16 */
+
+/* Encoded size of v (for budget checks before allocating). */
+int bb_value_encoded_size(const bb_value *v, size_t *out, bb_error *err);
+/* Append the encoding to a malloc'd buffer: *out is new. */
+int bb_value_encode(const bb_value *v, uint8_t **out, size_t *out_len, bb_error *err);
+/* Decode bytes as a value of the type whose wire hash is type_hash. */
+int bb_value_decode(uint64_t type_hash, const uint8_t *data, size_t len,
+                    const bb_decode_limits *lim, bb_value **out, bb_error *err);
+/* Tensor decode that adopts buf's memory without copying when the raw_data
+ * is suitably aligned inside it (takes a new ref on buf when it does). */
+int bb_value_decode_tensor_buf(bb_buffer *buf, const bb_decode_limits *lim,
+                               bb_value **out, bb_error *err);
+
+/* ---- varints (shared by the wire codecs) -------------------------------- */
+/* Writes up to 10 bytes; returns bytes written. */
+size_t bb_varint_put(uint8_t *out, uint64_t v);
+size_t bb_varint_len(uint64_t v);
+/* Reads at *pos; 0 on success, BB_ETRUNC / BB_EDECODE otherwise. */
+int bb_varint_get(const uint8_t *data, size_t len, size_t *pos, uint64_t *out);
+
+#endif

@@ -1,0 +1,192 @@
+/*
+ * arena.c — chunked bump allocator. Chunks grow geometrically (64 KiB up to
+ * 4 MiB); a request larger than a chunk gets a chunk of its own.
+ */
+#include "bb/arena.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 16u
+#define MIN_CHUNK (64u * 1024u)
+#define MAX_CHUNK (4u * 1024u * 1024u)
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t size, used;
+    _Alignas(16) unsigned char data[];
+} chunk;
+
+struct bb_arena {
+    chunk *head;
+    size_t next_size;
+    size_t total;
+};
+
+bb_arena *bb_arena_create(void)
+{
+    bb_arena *a = calloc(1, sizeof *a);
+    if (a)
+        a->next_size = MIN_CHUNK;
+    return a;
+}
+
+void bb_arena_destroy(bb_arena *a)
+{
+    if (!a)
+        return;
+    chunk *c = a->head;
+    while (c) {
+        chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+    free(a);
+}
+
+void *bb_arena_alloc(bb_arena *a, size_t size)
+{
+    if (size > SIZE_MAX - ALIGN)
+        return NULL;
+    size_t need = (size + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    if (need == 0)
+        need = ALIGN;
+    chunk *c = a->head;
+    if (!c || c->size - c->used < need) {
+        size_t sz = a->next_size;
+        if (sz < need)
+            sz = need;
+        if (sz > SIZE_MAX - sizeof(chunk))
+            return NULL;
+        c = malloc(sizeof(chunk) + sz);
+        if (!c)
+            return NULL;
+        c->size = sz;
+        c->used = 0;
+        c->next = a->head;
+        a->head = c;
+        if (a->next_size < MAX_CHUNK)
+            a->next_size *= 2;
+    }
+    void *p = c->data + c->used;
+    c->used += need;
+    a->total += need;
+    memset(p, 0, need);
+    return p;
+}
+
+void *bb_arena_calloc(bb_arena *a, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    return bb_arena_alloc(a, n * size);
+}
+
+char *bb_arena_strndup(bb_arena *a, const char *s, size_t n)
+{
+    if (!s)
+        return NULL;
+    char *p = bb_arena_alloc(a, n + 1);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+char *bb_arena_strdup(bb_arena *a, const char *s)
+{
+    return s ? bb_arena_strndup(a, s, strlen(s)) : NULL;
+}
+
+void *bb_arena_memdup(bb_arena *a, const void *p, size_t n)
+{
+    void *q = bb_arena_alloc(a, n);
+    if (q && n)
+        memcpy(q, p, n);
+    return q;
+}
+
+char *bb_arena_sprintf(bb_arena *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (len < 0)
+        return NULL;
+    char *p = bb_arena_alloc(a, (size_t)len + 1);
+    if (!p)
+        return NULL;
+    va_start(ap, fmt);
+    vsnprintf(p, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+size_t bb_arena_used(const bb_arena *a)
+{
+    return a->total;
+}
+
+/* Layout shared by every BB_VEC(T). */
+typedef struct {
+    void *v;
+    size_t n, cap;
+} any_vec;
+
+static int vec_grow(bb_arena *a, any_vec *vec, size_t elem)
+{
+    if (vec->n < vec->cap)
+        return 0;
+    size_t ncap = vec->cap ? vec->cap * 2 : 4;
+    void *nv = bb_arena_calloc(a, ncap, elem);
+    if (!nv)
+        return -1;
+    if (vec->n)
+        memcpy(nv, vec->v, vec->n * elem);
+    vec->v = nv;
+    vec->cap = ncap;
+    return 0;
+}
+
+void *bb__vec_push(bb_arena *a, void *vecp, size_t elem)
+{
+    any_vec vec;
+    memcpy(&vec, vecp, sizeof vec);
+    if (vec_grow(a, &vec, elem) < 0)
+        return NULL;
+    void *slot = (unsigned char *)vec.v + vec.n * elem;
+    memset(slot, 0, elem);
+    vec.n++;
+    memcpy(vecp, &vec, sizeof vec);
+    return slot;
+}
+
+void *bb__vec_insert(bb_arena *a, void *vecp, size_t elem, size_t i)
+{
+    any_vec vec;
+    memcpy(&vec, vecp, sizeof vec);
+    if (i > vec.n)
+        return NULL;
+    if (vec_grow(a, &vec, elem) < 0)
+        return NULL;
+    unsigned char *base = vec.v;
+    memmove(base + (i + 1) * elem, base + i * elem, (vec.n - i) * elem);
+    memset(base + i * elem, 0, elem);
+    vec.n++;
+    memcpy(vecp, &vec, sizeof vec);
+    return base + i * elem;
+}
+
+void bb__vec_remove(void *vecp, size_t elem, size_t i)
+{
+    any_vec vec;
+    memcpy(&vec, vecp, sizeof vec);
+    if (i >= vec.n)
+        return;
+    unsigned char *base = vec.v;
+    memmove(base + i * elem, base + (i + 1) * elem, (vec.n - i - 1) * elem);
+    vec.n--;
+    memcpy(vecp, &vec, sizeof vec);
+}
