@@ -167,7 +167,7 @@ $(B)/bin/bbctl: $(patsubst %.c,$(B)/obj/%.o,$(BBCTL_SRC)) $(LIBBBIR_SO)
 
 # ---- plugins ---------------------------------------------------------------
 .SECONDEXPANSION:
-$(B)/lib/bytesandbrains/plugins/%.so: $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard plugins/$$*/*.c)) $(LIBBBIR_SO)
+$(B)/lib/bytesandbrains/plugins/%.so: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard plugins/$$*/*.c))) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(LDFLAGS_COMMON) -Wl,-rpath,'$$ORIGIN/../..' -o $@ $(filter %.o,$^) \
 		-L$(B)/lib -lbbir $(PLUGIN_LIBS_$*) $(SYS_LIBS)
@@ -176,7 +176,7 @@ $(B)/obj/plugins/%.o: plugins/%.c | $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden $(PLUGIN_CFLAGS_$(firstword $(subst /, ,$*))) -c $< -o $@
 
-$(B)/tests/plugins/%.so: $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard tests/plugins/$$*/*.c)) $(LIBBBIR_SO)
+$(B)/tests/plugins/%.so: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard tests/plugins/$$*/*.c))) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(LDFLAGS_COMMON) -Wl,-rpath,'$$ORIGIN/../../lib' -o $@ $(filter %.o,$^) \
 		-L$(B)/lib -lbbir $(SYS_LIBS)
@@ -192,7 +192,7 @@ $(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(TEST_SUPPORT_O) $(TEST_LINK)
 
-$(B)/examples/%: $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard examples/$$*/*.c)) $(LIBBBIR_SO)
+$(B)/examples/%: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard examples/$$*/*.c))) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $(filter %.o,$^) -L$(B)/lib -lbbir $(SYS_LIBS)
 

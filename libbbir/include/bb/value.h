@@ -162,6 +162,11 @@ int bb_value_decode(uint64_t type_hash, const uint8_t *data, size_t len,
  * is suitably aligned inside it (takes a new ref on buf when it does). */
 int bb_value_decode_tensor_buf(bb_buffer *buf, const bb_decode_limits *lim,
                                bb_value **out, bb_error *err);
+/* bb_value_decode over buf's bytes, sharing buf instead of copying where it
+ * pays: aligned tensor raw_data anywhere in the value (composite children
+ * too) and large Bytes payloads (takes new refs on buf as needed). */
+int bb_value_decode_buf(uint64_t type_hash, bb_buffer *buf, const bb_decode_limits *lim,
+                        bb_value **out, bb_error *err);
 
 /* ---- varints (shared by the wire codecs) -------------------------------- */
 /* Writes up to 10 bytes; returns bytes written. */

@@ -1,0 +1,428 @@
+/*
+ * value.c — runtime values (DESIGN.md decision 2): refcounted byte buffers,
+ * refcounted typed values, their constructors and deep equality.
+ *
+ * A bb_buffer from bb_buffer_new is one 64-byte aligned block: the header in
+ * the first 64 bytes, the payload right after it, so the payload is aligned
+ * for any element type and SIMD loads. Values never change after their
+ * constructor returns; sharing is by refcount only. The wire codec lives in
+ * value_wire.c.
+ */
+#include "bb/value.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "value_internal.h"
+
+#define BUF_ALIGN 64u
+
+_Static_assert(sizeof(bb_buffer) <= BUF_ALIGN, "buffer header must fit the alignment pad");
+
+/* ---- buffers -------------------------------------------------------------- */
+
+bb_buffer *bb__buffer_new_uninit(size_t len)
+{
+    if (len > SIZE_MAX - 2 * BUF_ALIGN)
+        return NULL;
+    size_t total = (BUF_ALIGN + len + BUF_ALIGN - 1) & ~(size_t)(BUF_ALIGN - 1);
+    bb_buffer *b = aligned_alloc(BUF_ALIGN, total);
+    if (!b)
+        return NULL;
+    atomic_init(&b->refs, 1);
+    b->data = (uint8_t *)b + BUF_ALIGN;
+    b->len = len;
+    b->free_fn = NULL;
+    b->free_ctx = NULL;
+    return b;
+}
+
+bb_buffer *bb_buffer_new(size_t len)
+{
+    bb_buffer *b = bb__buffer_new_uninit(len);
+    if (b && len)
+        memset(b->data, 0, len);
+    return b;
+}
+
+bb_buffer *bb_buffer_wrap(uint8_t *data, size_t len,
+                          void (*free_fn)(void *, uint8_t *, size_t), void *ctx)
+{
+    bb_buffer *b = malloc(sizeof *b);
+    if (!b)
+        return NULL;
+    atomic_init(&b->refs, 1);
+    b->data = data;
+    b->len = len;
+    b->free_fn = free_fn;
+    b->free_ctx = ctx;
+    return b;
+}
+
+static void free_adopted(void *ctx, uint8_t *data, size_t len)
+{
+    (void)ctx;
+    (void)len;
+    free(data);
+}
+
+bb_buffer *bb_buffer_adopt(uint8_t *data, size_t len)
+{
+    return bb_buffer_wrap(data, len, free_adopted, NULL);
+}
+
+bb_buffer *bb_buffer_ref(bb_buffer *b)
+{
+    if (b)
+        atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+    return b;
+}
+
+void bb_buffer_unref(bb_buffer *b)
+{
+    if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    /* Either way the header is its own (or the block's) malloc: free(b). */
+    if (b->free_fn)
+        b->free_fn(b->free_ctx, b->data, b->len);
+    free(b);
+}
+
+/* ---- shapes ----------------------------------------------------------------- */
+
+size_t bb__value_elem_size(int32_t dtype)
+{
+    switch (dtype) {
+    case BB_DT_BOOL:
+    case BB_DT_INT8:
+    case BB_DT_UINT8: return 1;
+    case BB_DT_FLOAT16:
+    case BB_DT_BFLOAT16:
+    case BB_DT_INT16:
+    case BB_DT_UINT16: return 2;
+    case BB_DT_FLOAT:
+    case BB_DT_INT32:
+    case BB_DT_UINT32: return 4;
+    case BB_DT_DOUBLE:
+    case BB_DT_INT64:
+    case BB_DT_UINT64: return 8;
+    default: return 0;
+    }
+}
+
+size_t bb_shape_numel(uint32_t ndim, const int64_t *dims)
+{
+    if (ndim > BB_MAX_DIMS || (ndim && !dims))
+        return SIZE_MAX;
+    bool zero = false;
+    for (uint32_t i = 0; i < ndim; i++) {
+        if (dims[i] < 0)
+            return SIZE_MAX;
+        if (dims[i] == 0)
+            zero = true;
+    }
+    if (zero)
+        return 0;
+    size_t n = 1;
+    for (uint32_t i = 0; i < ndim; i++) {
+        if ((uint64_t)dims[i] >= SIZE_MAX || n > (SIZE_MAX - 1) / (size_t)dims[i])
+            return SIZE_MAX;
+        n *= (size_t)dims[i];
+    }
+    return n;
+}
+
+/* Bytes of a tensor of dtype/shape, or SIZE_MAX for an invalid one. */
+static size_t tensor_nbytes(int32_t dtype, uint32_t ndim, const int64_t *dims)
+{
+    size_t es = bb__value_elem_size(dtype);
+    size_t n = bb_shape_numel(ndim, dims);
+    if (!es || n == SIZE_MAX || n > (SIZE_MAX - 1) / es)
+        return SIZE_MAX;
+    return n * es;
+}
+
+/* ---- values -------------------------------------------------------------- */
+
+static bb_value *value_alloc(const bb_type_node *type)
+{
+    bb_value *v = malloc(sizeof *v);
+    if (!v)
+        return NULL;
+    memset(v, 0, sizeof *v);
+    atomic_init(&v->refs, 1);
+    v->type = type;
+    return v;
+}
+
+static void unref_array(bb_value **items, size_t n)
+{
+    if (!items)
+        return;
+    for (size_t i = 0; i < n; i++)
+        bb_value_unref(items[i]);
+}
+
+void bb_value__free(bb_value *v)
+{
+    if (!v)
+        return;
+    switch (v->type->kind) {
+    case BB_VK_TENSOR:
+        bb_buffer_unref(v->u.tensor.buf);
+        break;
+    case BB_VK_BYTES:
+    case BB_VK_PEER_ID:
+    case BB_VK_ADDRESS:
+        bb_buffer_unref(v->u.bytes.buf);
+        break;
+    case BB_VK_PEER_ID_VEC:
+    case BB_VK_ADDRESS_VEC:
+    case BB_VK_COMPOSITE:
+        unref_array(v->u.list.items, v->u.list.n);
+        free(v->u.list.items);
+        break;
+    case BB_VK_RESPONSE_BATCH:
+        unref_array(v->u.batch.items, v->u.batch.n);
+        unref_array(v->u.batch.peers, v->u.batch.n);
+        free(v->u.batch.items);
+        free(v->u.batch.peers);
+        break;
+    default:
+        break;
+    }
+    free(v);
+}
+
+bb_value *bb_value_trigger(void)
+{
+    return value_alloc(&BB_TYPE_TRIGGER);
+}
+
+bb_value *bb_value_u64(const bb_type_node *type, uint64_t x)
+{
+    if (!type || type->kind != BB_VK_U64)
+        return NULL;
+    bb_value *v = value_alloc(type);
+    if (v)
+        v->u.u64 = x;
+    return v;
+}
+
+static bool is_bytes_kind(const bb_type_node *type)
+{
+    return type && (type->kind == BB_VK_BYTES || type->kind == BB_VK_PEER_ID ||
+                    type->kind == BB_VK_ADDRESS);
+}
+
+bb_value *bb_value_bytes(const bb_type_node *type, const void *data, size_t len)
+{
+    if (!is_bytes_kind(type) || (len && !data))
+        return NULL;
+    bb_buffer *b = bb__buffer_new_uninit(len);
+    if (!b)
+        return NULL;
+    if (len)
+        memcpy(b->data, data, len);
+    bb_value *v = bb_value_bytes_buf(type, b, b->data, len);
+    bb_buffer_unref(b);
+    return v;
+}
+
+bb_value *bb_value_bytes_buf(const bb_type_node *type, bb_buffer *buf,
+                             const uint8_t *data, size_t len)
+{
+    if (!is_bytes_kind(type))
+        return NULL;
+    if (len && (!buf || !data || data < buf->data || (size_t)(data - buf->data) > buf->len ||
+                len > buf->len - (size_t)(data - buf->data)))
+        return NULL;
+    bb_value *v = value_alloc(type);
+    if (!v)
+        return NULL;
+    v->u.bytes.buf = bb_buffer_ref(buf);
+    v->u.bytes.data = len ? data : (buf ? buf->data : NULL);
+    v->u.bytes.len = len;
+    return v;
+}
+
+bb_value *bb_value_tensor_wrap(int32_t dtype, uint32_t ndim, const int64_t *dims,
+                               bb_buffer *buf, uint8_t *data)
+{
+    const bb_type_node *type = bb_type_tensor_of(dtype);
+    size_t nbytes = tensor_nbytes(dtype, ndim, dims);
+    if (!type || nbytes == SIZE_MAX || !buf || !data)
+        return NULL;
+    if (data < buf->data || (size_t)(data - buf->data) > buf->len ||
+        nbytes > buf->len - (size_t)(data - buf->data))
+        return NULL;
+    if ((uintptr_t)data % bb__value_elem_size(dtype) != 0)
+        return NULL;
+    bb_value *v = value_alloc(type);
+    if (!v)
+        return NULL;
+    bb_tensor_view *t = &v->u.tensor;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    if (ndim)
+        memcpy(t->dims, dims, ndim * sizeof dims[0]);
+    t->data = data;
+    t->nbytes = nbytes;
+    t->buf = bb_buffer_ref(buf);
+    return v;
+}
+
+bb_value *bb_value_tensor_new(int32_t dtype, uint32_t ndim, const int64_t *dims)
+{
+    size_t nbytes = tensor_nbytes(dtype, ndim, dims);
+    if (!bb_type_tensor_of(dtype) || nbytes == SIZE_MAX)
+        return NULL;
+    bb_buffer *b = bb_buffer_new(nbytes);
+    if (!b)
+        return NULL;
+    bb_value *v = bb_value_tensor_wrap(dtype, ndim, dims, b, b->data);
+    bb_buffer_unref(b);
+    return v;
+}
+
+bb_value *bb_value_tensor_copy(int32_t dtype, uint32_t ndim, const int64_t *dims,
+                               const void *data, size_t nbytes)
+{
+    size_t want = tensor_nbytes(dtype, ndim, dims);
+    if (!bb_type_tensor_of(dtype) || want == SIZE_MAX || want != nbytes || (nbytes && !data))
+        return NULL;
+    bb_buffer *b = bb__buffer_new_uninit(nbytes);
+    if (!b)
+        return NULL;
+    if (nbytes)
+        memcpy(b->data, data, nbytes);
+    bb_value *v = bb_value_tensor_wrap(dtype, ndim, dims, b, b->data);
+    bb_buffer_unref(b);
+    return v;
+}
+
+/* Copy of the caller's pointer array (NULL for n == 0). */
+static bool dup_array(bb_value **src, size_t n, bb_value ***out)
+{
+    *out = NULL;
+    if (!n)
+        return true;
+    if (n > SIZE_MAX / sizeof *src)
+        return false;
+    *out = malloc(n * sizeof *src);
+    if (!*out)
+        return false;
+    memcpy(*out, src, n * sizeof *src);
+    return true;
+}
+
+static bool items_ok(bb_value **items, size_t n, bb_value_kind want)
+{
+    if (n && !items)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (!items[i])
+            return false;
+        if (want != BB_VK_ABSTRACT && items[i]->type->kind != want)
+            return false;
+    }
+    return true;
+}
+
+bb_value *bb_value_list(const bb_type_node *type, bb_value **items, size_t n)
+{
+    bb_value_kind want;
+    bb_value *v = NULL;
+    if (!type)
+        goto fail;
+    switch (type->kind) {
+    case BB_VK_PEER_ID_VEC: want = BB_VK_PEER_ID; break;
+    case BB_VK_ADDRESS_VEC: want = BB_VK_ADDRESS; break;
+    case BB_VK_COMPOSITE: want = BB_VK_ABSTRACT; break; /* any value */
+    default: goto fail;
+    }
+    if (!items_ok(items, n, want) || !(v = value_alloc(type)))
+        goto fail;
+    if (!dup_array(items, n, &v->u.list.items))
+        goto fail;
+    v->u.list.n = n;
+    return v;
+fail:
+    free(v);
+    if (items)
+        unref_array(items, n);
+    return NULL;
+}
+
+bb_value *bb_value_response_batch(bb_value **items, bb_value **peers, size_t n)
+{
+    bb_value *v = NULL;
+    if (n && (!items || !peers))
+        goto fail;
+    if (!items_ok(items, n, BB_VK_ABSTRACT) || !items_ok(peers, n, BB_VK_PEER_ID))
+        goto fail;
+    if (!(v = value_alloc(&BB_TYPE_RESPONSE_BATCH)))
+        goto fail;
+    if (!dup_array(items, n, &v->u.batch.items) || !dup_array(peers, n, &v->u.batch.peers)) {
+        free(v->u.batch.items);
+        goto fail;
+    }
+    v->u.batch.n = n;
+    return v;
+fail:
+    free(v);
+    if (items)
+        unref_array(items, n);
+    if (peers)
+        unref_array(peers, n);
+    return NULL;
+}
+
+/* ---- equality ----------------------------------------------------------- */
+
+static bool arrays_equal(bb_value *const *a, bb_value *const *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!bb_value_equal(a[i], b[i]))
+            return false;
+    return true;
+}
+
+bool bb_value_equal(const bb_value *a, const bb_value *b)
+{
+    if (a == b)
+        return true;
+    if (!a || !b || !bb_type_same(a->type, b->type))
+        return false;
+    switch (a->type->kind) {
+    case BB_VK_TRIGGER:
+        return true;
+    case BB_VK_U64:
+        return a->u.u64 == b->u.u64;
+    case BB_VK_TENSOR: {
+        const bb_tensor_view *x = &a->u.tensor, *y = &b->u.tensor;
+        if (x->dtype != y->dtype || x->ndim != y->ndim || x->nbytes != y->nbytes)
+            return false;
+        for (uint32_t i = 0; i < x->ndim; i++)
+            if (x->dims[i] != y->dims[i])
+                return false;
+        return !x->nbytes || memcmp(x->data, y->data, x->nbytes) == 0;
+    }
+    case BB_VK_BYTES:
+    case BB_VK_PEER_ID:
+    case BB_VK_ADDRESS:
+        return a->u.bytes.len == b->u.bytes.len &&
+               (!a->u.bytes.len || memcmp(a->u.bytes.data, b->u.bytes.data, a->u.bytes.len) == 0);
+    case BB_VK_PEER_ID_VEC:
+    case BB_VK_ADDRESS_VEC:
+    case BB_VK_COMPOSITE:
+        return a->u.list.n == b->u.list.n &&
+               arrays_equal(a->u.list.items, b->u.list.items, a->u.list.n);
+    case BB_VK_RESPONSE_BATCH:
+        return a->u.batch.n == b->u.batch.n &&
+               arrays_equal(a->u.batch.items, b->u.batch.items, a->u.batch.n) &&
+               arrays_equal(a->u.batch.peers, b->u.batch.peers, a->u.batch.n);
+    default:
+        return false;
+    }
+}

@@ -1,0 +1,19 @@
+/*
+ * value_internal.h — helpers shared by value.c (the value model) and
+ * value_wire.c (its wire codec). Not public.
+ */
+#ifndef BB_VALUE_INTERNAL_H
+#define BB_VALUE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Element size of a dtype that has a tensor leaf in the type tree; 0 for
+ * every other dtype (such tensors cannot be values). */
+size_t bb__value_elem_size(int32_t dtype);
+
+struct bb_buffer;
+/* bb_buffer_new without zeroing, for decoders that overwrite every byte. */
+struct bb_buffer *bb__buffer_new_uninit(size_t len);
+
+#endif
