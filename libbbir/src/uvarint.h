@@ -1,0 +1,82 @@
+/*
+ * uvarint.h — multiformats unsigned varints (internal to libbbir).
+ *
+ * LEB128-style: 7 bits per byte, low group first, high bit = "more". The
+ * multiformats spec caps a varint at 9 bytes (63 bits) and requires the
+ * minimal encoding; a caller may allow 10 bytes where a full u64 is needed
+ * (our private /site and /component values).
+ */
+#ifndef BB__UVARINT_H
+#define BB__UVARINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BB__UVARINT_MAX_SPEC 9 /* multiformats limit: 63 bits */
+#define BB__UVARINT_MAX_U64 10 /* full u64 */
+
+typedef enum bb__uvarint_rc {
+    BB__UVARINT_OK = 0,
+    BB__UVARINT_TRUNC,      /* buffer ended with the continuation bit set */
+    BB__UVARINT_OVERLONG,   /* more than max_bytes, or value overflows u64 */
+    BB__UVARINT_NONMINIMAL  /* e.g. 0x81 0x00 for 1 */
+} bb__uvarint_rc;
+
+/* Decode at most max_bytes from p[0..n). On success *used is the byte count. */
+static inline bb__uvarint_rc bb__uvarint_decode(const uint8_t *p, size_t n, size_t max_bytes,
+                                                uint64_t *value, size_t *used)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < max_bytes; i++) {
+        if (i >= n)
+            return BB__UVARINT_TRUNC;
+        uint8_t b = p[i];
+        if (i == 9 && b > 1)
+            return BB__UVARINT_OVERLONG; /* would need bit 64 and up */
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            if (b == 0 && i > 0)
+                return BB__UVARINT_NONMINIMAL;
+            *value = v;
+            *used = i + 1;
+            return BB__UVARINT_OK;
+        }
+    }
+    return BB__UVARINT_OVERLONG;
+}
+
+/* Encoded size of v (1..10). */
+static inline size_t bb__uvarint_size(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* Write v to p (room for bb__uvarint_size(v) bytes); returns bytes written. */
+static inline size_t bb__uvarint_encode(uint64_t v, uint8_t *p)
+{
+    size_t i = 0;
+    while (v >= 0x80) {
+        p[i++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[i++] = (uint8_t)v;
+    return i;
+}
+
+static inline const char *bb__uvarint_rc_str(bb__uvarint_rc rc)
+{
+    switch (rc) {
+    case BB__UVARINT_OK: return "ok";
+    case BB__UVARINT_TRUNC: return "truncated varint";
+    case BB__UVARINT_OVERLONG: return "overlong varint";
+    case BB__UVARINT_NONMINIMAL: return "non-minimal varint";
+    }
+    return "bad varint";
+}
+
+#endif
