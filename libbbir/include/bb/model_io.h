@@ -43,4 +43,10 @@ void bb_model_dump(const bb_model *m, FILE *out);
  * into buf (always NUL-terminated). Returns buf. */
 char *bb_type_proto_str(const bb_type_proto *t, char *buf, size_t cap);
 
+/* The model as JSON, the canonical protobuf JSON mapping of its ModelProto
+ * (what python's json_format.MessageToDict(m, preserving_proto_field_name=True)
+ * gives): proto field names, int64 as strings, bytes as base64, enums by name,
+ * absent fields and empty repeated fields omitted. Indented, deterministic. */
+void bb_model_dump_json(const bb_model *m, FILE *out);
+
 #endif

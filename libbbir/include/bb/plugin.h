@@ -94,6 +94,7 @@ typedef struct bb_config_decl { /* one key of the per-slot JSON config */
 } bb_config_decl;
 
 /* ---- runtime surfaces the engine gives a component -------------------------- */
+struct bb_component_type; /* defined below; named by bb_ctx_api.dependency */
 typedef struct bb_ctx bb_ctx;
 typedef struct bb_completion bb_completion;
 
@@ -106,7 +107,8 @@ typedef enum bb_dispatch_result {
 typedef struct bb_dispatch_call {
     const char *domain;
     const char *op_type;
-    uint32_t op_index;          /* index into the type's opset ops[], resolved at install */
+    uint32_t op_index;          /* index into ops[] of the type's opset declaring `domain`
+                                 * (bb_component_type_find_op), resolved at install */
     bb_value *const *inputs;    /* borrowed; NULL entries for absent optional inputs */
     uint32_t n_inputs;
     uint32_t n_outputs;         /* size of the outputs array */
@@ -228,6 +230,16 @@ typedef struct bb_component_type {
                                  bb_value **out, bb_error *err);
     /* Optional: a timer scheduled through ctx->api->schedule fired. */
     void (*on_timer)(void *inst, bb_ctx *ctx, uint64_t token);
+    /* Optional, backends (read only when struct_size covers it): run a
+     * whole graph. inputs[i] (borrowed) binds the graph input named
+     * input_names[i] (it overrides an initializer of that name); outputs[]
+     * receive new references in graph->outputs order (n_outputs at most
+     * graph->outputs.n). The backend may cache per graph pointer (plans,
+     * converted initializers): graph must stay alive and unchanged for
+     * the instance's lifetime. */
+    int (*execute_graph)(void *inst, const bb_graph *graph, const char *const *input_names,
+                         bb_value *const *inputs, uint32_t n_inputs, bb_value **outputs,
+                         uint32_t n_outputs, bb_error *err);
 } bb_component_type;
 
 /* ---- the plugin entry --------------------------------------------------------- */

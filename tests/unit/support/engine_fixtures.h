@@ -1,0 +1,144 @@
+/*
+ * engine_fixtures.h — test support for the engine: build compiled
+ * artifacts by hand in the shape bbc emits (functions[] per partition,
+ * binding triples, passport), in-process test component types, and an
+ * in-memory network that polls several engines and carries their
+ * SendEnvelope steps to each other.
+ */
+#ifndef BB_TEST_ENGINE_FIXTURES_H
+#define BB_TEST_ENGINE_FIXTURES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bb/ir.h"
+#include "bb/plugin.h"
+#include "bb/value.h"
+#include "bbd/engine/engine.h"
+
+#define FX_SYS "ai.bytesandbrains.syscall"
+#define FX_WIRE "ai.bytesandbrains.wire"
+#define FX_AB "ai.bytesandbrains.address_book"
+#define FX_COMP "ai.bytesandbrains.composite"
+
+/* ---- artifacts ------------------------------------------------------------- */
+
+/* New model carrying the ai.bytesandbrains.compiled = v1 passport. */
+bb_model *fx_model(void);
+/* Function with comma-separated formals / results ("" for none). */
+bb_function *fx_fn(bb_model *m, const char *name, const char *inputs, const char *outputs);
+/* Node; ports comma-separated, an empty entry ("a,,b") is an omitted input. */
+bb_node *fx_op(bb_model *m, bb_function *f, const char *domain, const char *op_type,
+               const char *inputs, const char *outputs);
+void fx_meta(bb_model *m, bb_node *n, const char *key, const char *value);
+void fx_int(bb_model *m, bb_node *n, const char *name, int64_t v);
+void fx_str(bb_model *m, bb_node *n, const char *name, const char *v);
+void fx_bytes_attr(bb_model *m, bb_node *n, const char *name, const void *data, size_t len);
+/* value_info for a value of f. */
+void fx_type(bb_model *m, bb_function *f, const char *value, const bb_type_node *t);
+/* model metadata ai.bytesandbrains.binding.<target>.<slot> = triple */
+void fx_bind(bb_model *m, const char *target, const char *slot, const char *triple);
+/* A chain f: in -> PassThrough x n -> out. */
+bb_function *fx_chain(bb_model *m, const char *name, uint32_t n);
+
+/* ---- test component types ----------------------------------------------------- */
+/*
+ * test::Echo   (Protocol, domain "test.echo")  Echo(x)->x, Later(x)->x (LATER:
+ *              the handle is kept, see fx_echo_*), Fail(x) (NOW_ERR), Count(x)->U64,
+ *              Control(payload, corr) (control-plane fill target), Bootstrap
+ *              (NOW, or LATER when config "later"); snapshot/restore of a counter.
+ * test::Model  (Model, domain ai.bytesandbrains.role.model) Params(t)->f32[4],
+ *              LoadParameters(p)->CommandId, Train(t)->f32[4] (params + delta,
+ *              delta = config number, default 1), NumSamples(t)->U64 (config).
+ * test::Agg    (Aggregator, "test.agg") FedAvg(ResponseBatch of Composite(params,
+ *              n)) -> f32[4] weighted mean; Contribute(t)->CommandId; Count(t)->U64.
+ * test::Selector (PeerSelector, role.peer_selector) Sample(t)->PeerIdVec of the
+ *              connected peers running the node's "target" attribute.
+ * test::Backend  (Backend, ai.onnx) Add(a,b), Relu(a); materialize_from_wire counts.
+ * test::Dep    (Protocol, "test.dep") depends on Backend "compute"; Plus(a,b) calls
+ *              compute.Add through ctx->call_dependency.
+ */
+const bb_engine_registry *fx_registry(void);
+/* Forget instances recorded by earlier tests. */
+void fx_reset(void);
+
+typedef struct fx_echo {
+    uint64_t calls;
+    bb_completion *pending[64];
+    bb_value *pending_in[64];
+    int n_pending;
+    int n_control;
+    bb_value *last_control;
+    bool bootstrapped;
+    bb_completion *boot_pending;
+    const char *slot;
+    bb_ctx *ctx;
+} fx_echo;
+fx_echo *fx_echo_at(int i);
+int fx_echo_count(void);
+size_t fx_backend_materialized(void);
+
+/* ---- engines and an in-memory network -------------------------------------------- */
+
+/* Engine with PeerId from seed byte, address /ip4/127.0.0.1/tcp/<port>.
+ * cfg may be NULL (defaults). */
+bb_engine *fx_engine(uint8_t seed, uint16_t port, const bb_engine_config *cfg);
+bb_peerid fx_peer(uint8_t seed);
+/* Binary /ip4/127.0.0.1/tcp/<port> into out (returns length). */
+size_t fx_addr(uint16_t port, uint8_t out[32]);
+/* Install comma-separated targets with fx_registry(). */
+int fx_install(bb_engine *e, bb_model *m, const char *targets, bb_error *err);
+
+/* A recorded step (deep copy). */
+typedef struct fx_rec {
+    bb_step_kind kind;
+    bb_exec_id exec;
+    char *a, *b, *c, *d; /* target/topic, node/op_type, message/detail ... */
+    bb_value *value;
+    int infra, sub;
+    uint64_t count;
+    bb_peerid peer;
+    size_t len;
+} fx_rec;
+
+typedef struct fx_log {
+    fx_rec *v;
+    size_t n, cap;
+} fx_log;
+
+void fx_log_add(fx_log *l, const bb_step *s);
+void fx_log_free(fx_log *l);
+size_t fx_log_count(const fx_log *l, bb_step_kind kind);
+/* i-th AppEvent with this topic (NULL topic: any), or NULL. */
+const fx_rec *fx_log_app(const fx_log *l, const char *topic, size_t i);
+const fx_rec *fx_log_nth(const fx_log *l, bb_step_kind kind, size_t i);
+/* First infra step of kind (and sub when sub >= 0). */
+const fx_rec *fx_log_infra(const fx_log *l, int infra, int sub);
+
+typedef struct fx_net {
+    bb_engine *e[8];
+    fx_log log[8];
+    int n;
+    uint64_t now;
+    size_t delivered;
+    bool drop_all; /* lose every envelope (a dead link) */
+} fx_net;
+
+int fx_net_add(fx_net *net, bb_engine *e);
+/* Poll every engine until none has work (or rounds run out), carrying
+ * envelopes between them. Returns the number of rounds. */
+int fx_net_run(fx_net *net, int max_rounds);
+/* Poll one engine once at net->now, logging its steps and carrying its
+ * envelopes. */
+void fx_net_poll(fx_net *net, int i);
+void fx_net_free(fx_net *net); /* frees logs and engines */
+
+/* Poll a single engine (no network) until idle, logging into log. */
+int fx_run(bb_engine *e, fx_log *log, uint64_t now, int max_rounds);
+
+/* Value helpers */
+bb_value *fx_f32(const float *v, size_t n);
+bool fx_f32_eq(const bb_value *v, const float *want, size_t n);
+
+#endif
