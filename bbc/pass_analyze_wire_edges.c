@@ -1,0 +1,120 @@
+/*
+ * pass_analyze_wire_edges.c — classifies every cross-partition edge and
+ * groups outbound sends for batching (COMPILER.md "Pass groups";
+ * IR_AND_DSL.md 5b "TriggerOnly classification").
+ *
+ * An edge is "trigger_only" when its payload carries nothing the receiver
+ * uses: the sent value is a Trigger, or no node reads the receive's payload
+ * output. Otherwise "data". The class is stamped as wire_transport on both
+ * the send and the receive (the engine skips payload encoding for
+ * trigger-only fills); sends and receives without a partner in this program
+ * are classified from their own side. Every wire node also gets its
+ * wire_correlation (none / request / response) when the recording left it
+ * out, and every send a wire_batch group = its destination class: sends of
+ * one partition with the same group batch into one envelope per peer.
+ */
+#include <string.h>
+
+#include "bb/meta.h"
+#include "bbc/compiler.h"
+#include "bbc/util.h"
+#include "bbc/wire.h"
+
+static const char *correlation(const bb_node *n)
+{
+    if (bbc_str_eq(n->op_type, BB_OP_WIRE_SEND_REQ_BATCHED) ||
+        bbc_str_eq(n->op_type, BB_OP_WIRE_RECV_REQ))
+        return BB_WIRE_CORRELATION_REQUEST;
+    if (bbc_str_eq(n->op_type, BB_OP_WIRE_SEND_RESP) ||
+        bbc_str_eq(n->op_type, BB_OP_WIRE_RECV_RESP_BATCHED))
+        return BB_WIRE_CORRELATION_RESPONSE;
+    return BB_WIRE_CORRELATION_NONE;
+}
+
+static bb_node *find_node(bbc_state *st, const char *cls, const char *name, bbc_partition **pp)
+{
+    for (size_t k = 0; k < st->parts.n; k++) {
+        bbc_partition *p = st->parts.v[k];
+        if (cls && !bbc_str_eq(p->cls, cls))
+            continue;
+        for (size_t i = 0; i < p->fn->nodes.n; i++)
+            if (bbc_str_eq(p->fn->nodes.v[i]->name, name)) {
+                if (pp)
+                    *pp = p;
+                return p->fn->nodes.v[i];
+            }
+    }
+    return NULL;
+}
+
+static bool send_is_trigger(const bb_function *f, const bb_node *s)
+{
+    if (s->inputs.n == 0)
+        return true;
+    const bb_type_node *t = bbc_value_type(f, s->inputs.v[BBC_SEND_DATA]);
+    return t && bb_type_same(t, &BB_TYPE_TRIGGER);
+}
+
+static bool payload_unused(const bb_function *f, const bb_node *r)
+{
+    if (r->outputs.n <= BBC_RECV_PAYLOAD)
+        return false;
+    const char *v = r->outputs.v[BBC_RECV_PAYLOAD];
+    return !v || !*v || (!bbc_value_consumed(f, v, r) && bb_str_list_find(&f->outputs, v) < 0);
+}
+
+static int stamp(bbc_state *st, bbc_partition *p, bb_node *n, const char *key, const char *val)
+{
+    if (bbc_meta_is(n, key, val))
+        return BB_OK;
+    return bbc_set_meta(p->model->arena, n, key, val) == BB_OK ? BB_OK : bbc_oom(st);
+}
+
+int bbc_pass_analyze_wire_edges(bbc_state *st)
+{
+    int rc;
+    /* Edges with both ends in this program. */
+    for (size_t i = 0; i < st->edges.n; i++) {
+        bbc_wire_edge *e = &st->edges.v[i];
+        bbc_partition *sp = NULL, *rp = NULL;
+        bb_node *s = find_node(st, e->producer_class, e->send_node, &sp);
+        bb_node *r = find_node(st, e->consumer_class, e->recv_node, &rp);
+        if (!s || !r)
+            return bbc_fail(st, BBC_E_INTERNAL, "wire edge '%s' -> '%s' lost its %s",
+                            e->send_node, e->recv_node, s ? "receive" : "send");
+        e->trigger_only = bbc_node_is(s, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_RESP)
+                              ? false
+                              : send_is_trigger(sp->fn, s) || payload_unused(rp->fn, r);
+        const char *t = e->trigger_only ? BB_WIRE_TRANSPORT_TRIGGER_ONLY : BB_WIRE_TRANSPORT_DATA;
+        if ((rc = stamp(st, sp, s, BB_META_WIRE_TRANSPORT, t)) != BB_OK ||
+            (rc = stamp(st, rp, r, BB_META_WIRE_TRANSPORT, t)) != BB_OK)
+            return rc;
+    }
+    /* Every wire node: correlation, one-sided transport, batching group. */
+    for (size_t k = 0; k < st->parts.n; k++) {
+        bbc_partition *p = st->parts.v[k];
+        for (size_t i = 0; i < p->fn->nodes.n; i++) {
+            bb_node *n = p->fn->nodes.v[i];
+            if (!bbc_is_wire(n))
+                continue;
+            if (!bbc_meta(n, BB_META_WIRE_CORRELATION) &&
+                (rc = stamp(st, p, n, BB_META_WIRE_CORRELATION, correlation(n))) != BB_OK)
+                return rc;
+            if (!bbc_meta(n, BB_META_WIRE_TRANSPORT)) {
+                bool trig = bbc_is_wire_send(n) ? send_is_trigger(p->fn, n) : payload_unused(p->fn, n);
+                if (bbc_node_is(n, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_RESP) ||
+                    bbc_node_is(n, BB_DOMAIN_WIRE, BB_OP_WIRE_RECV_RESP_BATCHED))
+                    trig = false;
+                if ((rc = stamp(st, p, n, BB_META_WIRE_TRANSPORT,
+                                trig ? BB_WIRE_TRANSPORT_TRIGGER_ONLY : BB_WIRE_TRANSPORT_DATA)) !=
+                    BB_OK)
+                    return rc;
+            }
+            const char *dest = bbc_meta(n, BB_META_DEST_CLASS);
+            if (bbc_is_wire_send(n) && dest &&
+                (rc = stamp(st, p, n, BBC_META_WIRE_BATCH, dest)) != BB_OK)
+                return rc;
+        }
+    }
+    return BB_OK;
+}

@@ -1,0 +1,329 @@
+/*
+ * pass_partition_by_wire_ops.c — slices the root at wire ops into one
+ * partition per peer class (COMPILER.md "Partition by wire ops").
+ *
+ * Wire ops are the boundary: every dataflow edge stays inside a class (sends
+ * belong to their producers' class, receives to their consumers'; see
+ * infer_peer_classes), so a partition is exactly the nodes whose
+ * home_class is its class, in root order. Classes are ordered by first
+ * appearance, which keeps partition order stable when a compiled model is
+ * compiled again.
+ *
+ * Each partition is its own model whose functions[0] is the partition
+ * function named after the class (SELF_CLASS "@self" for a program without
+ * classes), with the root formals, ports, value_info, slot declarations and
+ * slot metadata it uses, plus clones of the sub-functions its call nodes
+ * reach and of the class's bootstrap ("<class>__bootstrap"). The 16-hex
+ * content hash of the node bodies is computed here and re-computed over the
+ * final bodies by stamp_compilation_metadata ("<class>#<hash>").
+ *
+ * One WireEdge is recorded per matched send/receive pair.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "bb/meta.h"
+#include "bb/opsets.h"
+#include "bbc/compiler.h"
+#include "bbc/util.h"
+#include "bbc/wire.h"
+
+static bool has_prefix(const char *s, const char *p)
+{
+    return s && strncmp(s, p, strlen(p)) == 0;
+}
+
+static bool class_uses(const bb_node_list *nodes, const char *slot)
+{
+    for (size_t i = 0; i < nodes->n; i++)
+        if (bbc_meta_is(nodes->v[i], BB_META_SLOT, slot))
+            return true;
+    return false;
+}
+
+/* Is the slot part of this partition? (Single-class programs keep all.) */
+static bool partition_slot(bbc_state *st, const char *cls, const bb_function *pf,
+                           const char *slot, bool single)
+{
+    if (single || bbc_state_class_declares(st, cls, slot) || class_uses(&pf->nodes, slot))
+        return true;
+    /* Bootstrap bodies name slots too. */
+    for (size_t i = 0; i < st->model->functions.n; i++) {
+        const bb_function *f = st->model->functions.v[i];
+        if (bbc_is_bootstrap_fn(f) && bbc_str_eq(bb_kv_get(&f->metadata, BB_META_HOME_CLASS), cls) &&
+            class_uses(&f->nodes, slot))
+            return true;
+    }
+    return false;
+}
+
+static const char *slot_of_key(const char *key)
+{
+    static const char *const PREFIXES[] = {BB_META_SLOT_CONCRETE_TYPE_PREFIX,
+                                           BBC_META_SLOT_ROLE_PREFIX, BBC_META_SLOT_ID_PREFIX};
+    for (size_t i = 0; i < 3; i++)
+        if (has_prefix(key, PREFIXES[i]))
+            return key + strlen(PREFIXES[i]);
+    return NULL;
+}
+
+static int copy_value_info(bb_arena *a, const bb_function *root, bb_function *pf, const char *v)
+{
+    if (!v || !*v || bb_value_info_find(&pf->value_info, v))
+        return BB_OK;
+    const bb_value_info *vi = bb_value_info_find(&root->value_info, v);
+    if (!vi)
+        return BB_OK;
+    bb_value_info *c = bb_value_info_clone(a, vi);
+    bb_value_info **slot = c ? BB_VEC_PUSH(a, &pf->value_info) : NULL;
+    if (!slot)
+        return BB_ENOMEM;
+    *slot = c;
+    return BB_OK;
+}
+
+/* Clone f (and its callees) into pm unless present. */
+static int clone_function_into(bbc_state *st, bb_model *pm, const bb_function *f, int depth)
+{
+    if (depth > 64)
+        return bbc_fail(st, BBC_E_INTERNAL, "function call nesting deeper than 64 at '%s'",
+                        f->name);
+    if (bb_model_find_function(pm, f->domain, f->name, f->overload))
+        return BB_OK;
+    bb_function *c = bb_function_clone(pm->arena, f);
+    bb_function **slot = c ? BB_VEC_PUSH(pm->arena, &pm->functions) : NULL;
+    if (!slot)
+        return bbc_oom(st);
+    *slot = c;
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_function *callee = bbc_callee(st->model, f->nodes.v[i]);
+        int rc;
+        if (callee && callee != f && (rc = clone_function_into(st, pm, callee, depth + 1)) != BB_OK)
+            return rc;
+    }
+    return BB_OK;
+}
+
+/* Does bootstrap f belong to class cls? Its class module's ("<cls>__bootstrap"
+ * or home_class cls), a sub-module's whose nodes all run on cls, or (single
+ * class) the root module's. */
+static bool bootstrap_of(const bb_function *f, const char *cls, const char *want,
+                         const char *root_boot)
+{
+    const char *fc = bb_kv_get(&f->metadata, BB_META_HOME_CLASS);
+    if (fc)
+        return bbc_str_eq(fc, cls);
+    if (bbc_str_eq(f->name, want) || (root_boot && bbc_str_eq(f->name, root_boot)))
+        return true;
+    if (f->nodes.n == 0)
+        return false;
+    for (size_t i = 0; i < f->nodes.n; i++)
+        if (!bbc_meta_is(f->nodes.v[i], BB_META_HOME_CLASS, cls))
+            return false;
+    return true;
+}
+
+static int build_partition(bbc_state *st, const char *cls, bool single)
+{
+    const bb_function *root = st->root;
+    bb_model *pm = bb_model_new();
+    if (!pm)
+        return bbc_oom(st);
+    bb_arena *a = pm->arena;
+    pm->ir_version = st->model->ir_version;
+    pm->producer_name = bb_model_str(pm, st->model->producer_name);
+    pm->producer_version = bb_model_str(pm, st->model->producer_version);
+    pm->domain = bb_model_str(pm, st->model->domain);
+    pm->has_model_version = st->model->has_model_version;
+    pm->model_version = st->model->model_version;
+    bb_function *pf = bb_model_add_function(pm, root->domain, cls);
+    bbc_partition *p = pf ? bbc_state_add_partition(st, cls, pm) : NULL;
+    if (!p) {
+        if (!pf)
+            bb_model_free(pm);
+        return bbc_oom(st);
+    }
+    pf->doc_string = bb_model_str(pm, root->doc_string);
+    for (size_t i = 0; i < root->nodes.n; i++) {
+        const bb_node *n = root->nodes.v[i];
+        if (!bbc_meta_is(n, BB_META_HOME_CLASS, cls))
+            continue;
+        bb_node *c = bb_node_clone(a, n);
+        bb_node **slot = c ? BB_VEC_PUSH(a, &pf->nodes) : NULL;
+        if (!slot)
+            return bbc_oom(st);
+        *slot = c;
+    }
+    /* Formals the nodes read, ports they produce. */
+    for (size_t j = 0; j < root->inputs.n; j++) {
+        const char *v = root->inputs.v[j];
+        bool used = false;
+        for (size_t i = 0; i < pf->nodes.n && !used; i++)
+            used = bb_str_list_find(&pf->nodes.v[i]->inputs, v) >= 0;
+        if (used && bb_str_list_push(a, &pf->inputs, v) != BB_OK)
+            return bbc_oom(st);
+    }
+    for (size_t j = 0; j < root->outputs.n; j++) {
+        const char *v = root->outputs.v[j];
+        bool made = false;
+        for (size_t i = 0; i < pf->nodes.n && !made; i++)
+            made = bb_str_list_find(&pf->nodes.v[i]->outputs, v) >= 0;
+        if (made && bb_str_list_push(a, &pf->outputs, v) != BB_OK)
+            return bbc_oom(st);
+    }
+    /* value_info in the root's order (stable when compiled again). */
+    for (size_t j = 0; j < root->value_info.n; j++) {
+        const char *v = root->value_info.v[j]->name;
+        bool used = bb_str_list_find(&pf->inputs, v) >= 0 || bb_str_list_find(&pf->outputs, v) >= 0;
+        for (size_t i = 0; i < pf->nodes.n && !used; i++)
+            used = bb_str_list_find(&pf->nodes.v[i]->inputs, v) >= 0 ||
+                   bb_str_list_find(&pf->nodes.v[i]->outputs, v) >= 0;
+        if (used && copy_value_info(a, root, pf, v) != BB_OK)
+            return bbc_oom(st);
+    }
+    /* Slot declarations and metadata of the partition's slots. */
+    for (size_t j = 0; j < root->attributes.n; j++)
+        if (partition_slot(st, cls, pf, root->attributes.v[j], single) &&
+            bb_str_list_push(a, &pf->attributes, root->attributes.v[j]) != BB_OK)
+            return bbc_oom(st);
+    for (size_t j = 0; j < root->attribute_protos.n; j++) {
+        const bb_attr *ap = root->attribute_protos.v[j];
+        if (!partition_slot(st, cls, pf, ap->name, single))
+            continue;
+        bb_attr *c = bb_attr_clone(a, ap);
+        bb_attr **slot = c ? BB_VEC_PUSH(a, &pf->attribute_protos) : NULL;
+        if (!slot)
+            return bbc_oom(st);
+        *slot = c;
+    }
+    for (size_t j = 0; j < root->metadata.n; j++) {
+        const bb_kv *kv = &root->metadata.v[j];
+        const char *slot = slot_of_key(kv->key);
+        bool keep;
+        if (slot)
+            keep = partition_slot(st, cls, pf, slot, single);
+        else if (has_prefix(kv->key, BBC_META_NET_OUT_PREFIX)) {
+            keep = false;
+            const char *port = kv->key + strlen(BBC_META_NET_OUT_PREFIX);
+            for (size_t i = 0; i < pf->nodes.n && !keep; i++)
+                keep = bbc_is_wire_send(pf->nodes.v[i]) &&
+                       bbc_meta_is(pf->nodes.v[i], BBC_META_PORT, port);
+        } else {
+            keep = !bbc_str_eq(kv->key, BB_META_HOME_CLASS) &&
+                   !has_prefix(kv->key, BBC_META_NET_IN_PREFIX);
+        }
+        if (keep && bb_kv_set(a, &pf->metadata, kv->key, kv->value) != BB_OK)
+            return bbc_oom(st);
+    }
+    if (bb_kv_set(a, &pf->metadata, BB_META_HOME_CLASS, cls) != BB_OK)
+        return bbc_oom(st);
+    /* Opsets the body uses, at the version the root / model imports. */
+    for (size_t i = 0; i < pf->nodes.n; i++) {
+        const bb_node *n = pf->nodes.v[i];
+        const char *d = bb_domain_is_onnx(n->domain) ? BB_DOMAIN_ONNX : n->domain;
+        if (bb_opset_list_version(&pf->opset_imports, d) >= 0)
+            continue;
+        int64_t v = bb_opset_list_version(&root->opset_imports, d);
+        if (v < 0)
+            v = bb_opset_list_version(&st->model->opset_imports, d);
+        if (v < 0) {
+            const bb_opset_schema *os = bb_opset_find(d);
+            v = os ? os->version : 1;
+        }
+        if (bb_opset_list_add(a, &pf->opset_imports, d, v) != BB_OK)
+            return bbc_oom(st);
+    }
+    /* Sub-functions the partition calls, and the class's bootstrap. */
+    int rc;
+    for (size_t i = 0; i < pf->nodes.n; i++) {
+        const bb_function *callee = bbc_callee(st->model, pf->nodes.v[i]);
+        if (callee && (rc = clone_function_into(st, pm, callee, 0)) != BB_OK)
+            return rc;
+    }
+    char want[512], root_boot[512];
+    snprintf(want, sizeof want, "%s%s", cls, BB_BOOTSTRAP_SUFFIX);
+    snprintf(root_boot, sizeof root_boot, "%s%s", root->name, BB_BOOTSTRAP_SUFFIX);
+    for (size_t i = 0; i < st->model->functions.n; i++) {
+        const bb_function *f = st->model->functions.v[i];
+        if (!bbc_is_bootstrap_fn(f) || !bootstrap_of(f, cls, want, single ? root_boot : NULL))
+            continue;
+        if ((rc = clone_function_into(st, pm, f, 0)) != BB_OK)
+            return rc;
+        bb_function *bc = bb_model_find_function(pm, f->domain, f->name, f->overload);
+        if (bc && single && bbc_str_eq(f->name, root_boot))
+            bc->name = bb_model_str(pm, want); /* "@self__bootstrap" */
+        if (bc && bb_kv_set(a, &bc->metadata, BB_META_HOME_CLASS, cls) != BB_OK)
+            return bbc_oom(st);
+    }
+    snprintf(p->hash, sizeof p->hash, "%016llx", (unsigned long long)bbc_hash_nodes(pf));
+    return BB_OK;
+}
+
+static int record_edges(bbc_state *st)
+{
+    const bb_function *f = st->root;
+    size_t rx[16];
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *s = f->nodes.v[i];
+        if (!bbc_is_wire_send(s))
+            continue;
+        size_t k = bbc_wire_receivers(f, i, rx, 16);
+        for (size_t r = 0; r < k && r < 16; r++) {
+            const bb_node *rn = f->nodes.v[rx[r]];
+            bbc_wire_edge *e = BB_VEC_PUSH(st->arena, &st->edges);
+            if (!e)
+                return bbc_oom(st);
+            e->producer_class = bbc_meta(s, BB_META_HOME_CLASS);
+            e->consumer_class = bbc_meta(rn, BB_META_HOME_CLASS);
+            e->value_name = s->inputs.n ? s->inputs.v[BBC_SEND_DATA] : "";
+            e->recv_value = rn->outputs.n > BBC_RECV_PAYLOAD ? rn->outputs.v[BBC_RECV_PAYLOAD]
+                                                             : (rn->outputs.n ? rn->outputs.v[0] : "");
+            e->send_node = s->name;
+            e->recv_node = rn->name;
+            e->send_op = s->op_type;
+            e->recv_op = rn->op_type;
+        }
+    }
+    return BB_OK;
+}
+
+int bbc_pass_partition_by_wire_ops(bbc_state *st)
+{
+    if (st->parts.n > 0)
+        return BB_OK;
+    const bb_function *root = st->root;
+    BB_VEC(const char *) classes = {0};
+    for (size_t i = 0; i < root->nodes.n; i++) {
+        const bb_node *n = root->nodes.v[i];
+        const char *c = bbc_meta(n, BB_META_HOME_CLASS);
+        if (!c)
+            return bbc_fail(st, BBC_E_INTERNAL,
+                            "node '%s' (%s::%s) has no home_class (did infer_peer_classes run?)",
+                            n->name ? n->name : "", n->domain ? n->domain : "", n->op_type);
+        bool seen = false;
+        for (size_t k = 0; k < classes.n && !seen; k++)
+            seen = bbc_str_eq(classes.v[k], c);
+        if (seen)
+            continue;
+        const char **slot = BB_VEC_PUSH(st->arena, &classes);
+        if (!slot)
+            return bbc_oom(st);
+        *slot = c;
+    }
+    if (classes.n == 0) {
+        /* An empty body still yields its (empty) partition. */
+        const char *c = bb_kv_get(&root->metadata, BB_META_HOME_CLASS);
+        const char **slot = BB_VEC_PUSH(st->arena, &classes);
+        if (!slot)
+            return bbc_oom(st);
+        *slot = c ? c : BB_SELF_CLASS;
+    }
+    bool single = classes.n == 1 && bbc_str_eq(classes.v[0], BB_SELF_CLASS);
+    int rc;
+    if ((rc = record_edges(st)) != BB_OK)
+        return rc;
+    for (size_t k = 0; k < classes.n; k++)
+        if ((rc = build_partition(st, classes.v[k], single)) != BB_OK)
+            return rc;
+    return BB_OK;
+}

@@ -1,0 +1,520 @@
+/*
+ * util.c — the IR helpers every compiler pass shares (see util.h). Graphs
+ * are tens to a few thousand nodes; the helpers favour plain linear scans
+ * and one arena-backed hash map for producer lookups.
+ */
+#include "bbc/util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "bb/meta.h"
+
+/* ---- metadata, classification ---------------------------------------------- */
+
+bool bbc_str_eq(const char *a, const char *b)
+{
+    if (!a || !b)
+        return a == b;
+    return strcmp(a, b) == 0;
+}
+
+const char *bbc_meta(const bb_node *n, const char *key)
+{
+    return n ? bb_kv_get(&n->metadata, key) : NULL;
+}
+
+bool bbc_meta_is(const bb_node *n, const char *key, const char *value)
+{
+    return bbc_str_eq(bbc_meta(n, key), value);
+}
+
+int bbc_set_meta(bb_arena *a, bb_node *n, const char *key, const char *value)
+{
+    return bb_kv_set(a, &n->metadata, key, value);
+}
+
+bool bbc_node_is(const bb_node *n, const char *domain, const char *op_type)
+{
+    if (bb_domain_is_onnx(domain)) {
+        if (!bb_domain_is_onnx(n->domain))
+            return false;
+    } else if (!bbc_str_eq(n->domain, domain)) {
+        return false;
+    }
+    return bbc_str_eq(n->op_type, op_type);
+}
+
+bool bbc_is_wire(const bb_node *n)
+{
+    return bb_op_is_wire(n->domain, n->op_type);
+}
+
+bool bbc_is_wire_send(const bb_node *n)
+{
+    return bb_op_is_wire_send(n->domain, n->op_type);
+}
+
+bool bbc_is_wire_recv(const bb_node *n)
+{
+    return bb_op_is_wire_recv(n->domain, n->op_type);
+}
+
+bool bbc_is_role_node(const bb_node *n)
+{
+    if (bb_domain_is_role(n->domain))
+        return true;
+    return bbc_meta(n, BB_META_SLOT) || bbc_meta(n, BB_META_CONCRETE_TYPE) ||
+           bbc_meta(n, BB_META_REQUIRED_TRAIT);
+}
+
+bb_function *bbc_callee(const bb_model *m, const bb_node *n)
+{
+    if (!m || bb_opset_is_reserved(n->domain))
+        return NULL;
+    for (size_t i = 0; i < m->functions.n; i++) {
+        bb_function *f = m->functions.v[i];
+        if (bbc_str_eq(f->name, n->op_type) && bbc_str_eq(f->domain, n->domain) &&
+            bbc_str_eq(f->overload ? f->overload : "", n->overload ? n->overload : ""))
+            return f;
+    }
+    return NULL;
+}
+
+bool bbc_is_bootstrap_fn(const bb_function *f)
+{
+    if (bbc_str_eq(bb_kv_get(&f->metadata, BB_META_MODULE_PHASE), BB_MODULE_PHASE_BOOTSTRAP))
+        return true;
+    size_t n = f->name ? strlen(f->name) : 0, sl = strlen(BB_BOOTSTRAP_SUFFIX);
+    return n > sl && strcmp(f->name + n - sl, BB_BOOTSTRAP_SUFFIX) == 0;
+}
+
+const char *bbc_node_label(bb_arena *a, const bb_node *n, size_t index)
+{
+    if (n->name && *n->name)
+        return n->name;
+    return bb_arena_sprintf(a, "#%zu", index);
+}
+
+/* ---- map --------------------------------------------------------------------- */
+
+static uint64_t hash_str(const char *s)
+{
+    return bb_fnv1a64(s, strlen(s));
+}
+
+int bbc_map_init(bbc_map *m, bb_arena *a, size_t hint)
+{
+    memset(m, 0, sizeof *m);
+    m->a = a;
+    size_t cap = 16;
+    while (cap < hint * 2 + 1)
+        cap *= 2;
+    m->keys = bb_arena_calloc(a, cap, sizeof *m->keys);
+    m->vals = bb_arena_calloc(a, cap, sizeof *m->vals);
+    if (!m->keys || !m->vals)
+        return BB_ENOMEM;
+    m->cap = cap;
+    return BB_OK;
+}
+
+static int map_grow(bbc_map *m)
+{
+    bbc_map bigger;
+    if (bbc_map_init(&bigger, m->a, m->cap) != BB_OK)
+        return BB_ENOMEM;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i] && bbc_map_put(&bigger, m->keys[i], m->vals[i]) != BB_OK)
+            return BB_ENOMEM;
+    *m = bigger;
+    return BB_OK;
+}
+
+int bbc_map_put(bbc_map *m, const char *key, size_t val)
+{
+    if ((m->n + 1) * 2 > m->cap && map_grow(m) != BB_OK)
+        return BB_ENOMEM;
+    size_t i = (size_t)hash_str(key) & (m->cap - 1);
+    while (m->keys[i]) {
+        if (strcmp(m->keys[i], key) == 0) {
+            m->vals[i] = val;
+            return BB_OK;
+        }
+        i = (i + 1) & (m->cap - 1);
+    }
+    m->keys[i] = key;
+    m->vals[i] = val;
+    m->n++;
+    return BB_OK;
+}
+
+bool bbc_map_get(const bbc_map *m, const char *key, size_t *val)
+{
+    if (!key || m->cap == 0)
+        return false;
+    size_t i = (size_t)hash_str(key) & (m->cap - 1);
+    while (m->keys[i]) {
+        if (strcmp(m->keys[i], key) == 0) {
+            if (val)
+                *val = m->vals[i];
+            return true;
+        }
+        i = (i + 1) & (m->cap - 1);
+    }
+    return false;
+}
+
+/* ---- producers / consumers -------------------------------------------------- */
+
+int bbc_producers(bb_arena *a, const bb_function *f, bbc_map *out, const char **dup)
+{
+    if (dup)
+        *dup = NULL;
+    if (bbc_map_init(out, a, f->nodes.n * 2 + f->inputs.n) != BB_OK)
+        return BB_ENOMEM;
+    for (size_t i = 0; i < f->inputs.n; i++) {
+        const char *v = f->inputs.v[i];
+        if (!v || !*v)
+            continue;
+        if (bbc_map_get(out, v, NULL)) {
+            if (dup && !*dup)
+                *dup = v;
+            continue;
+        }
+        if (bbc_map_put(out, v, BBC_FORMAL) != BB_OK)
+            return BB_ENOMEM;
+    }
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *n = f->nodes.v[i];
+        for (size_t j = 0; j < n->outputs.n; j++) {
+            const char *v = n->outputs.v[j];
+            if (!v || !*v)
+                continue;
+            if (bbc_map_get(out, v, NULL)) {
+                if (dup && !*dup)
+                    *dup = v;
+                continue;
+            }
+            if (bbc_map_put(out, v, i) != BB_OK)
+                return BB_ENOMEM;
+        }
+    }
+    return BB_OK;
+}
+
+bool bbc_value_consumed(const bb_function *f, const char *value, const bb_node *skip)
+{
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *n = f->nodes.v[i];
+        if (n == skip)
+            continue;
+        for (size_t j = 0; j < n->inputs.n; j++)
+            if (bbc_str_eq(n->inputs.v[j], value))
+                return true;
+    }
+    return false;
+}
+
+size_t bbc_rewire_consumers(bb_function *f, const char *from, const char *to,
+                            const bb_node *skip)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        bb_node *n = f->nodes.v[i];
+        if (n == skip)
+            continue;
+        for (size_t j = 0; j < n->inputs.n; j++) {
+            if (bbc_str_eq(n->inputs.v[j], from)) {
+                n->inputs.v[j] = to;
+                count++;
+            }
+        }
+    }
+    return count;
+}
+
+size_t bbc_node_index(const bb_function *f, const bb_node *n)
+{
+    for (size_t i = 0; i < f->nodes.n; i++)
+        if (f->nodes.v[i] == n)
+            return i;
+    return SIZE_MAX;
+}
+
+int bbc_insert_node(bb_arena *a, bb_function *f, size_t i, bb_node *n)
+{
+    if (i > f->nodes.n)
+        i = f->nodes.n;
+    bb_node **slot = BB_VEC_INSERT(a, &f->nodes, i);
+    if (!slot)
+        return BB_ENOMEM;
+    *slot = n;
+    return BB_OK;
+}
+
+bool bbc_value_used(const bb_function *f, const char *value)
+{
+    if (bb_str_list_find(&f->inputs, value) >= 0 || bb_str_list_find(&f->outputs, value) >= 0)
+        return true;
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *n = f->nodes.v[i];
+        if (bb_str_list_find(&n->inputs, value) >= 0 ||
+            bb_str_list_find(&n->outputs, value) >= 0)
+            return true;
+    }
+    return false;
+}
+
+const char *bbc_fresh_value(bb_arena *a, const bb_function *f, const char *base)
+{
+    if (!bbc_value_used(f, base))
+        return bb_arena_strdup(a, base);
+    for (unsigned k = 1;; k++) {
+        char *s = bb_arena_sprintf(a, "%s_%u", base, k);
+        if (!s || !bbc_value_used(f, s))
+            return s;
+    }
+}
+
+int bbc_topo_order(bb_arena *a, const bb_function *f, size_t *order, size_t *n_sorted)
+{
+    size_t n = f->nodes.n;
+    if (n_sorted)
+        *n_sorted = 0;
+    if (n == 0)
+        return BB_OK;
+    bbc_map prod;
+    if (bbc_producers(a, f, &prod, NULL) != BB_OK)
+        return BB_ENOMEM;
+    /* indegree = number of inputs produced by a node; edges producer->consumer. */
+    size_t *indeg = bb_arena_calloc(a, n, sizeof *indeg);
+    size_t *head = bb_arena_calloc(a, n, sizeof *head);  /* adjacency via linked edges */
+    size_t n_edges = 0;
+    for (size_t i = 0; i < n; i++)
+        n_edges += f->nodes.v[i]->inputs.n;
+    size_t *next = bb_arena_calloc(a, n_edges + 1, sizeof *next);
+    size_t *dst = bb_arena_calloc(a, n_edges + 1, sizeof *dst);
+    size_t *queue = bb_arena_calloc(a, n, sizeof *queue);
+    if (!indeg || !head || !next || !dst || !queue)
+        return BB_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        head[i] = SIZE_MAX;
+    size_t e = 0;
+    for (size_t i = 0; i < n; i++) {
+        const bb_node *nd = f->nodes.v[i];
+        for (size_t j = 0; j < nd->inputs.n; j++) {
+            size_t p;
+            if (!nd->inputs.v[j] || !*nd->inputs.v[j] ||
+                !bbc_map_get(&prod, nd->inputs.v[j], &p) || p == BBC_FORMAL)
+                continue;
+            dst[e] = i;
+            next[e] = head[p];
+            head[p] = e;
+            e++;
+            indeg[i]++;
+        }
+    }
+    size_t qh = 0, qt = 0, k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (indeg[i] == 0)
+            queue[qt++] = i;
+    while (qh < qt) {
+        size_t u = queue[qh++];
+        order[k++] = u;
+        for (size_t ed = head[u]; ed != SIZE_MAX; ed = next[ed])
+            if (--indeg[dst[ed]] == 0)
+                queue[qt++] = dst[ed];
+    }
+    if (n_sorted)
+        *n_sorted = k;
+    return k < n ? BB_EVALIDATE : BB_OK;
+}
+
+/* ---- types -------------------------------------------------------------------- */
+
+const bb_type_node *bbc_value_type(const bb_function *f, const char *value)
+{
+    const bb_value_info *vi = bb_value_info_find(&f->value_info, value);
+    if (!vi || !vi->type)
+        return NULL;
+    return bb_type_from_proto(vi->type);
+}
+
+int bbc_set_value_type(bb_arena *a, bb_function *f, const char *value, const bb_type_node *t)
+{
+    bb_type_proto *tp = bb_type_to_proto(a, t);
+    if (!tp)
+        return BB_ENOMEM;
+    bb_value_info *vi = bb_value_info_find(&f->value_info, value);
+    if (vi) {
+        vi->type = tp;
+        return BB_OK;
+    }
+    vi = bb_value_info_new(a, value, tp);
+    if (!vi)
+        return BB_ENOMEM;
+    bb_value_info **slot = BB_VEC_PUSH(a, &f->value_info);
+    if (!slot)
+        return BB_ENOMEM;
+    *slot = vi;
+    return BB_OK;
+}
+
+/* ---- signatures ---------------------------------------------------------------- */
+
+bool bbc_node_sig(bbc_state *st, const bb_node *n, bbc_sig *out)
+{
+    memset(out, 0, sizeof *out);
+    bbc_slot *s = st ? bbc_state_node_slot(st, n) : NULL;
+    if (s && s->type) {
+        uint32_t idx;
+        const char *dom = bb_domain_is_onnx(n->domain) ? BB_DOMAIN_ONNX : n->domain;
+        const bb_op_decl *d = bb_component_type_find_op(s->type, dom, n->op_type, &idx);
+        if (!d && bb_domain_is_onnx(n->domain))
+            d = bb_component_type_find_op(s->type, "", n->op_type, &idx);
+        if (d) {
+            out->decl = d;
+            out->type = s->type;
+            out->in = d->inputs;
+            out->n_in = d->n_inputs;
+            out->out = d->outputs;
+            out->n_out = d->n_outputs;
+        }
+    }
+    out->schema = bb_op_schema_find(n->domain, n->op_type);
+    if (!out->decl && out->schema) {
+        out->in = out->schema->inputs;
+        out->n_in = out->schema->n_inputs;
+        out->out = out->schema->outputs;
+        out->n_out = out->schema->n_outputs;
+    }
+    return out->decl || out->schema;
+}
+
+static const bb_port_decl *port_at(const bb_port_decl *p, uint32_t n, size_t pos)
+{
+    if (n == 0)
+        return NULL;
+    if (pos < n)
+        return &p[pos];
+    return p[n - 1].variadic ? &p[n - 1] : NULL;
+}
+
+const bb_port_decl *bbc_sig_in(const bbc_sig *s, size_t pos)
+{
+    return port_at(s->in, s->n_in, pos);
+}
+
+const bb_port_decl *bbc_sig_out(const bbc_sig *s, size_t pos)
+{
+    return port_at(s->out, s->n_out, pos);
+}
+
+/* ---- hashing ------------------------------------------------------------------- */
+
+typedef struct hasher {
+    uint64_t h;
+} hasher;
+
+static void h_bytes(hasher *h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h->h ^= b[i];
+        h->h *= 0x100000001b3ull;
+    }
+}
+
+static void h_str(hasher *h, const char *s)
+{
+    if (s)
+        h_bytes(h, s, strlen(s) + 1);
+    else
+        h_bytes(h, "\xff", 1);
+}
+
+static void h_u64(hasher *h, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    h_bytes(h, b, 8);
+}
+
+static void h_attr(hasher *h, const bb_attr *at)
+{
+    h_str(h, at->name);
+    h_u64(h, (uint64_t)at->type);
+    h_u64(h, (uint64_t)at->i);
+    uint32_t fb;
+    memcpy(&fb, &at->f, 4);
+    h_u64(h, fb);
+    if (at->has_s)
+        h_bytes(h, at->s.data, at->s.len);
+    for (size_t i = 0; i < at->ints.n; i++)
+        h_u64(h, (uint64_t)at->ints.v[i]);
+    for (size_t i = 0; i < at->strings.n; i++)
+        h_bytes(h, at->strings.v[i].data, at->strings.v[i].len);
+    if (at->tp)
+        h_str(h, at->tp->denotation);
+}
+
+uint64_t bbc_hash_nodes(const bb_function *f)
+{
+    hasher h = {0xcbf29ce484222325ull};
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *n = f->nodes.v[i];
+        h_str(&h, bb_domain_is_onnx(n->domain) ? "" : n->domain);
+        h_str(&h, n->op_type);
+        h_str(&h, n->name);
+        h_u64(&h, n->inputs.n);
+        for (size_t j = 0; j < n->inputs.n; j++)
+            h_str(&h, n->inputs.v[j]);
+        h_u64(&h, n->outputs.n);
+        for (size_t j = 0; j < n->outputs.n; j++)
+            h_str(&h, n->outputs.v[j]);
+        h_u64(&h, n->attrs.n);
+        for (size_t j = 0; j < n->attrs.n; j++)
+            h_attr(&h, n->attrs.v[j]);
+        h_u64(&h, n->metadata.n);
+        for (size_t j = 0; j < n->metadata.n; j++) {
+            h_str(&h, n->metadata.v[j].key);
+            h_str(&h, n->metadata.v[j].value);
+        }
+    }
+    return h.h;
+}
+
+/* ---- function classification ---------------------------------------------------- */
+
+#define BBC_MAX_CALL_DEPTH 64
+
+bool bbc_fn_touches_wire(const bb_model *m, const bb_function *f, int depth)
+{
+    if (depth > BBC_MAX_CALL_DEPTH)
+        return false;
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *n = f->nodes.v[i];
+        if (bbc_str_eq(n->domain, BB_DOMAIN_WIRE))
+            return true;
+        const bb_function *c = bbc_callee(m, n);
+        if (c && c != f && bbc_fn_touches_wire(m, c, depth + 1))
+            return true;
+    }
+    return false;
+}
+
+bool bbc_fn_pure_onnx(const bb_model *m, const bb_function *f, int depth)
+{
+    if (depth > BBC_MAX_CALL_DEPTH || f->nodes.n == 0)
+        return false;
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *n = f->nodes.v[i];
+        if (bb_domain_is_onnx(n->domain))
+            continue;
+        const bb_function *c = bbc_callee(m, n);
+        if (!c || c == f || !bbc_fn_pure_onnx(m, c, depth + 1))
+            return false;
+    }
+    return true;
+}

@@ -1,0 +1,116 @@
+/*
+ * util.h — small IR helpers the compiler passes share: metadata access, op
+ * classification, a string->index map, producer lookup, topological order,
+ * value types, node signatures (catalog or bound plugin type) and the
+ * content hash. Internal to bbc.
+ */
+#ifndef BBC_UTIL_H
+#define BBC_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bb/ir.h"
+#include "bb/opsets.h"
+#include "bb/types.h"
+#include "bbc/compiler.h"
+
+/* ---- metadata, op classification ---------------------------------------- */
+
+const char *bbc_meta(const bb_node *n, const char *key);
+bool bbc_meta_is(const bb_node *n, const char *key, const char *value);
+int bbc_set_meta(bb_arena *a, bb_node *n, const char *key, const char *value);
+
+bool bbc_str_eq(const char *a, const char *b); /* NULL-safe */
+bool bbc_node_is(const bb_node *n, const char *domain, const char *op_type);
+bool bbc_is_wire(const bb_node *n);
+bool bbc_is_wire_send(const bb_node *n);
+bool bbc_is_wire_recv(const bb_node *n);
+/* A node that runs on a component slot: role.* domain, or slot metadata. */
+bool bbc_is_role_node(const bb_node *n);
+/* A call of a model-local function (non-reserved domain, function exists). */
+bb_function *bbc_callee(const bb_model *m, const bb_node *n);
+bool bbc_is_bootstrap_fn(const bb_function *f);
+/* "name" or "#<index>" when the node is unnamed, for messages (arena copy). */
+const char *bbc_node_label(bb_arena *a, const bb_node *n, size_t index);
+
+/* ---- string -> size_t map (open addressing, arena-backed) ---------------- */
+
+typedef struct bbc_map {
+    bb_arena *a;
+    const char **keys;
+    size_t *vals;
+    size_t cap, n;
+} bbc_map;
+
+int bbc_map_init(bbc_map *m, bb_arena *a, size_t hint);
+int bbc_map_put(bbc_map *m, const char *key, size_t val); /* key borrowed */
+bool bbc_map_get(const bbc_map *m, const char *key, size_t *val);
+
+/* ---- producers and consumers ---------------------------------------------- */
+
+#define BBC_FORMAL ((size_t)-2) /* producer "index" of a function input */
+
+/* value -> producing node index (BBC_FORMAL for function inputs). On a
+ * duplicate producer the first one wins; *dup (may be NULL) receives the
+ * first duplicated value name. */
+int bbc_producers(bb_arena *a, const bb_function *f, bbc_map *out, const char **dup);
+/* True when some node other than skip reads value. */
+bool bbc_value_consumed(const bb_function *f, const char *value, const bb_node *skip);
+/* Replace every input `from` by `to` in every node except skip. Returns the
+ * number of replacements. */
+size_t bbc_rewire_consumers(bb_function *f, const char *from, const char *to,
+                            const bb_node *skip);
+/* Index of node in f->nodes, or SIZE_MAX. */
+size_t bbc_node_index(const bb_function *f, const bb_node *n);
+/* Insert node at index i (shifting). BB_OK / BB_ENOMEM. */
+int bbc_insert_node(bb_arena *a, bb_function *f, size_t i, bb_node *n);
+/* A value name not used anywhere in f: base, else base_1, base_2, ... */
+const char *bbc_fresh_value(bb_arena *a, const bb_function *f, const char *base);
+bool bbc_value_used(const bb_function *f, const char *value);
+
+/* Topological order of f's nodes into order[f->nodes.n]. *n_sorted (may be
+ * NULL) receives how many were ordered; on a cycle returns BB_EVALIDATE and
+ * the nodes missing from order[0..*n_sorted) sit on or behind the cycle. */
+int bbc_topo_order(bb_arena *a, const bb_function *f, size_t *order, size_t *n_sorted);
+
+/* ---- value types ------------------------------------------------------------ */
+
+/* Type of value from f->value_info (NULL when absent or unknown). */
+const bb_type_node *bbc_value_type(const bb_function *f, const char *value);
+/* Set (replace or add) value's value_info to t. */
+int bbc_set_value_type(bb_arena *a, bb_function *f, const char *value, const bb_type_node *t);
+
+/* ---- node signatures -------------------------------------------------------- */
+
+typedef struct bbc_sig {
+    const bb_port_decl *in;
+    uint32_t n_in;
+    const bb_port_decl *out;
+    uint32_t n_out;
+    const bb_op_schema *schema;          /* catalog entry, or NULL */
+    const bb_op_decl *decl;              /* bound type's declaration, or NULL */
+    const bb_component_type *type;       /* type of decl */
+} bbc_sig;
+
+/* The bound slot type's declaration for (domain, op_type) first, else the
+ * catalog's. False when neither knows the op. */
+bool bbc_node_sig(bbc_state *st, const bb_node *n, bbc_sig *out);
+/* Port at position pos (the variadic last port absorbs the tail). */
+const bb_port_decl *bbc_sig_in(const bbc_sig *s, size_t pos);
+const bb_port_decl *bbc_sig_out(const bbc_sig *s, size_t pos);
+
+/* ---- hashing ------------------------------------------------------------------ */
+
+/* FNV-1a-64 over the canonical text of f's node bodies (domain, op_type,
+ * inputs, outputs, attributes, metadata). */
+uint64_t bbc_hash_nodes(const bb_function *f);
+
+/* Does any node in f (or transitively called functions of m) sit in the
+ * wire domain? visited guards recursion (may be NULL at the top). */
+bool bbc_fn_touches_wire(const bb_model *m, const bb_function *f, int depth);
+/* Is every node of f (transitively) under ai.onnx? */
+bool bbc_fn_pure_onnx(const bb_model *m, const bb_function *f, int depth);
+
+#endif

@@ -1,0 +1,349 @@
+/*
+ * test_bbc_cli.c — `bbc compile`, `bbc check`, `bbc passes` in-process, and
+ * the bindings parsers: exit codes (0 ok, 1 bad input, 2 bad usage), the
+ * printed "bbc: error: <pass>: <Variant>: <message>" form, a compiled file
+ * that loads back with its passport, WrongRole through --bind, bindings
+ * file errors. Component types come from the real plugin search (the cpu
+ * plugin next to the executable).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bb/recorder.h"
+#include "bbc_fixture.h"
+
+static char dir[64];
+
+/* A module with a generic Backend slot "compute": z = x + y. */
+static void write_model(const char *path)
+{
+    bb_recorder *r = bb_recorder_new("user.app");
+    bb_module *m = bb_rec_module(r, "Adder");
+    bb_slot *be = bb_rec_generic(m, BB_ROLE_BACKEND, "compute");
+    bb_rec *g = bb_module_body(m);
+    bb_val x = bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32);
+    bb_val y = bb_rec_input(g, "y", &BB_TYPE_TENSOR_F32);
+    bb_rec_output(g, "z", bb_onnx_add(g, be, x, y));
+    bb_error err = {0};
+    if (bb_recorder_write(r, m, path, &err) != BB_OK)
+        fail_msg("record: %s", err.msg);
+    bb_recorder_free(r);
+}
+
+/* Run a command with stderr captured into buf. */
+static int run_cmd(int (*cmd)(int, char **), char *buf, size_t cap, ...)
+{
+    char *argv[32];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, cap);
+    for (const char *a; argc < 31 && (a = va_arg(ap, const char *));)
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    char path[128];
+    snprintf(path, sizeof path, "%s/stderr", dir);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = fopen(path, "w+");
+    dup2(fileno(f), 2);
+    int rc = cmd(argc, argv);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return rc;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/bbc_cli_XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    char p[128];
+    snprintf(p, sizeof p, "%s/adder.onnx", dir);
+    write_model(p);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_compile_ok(void **state)
+{
+    (void)state;
+    char in[128], out[128], err[4096];
+    snprintf(in, sizeof in, "%s/adder.onnx", dir);
+    snprintf(out, sizeof out, "%s/adder.compiled.onnx", dir);
+    int rc = run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, "--bind",
+                     "compute=cpu::CpuBackend", "--per-hop-budget-ns", "1000", NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, err);
+    bb_model *m = NULL;
+    bb_error e = {0};
+    assert_int_equal(bb_model_load_file(out, &m, &e), BB_OK);
+    assert_string_equal(bb_kv_get(&m->metadata, BB_META_COMPILED), "v1");
+    assert_string_equal(bb_kv_get(&m->metadata, "ai.bytesandbrains.binding.@self.compute"),
+                        "Backend|cpu::CpuBackend|0");
+    const bb_function *f = fx_fn(m, BB_SELF_CLASS);
+    assert_non_null(f);
+    assert_ptr_equal(bbc_value_type(f, "z"), &BB_TYPE_TENSOR_F32);
+    bb_model_free(m);
+}
+
+/* --stage with the test stage plugin (build/tests/plugins/bbc_stage.so). */
+static void test_user_stage(void **state)
+{
+    (void)state;
+    char exe[512], so[600], in[128], out[128], err[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    assert_true(n > 0);
+    exe[n] = '\0';
+    *strrchr(exe, '/') = '\0';
+    snprintf(so, sizeof so, "%s/plugins/bbc_stage.so", exe);
+    snprintf(in, sizeof in, "%s/adder.onnx", dir);
+    snprintf(out, sizeof out, "%s/staged.onnx", dir);
+    int rc = run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, "--bind",
+                     "compute=cpu::CpuBackend", "--stage", so, NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s (build it with make build/tests/plugins/bbc_stage.so)", rc, err);
+    bb_model *m = NULL;
+    bb_error e = {0};
+    assert_int_equal(bb_model_load_file(out, &m, &e), BB_OK);
+    assert_string_equal(bb_kv_get(&fx_fn(m, BB_SELF_CLASS)->metadata, "example.stage"), "ran");
+    bb_model_free(m);
+    /* --without-stage names the stage. */
+    rc = run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, "--bind",
+                 "compute=cpu::CpuBackend", "--stage", so, "--without-stage", "stamp_tracing_ids",
+                 NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(bb_model_load_file(out, &m, &e), BB_OK);
+    assert_null(bb_kv_get(&fx_fn(m, BB_SELF_CLASS)->metadata, "example.stage"));
+    bb_model_free(m);
+    /* A stage file that does not exist is bad input. */
+    rc = run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, "--stage",
+                 "/nonexistent/stage.so", NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "/nonexistent/stage.so"));
+}
+
+static void test_compile_errors(void **state)
+{
+    (void)state;
+    char in[128], out[128], err[4096];
+    snprintf(in, sizeof in, "%s/adder.onnx", dir);
+    snprintf(out, sizeof out, "%s/x.onnx", dir);
+    /* Unbound generic slot. */
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, NULL), 1);
+    assert_non_null(strstr(err, "bbc: error: validate_all_slots_bound: UnboundSlot: "));
+    assert_non_null(strstr(err, "'compute'"));
+    /* Wrong role. */
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, "--bind",
+                             "compute=example::Counter", NULL), 1);
+    assert_non_null(strstr(err, "bbc: error: bind: WrongRole: slot 'compute' needs role Backend "
+                                "but 'example::Counter' (--bind) has role Aggregator"));
+    /* Usage errors exit 2. */
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, NULL), 2);
+    assert_non_null(strstr(err, "-o OUT.onnx"));
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                             "--without-stage", "no_such_pass", NULL), 2);
+    assert_non_null(strstr(err, "no_such_pass"));
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, "--bind",
+                             "nobinding", NULL), 2);
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                             "--per-hop-budget-ns", "-5", NULL), 2);
+    /* A missing input file is bad input. */
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", "/nonexistent.onnx", "-o",
+                             out, NULL), 1);
+    assert_non_null(strstr(err, "/nonexistent.onnx"));
+    /* A bindings file with a bad shape. */
+    char bf[128];
+    snprintf(bf, sizeof bf, "%s/b.json", dir);
+    FILE *f = fopen(bf, "w");
+    fputs("{\"bindings\": {\"compute\": 7}}", f);
+    fclose(f);
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                             "--bindings", bf, NULL), 1);
+    assert_non_null(strstr(err, "slot 'compute'"));
+}
+
+static void test_check_and_passes(void **state)
+{
+    (void)state;
+    char in[128], err[4096];
+    snprintf(in, sizeof in, "%s/adder.onnx", dir);
+    assert_int_equal(run_cmd(bbc_cmd_check, err, sizeof err, "check", in, NULL), 0);
+    assert_int_equal(run_cmd(bbc_cmd_check, err, sizeof err, "check", NULL), 2);
+    /* The examples check without their plugins (structure only). */
+    assert_int_equal(run_cmd(bbc_cmd_check, err, sizeof err, "check", "testdata/federated.onnx",
+                             NULL), 0);
+    /* A broken program: a node reading a value nothing produces. */
+    bb_function *root;
+    bb_model *m = fx_model(&root);
+    fx_node(m, root, "lost", BB_DOMAIN_SYSCALL, "OnTrigger", FX_L("nowhere"), FX_L("v"));
+    char bad[128];
+    snprintf(bad, sizeof bad, "%s/bad.onnx", dir);
+    bb_error e = {0};
+    assert_int_equal(bb_model_save_file(m, bad, &e), BB_OK);
+    bb_model_free(m);
+    assert_int_equal(run_cmd(bbc_cmd_check, err, sizeof err, "check", bad, NULL), 1);
+    assert_non_null(strstr(err, "bbc: error: validate: DanglingInput: function 'M': node 'lost' "
+                                "(ai.bytesandbrains.syscall::OnTrigger) input 0 reads 'nowhere'"));
+    /* passes lists every table row, in order. */
+    char path[128];
+    snprintf(path, sizeof path, "%s/passes", dir);
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *f = fopen(path, "w+");
+    dup2(fileno(f), 1);
+    char *argv[] = {"passes", "--names", NULL};
+    int rc = bbc_cmd_passes(2, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    assert_int_equal(rc, 0);
+    rewind(f);
+    char line[128];
+    size_t i = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        assert_non_null(bbc_pass_at(i));
+        assert_string_equal(line, bbc_pass_at(i)->name);
+        i++;
+    }
+    fclose(f);
+    assert_int_equal(i, bbc_pass_count());
+    assert_int_equal(i, 1 + 1 + 17 + 4);
+    /* The canonical block is CANONICAL_PASS_NAMES in order. */
+    static const char *const CANON[] = {
+        "inline_for_partition", "derive_wire_deadlines", "validate", "expand_ops", "type_solver",
+        "infer_peer_classes", "synthesize_wire_recvs", "partition_by_wire_ops", "resolve_slots",
+        "analyze_wire_edges", "insert_dedup_gate_rx", "insert_peer_health_gate_rx",
+        "insert_backoff_gate_rx", "insert_peer_health_gate_tx", "insert_backoff_gate_tx",
+        "insert_async_deadlines", "validate_runtime_complete"};
+    size_t k = 0;
+    for (size_t j = 0; j < bbc_pass_count(); j++)
+        if (bbc_pass_at(j)->phase == BBC_PHASE_CANONICAL)
+            assert_string_equal(bbc_pass_at(j)->name, CANON[k++]);
+    assert_int_equal(k, 17);
+}
+
+/* stdout of a command into buf. */
+static int capture_stdout(int (*cmd)(int, char **), int argc, char **argv, char *buf, size_t cap)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/stdout", dir);
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *f = fopen(path, "w+");
+    dup2(fileno(f), 1);
+    int rc = cmd(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    rewind(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return rc;
+}
+
+/* man/bbc.1 carries exactly `bbc passes --man` between its markers, and
+ * documents every option of compile. */
+static void test_man_page(void **state)
+{
+    (void)state;
+    static char want[32768], man[262144];
+    char *argv[] = {"passes", "--man", NULL};
+    assert_int_equal(capture_stdout(bbc_cmd_passes, 2, argv, want, sizeof want), 0);
+    FILE *f = fopen("man/bbc.1", "r");
+    if (!f)
+        fail_msg("man/bbc.1 not found (run the tests from the repository root)");
+    size_t n = fread(man, 1, sizeof man - 1, f);
+    man[n] = '\0';
+    fclose(f);
+    const char *begin = strstr(man, ".\\\" BEGIN bbc passes --man\n");
+    const char *end = strstr(man, ".\\\" END bbc passes --man\n");
+    assert_non_null(begin);
+    assert_non_null(end);
+    begin = strchr(begin, '\n') + 1;
+    if ((size_t)(end - begin) != strlen(want) || strncmp(begin, want, strlen(want)) != 0)
+        fail_msg("man/bbc.1 PASSES is out of date: paste `bbc passes --man` between its markers");
+    static const char *const OPTS[] = {"\\-\\-bind", "\\-\\-bindings", "\\-\\-plugin\\-path",
+                                       "\\-\\-target\\-version", "\\-\\-per\\-hop\\-budget\\-ns",
+                                       "\\-\\-permissive\\-types", "\\-\\-without\\-stage",
+                                       "\\-\\-stage", "\\-\\-verify\\-each", ".SS bbc check",
+                                       ".SS bbc passes", ".SS bbc compile"};
+    for (size_t i = 0; i < sizeof OPTS / sizeof *OPTS; i++)
+        if (!strstr(man, OPTS[i]))
+            fail_msg("man/bbc.1 does not document %s", OPTS[i]);
+    /* Every error variant is listed. */
+    for (unsigned k = 1; k < BBC_E__COUNT; k++) {
+        char b[96];
+        snprintf(b, sizeof b, ".BR %s ", bbc_errkind_name((bbc_errkind)k));
+        if (!strstr(man, b))
+            fail_msg("man/bbc.1 ERRORS does not list %s", bbc_errkind_name((bbc_errkind)k));
+    }
+}
+
+static void test_bindings_parsers(void **state)
+{
+    (void)state;
+    bbc_bindings b;
+    bbc_bindings_init(&b);
+    bb_error e = {0};
+    static const char OK[] =
+        "{\"bindings\": {\"a\": \"x::A\", \"b\": {\"type\": \"x::B\", \"config\": {\"k\": [1, 2]}}}}";
+    assert_int_equal(bbc_bindings_load_json(&b, OK, sizeof OK - 1, "f.json", &e), BB_OK);
+    assert_string_equal(bbc_bindings_find(&b, "a")->type_name, "x::A");
+    assert_null(bbc_bindings_find(&b, "a")->config_json);
+    assert_string_equal(bbc_bindings_find(&b, "b")->config_json, "{\"k\":[1,2]}");
+    assert_string_equal(bbc_bindings_find(&b, "b")->origin, "f.json");
+    /* A later --bind replaces. */
+    assert_int_equal(bbc_bindings_add_arg(&b, "a=y::A", &e), BB_OK);
+    assert_string_equal(bbc_bindings_find(&b, "a")->type_name, "y::A");
+    assert_int_equal(b.v.n, 2);
+    static const char *const BAD[] = {
+        "not json", "[]", "{\"bindings\": 3}", "{\"bindings\": {\"a\": {\"config\": {}}}}",
+        "{\"bindings\": {\"a\": {\"type\": \"t\", \"config\": 5}}}",
+        "{\"bindings\": {\"a\": {\"type\": \"t\", \"extra\": 1}}}",
+        "{\"bindings\": {\"a\": \"has|pipe\"}}", "{\"bindings\": {\"\": \"t\"}}"};
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        e.msg[0] = '\0';
+        int rc = bbc_bindings_load_json(&b, BAD[i], strlen(BAD[i]), "bad.json", &e);
+        assert_int_not_equal(rc, BB_OK);
+        assert_non_null(strstr(e.msg, "bad.json"));
+    }
+    assert_int_equal(bbc_bindings_add_arg(&b, "=x", &e), BB_EINVAL);
+    assert_int_equal(bbc_bindings_add_arg(&b, "slot=", &e), BB_EINVAL);
+    assert_int_equal(bbc_bindings_load_file(&b, "/nonexistent/b.json", &e), BB_EIO);
+    bbc_bindings_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compile_ok),
+        cmocka_unit_test(test_compile_errors),
+        cmocka_unit_test(test_user_stage),
+        cmocka_unit_test(test_check_and_passes),
+        cmocka_unit_test(test_bindings_parsers),
+        cmocka_unit_test(test_man_page),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
