@@ -1,0 +1,42 @@
+/*
+ * bus.c — the per-node event bus (ENGINE.md 13.1): a bounded ring of
+ * NodeEvents (drop-oldest, counted in bus.dropped) routed in phase 3 of the
+ * poll cycle to EventSource ops: each subscribed op gets a fresh execution
+ * whose output site holds the EventKind, exactly like a wire fill lands.
+ * Events nobody subscribed to are not even queued.
+ */
+#include "bbd/engine/syscalls.h"
+
+void bb__bus_publish(bb_engine *e, uint64_t kind)
+{
+    if (kind >= 64 || !(e->bus_subscribed & (1ULL << kind)))
+        return;
+    size_t cap = e->caps.bus_capacity;
+    if (e->bus_n == cap) {
+        e->bus_head = (e->bus_head + 1) % cap;
+        e->bus_n--;
+        e->c[BB__C_BUS_DROPPED]++;
+    }
+    e->bus[(e->bus_head + e->bus_n) % cap].kind = kind;
+    e->bus_n++;
+}
+
+void bb__route_bus(bb_engine *e)
+{
+    /* Route only what was queued when the phase began: events published by
+     * the cascades started here wait for the next cycle (no livelock). */
+    size_t n = e->bus_n;
+    for (size_t i = 0; i < n && e->bus_n; i++) {
+        uint64_t kind = e->bus[e->bus_head].kind;
+        e->bus_head = (e->bus_head + 1) % e->caps.bus_capacity;
+        e->bus_n--;
+        for (uint32_t k = 0; k < e->n_event_ops; k++) {
+            uint32_t opi = e->event_ops[k];
+            if ((uint64_t)e->ops[opi].st->i != kind)
+                continue;
+            bb_value *v = bb_value_u64(&BB_TYPE_EVENT_KIND, kind);
+            if (v)
+                bb__fire_op_output(e, opi, v, 0);
+        }
+    }
+}

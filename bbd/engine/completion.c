@@ -1,0 +1,235 @@
+/*
+ * completion.c — completion handles (bb/plugin.h bb_completion) and the
+ * CommandId suspension of component ops (ENGINE.md Part 9).
+ *
+ * A handle is completed exactly once, from any thread: the first complete()
+ * wins an atomic PENDING -> COMPLETED transition; a second completion, or a
+ * completion after the engine dropped the op (deadline, shutdown), loses it
+ * and returns BB_ESTATE. The result travels to the engine thread through the
+ * in-cycle pending list (completion made inside a dispatch on the engine
+ * thread, drained in phase 5) or through the ingress (any other thread,
+ * drained in phase 1). Handles live in engine-owned slabs; a retired handle
+ * is quarantined for caps.completion_quarantine further retirements before
+ * it is reused, so a late duplicate completion finds a non-pending handle
+ * (BB_ESTATE) instead of someone else's op. Handles must not outlive the
+ * engine.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bbd/engine/syscalls.h"
+
+#define SLAB BB__HANDLE_SLAB
+
+static int api_complete(bb_completion *c, int status, bb_value **outputs, uint32_t n,
+                        const char *errmsg);
+static void api_abandon(bb_completion *c);
+
+static const bb_completion_api API = {
+    .struct_size = sizeof(bb_completion_api),
+    .complete = api_complete,
+    .abandon = api_abandon,
+};
+
+bb__handle *bb__handle_new(bb_engine *e, uint32_t kind)
+{
+    bb__handle *h = e->free_handles;
+    if (h) {
+        e->free_handles = h->next;
+    } else {
+        bb__handle *slab = calloc(SLAB, sizeof *slab);
+        if (!slab || BB__ARR_PUSH(&e->slabs, slab)) {
+            free(slab);
+            return NULL;
+        }
+        for (size_t i = 1; i < SLAB; i++) {
+            slab[i].next = e->free_handles;
+            e->free_handles = &slab[i];
+        }
+        h = &slab[0];
+    }
+    h->pub.api = &API;
+    h->e = e;
+    h->kind = kind;
+    h->attached = false;
+    h->x = NULL;
+    h->op = BB__NONE;
+    h->boot = 0;
+    h->next = NULL;
+    h->cmd_id = e->next_cmd++;
+    atomic_store_explicit(&h->state, BB__H_PENDING, memory_order_release);
+    return h;
+}
+
+void bb__handle_retire(bb_engine *e, bb__handle *h)
+{
+    h->next = NULL;
+    if (e->quar_tail)
+        e->quar_tail->next = h;
+    else
+        e->quar_head = h;
+    e->quar_tail = h;
+    e->quar_n++;
+    while (e->quar_n > e->caps.completion_quarantine) {
+        bb__handle *old = e->quar_head;
+        e->quar_head = old->next;
+        if (!e->quar_head)
+            e->quar_tail = NULL;
+        e->quar_n--;
+        old->gen++;
+        atomic_store_explicit(&old->state, BB__H_IDLE, memory_order_release);
+        old->next = e->free_handles;
+        e->free_handles = old;
+    }
+}
+
+bool bb__handle_drop(bb_engine *e, bb__handle *h)
+{
+    (void)e;
+    uint32_t exp = BB__H_PENDING;
+    return atomic_compare_exchange_strong_explicit(&h->state, &exp, BB__H_DROPPED,
+                                                   memory_order_acq_rel, memory_order_acquire);
+}
+
+void bb__handles_free(bb_engine *e)
+{
+    for (size_t i = 0; i < e->slabs.n; i++)
+        free(e->slabs.v[i]);
+    BB__ARR_FREE(&e->slabs);
+    e->free_handles = e->quar_head = e->quar_tail = NULL;
+    e->spare = NULL;
+}
+
+static void release_outs(bb_value **outs, uint32_t n)
+{
+    if (!outs)
+        return;
+    for (uint32_t i = 0; i < n; i++)
+        bb_value_unref(outs[i]);
+}
+
+static bool on_engine_thread(bb_engine *e)
+{
+    return atomic_load_explicit(&e->in_cycle, memory_order_acquire) &&
+           pthread_equal(pthread_self(), e->cycle_thread);
+}
+
+static int complete_common(bb__handle *h, int status, bb_value **outputs, uint32_t n,
+                           const char *errmsg)
+{
+    bb_engine *e = h->e;
+    if (status == BB_OK && n && !outputs)
+        status = BB_EINVAL, errmsg = "completion with NULL outputs";
+    if (status == BB_OK) {
+        size_t bytes = 0;
+        for (uint32_t i = 0; i < n; i++)
+            bytes += bb__value_size(outputs[i]);
+        if (bytes > e->caps.max_completion_result_bytes) {
+            release_outs(outputs, n);
+            bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED,
+                       "completion result of %zu bytes exceeds max_completion_result_bytes %zu",
+                       bytes, e->caps.max_completion_result_bytes);
+            return BB_ELIMIT; /* handle stays pending: the op may still time out */
+        }
+    }
+    bb__completion_ev ev = {.h = h, .gen = h->gen, .status = status, .n = status == BB_OK ? n : 0};
+    if (ev.n) {
+        ev.outs = malloc(ev.n * sizeof *ev.outs);
+        if (!ev.outs) {
+            release_outs(outputs, n);
+            return BB_ENOMEM;
+        }
+        memcpy(ev.outs, outputs, ev.n * sizeof *ev.outs);
+    }
+    if (status != BB_OK && errmsg)
+        ev.msg = strdup(errmsg);
+    uint32_t exp = BB__H_PENDING;
+    if (!atomic_compare_exchange_strong_explicit(&h->state, &exp, BB__H_COMPLETED,
+                                                 memory_order_acq_rel, memory_order_acquire)) {
+        free(ev.outs);
+        free(ev.msg);
+        release_outs(outputs, n);
+        return BB_ESTATE;
+    }
+    if (status != BB_OK)
+        release_outs(outputs, n);
+    if (on_engine_thread(e)) {
+        if (BB__ARR_PUSH(&e->pending_completions, ev) == 0)
+            return BB_OK;
+        /* fall through to the ingress on OOM */
+    }
+    bb__ingress_ev *iev = calloc(1, sizeof *iev);
+    if (!iev) {
+        release_outs(ev.outs, ev.n);
+        free(ev.outs);
+        free(ev.msg);
+        return BB_ENOMEM;
+    }
+    iev->kind = BB__IN_COMPLETION;
+    iev->must = true;
+    iev->u.comp = ev;
+    return bb__ingress_push(e, iev);
+}
+
+static int api_complete(bb_completion *c, int status, bb_value **outputs, uint32_t n,
+                        const char *errmsg)
+{
+    if (!c || c->api != &API) {
+        release_outs(outputs, n);
+        return BB_EINVAL;
+    }
+    return complete_common((bb__handle *)c, status, outputs, n, errmsg);
+}
+
+static void api_abandon(bb_completion *c)
+{
+    if (c && c->api == &API)
+        complete_common((bb__handle *)c, BB_ERUNTIME, NULL, 0, "completion abandoned");
+}
+
+void bb__completion_process(bb_engine *e, bb__completion_ev *ev)
+{
+    bb__handle *h = ev->h;
+    char buf[320];
+    switch (h->kind) {
+    case BB__HK_OP:
+        if (h->attached) {
+            uint32_t op = h->op;
+            bb__exec *x = h->x;
+            h->attached = false;
+            h->x = NULL;
+            if (ev->status == BB_OK) {
+                bb__park_resume(e, op, x, ev->outs, ev->n);
+                ev->n = 0;
+            } else {
+                snprintf(buf, sizeof buf, "%s (%s)", ev->msg ? ev->msg : "async op failed",
+                         bb_status_name(ev->status));
+                bb__park_fail(e, op, x, buf);
+            }
+        }
+        break;
+    case BB__HK_BOOTSTRAP:
+        bb__boot_handle_done(e, h->boot, ev->status, ev->msg);
+        break;
+    default:
+        break;
+    }
+    release_outs(ev->outs, ev->n);
+    free(ev->outs);
+    free(ev->msg);
+    ev->outs = NULL;
+    ev->msg = NULL;
+    bb__handle_retire(e, h);
+}
+
+void bb__drain_pending_completions(bb_engine *e)
+{
+    /* Processing may dispatch ops that complete more handles in-cycle: take
+     * the list by index so appends during the walk are processed too. */
+    for (size_t i = 0; i < e->pending_completions.n; i++) {
+        bb__completion_ev ev = e->pending_completions.v[i];
+        bb__completion_process(e, &ev);
+    }
+    e->pending_completions.n = 0;
+}

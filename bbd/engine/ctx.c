@@ -1,0 +1,238 @@
+/*
+ * ctx.c — the host API table (bb_ctx_api) the engine hands every component:
+ * declared dependencies, synchronous dependency calls, the host's clock and
+ * seeded randomness, the address book views (peers, peers_running,
+ * peer_addresses), fresh completion handles, component timers, worker-pool
+ * submission and logging. One bb__ctx lives in each component record, so a
+ * component may keep the pointer it was given.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bbd/engine/syscalls.h"
+
+static bb__comp *comp_of(bb_ctx *ctx, bb_engine **e)
+{
+    bb__ctx *c = (bb__ctx *)ctx;
+    *e = c->e;
+    return &c->e->comps[c->comp];
+}
+
+static bb__comp *dep_of(bb_engine *e, bb__comp *c, const char *slot)
+{
+    if (!slot)
+        return NULL;
+    for (uint32_t k = 0; k < c->type->n_deps; k++)
+        if (c->type->deps[k].slot && strcmp(c->type->deps[k].slot, slot) == 0)
+            return &e->comps[c->deps[k]];
+    return NULL;
+}
+
+static void *ctx_dependency(bb_ctx *ctx, const char *slot, const bb_component_type **type)
+{
+    bb_engine *e;
+    bb__comp *c = comp_of(ctx, &e);
+    bb__comp *d = dep_of(e, c, slot);
+    if (type)
+        *type = d ? d->type : NULL;
+    return d && d->created ? d->inst : NULL;
+}
+
+static int ctx_call_dependency(bb_ctx *ctx, const char *slot, const char *op_type,
+                               bb_value *const *inputs, uint32_t n_inputs, bb_value **outputs,
+                               uint32_t n_outputs, bb_error *err)
+{
+    bb_engine *e;
+    bb__comp *c = comp_of(ctx, &e);
+    bb__comp *d = dep_of(e, c, slot);
+    if (!d || !d->created)
+        return bb_error_set(err, BB_ENOTFOUND, "%s: no dependency bound at slot '%s'", c->slot,
+                            slot ? slot : "(null)");
+    const bb_op_decl *decl = NULL;
+    const char *domain = NULL;
+    uint32_t idx = 0;
+    for (uint32_t s = 0; s < d->type->n_opsets && !decl; s++) {
+        const bb_opset_decl *os = &d->type->opsets[s];
+        for (uint32_t i = 0; i < os->n_ops; i++) {
+            if (os->ops[i].op_type && op_type && strcmp(os->ops[i].op_type, op_type) == 0) {
+                decl = &os->ops[i];
+                domain = os->domain;
+                idx = i;
+                break;
+            }
+        }
+    }
+    if (!decl)
+        return bb_error_set(err, BB_ENOTFOUND, "%s: %s (%s) has no op %s", c->slot, d->slot,
+                            d->type->type_name, op_type ? op_type : "(null)");
+    bb__handle *h = bb__handle_new(e, BB__HK_FREE);
+    if (!h)
+        return bb_error_set(err, BB_ENOMEM, "out of memory");
+    for (uint32_t j = 0; j < n_outputs; j++)
+        outputs[j] = NULL;
+    bb_dispatch_call call = {
+        .domain = domain ? domain : "",
+        .op_type = op_type,
+        .op_index = idx,
+        .inputs = inputs,
+        .n_inputs = n_inputs,
+        .n_outputs = n_outputs,
+        .node = NULL,
+        .completion = &h->pub,
+    };
+    bb_error derr = {0};
+    bb_dispatch_result r = d->type->dispatch(d->inst, &d->ctx.pub, &call, outputs, &derr);
+    bb__handle_drop(e, h);
+    bb__handle_retire(e, h);
+    if (r == BB_DISPATCH_NOW_OK)
+        return BB_OK;
+    for (uint32_t j = 0; j < n_outputs; j++) {
+        bb_value_unref(outputs[j]);
+        outputs[j] = NULL;
+    }
+    if (r == BB_DISPATCH_LATER)
+        return bb_error_set(err, BB_EUNSUPPORTED,
+                            "%s: %s.%s went asynchronous (call_dependency is synchronous)",
+                            c->slot, d->slot, op_type);
+    return bb_error_set(err, derr.code ? derr.code : BB_ERUNTIME, "%s: %s.%s: %s", c->slot,
+                        d->slot, op_type, derr.msg[0] ? derr.msg : "failed");
+}
+
+static uint64_t ctx_now(bb_ctx *ctx) { return ((bb__ctx *)ctx)->e->now_ns; }
+static uint64_t ctx_rng(bb_ctx *ctx) { return bb__rng_next(((bb__ctx *)ctx)->e); }
+static const bb_value *ctx_local_peer(bb_ctx *ctx) { return ((bb__ctx *)ctx)->e->self_value; }
+
+static size_t ctx_peers_filtered(bb_engine *e, const char *target, bb_value **out, size_t cap)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < e->peers.n; i++) {
+        const bb__peer *p = &e->peers.v[i];
+        if (!p->live || bb_peerid_equal(&p->id, &e->cfg.peer))
+            continue;
+        if (target) {
+            if (!p->connected)
+                continue;
+            bool runs = false;
+            for (uint32_t k = 0; k < p->n_targets && !runs; k++)
+                runs = strcmp(p->targets[k], target) == 0;
+            if (!runs)
+                continue;
+        } else if (!p->n_addrs) {
+            continue;
+        }
+        if (out && total < cap)
+            out[total] = bb__peerid_value(&p->id);
+        total++;
+    }
+    return total;
+}
+
+static size_t ctx_peers(bb_ctx *ctx, bb_value **out, size_t cap)
+{
+    return ctx_peers_filtered(((bb__ctx *)ctx)->e, NULL, out, cap);
+}
+
+static size_t ctx_peers_running(bb_ctx *ctx, const char *target, bb_value **out, size_t cap)
+{
+    if (!target)
+        return 0;
+    return ctx_peers_filtered(((bb__ctx *)ctx)->e, target, out, cap);
+}
+
+bb_value *bb__addr_vec_value(const bb_engine_addr *a, size_t n);
+
+static bb_value *ctx_peer_addresses(bb_ctx *ctx, const bb_value *peer)
+{
+    bb_engine *e = ((bb__ctx *)ctx)->e;
+    bb_peerid id;
+    if (!bb__peerid_from_value(peer, &id))
+        return NULL;
+    const bb__peer *p = bb__peer_find(e, &id);
+    if (!p || !p->n_addrs)
+        return NULL;
+    return bb__addr_vec_value(p->addrs, p->n_addrs);
+}
+
+static bb_completion *ctx_open_completion(bb_ctx *ctx)
+{
+    bb__handle *h = bb__handle_new(((bb__ctx *)ctx)->e, BB__HK_FREE);
+    return h ? &h->pub : NULL;
+}
+
+static int ctx_schedule(bb_ctx *ctx, uint64_t delay_ns, uint64_t token)
+{
+    bb__ctx *c = (bb__ctx *)ctx;
+    uint64_t at = c->e->now_ns + delay_ns;
+    if (at < c->e->now_ns)
+        at = UINT64_MAX;
+    return bb__timer_add(c->e, at, BB__T_COMPONENT, BB__NONE, c->comp, token, NULL);
+}
+
+static int ctx_submit_work(bb_ctx *ctx, void (*work)(void *), void (*done)(void *), void *arg)
+{
+    bb_engine *e = ((bb__ctx *)ctx)->e;
+    if (!work)
+        return BB_EINVAL;
+    if (e->cfg.submit_work) {
+        uint64_t token = e->next_work++;
+        if (BB__ARR_PUSH(&e->works, ((struct bb__work){token, done, arg})) == 0) {
+            if (e->cfg.submit_work(e->cfg.submit_work_ud, work, arg, token) == BB_OK)
+                return BB_OK;
+            e->works.n--;
+        }
+    }
+    work(arg);
+    if (done)
+        done(arg);
+    return BB_OK;
+}
+
+static void ctx_log(bb_ctx *ctx, bb_log_level level, const char *msg)
+{
+    bb_engine *e;
+    bb__comp *c = comp_of(ctx, &e);
+    if (e->cfg.log)
+        e->cfg.log(e->cfg.log_ud, level, c->slot, msg ? msg : "");
+}
+
+static const char *ctx_slot(bb_ctx *ctx)
+{
+    bb_engine *e;
+    return comp_of(ctx, &e)->slot;
+}
+
+const bb_ctx_api bb__ctx_api = {
+    .struct_size = sizeof(bb_ctx_api),
+    .dependency = ctx_dependency,
+    .call_dependency = ctx_call_dependency,
+    .now_ns = ctx_now,
+    .rng_u64 = ctx_rng,
+    .local_peer = ctx_local_peer,
+    .peers = ctx_peers,
+    .peers_running = ctx_peers_running,
+    .peer_addresses = ctx_peer_addresses,
+    .open_completion = ctx_open_completion,
+    .schedule = ctx_schedule,
+    .submit_work = ctx_submit_work,
+    .log = ctx_log,
+    .slot = ctx_slot,
+};
+
+void bb__ctx_init(bb_engine *e, uint32_t comp)
+{
+    bb__ctx *c = &e->comps[comp].ctx;
+    c->pub.api = &bb__ctx_api;
+    c->e = e;
+    c->comp = comp;
+}
+
+int bb_engine_work_done(bb_engine *e, uint64_t token)
+{
+    bb__ingress_ev *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return BB_ENOMEM;
+    ev->kind = BB__IN_WORK_DONE;
+    ev->must = true;
+    ev->u.work.token = token;
+    return bb__ingress_push(e, ev);
+}

@@ -1,0 +1,455 @@
+/*
+ * engine.h — the BytesAndBrains runtime engine (ENGINE.md): a sans-IO,
+ * single-threaded dataflow executor for compiled artifacts.
+ *
+ * The engine never reads a clock or touches a socket. The host
+ *   1. creates it (bb_engine_new) with an identity, addresses, a seed and caps,
+ *   2. installs targets of a compiled ModelProto (bb_engine_install), which
+ *      resolves every op's dispatch, every value name to a dense site index
+ *      and instantiates the bound components through the plugin ABI,
+ *   3. pushes work (envelopes, invocations, events, lifecycle phases,
+ *      bootstrap requests) and polls: bb_engine_poll(now_ns) runs one cycle
+ *      (ENGINE.md Part 7) and returns the EngineSteps it produced
+ *      (SendEnvelope, AppEvent, OpFailed, PeerDown, ...), which the host acts
+ *      on. bb_engine_next_deadline tells when to poll again.
+ *
+ * Threading: everything runs on the thread that polls ("engine thread")
+ * except the functions marked THREAD-SAFE, which only push onto the bounded
+ * ingress queue (the single thread-safe seam) and then call the wake
+ * callback so the host's loop polls again (bbd maps it to uv_async_send).
+ * Completion handles (bb/plugin.h) may be completed from any thread.
+ *
+ * No global state: many engines may live in one process.
+ */
+#ifndef BBD_ENGINE_H
+#define BBD_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bb/ir.h"
+#include "bb/peerid.h"
+#include "bb/plugin.h"
+#include "bb/status.h"
+#include "bb/value.h"
+
+typedef struct bb_engine bb_engine;
+/* Execution id: every entry point starts a fresh one (ENGINE.md Part 5). */
+typedef uint64_t bb_exec_id;
+
+/* ---- configuration ----------------------------------------------------------- */
+
+/* Capacities and per-item caps (ENGINE.md Part 16). 0 means "unbounded" only
+ * where noted. */
+typedef struct bb_engine_caps {
+    size_t bus_capacity;                /* 1024; drop-oldest */
+    size_t ingress_capacity;            /* bus_capacity * 4 events; drop newest */
+    size_t ingress_byte_budget;         /* 256 MiB (edge 8 MiB) in-flight external bytes */
+    size_t max_app_event_bytes;         /* 1 MiB (edge 64 KiB) */
+    size_t max_invoke_inputs;           /* 100 (edge 16) */
+    size_t max_invoke_bytes;            /* 10 MiB (edge 256 KiB) */
+    size_t max_completion_result_bytes; /* 4 MiB (edge 64 KiB) */
+    size_t max_pending_async;           /* 0 = unbounded */
+    size_t max_envelope_bytes;          /* 64 MiB (edge 1 MiB) one inbound envelope */
+    size_t max_envelope_fills;          /* 4096 (edge 256) */
+    size_t max_envelope_addresses;      /* 32 (edge 8) per address list */
+    size_t address_book_max_peers;      /* 65536 (edge 1024) */
+    size_t address_book_max_addrs;      /* 16 (edge 4) per peer */
+    size_t dedup_window;                /* 8192 (edge 1024) */
+    size_t inbound_requests_max;        /* 65536 (edge 1024) open RecvReq ids */
+    size_t record_ring;                 /* 1024 (edge 64) Record entries kept */
+    size_t completion_quarantine;       /* 4096: completed handles kept before reuse */
+    uint32_t peer_failure_threshold;    /* 5 consecutive failures -> PeerDown */
+    uint64_t backoff_base_ns;           /* 10 ms */
+    uint64_t backoff_max_ns;            /* 60 s */
+} bb_engine_caps;
+
+/* ENGINE.md Part 16 defaults. */
+void bb_engine_caps_default(bb_engine_caps *caps);
+/* The "edge" preset for 8 MiB-class devices. */
+void bb_engine_caps_edge(bb_engine_caps *caps);
+
+/* A binary multiaddr (borrowed). */
+typedef struct bb_engine_addr {
+    const uint8_t *data;
+    size_t len;
+} bb_engine_addr;
+
+typedef struct bb_engine_config {
+    bb_peerid peer;                     /* this node's PeerId */
+    const bb_engine_addr *addrs;        /* local addresses (copied) */
+    size_t n_addrs;
+    uint64_t seed;                      /* every random number derives from it */
+    bb_engine_caps caps;                /* fill with bb_engine_caps_default/_edge */
+    size_t cycle_op_budget;             /* ops per poll; 0 = unlimited */
+    bool emit_op_steps;                 /* also emit OpCompleted/AsyncSuspended steps */
+    /* Optional host worker pool for ctx->submit_work: run work(arg) on a
+     * worker, then call bb_engine_work_done(engine, token) from any thread.
+     * Without it work runs inline. */
+    int (*submit_work)(void *ud, void (*work)(void *arg), void *arg, uint64_t token);
+    void *submit_work_ud;
+    /* Optional sink for component ctx->log (engine thread). */
+    void (*log)(void *ud, bb_log_level level, const char *slot, const char *msg);
+    void *log_ud;
+} bb_engine_config;
+
+/* Zeroed config with default caps. */
+void bb_engine_config_init(bb_engine_config *cfg);
+
+/* Returns new (cfg is copied), or NULL with err filled. */
+bb_engine *bb_engine_new(const bb_engine_config *cfg, bb_error *err);
+/* Destroys components (after their pending work is dropped) and frees
+ * everything. Completion handles must not be used afterwards. */
+void bb_engine_free(bb_engine *e);
+
+/* ---- install ------------------------------------------------------------------ */
+
+/* Where component types and per-slot configs come from (bbd fills it from
+ * the plugin loader; tests register in-process types). */
+typedef struct bb_engine_registry {
+    const bb_component_type *(*find_type)(void *ud, const char *type_name);
+    const char *(*slot_config)(void *ud, const char *slot); /* may be NULL */
+    void *ud;
+} bb_engine_registry;
+
+/* Install error variants (ENGINE.md Part 4.4, IR_AND_DSL.md Parts 3 & 7). The
+ * message of a failed install starts with the variant name. */
+typedef enum bb_install_error {
+    BB_INSTALL_OK = 0,
+    BB_INSTALL_EMPTY_TARGETS,
+    BB_INSTALL_NOT_COMPILED,            /* no ai.bytesandbrains.compiled = v1 passport */
+    BB_INSTALL_UNKNOWN_TARGET,
+    BB_INSTALL_AMBIGUOUS_TARGET,        /* several <target>#<hash> functions */
+    BB_INSTALL_MALFORMED_BINDING,
+    BB_INSTALL_SLOT_BINDING_CONFLICT,
+    BB_INSTALL_UNBOUND_GENERIC_SLOT,
+    BB_INSTALL_UNREGISTERED_CONCRETE_TYPE,
+    BB_INSTALL_ROLE_MISMATCH,
+    BB_INSTALL_UNBOUND_DEPENDENCY,
+    BB_INSTALL_FUNCTION_DEFINITION_CONFLICT,
+    BB_INSTALL_RECURSIVE_FUNCTION_CALL,
+    BB_INSTALL_INCOMPATIBLE_RUNTIME,
+    BB_INSTALL_MALFORMED_GRAPH,         /* bad value names, attributes, limits */
+    BB_INSTALL_COMPONENT_CREATE_FAILED,
+    BB_INSTALL_ALREADY_INSTALLED
+} bb_install_error;
+
+const char *bb_install_error_name(bb_install_error k);
+
+/* Install targets[0..n) of the compiled model (borrowed: the engine keeps a
+ * clone). Resolution: exact function name first, then "<target>#<hash>".
+ * On failure returns BB_EINSTALL (or BB_ENOMEM) with err naming the culprit
+ * and bb_engine_install_error() telling the variant; nothing is installed. */
+int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *targets,
+                      size_t n_targets, const bb_engine_registry *reg, bb_error *err);
+bb_install_error bb_engine_install_error(const bb_engine *e);
+
+/* ---- steps --------------------------------------------------------------------- */
+
+typedef enum bb_step_kind {
+    BB_STEP_SEND_ENVELOPE = 1,
+    BB_STEP_APP_EVENT,
+    BB_STEP_PEER_RESOLVE_FAILED,
+    BB_STEP_OP_FAILED,
+    BB_STEP_PEER_DOWN,
+    BB_STEP_PEER_UP,
+    BB_STEP_BOOTSTRAP_COMPLETE,
+    BB_STEP_BOOTSTRAP_FAILED,
+    BB_STEP_WAITING_ON_BOOTSTRAP,
+    BB_STEP_INFRA_EVENT,
+    BB_STEP_TELEMETRY,
+    BB_STEP_CYCLE_BUDGET_EXCEEDED,
+    BB_STEP_OP_COMPLETED,    /* only with emit_op_steps */
+    BB_STEP_ASYNC_SUSPENDED  /* only with emit_op_steps */
+} bb_step_kind;
+
+const char *bb_step_kind_name(bb_step_kind k);
+
+typedef enum bb_infra_kind {
+    BB_INFRA_WIRE_RECEIVE_ERROR = 1, /* sub: bb_wire_rx_error */
+    BB_INFRA_APP_INGRESS_ERROR,      /* sub: bb_app_ingress_error */
+    BB_INFRA_INGRESS_DROPPED,        /* count: events dropped since last report */
+    BB_INFRA_BUS_DROPPED,            /* count */
+    BB_INFRA_ENVELOPE_MALFORMED,     /* the envelope bytes did not decode */
+    BB_INFRA_UNROUTABLE_FILL,        /* unknown /site or /component, bad suffix */
+    BB_INFRA_UNKNOWN_CORRELATION,    /* response for no open request */
+    BB_INFRA_QUORUM_FAILED,          /* a batched request ended below quorum */
+    BB_INFRA_BOOTSTRAP_REJECTED      /* a queued bootstrap request was refused */
+} bb_infra_kind;
+
+typedef enum bb_wire_rx_error {
+    BB_WIRE_RX_ALLOCATION_FAILED = 1,
+    BB_WIRE_RX_BUDGET_EXCEEDED,
+    BB_WIRE_RX_BACKEND_MATERIALIZE_FAILED,
+    BB_WIRE_RX_TYPE_MISMATCH,
+    BB_WIRE_RX_UNKNOWN_TYPE_HASH,
+    BB_WIRE_RX_DECODE_FAILED
+} bb_wire_rx_error;
+
+typedef enum bb_app_ingress_error {
+    BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED = 1,
+    BB_APP_INGRESS_BUDGET_EXCEEDED,
+    BB_APP_INGRESS_TOO_MANY_INPUTS,
+    BB_APP_INGRESS_ALLOCATION_FAILED,
+    BB_APP_INGRESS_DECODE_FAILED
+} bb_app_ingress_error;
+
+const char *bb_infra_kind_name(bb_infra_kind k);
+const char *bb_wire_rx_error_name(bb_wire_rx_error k); /* "DecodeFailed", ... */
+
+/* One step. Strings and values are owned by the bb_steps buffer and valid
+ * until the next poll (or bb_steps_clear); copy or take what you keep. */
+typedef struct bb_step {
+    bb_step_kind kind;
+    bb_exec_id exec_id; /* 0 when not tied to an execution */
+    union {
+        struct {                 /* SEND_ENVELOPE */
+            bb_peerid peer;      /* destination */
+            bb_engine_addr *addrs; /* resolved address list (also in the envelope) */
+            size_t n_addrs;
+            uint8_t *bytes;      /* WireEnvelope; malloc'd: set to NULL to take it */
+            size_t len;
+        } send;
+        struct {                 /* APP_EVENT */
+            const char *target;  /* module (install target) */
+            const char *topic;   /* output port name, or AppEmit/AppNotify name */
+            bb_value *value;     /* set to NULL to take the reference */
+        } app;
+        struct {                 /* PEER_RESOLVE_FAILED */
+            bool has_peer;
+            bb_peerid peer;
+            const char *node;
+        } resolve;
+        struct {                 /* OP_FAILED */
+            const char *node, *op_type, *domain, *message;
+        } op_failed;
+        struct {                 /* PEER_DOWN, PEER_UP */
+            bb_peerid peer;
+        } peer;
+        struct {                 /* BOOTSTRAP_*, WAITING_ON_BOOTSTRAP */
+            const char *target;  /* module target, or NULL for a slot */
+            const char *slot;    /* component slot, or NULL */
+            const char *message; /* BOOTSTRAP_FAILED */
+        } bootstrap;
+        struct {                 /* INFRA_EVENT */
+            bb_infra_kind kind;
+            int sub;             /* bb_wire_rx_error / bb_app_ingress_error */
+            uint64_t count;
+            bool has_peer;
+            bb_peerid peer;
+            const char *detail;
+        } infra;
+        struct {                 /* TELEMETRY */
+            const char *name;    /* IncrMetric / Record name */
+            int64_t delta;       /* IncrMetric */
+            uint64_t value;      /* counter value after the increment */
+            bb_value *record;    /* Record: the recorded value */
+        } telemetry;
+        struct {                 /* OP_COMPLETED, ASYNC_SUSPENDED */
+            const char *node;
+            uint64_t cmd_id;
+        } op;
+        struct {                 /* CYCLE_BUDGET_EXCEEDED */
+            uint64_t ops;
+        } budget;
+    } u;
+} bb_step;
+
+typedef struct bb_steps {
+    bb_step *v;
+    size_t n, cap;
+    void *owned; /* private: strings owned by the buffer */
+} bb_steps;
+
+void bb_steps_init(bb_steps *s);
+/* Releases every payload still owned (envelope bytes, values, strings). */
+void bb_steps_clear(bb_steps *s);
+void bb_steps_free(bb_steps *s);
+
+/* Bus event kinds (the `kind` attribute of EventSource ops; ENGINE.md 13.1). */
+typedef enum bb_event_kind {
+    BB_EVENT_OP_FAILURE = 1,
+    BB_EVENT_PEER_RESOLVE_FAILURE = 2,
+    BB_EVENT_WIRE_RECEIVE_ERROR = 3,
+    BB_EVENT_APP_INGRESS_ERROR = 4, /* reserved: reported as InfraEvent steps */
+    BB_EVENT_PEER_DOWN = 5,
+    BB_EVENT_PEER_UP = 6,
+    BB_EVENT_WIRE_RESPONSE_LANDED = 7,
+    BB_EVENT_BOOTSTRAP_COMPLETE = 8,
+    BB_EVENT_QUORUM_FAILED = 9
+} bb_event_kind;
+
+/* ---- driving ---------------------------------------------------------------------- */
+
+/* One poll cycle at host time now_ns (a clock that goes backwards is held
+ * at its last value). Clears *steps, then fills it with the steps produced
+ * since the previous poll: the engine swaps buffers with the caller, so a
+ * host that reuses one bb_steps allocates nothing in steady state.
+ * Returns BB_OK (steps may be empty). */
+int bb_engine_poll(bb_engine *e, uint64_t now_ns, bb_steps *steps);
+/* When to poll next: 0 = work is pending now (frontier, ingress, bus, op
+ * budget hit), UINT64_MAX = nothing scheduled, else the earliest timer. */
+uint64_t bb_engine_next_deadline(const bb_engine *e);
+
+/* The wake callback (any thread) runs after a successful ingress push,
+ * coalesced until the next poll drains the queue. */
+void bb_engine_set_wake(bb_engine *e, void (*wake)(void *ud), void *ud);
+
+/* ---- entry points (all THREAD-SAFE) ------------------------------------------------ */
+
+/* A named input: either a value (borrowed, a reference is taken) or wire
+ * bytes (copied, decoded by the input's declared type). */
+typedef struct bb_engine_input {
+    const char *name;
+    const bb_value *value;
+    const uint8_t *bytes;
+    size_t len;
+} bb_engine_input;
+
+/* Deliver inbound WireEnvelope bytes (copied) from src_peer, with the
+ * transport-observed address of the sender (may be NULL). Returns BB_EFULL
+ * when the ingress is full (counted as ingress.dropped), BB_ELIMIT when the
+ * envelope exceeds max_envelope_bytes, BB_EBUDGET when the byte budget is
+ * spent. Decoding happens in the next poll. */
+int bb_engine_deliver_envelope(bb_engine *e, const bb_peerid *src_peer,
+                               const bb_engine_addr *observed, const uint8_t *bytes,
+                               size_t len, bb_error *err);
+/* Invoke target with named inputs as ONE execution; *exec_id (may be NULL)
+ * gets its id. Besides the consumers of the given inputs, the target's
+ * zero-input ops (component ops such as Model.Params, calls) run at the start
+ * of an invocation. Errors: BB_ENOTFOUND (unknown target / input), BB_ELIMIT
+ * (too many inputs, oversize), BB_EBUDGET, BB_EDECODE, BB_ETYPE, BB_EFULL;
+ * each also reported as an AppIngressError InfraEvent on the next poll. */
+int bb_engine_invoke(bb_engine *e, const char *target, const bb_engine_input *inputs,
+                     size_t n_inputs, bb_exec_id *exec_id, bb_error *err);
+/* Push one value into target's named input (a fresh execution; only the
+ * input's consumers run). */
+int bb_engine_deliver_event(bb_engine *e, const char *target, const char *input,
+                            const bb_engine_input *value, bb_exec_id *exec_id, bb_error *err);
+/* Fire every LifecyclePhase op of phase (Shutdown = 1, Snapshot = 2). */
+int bb_engine_fire_lifecycle(bb_engine *e, int64_t phase, bb_error *err);
+/* Release a worker-pool job submitted through config.submit_work. */
+int bb_engine_work_done(bb_engine *e, uint64_t token);
+
+/* ---- bootstrap (ENGINE.md 6.8) --------------------------------------------------------- */
+
+typedef enum bb_bootstrap_target_kind {
+    BB_BOOTSTRAP_ALL = 0,
+    BB_BOOTSTRAP_MODULE_NAMES,
+    BB_BOOTSTRAP_MODULE_REQUESTS,
+    BB_BOOTSTRAP_SLOTS
+} bb_bootstrap_target_kind;
+
+typedef struct bb_bootstrap_request {
+    const char *target;
+    const bb_engine_input *inputs;
+    size_t n_inputs;
+} bb_bootstrap_request;
+
+typedef struct bb_bootstrap_target {
+    bb_bootstrap_target_kind kind;
+    const char *const *names;               /* MODULE_NAMES targets / SLOTS slots */
+    size_t n_names;
+    const bb_bootstrap_request *requests;   /* MODULE_REQUESTS */
+    size_t n_requests;
+} bb_bootstrap_target;
+
+typedef enum bb_bootstrap_status {
+    BB_BOOTSTRAP_IDLE = 0,
+    BB_BOOTSTRAP_RUNNING,
+    BB_BOOTSTRAP_WAITING_FOR_INPUT
+} bb_bootstrap_status;
+
+/* Validate (unknown target/slot/input, missing input, duplicate batch entry
+ * -> BB_ENOTFOUND / BB_EINVAL, nothing staged) and stage a bootstrap run;
+ * the next polls drive it and emit BootstrapComplete per target.
+ * THREAD-SAFE. ALL also fires every Pulse op once the queue drains. */
+int bb_engine_run_bootstrap(bb_engine *e, const bb_bootstrap_target *t, bb_error *err);
+bb_bootstrap_status bb_engine_bootstrap_status(const bb_engine *e);
+
+/* ---- address book (engine thread) ---------------------------------------------------- */
+
+/* Add a peer or append addresses it does not have yet (BB_EFULL at caps). */
+int bb_engine_add_peer(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *addrs,
+                       size_t n, bb_error *err);
+int bb_engine_remove_peer(bb_engine *e, const bb_peerid *peer);
+/* The transport connected to peer, which announced it runs targets. */
+int bb_engine_peer_connected(bb_engine *e, const bb_peerid *peer, const char *const *targets,
+                             size_t n_targets, bb_error *err);
+void bb_engine_peer_disconnected(bb_engine *e, const bb_peerid *peer);
+/* Transport feedback: a send to peer failed / succeeded (drives the
+ * backoff table and the peer-health governor: PeerDown / PeerUp steps). */
+void bb_engine_report_send(bb_engine *e, const bb_peerid *peer, bool ok);
+/* Addresses of peer: *out borrows engine memory valid until the next
+ * address-book change. Returns the count (0 if unknown). */
+size_t bb_engine_peer_addrs(const bb_engine *e, const bb_peerid *peer,
+                            const bb_engine_addr **out);
+size_t bb_engine_peer_count(const bb_engine *e);
+/* Peer-health policy: blocklist / allowlist (an empty allowlist allows all). */
+int bb_engine_block_peer(bb_engine *e, const bb_peerid *peer, bool blocked);
+int bb_engine_allow_peer(bb_engine *e, const bb_peerid *peer, bool allowed);
+
+/* ---- snapshot / restore ------------------------------------------------------------------ */
+
+/* Serialize the whole node state (components, executions, frontier, slots,
+ * pending work, timers, framework tables, ingress contents) into *out
+ * (malloc'd). The engine must be between polls. */
+int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *err);
+/* Restore into an engine that installed the same model and targets and has
+ * not run yet. Suspended async ops stay parked (their handles are gone:
+ * the host re-triggers the work, ENGINE.md 9.4). Bumps the incarnation. */
+int bb_engine_restore(bb_engine *e, const uint8_t *data, size_t len, bb_error *err);
+uint64_t bb_engine_incarnation(const bb_engine *e);
+
+/* ---- introspection ------------------------------------------------------------------------- */
+
+/* Counter by name ("frontier.depth_peak", "ingress.dropped", "bus.dropped",
+ * "pending_async.count", "ops.invoked", "exec.live", "ingress.bytes_in_flight",
+ * or any IncrMetric name). 0 if unknown. */
+uint64_t bb_engine_counter(const bb_engine *e, const char *name);
+/* Iterate counters: returns false past the end. */
+bool bb_engine_counter_at(const bb_engine *e, size_t i, const char **name, uint64_t *value);
+size_t bb_engine_pending_async_count(const bb_engine *e);
+size_t bb_engine_live_executions(const bb_engine *e);
+/* Live slot-table entries (values held across all executions). */
+size_t bb_engine_live_slots(const bb_engine *e);
+const bb_peerid *bb_engine_peer_id(const bb_engine *e);
+size_t bb_engine_target_count(const bb_engine *e);
+const char *bb_engine_target_at(const bb_engine *e, size_t i);
+/* Records kept by the Record op (newest last): name and value borrowed. */
+size_t bb_engine_record_count(const bb_engine *e);
+bool bb_engine_record_at(const bb_engine *e, size_t i, const char **name, const bb_value **v);
+
+/* ---- tracing ---------------------------------------------------------------------------------- */
+
+typedef enum bb_trace_cat {
+    BB_TRACE_POLL = 1u << 0,      /* node.poll + phases */
+    BB_TRACE_INVOKE = 1u << 1,    /* every op invocation */
+    BB_TRACE_INBOUND = 1u << 2,   /* deliver_inbound + deliver_fill */
+    BB_TRACE_EVENT = 1u << 3,     /* deliver_event / invoke */
+    BB_TRACE_WIRE = 1u << 4,      /* outbound envelopes */
+    BB_TRACE_GATE = 1u << 5,      /* gate allow / deny */
+    BB_TRACE_BOOTSTRAP = 1u << 6,
+    BB_TRACE_ALL = 0x7fu
+} bb_trace_cat;
+
+typedef struct bb_trace_event {
+    bb_trace_cat cat;
+    const char *name;      /* span name: "node.poll", "invoke", "deliver_fill", ... */
+    bb_exec_id exec_id;
+    uint32_t op_ref;       /* UINT32_MAX when not an op */
+    const char *op_type, *domain, *node;
+    const char *detail;    /* free text (phase name, suffix, reason) */
+    uint64_t value;        /* cycle_seq, fill count, ... */
+} bb_trace_event;
+
+typedef void (*bb_trace_fn)(void *ud, const bb_trace_event *ev);
+void bb_engine_set_trace(bb_engine *e, bb_trace_fn fn, void *ud);
+/* Filter directive: comma-separated categories ("poll,invoke,inbound,event,
+ * wire,gate,bootstrap", "all", "none", "off"). Changeable at any time on the
+ * engine thread; when off each trace point costs one branch. */
+int bb_engine_set_trace_filter(bb_engine *e, const char *directive, bb_error *err);
+unsigned bb_engine_trace_mask(const bb_engine *e);
+
+#endif

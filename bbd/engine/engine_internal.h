@@ -1,0 +1,799 @@
+/*
+ * engine_internal.h — the engine's private data model, shared by the files
+ * of bbd/engine/ (one responsibility per file; see each file's header).
+ *
+ * Shape (ENGINE.md Parts 2-5, resolved to dense indexes at install):
+ *   graphs[]  one per installed FunctionProto; value names -> local sites
+ *   ops[]     one per NodeProto, global OpRef; dispatch pre-stamped
+ *   exec      a frame = (ExecId, graph): slots[] indexed by local site, so
+ *             the slot table keyed by (site, ExecId) is one array index
+ *   frontier  FIFO ring of (OpRef, frame)
+ * The hot path (frontier pop -> input gather -> dispatch -> output write ->
+ * consumer readiness -> push) does no hashing and no string work.
+ */
+#ifndef BB__ENGINE_INTERNAL_H
+#define BB__ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bb/arena.h"
+#include "bbd/engine/engine.h"
+#include "bbd/engine/keys.h"
+
+#define BB__NONE UINT32_MAX
+#define BB__LIKELY(x) __builtin_expect(!!(x), 1)
+#define BB__UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- growable malloc arrays --------------------------------------------- */
+#define BB__ARR(T)     \
+    struct {           \
+        T *v;          \
+        size_t n, cap; \
+    }
+/* Make room for `need` elements; 0 or BB_ENOMEM. */
+int bb__arr_reserve(void *arr, size_t elem, size_t need);
+#define BB__ARR_PUSH(a, x)                                                         \
+    (((a)->n < (a)->cap || bb__arr_reserve((a), sizeof *(a)->v, (a)->n + 1) == 0) \
+         ? ((a)->v[(a)->n++] = (x), 0)                                             \
+         : BB_ENOMEM)
+#define BB__ARR_FREE(a) (free((a)->v), (a)->v = NULL, (a)->n = (a)->cap = 0)
+
+/* ---- u64 -> u64 open-addressing map (map.c) ------------------------------ */
+typedef struct bb__map {
+    uint64_t *keys;
+    uint64_t *vals;
+    uint8_t *used; /* 0 empty, 1 full, 2 tombstone */
+    size_t cap, n, tomb;
+} bb__map;
+bool bb__map_get(const bb__map *m, uint64_t k, uint64_t *v);
+int bb__map_put(bb__map *m, uint64_t k, uint64_t v);
+bool bb__map_del(bb__map *m, uint64_t k);
+void bb__map_free(bb__map *m);
+static inline uint64_t bb__mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* ---- ops, graphs ----------------------------------------------------------- */
+typedef struct bb__exec bb__exec;
+typedef struct bb__op bb__op;
+
+enum { BB__R_DONE = 0, BB__R_ASYNC = 1, BB__R_FAIL = 2 };
+/* A stateless (framework) op. in[] borrowed (NULL = absent), out[] receive
+ * new references (NULL = not written). BB__R_ASYNC: the op parked itself
+ * (bb__park_begin) and resumes through bb__park_resume. BB__R_FAIL: message
+ * set with bb__fail. */
+typedef int (*bb__syscall_fn)(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const *in,
+                              bb_value **out);
+
+typedef enum bb__disp {
+    BB__DISP_UNRESOLVED = 0,
+    BB__DISP_SYSCALL,
+    BB__DISP_ATOMIC,
+    BB__DISP_CALL,
+    BB__DISP_CONST /* Constant: its site is pre-filled in every frame */
+} bb__disp;
+
+enum {
+    BB__READY_ALL = 0,  /* every named input present */
+    BB__READY_ANYOF = 1 /* any one input present (Any, Threshold, DeadlineMatch) */
+};
+
+enum {
+    BB__OPF_EVENT_SOURCE = 1u << 0, /* started by its own trigger (Recv, Interval...) */
+    BB__OPF_SOURCE = 1u << 1        /* pushed at the start of invoke/bootstrap/call */
+};
+
+/* Per-op pre-parsed attributes / state (only for ops that need it). */
+typedef struct bb__opst {
+    int64_t i, i2;       /* n, delay, period, kind, phase, fanout, quorum, deadline */
+    uint32_t idx;        /* counter / semaphore / queue / hold index */
+    uint32_t comp;       /* Recv: backend for materialize_from_wire, else BB__NONE */
+    const char *name;    /* AppEmit topic, metric / record / queue name */
+    bb_value *value;     /* Constant */
+    uint64_t *dest_sites; /* Send*: /site id per data input */
+    uint32_t n_dest_sites;
+    bool trigger_only;
+    uint64_t wire_site;  /* Recv / RecvReq routable id */
+    bool has_peer;       /* TX gates: peer attribute */
+    bb_peerid peer;
+} bb__opst;
+
+struct bb__op { /* hot fields first */
+    bb__syscall_fn fn;
+    const uint32_t *in;  /* local site per input, BB__NONE when omitted */
+    const uint32_t *out; /* local site per output, BB__NONE when omitted */
+    uint16_t n_in, n_out;
+    uint8_t disp;
+    uint8_t ready;
+    uint8_t flags;
+    uint8_t pad;
+    uint32_t graph;
+    uint32_t comp;     /* ATOMIC: component; CALL: callee graph */
+    uint32_t op_index; /* ATOMIC: index in the type's opset ops[] */
+    bb__opst *st;
+    const bb_node *node;
+    const char *label;   /* node name or "<op_type>#<i>" */
+    const char *op_type; /* never NULL */
+    const char *domain;  /* never NULL ("" = ai.onnx) */
+    uint64_t deadline_ns; /* async deadline (attribute deadline_ns), 0 = none */
+};
+
+enum {
+    BB__SITE_FWD = 1u << 0,     /* function output: forward to the caller */
+    BB__SITE_APP_OUT = 1u << 1  /* entry-point output with no consumer: AppEvent */
+};
+
+typedef struct bb__graph {
+    const bb_function *fn;
+    const char *name;        /* function name */
+    const char *target;      /* install target name when an entry point */
+    uint32_t index;
+    uint32_t n_sites;
+    uint32_t op_begin, op_end;
+    const char **site_names;
+    const bb_type_node **site_type; /* declared type (BB_TYPE_ANY if unknown) */
+    uint8_t *site_flags;
+    uint32_t *fwd_index;     /* output position for FWD sites */
+    uint32_t *cons_off;      /* CSR: consumers of site s are cons[cons_off[s]..cons_off[s+1]) */
+    uint32_t *cons;
+    uint32_t *formals;       /* function inputs -> sites */
+    uint32_t n_formals;
+    uint32_t *results;       /* function outputs -> sites */
+    uint32_t n_results;
+    uint32_t *sources;       /* ops pushed at execution start */
+    uint32_t n_sources;
+    uint32_t *const_sites;   /* pre-filled sites and their values */
+    bb_value **const_vals;
+    uint32_t n_consts;
+    bool entry;
+    bool is_bootstrap;
+    uint32_t touch_words;    /* bootstrap: touch-set bitset over components */
+    uint64_t *touch;
+    bb__exec *pool;          /* free frames */
+    uint32_t pool_n;
+} bb__graph;
+
+/* ---- executions ---------------------------------------------------------------- */
+typedef struct bb__slot {
+    bb_value *v;
+    size_t charged; /* ingress bytes charged against the budget */
+} bb__slot;
+
+typedef struct bb__inbound { /* set on executions started by an envelope */
+    bb_peerid src;
+    uint64_t env_hash;    /* FNV-1a of the envelope bytes (dedup) */
+    uint64_t deadline_ns; /* absolute, 0 = none */
+} bb__inbound;
+
+struct bb__exec {
+    bb_exec_id id;
+    bb__graph *g;
+    uint32_t refs;       /* frontier entries + suspensions + children + timers */
+    uint32_t call_op;    /* the CALL op in the parent */
+    bb__exec *parent;
+    bb__exec *prev, *next; /* live list */
+    uint32_t boot;       /* 1 + in-flight bootstrap slot, 0 = none */
+    uint32_t n_written, cap_written;
+    uint32_t *written;
+    bb__inbound *inbound;
+    struct bb__batch *batches; /* request batches started here */
+    uint32_t n_limits;   /* Limit.Acquire holds */
+    uint32_t *limits;
+    bb__slot slots[];
+};
+
+/* ---- components ------------------------------------------------------------------ */
+typedef struct bb__ctx {
+    bb_ctx pub;
+    bb_engine *e;
+    uint32_t comp;
+} bb__ctx;
+
+typedef struct bb__comp {
+    const char *slot;
+    const bb_component_type *type;
+    bb_role role;
+    uint32_t slot_id;
+    bool has_slot_id;
+    const bb_attr *construction;
+    void *inst;
+    bool created;
+    uint32_t *deps; /* component index per type->deps[] */
+    bb__ctx ctx;
+} bb__comp;
+
+/* ---- completion handles ---------------------------------------------------------- */
+enum { BB__H_IDLE = 0, BB__H_PENDING = 1, BB__H_COMPLETED = 2, BB__H_DROPPED = 3 };
+enum { BB__HK_OP = 0, BB__HK_BOOTSTRAP = 1, BB__HK_FREE = 2 };
+
+typedef struct bb__handle {
+    bb_completion pub;
+    bb_engine *e;
+    _Atomic uint32_t state;
+    uint32_t gen;
+    uint32_t kind;
+    bool attached;       /* engine registered it as a suspension */
+    uint32_t op;
+    bb__exec *x;
+    uint32_t boot;       /* bootstrap in-flight slot */
+    uint64_t cmd_id;
+    struct bb__handle *next;
+} bb__handle;
+
+#define BB__HANDLE_SLAB 64 /* handles per slab */
+
+/* A completion result travelling to the engine thread. */
+typedef struct bb__completion_ev {
+    bb__handle *h;
+    uint32_t gen;
+    int status;
+    bb_value **outs;
+    uint32_t n;
+    char *msg;
+} bb__completion_ev;
+
+/* ---- timers ------------------------------------------------------------------------- */
+enum {
+    BB__T_PARK = 1,      /* After / Sleep: resume op with a Trigger */
+    BB__T_INTERVAL,      /* Interval op tick */
+    BB__T_COMPONENT,     /* component on_timer(token) */
+    BB__T_HANDLE_DEADLINE,
+    BB__T_BATCH_DEADLINE
+};
+typedef struct bb__timer {
+    uint64_t at, seq;
+    uint32_t kind, op;
+    uint32_t a;          /* component / handle gen */
+    uint64_t b;          /* token / batch id */
+    void *p;             /* exec / handle */
+} bb__timer;
+
+/* ---- ingress ------------------------------------------------------------------------ */
+enum {
+    BB__IN_ENVELOPE = 1,
+    BB__IN_INVOKE,       /* invoke and deliver_event */
+    BB__IN_LIFECYCLE,
+    BB__IN_COMPLETION,
+    BB__IN_BOOTSTRAP,
+    BB__IN_WORK_DONE,
+    BB__IN_NOTICE
+};
+
+typedef struct bb__in_value {
+    uint32_t site;
+    bb_value *v;
+    size_t charged;
+} bb__in_value;
+
+typedef struct bb__boot_req {
+    int kind;          /* BB_BOOTSTRAP_* */
+    uint32_t idx;      /* module bootstrap / component index */
+    uint32_t n;
+    bb__in_value *in;
+} bb__boot_req;
+
+typedef struct bb__ingress_ev {
+    struct bb__ingress_ev *next;
+    int kind;
+    bool must;        /* not counted against the capacity */
+    size_t charged;   /* budget charged at push (released after processing) */
+    union {
+        struct {
+            bb_peerid src;
+            uint8_t *obs;
+            size_t obs_len;
+            uint8_t *bytes;
+            size_t len;
+        } env;
+        struct {
+            uint32_t target; /* graph index */
+            bb_exec_id exec;
+            bool sources;    /* invoke: push the graph's sources */
+            uint32_t n;
+            bb__in_value *in;
+        } inv;
+        struct {
+            int64_t phase;
+        } lc;
+        bb__completion_ev comp;
+        struct {
+            int all;         /* BB_BOOTSTRAP_ALL */
+            uint32_t n;
+            bb__boot_req *reqs;
+        } boot;
+        struct {
+            uint64_t token;
+        } work;
+        struct {
+            int infra, sub;
+            uint64_t count;
+            char detail[96];
+        } notice;
+    } u;
+} bb__ingress_ev;
+
+typedef struct bb__ingress {
+    _Atomic(bb__ingress_ev *) head; /* Treiber stack; the consumer takes it whole */
+    atomic_size_t count;            /* bounded events in the queue */
+    size_t capacity;
+    atomic_uint_fast64_t dropped;   /* overflow drops since start */
+    uint64_t dropped_reported;
+    atomic_bool wake_pending;
+    void (*wake)(void *ud);
+    void *wake_ud;
+} bb__ingress;
+
+/* ---- framework tables -------------------------------------------------------------- */
+typedef struct bb__peer {
+    bb_peerid id;
+    bool live;           /* slot in use */
+    uint32_t n_addrs;
+    bb_engine_addr *addrs; /* malloc'd copies */
+    bool connected;
+    char **targets;      /* announced targets */
+    uint32_t n_targets;
+    /* backoff table */
+    uint32_t attempts;
+    uint64_t next_retry_ns;
+    /* governor */
+    uint32_t failures;
+    bool down;
+    bool blocked, allowed;
+    uint64_t rtt_ns;     /* from the echo_sent_at / echo_delay piggyback */
+    uint64_t last_rx_sent_at, last_rx_at; /* echoed on the next send to it */
+} bb__peer;
+
+typedef struct bb__peers {
+    bb__peer *v;          /* entries (index stable while live) */
+    size_t n, cap;
+    int32_t *slots;       /* open addressing over entries, -1 empty, -2 tomb */
+    size_t nslots, used, tomb;
+    uint32_t *free_idx;
+    size_t n_free;
+    size_t n_addr_peers;  /* peers with at least one address */
+    size_t n_allowed;
+} bb__peers;
+
+typedef struct bb__sema {
+    const char *name;
+    int64_t cap;
+    int64_t held;
+    BB__ARR(struct bb__waiter { uint32_t op; bb__exec *x; }) waiters;
+} bb__sema;
+
+typedef struct bb__queue { /* Serialize.* */
+    const char *name;
+    BB__ARR(bb_value *) items;
+    size_t head;
+    BB__ARR(struct bb__waiter) waiters;
+} bb__queue;
+
+typedef struct bb__hold {
+    const char *name;
+    bb_value *v;
+} bb__hold;
+
+typedef struct bb__metric {
+    const char *name;
+    uint64_t value;
+} bb__metric;
+
+typedef struct bb__record {
+    const char *name;
+    bb_value *v;
+} bb__record;
+
+/* A batched request (SendReqBatched) waiting for its cohort. */
+typedef struct bb__batch {
+    uint64_t id;          /* local RequestId */
+    uint64_t wire_req_id;
+    uint32_t op;          /* the SendReqBatched op */
+    bb__exec *x;          /* origin execution */
+    struct bb__batch *next_in_exec;
+    uint32_t expected, quorum;
+    bb_peerid *cohort;
+    bool *answered;
+    BB__ARR(bb_value *) items;
+    BB__ARR(bb_value *) peers;
+    bool done, failed;
+    bool holds_ref;       /* holds a ref on x until done */
+    BB__ARR(struct bb__waiter) waiters;
+    bb_value *result;
+} bb__batch;
+
+typedef struct bb__inreq { /* an open inbound request (RecvReq) */
+    uint64_t id;
+    bb_peerid peer;
+    uint64_t wire_req_id;
+    uint64_t site;
+    uint64_t sent_at_ns, recv_at_ns;
+} bb__inreq;
+
+typedef struct bb__bus_ev {
+    uint64_t kind;
+} bb__bus_ev;
+
+/* ---- bootstrap ---------------------------------------------------------------------------- */
+typedef struct bb__modboot {
+    uint32_t target;    /* index into targets */
+    uint32_t graph;
+} bb__modboot;
+
+typedef struct bb__inflight {
+    bool used;
+    bool component;
+    uint32_t idx;       /* module bootstrap index or component index */
+    uint32_t live;      /* frames tagged with this bootstrap */
+    uint64_t *touch;    /* borrowed touch set */
+    bool pending_handle;
+    bool announced;     /* WaitingOnBootstrap emitted */
+} bb__inflight;
+
+typedef struct bb__bootstate {
+    bb__modboot *mods;
+    uint32_t n_mods;
+    uint32_t touch_words;
+    BB__ARR(bb__inflight) inflight;
+    uint32_t n_inflight;
+    BB__ARR(bb__boot_req) waiting; /* staged requests not yet fired */
+    bool all_armed;     /* ALL: walking mods in install order */
+    uint32_t next_idx;
+    bool pulses_fired;
+    uint64_t *comp_touch; /* one-bit touch sets for component bootstraps */
+} bb__bootstate;
+
+typedef struct bb__target {
+    const char *name;   /* as the host named it */
+    uint32_t graph;
+    uint32_t boot;      /* module bootstrap index or BB__NONE */
+} bb__target;
+
+/* ---- the engine ------------------------------------------------------------------------------- */
+enum {
+    BB__C_OPS,
+    BB__C_FRONTIER_PEAK,
+    BB__C_PENDING_ASYNC,
+    BB__C_EXEC_LIVE,
+    BB__C_ENVELOPES_IN,
+    BB__C_ENVELOPES_OUT,
+    BB__C_FILLS_IN,
+    BB__C_WIRE_RX_ERRORS,
+    BB__C_UNROUTABLE,
+    BB__C_GATE_DENIED,
+    BB__C_OP_FAILED,
+    BB__C_BUS_DROPPED,
+    BB__C_PEER_RESOLVE_FAILED,
+    BB__C_APP_EVENTS,
+    BB__C_BUDGET_HITS,
+    BB__C_APP_INGRESS_ERRORS,
+    BB__C_COUNT
+};
+
+struct bb_engine {
+    bb_engine_config cfg;
+    bb_engine_caps caps;
+    bb_engine_addr *local_addrs; /* owned copies */
+    size_t n_local_addrs;
+    bb_value *self_value;        /* PeerId value of cfg.peer */
+    uint64_t now_ns;
+    uint64_t cycle_seq;
+    uint64_t incarnation;
+    uint64_t rng;                /* splitmix64 state */
+    uint64_t last_sent_at;
+
+    /* install */
+    bool installed;
+    bool ran;                    /* polled at least once (restore refuses) */
+    bb_install_error install_err;
+    bb_model *model;
+    bb_arena *arena;             /* immutable install tables */
+    bb__graph *graphs;
+    uint32_t n_graphs;
+    bb__op *ops;
+    uint32_t n_ops;
+    bb__target *targets;
+    uint32_t n_targets;
+    bb__comp *comps;
+    uint32_t n_comps;
+    uint32_t *comp_order;        /* creation order (dependencies first) */
+    bb__map wire_sites;          /* wire site id -> (graph << 32 | site) */
+    bb__map recv_ops;            /* wire site id -> Recv/RecvReq op */
+    uint32_t *lifecycle_ops;
+    uint32_t n_lifecycle_ops;
+    uint32_t *interval_ops;
+    uint32_t n_interval_ops;
+    uint32_t *pulse_ops;
+    uint32_t n_pulse_ops;
+    uint32_t *event_ops;         /* EventSource ops */
+    uint32_t n_event_ops;
+    uint32_t max_in, max_out;
+    bb_value **in_buf, **out_buf;
+    uint64_t fingerprint;        /* of the install, checked by restore */
+
+    /* executions */
+    _Atomic uint64_t next_exec;
+    bb__exec *live;
+    size_t n_live;
+    size_t live_slots;
+    struct bb__fentry {
+        uint32_t op;
+        bb__exec *x;
+    } *fr;
+    size_t fr_cap, fr_head, fr_n;  /* ring, cap power of two */
+    BB__ARR(struct bb__fentry) parked; /* ops locked by an in-flight bootstrap */
+    size_t cycle_ops;
+    bool budget_hit;
+    char fail_msg[256];
+
+    /* async */
+    BB__ARR(bb__handle *) slabs;
+    bb__handle *free_handles;
+    bb__handle *quar_head, *quar_tail;
+    size_t quar_n;
+    bb__handle *spare;
+    uint64_t next_cmd;
+    size_t pending_async;
+    BB__ARR(bb__completion_ev) pending_completions;
+    _Atomic bool in_cycle;
+    pthread_t cycle_thread;
+
+    /* timers */
+    BB__ARR(bb__timer) timers;   /* binary min-heap on (at, seq) */
+    uint64_t timer_seq;
+    bool intervals_armed;
+
+    /* bus */
+    bb__bus_ev *bus;
+    size_t bus_head, bus_n;
+    uint64_t bus_subscribed;     /* bit k: some EventSource listens to kind k (< 64) */
+
+    /* steps */
+    bb_steps acc;                /* steps produced since the last poll returned */
+    BB__ARR(bb_step) outbound;   /* SendEnvelope steps, emitted in phase 7 */
+    BB__ARR(struct bb__loop { uint8_t *bytes; size_t len; }) loopback;
+
+    /* framework */
+    bb__peers peers;
+    bb__sema *semas;
+    uint32_t n_semas;
+    bb__queue *queues;
+    uint32_t n_queues;
+    bb__hold *holds;
+    uint32_t n_holds;
+    bb__metric *metrics;
+    uint32_t n_metrics;
+    bb__record *records;         /* ring */
+    size_t rec_head, rec_n;
+    uint64_t *dedup;             /* ring of hashes */
+    size_t dedup_head, dedup_n;
+    bb__map dedup_set;           /* hash -> count in window */
+    bb__map batches;             /* local request id -> bb__batch* */
+    bb__map batches_wire;        /* wire_req_id -> local id */
+    uint64_t next_req;
+    uint64_t next_wire_req;
+    bb__inreq *inreqs;           /* ring of open inbound requests */
+    size_t inreq_head, inreq_n;
+    bb__map inreq_map;           /* local id -> ring position */
+    uint64_t next_inreq;
+    uint64_t next_token;
+
+    /* ingress */
+    bb__ingress ing;
+    atomic_size_t bytes_in_flight;
+    BB__ARR(struct bb__work { uint64_t token; void (*done)(void *); void *arg; }) works;
+    uint64_t next_work;
+
+    /* bootstrap */
+    bb__bootstate boot;
+
+    /* observability */
+    uint64_t c[BB__C_COUNT];
+    bb_trace_fn trace_fn;
+    void *trace_ud;
+    unsigned trace_mask;
+};
+
+/* ---- engine.c ------------------------------------------------------------------------------------ */
+int bb__fail(bb_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t bb__rng_next(bb_engine *e);
+/* Budget: charge n bytes (false when the budget would be exceeded). */
+bool bb__budget_charge(bb_engine *e, size_t n);
+void bb__budget_release(bb_engine *e, size_t n);
+size_t bb__value_size(const bb_value *v);
+
+/* ---- steps.c ---------------------------------------------------------------------------------------- */
+bb_step *bb__step_push(bb_engine *e, bb_step_kind kind, bb_exec_id exec);
+/* Copy a string into the accumulator's owned storage (NULL on OOM). */
+const char *bb__step_str(bb_engine *e, const char *s);
+const char *bb__step_strf(bb_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void bb__step_infra(bb_engine *e, bb_infra_kind kind, int sub, const bb_peerid *peer,
+                    uint64_t count, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void bb__steps_release(bb_step *s);
+void *bb__owned_add(void **owned, void *p);
+void bb__owned_free(void **owned);
+
+/* ---- exec.c ------------------------------------------------------------------------------------------ */
+bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id);
+static inline void bb__exec_ref(bb__exec *x) { x->refs++; }
+void bb__exec_unref(bb_engine *e, bb__exec *x);
+/* Takes the reference v. charged: budget bytes the slot now accounts for. */
+void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t charged);
+void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x);
+/* Push every op of g that starts an execution (sources). */
+void bb__push_sources(bb_engine *e, bb__exec *x);
+/* Fresh execution of op's graph whose output k is written with v (taken). */
+bb__exec *bb__fire_op_output(bb_engine *e, uint32_t opi, bb_value *v, uint32_t k);
+bb_exec_id bb__exec_id_new(bb_engine *e);
+void bb__exec_free_all(bb_engine *e);
+
+/* ---- dispatch.c ----------------------------------------------------------------------------------------- */
+/* Drain the frontier until empty or the op budget runs out. */
+void bb__drain_frontier(bb_engine *e);
+void bb__op_failed(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg);
+/* Async suspension bookkeeping for framework ops. */
+void bb__park_begin(bb_engine *e, bb__exec *x);
+/* Resume a parked op: write outs[0..n) (taken; NULL skips) and drop the park. */
+void bb__park_resume(bb_engine *e, uint32_t opi, bb__exec *x, bb_value **outs, uint32_t n);
+void bb__park_fail(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg);
+/* Is the op parked behind an in-flight bootstrap? */
+bool bb__op_locked(bb_engine *e, uint32_t opi, const bb__exec *x);
+
+/* ---- completion.c ------------------------------------------------------------------------------------------- */
+bb__handle *bb__handle_new(bb_engine *e, uint32_t kind);
+void bb__handle_retire(bb_engine *e, bb__handle *h);
+/* Engine-side drop of a pending handle (deadline, shutdown): later
+ * completions return BB_ESTATE. */
+bool bb__handle_drop(bb_engine *e, bb__handle *h);
+void bb__completion_process(bb_engine *e, bb__completion_ev *ev);
+void bb__drain_pending_completions(bb_engine *e);
+void bb__handles_free(bb_engine *e);
+extern const bb_ctx_api bb__ctx_api;
+void bb__ctx_init(bb_engine *e, uint32_t comp);
+
+/* ---- timers.c ------------------------------------------------------------------------------------------------- */
+int bb__timer_add(bb_engine *e, uint64_t at, uint32_t kind, uint32_t op, uint32_t a, uint64_t b,
+                  void *p);
+void bb__poll_timers(bb_engine *e);
+uint64_t bb__timer_next(const bb_engine *e);
+void bb__timers_free(bb_engine *e);
+
+/* ---- bus.c ------------------------------------------------------------------------------------------------------ */
+void bb__bus_publish(bb_engine *e, uint64_t kind);
+void bb__route_bus(bb_engine *e);
+
+/* ---- ingress.c --------------------------------------------------------------------------------------------------- */
+int bb__ingress_push(bb_engine *e, bb__ingress_ev *ev);
+bb__ingress_ev *bb__ingress_take(bb_engine *e);
+void bb__ingress_process(bb_engine *e, bb__ingress_ev *ev);
+void bb__ingress_ev_free(bb_engine *e, bb__ingress_ev *ev);
+void bb__ingress_free(bb_engine *e);
+void bb__notice(bb_engine *e, int infra, int sub, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int bb__decode_input(bb_engine *e, const bb__graph *g, uint32_t site, const bb_engine_input *in,
+                     bb__in_value *out, bb_error *err);
+
+/* ---- peers.c (address book, governor, backoff) -------------------------------------------------------------------- */
+bb__peer *bb__peer_find(const bb_engine *e, const bb_peerid *id);
+bb__peer *bb__peer_get(bb_engine *e, const bb_peerid *id); /* find or create; NULL at cap */
+int bb__peer_add_addr(bb_engine *e, bb__peer *p, const uint8_t *a, size_t len);
+void bb__peers_free(bb_engine *e);
+void bb__peer_failure(bb_engine *e, const bb_peerid *id);
+void bb__peer_success(bb_engine *e, const bb_peerid *id);
+bool bb__peer_should_retry(const bb_engine *e, const bb_peerid *id);
+/* Deny reason label (NULL = allowed). */
+const char *bb__peer_check(const bb_engine *e, const bb_peerid *id, bool outbound);
+bool bb__peerid_from_value(const bb_value *v, bb_peerid *out);
+bb_value *bb__peerid_value(const bb_peerid *id);
+
+/* ---- envelope.c ----------------------------------------------------------------------------------------------------- */
+typedef struct bb__fill {
+    const uint8_t *suffix;
+    size_t suffix_len;
+    const uint8_t *payload;
+    size_t payload_len;
+    bool trigger_only;
+} bb__fill;
+
+typedef struct bb__envelope {
+    bb_engine_addr *dest;   /* borrowed views */
+    size_t n_dest;
+    bb__fill *fills;
+    size_t n_fills;
+    int corr_kind;          /* 0 none, 1 request, 2 response */
+    uint64_t wire_req_id;
+    uint64_t deadline_ns, sent_at_ns, echo_sent_at_ns, echo_delay_ns;
+    bb_engine_addr *src;
+    size_t n_src;
+} bb__envelope;
+
+typedef struct bb__env_limits {
+    size_t max_fills, max_addrs;
+} bb__env_limits;
+
+/* Decode (views into data; free with bb__envelope_release). */
+int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *lim,
+                        bb__envelope *out, bb_error *err);
+void bb__envelope_release(bb__envelope *env);
+/* Encode into a new malloc'd buffer. */
+int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len);
+
+/* ---- wire.c ---------------------------------------------------------------------------------------------------------- */
+void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
+                          uint8_t *bytes, size_t len);
+void bb__flush_outbound(bb_engine *e);
+void bb__drain_loopback(bb_engine *e);
+void bb__batch_deadline(bb_engine *e, uint64_t id);
+/* Routable id of a site: FNV-1a-64 of "<function name>/<value name>". */
+uint64_t bb__site_wire_id(const char *fn_name, const char *value);
+/* Routable id of a wire port: FNV-1a-64 of "port:<port>". */
+uint64_t bb__port_wire_id(const char *port);
+void bb__exec_drop_batches(bb_engine *e, bb__exec *x);
+void bb__wire_free(bb_engine *e);
+
+/* ---- syscalls ------------------------------------------------------------------------------------------------------------ */
+typedef struct bb__install bb__install;
+typedef struct bb__syscall_def {
+    const char *domain, *op_type;
+    bb__syscall_fn fn;
+    /* Validate the node and pre-parse its attributes into op->st. */
+    int (*init)(bb__install *ins, bb__op *op, bb_error *err);
+    uint8_t flags;       /* BB__OPF_* */
+    uint8_t ready;       /* BB__READY_* */
+    int16_t min_in, max_in, min_out, max_out; /* -1 = any */
+    const bb_type_node *out_type; /* type of outputs (NULL: like input 0 / any) */
+    bool is_const;
+} bb__syscall_def;
+
+const bb__syscall_def *bb__syscall_find(const char *domain, const char *op_type);
+bool bb__domain_is_framework(const char *domain);
+
+/* install-time helpers the syscall init functions use */
+bb__opst *bb__opst_new(bb__install *ins, bb__op *op);
+uint32_t bb__install_sema(bb__install *ins, const char *name, int64_t cap, bb_error *err);
+uint32_t bb__install_queue(bb__install *ins, const char *name);
+uint32_t bb__install_hold(bb__install *ins, const char *name);
+uint32_t bb__install_metric(bb__install *ins, const char *name);
+bb_engine *bb__install_engine(bb__install *ins);
+bb_arena *bb__install_arena(bb__install *ins);
+const char *bb__install_fn_name(bb__install *ins, const bb__op *op);
+int bb__node_malformed(bb__install *ins, const bb__op *op, bb_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int64_t bb__attr_int(const bb_node *n, const char *name, int64_t dflt, bool *found);
+const char *bb__attr_str(bb__install *ins, const bb_node *n, const char *name);
+
+/* syscall functions shared across files */
+int bb__sys_passthrough(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const *in,
+                        bb_value **out);
+
+/* ---- bootstrap.c ------------------------------------------------------------------------------------------------------------- */
+void bb__boot_stage(bb_engine *e, bb__ingress_ev *ev);
+void bb__boot_progress(bb_engine *e);
+void bb__boot_frame_done(bb_engine *e, uint32_t boot);
+void bb__boot_handle_done(bb_engine *e, uint32_t boot, int status, const char *msg);
+void bb__boot_free(bb_engine *e);
+void bb__boot_unpark(bb_engine *e);
+/* End of a cycle: WaitingOnBootstrap for bootstraps still in flight. */
+void bb__boot_announce(bb_engine *e);
+
+/* ---- trace.c ------------------------------------------------------------------------------------------------------------------- */
+#define BB__TRACING(e, cat) BB__UNLIKELY(((e)->trace_mask & (cat)) != 0)
+void bb__trace(bb_engine *e, bb_trace_cat cat, const char *name, bb_exec_id exec, uint32_t opi,
+               const char *detail, uint64_t value);
+
+/* ---- install.c ----------------------------------------------------------------------------------------------------------------- */
+void bb__uninstall(bb_engine *e);
+
+/* ---- snapshot.c ----------------------------------------------------------------------------------------------------------------- */
+uint64_t bb__install_fingerprint(const bb_engine *e);
+
+#endif

@@ -1,0 +1,401 @@
+/*
+ * envelope.c — a hand-rolled codec for proto/bb_envelope.proto's
+ * WireEnvelope (IR_AND_DSL.md Part 8):
+ *
+ *   message WireCorrelation { CorrelationKind kind = 1; uint64 wire_req_id = 2; }
+ *   message SlotFill { bytes dest_suffix = 1; bytes payload = 2; bool trigger_only = 3; }
+ *   message WireEnvelope {
+ *     repeated bytes dest_peer_addresses = 1; repeated SlotFill fills = 2;
+ *     WireCorrelation correlation = 3; uint64 deadline_ns = 4; uint64 sent_at_ns = 5;
+ *     uint64 echo_sent_at_ns = 6; uint64 echo_delay_ns = 7;
+ *     repeated bytes src_peer_addresses = 8; }
+ *
+ * Encoding is canonical proto3 (fields in number order, defaults omitted),
+ * so bytes match what protobuf-c produces. Decoding is zero-copy (views
+ * into the input), bounded by caps on fills and addresses, skips unknown
+ * fields and rejects every malformed input with the byte offset.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bbd/engine/engine_internal.h"
+
+/* ---- decode ------------------------------------------------------------------- */
+
+typedef struct rd {
+    const uint8_t *p;
+    size_t len, pos;
+} rd;
+
+static int get_varint(rd *r, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (r->pos >= r->len)
+            return BB_ETRUNC;
+        uint8_t b = r->p[r->pos++];
+        if (shift == 63 && b > 1)
+            return BB_EDECODE;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return BB_EDECODE;
+}
+
+static int get_bytes(rd *r, const uint8_t **data, size_t *n)
+{
+    uint64_t l;
+    int rc = get_varint(r, &l);
+    if (rc)
+        return rc;
+    if (l > r->len - r->pos)
+        return BB_ETRUNC;
+    *data = r->p + r->pos;
+    *n = (size_t)l;
+    r->pos += (size_t)l;
+    return 0;
+}
+
+static int skip_field(rd *r, unsigned wt)
+{
+    uint64_t v;
+    const uint8_t *d;
+    size_t n;
+    switch (wt) {
+    case 0:
+        return get_varint(r, &v);
+    case 1:
+        if (r->len - r->pos < 8)
+            return BB_ETRUNC;
+        r->pos += 8;
+        return 0;
+    case 2:
+        return get_bytes(r, &d, &n);
+    case 5:
+        if (r->len - r->pos < 4)
+            return BB_ETRUNC;
+        r->pos += 4;
+        return 0;
+    default:
+        return BB_EDECODE; /* groups and reserved wire types */
+    }
+}
+
+static int get_tag(rd *r, uint32_t *field, unsigned *wt)
+{
+    uint64_t t;
+    int rc = get_varint(r, &t);
+    if (rc)
+        return rc;
+    if ((t >> 3) == 0 || (t >> 3) > 0x1fffffff)
+        return BB_EDECODE;
+    *field = (uint32_t)(t >> 3);
+    *wt = (unsigned)(t & 7);
+    return 0;
+}
+
+static int push_addr(bb_engine_addr **arr, size_t *n, size_t max, const uint8_t *d, size_t len)
+{
+    if (*n >= max)
+        return BB_ELIMIT;
+    if ((*n & (*n - 1)) == 0 || *n == 0) { /* grow at powers of two */
+        size_t cap = *n ? *n * 2 : 4;
+        bb_engine_addr *a = realloc(*arr, cap * sizeof *a);
+        if (!a)
+            return BB_ENOMEM;
+        *arr = a;
+    }
+    (*arr)[*n].data = d;
+    (*arr)[*n].len = len;
+    (*n)++;
+    return 0;
+}
+
+static int decode_fill(const uint8_t *d, size_t n, bb__fill *f, size_t *err_off)
+{
+    rd r = {d, n, 0};
+    memset(f, 0, sizeof *f);
+    while (r.pos < r.len) {
+        uint32_t field;
+        unsigned wt;
+        int rc = get_tag(&r, &field, &wt);
+        if (!rc) {
+            if (field == 1 && wt == 2) {
+                rc = get_bytes(&r, &f->suffix, &f->suffix_len);
+            } else if (field == 2 && wt == 2) {
+                rc = get_bytes(&r, &f->payload, &f->payload_len);
+            } else if (field == 3 && wt == 0) {
+                uint64_t v;
+                rc = get_varint(&r, &v);
+                f->trigger_only = v != 0;
+            } else if (field <= 3) {
+                rc = BB_EDECODE; /* known field, wrong wire type */
+            } else {
+                rc = skip_field(&r, wt);
+            }
+        }
+        if (rc) {
+            *err_off = r.pos;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int decode_corr(const uint8_t *d, size_t n, bb__envelope *env, size_t *err_off)
+{
+    rd r = {d, n, 0};
+    while (r.pos < r.len) {
+        uint32_t field;
+        unsigned wt;
+        uint64_t v;
+        int rc = get_tag(&r, &field, &wt);
+        if (!rc) {
+            if ((field == 1 || field == 2) && wt == 0) {
+                rc = get_varint(&r, &v);
+                if (!rc && field == 1)
+                    env->corr_kind = v <= 2 ? (int)v : -1;
+                else if (!rc)
+                    env->wire_req_id = v;
+            } else if (field <= 2) {
+                rc = BB_EDECODE;
+            } else {
+                rc = skip_field(&r, wt);
+            }
+        }
+        if (rc) {
+            *err_off = r.pos;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void bb__envelope_release(bb__envelope *env)
+{
+    free(env->dest);
+    free(env->src);
+    free(env->fills);
+    memset(env, 0, sizeof *env);
+}
+
+int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *lim,
+                        bb__envelope *out, bb_error *err)
+{
+    memset(out, 0, sizeof *out);
+    rd r = {data, len, 0};
+    size_t fill_cap = 0;
+    while (r.pos < r.len) {
+        size_t at = r.pos;
+        uint32_t field = 0;
+        unsigned wt;
+        const uint8_t *d = NULL;
+        size_t n = 0, sub_off = 0;
+        uint64_t v;
+        int rc = get_tag(&r, &field, &wt);
+        if (rc)
+            goto bad;
+        if (field <= 8 && (field == 1 || field == 2 || field == 3 || field == 8) && wt != 2) {
+            rc = BB_EDECODE;
+            goto bad;
+        }
+        if (field >= 4 && field <= 7 && wt != 0) {
+            rc = BB_EDECODE;
+            goto bad;
+        }
+        switch (field) {
+        case 1:
+        case 8:
+            if ((rc = get_bytes(&r, &d, &n)))
+                goto bad;
+            rc = field == 1 ? push_addr(&out->dest, &out->n_dest, lim->max_addrs, d, n)
+                            : push_addr(&out->src, &out->n_src, lim->max_addrs, d, n);
+            if (rc) {
+                bb__envelope_release(out);
+                return bb_error_set(err, rc, "envelope: more than %zu %s addresses at byte %zu",
+                                    lim->max_addrs, field == 1 ? "destination" : "source", at);
+            }
+            break;
+        case 2:
+            if ((rc = get_bytes(&r, &d, &n)))
+                goto bad;
+            if (out->n_fills >= lim->max_fills) {
+                bb__envelope_release(out);
+                return bb_error_set(err, BB_ELIMIT, "envelope: more than %zu fills at byte %zu",
+                                    lim->max_fills, at);
+            }
+            if (out->n_fills == fill_cap) {
+                fill_cap = fill_cap ? fill_cap * 2 : 4;
+                bb__fill *f = realloc(out->fills, fill_cap * sizeof *f);
+                if (!f) {
+                    bb__envelope_release(out);
+                    return bb_error_set(err, BB_ENOMEM, "envelope: out of memory");
+                }
+                out->fills = f;
+            }
+            if ((rc = decode_fill(d, n, &out->fills[out->n_fills], &sub_off))) {
+                r.pos = (size_t)(d - data) + sub_off;
+                goto bad;
+            }
+            out->n_fills++;
+            break;
+        case 3:
+            if ((rc = get_bytes(&r, &d, &n)))
+                goto bad;
+            if ((rc = decode_corr(d, n, out, &sub_off))) {
+                r.pos = (size_t)(d - data) + sub_off;
+                goto bad;
+            }
+            break;
+        case 4:
+        case 5:
+        case 6:
+        case 7:
+            if ((rc = get_varint(&r, &v)))
+                goto bad;
+            if (field == 4)
+                out->deadline_ns = v;
+            else if (field == 5)
+                out->sent_at_ns = v;
+            else if (field == 6)
+                out->echo_sent_at_ns = v;
+            else
+                out->echo_delay_ns = v;
+            break;
+        default:
+            if ((rc = skip_field(&r, wt)))
+                goto bad;
+            break;
+        }
+        continue;
+    bad:
+        bb__envelope_release(out);
+        return bb_error_set(err, rc == BB_ETRUNC ? BB_ETRUNC : BB_EDECODE,
+                            "envelope: %s at byte %zu (field %u)",
+                            rc == BB_ETRUNC ? "truncated" : "malformed", r.pos, field);
+    }
+    if (out->corr_kind < 0) {
+        bb__envelope_release(out);
+        return bb_error_set(err, BB_EDECODE, "envelope: unknown correlation kind");
+    }
+    return BB_OK;
+}
+
+/* ---- encode -------------------------------------------------------------------- */
+
+static size_t vlen(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static uint8_t *put_bytes(uint8_t *p, uint8_t tag, const uint8_t *d, size_t n)
+{
+    *p++ = tag;
+    p = put_varint(p, n);
+    if (n)
+        memcpy(p, d, n);
+    return p + n;
+}
+
+static size_t fill_size(const bb__fill *f)
+{
+    size_t s = 0;
+    if (f->suffix_len)
+        s += 1 + vlen(f->suffix_len) + f->suffix_len;
+    if (f->payload_len)
+        s += 1 + vlen(f->payload_len) + f->payload_len;
+    if (f->trigger_only)
+        s += 2;
+    return s;
+}
+
+static size_t corr_size(const bb__envelope *env)
+{
+    size_t s = 0;
+    if (env->corr_kind)
+        s += 1 + vlen((uint64_t)env->corr_kind);
+    if (env->wire_req_id)
+        s += 1 + vlen(env->wire_req_id);
+    return s;
+}
+
+int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len)
+{
+    size_t size = 0;
+    for (size_t i = 0; i < env->n_dest; i++)
+        size += 1 + vlen(env->dest[i].len) + env->dest[i].len;
+    for (size_t i = 0; i < env->n_fills; i++) {
+        size_t fs = fill_size(&env->fills[i]);
+        size += 1 + vlen(fs) + fs;
+    }
+    size_t cs = corr_size(env);
+    if (cs)
+        size += 1 + vlen(cs) + cs;
+    const uint64_t u[4] = {env->deadline_ns, env->sent_at_ns, env->echo_sent_at_ns,
+                           env->echo_delay_ns};
+    for (int i = 0; i < 4; i++)
+        if (u[i])
+            size += 1 + vlen(u[i]);
+    for (size_t i = 0; i < env->n_src; i++)
+        size += 1 + vlen(env->src[i].len) + env->src[i].len;
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf)
+        return BB_ENOMEM;
+    uint8_t *p = buf;
+    for (size_t i = 0; i < env->n_dest; i++)
+        p = put_bytes(p, 0x0a, env->dest[i].data, env->dest[i].len);
+    for (size_t i = 0; i < env->n_fills; i++) {
+        const bb__fill *f = &env->fills[i];
+        *p++ = 0x12;
+        p = put_varint(p, fill_size(f));
+        if (f->suffix_len)
+            p = put_bytes(p, 0x0a, f->suffix, f->suffix_len);
+        if (f->payload_len)
+            p = put_bytes(p, 0x12, f->payload, f->payload_len);
+        if (f->trigger_only) {
+            *p++ = 0x18;
+            *p++ = 1;
+        }
+    }
+    if (cs) {
+        *p++ = 0x1a;
+        p = put_varint(p, cs);
+        if (env->corr_kind) {
+            *p++ = 0x08;
+            p = put_varint(p, (uint64_t)env->corr_kind);
+        }
+        if (env->wire_req_id) {
+            *p++ = 0x10;
+            p = put_varint(p, env->wire_req_id);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        if (u[i]) {
+            *p++ = (uint8_t)((4 + i) << 3);
+            p = put_varint(p, u[i]);
+        }
+    }
+    for (size_t i = 0; i < env->n_src; i++)
+        p = put_bytes(p, 0x42, env->src[i].data, env->src[i].len);
+    *out = buf;
+    *out_len = (size_t)(p - buf);
+    return BB_OK;
+}

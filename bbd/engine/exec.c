@@ -1,0 +1,278 @@
+/*
+ * exec.c — executions (ENGINE.md Part 5): frames, the slot table, the
+ * frontier ring and liveness/GC.
+ *
+ * A frame is one (ExecId, graph) pair; its slots[] are indexed by the
+ * graph's dense site numbers, so "slot table keyed by (NodeSiteId, ExecId)"
+ * is a pointer plus an index. A frame counts what still refers to it
+ * (frontier entries, suspended ops, timers, child function calls, request
+ * batches); when the count drops to zero the execution is finished and every
+ * slot it wrote is released (values unref'd, ingress budget given back).
+ * Freed frames go to a small per-graph pool so steady-state traffic does not
+ * call malloc.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bbd/engine/engine_internal.h"
+
+#define POOL_MAX 256
+
+bb_exec_id bb__exec_id_new(bb_engine *e)
+{
+    return atomic_fetch_add_explicit(&e->next_exec, 1, memory_order_relaxed);
+}
+
+static bool written_push(bb__exec *x, uint32_t site)
+{
+    if (x->n_written == x->cap_written) {
+        uint32_t cap = x->cap_written ? x->cap_written * 2 : 8;
+        uint32_t *w = realloc(x->written, cap * sizeof *w);
+        if (!w)
+            return false;
+        x->written = w;
+        x->cap_written = cap;
+    }
+    x->written[x->n_written++] = site;
+    return true;
+}
+
+bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id)
+{
+    bb__exec *x = g->pool;
+    if (x) {
+        g->pool = x->next;
+        g->pool_n--;
+    } else {
+        x = calloc(1, sizeof *x + (size_t)g->n_sites * sizeof(bb__slot));
+        if (!x)
+            return NULL;
+    }
+    x->id = id;
+    x->g = g;
+    x->refs = 1;
+    x->call_op = BB__NONE;
+    x->parent = NULL;
+    x->boot = 0;
+    x->n_written = 0;
+    x->inbound = NULL;
+    x->batches = NULL;
+    x->n_limits = 0;
+    x->prev = NULL;
+    x->next = e->live;
+    if (e->live)
+        e->live->prev = x;
+    e->live = x;
+    e->n_live++;
+    for (uint32_t i = 0; i < g->n_consts; i++) {
+        uint32_t s = g->const_sites[i];
+        if (!x->slots[s].v && written_push(x, s)) {
+            x->slots[s].v = bb_value_ref(g->const_vals[i]);
+            e->live_slots++;
+        }
+    }
+    return x;
+}
+
+static void release_slots(bb_engine *e, bb__exec *x)
+{
+    for (uint32_t i = 0; i < x->n_written; i++) {
+        bb__slot *s = &x->slots[x->written[i]];
+        if (s->v) {
+            bb_value_unref(s->v);
+            bb__budget_release(e, s->charged);
+            s->v = NULL;
+            s->charged = 0;
+            e->live_slots--;
+        }
+    }
+    x->n_written = 0;
+}
+
+static void unlink_live(bb_engine *e, bb__exec *x)
+{
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        e->live = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    e->n_live--;
+}
+
+static void frame_recycle(bb__exec *x)
+{
+    bb__graph *g = x->g;
+    if (g->pool_n < POOL_MAX) {
+        x->next = g->pool;
+        g->pool = x;
+        g->pool_n++;
+    } else {
+        free(x->written);
+        free(x->limits);
+        free(x);
+    }
+}
+
+/* Limit.Acquire holds are released when the holder finishes (ENGINE.md 5.5). */
+void bb__sema_release(bb_engine *e, uint32_t sema);
+
+static void gc(bb_engine *e, bb__exec *x)
+{
+    release_slots(e, x);
+    if (x->batches)
+        bb__exec_drop_batches(e, x);
+    while (x->n_limits)
+        bb__sema_release(e, x->limits[--x->n_limits]);
+    free(x->inbound);
+    x->inbound = NULL;
+    unlink_live(e, x);
+    uint32_t boot = x->boot;
+    bb__exec *parent = x->parent;
+    frame_recycle(x);
+    if (boot)
+        bb__boot_frame_done(e, boot);
+    if (parent)
+        bb__exec_unref(e, parent);
+}
+
+void bb__exec_unref(bb_engine *e, bb__exec *x)
+{
+    if (--x->refs == 0)
+        gc(e, x);
+}
+
+void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x)
+{
+    if (BB__UNLIKELY(e->fr_n == e->fr_cap)) {
+        size_t cap = e->fr_cap ? e->fr_cap * 2 : 1024;
+        struct bb__fentry *n = malloc(cap * sizeof *n);
+        if (!n) {
+            bb__op_failed(e, op, x, "out of memory growing the frontier");
+            return;
+        }
+        for (size_t i = 0; i < e->fr_n; i++)
+            n[i] = e->fr[(e->fr_head + i) & (e->fr_cap - 1)];
+        free(e->fr);
+        e->fr = n;
+        e->fr_cap = cap;
+        e->fr_head = 0;
+    }
+    e->fr[(e->fr_head + e->fr_n) & (e->fr_cap - 1)] = (struct bb__fentry){op, x};
+    e->fr_n++;
+    x->refs++;
+    if (BB__UNLIKELY(e->fr_n > e->c[BB__C_FRONTIER_PEAK]))
+        e->c[BB__C_FRONTIER_PEAK] = e->fr_n;
+}
+
+static void forward(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v)
+{
+    const bb__op *call = &e->ops[x->call_op];
+    uint32_t j = x->g->fwd_index[site];
+    if (j < call->n_out && call->out[j] != BB__NONE)
+        bb__write(e, x->parent, call->out[j], bb_value_ref(v), 0);
+}
+
+static void app_event(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v)
+{
+    bb_step *st = bb__step_push(e, BB_STEP_APP_EVENT, x->id);
+    if (!st)
+        return;
+    st->u.app.target = x->g->target;
+    st->u.app.topic = x->g->site_names[site];
+    st->u.app.value = bb_value_ref(v);
+    e->c[BB__C_APP_EVENTS]++;
+}
+
+static inline bool op_ready(const bb__op *op, const bb__exec *x)
+{
+    if (op->ready == BB__READY_ANYOF)
+        return true; /* the write that got us here is one of its inputs */
+    for (uint32_t i = 0; i < op->n_in; i++) {
+        uint32_t s = op->in[i];
+        if (s != BB__NONE && !x->slots[s].v)
+            return false;
+    }
+    return true;
+}
+
+void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t charged)
+{
+    bb__slot *s = &x->slots[site];
+    if (s->v) {
+        bb_value_unref(s->v);
+        bb__budget_release(e, s->charged);
+    } else if (BB__LIKELY(written_push(x, site))) {
+        e->live_slots++;
+    } else {
+        bb_value_unref(v);
+        bb__budget_release(e, charged);
+        return;
+    }
+    s->v = v;
+    s->charged = charged;
+    const bb__graph *g = x->g;
+    uint8_t fl = g->site_flags[site];
+    if (BB__UNLIKELY(fl)) {
+        if ((fl & BB__SITE_FWD) && x->parent)
+            forward(e, x, site, v);
+        if ((fl & BB__SITE_APP_OUT) && !x->parent)
+            app_event(e, x, site, v);
+    }
+    for (uint32_t k = g->cons_off[site], end = g->cons_off[site + 1]; k < end; k++) {
+        uint32_t c = g->cons[k];
+        if (op_ready(&e->ops[c], x))
+            bb__frontier_push(e, c, x);
+    }
+}
+
+void bb__push_sources(bb_engine *e, bb__exec *x)
+{
+    const bb__graph *g = x->g;
+    for (uint32_t i = 0; i < g->n_sources; i++)
+        bb__frontier_push(e, g->sources[i], x);
+}
+
+bb__exec *bb__fire_op_output(bb_engine *e, uint32_t opi, bb_value *v, uint32_t k)
+{
+    const bb__op *op = &e->ops[opi];
+    bb__exec *x = bb__exec_new(e, &e->graphs[op->graph], bb__exec_id_new(e));
+    if (!x) {
+        bb_value_unref(v);
+        return NULL;
+    }
+    if (k < op->n_out && op->out[k] != BB__NONE)
+        bb__write(e, x, op->out[k], v, 0);
+    else
+        bb_value_unref(v);
+    bb__exec_unref(e, x);
+    return x;
+}
+
+/* Teardown: drop every execution without running anything. */
+void bb__exec_free_all(bb_engine *e)
+{
+    e->fr_n = 0;
+    e->fr_head = 0;
+    e->parked.n = 0;
+    while (e->live) {
+        bb__exec *x = e->live;
+        release_slots(e, x);
+        free(x->inbound);
+        unlink_live(e, x);
+        free(x->written);
+        free(x->limits);
+        free(x);
+    }
+    for (uint32_t i = 0; i < e->n_graphs; i++) {
+        bb__graph *g = &e->graphs[i];
+        while (g->pool) {
+            bb__exec *x = g->pool;
+            g->pool = x->next;
+            free(x->written);
+            free(x->limits);
+            free(x);
+        }
+        g->pool_n = 0;
+    }
+}

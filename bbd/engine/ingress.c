@@ -1,0 +1,456 @@
+/*
+ * ingress.c — the single thread-safe seam (ENGINE.md 2.2): a bounded
+ * lock-free MPSC queue plus the host wake callback, and the entry points
+ * that feed it (deliver_envelope, invoke, deliver_event, fire_lifecycle).
+ *
+ * Producers push onto a Treiber stack (one CAS); the engine takes the whole
+ * stack at the start of phase 1 (one exchange) and reverses it into arrival
+ * order, so there is no ABA hazard and no lock. Capacity is enforced with an
+ * atomic counter: an overflowing push fails (BB_EFULL) and is counted in
+ * ingress.dropped. Completions and worker-pool returns are "must" events that
+ * bypass the capacity (they are bounded by the number of pending handles and
+ * dropping them would strand a parked op). The wake callback is coalesced:
+ * it runs on the first push after each drain.
+ *
+ * Entry points validate against the install tables (immutable after
+ * install), apply the per-item caps, charge the byte budget before they
+ * allocate, copy (Principle 1a: the caller's bytes are never retained) and
+ * decode on the calling thread, so errors come back synchronously.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bbd/engine/syscalls.h"
+
+int bb__ingress_push(bb_engine *e, bb__ingress_ev *ev)
+{
+    bb__ingress *q = &e->ing;
+    if (!ev->must) {
+        size_t c = atomic_fetch_add_explicit(&q->count, 1, memory_order_relaxed);
+        if (c >= q->capacity) {
+            atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&q->dropped, 1, memory_order_relaxed);
+            return BB_EFULL;
+        }
+    }
+    bb__ingress_ev *head = atomic_load_explicit(&q->head, memory_order_relaxed);
+    do {
+        ev->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&q->head, &head, ev, memory_order_release,
+                                                    memory_order_relaxed));
+    if (!atomic_exchange_explicit(&q->wake_pending, true, memory_order_acq_rel) && q->wake)
+        q->wake(q->wake_ud);
+    return BB_OK;
+}
+
+bb__ingress_ev *bb__ingress_take(bb_engine *e)
+{
+    bb__ingress *q = &e->ing;
+    atomic_store_explicit(&q->wake_pending, false, memory_order_release);
+    bb__ingress_ev *l = atomic_exchange_explicit(&q->head, NULL, memory_order_acquire);
+    bb__ingress_ev *fifo = NULL;
+    size_t counted = 0;
+    while (l) {
+        bb__ingress_ev *next = l->next;
+        counted += !l->must;
+        l->next = fifo;
+        fifo = l;
+        l = next;
+    }
+    if (counted)
+        atomic_fetch_sub_explicit(&q->count, counted, memory_order_relaxed);
+    return fifo;
+}
+
+static void in_values_free(bb_engine *e, bb__in_value *in, uint32_t n)
+{
+    for (uint32_t i = 0; in && i < n; i++) {
+        bb_value_unref(in[i].v);
+        bb__budget_release(e, in[i].charged);
+    }
+    free(in);
+}
+
+void bb__ingress_ev_free(bb_engine *e, bb__ingress_ev *ev)
+{
+    if (!ev)
+        return;
+    bb__budget_release(e, ev->charged);
+    switch (ev->kind) {
+    case BB__IN_ENVELOPE:
+        free(ev->u.env.bytes);
+        free(ev->u.env.obs);
+        break;
+    case BB__IN_INVOKE:
+        in_values_free(e, ev->u.inv.in, ev->u.inv.n);
+        break;
+    case BB__IN_COMPLETION:
+        for (uint32_t i = 0; ev->u.comp.outs && i < ev->u.comp.n; i++)
+            bb_value_unref(ev->u.comp.outs[i]);
+        free(ev->u.comp.outs);
+        free(ev->u.comp.msg);
+        break;
+    case BB__IN_BOOTSTRAP:
+        for (uint32_t i = 0; ev->u.boot.reqs && i < ev->u.boot.n; i++)
+            in_values_free(e, ev->u.boot.reqs[i].in, ev->u.boot.reqs[i].n);
+        free(ev->u.boot.reqs);
+        break;
+    default:
+        break;
+    }
+    free(ev);
+}
+
+void bb__ingress_free(bb_engine *e)
+{
+    bb__ingress_ev *l = bb__ingress_take(e);
+    while (l) {
+        bb__ingress_ev *next = l->next;
+        if (l->kind == BB__IN_COMPLETION && l->u.comp.h)
+            bb__handle_retire(e, l->u.comp.h);
+        bb__ingress_ev_free(e, l);
+        l = next;
+    }
+}
+
+static void process_invoke(bb_engine *e, bb__ingress_ev *ev)
+{
+    bb__graph *g = &e->graphs[ev->u.inv.target];
+    if (BB__TRACING(e, BB_TRACE_EVENT))
+        bb__trace(e, BB_TRACE_EVENT, ev->u.inv.sources ? "invoke" : "deliver_event",
+                  ev->u.inv.exec, BB__NONE, g->target, ev->u.inv.n);
+    bb__exec *x = bb__exec_new(e, g, ev->u.inv.exec);
+    if (!x)
+        return; /* the event's values are released with it */
+    for (uint32_t i = 0; i < ev->u.inv.n; i++) {
+        bb__in_value *iv = &ev->u.inv.in[i];
+        bb__write(e, x, iv->site, iv->v, iv->charged);
+        iv->v = NULL;
+        iv->charged = 0;
+    }
+    if (ev->u.inv.sources)
+        bb__push_sources(e, x);
+    bb__exec_unref(e, x);
+}
+
+static void process_lifecycle(bb_engine *e, int64_t phase)
+{
+    for (uint32_t k = 0; k < e->n_lifecycle_ops; k++) {
+        uint32_t opi = e->lifecycle_ops[k];
+        if (e->ops[opi].st->i != phase)
+            continue;
+        bb_value *t = bb_value_trigger();
+        if (t)
+            bb__fire_op_output(e, opi, t, 0);
+    }
+}
+
+static void process_work_done(bb_engine *e, uint64_t token)
+{
+    for (size_t i = 0; i < e->works.n; i++) {
+        if (e->works.v[i].token != token)
+            continue;
+        struct bb__work w = e->works.v[i];
+        e->works.v[i] = e->works.v[--e->works.n];
+        if (w.done)
+            w.done(w.arg);
+        return;
+    }
+}
+
+void bb__ingress_process(bb_engine *e, bb__ingress_ev *ev)
+{
+    switch (ev->kind) {
+    case BB__IN_ENVELOPE:
+        bb__budget_release(e, ev->charged);
+        ev->charged = 0;
+        bb__deliver_envelope(e, &ev->u.env.src, ev->u.env.obs, ev->u.env.obs_len,
+                             ev->u.env.bytes, ev->u.env.len);
+        ev->u.env.bytes = NULL;
+        break;
+    case BB__IN_INVOKE:
+        process_invoke(e, ev);
+        break;
+    case BB__IN_LIFECYCLE:
+        process_lifecycle(e, ev->u.lc.phase);
+        break;
+    case BB__IN_COMPLETION:
+        bb__completion_process(e, &ev->u.comp);
+        break;
+    case BB__IN_BOOTSTRAP:
+        bb__boot_stage(e, ev);
+        break;
+    case BB__IN_WORK_DONE:
+        process_work_done(e, ev->u.work.token);
+        break;
+    case BB__IN_NOTICE:
+        if (ev->u.notice.infra == BB_INFRA_APP_INGRESS_ERROR)
+            e->c[BB__C_APP_INGRESS_ERRORS]++;
+        bb__step_infra(e, (bb_infra_kind)ev->u.notice.infra, ev->u.notice.sub, NULL,
+                       ev->u.notice.count, "%s", ev->u.notice.detail);
+        break;
+    }
+    bb__ingress_ev_free(e, ev);
+}
+
+void bb__notice(bb_engine *e, int infra, int sub, const char *fmt, ...)
+{
+    bb__ingress_ev *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return;
+    ev->kind = BB__IN_NOTICE;
+    ev->u.notice.infra = infra;
+    ev->u.notice.sub = sub;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ev->u.notice.detail, sizeof ev->u.notice.detail, fmt, ap);
+    va_end(ap);
+    if (bb__ingress_push(e, ev))
+        free(ev);
+}
+
+/* ---- entry points ------------------------------------------------------------------ */
+
+int bb_engine_deliver_envelope(bb_engine *e, const bb_peerid *src, const bb_engine_addr *observed,
+                               const uint8_t *bytes, size_t len, bb_error *err)
+{
+    if (!src || bb_peerid_validate(src->bytes, src->len, NULL) != BB_OK)
+        return bb_error_set(err, BB_EINVAL, "deliver_envelope: invalid source PeerId");
+    if (len && !bytes)
+        return bb_error_set(err, BB_EINVAL, "deliver_envelope: NULL bytes");
+    if (len > e->caps.max_envelope_bytes) {
+        bb__notice(e, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED,
+                   "envelope of %zu bytes exceeds max_envelope_bytes %zu", len,
+                   e->caps.max_envelope_bytes);
+        return bb_error_set(err, BB_ELIMIT, "deliver_envelope: %zu bytes exceeds the %zu cap", len,
+                            e->caps.max_envelope_bytes);
+    }
+    if (!bb__budget_charge(e, len)) {
+        bb__notice(e, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED,
+                   "envelope of %zu bytes exceeds the ingress byte budget", len);
+        return bb_error_set(err, BB_EBUDGET, "deliver_envelope: ingress byte budget exhausted");
+    }
+    bb__ingress_ev *ev = calloc(1, sizeof *ev);
+    uint8_t *copy = malloc(len ? len : 1);
+    uint8_t *obs = NULL;
+    size_t obs_len = 0;
+    if (observed && observed->len && observed->len <= 1024) {
+        obs = malloc(observed->len);
+        if (obs) {
+            memcpy(obs, observed->data, observed->len);
+            obs_len = observed->len;
+        }
+    }
+    if (!ev || !copy) {
+        free(ev);
+        free(copy);
+        free(obs);
+        bb__budget_release(e, len);
+        return bb_error_set(err, BB_ENOMEM, "deliver_envelope: out of memory");
+    }
+    if (len)
+        memcpy(copy, bytes, len);
+    ev->kind = BB__IN_ENVELOPE;
+    ev->charged = len;
+    ev->u.env.src = *src;
+    ev->u.env.bytes = copy;
+    ev->u.env.len = len;
+    ev->u.env.obs = obs;
+    ev->u.env.obs_len = obs_len;
+    int rc = bb__ingress_push(e, ev);
+    if (rc) {
+        bb__ingress_ev_free(e, ev);
+        return bb_error_set(err, rc, "deliver_envelope: ingress full (%zu events)",
+                            e->ing.capacity);
+    }
+    return BB_OK;
+}
+
+static const bb__target *target_find(const bb_engine *e, const char *name)
+{
+    if (!name)
+        return NULL;
+    for (uint32_t i = 0; i < e->n_targets; i++)
+        if (strcmp(e->targets[i].name, name) == 0 ||
+            strcmp(e->graphs[e->targets[i].graph].name, name) == 0)
+            return &e->targets[i];
+    return NULL;
+}
+
+static uint32_t formal_site(const bb__graph *g, const char *name)
+{
+    for (uint32_t i = 0; name && i < g->n_formals; i++)
+        if (strcmp(g->fn->inputs.v[i], name) == 0)
+            return g->formals[i];
+    return BB__NONE;
+}
+
+int bb__decode_input(bb_engine *e, const bb__graph *g, uint32_t site, const bb_engine_input *in,
+                     bb__in_value *out, bb_error *err)
+{
+    (void)e;
+    const bb_type_node *t = g->site_type[site];
+    out->site = site;
+    out->v = NULL;
+    if (in->value) {
+        if (t != &BB_TYPE_ANY && !bb_type_is_a(in->value->type, t))
+            return bb_error_set(err, BB_ETYPE, "input '%s' of %s: value is %s, expected %s",
+                                g->site_names[site], g->name, in->value->type->name, t->name);
+        out->v = bb_value_ref((bb_value *)in->value);
+        return BB_OK;
+    }
+    if (in->len && !in->bytes)
+        return bb_error_set(err, BB_EINVAL, "input '%s': NULL bytes", g->site_names[site]);
+    int rc;
+    bb_error derr = {0};
+    if (t->kind == BB_VK_TRIGGER) {
+        out->v = bb_value_trigger();
+        rc = out->v ? 0 : BB_ENOMEM;
+    } else if (t == &BB_TYPE_ANY || (t->kind == BB_VK_ABSTRACT && t != &BB_TYPE_TENSOR)) {
+        out->v = bb_value_bytes(&BB_TYPE_BYTES, in->bytes, in->len);
+        rc = out->v ? 0 : BB_ENOMEM;
+    } else {
+        rc = bb_value_decode(t->wire_hash, in->bytes, in->len, NULL, &out->v, &derr);
+    }
+    if (rc)
+        return bb_error_set(err, rc == BB_ENOMEM ? BB_ENOMEM : BB_EDECODE,
+                            "input '%s' of %s: %s", g->site_names[site], g->name,
+                            derr.msg[0] ? derr.msg : "decode failed");
+    return BB_OK;
+}
+
+/* Shared by invoke and deliver_event. */
+static int push_invoke(bb_engine *e, const char *target, const bb_engine_input *inputs, size_t n,
+                       bool sources, size_t per_item_cap, bb_exec_id *exec, bb_error *err)
+{
+    const char *what = sources ? "invoke" : "deliver_event";
+    if (!e->installed)
+        return bb_error_set(err, BB_ESTATE, "%s: nothing installed", what);
+    const bb__target *t = target_find(e, target);
+    if (!t)
+        return bb_error_set(err, BB_ENOTFOUND, "%s: unknown module '%s'", what,
+                            target ? target : "(null)");
+    if (n > e->caps.max_invoke_inputs) {
+        bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_TOO_MANY_INPUTS,
+                   "%s %s: %zu inputs (max %zu)", what, target, n, e->caps.max_invoke_inputs);
+        return bb_error_set(err, BB_ELIMIT, "%s %s: TooManyInputs (%zu > %zu)", what, target, n,
+                            e->caps.max_invoke_inputs);
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (inputs[i].len > per_item_cap) {
+            bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED,
+                       "%s %s.%s: %zu bytes (cap %zu)", what, target, inputs[i].name,
+                       inputs[i].len, per_item_cap);
+            return bb_error_set(err, BB_ELIMIT, "%s %s.%s: OversizePayload (%zu > %zu bytes)",
+                                what, target, inputs[i].name ? inputs[i].name : "?",
+                                inputs[i].len, per_item_cap);
+        }
+        total += inputs[i].value ? 0 : inputs[i].len;
+    }
+    if (sources && total > e->caps.max_invoke_bytes) {
+        bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED,
+                   "invoke %s: %zu bytes (cap %zu)", target, total, e->caps.max_invoke_bytes);
+        return bb_error_set(err, BB_ELIMIT, "invoke %s: OversizePayload (%zu > %zu bytes)", target,
+                            total, e->caps.max_invoke_bytes);
+    }
+    if (!bb__budget_charge(e, total)) {
+        bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_BUDGET_EXCEEDED,
+                   "%s %s: %zu bytes exceed the ingress byte budget", what, target, total);
+        return bb_error_set(err, BB_EBUDGET, "%s %s: BudgetExceeded (%zu bytes)", what, target,
+                            total);
+    }
+    bb__ingress_ev *ev = calloc(1, sizeof *ev);
+    bb__in_value *iv = calloc(n ? n : 1, sizeof *iv);
+    if (!ev || !iv) {
+        free(ev);
+        free(iv);
+        bb__budget_release(e, total);
+        bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_ALLOCATION_FAILED,
+                   "%s %s: allocation failed", what, target);
+        return bb_error_set(err, BB_ENOMEM, "%s %s: AllocationFailed", what, target);
+    }
+    ev->kind = BB__IN_INVOKE;
+    ev->u.inv.target = t->graph;
+    ev->u.inv.sources = sources;
+    ev->u.inv.in = iv;
+    const bb__graph *g = &e->graphs[t->graph];
+    int rc = BB_OK;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t site = formal_site(g, inputs[i].name);
+        if (site == BB__NONE) {
+            rc = bb_error_set(err, BB_ENOTFOUND, "%s %s: unknown input '%s'", what, target,
+                              inputs[i].name ? inputs[i].name : "(null)");
+            break;
+        }
+        for (size_t k = 0; k < i; k++)
+            if (iv[k].site == site) {
+                rc = bb_error_set(err, BB_EINVAL, "%s %s: input '%s' given twice", what, target,
+                                  inputs[i].name);
+                break;
+            }
+        if (rc)
+            break;
+        rc = bb__decode_input(e, g, site, &inputs[i], &iv[i], err);
+        if (rc) {
+            bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_DECODE_FAILED, "%s",
+                       err ? err->msg : "decode failed");
+            break;
+        }
+        iv[i].charged = inputs[i].value ? 0 : inputs[i].len;
+        ev->u.inv.n = (uint32_t)i + 1;
+    }
+    if (rc) {
+        size_t charged = 0;
+        for (uint32_t i = 0; i < ev->u.inv.n; i++)
+            charged += iv[i].charged;
+        bb__ingress_ev_free(e, ev); /* releases the per-input charges */
+        bb__budget_release(e, total - charged);
+        return rc;
+    }
+    ev->u.inv.exec = bb__exec_id_new(e);
+    bb_exec_id id = ev->u.inv.exec;
+    rc = bb__ingress_push(e, ev);
+    if (rc) {
+        bb__ingress_ev_free(e, ev);
+        return bb_error_set(err, rc, "%s %s: ingress full (IngressClosed)", what, target);
+    }
+    if (exec)
+        *exec = id;
+    return BB_OK;
+}
+
+int bb_engine_invoke(bb_engine *e, const char *target, const bb_engine_input *inputs,
+                     size_t n_inputs, bb_exec_id *exec_id, bb_error *err)
+{
+    if (n_inputs && !inputs)
+        return bb_error_set(err, BB_EINVAL, "invoke: NULL inputs");
+    return push_invoke(e, target, inputs, n_inputs, true, e->caps.max_invoke_bytes, exec_id, err);
+}
+
+int bb_engine_deliver_event(bb_engine *e, const char *target, const char *input,
+                            const bb_engine_input *value, bb_exec_id *exec_id, bb_error *err)
+{
+    if (!value)
+        return bb_error_set(err, BB_EINVAL, "deliver_event: NULL value");
+    bb_engine_input one = *value;
+    one.name = input;
+    return push_invoke(e, target, &one, 1, false, e->caps.max_app_event_bytes, exec_id, err);
+}
+
+int bb_engine_fire_lifecycle(bb_engine *e, int64_t phase, bb_error *err)
+{
+    bb__ingress_ev *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return bb_error_set(err, BB_ENOMEM, "fire_lifecycle: out of memory");
+    ev->kind = BB__IN_LIFECYCLE;
+    ev->u.lc.phase = phase;
+    int rc = bb__ingress_push(e, ev);
+    if (rc) {
+        free(ev);
+        return bb_error_set(err, rc, "fire_lifecycle: ingress full");
+    }
+    return BB_OK;
+}

@@ -1,0 +1,1383 @@
+/*
+ * install.c — the runtime linker (ENGINE.md 3.1, 4.4; IR_AND_DSL.md 3, 7).
+ *
+ * bb_engine_install takes a compiled ModelProto and the host's targets and
+ * resolves EVERYTHING the hot path needs, once:
+ *   1. passport check, ODR dedupe of functions[] (identical bodies share,
+ *      different bodies under one (domain, name, overload) conflict);
+ *   2. targets: exact function name, else the unique "<target>#<hash>";
+ *      bootstrap siblings "<target>__bootstrap";
+ *   3. reachability over call sites (recursion is an error);
+ *   4. binding triples "<role>|<TYPE_NAME>|<slot_id>" per target, deduped
+ *      across targets (one component per slot, conflicts listed), generic
+ *      slots checked bound, concrete slots bound from their construction
+ *      attribute, types resolved through the registry, dependencies ordered;
+ *   5. per graph: every value name -> dense site index, every node -> an op
+ *      with its dispatch stamped (syscall fn / component + op_index /
+ *      function call / unresolved), consumer lists, outputs that forward or
+ *      surface as AppEvents, constants, routable wire ids;
+ *   6. the IncompatibleRuntime pre-flight (missing ops listed per opset);
+ *   7. component instances created dependencies-first.
+ * A failure leaves the engine uninstalled, with the variant recorded.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bbd/engine/syscalls.h"
+
+#define MAX_FUNCTIONS 65536
+#define MAX_NESTING 256
+
+typedef struct binding {
+    const char *slot;
+    const char *role;
+    const char *type_name;
+    uint32_t slot_id;
+    bool has_slot_id;
+    const char *contrib; /* "target=TYPE(role)" list for conflict messages */
+    bool conflict;
+    const bb_attr *construction;
+} binding;
+
+typedef struct missing_op {
+    const char *domain, *op_type;
+} missing_op;
+
+struct bb__install {
+    bb_engine *e;
+    bb_model *m;
+    bb_arena *a;
+    const bb_engine_registry *reg;
+    bb_error *err;
+    size_t n_fn;
+    uint32_t *canon;   /* function -> canonical function (ODR) */
+    int32_t *graph_of; /* canonical function -> graph */
+    uint8_t *color;
+    bb__map fn_index;  /* key hash -> canonical function */
+    BB__ARR(uint32_t) order; /* graph index -> function */
+    uint32_t *target_fn;
+    const char **target_name;
+    int32_t *boot_fn;
+    uint32_t n_targets;
+    BB__ARR(binding) binds;
+    bb__graph *g; /* graph under construction */
+    BB__ARR(bb__sema) semas;
+    BB__ARR(bb__queue) queues;
+    BB__ARR(bb__hold) holds;
+    BB__ARR(bb__metric) metrics;
+    BB__ARR(missing_op) missing;
+    BB__ARR(uint32_t) lifecycle, intervals, pulses, events;
+};
+
+static int fail(bb__install *ins, bb_install_error kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(bb__install *ins, bb_install_error kind, const char *fmt, ...)
+{
+    char buf[BB_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    ins->e->install_err = kind;
+    return bb_error_set(ins->err, BB_EINSTALL, "%s: %s", bb_install_error_name(kind), buf);
+}
+
+static const char *nz(const char *s) { return s ? s : ""; }
+static const char *dom_norm(const char *d) { return !d || strcmp(d, "ai.onnx") == 0 ? "" : d; }
+
+static const char *kv(const bb_kv_list *l, const char *key)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i].key && strcmp(l->v[i].key, key) == 0)
+            return l->v[i].value;
+    return NULL;
+}
+
+/* ---- helpers used by the syscall init functions ---------------------------------- */
+
+bb__opst *bb__opst_new(bb__install *ins, bb__op *op)
+{
+    if (!op->st) {
+        op->st = bb_arena_alloc(ins->a, sizeof *op->st);
+        if (op->st)
+            op->st->comp = BB__NONE;
+    }
+    return op->st;
+}
+
+bb_engine *bb__install_engine(bb__install *ins) { return ins->e; }
+bb_arena *bb__install_arena(bb__install *ins) { return ins->a; }
+
+const char *bb__install_fn_name(bb__install *ins, const bb__op *op)
+{
+    (void)op;
+    return ins->g->name;
+}
+
+int bb__node_malformed(bb__install *ins, const bb__op *op, bb_error *err, const char *fmt, ...)
+{
+    char buf[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    (void)err;
+    return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s, node %s (%s::%s): %s", ins->g->name,
+                op->label, op->domain[0] ? op->domain : "ai.onnx", op->op_type, buf);
+}
+
+int64_t bb__attr_int(const bb_node *n, const char *name, int64_t dflt, bool *found)
+{
+    *found = false;
+    for (size_t i = 0; i < n->attrs.n; i++) {
+        const bb_attr *a = n->attrs.v[i];
+        if (a->name && strcmp(a->name, name) == 0 && a->type == BB_ATTR_INT) {
+            *found = true;
+            return a->i;
+        }
+    }
+    return dflt;
+}
+
+const char *bb__attr_str(bb__install *ins, const bb_node *n, const char *name)
+{
+    for (size_t i = 0; i < n->attrs.n; i++) {
+        const bb_attr *a = n->attrs.v[i];
+        if (a->name && strcmp(a->name, name) == 0 && a->type == BB_ATTR_STRING && a->s.len &&
+            a->s.len < 4096)
+            return bb_arena_strndup(ins->a, (const char *)a->s.data, a->s.len);
+    }
+    return NULL;
+}
+
+uint32_t bb__install_sema(bb__install *ins, const char *name, int64_t cap, bb_error *err)
+{
+    (void)err;
+    for (size_t i = 0; i < ins->semas.n; i++) {
+        if (strcmp(ins->semas.v[i].name, name) == 0) {
+            if (cap > 0 && ins->semas.v[i].cap == 0)
+                ins->semas.v[i].cap = cap;
+            return (uint32_t)i;
+        }
+    }
+    bb__sema s = {.name = name, .cap = cap};
+    return BB__ARR_PUSH(&ins->semas, s) ? BB__NONE : (uint32_t)ins->semas.n - 1;
+}
+
+uint32_t bb__install_queue(bb__install *ins, const char *name)
+{
+    for (size_t i = 0; i < ins->queues.n; i++)
+        if (strcmp(ins->queues.v[i].name, name) == 0)
+            return (uint32_t)i;
+    bb__queue q = {.name = name};
+    return BB__ARR_PUSH(&ins->queues, q) ? BB__NONE : (uint32_t)ins->queues.n - 1;
+}
+
+uint32_t bb__install_hold(bb__install *ins, const char *name)
+{
+    for (size_t i = 0; i < ins->holds.n; i++)
+        if (strcmp(ins->holds.v[i].name, name) == 0)
+            return (uint32_t)i;
+    bb__hold h = {.name = name};
+    return BB__ARR_PUSH(&ins->holds, h) ? BB__NONE : (uint32_t)ins->holds.n - 1;
+}
+
+uint32_t bb__install_metric(bb__install *ins, const char *name)
+{
+    for (size_t i = 0; i < ins->metrics.n; i++)
+        if (strcmp(ins->metrics.v[i].name, name) == 0)
+            return (uint32_t)i;
+    bb__metric m = {.name = name};
+    return BB__ARR_PUSH(&ins->metrics, m) ? BB__NONE : (uint32_t)ins->metrics.n - 1;
+}
+
+uint32_t bb__install_comp_by_slot_id(bb__install *ins, uint32_t slot_id)
+{
+    for (uint32_t i = 0; i < ins->e->n_comps; i++)
+        if (ins->e->comps[i].has_slot_id && ins->e->comps[i].slot_id == slot_id)
+            return i;
+    return BB__NONE;
+}
+
+int bb__install_set_out_type(bb__install *ins, bb__op *op, uint32_t k, const bb_type_node *t)
+{
+    if (k < op->n_out && op->out[k] != BB__NONE)
+        ins->g->site_type[op->out[k]] = t;
+    return 0;
+}
+
+/* ---- functions: keys, ODR, lookup ------------------------------------------------------ */
+
+static uint64_t fn_key(const char *domain, const char *name, const char *overload)
+{
+    uint64_t h = bb_fnv1a64(dom_norm(domain), strlen(dom_norm(domain)));
+    h = bb__mix64(h ^ bb_fnv1a64(nz(name), strlen(nz(name))));
+    return bb__mix64(h ^ bb_fnv1a64(nz(overload), strlen(nz(overload))));
+}
+
+static bool same_key(const bb_function *f, const char *domain, const char *name, const char *overload)
+{
+    return strcmp(dom_norm(f->domain), dom_norm(domain)) == 0 && strcmp(nz(f->name), nz(name)) == 0 &&
+           strcmp(nz(f->overload), nz(overload)) == 0;
+}
+
+static bool strs_equal(const bb_str_list *a, const bb_str_list *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(nz(a->v[i]), nz(b->v[i])) != 0)
+            return false;
+    return true;
+}
+
+static bool bytes_equal(const bb_bytes *a, const bb_bytes *b)
+{
+    return a->len == b->len && (!a->len || memcmp(a->data, b->data, a->len) == 0);
+}
+
+static bool attrs_equal(const bb_attr_list *a, const bb_attr_list *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++) {
+        const bb_attr *x = a->v[i], *y = b->v[i];
+        if (strcmp(nz(x->name), nz(y->name)) != 0 || x->type != y->type || x->i != y->i ||
+            x->f != y->f || !bytes_equal(&x->s, &y->s) || x->ints.n != y->ints.n ||
+            x->floats.n != y->floats.n)
+            return false;
+        if (x->ints.n && memcmp(x->ints.v, y->ints.v, x->ints.n * sizeof *x->ints.v) != 0)
+            return false;
+        if (x->floats.n && memcmp(x->floats.v, y->floats.v, x->floats.n * sizeof *x->floats.v) != 0)
+            return false;
+        if ((x->t == NULL) != (y->t == NULL) ||
+            (x->t && (x->t->data_type != y->t->data_type || !bytes_equal(&x->t->raw_data, &y->t->raw_data))))
+            return false;
+    }
+    return true;
+}
+
+static bool bodies_equal(const bb_function *a, const bb_function *b)
+{
+    if (!strs_equal(&a->inputs, &b->inputs) || !strs_equal(&a->outputs, &b->outputs) ||
+        !strs_equal(&a->attributes, &b->attributes) || a->nodes.n != b->nodes.n)
+        return false;
+    for (size_t i = 0; i < a->nodes.n; i++) {
+        const bb_node *x = a->nodes.v[i], *y = b->nodes.v[i];
+        if (strcmp(nz(x->op_type), nz(y->op_type)) != 0 ||
+            strcmp(dom_norm(x->domain), dom_norm(y->domain)) != 0 ||
+            strcmp(nz(x->overload), nz(y->overload)) != 0 || !strs_equal(&x->inputs, &y->inputs) ||
+            !strs_equal(&x->outputs, &y->outputs) || !attrs_equal(&x->attrs, &y->attrs))
+            return false;
+    }
+    return true;
+}
+
+static int index_functions(bb__install *ins)
+{
+    bb_model *m = ins->m;
+    ins->n_fn = m->functions.n;
+    if (ins->n_fn > MAX_FUNCTIONS)
+        return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "%zu functions (max %d)", ins->n_fn, MAX_FUNCTIONS);
+    ins->canon = bb_arena_calloc(ins->a, ins->n_fn + 1, sizeof *ins->canon);
+    ins->graph_of = bb_arena_calloc(ins->a, ins->n_fn + 1, sizeof *ins->graph_of);
+    ins->color = bb_arena_calloc(ins->a, ins->n_fn + 1, 1);
+    if (!ins->canon || !ins->graph_of || !ins->color)
+        return BB_ENOMEM;
+    for (size_t i = 0; i < ins->n_fn; i++) {
+        const bb_function *f = m->functions.v[i];
+        ins->graph_of[i] = -1;
+        ins->canon[i] = (uint32_t)i;
+        if (!f->name || !f->name[0])
+            return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %zu has no name", i);
+        uint64_t key = fn_key(f->domain, f->name, f->overload), prev;
+        if (bb__map_get(&ins->fn_index, key, &prev)) {
+            const bb_function *p = m->functions.v[prev];
+            if (!same_key(p, f->domain, f->name, f->overload)) {
+                /* a 64-bit key collision: fall back to a scan at lookup time */
+                continue;
+            }
+            if (!bodies_equal(p, f))
+                return fail(ins, BB_INSTALL_FUNCTION_DEFINITION_CONFLICT,
+                            "two different bodies for %s::%s%s%s",
+                            f->domain && f->domain[0] ? f->domain : "ai.onnx", f->name,
+                            f->overload && f->overload[0] ? "#" : "", nz(f->overload));
+            ins->canon[i] = (uint32_t)prev;
+        } else if (bb__map_put(&ins->fn_index, key, i)) {
+            return BB_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* Canonical function called by node, or -1. */
+static int32_t callee_of(bb__install *ins, const bb_node *n)
+{
+    if (bb__domain_is_framework(n->domain) || !n->op_type)
+        return -1;
+    uint64_t v;
+    if (bb__map_get(&ins->fn_index, fn_key(n->domain, n->op_type, n->overload), &v) &&
+        same_key(ins->m->functions.v[v], n->domain, n->op_type, n->overload))
+        return (int32_t)v;
+    for (size_t i = 0; i < ins->n_fn; i++) /* collision fallback (never in practice) */
+        if (ins->canon[i] == i && same_key(ins->m->functions.v[i], n->domain, n->op_type, n->overload))
+            return (int32_t)i;
+    return -1;
+}
+
+static int add_graph(bb__install *ins, uint32_t fn)
+{
+    fn = ins->canon[fn];
+    if (ins->graph_of[fn] >= 0)
+        return 0;
+    ins->graph_of[fn] = (int32_t)ins->order.n;
+    return BB__ARR_PUSH(&ins->order, fn);
+}
+
+/* DFS over call sites: discover callees, reject recursion. */
+static int visit(bb__install *ins, uint32_t fn, uint32_t depth, const char *path)
+{
+    const bb_function *f = ins->m->functions.v[fn];
+    if (depth > MAX_NESTING)
+        return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function calls nest deeper than %d", MAX_NESTING);
+    ins->color[fn] = 1;
+    for (size_t k = 0; k < f->nodes.n; k++) {
+        int32_t c = callee_of(ins, f->nodes.v[k]);
+        if (c < 0)
+            continue;
+        if (ins->color[c] == 1)
+            return fail(ins, BB_INSTALL_RECURSIVE_FUNCTION_CALL, "%s -> %s calls back into %s", path,
+                        ins->m->functions.v[c]->name, ins->m->functions.v[c]->name);
+        if (add_graph(ins, (uint32_t)c))
+            return BB_ENOMEM;
+        if (ins->color[c] == 0) {
+            char *p = bb_arena_sprintf(ins->a, "%s -> %s", path, ins->m->functions.v[c]->name);
+            int rc = visit(ins, (uint32_t)c, depth + 1, p ? p : "");
+            if (rc)
+                return rc;
+        }
+    }
+    ins->color[fn] = 2;
+    return 0;
+}
+
+static int resolve_targets(bb__install *ins, const char *const *targets, size_t n)
+{
+    bb_model *m = ins->m;
+    ins->target_fn = bb_arena_calloc(ins->a, n, sizeof *ins->target_fn);
+    ins->target_name = bb_arena_calloc(ins->a, n, sizeof *ins->target_name);
+    ins->boot_fn = bb_arena_calloc(ins->a, n, sizeof *ins->boot_fn);
+    if (!ins->target_fn || !ins->target_name || !ins->boot_fn)
+        return BB_ENOMEM;
+    for (size_t t = 0; t < n; t++) {
+        const char *name = targets[t];
+        if (!name || !name[0])
+            return fail(ins, BB_INSTALL_UNKNOWN_TARGET, "target %zu is empty", t);
+        int32_t found = -1;
+        for (size_t i = 0; i < ins->n_fn && found < 0; i++)
+            if (ins->canon[i] == i && strcmp(m->functions.v[i]->name, name) == 0)
+                found = (int32_t)i;
+        if (found < 0) {
+            size_t nl = strlen(name);
+            for (size_t i = 0; i < ins->n_fn; i++) {
+                const char *fname = m->functions.v[i]->name;
+                if (ins->canon[i] != i || strncmp(fname, name, nl) != 0 || fname[nl] != '#')
+                    continue;
+                if (found >= 0)
+                    return fail(ins, BB_INSTALL_AMBIGUOUS_TARGET, "'%s' matches both %s and %s",
+                                name, m->functions.v[found]->name, fname);
+                found = (int32_t)i;
+            }
+        }
+        if (found < 0)
+            return fail(ins, BB_INSTALL_UNKNOWN_TARGET, "no function named '%s' or '%s#<hash>'",
+                        name, name);
+        bool dup = false;
+        for (uint32_t k = 0; k < ins->n_targets; k++)
+            dup |= ins->target_fn[k] == (uint32_t)found;
+        if (dup)
+            continue;
+        uint32_t ti = ins->n_targets++;
+        ins->target_fn[ti] = (uint32_t)found;
+        ins->target_name[ti] = bb_arena_strdup(ins->a, name);
+        ins->boot_fn[ti] = -1;
+        /* the bootstrap sibling: "<resolved>__bootstrap" or "<target>__bootstrap" */
+        const char *cands[2] = {bb_arena_sprintf(ins->a, "%s" BB__BOOTSTRAP_SUFFIX, m->functions.v[found]->name),
+                                bb_arena_sprintf(ins->a, "%s" BB__BOOTSTRAP_SUFFIX, name)};
+        for (int c = 0; c < 2 && ins->boot_fn[ti] < 0; c++) {
+            for (size_t i = 0; cands[c] && i < ins->n_fn; i++) {
+                const bb_function *f = m->functions.v[i];
+                const char *phase = kv(&f->metadata, BB__KEY_MODULE_PHASE);
+                if (ins->canon[i] == i && strcmp(f->name, cands[c]) == 0 &&
+                    (!phase || strcmp(phase, BB__MODULE_PHASE_BOOTSTRAP) == 0)) {
+                    ins->boot_fn[ti] = (int32_t)i;
+                    break;
+                }
+            }
+        }
+    }
+    for (uint32_t t = 0; t < ins->n_targets; t++)
+        if (add_graph(ins, ins->target_fn[t]))
+            return BB_ENOMEM;
+    for (uint32_t t = 0; t < ins->n_targets; t++)
+        if (ins->boot_fn[t] >= 0 && add_graph(ins, (uint32_t)ins->boot_fn[t]))
+            return BB_ENOMEM;
+    size_t roots = ins->order.n;
+    for (size_t i = 0; i < roots; i++) {
+        uint32_t fn = ins->order.v[i];
+        if (ins->color[fn] == 0) {
+            int rc = visit(ins, fn, 0, ins->m->functions.v[fn]->name);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* ---- bindings ------------------------------------------------------------------------------ */
+
+static binding *find_binding(bb__install *ins, const char *slot)
+{
+    for (size_t i = 0; i < ins->binds.n; i++)
+        if (strcmp(ins->binds.v[i].slot, slot) == 0)
+            return &ins->binds.v[i];
+    return NULL;
+}
+
+static int add_binding(bb__install *ins, const char *target, const char *key, const char *slot,
+                       const char *value)
+{
+    const char *p1 = value ? strchr(value, '|') : NULL;
+    const char *p2 = p1 ? strchr(p1 + 1, '|') : NULL;
+    if (!slot[0] || !p1 || !p2 || p1 == value || p2 == p1 + 1 || strchr(p2 + 1, '|'))
+        return fail(ins, BB_INSTALL_MALFORMED_BINDING, "%s = \"%s\" (want \"<role>|<TYPE_NAME>|<slot_id>\")",
+                    key, value ? value : "");
+    binding b = {.slot = bb_arena_strdup(ins->a, slot),
+                 .role = bb_arena_strndup(ins->a, value, (size_t)(p1 - value)),
+                 .type_name = bb_arena_strndup(ins->a, p1 + 1, (size_t)(p2 - p1 - 1))};
+    const char *sid = p2 + 1;
+    if (*sid) {
+        char *end;
+        unsigned long long v = strtoull(sid, &end, 10);
+        if (*end || v > UINT32_MAX || *sid == '-' || *sid == '+' || *sid == ' ')
+            return fail(ins, BB_INSTALL_MALFORMED_BINDING, "%s: slot_id '%s' is not a u32", key, sid);
+        b.slot_id = (uint32_t)v;
+        b.has_slot_id = true;
+    }
+    if (!b.slot || !b.role || !b.type_name)
+        return BB_ENOMEM;
+    binding *have = find_binding(ins, b.slot);
+    const char *me = bb_arena_sprintf(ins->a, "%s binds %s|%s", target, b.role, b.type_name);
+    if (!me)
+        return BB_ENOMEM;
+    if (!have) {
+        b.contrib = me;
+        return BB__ARR_PUSH(&ins->binds, b);
+    }
+    if (strcmp(have->type_name, b.type_name) != 0 || bb_role_parse(have->role) != bb_role_parse(b.role))
+        have->conflict = true;
+    have->contrib = bb_arena_sprintf(ins->a, "%s; %s", have->contrib, me);
+    return have->contrib ? 0 : BB_ENOMEM;
+}
+
+static int read_bindings(bb__install *ins)
+{
+    const bb_kv_list *md = &ins->m->metadata;
+    size_t pl = strlen(BB__KEY_BINDING_PREFIX);
+    for (uint32_t t = 0; t < ins->n_targets; t++) {
+        const char *resolved = ins->m->functions.v[ins->target_fn[t]]->name;
+        const char *names[2] = {resolved, ins->target_name[t]};
+        int n_names = strcmp(resolved, ins->target_name[t]) ? 2 : 1;
+        for (size_t i = 0; i < md->n; i++) {
+            const char *key = md->v[i].key;
+            if (!key || strncmp(key, BB__KEY_BINDING_PREFIX, pl) != 0)
+                continue;
+            for (int k = 0; k < n_names; k++) {
+                size_t nl = strlen(names[k]);
+                if (strncmp(key + pl, names[k], nl) == 0 && key[pl + nl] == '.') {
+                    int rc = add_binding(ins, ins->target_name[t], key, key + pl + nl + 1, md->v[i].value);
+                    if (rc)
+                        return rc;
+                    break;
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < ins->binds.n; i++)
+        if (ins->binds.v[i].conflict)
+            return fail(ins, BB_INSTALL_SLOT_BINDING_CONFLICT, "slot '%s': %s", ins->binds.v[i].slot,
+                        ins->binds.v[i].contrib);
+    /* generic slots must be bound; concrete slots carry their construction */
+    for (size_t gi = 0; gi < ins->order.n; gi++) {
+        const bb_function *f = ins->m->functions.v[ins->order.v[gi]];
+        for (size_t k = 0; k < f->attributes.n; k++) {
+            const char *slot = f->attributes.v[k];
+            if (slot && !find_binding(ins, slot))
+                return fail(ins, BB_INSTALL_UNBOUND_GENERIC_SLOT,
+                            "slot '%s' of function %s has no binding", slot, f->name);
+        }
+        for (size_t k = 0; k < f->attribute_protos.n; k++) {
+            const bb_attr *a = f->attribute_protos.v[k];
+            if (!a->name)
+                continue;
+            binding *b = find_binding(ins, a->name);
+            if (b) {
+                if (!b->construction)
+                    b->construction = a;
+                continue;
+            }
+            char *mk = bb_arena_sprintf(ins->a, "%s%s", BB__KEY_SLOT_CONCRETE_TYPE_PREFIX, a->name);
+            const char *tn = mk ? kv(&f->metadata, mk) : NULL;
+            if (!tn)
+                continue; /* an ordinary defaulted attribute, not a component slot */
+            binding nb = {.slot = a->name, .role = "", .type_name = tn, .construction = a,
+                          .contrib = f->name};
+            if (BB__ARR_PUSH(&ins->binds, nb))
+                return BB_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static int make_components(bb__install *ins)
+{
+    bb_engine *e = ins->e;
+    size_t n = ins->binds.n;
+    e->comps = bb_arena_calloc(ins->a, n ? n : 1, sizeof *e->comps);
+    e->comp_order = bb_arena_calloc(ins->a, n ? n : 1, sizeof *e->comp_order);
+    if (!e->comps || !e->comp_order)
+        return BB_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        binding *b = &ins->binds.v[i];
+        const bb_component_type *t = ins->reg && ins->reg->find_type
+                                         ? ins->reg->find_type(ins->reg->ud, b->type_name)
+                                         : NULL;
+        if (!t)
+            return fail(ins, BB_INSTALL_UNREGISTERED_CONCRETE_TYPE,
+                        "type '%s' bound at slot '%s' is not registered", b->type_name, b->slot);
+        if (!t->create || !t->destroy || !t->dispatch)
+            return fail(ins, BB_INSTALL_UNREGISTERED_CONCRETE_TYPE,
+                        "type '%s' lacks create/destroy/dispatch", b->type_name);
+        bb_role want = b->role[0] ? bb_role_parse(b->role) : t->role;
+        if (b->role[0] && want == BB_ROLE_NONE)
+            return fail(ins, BB_INSTALL_MALFORMED_BINDING, "slot '%s': unknown role '%s'", b->slot,
+                        b->role);
+        if (t->role != want)
+            return fail(ins, BB_INSTALL_ROLE_MISMATCH, "slot '%s' is bound as %s but %s is a %s",
+                        b->slot, bb_role_name(want), b->type_name, bb_role_name(t->role));
+        bb__comp *c = &e->comps[i];
+        c->slot = b->slot;
+        c->type = t;
+        c->role = t->role;
+        c->slot_id = b->slot_id;
+        c->has_slot_id = b->has_slot_id;
+        c->construction = b->construction;
+        e->n_comps++;
+    }
+    /* dependencies, then a creation order with dependencies first */
+    for (uint32_t i = 0; i < e->n_comps; i++) {
+        bb__comp *c = &e->comps[i];
+        if (!c->type->n_deps)
+            continue;
+        c->deps = bb_arena_calloc(ins->a, c->type->n_deps, sizeof *c->deps);
+        if (!c->deps)
+            return BB_ENOMEM;
+        for (uint32_t k = 0; k < c->type->n_deps; k++) {
+            const bb_dependency_decl *d = &c->type->deps[k];
+            uint32_t j;
+            for (j = 0; j < e->n_comps; j++)
+                if (d->slot && strcmp(e->comps[j].slot, d->slot) == 0)
+                    break;
+            if (j == e->n_comps)
+                return fail(ins, BB_INSTALL_UNBOUND_DEPENDENCY,
+                            "%s at slot '%s' depends on a %s at slot '%s', which is not bound",
+                            c->type->type_name, c->slot, bb_role_name(d->role), nz(d->slot));
+            if (d->role != BB_ROLE_NONE && e->comps[j].role != d->role)
+                return fail(ins, BB_INSTALL_ROLE_MISMATCH,
+                            "%s at slot '%s' wants a %s at slot '%s', found a %s", c->type->type_name,
+                            c->slot, bb_role_name(d->role), d->slot, bb_role_name(e->comps[j].role));
+            c->deps[k] = j;
+        }
+    }
+    uint8_t *mark = bb_arena_calloc(ins->a, e->n_comps ? e->n_comps : 1, 1);
+    if (!mark)
+        return BB_ENOMEM;
+    uint32_t placed = 0;
+    while (placed < e->n_comps) {
+        bool progress = false;
+        for (uint32_t i = 0; i < e->n_comps; i++) {
+            if (mark[i])
+                continue;
+            bool ready = true;
+            for (uint32_t k = 0; k < e->comps[i].type->n_deps && ready; k++)
+                ready = mark[e->comps[i].deps[k]] || e->comps[i].deps[k] == i;
+            if (ready) {
+                mark[i] = 1;
+                e->comp_order[placed++] = i;
+                progress = true;
+            }
+        }
+        if (!progress)
+            return fail(ins, BB_INSTALL_UNBOUND_DEPENDENCY, "dependency cycle among component slots");
+    }
+    return 0;
+}
+
+/* ---- graphs ---------------------------------------------------------------------------------- */
+
+typedef struct site_tab {
+    const char **keys;
+    uint32_t *vals;
+    size_t cap;
+    BB__ARR(const char *) names;
+} site_tab;
+
+static int tab_init(site_tab *t, size_t expect)
+{
+    size_t cap = 16;
+    while (cap < expect * 2)
+        cap *= 2;
+    t->cap = cap;
+    t->keys = calloc(cap, sizeof *t->keys);
+    t->vals = calloc(cap, sizeof *t->vals);
+    return t->keys && t->vals ? 0 : BB_ENOMEM;
+}
+
+static void tab_free(site_tab *t)
+{
+    free(t->keys);
+    free(t->vals);
+    BB__ARR_FREE(&t->names);
+}
+
+static uint32_t tab_find(const site_tab *t, const char *name)
+{
+    for (size_t i = (size_t)bb_fnv1a64(name, strlen(name)) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+        if (!t->keys[i])
+            return BB__NONE;
+        if (strcmp(t->keys[i], name) == 0)
+            return t->vals[i];
+    }
+}
+
+static uint32_t tab_add(site_tab *t, const char *name)
+{
+    size_t i = (size_t)bb_fnv1a64(name, strlen(name)) & (t->cap - 1);
+    for (;; i = (i + 1) & (t->cap - 1)) {
+        if (!t->keys[i])
+            break;
+        if (strcmp(t->keys[i], name) == 0)
+            return t->vals[i];
+    }
+    uint32_t idx = (uint32_t)t->names.n;
+    if (BB__ARR_PUSH(&t->names, name))
+        return BB__NONE;
+    t->keys[i] = name;
+    t->vals[i] = idx;
+    return idx;
+}
+
+static int add_missing(bb__install *ins, const char *domain, const char *op_type)
+{
+    for (size_t i = 0; i < ins->missing.n; i++)
+        if (strcmp(ins->missing.v[i].domain, domain) == 0 && strcmp(ins->missing.v[i].op_type, op_type) == 0)
+            return 0;
+    return BB__ARR_PUSH(&ins->missing, ((missing_op){domain, op_type}));
+}
+
+static uint32_t comp_by_slot(const bb_engine *e, const char *slot)
+{
+    for (uint32_t i = 0; i < e->n_comps; i++)
+        if (strcmp(e->comps[i].slot, slot) == 0)
+            return i;
+    return BB__NONE;
+}
+
+static bool type_serves(const bb_component_type *t, const char *domain)
+{
+    for (uint32_t s = 0; s < t->n_opsets; s++)
+        if (strcmp(dom_norm(t->opsets[s].domain), domain) == 0)
+            return true;
+    return false;
+}
+
+/* The component a role / component op routes to (BB__NONE: nobody). */
+static int component_for(bb__install *ins, bb__op *op, uint32_t *out)
+{
+    bb_engine *e = ins->e;
+    const bb_node *n = op->node;
+    const char *dom = dom_norm(n->domain);
+    const char *v;
+    *out = BB__NONE;
+    if ((v = kv(&n->metadata, BB__KEY_SLOT_ID))) {
+        char *end;
+        unsigned long long id = strtoull(v, &end, 10);
+        if (*end || !*v || id > UINT32_MAX)
+            return bb__node_malformed(ins, op, NULL, "bad %s '%s'", BB__KEY_SLOT_ID, v);
+        *out = bb__install_comp_by_slot_id(ins, (uint32_t)id);
+        if (*out == BB__NONE)
+            return fail(ins, BB_INSTALL_UNBOUND_GENERIC_SLOT,
+                        "node %s of %s references slot_id %s, which no binding carries", op->label,
+                        ins->g->name, v);
+        return 0;
+    }
+    if ((v = kv(&n->metadata, BB__KEY_SLOT))) {
+        *out = comp_by_slot(e, v);
+        if (*out == BB__NONE)
+            return fail(ins, BB_INSTALL_UNBOUND_GENERIC_SLOT, "node %s of %s uses slot '%s', which is not bound",
+                        op->label, ins->g->name, v);
+        return 0;
+    }
+    if ((v = kv(&n->metadata, BB__KEY_CONCRETE_TYPE))) {
+        uint32_t count = 0;
+        for (uint32_t i = 0; i < e->n_comps; i++)
+            if (strcmp(e->comps[i].type->type_name, v) == 0 && count++ == 0)
+                *out = i;
+        if (!count)
+            return fail(ins, BB_INSTALL_UNREGISTERED_CONCRETE_TYPE,
+                        "node %s of %s was recorded on %s, which no slot binds", op->label,
+                        ins->g->name, v);
+        if (count > 1)
+            return bb__node_malformed(ins, op, NULL, "%u slots bind %s: add %s metadata", count, v,
+                                      BB__KEY_SLOT);
+        return 0;
+    }
+    uint32_t count = 0, backends = 0, backend = BB__NONE;
+    for (uint32_t i = 0; i < e->n_comps; i++) {
+        if (!type_serves(e->comps[i].type, dom))
+            continue;
+        if (count++ == 0)
+            *out = i;
+        if (e->comps[i].role == BB_ROLE_BACKEND && backends++ == 0)
+            backend = i;
+    }
+    if (count > 1 && !dom[0] && backends == 1)
+        *out = backend;
+    else if (count > 1)
+        return bb__node_malformed(ins, op, NULL, "%u components serve domain '%s': add %s metadata",
+                                  count, dom[0] ? dom : "ai.onnx", BB__KEY_SLOT);
+    if (*out == BB__NONE && !dom[0]) { /* ai.onnx with no declaring backend: the backend */
+        for (uint32_t i = 0; i < e->n_comps; i++)
+            if (e->comps[i].role == BB_ROLE_BACKEND && backends++ == 0)
+                *out = i;
+        if (backends > 1)
+            *out = BB__NONE;
+    }
+    return 0;
+}
+
+static int classify(bb__install *ins, bb__op *op, uint32_t opi)
+{
+    bb_engine *e = ins->e;
+    bb__graph *g = ins->g;
+    const bb_node *n = op->node;
+    const char *dom = dom_norm(n->domain);
+    bool found;
+    int64_t dl = bb__attr_int(n, BB__ATTR_DEADLINE_NS, 0, &found);
+    op->deadline_ns = dl > 0 ? (uint64_t)dl : 0;
+    op->disp = BB__DISP_UNRESOLVED;
+    op->comp = BB__NONE;
+    op->ready = BB__READY_ALL;
+    if (bb__domain_is_framework(dom)) {
+        const bb__syscall_def *d = bb__syscall_find(dom, op->op_type);
+        if (!d)
+            return add_missing(ins, op->domain, op->op_type);
+        if (op->n_in < d->min_in || (d->max_in >= 0 && op->n_in > d->max_in) ||
+            op->n_out < d->min_out || (d->max_out >= 0 && op->n_out > d->max_out))
+            return bb__node_malformed(ins, op, NULL, "%u inputs / %u outputs (expects %d..%d / %d..%d)",
+                                      op->n_in, op->n_out, d->min_in, d->max_in, d->min_out, d->max_out);
+        op->fn = d->fn;
+        op->disp = d->is_const ? BB__DISP_CONST : BB__DISP_SYSCALL;
+        op->ready = d->ready;
+        op->flags = d->flags;
+        if (d->out_type)
+            for (uint32_t k = 0; k < op->n_out; k++)
+                if (op->out[k] != BB__NONE && g->site_type[op->out[k]] == &BB_TYPE_ANY)
+                    g->site_type[op->out[k]] = d->out_type;
+        if (d->init) {
+            int rc = d->init(ins, op, ins->err);
+            if (rc)
+                return rc;
+        }
+        const char *t = op->op_type;
+        int rc = 0;
+        if (strcmp(t, "Interval") == 0)
+            rc = BB__ARR_PUSH(&ins->intervals, opi);
+        else if (strcmp(t, "LifecyclePhase") == 0)
+            rc = BB__ARR_PUSH(&ins->lifecycle, opi);
+        else if (strcmp(t, "Pulse") == 0)
+            rc = BB__ARR_PUSH(&ins->pulses, opi);
+        else if (strcmp(t, "EventSource") == 0) {
+            rc = BB__ARR_PUSH(&ins->events, opi);
+            if (op->st->i < 64)
+                e->bus_subscribed |= 1ULL << op->st->i;
+        } else if (strcmp(dom, BB__DOM_WIRE) == 0 && (strcmp(t, "Recv") == 0 || strcmp(t, "RecvReq") == 0)) {
+            if (bb__map_get(&e->recv_ops, op->st->wire_site, NULL))
+                return bb__node_malformed(ins, op, NULL, "two receivers share wire site %llu",
+                                          (unsigned long long)op->st->wire_site);
+            rc = bb__map_put(&e->recv_ops, op->st->wire_site, opi);
+        }
+        return rc;
+    }
+    int32_t callee = callee_of(ins, n);
+    if (callee >= 0) {
+        const bb_function *f = ins->m->functions.v[callee];
+        if (op->n_in > f->inputs.n || op->n_out > f->outputs.n)
+            return bb__node_malformed(ins, op, NULL, "call passes %u inputs / %u outputs to %s (%zu / %zu)",
+                                      op->n_in, op->n_out, f->name, f->inputs.n, f->outputs.n);
+        op->disp = BB__DISP_CALL;
+        op->comp = (uint32_t)ins->graph_of[callee];
+        return 0;
+    }
+    uint32_t c;
+    int rc = component_for(ins, op, &c);
+    if (rc)
+        return rc;
+    if (c == BB__NONE)
+        return 0; /* Unresolved: fails when invoked */
+    const bb_component_type *t = e->comps[c].type;
+    uint32_t idx = 0;
+    const bb_op_decl *decl = bb_component_type_find_op(t, dom, op->op_type, &idx);
+    if (!decl && strncmp(dom, "ai.bytesandbrains.role.", 23) == 0) {
+        for (uint32_t s = 0; s < t->n_opsets && !decl; s++)
+            decl = bb_component_type_find_op(t, t->opsets[s].domain, op->op_type, &idx);
+    }
+    if (!decl)
+        return add_missing(ins, op->domain, op->op_type);
+    op->disp = BB__DISP_ATOMIC;
+    op->comp = c;
+    op->op_index = idx;
+    for (uint32_t k = 0; k < op->n_out && k < decl->n_outputs; k++)
+        if (op->out[k] != BB__NONE && g->site_type[op->out[k]] == &BB_TYPE_ANY && decl->outputs[k].type)
+            g->site_type[op->out[k]] = decl->outputs[k].type;
+    return 0;
+}
+
+static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
+{
+    bb_engine *e = ins->e;
+    bb__graph *g = &e->graphs[gi];
+    const bb_function *f = ins->m->functions.v[ins->order.v[gi]];
+    ins->g = g;
+    g->fn = f;
+    g->name = f->name;
+    g->index = gi;
+    g->op_begin = *next_op;
+    g->op_end = *next_op + (uint32_t)f->nodes.n;
+    *next_op = g->op_end;
+    size_t expect = f->inputs.n + f->outputs.n;
+    for (size_t k = 0; k < f->nodes.n; k++)
+        expect += f->nodes.v[k]->inputs.n + f->nodes.v[k]->outputs.n;
+    site_tab tab = {0};
+    uint8_t *defined = NULL;
+    int rc = tab_init(&tab, expect + 1);
+    if (rc)
+        goto out;
+    /* pass 1: name every value */
+    g->n_formals = (uint32_t)f->inputs.n;
+    g->formals = bb_arena_calloc(ins->a, f->inputs.n + 1, sizeof *g->formals);
+    g->n_results = (uint32_t)f->outputs.n;
+    g->results = bb_arena_calloc(ins->a, f->outputs.n + 1, sizeof *g->results);
+    if (!g->formals || !g->results) {
+        rc = BB_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < f->inputs.n; i++) {
+        const char *nm = f->inputs.v[i];
+        if (!nm || !nm[0] || tab_find(&tab, nm) != BB__NONE) {
+            rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: input %zu is empty or repeated", f->name, i);
+            goto out;
+        }
+        if ((g->formals[i] = tab_add(&tab, nm)) == BB__NONE) {
+            rc = BB_ENOMEM;
+            goto out;
+        }
+    }
+    for (size_t k = 0; k < f->nodes.n; k++) {
+        const bb_node *n = f->nodes.v[k];
+        bb__op *op = &e->ops[g->op_begin + k];
+        op->node = n;
+        op->graph = gi;
+        op->op_type = n->op_type ? n->op_type : "";
+        op->domain = n->domain ? n->domain : "";
+        op->label = n->name && n->name[0] ? n->name : bb_arena_sprintf(ins->a, "%s#%zu", op->op_type, k);
+        if (!n->op_type || !n->op_type[0] || !op->label) {
+            rc = n->op_type && n->op_type[0] ? BB_ENOMEM
+                                             : fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: node %zu has no op_type", f->name, k);
+            goto out;
+        }
+        if (n->inputs.n > UINT16_MAX || n->outputs.n > UINT16_MAX) {
+            rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: node %s has too many ports", f->name, op->label);
+            goto out;
+        }
+        op->n_in = (uint16_t)n->inputs.n;
+        op->n_out = (uint16_t)n->outputs.n;
+        uint32_t *in = bb_arena_calloc(ins->a, op->n_in + 1, sizeof *in);
+        uint32_t *outp = bb_arena_calloc(ins->a, op->n_out + 1, sizeof *outp);
+        if (!in || !outp) {
+            rc = BB_ENOMEM;
+            goto out;
+        }
+        for (uint32_t i = 0; i < op->n_in; i++) {
+            const char *nm = n->inputs.v[i];
+            in[i] = !nm || !nm[0] ? BB__NONE : tab_add(&tab, nm);
+            if (nm && nm[0] && in[i] == BB__NONE) {
+                rc = BB_ENOMEM;
+                goto out;
+            }
+        }
+        for (uint32_t j = 0; j < op->n_out; j++) {
+            const char *nm = n->outputs.v[j];
+            outp[j] = !nm || !nm[0] ? BB__NONE : tab_add(&tab, nm);
+            if (nm && nm[0] && outp[j] == BB__NONE) {
+                rc = BB_ENOMEM;
+                goto out;
+            }
+        }
+        op->in = in;
+        op->out = outp;
+        if (op->n_in > e->max_in)
+            e->max_in = op->n_in;
+        if (op->n_out > e->max_out)
+            e->max_out = op->n_out;
+    }
+    for (size_t i = 0; i < f->outputs.n; i++) {
+        const char *nm = f->outputs.v[i];
+        if (!nm || !nm[0]) {
+            rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: output %zu is empty", f->name, i);
+            goto out;
+        }
+        if ((g->results[i] = tab_add(&tab, nm)) == BB__NONE) {
+            rc = BB_ENOMEM;
+            goto out;
+        }
+    }
+    uint32_t ns = g->n_sites = (uint32_t)tab.names.n;
+    g->site_names = bb_arena_calloc(ins->a, ns + 1, sizeof *g->site_names);
+    g->site_type = bb_arena_calloc(ins->a, ns + 1, sizeof *g->site_type);
+    g->site_flags = bb_arena_calloc(ins->a, ns + 1, 1);
+    g->fwd_index = bb_arena_calloc(ins->a, ns + 1, sizeof *g->fwd_index);
+    g->cons_off = bb_arena_calloc(ins->a, ns + 2, sizeof *g->cons_off);
+    defined = calloc(ns + 1, 1);
+    if (!g->site_names || !g->site_type || !g->site_flags || !g->fwd_index || !g->cons_off || !defined) {
+        rc = BB_ENOMEM;
+        goto out;
+    }
+    for (uint32_t s = 0; s < ns; s++) {
+        g->site_names[s] = tab.names.v[s];
+        g->site_type[s] = &BB_TYPE_ANY;
+    }
+    for (uint32_t i = 0; i < g->n_formals; i++)
+        defined[g->formals[i]] = 1;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+        const bb__op *op = &e->ops[k];
+        for (uint32_t j = 0; j < op->n_out; j++) {
+            uint32_t s = op->out[j];
+            if (s == BB__NONE)
+                continue;
+            if (defined[s]) {
+                rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: value '%s' is defined twice (node %s)",
+                          f->name, g->site_names[s], op->label);
+                goto out;
+            }
+            defined[s] = 1;
+        }
+    }
+    for (size_t i = 0; i < f->value_info.n; i++) {
+        const bb_value_info *vi = f->value_info.v[i];
+        uint32_t s = vi && vi->name ? tab_find(&tab, vi->name) : BB__NONE;
+        const bb_type_node *t = s != BB__NONE && vi->type ? bb_type_from_proto(vi->type) : NULL;
+        if (t)
+            g->site_type[s] = t;
+    }
+    /* pass 2: dispatch */
+    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+        rc = classify(ins, &e->ops[k], k);
+        if (rc)
+            goto out;
+    }
+    /* constants, sources */
+    uint32_t nc = 0, nsrc = 0;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++)
+        nc += e->ops[k].disp == BB__DISP_CONST && e->ops[k].out[0] != BB__NONE;
+    g->const_sites = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_sites);
+    g->const_vals = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_vals);
+    if (!g->const_sites || !g->const_vals) {
+        rc = BB_ENOMEM;
+        goto out;
+    }
+    uint8_t *is_const = defined; /* reuse: 2 marks a constant site */
+    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+        const bb__op *op = &e->ops[k];
+        if (op->disp == BB__DISP_CONST && op->out[0] != BB__NONE) {
+            g->const_sites[g->n_consts] = op->out[0];
+            g->const_vals[g->n_consts++] = op->st->value;
+            is_const[op->out[0]] = 2;
+        }
+    }
+    for (uint32_t pass = 0; pass < 2; pass++) {
+        for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+            bb__op *op = &e->ops[k];
+            if (op->disp == BB__DISP_CONST || (op->flags & BB__OPF_EVENT_SOURCE))
+                continue;
+            bool src = true;
+            for (uint32_t i = 0; i < op->n_in && src; i++)
+                src = op->in[i] == BB__NONE || is_const[op->in[i]] == 2;
+            if (!src)
+                continue;
+            if (pass == 1)
+                g->sources[g->n_sources++] = k;
+            else
+                nsrc++;
+            op->flags |= BB__OPF_SOURCE;
+        }
+        if (pass == 0 && !(g->sources = bb_arena_calloc(ins->a, nsrc + 1, sizeof *g->sources))) {
+            rc = BB_ENOMEM;
+            goto out;
+        }
+    }
+    /* consumers (CSR), each op once per distinct input site */
+    uint32_t *cnt = g->cons_off + 1;
+    size_t total = 0;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+        const bb__op *op = &e->ops[k];
+        for (uint32_t i = 0; i < op->n_in; i++) {
+            uint32_t s = op->in[i];
+            bool seen = s == BB__NONE;
+            for (uint32_t p = 0; p < i && !seen; p++)
+                seen = op->in[p] == s;
+            if (!seen) {
+                cnt[s]++;
+                total++;
+            }
+        }
+    }
+    for (uint32_t s = 0; s < ns; s++)
+        g->cons_off[s + 1] += g->cons_off[s];
+    g->cons = bb_arena_calloc(ins->a, total + 1, sizeof *g->cons);
+    uint32_t *fill = calloc(ns + 1, sizeof *fill);
+    if (!g->cons || !fill) {
+        free(fill);
+        rc = BB_ENOMEM;
+        goto out;
+    }
+    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+        const bb__op *op = &e->ops[k];
+        for (uint32_t i = 0; i < op->n_in; i++) {
+            uint32_t s = op->in[i];
+            bool seen = s == BB__NONE;
+            for (uint32_t p = 0; p < i && !seen; p++)
+                seen = op->in[p] == s;
+            if (!seen)
+                g->cons[g->cons_off[s] + fill[s]++] = k;
+        }
+    }
+    free(fill);
+    /* results forward to callers; entry-point results with no consumer surface */
+    for (uint32_t j = 0; j < g->n_results; j++) {
+        uint32_t s = g->results[j];
+        if (!(g->site_flags[s] & BB__SITE_FWD)) {
+            g->site_flags[s] |= BB__SITE_FWD;
+            g->fwd_index[s] = j;
+        }
+        if (g->entry && g->cons_off[s + 1] == g->cons_off[s])
+            g->site_flags[s] |= BB__SITE_APP_OUT;
+    }
+    for (uint32_t s = 0; s < ns; s++) {
+        uint64_t id = bb__site_wire_id(g->name, g->site_names[s]);
+        if (!bb__map_get(&e->wire_sites, id, NULL) &&
+            bb__map_put(&e->wire_sites, id, ((uint64_t)gi << 32) | s)) {
+            rc = BB_ENOMEM;
+            goto out;
+        }
+    }
+out:
+    free(defined);
+    tab_free(&tab);
+    return rc;
+}
+
+static int touch_sets(bb__install *ins)
+{
+    bb_engine *e = ins->e;
+    uint32_t words = (e->n_comps + 63) / 64;
+    if (!words)
+        words = 1;
+    e->boot.touch_words = words;
+    e->boot.comp_touch = bb_arena_calloc(ins->a, (size_t)words * (e->n_comps + 1), sizeof(uint64_t));
+    if (!e->boot.comp_touch)
+        return BB_ENOMEM;
+    for (uint32_t c = 0; c < e->n_comps; c++)
+        e->boot.comp_touch[(size_t)c * words + c / 64] |= 1ULL << (c % 64);
+    uint8_t *seen = calloc(e->n_graphs + 1, 1);
+    uint32_t *stack = calloc(e->n_graphs + 1, sizeof *stack);
+    if (!seen || !stack) {
+        free(seen);
+        free(stack);
+        return BB_ENOMEM;
+    }
+    int rc = 0;
+    for (uint32_t gi = 0; gi < e->n_graphs && !rc; gi++) {
+        bb__graph *g = &e->graphs[gi];
+        if (!g->is_bootstrap)
+            continue;
+        g->touch_words = words;
+        g->touch = bb_arena_calloc(ins->a, words, sizeof(uint64_t));
+        if (!g->touch) {
+            rc = BB_ENOMEM;
+            break;
+        }
+        memset(seen, 0, e->n_graphs + 1);
+        uint32_t sp = 0;
+        stack[sp++] = gi;
+        seen[gi] = 1;
+        while (sp) {
+            const bb__graph *h = &e->graphs[stack[--sp]];
+            for (uint32_t k = h->op_begin; k < h->op_end; k++) {
+                const bb__op *op = &e->ops[k];
+                if (op->disp == BB__DISP_ATOMIC)
+                    g->touch[op->comp / 64] |= 1ULL << (op->comp % 64);
+                else if (op->disp == BB__DISP_CALL && !seen[op->comp]) {
+                    seen[op->comp] = 1;
+                    stack[sp++] = op->comp;
+                }
+            }
+        }
+    }
+    free(seen);
+    free(stack);
+    return rc;
+}
+
+static int create_components(bb__install *ins)
+{
+    bb_engine *e = ins->e;
+    for (uint32_t k = 0; k < e->n_comps; k++) {
+        uint32_t i = e->comp_order[k];
+        bb__comp *c = &e->comps[i];
+        bb__ctx_init(e, i);
+        bb_create_args args = {
+            .struct_size = sizeof args,
+            .slot = c->slot,
+            .construction = c->construction,
+            .config_json = ins->reg && ins->reg->slot_config ? ins->reg->slot_config(ins->reg->ud, c->slot) : NULL,
+            .seed = bb__mix64(e->cfg.seed ^ bb_fnv1a64(c->slot, strlen(c->slot))),
+            .ctx = &c->ctx.pub,
+        };
+        bb_error cerr = {0};
+        void *inst = NULL;
+        if (c->type->create(&args, &inst, &cerr) != BB_OK)
+            return fail(ins, BB_INSTALL_COMPONENT_CREATE_FAILED, "slot '%s' (%s): %s", c->slot,
+                        c->type->type_name, cerr.msg[0] ? cerr.msg : "create failed");
+        c->inst = inst;
+        c->created = true;
+    }
+    return 0;
+}
+
+static int finish_tables(bb__install *ins)
+{
+    bb_engine *e = ins->e;
+#define MOVE(dst, n_dst, arr)                                                         \
+    do {                                                                              \
+        (dst) = bb_arena_calloc(ins->a, (arr).n + 1, sizeof *(arr).v);                \
+        if (!(dst))                                                                   \
+            return BB_ENOMEM;                                                         \
+        if ((arr).n)                                                                  \
+            memcpy((dst), (arr).v, (arr).n * sizeof *(arr).v);                        \
+        (n_dst) = (uint32_t)(arr).n;                                                  \
+    } while (0)
+    MOVE(e->semas, e->n_semas, ins->semas);
+    MOVE(e->queues, e->n_queues, ins->queues);
+    MOVE(e->holds, e->n_holds, ins->holds);
+    MOVE(e->metrics, e->n_metrics, ins->metrics);
+    MOVE(e->lifecycle_ops, e->n_lifecycle_ops, ins->lifecycle);
+    MOVE(e->interval_ops, e->n_interval_ops, ins->intervals);
+    MOVE(e->pulse_ops, e->n_pulse_ops, ins->pulses);
+    MOVE(e->event_ops, e->n_event_ops, ins->events);
+#undef MOVE
+    size_t mi = e->max_in ? e->max_in : 1, mo = e->max_out ? e->max_out : 1;
+    e->in_buf = calloc(mi, sizeof *e->in_buf);
+    e->out_buf = calloc(mo, sizeof *e->out_buf);
+    if (!e->in_buf || !e->out_buf)
+        return BB_ENOMEM;
+    e->targets = bb_arena_calloc(ins->a, ins->n_targets, sizeof *e->targets);
+    e->boot.mods = bb_arena_calloc(ins->a, ins->n_targets + 1, sizeof *e->boot.mods);
+    if (!e->targets || !e->boot.mods)
+        return BB_ENOMEM;
+    for (uint32_t t = 0; t < ins->n_targets; t++) {
+        bb__target *tg = &e->targets[t];
+        tg->name = ins->target_name[t];
+        tg->graph = (uint32_t)ins->graph_of[ins->target_fn[t]];
+        tg->boot = BB__NONE;
+        if (ins->boot_fn[t] >= 0) {
+            tg->boot = e->boot.n_mods++;
+            e->boot.mods[tg->boot].target = t;
+            e->boot.mods[tg->boot].graph = (uint32_t)ins->graph_of[ins->canon[ins->boot_fn[t]]];
+        }
+    }
+    e->n_targets = ins->n_targets;
+    e->fingerprint = bb__install_fingerprint(e);
+    return 0;
+}
+
+void bb__uninstall(bb_engine *e)
+{
+    for (uint32_t k = e->n_comps; k-- > 0;) {
+        bb__comp *c = &e->comps[e->comp_order ? e->comp_order[k] : k];
+        if (c->created && c->type->destroy)
+            c->type->destroy(c->inst);
+        c->created = false;
+        c->inst = NULL;
+    }
+    for (uint32_t k = 0; k < e->n_ops; k++)
+        if (e->ops[k].st && e->ops[k].st->value) {
+            bb_value_unref(e->ops[k].st->value);
+            e->ops[k].st->value = NULL;
+        }
+    bb__semas_free(e);
+    bb__map_free(&e->wire_sites);
+    bb__map_free(&e->recv_ops);
+    free(e->in_buf);
+    free(e->out_buf);
+    e->in_buf = e->out_buf = NULL;
+    bb_model_free(e->model);
+    e->model = NULL;
+    if (e->arena)
+        bb_arena_destroy(e->arena);
+    e->arena = NULL;
+    e->graphs = NULL;
+    e->ops = NULL;
+    e->comps = NULL;
+    e->comp_order = NULL;
+    e->targets = NULL;
+    e->semas = NULL;
+    e->queues = NULL;
+    e->holds = NULL;
+    e->metrics = NULL;
+    e->lifecycle_ops = e->interval_ops = e->pulse_ops = e->event_ops = NULL;
+    e->n_graphs = e->n_ops = e->n_comps = e->n_targets = 0;
+    e->n_semas = e->n_queues = e->n_holds = e->n_metrics = 0;
+    e->n_lifecycle_ops = e->n_interval_ops = e->n_pulse_ops = e->n_event_ops = 0;
+    e->max_in = e->max_out = 0;
+    e->bus_subscribed = 0;
+    memset(&e->boot.mods, 0, sizeof e->boot.mods);
+    e->boot.n_mods = 0;
+    e->boot.comp_touch = NULL;
+    e->installed = false;
+}
+
+static void ins_free(bb__install *ins)
+{
+    bb__map_free(&ins->fn_index);
+    BB__ARR_FREE(&ins->order);
+    BB__ARR_FREE(&ins->binds);
+    BB__ARR_FREE(&ins->semas);
+    BB__ARR_FREE(&ins->queues);
+    BB__ARR_FREE(&ins->holds);
+    BB__ARR_FREE(&ins->metrics);
+    BB__ARR_FREE(&ins->missing);
+    BB__ARR_FREE(&ins->lifecycle);
+    BB__ARR_FREE(&ins->intervals);
+    BB__ARR_FREE(&ins->pulses);
+    BB__ARR_FREE(&ins->events);
+}
+
+static int preflight(bb__install *ins)
+{
+    if (!ins->missing.n)
+        return 0;
+    char buf[400];
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < ins->missing.n; i++) {
+        const missing_op *m = &ins->missing.v[i];
+        bool first = true;
+        for (size_t k = 0; k < i; k++)
+            first &= strcmp(dom_norm(ins->missing.v[k].domain), dom_norm(m->domain)) != 0;
+        if (!first)
+            continue;
+        int w = snprintf(buf + len, sizeof buf - len, "%sopset %s missing", len ? "; " : "",
+                         dom_norm(m->domain)[0] ? m->domain : "ai.onnx");
+        len += w > 0 && (size_t)w < sizeof buf - len ? (size_t)w : 0;
+        for (size_t k = i; k < ins->missing.n; k++) {
+            if (strcmp(dom_norm(ins->missing.v[k].domain), dom_norm(m->domain)) != 0)
+                continue;
+            w = snprintf(buf + len, sizeof buf - len, " %s", ins->missing.v[k].op_type);
+            len += w > 0 && (size_t)w < sizeof buf - len ? (size_t)w : 0;
+        }
+    }
+    return fail(ins, BB_INSTALL_INCOMPATIBLE_RUNTIME, "%s", buf);
+}
+
+int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *targets,
+                      size_t n_targets, const bb_engine_registry *reg, bb_error *err)
+{
+    bb__install ins = {.e = e, .reg = reg, .err = err};
+    e->install_err = BB_INSTALL_OK;
+    if (e->installed) {
+        e->install_err = BB_INSTALL_ALREADY_INSTALLED;
+        return bb_error_set(err, BB_EINSTALL, "AlreadyInstalled: an engine installs once");
+    }
+    if (!n_targets || !targets) {
+        e->install_err = BB_INSTALL_EMPTY_TARGETS;
+        return bb_error_set(err, BB_EINSTALL, "EmptyTargets: install needs at least one target");
+    }
+    if (!model)
+        return bb_error_set(err, BB_EINVAL, "install: NULL model");
+    int rc = BB_ENOMEM;
+    e->arena = ins.a = bb_arena_create();
+    e->model = ins.m = e->arena ? bb_model_clone(model) : NULL;
+    if (!ins.a || !ins.m)
+        goto fail;
+    const char *passport = kv(&ins.m->metadata, BB__KEY_COMPILED);
+    if (!passport || strcmp(passport, BB__COMPILED_V1) != 0) {
+        rc = fail(&ins, BB_INSTALL_NOT_COMPILED, "model has no %s = \"%s\" passport (run bbc compile)",
+                  BB__KEY_COMPILED, BB__COMPILED_V1);
+        goto fail;
+    }
+    if ((rc = index_functions(&ins)) || (rc = resolve_targets(&ins, targets, n_targets)) ||
+        (rc = read_bindings(&ins)) || (rc = make_components(&ins)))
+        goto fail;
+    e->n_graphs = (uint32_t)ins.order.n;
+    size_t total_ops = 0;
+    for (size_t gi = 0; gi < ins.order.n; gi++)
+        total_ops += ins.m->functions.v[ins.order.v[gi]]->nodes.n;
+    if (total_ops > UINT32_MAX / 2) {
+        rc = fail(&ins, BB_INSTALL_MALFORMED_GRAPH, "%zu nodes", total_ops);
+        goto fail;
+    }
+    e->graphs = bb_arena_calloc(ins.a, e->n_graphs + 1, sizeof *e->graphs);
+    e->ops = bb_arena_calloc(ins.a, total_ops + 1, sizeof *e->ops);
+    if (!e->graphs || !e->ops) {
+        rc = BB_ENOMEM;
+        goto fail;
+    }
+    e->n_ops = (uint32_t)total_ops;
+    for (uint32_t t = 0; t < ins.n_targets; t++) {
+        bb__graph *g = &e->graphs[ins.graph_of[ins.target_fn[t]]];
+        g->entry = true;
+        g->target = ins.target_name[t];
+        if (ins.boot_fn[t] >= 0)
+            e->graphs[ins.graph_of[ins.canon[ins.boot_fn[t]]]].is_bootstrap = true;
+    }
+    uint32_t next_op = 0;
+    for (uint32_t gi = 0; gi < e->n_graphs; gi++)
+        if ((rc = build_graph(&ins, gi, &next_op)))
+            goto fail;
+    if ((rc = preflight(&ins)) || (rc = touch_sets(&ins)) || (rc = finish_tables(&ins)) ||
+        (rc = create_components(&ins)))
+        goto fail;
+    ins_free(&ins);
+    e->installed = true;
+    return BB_OK;
+fail:
+    if (rc == BB_ENOMEM && e->install_err == BB_INSTALL_OK)
+        bb_error_set(err, BB_ENOMEM, "install: out of memory");
+    ins_free(&ins);
+    bb__uninstall(e);
+    return rc;
+}

@@ -1,0 +1,425 @@
+/*
+ * peers.c — the per-node peer table: the AddressBook (ADDRESSING.md:
+ * ordered address list per PeerId, capped), connection state and announced
+ * targets (for ctx->peers_running), the BackoffTable (10 ms doubling to
+ * 60 s, cleared on success) and the PeerGovernor (blocklist / allowlist,
+ * consecutive-failure threshold -> PeerDown / PeerUp steps), plus the
+ * ai.bytesandbrains.address_book opset (Insert, InsertMany, Lookup).
+ *
+ * Entries are found by an open-addressing index over FNV-1a of the PeerId
+ * bytes with full byte comparison, so colliding ids cannot alias.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bb/multiaddr.h"
+#include "bbd/engine/syscalls.h"
+
+#define MAX_TARGETS 64
+#define MAX_TARGET_LEN 256
+
+static size_t peer_hash(const bb_peerid *id) { return (size_t)bb_fnv1a64(id->bytes, id->len); }
+
+bb__peer *bb__peer_find(const bb_engine *e, const bb_peerid *id)
+{
+    const bb__peers *t = &e->peers;
+    if (!t->nslots || !id)
+        return NULL;
+    for (size_t i = peer_hash(id) & (t->nslots - 1), k = 0; k < t->nslots;
+         i = (i + 1) & (t->nslots - 1), k++) {
+        int32_t s = t->slots[i];
+        if (s == -1)
+            return NULL;
+        if (s >= 0 && bb_peerid_equal(&t->v[s].id, id))
+            return &t->v[s];
+    }
+    return NULL;
+}
+
+static int reindex(bb__peers *t, size_t nslots)
+{
+    int32_t *slots = malloc(nslots * sizeof *slots);
+    if (!slots)
+        return BB_ENOMEM;
+    for (size_t i = 0; i < nslots; i++)
+        slots[i] = -1;
+    for (size_t k = 0; k < t->n; k++) {
+        if (!t->v[k].live)
+            continue;
+        size_t i = peer_hash(&t->v[k].id) & (nslots - 1);
+        while (slots[i] != -1)
+            i = (i + 1) & (nslots - 1);
+        slots[i] = (int32_t)k;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->nslots = nslots;
+    t->tomb = 0;
+    return 0;
+}
+
+static size_t live_count(const bb__peers *t) { return t->n - t->n_free; }
+
+bb__peer *bb__peer_get(bb_engine *e, const bb_peerid *id)
+{
+    bb__peer *p = bb__peer_find(e, id);
+    if (p)
+        return p;
+    bb__peers *t = &e->peers;
+    if (live_count(t) >= e->caps.address_book_max_peers || id->len == 0)
+        return NULL;
+    if ((live_count(t) + t->tomb + 1) * 10 >= t->nslots * 7) {
+        size_t ns = t->nslots ? t->nslots : 16;
+        while ((live_count(t) + 1) * 10 >= ns * 5)
+            ns *= 2;
+        if (reindex(t, ns))
+            return NULL;
+    }
+    uint32_t idx;
+    if (t->n_free) {
+        idx = t->free_idx[--t->n_free];
+    } else {
+        if (t->n == t->cap && bb__arr_reserve(t, sizeof *t->v, t->n + 1))
+            return NULL;
+        idx = (uint32_t)t->n++;
+    }
+    p = &t->v[idx];
+    memset(p, 0, sizeof *p);
+    p->id = *id;
+    p->live = true;
+    size_t i = peer_hash(id) & (t->nslots - 1);
+    while (t->slots[i] >= 0)
+        i = (i + 1) & (t->nslots - 1);
+    if (t->slots[i] == -2)
+        t->tomb--;
+    t->slots[i] = (int32_t)idx;
+    return p;
+}
+
+static void peer_clear(bb__peers *t, bb__peer *p)
+{
+    for (uint32_t i = 0; i < p->n_addrs; i++)
+        free((void *)p->addrs[i].data);
+    free(p->addrs);
+    for (uint32_t i = 0; i < p->n_targets; i++)
+        free(p->targets[i]);
+    free(p->targets);
+    if (p->n_addrs)
+        t->n_addr_peers--;
+    if (p->allowed)
+        t->n_allowed--;
+    p->addrs = NULL;
+    p->targets = NULL;
+    p->n_addrs = p->n_targets = 0;
+}
+
+int bb_engine_remove_peer(bb_engine *e, const bb_peerid *peer)
+{
+    bb__peers *t = &e->peers;
+    bb__peer *p = bb__peer_find(e, peer);
+    if (!p)
+        return BB_ENOTFOUND;
+    uint32_t idx = (uint32_t)(p - t->v);
+    for (size_t i = peer_hash(peer) & (t->nslots - 1);; i = (i + 1) & (t->nslots - 1)) {
+        if (t->slots[i] == (int32_t)idx) {
+            t->slots[i] = -2;
+            t->tomb++;
+            break;
+        }
+    }
+    peer_clear(t, p);
+    p->live = false;
+    uint32_t *f = realloc(t->free_idx, (t->n_free + 1) * sizeof *f);
+    if (f) {
+        t->free_idx = f;
+        t->free_idx[t->n_free++] = idx;
+    }
+    return BB_OK;
+}
+
+void bb__peers_free(bb_engine *e)
+{
+    bb__peers *t = &e->peers;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].live)
+            peer_clear(t, &t->v[i]);
+    free(t->v);
+    free(t->slots);
+    free(t->free_idx);
+    memset(t, 0, sizeof *t);
+}
+
+int bb__peer_add_addr(bb_engine *e, bb__peer *p, const uint8_t *a, size_t len)
+{
+    if (!a || !len || bb_multiaddr_validate(a, len, NULL) != BB_OK)
+        return BB_EPARSE;
+    for (uint32_t i = 0; i < p->n_addrs; i++)
+        if (p->addrs[i].len == len && memcmp(p->addrs[i].data, a, len) == 0)
+            return BB_OK;
+    if (p->n_addrs >= e->caps.address_book_max_addrs)
+        return BB_EFULL;
+    bb_engine_addr *na = realloc(p->addrs, (p->n_addrs + 1) * sizeof *na);
+    if (!na)
+        return BB_ENOMEM;
+    p->addrs = na;
+    uint8_t *d = malloc(len);
+    if (!d)
+        return BB_ENOMEM;
+    memcpy(d, a, len);
+    p->addrs[p->n_addrs].data = d;
+    p->addrs[p->n_addrs].len = len;
+    if (p->n_addrs++ == 0)
+        e->peers.n_addr_peers++;
+    return BB_OK;
+}
+
+int bb_engine_add_peer(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *addrs, size_t n,
+                       bb_error *err)
+{
+    if (!peer || bb_peerid_validate(peer->bytes, peer->len, NULL) != BB_OK)
+        return bb_error_set(err, BB_EINVAL, "add_peer: invalid PeerId");
+    bb__peer *p = bb__peer_get(e, peer);
+    if (!p)
+        return bb_error_set(err, BB_EFULL, "add_peer: address book full (%zu peers)",
+                            e->caps.address_book_max_peers);
+    for (size_t i = 0; i < n; i++) {
+        int rc = bb__peer_add_addr(e, p, addrs[i].data, addrs[i].len);
+        if (rc == BB_EPARSE)
+            return bb_error_set(err, rc, "add_peer: address %zu is not a valid multiaddr", i);
+        if (rc)
+            return bb_error_set(err, rc, "add_peer: %s (cap %zu addresses per peer)",
+                                rc == BB_EFULL ? "peer full" : "out of memory",
+                                e->caps.address_book_max_addrs);
+    }
+    return BB_OK;
+}
+
+size_t bb_engine_peer_addrs(const bb_engine *e, const bb_peerid *peer, const bb_engine_addr **out)
+{
+    const bb__peer *p = bb__peer_find(e, peer);
+    if (out)
+        *out = p ? p->addrs : NULL;
+    return p ? p->n_addrs : 0;
+}
+
+size_t bb_engine_peer_count(const bb_engine *e) { return e->peers.n_addr_peers; }
+
+int bb_engine_peer_connected(bb_engine *e, const bb_peerid *peer, const char *const *targets,
+                             size_t n, bb_error *err)
+{
+    if (n > MAX_TARGETS)
+        return bb_error_set(err, BB_ELIMIT, "peer_connected: %zu targets (max %d)", n, MAX_TARGETS);
+    bb__peer *p = peer ? bb__peer_get(e, peer) : NULL;
+    if (!p)
+        return bb_error_set(err, BB_EFULL, "peer_connected: address book full or bad peer");
+    char **t = n ? calloc(n, sizeof *t) : NULL;
+    if (n && !t)
+        return bb_error_set(err, BB_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (!targets[i] || strlen(targets[i]) > MAX_TARGET_LEN || !(t[i] = strdup(targets[i]))) {
+            for (size_t k = 0; k < i; k++)
+                free(t[k]);
+            free(t);
+            return bb_error_set(err, BB_EINVAL, "peer_connected: bad target %zu", i);
+        }
+    }
+    for (uint32_t i = 0; i < p->n_targets; i++)
+        free(p->targets[i]);
+    free(p->targets);
+    p->targets = t;
+    p->n_targets = (uint32_t)n;
+    p->connected = true;
+    return BB_OK;
+}
+
+void bb_engine_peer_disconnected(bb_engine *e, const bb_peerid *peer)
+{
+    bb__peer *p = bb__peer_find(e, peer);
+    if (p)
+        p->connected = false;
+}
+
+/* ---- backoff table + governor (COMPILER.md "State-machine summary") ----------- */
+
+static uint64_t delay_for(const bb_engine *e, uint32_t attempts)
+{
+    uint64_t d = e->caps.backoff_base_ns;
+    for (uint32_t i = 1; i < attempts && d < e->caps.backoff_max_ns; i++)
+        d *= 2;
+    return d < e->caps.backoff_max_ns ? d : e->caps.backoff_max_ns;
+}
+
+void bb__peer_failure(bb_engine *e, const bb_peerid *id)
+{
+    bb__peer *p = bb__peer_get(e, id);
+    if (!p)
+        return;
+    if (p->attempts < UINT32_MAX)
+        p->attempts++;
+    p->next_retry_ns = e->now_ns + delay_for(e, p->attempts);
+    if (p->failures < UINT32_MAX)
+        p->failures++;
+    if (!p->down && p->failures >= e->caps.peer_failure_threshold) {
+        p->down = true;
+        bb_step *st = bb__step_push(e, BB_STEP_PEER_DOWN, 0);
+        if (st)
+            st->u.peer.peer = *id;
+        bb__bus_publish(e, BB_EVENT_PEER_DOWN);
+    }
+}
+
+void bb__peer_success(bb_engine *e, const bb_peerid *id)
+{
+    bb__peer *p = bb__peer_find(e, id);
+    if (!p)
+        return;
+    p->attempts = 0;
+    p->next_retry_ns = 0;
+    p->failures = 0;
+    if (p->down) {
+        p->down = false;
+        bb_step *st = bb__step_push(e, BB_STEP_PEER_UP, 0);
+        if (st)
+            st->u.peer.peer = *id;
+        bb__bus_publish(e, BB_EVENT_PEER_UP);
+    }
+}
+
+void bb_engine_report_send(bb_engine *e, const bb_peerid *peer, bool ok)
+{
+    if (!peer)
+        return;
+    if (ok)
+        bb__peer_success(e, peer);
+    else
+        bb__peer_failure(e, peer);
+}
+
+bool bb__peer_should_retry(const bb_engine *e, const bb_peerid *id)
+{
+    const bb__peer *p = bb__peer_find(e, id);
+    return !p || p->attempts == 0 || e->now_ns >= p->next_retry_ns;
+}
+
+const char *bb__peer_check(const bb_engine *e, const bb_peerid *id, bool outbound)
+{
+    const bb__peer *p = bb__peer_find(e, id);
+    if (p && p->blocked)
+        return "blocklisted";
+    if (e->peers.n_allowed && !(p && p->allowed))
+        return "not_allowlisted";
+    if (outbound && !bb__peer_should_retry(e, id))
+        return "cooldown";
+    return NULL;
+}
+
+int bb_engine_block_peer(bb_engine *e, const bb_peerid *peer, bool blocked)
+{
+    bb__peer *p = peer ? bb__peer_get(e, peer) : NULL;
+    if (!p)
+        return BB_EFULL;
+    p->blocked = blocked;
+    return BB_OK;
+}
+
+int bb_engine_allow_peer(bb_engine *e, const bb_peerid *peer, bool allowed)
+{
+    bb__peer *p = peer ? bb__peer_get(e, peer) : NULL;
+    if (!p)
+        return BB_EFULL;
+    if (p->allowed != allowed)
+        e->peers.n_allowed += allowed ? 1 : (size_t)-1;
+    p->allowed = allowed;
+    return BB_OK;
+}
+
+/* ---- values ----------------------------------------------------------------------- */
+
+bool bb__peerid_from_value(const bb_value *v, bb_peerid *out)
+{
+    if (!v || !v->type || v->type->kind != BB_VK_PEER_ID)
+        return false;
+    return bb_peerid_from_bytes(v->u.bytes.data, v->u.bytes.len, out, NULL) == BB_OK;
+}
+
+bb_value *bb__peerid_value(const bb_peerid *id)
+{
+    return bb_value_bytes(&BB_TYPE_PEER_ID, id->bytes, id->len);
+}
+
+bb_value *bb__addr_vec_value(const bb_engine_addr *a, size_t n)
+{
+    bb_value **items = malloc((n ? n : 1) * sizeof *items);
+    if (!items)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        items[i] = bb_value_bytes(&BB_TYPE_MULTIADDRESS, a[i].data, a[i].len);
+        if (!items[i]) {
+            for (size_t k = 0; k < i; k++)
+                bb_value_unref(items[k]);
+            free(items);
+            return NULL;
+        }
+    }
+    bb_value *v = bb_value_list(&BB_TYPE_ADDRESS_VEC, items, n);
+    free(items);
+    return v;
+}
+
+/* ---- ai.bytesandbrains.address_book ------------------------------------------------- */
+
+BB__SYSCALL(bb__sys_ab_insert)
+{
+    (void)opi, (void)x, (void)out;
+    bb_peerid id;
+    if (!bb__peerid_from_value(in[0], &id))
+        return bb__fail(e, "Insert: input 0 is not a PeerId");
+    if (!in[1]->type || in[1]->type->kind != BB_VK_ADDRESS)
+        return bb__fail(e, "Insert: input 1 is not a Multiaddress");
+    bb__peer *p = bb__peer_get(e, &id);
+    if (!p)
+        return bb__fail(e, "Insert: address book Full");
+    int rc = bb__peer_add_addr(e, p, in[1]->u.bytes.data, in[1]->u.bytes.len);
+    if (rc)
+        return bb__fail(e, "Insert: %s", rc == BB_EFULL ? "Full" : rc == BB_EPARSE ? "invalid multiaddr" : "out of memory");
+    return BB__R_DONE;
+}
+
+BB__SYSCALL(bb__sys_ab_insert_many)
+{
+    (void)opi, (void)x, (void)out;
+    bb_peerid id;
+    if (!bb__peerid_from_value(in[0], &id))
+        return bb__fail(e, "InsertMany: input 0 is not a PeerId");
+    const bb_value *l = in[1];
+    if (!l->type || l->type->kind != BB_VK_ADDRESS_VEC)
+        return bb__fail(e, "InsertMany: input 1 is not an AddressVec");
+    if (!l->u.list.n)
+        return bb__fail(e, "InsertMany: empty address list");
+    bb__peer *p = bb__peer_get(e, &id);
+    if (!p)
+        return bb__fail(e, "InsertMany: address book Full");
+    for (size_t i = 0; i < l->u.list.n; i++) {
+        const bb_value *a = l->u.list.items[i];
+        int rc = bb__peer_add_addr(e, p, a->u.bytes.data, a->u.bytes.len);
+        if (rc)
+            return bb__fail(e, "InsertMany: address %zu: %s", i,
+                            rc == BB_EFULL ? "Full" : rc == BB_EPARSE ? "invalid multiaddr" : "out of memory");
+    }
+    return BB__R_DONE;
+}
+
+BB__SYSCALL(bb__sys_ab_lookup)
+{
+    (void)opi, (void)x;
+    bb_peerid id;
+    if (!bb__peerid_from_value(in[0], &id))
+        return bb__fail(e, "Lookup: input is not a PeerId");
+    const bb__peer *p = bb__peer_find(e, &id);
+    if (!p)
+        return bb__fail(e, "Lookup: unknown peer");
+    if (!p->n_addrs)
+        return bb__fail(e, "Lookup: empty address list");
+    out[0] = bb__addr_vec_value(p->addrs, p->n_addrs);
+    return out[0] ? BB__R_DONE : bb__fail(e, "Lookup: out of memory");
+}

@@ -1,0 +1,121 @@
+/*
+ * timers.c — the scheduler (ENGINE.md 6.3): a binary min-heap of timers
+ * ordered by (at, seq), so equal deadlines fire in scheduling order.
+ * Polled in phase 4 of each cycle with the host's now_ns; the host learns
+ * the earliest deadline from bb_engine_next_deadline.
+ */
+#include <stdlib.h>
+
+#include "bbd/engine/syscalls.h"
+
+static bool before(const bb__timer *a, const bb__timer *b)
+{
+    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
+int bb__timer_add(bb_engine *e, uint64_t at, uint32_t kind, uint32_t op, uint32_t a, uint64_t b,
+                  void *p)
+{
+    bb__timer t = {.at = at, .seq = e->timer_seq++, .kind = kind, .op = op, .a = a, .b = b, .p = p};
+    if (BB__ARR_PUSH(&e->timers, t))
+        return BB_ENOMEM;
+    bb__timer *h = e->timers.v;
+    size_t i = e->timers.n - 1;
+    while (i) {
+        size_t parent = (i - 1) / 2;
+        if (!before(&h[i], &h[parent]))
+            break;
+        bb__timer tmp = h[i];
+        h[i] = h[parent];
+        h[parent] = tmp;
+        i = parent;
+    }
+    return 0;
+}
+
+static bb__timer pop(bb_engine *e)
+{
+    bb__timer *h = e->timers.v;
+    bb__timer top = h[0];
+    h[0] = h[--e->timers.n];
+    size_t i = 0, n = e->timers.n;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && before(&h[l], &h[m]))
+            m = l;
+        if (r < n && before(&h[r], &h[m]))
+            m = r;
+        if (m == i)
+            break;
+        bb__timer tmp = h[i];
+        h[i] = h[m];
+        h[m] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+uint64_t bb__timer_next(const bb_engine *e)
+{
+    return e->timers.n ? e->timers.v[0].at : UINT64_MAX;
+}
+
+static void fire(bb_engine *e, const bb__timer *t)
+{
+    switch (t->kind) {
+    case BB__T_PARK: {
+        bb_value *trig = bb_value_trigger();
+        if (!trig)
+            bb__park_fail(e, t->op, t->p, "out of memory");
+        else
+            bb__park_resume(e, t->op, t->p, &trig, 1);
+        break;
+    }
+    case BB__T_INTERVAL: {
+        const bb__op *op = &e->ops[t->op];
+        uint64_t period = (uint64_t)op->st->i;
+        uint64_t next = t->at + period;
+        if (next <= e->now_ns)
+            next = e->now_ns + period;
+        bb__timer_add(e, next, BB__T_INTERVAL, t->op, 0, 0, NULL);
+        bb_value *ts = bb_value_u64(&BB_TYPE_TIMESTAMP, e->now_ns);
+        if (ts)
+            bb__fire_op_output(e, t->op, ts, 0);
+        break;
+    }
+    case BB__T_COMPONENT: {
+        bb__comp *c = &e->comps[t->a];
+        if (c->type->on_timer)
+            c->type->on_timer(c->inst, &c->ctx.pub, t->b);
+        break;
+    }
+    case BB__T_HANDLE_DEADLINE: {
+        bb__handle *h = t->p;
+        if (h->gen == t->a && h->attached && bb__handle_drop(e, h)) {
+            uint32_t op = h->op;
+            bb__exec *x = h->x;
+            h->attached = false;
+            h->x = NULL;
+            bb__handle_retire(e, h);
+            bb__park_fail(e, op, x, "timed out waiting for completion (deadline_ns)");
+        }
+        break;
+    }
+    case BB__T_BATCH_DEADLINE:
+        bb__batch_deadline(e, t->b);
+        break;
+    }
+}
+
+void bb__poll_timers(bb_engine *e)
+{
+    while (e->timers.n && e->timers.v[0].at <= e->now_ns) {
+        bb__timer t = pop(e);
+        fire(e, &t);
+    }
+}
+
+void bb__timers_free(bb_engine *e)
+{
+    BB__ARR_FREE(&e->timers);
+}

@@ -1,0 +1,1206 @@
+/*
+ * wire.c — the engine-native wire opset (IR_AND_DSL.md 5b) and inbound
+ * envelope delivery (ENGINE.md 6.2).
+ *
+ * Outbound: Send / SendReqBatched / SendResp encode each data input once,
+ * resolve every destination PeerId through the address book (a miss is a
+ * PeerResolveFailed step, never an envelope), stamp src_peer_addresses,
+ * sent_at_ns (strictly increasing per node), correlation and deadline, and
+ * queue one SendEnvelope step per peer for phase 7. A destination equal to
+ * this node loops back into the next cycle's phase 1.
+ *
+ * Inbound: decode the envelope (bounded), merge the sender's claimed
+ * addresses then the transport-observed one into the address book, then
+ * route each fill independently (partial delivery): /site/<id> fills
+ * decode by the site's declared type (backend-bound tensor sites through
+ * materialize_from_wire) into a fresh execution; /component/<c>/op/<name>
+ * fills dispatch the component directly; responses route by correlation to
+ * their request batch. Every per-fill failure is a WireReceiveError step
+ * and never stops the sibling fills.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bb/multiaddr.h"
+#include "bbd/engine/syscalls.h"
+
+#define LARGE_PAYLOAD 4096
+
+/* ---- inbound requests (RecvReq -> SendResp) ----------------------------------- */
+
+static uint64_t inreq_open(bb_engine *e, const bb_peerid *peer, uint64_t wire_req_id,
+                           uint64_t site, uint64_t sent_at)
+{
+    size_t cap = e->caps.inbound_requests_max ? e->caps.inbound_requests_max : 1;
+    if (!e->inreqs) {
+        e->inreqs = calloc(cap, sizeof *e->inreqs);
+        if (!e->inreqs)
+            return 0;
+    }
+    if (e->inreq_n == cap) { /* evict the oldest open request */
+        bb__map_del(&e->inreq_map, e->inreqs[e->inreq_head].id);
+        e->inreq_head = (e->inreq_head + 1) % cap;
+        e->inreq_n--;
+    }
+    size_t pos = (e->inreq_head + e->inreq_n) % cap;
+    bb__inreq *r = &e->inreqs[pos];
+    r->id = e->next_inreq++;
+    r->peer = *peer;
+    r->wire_req_id = wire_req_id;
+    r->site = site;
+    r->sent_at_ns = sent_at;
+    r->recv_at_ns = e->now_ns;
+    if (bb__map_put(&e->inreq_map, r->id, pos))
+        return 0;
+    e->inreq_n++;
+    return r->id;
+}
+
+static bb__inreq *inreq_find(bb_engine *e, uint64_t id)
+{
+    uint64_t pos;
+    if (!bb__map_get(&e->inreq_map, id, &pos) || e->inreqs[pos].id != id)
+        return NULL;
+    return &e->inreqs[pos];
+}
+
+/* ---- outbound ------------------------------------------------------------------------ */
+
+static uint64_t sent_at(bb_engine *e)
+{
+    uint64_t t = e->now_ns > e->last_sent_at ? e->now_ns : e->last_sent_at + 1;
+    e->last_sent_at = t;
+    return t;
+}
+
+/* Queue one envelope to peer (addresses from the address book, or `direct`). */
+static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct, size_t n_direct,
+                bb__envelope *env, bb_exec_id exec)
+{
+    bool self = peer && bb_peerid_equal(peer, &e->cfg.peer) && !n_direct;
+    const bb_engine_addr *addrs = direct;
+    size_t n = n_direct;
+    if (!self && !n_direct) {
+        bb__peer *p = bb__peer_find(e, peer);
+        if (!p || !p->n_addrs)
+            return BB_ENOTFOUND;
+        addrs = p->addrs;
+        n = p->n_addrs;
+        if (p->last_rx_sent_at && !env->echo_sent_at_ns) { /* RTT piggyback */
+            env->echo_sent_at_ns = p->last_rx_sent_at;
+            env->echo_delay_ns = e->now_ns - p->last_rx_at;
+            p->last_rx_sent_at = 0;
+        }
+    }
+    env->dest = self ? NULL : (bb_engine_addr *)addrs;
+    env->n_dest = self ? 0 : n;
+    env->src = e->local_addrs;
+    env->n_src = e->n_local_addrs;
+    env->sent_at_ns = sent_at(e);
+    uint8_t *bytes;
+    size_t len;
+    if (bb__envelope_encode(env, &bytes, &len))
+        return BB_ENOMEM;
+    env->dest = NULL;
+    env->src = NULL;
+    if (self) {
+        if (BB__ARR_PUSH(&e->loopback, ((struct bb__loop){bytes, len}))) {
+            free(bytes);
+            return BB_ENOMEM;
+        }
+        return BB_OK;
+    }
+    /* One block: the address array followed by the address bytes. */
+    size_t total = n * sizeof(bb_engine_addr);
+    for (size_t i = 0; i < n; i++)
+        total += addrs[i].len;
+    bb_engine_addr *copy = malloc(total ? total : 1);
+    if (!copy || BB__ARR_PUSH(&e->outbound, (bb_step){0})) {
+        free(copy);
+        free(bytes);
+        return BB_ENOMEM;
+    }
+    uint8_t *p = (uint8_t *)(copy + n);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(p, addrs[i].data, addrs[i].len);
+        copy[i].data = p;
+        copy[i].len = addrs[i].len;
+        p += addrs[i].len;
+    }
+    bb_step *st = &e->outbound.v[e->outbound.n - 1];
+    st->kind = BB_STEP_SEND_ENVELOPE;
+    st->exec_id = exec;
+    st->u.send.peer = peer ? *peer : (bb_peerid){0};
+    st->u.send.addrs = copy;
+    st->u.send.n_addrs = n;
+    st->u.send.bytes = bytes;
+    st->u.send.len = len;
+    e->c[BB__C_ENVELOPES_OUT]++;
+    if (BB__TRACING(e, BB_TRACE_WIRE))
+        bb__trace(e, BB_TRACE_WIRE, "send_envelope", exec, BB__NONE, NULL, len);
+    return BB_OK;
+}
+
+static void resolve_failed(bb_engine *e, uint32_t opi, bb__exec *x, const bb_peerid *peer)
+{
+    e->c[BB__C_PEER_RESOLVE_FAILED]++;
+    bb_step *st = bb__step_push(e, BB_STEP_PEER_RESOLVE_FAILED, x->id);
+    if (st) {
+        st->u.resolve.node = e->ops[opi].label;
+        if (peer) {
+            st->u.resolve.has_peer = true;
+            st->u.resolve.peer = *peer;
+        }
+    }
+    bb__bus_publish(e, BB_EVENT_PEER_RESOLVE_FAILURE);
+}
+
+/* Destinations of a Send: PeerIdVec, PeerId, or a Multiaddress (direct). */
+typedef struct dests {
+    bb_peerid *peers;
+    size_t n;
+    bool direct;
+    bb_engine_addr addr; /* direct: transport part */
+    uint8_t suffix[64];
+    size_t suffix_len;
+} dests;
+
+static int dests_of(bb_engine *e, const bb_value *d, dests *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!d || !d->type)
+        return bb__fail(e, "destination input is absent");
+    switch (d->type->kind) {
+    case BB_VK_PEER_ID_VEC:
+        out->peers = malloc((d->u.list.n ? d->u.list.n : 1) * sizeof *out->peers);
+        if (!out->peers)
+            return bb__fail(e, "out of memory");
+        for (size_t i = 0; i < d->u.list.n; i++)
+            if (bb__peerid_from_value(d->u.list.items[i], &out->peers[out->n]))
+                out->n++;
+        return BB__R_DONE;
+    case BB_VK_PEER_ID:
+        out->peers = malloc(sizeof *out->peers);
+        if (!out->peers)
+            return bb__fail(e, "out of memory");
+        if (bb__peerid_from_value(d, &out->peers[0]))
+            out->n = 1;
+        return BB__R_DONE;
+    case BB_VK_ADDRESS: {
+        size_t tl;
+        bb_multiaddr_component c[BB_MULTIADDR_MAX_COMPONENTS];
+        size_t nc;
+        if (bb_multiaddr_split(d->u.bytes.data, d->u.bytes.len, &tl, NULL) != BB_OK ||
+            bb_multiaddr_decode(d->u.bytes.data, d->u.bytes.len, c, BB_MULTIADDR_MAX_COMPONENTS,
+                                &nc, NULL) != BB_OK)
+            return bb__fail(e, "destination is not a valid multiaddr");
+        out->direct = true;
+        out->addr.data = d->u.bytes.data;
+        out->addr.len = tl;
+        if (d->u.bytes.len - tl <= sizeof out->suffix) {
+            memcpy(out->suffix, d->u.bytes.data + tl, d->u.bytes.len - tl);
+            out->suffix_len = d->u.bytes.len - tl;
+        }
+        out->peers = calloc(1, sizeof *out->peers);
+        if (!out->peers)
+            return bb__fail(e, "out of memory");
+        out->n = 1;
+        for (size_t i = 0; i < nc; i++)
+            if (c[i].code == BB_MA_P2P)
+                bb_peerid_from_bytes(c[i].value, c[i].value_len, &out->peers[0], NULL);
+        if (!tl && out->peers[0].len == 0)
+            out->peers[0] = e->cfg.peer; /* a bare suffix: this node */
+        else if (!tl)
+            out->direct = false;
+        return BB__R_DONE;
+    }
+    default:
+        return bb__fail(e, "destination is %s (PeerIdVec, PeerId or Multiaddress expected)",
+                        d->type->name);
+    }
+}
+
+/* The fills of a Send: one per data input. payloads[] are malloc'd. */
+static int build_fills(bb_engine *e, uint32_t opi, bb_value *const *in, uint32_t n_data,
+                       const dests *d, bb__fill *fills, uint8_t (*suffix)[16], uint8_t **payloads)
+{
+    const bb__op *op = &e->ops[opi];
+    const bb__opst *st = op->st;
+    for (uint32_t i = 0; i < n_data; i++) {
+        payloads[i] = NULL;
+        memset(&fills[i], 0, sizeof fills[i]);
+        if (i < st->n_dest_sites) {
+            size_t sl;
+            if (bb_suffix_site(st->dest_sites[i], suffix[i], sizeof suffix[i], &sl, NULL))
+                return bb__fail(e, "cannot encode /site/%llu", (unsigned long long)st->dest_sites[i]);
+            fills[i].suffix = suffix[i];
+            fills[i].suffix_len = sl;
+        } else if (d->suffix_len && n_data == 1) {
+            fills[i].suffix = d->suffix;
+            fills[i].suffix_len = d->suffix_len;
+        } else {
+            return bb__fail(e, "data input %u has no destination site (%s metadata)", i,
+                            BB__KEY_WIRE_DEST_SITE);
+        }
+        if (!in[i])
+            return bb__fail(e, "data input %u is absent", i);
+        if (st->trigger_only || (in[i]->type && in[i]->type->kind == BB_VK_TRIGGER)) {
+            fills[i].trigger_only = st->trigger_only;
+            continue;
+        }
+        size_t len;
+        bb_error err;
+        if (bb_value_encode(in[i], &payloads[i], &len, &err))
+            return bb__fail(e, "cannot encode data input %u: %s", i, err.msg);
+        fills[i].payload = payloads[i];
+        fills[i].payload_len = len;
+    }
+    return BB__R_DONE;
+}
+
+/* Shared by Send and SendReqBatched: returns the peers actually sent to. */
+static int send_common(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const *in, int corr,
+                       uint64_t wire_req_id, bb_peerid **sent, size_t *n_sent)
+{
+    const bb__op *op = &e->ops[opi];
+    uint32_t n_data = op->n_in - 1;
+    dests d;
+    int r = dests_of(e, in[op->n_in - 1], &d);
+    if (r != BB__R_DONE)
+        return r;
+    bb__fill *fills = calloc(n_data, sizeof *fills);
+    uint8_t (*sfx)[16] = calloc(n_data, sizeof *sfx);
+    uint8_t **payloads = calloc(n_data, sizeof *payloads);
+    if (!fills || !sfx || !payloads) {
+        r = bb__fail(e, "out of memory");
+        goto out;
+    }
+    r = build_fills(e, opi, in, n_data, &d, fills, sfx, payloads);
+    if (r != BB__R_DONE)
+        goto out;
+    if (sent) {
+        *sent = calloc(d.n ? d.n : 1, sizeof **sent);
+        *n_sent = 0;
+        if (!*sent) {
+            r = bb__fail(e, "out of memory");
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < d.n; i++) {
+        bb__envelope env = {.fills = fills, .n_fills = n_data, .corr_kind = corr,
+                            .wire_req_id = wire_req_id};
+        if (op->st->i2 > 0)
+            env.deadline_ns = e->now_ns + (uint64_t)op->st->i2; /* absolute (bb_envelope.proto) */
+        int rc = emit(e, &d.peers[i], d.direct ? &d.addr : NULL, d.direct ? 1 : 0, &env, x->id);
+        if (rc == BB_ENOTFOUND) {
+            resolve_failed(e, opi, x, &d.peers[i]);
+        } else if (rc) {
+            r = bb__fail(e, "out of memory sending");
+            goto out;
+        } else if (sent) {
+            (*sent)[(*n_sent)++] = d.peers[i];
+        }
+    }
+    if (d.n == 0)
+        resolve_failed(e, opi, x, NULL);
+out:
+    for (uint32_t i = 0; payloads && i < n_data; i++)
+        free(payloads[i]);
+    free(payloads);
+    free(sfx);
+    free(fills);
+    free(d.peers);
+    if (r != BB__R_DONE && sent) {
+        free(*sent);
+        *sent = NULL;
+    }
+    return r;
+}
+
+BB__SYSCALL(bb__sys_send)
+{
+    (void)out;
+    return send_common(e, opi, x, in, 0, 0, NULL, NULL);
+}
+
+/* ---- request batches ---------------------------------------------------------------- */
+
+static bb__batch *batch_find(bb_engine *e, uint64_t id)
+{
+    uint64_t p;
+    return bb__map_get(&e->batches, id, &p) ? (bb__batch *)(uintptr_t)p : NULL;
+}
+
+static void batch_free(bb__batch *b)
+{
+    for (size_t i = 0; i < b->items.n; i++)
+        bb_value_unref(b->items.v[i]);
+    for (size_t i = 0; i < b->peers.n; i++)
+        bb_value_unref(b->peers.v[i]);
+    BB__ARR_FREE(&b->items);
+    BB__ARR_FREE(&b->peers);
+    BB__ARR_FREE(&b->waiters);
+    bb_value_unref(b->result);
+    free(b->cohort);
+    free(b->answered);
+    free(b);
+}
+
+static void batch_complete(bb_engine *e, bb__batch *b, bool failed)
+{
+    /* Waiters may live in the origin execution: keep it (and so b, which it
+     * owns) alive until we are done with b. */
+    bb__exec *origin = b->x;
+    origin->refs++;
+    b->done = true;
+    b->failed = failed;
+    bb__map_del(&e->batches_wire, b->wire_req_id);
+    const bb__op *op = &e->ops[b->op];
+    if (!failed) {
+        bb_value **items = malloc((b->items.n ? b->items.n : 1) * sizeof *items);
+        bb_value **peers = malloc((b->items.n ? b->items.n : 1) * sizeof *peers);
+        if (items && peers) {
+            for (size_t i = 0; i < b->items.n; i++) {
+                items[i] = bb_value_ref(b->items.v[i]);
+                peers[i] = bb_value_ref(b->peers.v[i]);
+            }
+            b->result = bb_value_response_batch(items, peers, b->items.n);
+        }
+        free(items);
+        free(peers);
+        if (!b->result)
+            failed = b->failed = true;
+    }
+    if (failed) {
+        bb__step_infra(e, BB_INFRA_QUORUM_FAILED, 0, NULL, b->items.n,
+                       "%s: %zu of %u responses (quorum %u)", op->label, b->items.n, b->expected,
+                       b->quorum);
+        bb__bus_publish(e, BB_EVENT_QUORUM_FAILED);
+    }
+    /* waiters (RecvRespBatched) */
+    size_t nw = b->waiters.n;
+    struct bb__waiter *w = b->waiters.v;
+    b->waiters.v = NULL;
+    b->waiters.n = b->waiters.cap = 0;
+    for (size_t i = 0; i < nw; i++) {
+        if (failed) {
+            bb__park_fail(e, w[i].op, w[i].x, "batched request failed: quorum not met");
+        } else {
+            bb_value *o[2] = {bb_value_trigger(), bb_value_ref(b->result)};
+            bb__park_resume(e, w[i].op, w[i].x, o, 2);
+        }
+    }
+    free(w);
+    /* the SendReqBatched responses output */
+    if (b->holds_ref) {
+        b->holds_ref = false;
+        if (failed)
+            bb__op_failed(e, b->op, origin, "batched request failed: quorum not met");
+        else if (op->n_out > 1 && op->out[1] != BB__NONE)
+            bb__write(e, origin, op->out[1], bb_value_ref(b->result), 0);
+        origin->refs--; /* the batch's own hold; ours keeps the count above 0 */
+    }
+    bb__exec_unref(e, origin); /* may free b through bb__exec_drop_batches */
+}
+
+BB__SYSCALL(bb__sys_send_req)
+{
+    const bb__op *op = &e->ops[opi];
+    uint64_t wire_id = e->next_wire_req++;
+    if (!wire_id)
+        wire_id = e->next_wire_req++;
+    bb_peerid *sent = NULL;
+    size_t n_sent = 0;
+    int r = send_common(e, opi, x, in, 1, wire_id, &sent, &n_sent);
+    if (r != BB__R_DONE)
+        return r;
+    bb__batch *b = calloc(1, sizeof *b);
+    if (!b) {
+        free(sent);
+        return bb__fail(e, "out of memory");
+    }
+    b->id = e->next_req++;
+    b->wire_req_id = wire_id;
+    b->op = opi;
+    b->x = x;
+    b->cohort = sent;
+    b->expected = (uint32_t)n_sent;
+    b->answered = calloc(n_sent ? n_sent : 1, sizeof *b->answered);
+    int64_t q = op->st->i;
+    b->quorum = q < 0 || q > (int64_t)n_sent ? (uint32_t)n_sent : (uint32_t)q;
+    out[0] = bb_value_u64(&BB_TYPE_REQUEST_ID, b->id);
+    if (!b->answered || !out[0] || bb__map_put(&e->batches, b->id, (uint64_t)(uintptr_t)b) ||
+        bb__map_put(&e->batches_wire, wire_id, b->id)) {
+        bb__map_del(&e->batches, b->id);
+        batch_free(b);
+        return bb__fail(e, "out of memory");
+    }
+    b->next_in_exec = x->batches;
+    x->batches = b;
+    if (op->n_out > 1 && op->out[1] != BB__NONE) {
+        b->holds_ref = true;
+        x->refs++;
+    }
+    if (op->st->i2 > 0)
+        bb__timer_add(e, e->now_ns + (uint64_t)op->st->i2, BB__T_BATCH_DEADLINE, opi, 0, b->id, NULL);
+    if (n_sent == 0) /* nobody to wait for */
+        batch_complete(e, b, b->quorum > 0);
+    return BB__R_DONE;
+}
+
+BB__SYSCALL(bb__sys_recv_resp)
+{
+    (void)out;
+    if (!in[0] || !in[0]->type || in[0]->type->kind != BB_VK_U64)
+        return bb__fail(e, "RecvRespBatched: req_id is not a RequestId");
+    bb__batch *b = batch_find(e, in[0]->u.u64);
+    if (!b)
+        return bb__fail(e, "RecvRespBatched: unknown request id %llu",
+                        (unsigned long long)in[0]->u.u64);
+    if (b->done) {
+        if (b->failed)
+            return bb__fail(e, "batched request failed: quorum not met");
+        out[0] = bb_value_trigger();
+        out[1] = bb_value_ref(b->result);
+        return BB__R_DONE;
+    }
+    if (BB__ARR_PUSH(&b->waiters, ((struct bb__waiter){opi, x})))
+        return bb__fail(e, "out of memory");
+    bb__park_begin(e, x);
+    return BB__R_ASYNC;
+}
+
+void bb__batch_deadline(bb_engine *e, uint64_t id)
+{
+    bb__batch *b = batch_find(e, id);
+    if (!b || b->done)
+        return;
+    for (uint32_t i = 0; i < b->expected; i++)
+        if (!b->answered[i])
+            bb__peer_failure(e, &b->cohort[i]);
+    batch_complete(e, b, b->items.n < b->quorum);
+}
+
+void bb__exec_drop_batches(bb_engine *e, bb__exec *x)
+{
+    bb__batch *b = x->batches;
+    x->batches = NULL;
+    while (b) {
+        bb__batch *next = b->next_in_exec;
+        if (!b->done) {
+            bb__map_del(&e->batches_wire, b->wire_req_id);
+            for (size_t i = 0; i < b->waiters.n; i++)
+                bb__park_fail(e, b->waiters.v[i].op, b->waiters.v[i].x,
+                              "batched request abandoned by its execution");
+        }
+        bb__map_del(&e->batches, b->id);
+        batch_free(b);
+        b = next;
+    }
+}
+
+/* ---- SendResp ------------------------------------------------------------------------ */
+
+BB__SYSCALL(bb__sys_send_resp)
+{
+    (void)out;
+    const bb__op *op = &e->ops[opi];
+    const bb_value *rid = in[op->n_in - 1];
+    if (!rid || !rid->type || rid->type->kind != BB_VK_U64)
+        return bb__fail(e, "SendResp: req_id is not a RequestId");
+    bb__inreq *rq = inreq_find(e, rid->u.u64);
+    if (!rq)
+        return bb__fail(e, "SendResp: unknown or expired request id %llu",
+                        (unsigned long long)rid->u.u64);
+    if (!in[0])
+        return bb__fail(e, "SendResp: data is absent");
+    /* Responses are self-describing: a one-child Composite carries the
+     * child's wire hash, so the requester decodes without a site type. */
+    bb_value *one = bb_value_ref(in[0]);
+    bb_value *wrap = bb_value_list(&BB_TYPE_COMPOSITE, &one, 1);
+    if (!wrap)
+        return bb__fail(e, "SendResp: out of memory");
+    uint8_t *payload;
+    size_t plen;
+    bb_error err;
+    int rc = bb_value_encode(wrap, &payload, &plen, &err);
+    bb_value_unref(wrap);
+    if (rc)
+        return bb__fail(e, "SendResp: cannot encode data: %s", err.msg);
+    uint8_t sfx[16];
+    size_t sl = 0;
+    bb_suffix_site(rq->site, sfx, sizeof sfx, &sl, NULL);
+    bb__fill f = {.suffix = sfx, .suffix_len = sl, .payload = payload, .payload_len = plen};
+    bb__envelope env = {.fills = &f, .n_fills = 1, .corr_kind = 2, .wire_req_id = rq->wire_req_id,
+                        .echo_sent_at_ns = rq->sent_at_ns,
+                        .echo_delay_ns = e->now_ns - rq->recv_at_ns};
+    bb_peerid peer = rq->peer;
+    bb__map_del(&e->inreq_map, rq->id);
+    rc = emit(e, &peer, NULL, 0, &env, x->id);
+    free(payload);
+    if (rc == BB_ENOTFOUND)
+        resolve_failed(e, opi, x, &peer);
+    else if (rc)
+        return bb__fail(e, "SendResp: out of memory");
+    return BB__R_DONE;
+}
+
+/* ---- install-time parsing ---------------------------------------------------------------- */
+
+static const char *meta_get(const bb_node *n, const char *key)
+{
+    for (size_t i = 0; i < n->metadata.n; i++)
+        if (n->metadata.v[i].key && strcmp(n->metadata.v[i].key, key) == 0)
+            return n->metadata.v[i].value;
+    return NULL;
+}
+
+static bool parse_u64(const char *s, size_t n, uint64_t *out)
+{
+    if (!n || n > 20)
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+/* "<u64>" or "<function>/<value>" (hashed like the receiver hashes its sites). */
+uint64_t bb__site_wire_id(const char *fn_name, const char *value)
+{
+    size_t a = strlen(fn_name), b = strlen(value);
+    char stack[256];
+    char *buf = a + b + 2 <= sizeof stack ? stack : malloc(a + b + 2);
+    if (!buf)
+        return 0;
+    memcpy(buf, fn_name, a);
+    buf[a] = '/';
+    memcpy(buf + a + 1, value, b);
+    uint64_t h = bb_fnv1a64(buf, a + b + 1);
+    if (buf != stack)
+        free(buf);
+    return h;
+}
+
+/* FNV-1a-64 of "port:<port>" (docs/DECISIONS.md "Wire routing"). */
+uint64_t bb__port_wire_id(const char *port)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const char *p = "port:"; *p; p++)
+        h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
+    for (const char *p = port; *p; p++)
+        h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
+    return h;
+}
+
+BB__SYSINIT(bb__init_send)
+{
+    bb__opst *st = bb__opst_new(ins, op);
+    if (!st)
+        return BB_ENOMEM;
+    bool found;
+    st->i = bb__attr_int(op->node, "quorum", -1, &found);
+    st->i2 = bb__attr_int(op->node, BB__ATTR_DEADLINE_NS, 0, &found);
+    op->deadline_ns = 0; /* the deadline bounds the envelope / batch, not a suspension */
+    const char *to = meta_get(op->node, BB__KEY_WIRE_TRANSPORT);
+    st->trigger_only = to && strcmp(to, BB__WIRE_TRANSPORT_TRIGGER_ONLY) == 0;
+    const char *ds = meta_get(op->node, BB__KEY_WIRE_DEST_SITE);
+    if (strcmp(op->op_type, "SendResp") == 0)
+        return 0;
+    if (!ds) {
+        const char *port = meta_get(op->node, BB__KEY_PORT);
+        if (!port || !port[0])
+            return 0;
+        uint32_t n_data = op->n_in - 1;
+        st->dest_sites = bb_arena_calloc(bb__install_arena(ins), n_data, sizeof *st->dest_sites);
+        if (!st->dest_sites)
+            return BB_ENOMEM;
+        for (uint32_t i = 0; i < n_data; i++) {
+            if (n_data == 1) {
+                st->dest_sites[i] = bb__port_wire_id(port);
+            } else {
+                char *p = bb_arena_sprintf(bb__install_arena(ins), "%s#%u", port, i);
+                if (!p)
+                    return BB_ENOMEM;
+                st->dest_sites[i] = bb__port_wire_id(p);
+            }
+        }
+        st->n_dest_sites = n_data;
+        return 0;
+    }
+    uint32_t n = 1;
+    for (const char *p = ds; *p; p++)
+        n += *p == ',';
+    if (n > 4096)
+        return bb__node_malformed(ins, op, err, "too many %s entries", BB__KEY_WIRE_DEST_SITE);
+    st->dest_sites = bb_arena_calloc(bb__install_arena(ins), n, sizeof *st->dest_sites);
+    if (!st->dest_sites)
+        return BB_ENOMEM;
+    const char *p = ds;
+    for (uint32_t i = 0; i < n; i++) {
+        size_t len = strcspn(p, ",");
+        while (len && *p == ' ')
+            p++, len--;
+        while (len && p[len - 1] == ' ')
+            len--;
+        uint64_t v;
+        if (parse_u64(p, len, &v)) {
+            st->dest_sites[i] = v;
+        } else {
+            const char *slash = memchr(p, '/', len);
+            if (!slash || slash == p || slash == p + len - 1)
+                return bb__node_malformed(ins, op, err, "bad %s entry '%.*s'",
+                                          BB__KEY_WIRE_DEST_SITE, (int)len, p);
+            char *fn = bb_arena_strndup(bb__install_arena(ins), p, (size_t)(slash - p));
+            char *val = bb_arena_strndup(bb__install_arena(ins), slash + 1,
+                                         len - (size_t)(slash - p) - 1);
+            if (!fn || !val)
+                return BB_ENOMEM;
+            st->dest_sites[i] = bb__site_wire_id(fn, val);
+        }
+        p += strcspn(p, ",");
+        if (*p == ',')
+            p++;
+    }
+    st->n_dest_sites = n;
+    uint32_t n_data = op->n_in - 1;
+    if (strcmp(op->op_type, "SendResp") != 0 && n != n_data)
+        return bb__node_malformed(ins, op, err, "%u data inputs but %u %s entries", n_data, n,
+                                  BB__KEY_WIRE_DEST_SITE);
+    return 0;
+}
+
+uint32_t bb__install_comp_by_slot_id(bb__install *ins, uint32_t slot_id);
+int bb__install_set_out_type(bb__install *ins, bb__op *op, uint32_t k, const bb_type_node *t);
+
+BB__SYSINIT(bb__init_recv)
+{
+    bb__opst *st = bb__opst_new(ins, op);
+    if (!st)
+        return BB_ENOMEM;
+    st->comp = BB__NONE;
+    const char *ws = meta_get(op->node, BB__KEY_WIRE_SITE);
+    if (ws) {
+        if (!parse_u64(ws, strlen(ws), &st->wire_site))
+            return bb__node_malformed(ins, op, err, "bad %s '%s'", BB__KEY_WIRE_SITE, ws);
+    } else if (meta_get(op->node, BB__KEY_PORT) && meta_get(op->node, BB__KEY_PORT)[0]) {
+        st->wire_site = bb__port_wire_id(meta_get(op->node, BB__KEY_PORT));
+    } else {
+        const bb_node *n = op->node;
+        const char *v = n->outputs.n > 1 && n->outputs.v[1] && n->outputs.v[1][0]
+                            ? n->outputs.v[1]
+                            : n->outputs.v[0];
+        st->wire_site = bb__site_wire_id(bb__install_fn_name(ins, op), v ? v : "");
+    }
+    const char *rs = meta_get(op->node, BB__KEY_RECV_SLOT_ID);
+    if (rs) {
+        uint64_t sid;
+        if (!parse_u64(rs, strlen(rs), &sid) || sid > UINT32_MAX)
+            return bb__node_malformed(ins, op, err, "bad %s '%s'", BB__KEY_RECV_SLOT_ID, rs);
+        st->comp = bb__install_comp_by_slot_id(ins, (uint32_t)sid);
+        if (st->comp == BB__NONE)
+            return bb__node_malformed(ins, op, err, "%s %llu names no bound slot",
+                                      BB__KEY_RECV_SLOT_ID, (unsigned long long)sid);
+    }
+    for (size_t i = 0; i < op->node->attrs.n; i++) {
+        const bb_attr *a = op->node->attrs.v[i];
+        if (a->name && strcmp(a->name, "payload_type") == 0 && a->type == BB_ATTR_TYPE_PROTO &&
+            a->tp && op->n_out > 1) {
+            const bb_type_node *t = bb_type_from_proto(a->tp);
+            if (t && bb__install_set_out_type(ins, op, 1, t))
+                return BB_ENOMEM;
+        }
+    }
+    if (op->n_out > 0)
+        bb__install_set_out_type(ins, op, 0, &BB_TYPE_TRIGGER);
+    if (strcmp(op->op_type, "RecvReq") == 0 && op->n_out > 2)
+        bb__install_set_out_type(ins, op, 2, &BB_TYPE_REQUEST_ID);
+    return 0;
+}
+
+/* ---- inbound ---------------------------------------------------------------------------- */
+
+static void sub_free(void *ctx, uint8_t *data, size_t len)
+{
+    (void)data, (void)len;
+    bb_buffer_unref(ctx);
+}
+
+static bb_buffer *sub_buffer(bb_buffer *parent, const uint8_t *data, size_t len)
+{
+    bb_buffer *b = bb_buffer_wrap((uint8_t *)data, len, sub_free, parent);
+    if (b)
+        bb_buffer_ref(parent);
+    return b;
+}
+
+static void rx_error(bb_engine *e, const bb_peerid *src, bb_wire_rx_error kind, const char *fmt,
+                     const char *a, const char *b)
+{
+    e->c[BB__C_WIRE_RX_ERRORS]++;
+    bb__step_infra(e, BB_INFRA_WIRE_RECEIVE_ERROR, kind, src, 0, fmt, a, b);
+    bb__bus_publish(e, BB_EVENT_WIRE_RECEIVE_ERROR);
+}
+
+/* Decode one fill payload for a site of type t. 0, or the bb_wire_rx_error. */
+static int decode_payload(bb_engine *e, const bb__fill *f, const bb_type_node *t, uint32_t comp,
+                          bb_buffer *buf, bb_value **out, char *why, size_t why_len)
+{
+    *out = NULL;
+    if (f->trigger_only || t->kind == BB_VK_TRIGGER) {
+        *out = bb_value_trigger();
+        return *out ? 0 : BB_WIRE_RX_ALLOCATION_FAILED;
+    }
+    bb_error err = {0};
+    bb_decode_limits lim = BB_DECODE_LIMITS_DEFAULT;
+    if (lim.max_bytes > e->caps.max_envelope_bytes)
+        lim.max_bytes = e->caps.max_envelope_bytes;
+    int rc;
+    if (comp != BB__NONE && (t->kind == BB_VK_TENSOR || t == &BB_TYPE_TENSOR) &&
+        e->comps[comp].type->materialize_from_wire) {
+        bb__comp *c = &e->comps[comp];
+        bb_buffer *sb = sub_buffer(buf, f->payload, f->payload_len);
+        if (!sb)
+            return BB_WIRE_RX_ALLOCATION_FAILED;
+        rc = c->type->materialize_from_wire(c->inst, t->wire_hash, sb, out, &err);
+        bb_buffer_unref(sb);
+        if (rc || !*out) {
+            snprintf(why, why_len, "%.200s", err.msg[0] ? err.msg : "materialize_from_wire failed");
+            bb_value_unref(*out);
+            *out = NULL;
+            return BB_WIRE_RX_BACKEND_MATERIALIZE_FAILED;
+        }
+    } else if (t == &BB_TYPE_ANY || t->kind == BB_VK_ABSTRACT) {
+        if (t == &BB_TYPE_TENSOR) {
+            bb_buffer *sb = sub_buffer(buf, f->payload, f->payload_len);
+            if (!sb)
+                return BB_WIRE_RX_ALLOCATION_FAILED;
+            rc = bb_value_decode_tensor_buf(sb, &lim, out, &err);
+            bb_buffer_unref(sb);
+        } else { /* untyped site: the raw bytes */
+            *out = bb_value_bytes(&BB_TYPE_BYTES, f->payload, f->payload_len);
+            rc = *out ? 0 : BB_ENOMEM;
+        }
+        if (rc)
+            goto decode_failed;
+    } else {
+        if (!bb_type_by_wire_hash(t->wire_hash)) {
+            snprintf(why, why_len, "no decoder for type hash 0x%016llx",
+                     (unsigned long long)t->wire_hash);
+            return BB_WIRE_RX_UNKNOWN_TYPE_HASH;
+        }
+        if (f->payload_len >= LARGE_PAYLOAD) {
+            bb_buffer *sb = sub_buffer(buf, f->payload, f->payload_len);
+            if (!sb)
+                return BB_WIRE_RX_ALLOCATION_FAILED;
+            rc = bb_value_decode_buf(t->wire_hash, sb, &lim, out, &err);
+            bb_buffer_unref(sb);
+        } else {
+            rc = bb_value_decode(t->wire_hash, f->payload, f->payload_len, &lim, out, &err);
+        }
+        if (rc)
+            goto decode_failed;
+    }
+    if (t != &BB_TYPE_ANY && !bb_type_is_a((*out)->type, t)) {
+        snprintf(why, why_len, "got %s, site expects %s", (*out)->type->name, t->name);
+        bb_value_unref(*out);
+        *out = NULL;
+        return BB_WIRE_RX_TYPE_MISMATCH;
+    }
+    return 0;
+decode_failed:
+    snprintf(why, why_len, "%.200s", err.msg[0] ? err.msg : "decode failed");
+    if (rc == BB_ENOMEM)
+        return BB_WIRE_RX_ALLOCATION_FAILED;
+    /* a child carrier this build does not know (Composite / batch items) */
+    return strstr(err.msg, "unknown type hash") ? BB_WIRE_RX_UNKNOWN_TYPE_HASH
+                                                 : BB_WIRE_RX_DECODE_FAILED;
+}
+
+typedef struct inbound_ctx {
+    bb_engine *e;
+    const bb_peerid *src;
+    const bb__envelope *env;
+    uint64_t env_hash;
+    bb_exec_id exec;
+    bb__exec *frames[8]; /* one frame per graph touched by this envelope */
+    uint32_t n_frames;
+    bb_buffer *buf;
+} inbound_ctx;
+
+static bb__exec *frame_for(inbound_ctx *c, bb__graph *g)
+{
+    for (uint32_t i = 0; i < c->n_frames; i++)
+        if (c->frames[i]->g == g)
+            return c->frames[i];
+    bb_engine *e = c->e;
+    if (!c->exec)
+        c->exec = bb__exec_id_new(e);
+    bb__exec *x = bb__exec_new(e, g, c->exec);
+    if (!x)
+        return NULL;
+    x->inbound = malloc(sizeof *x->inbound);
+    if (x->inbound) {
+        x->inbound->src = *c->src;
+        x->inbound->env_hash = c->env_hash;
+        x->inbound->deadline_ns = c->env->deadline_ns;
+    }
+    if (c->n_frames == sizeof c->frames / sizeof c->frames[0]) {
+        /* rare: many graphs in one envelope; release the oldest seed ref */
+        bb__exec_unref(e, c->frames[0]);
+        memmove(c->frames, c->frames + 1, (c->n_frames - 1) * sizeof c->frames[0]);
+        c->n_frames--;
+    }
+    c->frames[c->n_frames++] = x;
+    return x;
+}
+
+static void deliver_site_fill(inbound_ctx *c, const bb__fill *f, uint64_t site_id)
+{
+    bb_engine *e = c->e;
+    uint64_t v;
+    uint32_t opi = BB__NONE, site;
+    bb__graph *g;
+    if (bb__map_get(&e->recv_ops, site_id, &v)) {
+        opi = (uint32_t)v;
+        const bb__op *op = &e->ops[opi];
+        g = &e->graphs[op->graph];
+        site = op->n_out > 1 ? op->out[1] : BB__NONE;
+    } else if (bb__map_get(&e->wire_sites, site_id, &v)) {
+        g = &e->graphs[v >> 32];
+        site = (uint32_t)v;
+    } else {
+        e->c[BB__C_UNROUTABLE]++;
+        if (BB__TRACING(e, BB_TRACE_INBOUND))
+            bb__trace(e, BB_TRACE_INBOUND, "deliver_fill", 0, BB__NONE, "unknown /site id", site_id);
+        return;
+    }
+    e->c[BB__C_FILLS_IN]++;
+    if (!bb__budget_charge(e, f->payload_len)) {
+        char n[32];
+        snprintf(n, sizeof n, "%zu", f->payload_len);
+        rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED,
+                 "fill of %s bytes for %s exceeds the ingress byte budget", n,
+                 site == BB__NONE ? e->ops[opi].label : g->site_names[site]);
+        return;
+    }
+    bb_value *val = NULL;
+    char why[256] = "";
+    if (site != BB__NONE) {
+        uint32_t comp = opi != BB__NONE ? e->ops[opi].st->comp : BB__NONE;
+        int k = decode_payload(e, f, g->site_type[site], comp, c->buf, &val, why, sizeof why);
+        if (k) {
+            bb__budget_release(e, f->payload_len);
+            rx_error(e, c->src, (bb_wire_rx_error)k, "fill for site %s: %s", g->site_names[site],
+                     why);
+            return;
+        }
+    }
+    bb__exec *x = frame_for(c, g);
+    if (!x) {
+        bb_value_unref(val);
+        bb__budget_release(e, f->payload_len);
+        rx_error(e, c->src, BB_WIRE_RX_ALLOCATION_FAILED, "fill for %s: %s", g->name,
+                 "out of memory");
+        return;
+    }
+    if (BB__TRACING(e, BB_TRACE_INBOUND))
+        bb__trace(e, BB_TRACE_INBOUND, "deliver_fill", x->id, opi, "data", site_id);
+    if (opi == BB__NONE) {
+        bb__write(e, x, site, val, f->payload_len);
+        return;
+    }
+    const bb__op *op = &e->ops[opi];
+    bb_value *trig = bb_value_trigger();
+    if (trig)
+        bb__write(e, x, op->out[0], trig, 0);
+    if (val) {
+        if (f->trigger_only && op->n_out > 1) {
+            bb_value_unref(val); /* trigger-only edge: the payload never flows */
+            bb__budget_release(e, f->payload_len);
+        } else {
+            bb__write(e, x, site, val, f->payload_len);
+        }
+    } else {
+        bb__budget_release(e, f->payload_len);
+    }
+    if (op->n_out > 2 && op->out[2] != BB__NONE && strcmp(op->op_type, "RecvReq") == 0) {
+        uint64_t id = inreq_open(e, c->src, c->env->corr_kind == 1 ? c->env->wire_req_id : 0,
+                                 site_id, c->env->sent_at_ns);
+        bb_value *rid = id ? bb_value_u64(&BB_TYPE_REQUEST_ID, id) : NULL;
+        if (rid)
+            bb__write(e, x, op->out[2], rid, 0);
+    }
+}
+
+static void deliver_control_fill(inbound_ctx *c, const bb__fill *f, const bb_suffix *sfx)
+{
+    bb_engine *e = c->e;
+    if (sfx->cref >= e->n_comps) {
+        e->c[BB__C_UNROUTABLE]++;
+        return;
+    }
+    bb__comp *comp = &e->comps[sfx->cref];
+    const char *domain = NULL;
+    uint32_t idx = 0;
+    const bb_op_decl *decl = NULL;
+    for (uint32_t s = 0; s < comp->type->n_opsets && !decl; s++) {
+        const bb_opset_decl *os = &comp->type->opsets[s];
+        for (uint32_t i = 0; i < os->n_ops; i++) {
+            if (os->ops[i].op_type && strcmp(os->ops[i].op_type, sfx->op) == 0) {
+                decl = &os->ops[i];
+                domain = os->domain;
+                idx = i;
+                break;
+            }
+        }
+    }
+    if (!decl) {
+        e->c[BB__C_UNROUTABLE]++;
+        return;
+    }
+    e->c[BB__C_FILLS_IN]++;
+    if (!bb__budget_charge(e, f->payload_len)) {
+        rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED, "control fill for %s/%s exceeds the budget",
+                 comp->slot, sfx->op);
+        return;
+    }
+    if (BB__TRACING(e, BB_TRACE_INBOUND))
+        bb__trace(e, BB_TRACE_INBOUND, "deliver_fill", 0, BB__NONE, "control", sfx->cref);
+    bb_value *ins[2] = {bb_value_bytes(&BB_TYPE_BYTES, f->payload, f->payload_len),
+                        bb_value_u64(&BB_TYPE_CORRELATION_TOKEN, c->env->wire_req_id)};
+    uint32_t n_out = decl->n_outputs;
+    bb_value **outs = calloc(n_out ? n_out : 1, sizeof *outs);
+    bb__handle *h = bb__handle_new(e, BB__HK_FREE);
+    if (ins[0] && ins[1] && outs && h) {
+        bb_dispatch_call call = {.domain = domain ? domain : "", .op_type = sfx->op,
+                                 .op_index = idx, .inputs = ins, .n_inputs = 2,
+                                 .n_outputs = n_out, .node = NULL, .completion = &h->pub};
+        bb_error err = {0};
+        bb_dispatch_result r = comp->type->dispatch(comp->inst, &comp->ctx.pub, &call, outs, &err);
+        if (r == BB_DISPATCH_NOW_ERR) {
+            bb_step *st = bb__step_push(e, BB_STEP_OP_FAILED, 0);
+            if (st) {
+                st->u.op_failed.node = bb__step_strf(e, "%s/%s", comp->slot, sfx->op);
+                st->u.op_failed.op_type = decl->op_type;
+                st->u.op_failed.domain = domain ? domain : "";
+                st->u.op_failed.message = bb__step_str(e, err.msg[0] ? err.msg : "failed");
+            }
+            e->c[BB__C_OP_FAILED]++;
+        }
+        if (r != BB_DISPATCH_LATER) {
+            bb__handle_drop(e, h);
+            bb__handle_retire(e, h);
+        }
+        h = NULL;
+        for (uint32_t j = 0; j < n_out; j++)
+            bb_value_unref(outs[j]);
+    }
+    if (h) {
+        bb__handle_drop(e, h);
+        bb__handle_retire(e, h);
+    }
+    free(outs);
+    bb_value_unref(ins[0]);
+    bb_value_unref(ins[1]);
+    bb__budget_release(e, f->payload_len);
+}
+
+static void deliver_response(inbound_ctx *c)
+{
+    bb_engine *e = c->e;
+    uint64_t id;
+    bb__batch *b = NULL;
+    if (bb__map_get(&e->batches_wire, c->env->wire_req_id, &id))
+        b = batch_find(e, id);
+    if (!b || b->done) {
+        e->c[BB__C_UNROUTABLE]++;
+        bb__step_infra(e, BB_INFRA_UNKNOWN_CORRELATION, 0, c->src, c->env->wire_req_id,
+                       "response for no open request (wire_req_id %llu)",
+                       (unsigned long long)c->env->wire_req_id);
+        return;
+    }
+    uint32_t who = UINT32_MAX;
+    for (uint32_t i = 0; i < b->expected; i++)
+        if (!b->answered[i] && bb_peerid_equal(&b->cohort[i], c->src))
+            who = i;
+    if (who == UINT32_MAX) {
+        e->c[BB__C_UNROUTABLE]++;
+        return; /* not in the cohort, or a duplicate answer */
+    }
+    if (c->env->n_fills < 1)
+        return;
+    const bb__fill *f = &c->env->fills[0];
+    e->c[BB__C_FILLS_IN]++;
+    if (!bb__budget_charge(e, f->payload_len)) {
+        rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED, "response of %s: %s", "request",
+                 "exceeds the ingress byte budget");
+        return;
+    }
+    bb_value *v = NULL;
+    char why[256] = "";
+    int k = decode_payload(e, f, &BB_TYPE_COMPOSITE, BB__NONE, c->buf, &v, why, sizeof why);
+    bb__budget_release(e, f->payload_len);
+    if (k) {
+        rx_error(e, c->src, (bb_wire_rx_error)k, "response: %s%s", why, "");
+        return;
+    }
+    bb_value *item = v;
+    if (v->u.list.n == 1) {
+        item = bb_value_ref(v->u.list.items[0]);
+        bb_value_unref(v);
+    }
+    bb_value *pv = bb__peerid_value(c->src);
+    if (!pv || BB__ARR_PUSH(&b->items, item)) {
+        bb_value_unref(pv);
+        bb_value_unref(item);
+        return;
+    }
+    if (BB__ARR_PUSH(&b->peers, pv)) {
+        b->items.n--;
+        bb_value_unref(item);
+        bb_value_unref(pv);
+        return;
+    }
+    b->answered[who] = true;
+    bb__peer_success(e, c->src);
+    bb__bus_publish(e, BB_EVENT_WIRE_RESPONSE_LANDED);
+    if (b->items.n == b->expected)
+        batch_complete(e, b, false);
+}
+
+static void merge_addresses(bb_engine *e, const bb_peerid *src, const bb__envelope *env,
+                            const uint8_t *obs, size_t obs_len)
+{
+    if (bb_peerid_equal(src, &e->cfg.peer))
+        return;
+    if (env->n_src) {
+        bb__peer *p = bb__peer_find(e, src);
+        bool same = p && p->n_addrs == env->n_src;
+        for (size_t i = 0; same && i < env->n_src; i++)
+            same = p->addrs[i].len == env->src[i].len &&
+                   memcmp(p->addrs[i].data, env->src[i].data, env->src[i].len) == 0;
+        if (!same && (p = bb__peer_get(e, src)))
+            for (size_t i = 0; i < env->n_src; i++)
+                bb__peer_add_addr(e, p, env->src[i].data, env->src[i].len); /* caps swallowed */
+    }
+    if (obs && obs_len) {
+        bb__peer *p = bb__peer_get(e, src);
+        if (p)
+            bb__peer_add_addr(e, p, obs, obs_len);
+    }
+}
+
+static void free_bytes(void *ctx, uint8_t *data, size_t len)
+{
+    (void)ctx, (void)len;
+    free(data);
+}
+
+void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
+                          uint8_t *bytes, size_t len)
+{
+    e->c[BB__C_ENVELOPES_IN]++;
+    bb__envelope env;
+    bb_error err = {0};
+    bb__env_limits lim = {e->caps.max_envelope_fills, e->caps.max_envelope_addresses};
+    if (bb__envelope_decode(bytes, len, &lim, &env, &err)) {
+        e->c[BB__C_WIRE_RX_ERRORS]++;
+        bb__step_infra(e, BB_INFRA_ENVELOPE_MALFORMED, 0, src, len, "%s", err.msg);
+        bb__bus_publish(e, BB_EVENT_WIRE_RECEIVE_ERROR);
+        free(bytes);
+        return;
+    }
+    if (BB__TRACING(e, BB_TRACE_INBOUND))
+        bb__trace(e, BB_TRACE_INBOUND, "deliver_inbound", 0, BB__NONE,
+                  env.corr_kind == 2 ? "response" : env.corr_kind == 1 ? "request" : "none",
+                  env.n_fills);
+    merge_addresses(e, src, &env, obs, obs_len);
+    if (!bb_peerid_equal(src, &e->cfg.peer)) {
+        bb__peer *p = bb__peer_find(e, src);
+        if (p) {
+            if (env.sent_at_ns) {
+                p->last_rx_sent_at = env.sent_at_ns;
+                p->last_rx_at = e->now_ns;
+            }
+            if (env.echo_sent_at_ns && e->now_ns > env.echo_sent_at_ns + env.echo_delay_ns)
+                p->rtt_ns = e->now_ns - env.echo_sent_at_ns - env.echo_delay_ns;
+        }
+    }
+    bb_buffer *buf = bb_buffer_wrap(bytes, len, free_bytes, NULL);
+    if (!buf) {
+        bb__envelope_release(&env);
+        free(bytes);
+        return;
+    }
+    inbound_ctx c = {.e = e, .src = src, .env = &env, .buf = buf,
+                     .env_hash = bb_fnv1a64(bytes, len)};
+    if (env.corr_kind == 2) {
+        deliver_response(&c);
+    } else {
+        for (size_t i = 0; i < env.n_fills; i++) {
+            const bb__fill *f = &env.fills[i];
+            bb_suffix sfx;
+            if (bb_suffix_parse(f->suffix, f->suffix_len, &sfx, NULL) != BB_OK) {
+                e->c[BB__C_UNROUTABLE]++; /* malformed suffix: silent drop */
+                continue;
+            }
+            if (sfx.kind == BB_SUFFIX_SITE)
+                deliver_site_fill(&c, f, sfx.site_id);
+            else
+                deliver_control_fill(&c, f, &sfx);
+        }
+    }
+    for (uint32_t i = 0; i < c.n_frames; i++)
+        bb__exec_unref(e, c.frames[i]);
+    bb__envelope_release(&env);
+    bb_buffer_unref(buf);
+}
+
+void bb__drain_loopback(bb_engine *e)
+{
+    if (!e->loopback.n)
+        return;
+    size_t n = e->loopback.n;
+    struct bb__loop *l = e->loopback.v;
+    e->loopback.v = NULL;
+    e->loopback.n = e->loopback.cap = 0;
+    for (size_t i = 0; i < n; i++)
+        bb__deliver_envelope(e, &e->cfg.peer, NULL, 0, l[i].bytes, l[i].len);
+    free(l);
+}
+
+void bb__flush_outbound(bb_engine *e)
+{
+    for (size_t i = 0; i < e->outbound.n; i++) {
+        bb_step *st = bb__step_push(e, BB_STEP_SEND_ENVELOPE, 0);
+        if (!st) {
+            bb__steps_release(&e->outbound.v[i]);
+            continue;
+        }
+        *st = e->outbound.v[i];
+    }
+    e->outbound.n = 0;
+}
+
+void bb__wire_free(bb_engine *e)
+{
+    for (size_t i = 0; i < e->batches.cap; i++)
+        if (e->batches.used && e->batches.used[i] == 1)
+            batch_free((bb__batch *)(uintptr_t)e->batches.vals[i]);
+    bb__map_free(&e->batches);
+    bb__map_free(&e->batches_wire);
+    bb__map_free(&e->inreq_map);
+    free(e->inreqs);
+    e->inreqs = NULL;
+    for (bb__exec *x = e->live; x; x = x->next)
+        x->batches = NULL;
+}

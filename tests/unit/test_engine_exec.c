@@ -1,0 +1,521 @@
+/*
+ * test_engine_exec.c — execution core: invoke, frontier, readiness, ExecIds,
+ * slot GC, function calls, unresolved dispatch, op budget, async suspension
+ * and completion (in-cycle and cross-thread), deadlines, tracing.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "support/engine_fixtures.h"
+
+static bb_engine *make(bb_model *m, const char *targets, const bb_engine_config *cfg)
+{
+    bb_engine *e = fx_engine(1, 7001, cfg);
+    assert_non_null(e);
+    bb_error err = {0};
+    int rc = fx_install(e, m, targets, &err);
+    if (rc)
+        fail_msg("install: %s", err.msg);
+    return e;
+}
+
+static bb_value *u64v(uint64_t v) { return bb_value_u64(&BB_TYPE_U64, v); }
+
+static bb_exec_id invoke1(bb_engine *e, const char *target, const char *input, bb_value *v)
+{
+    bb_engine_input in = {.name = input, .value = v};
+    bb_exec_id id = 0;
+    bb_error err = {0};
+    int rc = bb_engine_invoke(e, target, &in, 1, &id, &err);
+    if (rc)
+        fail_msg("invoke: %s", err.msg);
+    bb_value_unref(v);
+    return id;
+}
+
+static void test_chain_invoke(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    fx_chain(m, "Main", 10);
+    bb_engine *e = make(m, "Main", NULL);
+    bb_exec_id id = invoke1(e, "Main", "in", u64v(42));
+    assert_int_equal(bb_engine_next_deadline(e), 0);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 10);
+    const fx_rec *r = fx_log_app(&log, "out", 0);
+    assert_non_null(r);
+    assert_string_equal(r->a, "Main");
+    assert_int_equal(r->exec, id);
+    assert_int_equal(r->value->u.u64, 42);
+    assert_int_equal(fx_log_count(&log, BB_STEP_APP_EVENT), 1);
+    assert_int_equal(bb_engine_counter(e, "ops.invoked"), 10);
+    assert_int_equal(bb_engine_live_executions(e), 0);
+    assert_int_equal(bb_engine_live_slots(e), 0);
+    assert_int_equal(bb_engine_next_deadline(e), UINT64_MAX);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_invoke_bytes_decoded_by_type(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *f = fx_chain(m, "Main", 1);
+    fx_type(m, f, "in", &BB_TYPE_U64);
+    bb_engine *e = make(m, "Main", NULL);
+    uint8_t bytes[8] = {7, 1, 0, 0, 0, 0, 0, 0};
+    bb_engine_input in = {.name = "in", .bytes = bytes, .len = 8};
+    assert_int_equal(bb_engine_invoke(e, "Main", &in, 1, NULL, NULL), BB_OK);
+    /* wrong length fails synchronously with EDECODE */
+    in.len = 3;
+    bb_error err = {0};
+    assert_int_equal(bb_engine_invoke(e, "Main", &in, 1, NULL, &err), BB_EDECODE);
+    assert_non_null(strstr(err.msg, "in"));
+    /* unknown target / input */
+    in.len = 8;
+    assert_int_equal(bb_engine_invoke(e, "Nope", &in, 1, NULL, NULL), BB_ENOTFOUND);
+    in.name = "zzz";
+    assert_int_equal(bb_engine_invoke(e, "Main", &in, 1, NULL, NULL), BB_ENOTFOUND);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 10);
+    const fx_rec *r = fx_log_app(&log, "out", 0);
+    assert_non_null(r);
+    assert_int_equal(r->value->u.u64, 263);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_concurrent_executions_isolated(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    fx_chain(m, "Main", 5);
+    bb_engine *e = make(m, "Main", NULL);
+    bb_exec_id ids[100];
+    for (int i = 0; i < 100; i++)
+        ids[i] = invoke1(e, "Main", "in", u64v((uint64_t)i * 3));
+    fx_log log = {0};
+    fx_run(e, &log, 1, 10);
+    assert_int_equal(fx_log_count(&log, BB_STEP_APP_EVENT), 100);
+    for (int i = 0; i < 100; i++) {
+        const fx_rec *r = fx_log_app(&log, "out", (size_t)i);
+        assert_int_equal(r->exec, ids[i]); /* FIFO: executions finish in order */
+        assert_int_equal(r->value->u.u64, (uint64_t)i * 3);
+    }
+    assert_int_equal(bb_engine_live_slots(e), 0);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_readiness_required_and_anyof(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "a,b,c", "both,first,thr");
+    fx_op(m, f, FX_SYS, "Gate", "a,b", "both");           /* Required: a AND b */
+    fx_op(m, f, FX_SYS, "Any", "a,b", "first");           /* AnyOf */
+    bb_node *t = fx_op(m, f, FX_SYS, "Threshold", "a,b,c", "thr");
+    fx_int(m, t, "n", 2);
+    bb_engine *e = make(m, "Main", NULL);
+    fx_log log = {0};
+    /* only b: Any fires, Gate and Threshold do not */
+    bb_value *v = u64v(5);
+    bb_engine_input in = {.value = v};
+    assert_int_equal(bb_engine_deliver_event(e, "Main", "b", &in, NULL, NULL), BB_OK);
+    fx_run(e, &log, 1, 10);
+    assert_non_null(fx_log_app(&log, "first", 0));
+    assert_null(fx_log_app(&log, "both", 0));
+    assert_null(fx_log_app(&log, "thr", 0));
+    /* all three in one execution: Gate once, Any once, Threshold exactly once */
+    bb_engine_input three[3] = {{.name = "a", .value = v}, {.name = "b", .value = v}, {.name = "c", .value = v}};
+    assert_int_equal(bb_engine_invoke(e, "Main", three, 3, NULL, NULL), BB_OK);
+    fx_run(e, &log, 1, 10);
+    assert_int_equal(fx_log_count(&log, BB_STEP_APP_EVENT), 4);
+    assert_non_null(fx_log_app(&log, "both", 0));
+    assert_non_null(fx_log_app(&log, "thr", 0));
+    assert_null(fx_log_app(&log, "thr", 1));
+    assert_non_null(fx_log_app(&log, "first", 1));
+    bb_value_unref(v);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_function_call_splice(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *main = fx_fn(m, "Main", "x", "y,z");
+    fx_op(m, main, "ai.bytesandbrains.module", "Sub", "x", "s1");
+    fx_op(m, main, "ai.bytesandbrains.module", "Sub", "s1", "y");
+    fx_op(m, main, FX_SYS, "PassThrough", "s1", "z");
+    bb_function *sub = bb_model_add_function(m, "ai.bytesandbrains.module", "Sub");
+    bb_str_list_push(m->arena, &sub->inputs, "p");
+    bb_str_list_push(m->arena, &sub->outputs, "q");
+    fx_op(m, sub, FX_SYS, "PassThrough", "p", "q");
+    /* an identical duplicate body dedupes (ODR) */
+    bb_function *dup = bb_model_add_function(m, "ai.bytesandbrains.module", "Sub");
+    bb_str_list_push(m->arena, &dup->inputs, "p");
+    bb_str_list_push(m->arena, &dup->outputs, "q");
+    fx_op(m, dup, FX_SYS, "PassThrough", "p", "q");
+    bb_engine *e = make(m, "Main", NULL);
+    bb_exec_id id = invoke1(e, "Main", "x", u64v(9));
+    fx_log log = {0};
+    fx_run(e, &log, 1, 10);
+    const fx_rec *y = fx_log_app(&log, "y", 0), *z = fx_log_app(&log, "z", 0);
+    assert_non_null(y);
+    assert_non_null(z);
+    assert_int_equal(y->value->u.u64, 9);
+    assert_int_equal(y->exec, id); /* surfaces in the caller's execution */
+    assert_int_equal(fx_log_count(&log, BB_STEP_APP_EVENT), 2);
+    assert_int_equal(bb_engine_live_executions(e), 0);
+    assert_int_equal(bb_engine_live_slots(e), 0);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_unresolved_fails_at_invoke(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x", "y");
+    fx_op(m, f, "vendor.unknown", "Frobnicate", "x", "y");
+    bb_engine *e = make(m, "Main", NULL); /* installs: nobody serves the domain */
+    invoke1(e, "Main", "x", u64v(1));
+    fx_log log = {0};
+    fx_run(e, &log, 1, 10);
+    const fx_rec *r = fx_log_nth(&log, BB_STEP_OP_FAILED, 0);
+    assert_non_null(r);
+    assert_string_equal(r->b, "Frobnicate");
+    assert_non_null(strstr(r->c, "unresolved dispatch for vendor.unknown::Frobnicate"));
+    assert_null(fx_log_app(&log, "y", 0));
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_op_budget(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    fx_chain(m, "Main", 100);
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    cfg.cycle_op_budget = 30;
+    bb_engine *e = make(m, "Main", &cfg);
+    invoke1(e, "Main", "in", u64v(3));
+    bb_steps s;
+    bb_steps_init(&s);
+    bb_engine_poll(e, 1, &s);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.v[0].kind, BB_STEP_CYCLE_BUDGET_EXCEEDED);
+    assert_int_equal(s.v[0].u.budget.ops, 30);
+    assert_int_equal(bb_engine_next_deadline(e), 0);
+    int polls = 1;
+    bool done = false;
+    while (!done && polls < 10) {
+        bb_engine_poll(e, 1, &s);
+        polls++;
+        for (size_t i = 0; i < s.n; i++)
+            done |= s.v[i].kind == BB_STEP_APP_EVENT;
+    }
+    assert_true(done);
+    assert_int_equal(polls, 4);
+    assert_int_equal(bb_engine_counter(e, "cycle.budget_exceeded"), 3);
+    bb_steps_free(&s);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+/* ---- async ---------------------------------------------------------------------- */
+
+static bb_model *async_model(int64_t deadline_ns)
+{
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x", "y");
+    bb_node *n = fx_op(m, f, "test.echo", "Later", "x", "l");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    if (deadline_ns)
+        fx_int(m, n, "deadline_ns", deadline_ns);
+    fx_op(m, f, FX_SYS, "PassThrough", "l", "y");
+    fx_bind(m, "Main", "echo", "Protocol|test::Echo|1");
+    return m;
+}
+
+typedef struct wake_count {
+    int n;
+} wake_count;
+
+static void on_wake(void *ud) { __atomic_add_fetch(&((wake_count *)ud)->n, 1, __ATOMIC_SEQ_CST); }
+
+typedef struct thread_arg {
+    bb_completion *c;
+    bb_value *v;
+    int rc1, rc2;
+} thread_arg;
+
+static void *complete_thread(void *p)
+{
+    thread_arg *a = p;
+    bb_value *v = a->v;
+    a->rc1 = bb_complete_ok(a->c, &v, 1);
+    bb_value *v2 = bb_value_u64(&BB_TYPE_U64, 1);
+    a->rc2 = bb_complete_ok(a->c, &v2, 1); /* double completion */
+    return NULL;
+}
+
+static void test_async_cross_thread_completion(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = async_model(0);
+    bb_engine *e = make(m, "Main", NULL);
+    wake_count wc = {0};
+    bb_engine_set_wake(e, on_wake, &wc);
+    bb_exec_id id = invoke1(e, "Main", "x", u64v(11));
+    assert_int_equal(wc.n, 1);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 10);
+    assert_int_equal(bb_engine_pending_async_count(e), 1);
+    assert_int_equal(bb_engine_live_executions(e), 1);
+    assert_int_equal(bb_engine_next_deadline(e), UINT64_MAX);
+    fx_echo *echo = fx_echo_at(0);
+    assert_int_equal(echo->n_pending, 1);
+    thread_arg a = {.c = echo->pending[0], .v = u64v(77)};
+    pthread_t th;
+    pthread_create(&th, NULL, complete_thread, &a);
+    pthread_join(th, NULL);
+    assert_int_equal(a.rc1, BB_OK);
+    assert_int_equal(a.rc2, BB_ESTATE);
+    assert_int_equal(wc.n, 2);
+    assert_int_equal(bb_engine_next_deadline(e), 0);
+    fx_run(e, &log, 2, 10);
+    const fx_rec *r = fx_log_app(&log, "y", 0);
+    assert_non_null(r);
+    assert_int_equal(r->exec, id);
+    assert_int_equal(r->value->u.u64, 77);
+    assert_int_equal(bb_engine_pending_async_count(e), 0);
+    assert_int_equal(bb_engine_live_executions(e), 0);
+    assert_int_equal(bb_engine_live_slots(e), 0);
+    /* a late duplicate on the engine thread is refused too */
+    bb_value *late = u64v(5);
+    assert_int_equal(bb_complete_ok(echo->pending[0], &late, 1), BB_ESTATE);
+    bb_value_unref(echo->pending_in[0]);
+    echo->n_pending = 0;
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_async_in_cycle_completion(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x,go", "y,flushed");
+    bb_node *n = fx_op(m, f, "test.echo", "Later", "x", "y");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    n = fx_op(m, f, "test.echo", "Flush", "go", "flushed");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    fx_bind(m, "Main", "echo", "Protocol|test::Echo|1");
+    bb_engine *e = make(m, "Main", NULL);
+    invoke1(e, "Main", "x", u64v(21));
+    fx_log log = {0};
+    fx_run(e, &log, 1, 10);
+    assert_int_equal(bb_engine_pending_async_count(e), 1);
+    /* Flush completes the parked handle from inside a dispatch: phase 5 */
+    bb_steps s;
+    bb_steps_init(&s);
+    invoke1(e, "Main", "go", u64v(1));
+    bb_engine_poll(e, 2, &s);
+    bool got = false;
+    for (size_t i = 0; i < s.n; i++)
+        got |= s.v[i].kind == BB_STEP_APP_EVENT && strcmp(s.v[i].u.app.topic, "y") == 0 &&
+               s.v[i].u.app.value->u.u64 == 21;
+    assert_true(got);
+    assert_int_equal(bb_engine_pending_async_count(e), 0);
+    bb_steps_free(&s);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_async_deadline_drops_op(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = async_model(1000);
+    bb_engine *e = make(m, "Main", NULL);
+    invoke1(e, "Main", "x", u64v(1));
+    fx_log log = {0};
+    fx_run(e, &log, 100, 10);
+    assert_int_equal(bb_engine_next_deadline(e), 1100);
+    fx_run(e, &log, 1100, 10);
+    const fx_rec *r = fx_log_nth(&log, BB_STEP_OP_FAILED, 0);
+    assert_non_null(r);
+    assert_non_null(strstr(r->c, "timed out"));
+    assert_int_equal(bb_engine_pending_async_count(e), 0);
+    assert_int_equal(bb_engine_live_slots(e), 0);
+    fx_echo *echo = fx_echo_at(0);
+    bb_value *late = u64v(5);
+    assert_int_equal(bb_complete_ok(echo->pending[0], &late, 1), BB_ESTATE);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_component_failure_stops_downstream(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x", "y");
+    bb_node *n = fx_op(m, f, "test.echo", "Fail", "x", "f");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    fx_op(m, f, FX_SYS, "PassThrough", "f", "y");
+    fx_bind(m, "Main", "echo", "Protocol|test::Echo|1");
+    bb_engine *e = make(m, "Main", NULL);
+    invoke1(e, "Main", "x", u64v(1));
+    fx_log log = {0};
+    fx_run(e, &log, 1, 10);
+    const fx_rec *r = fx_log_nth(&log, BB_STEP_OP_FAILED, 0);
+    assert_non_null(r);
+    assert_string_equal(r->d, "test.echo");
+    assert_non_null(strstr(r->c, "echo failed on purpose"));
+    assert_null(fx_log_app(&log, "y", 0));
+    assert_int_equal(bb_engine_live_slots(e), 0);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_dependency_call(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "a,b", "y");
+    bb_node *n = fx_op(m, f, "test.dep", "Plus", "a,b", "y");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "dep");
+    fx_bind(m, "Main", "dep", "Protocol|test::Dep|2");
+    fx_bind(m, "Main", "compute", "Backend|test::Backend|1");
+    bb_engine *e = make(m, "Main", NULL);
+    float a[2] = {1, 2}, b[2] = {10, 20}, want[2] = {11, 22};
+    bb_value *va = fx_f32(a, 2), *vb = fx_f32(b, 2);
+    bb_engine_input in[2] = {{.name = "a", .value = va}, {.name = "b", .value = vb}};
+    assert_int_equal(bb_engine_invoke(e, "Main", in, 2, NULL, NULL), BB_OK);
+    bb_value_unref(va);
+    bb_value_unref(vb);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 10);
+    const fx_rec *r = fx_log_app(&log, "y", 0);
+    assert_non_null(r);
+    assert_true(fx_f32_eq(r->value, want, 2));
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+/* ---- tracing ---------------------------------------------------------------------------- */
+
+typedef struct trace_count {
+    int invoke, poll, other;
+} trace_count;
+
+static void on_trace(void *ud, const bb_trace_event *ev)
+{
+    trace_count *t = ud;
+    if (ev->cat == BB_TRACE_INVOKE) {
+        t->invoke++;
+        assert_non_null(ev->op_type);
+    } else if (ev->cat == BB_TRACE_POLL) {
+        t->poll++;
+    } else {
+        t->other++;
+    }
+}
+
+static void test_tracing_filter(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    fx_chain(m, "Main", 4);
+    bb_engine *e = make(m, "Main", NULL);
+    trace_count tc = {0};
+    bb_engine_set_trace(e, on_trace, &tc);
+    invoke1(e, "Main", "in", u64v(1));
+    fx_run(e, NULL, 1, 5);
+    assert_int_equal(tc.invoke + tc.poll + tc.other, 0); /* filter off by default */
+    assert_int_equal(bb_engine_set_trace_filter(e, "invoke", NULL), BB_OK);
+    invoke1(e, "Main", "in", u64v(1));
+    fx_run(e, NULL, 1, 5);
+    assert_int_equal(tc.invoke, 4);
+    assert_int_equal(tc.poll, 0);
+    assert_int_equal(bb_engine_set_trace_filter(e, "bb::engine=debug,poll", NULL), BB_EINVAL);
+    assert_int_equal(bb_engine_set_trace_filter(e, "poll, invoke", NULL), BB_OK);
+    assert_int_equal(bb_engine_trace_mask(e), BB_TRACE_POLL | BB_TRACE_INVOKE);
+    invoke1(e, "Main", "in", u64v(1));
+    fx_run(e, NULL, 1, 5);
+    assert_true(tc.poll > 0);
+    assert_int_equal(bb_engine_set_trace_filter(e, "off", NULL), BB_OK);
+    assert_int_equal(bb_engine_trace_mask(e), 0);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_op_steps_opt_in(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = async_model(0);
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    cfg.emit_op_steps = true;
+    bb_engine *e = make(m, "Main", &cfg);
+    invoke1(e, "Main", "x", u64v(1));
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    assert_int_equal(fx_log_count(&log, BB_STEP_ASYNC_SUSPENDED), 1);
+    fx_echo *echo = fx_echo_at(0);
+    bb_value *v = u64v(2);
+    assert_int_equal(bb_complete_ok(echo->pending[0], &v, 1), BB_OK);
+    fx_run(e, &log, 2, 5);
+    assert_int_equal(fx_log_count(&log, BB_STEP_OP_COMPLETED), 1); /* the PassThrough */
+    bb_value_unref(echo->pending_in[0]);
+    echo->n_pending = 0;
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chain_invoke),
+        cmocka_unit_test(test_invoke_bytes_decoded_by_type),
+        cmocka_unit_test(test_concurrent_executions_isolated),
+        cmocka_unit_test(test_readiness_required_and_anyof),
+        cmocka_unit_test(test_function_call_splice),
+        cmocka_unit_test(test_unresolved_fails_at_invoke),
+        cmocka_unit_test(test_op_budget),
+        cmocka_unit_test(test_async_cross_thread_completion),
+        cmocka_unit_test(test_async_in_cycle_completion),
+        cmocka_unit_test(test_async_deadline_drops_op),
+        cmocka_unit_test(test_component_failure_stops_downstream),
+        cmocka_unit_test(test_dependency_call),
+        cmocka_unit_test(test_tracing_filter),
+        cmocka_unit_test(test_op_steps_opt_in),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

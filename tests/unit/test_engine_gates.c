@@ -1,0 +1,281 @@
+/*
+ * test_engine_gates.c — the compiler-inserted wire gates, allow and deny
+ * paths with their stable reason labels: DedupGateRx (window), PeerHealth
+ * RX/TX (blocklist, allowlist, cooldown), Backoff RX/TX (10 ms doubling to
+ * 60 s, cleared on success), DeadlineCheck, and the PeerDown / PeerUp
+ * transitions of the governor (threshold 5).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "bb/multiaddr.h"
+#include "bb_envelope.pb-c.h"
+#include "support/engine_fixtures.h"
+
+#define MS 1000000ULL
+
+static bb_model *rx_model(void)
+{
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Rx", "", "out");
+    bb_node *r = fx_op(m, f, FX_WIRE, "Recv", "", "t,p");
+    fx_meta(m, r, "ai.bytesandbrains.wire_site", "201");
+    fx_type(m, f, "p", &BB_TYPE_U64);
+    fx_op(m, f, FX_SYS, "DedupGateRx", "p", "g1");
+    fx_op(m, f, FX_SYS, "PeerHealthGateRx", "g1", "g2");
+    fx_op(m, f, FX_SYS, "BackoffGateRx", "g2", "g3");
+    fx_op(m, f, FX_SYS, "DeadlineCheck", "g3", "out");
+    return m;
+}
+
+static bb_engine *install(bb_model *m, const char *t, const bb_engine_config *cfg)
+{
+    bb_engine *e = fx_engine(9, 7009, cfg);
+    bb_error err = {0};
+    if (fx_install(e, m, t, &err))
+        fail_msg("%s", err.msg);
+    return e;
+}
+
+/* Deliver one envelope carrying value v to site 201 from peer `from`. */
+static void send_value(bb_engine *e, uint8_t from, uint64_t v, uint64_t sent_at, uint64_t deadline)
+{
+    uint8_t sfx[16], payload[8];
+    size_t sl;
+    bb_suffix_site(201, sfx, sizeof sfx, &sl, NULL);
+    memcpy(payload, &v, 8);
+    Bb__Core__SlotFill fill = BB__CORE__SLOT_FILL__INIT, *fp = &fill;
+    fill.dest_suffix.data = sfx;
+    fill.dest_suffix.len = sl;
+    fill.payload.data = payload;
+    fill.payload.len = 8;
+    Bb__Core__WireEnvelope env = BB__CORE__WIRE_ENVELOPE__INIT;
+    env.n_fills = 1;
+    env.fills = &fp;
+    env.sent_at_ns = sent_at;
+    env.deadline_ns = deadline;
+    uint8_t buf[128];
+    size_t n = bb__core__wire_envelope__pack(&env, buf);
+    bb_peerid p = fx_peer(from);
+    assert_int_equal(bb_engine_deliver_envelope(e, &p, NULL, buf, n, NULL), BB_OK);
+}
+
+/* Poll at now; returns 1 if "out" surfaced, 0 if a gate denied (reason
+ * checked), -1 otherwise. */
+static int outcome(bb_engine *e, uint64_t now, const char *reason)
+{
+    fx_log log = {0};
+    fx_run(e, &log, now, 5);
+    int r = -1;
+    if (fx_log_app(&log, "out", 0)) {
+        r = 1;
+    } else {
+        const fx_rec *f = fx_log_nth(&log, BB_STEP_OP_FAILED, 0);
+        if (f) {
+            r = 0;
+            if (reason && !strstr(f->c, reason))
+                fail_msg("'%s' not in '%s'", reason, f->c);
+        }
+    }
+    fx_log_free(&log);
+    return r;
+}
+
+static void test_dedup_gate(void **state)
+{
+    (void)state;
+    bb_model *m = rx_model();
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    cfg.caps.dedup_window = 2;
+    bb_engine *e = install(m, "Rx", &cfg);
+    send_value(e, 1, 7, 100, 0);
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    send_value(e, 1, 7, 100, 0); /* the same envelope again */
+    assert_int_equal(outcome(e, 1, "DedupGateRx dropped envelope: reason=duplicate"), 0);
+    send_value(e, 1, 7, 101, 0); /* same value, a new send */
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    send_value(e, 1, 8, 102, 0);
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    send_value(e, 1, 7, 100, 0); /* evicted from the 2-entry window */
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    assert_int_equal(bb_engine_counter(e, "gate.denied"), 1);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_peer_health_rx(void **state)
+{
+    (void)state;
+    bb_model *m = rx_model();
+    bb_engine *e = install(m, "Rx", NULL);
+    bb_peerid p1 = fx_peer(1), p2 = fx_peer(2);
+    assert_int_equal(bb_engine_block_peer(e, &p1, true), BB_OK);
+    send_value(e, 1, 1, 1, 0);
+    assert_int_equal(outcome(e, 1, "PeerHealthGateRx dropped envelope: reason=blocklisted"), 0);
+    send_value(e, 2, 1, 2, 0);
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    assert_int_equal(bb_engine_block_peer(e, &p1, false), BB_OK);
+    assert_int_equal(bb_engine_allow_peer(e, &p2, true), BB_OK);
+    send_value(e, 3, 1, 3, 0);
+    assert_int_equal(outcome(e, 1, "reason=not_allowlisted"), 0);
+    send_value(e, 2, 1, 4, 0);
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    assert_int_equal(bb_engine_allow_peer(e, &p2, false), BB_OK);
+    send_value(e, 3, 1, 5, 0); /* empty allowlist allows everyone again */
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_backoff_rx(void **state)
+{
+    (void)state;
+    bb_model *m = rx_model();
+    bb_engine *e = install(m, "Rx", NULL);
+    fx_run(e, NULL, 1000 * MS, 1); /* the engine learns the time */
+    bb_peerid p1 = fx_peer(1);
+    bb_engine_report_send(e, &p1, false); /* next retry at +10 ms */
+    send_value(e, 1, 1, 1, 0);
+    assert_int_equal(outcome(e, 1005 * MS, "BackoffGateRx dropped envelope: reason=cooldown"), 0);
+    send_value(e, 1, 1, 2, 0);
+    assert_int_equal(outcome(e, 1010 * MS, NULL), 1);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_deadline_check(void **state)
+{
+    (void)state;
+    bb_model *m = rx_model();
+    bb_engine *e = install(m, "Rx", NULL);
+    send_value(e, 1, 1, 1, 500);
+    assert_int_equal(outcome(e, 1000, "DeadlineCheck dropped envelope: reason=deadline_exceeded"), 0);
+    send_value(e, 1, 1, 2, 5000);
+    assert_int_equal(outcome(e, 1000, NULL), 1);
+    send_value(e, 1, 1, 3, 0); /* no deadline */
+    assert_int_equal(outcome(e, 9000, NULL), 1);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static bb_model *tx_model(void)
+{
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Tx", "x", "out");
+    bb_peerid p2 = fx_peer(2);
+    bb_node *g = fx_op(m, f, FX_SYS, "PeerHealthGateTx", "x", "a");
+    fx_bytes_attr(m, g, "peer", p2.bytes, p2.len);
+    g = fx_op(m, f, FX_SYS, "BackoffGateTx", "a", "out");
+    fx_bytes_attr(m, g, "peer", p2.bytes, p2.len);
+    return m;
+}
+
+static int tx_outcome(bb_engine *e, uint64_t now, const char *reason)
+{
+    bb_value *v = bb_value_u64(&BB_TYPE_U64, 1);
+    bb_engine_input in = {.name = "x", .value = v};
+    assert_int_equal(bb_engine_invoke(e, "Tx", &in, 1, NULL, NULL), BB_OK);
+    bb_value_unref(v);
+    return outcome(e, now, reason);
+}
+
+static void test_tx_gates_and_backoff_schedule(void **state)
+{
+    (void)state;
+    bb_model *m = tx_model();
+    bb_engine *e = install(m, "Tx", NULL);
+    bb_peerid p2 = fx_peer(2);
+    assert_int_equal(tx_outcome(e, 1 * MS, NULL), 1);
+    bb_engine_block_peer(e, &p2, true);
+    assert_int_equal(tx_outcome(e, 1 * MS, "PeerHealthGateTx dropped envelope: reason=blocklisted"), 0);
+    bb_engine_block_peer(e, &p2, false);
+    /* failures at t=1ms: retry delays 10, 20, 40 ms ... */
+    uint64_t t = 1 * MS;
+    uint64_t delay = 10 * MS;
+    for (int k = 1; k <= 4; k++) {
+        bb_engine_report_send(e, &p2, false);
+        assert_int_equal(tx_outcome(e, t + delay - 1, "PeerHealthGateTx dropped envelope: reason=cooldown retry_ns="), 0);
+        assert_int_equal(tx_outcome(e, t + delay, NULL), 1);
+        t += delay;
+        delay *= 2;
+    }
+    /* the cap: many failures never wait longer than 60 s */
+    for (int k = 0; k < 30; k++)
+        bb_engine_report_send(e, &p2, false);
+    assert_int_equal(tx_outcome(e, t + 60000 * MS - 1, "reason=cooldown"), 0);
+    assert_int_equal(tx_outcome(e, t + 60000 * MS, NULL), 1);
+    /* a success clears the state */
+    bb_engine_report_send(e, &p2, false);
+    bb_engine_report_send(e, &p2, true);
+    assert_int_equal(tx_outcome(e, t + 60000 * MS, NULL), 1);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_backoff_tx_alone(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Tx", "x", "out");
+    bb_peerid p2 = fx_peer(2);
+    bb_node *g = fx_op(m, f, FX_SYS, "BackoffGateTx", "x", "out");
+    fx_bytes_attr(m, g, "peer", p2.bytes, p2.len);
+    bb_engine *e = install(m, "Tx", NULL);
+    fx_run(e, NULL, 5 * MS, 1);
+    bb_engine_report_send(e, &p2, false);
+    assert_int_equal(tx_outcome(e, 10 * MS, "BackoffGateTx dropped envelope: reason=cooldown"), 0);
+    assert_int_equal(tx_outcome(e, 15 * MS, NULL), 1);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_peer_down_and_up(void **state)
+{
+    (void)state;
+    bb_model *m = tx_model();
+    bb_engine *e = install(m, "Tx", NULL);
+    bb_peerid p2 = fx_peer(2);
+    fx_log log = {0};
+    for (int k = 0; k < 4; k++)
+        bb_engine_report_send(e, &p2, false);
+    fx_run(e, &log, 1, 2);
+    assert_int_equal(fx_log_count(&log, BB_STEP_PEER_DOWN), 0);
+    bb_engine_report_send(e, &p2, false); /* the 5th consecutive failure */
+    bb_engine_report_send(e, &p2, false);
+    bb_steps s;
+    bb_steps_init(&s);
+    bb_engine_poll(e, 2, &s);
+    for (size_t i = 0; i < s.n; i++)
+        fx_log_add(&log, &s.v[i]);
+    assert_int_equal(fx_log_count(&log, BB_STEP_PEER_DOWN), 1);
+    assert_true(bb_peerid_equal(&fx_log_nth(&log, BB_STEP_PEER_DOWN, 0)->peer, &p2));
+    bb_engine_report_send(e, &p2, true);
+    bb_engine_poll(e, 3, &s);
+    for (size_t i = 0; i < s.n; i++)
+        fx_log_add(&log, &s.v[i]);
+    assert_int_equal(fx_log_count(&log, BB_STEP_PEER_UP), 1);
+    bb_steps_free(&s);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dedup_gate),
+        cmocka_unit_test(test_peer_health_rx),
+        cmocka_unit_test(test_backoff_rx),
+        cmocka_unit_test(test_deadline_check),
+        cmocka_unit_test(test_tx_gates_and_backoff_schedule),
+        cmocka_unit_test(test_backoff_tx_alone),
+        cmocka_unit_test(test_peer_down_and_up),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,610 @@
+/*
+ * test_engine_wire.c — the wire opset between in-process engines:
+ * request/response round trip (ENGINE.md Part 18), fire-and-forget sends,
+ * PeerResolveFailed, loopback, address-book merge, envelope bytes checked
+ * against the protobuf-c code generated from proto/bb_envelope.proto,
+ * partial delivery and every WireReceiveError kind, control-plane fills,
+ * backend materialization, batched-request deadlines and quorum, and a
+ * federated round across three engines.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "bb/multiaddr.h"
+#include "bb_envelope.pb-c.h"
+#include "support/engine_fixtures.h"
+
+static bb_engine *node(uint8_t seed, bb_model *m, const char *targets, const bb_engine_config *cfg)
+{
+    bb_engine *e = fx_engine(seed, (uint16_t)(7000 + seed), cfg);
+    assert_non_null(e);
+    bb_error err = {0};
+    if (fx_install(e, m, targets, &err))
+        fail_msg("install %s: %s", targets, err.msg);
+    return e;
+}
+
+static void know(bb_engine *e, uint8_t seed)
+{
+    uint8_t a[32];
+    bb_engine_addr addr = {a, fx_addr((uint16_t)(7000 + seed), a)};
+    bb_peerid p = fx_peer(seed);
+    assert_int_equal(bb_engine_add_peer(e, &p, &addr, 1, NULL), BB_OK);
+}
+
+static bb_value *peers_of(const uint8_t *seeds, size_t n)
+{
+    bb_value *items[8];
+    for (size_t i = 0; i < n; i++) {
+        bb_peerid p = fx_peer(seeds[i]);
+        items[i] = bb_value_bytes(&BB_TYPE_PEER_ID, p.bytes, p.len);
+    }
+    return bb_value_list(&BB_TYPE_PEER_ID_VEC, items, n);
+}
+
+static void invoke2(bb_engine *e, const char *target, const char *n1, bb_value *v1, const char *n2,
+                    bb_value *v2)
+{
+    bb_engine_input in[2] = {{.name = n1, .value = v1}, {.name = n2, .value = v2}};
+    bb_error err = {0};
+    if (bb_engine_invoke(e, target, in, v2 ? 2 : 1, NULL, &err))
+        fail_msg("invoke: %s", err.msg);
+    bb_value_unref(v1);
+    bb_value_unref(v2);
+}
+
+/* Client: SendReqBatched(x, peers) -> RecvRespBatched -> "batch".
+ * Server: RecvReq -> PassThrough -> SendResp. Same port on both sides. */
+static bb_model *rr_model(int64_t deadline_ns, int64_t quorum)
+{
+    bb_model *m = fx_model();
+    bb_function *c = fx_fn(m, "Client", "x,peers", "batch");
+    fx_type(m, c, "x", &BB_TYPE_U64);
+    bb_node *s = fx_op(m, c, FX_WIRE, "SendReqBatched", "x,peers", "rid");
+    fx_meta(m, s, "ai.bytesandbrains.port", "ping");
+    if (deadline_ns)
+        fx_int(m, s, "deadline_ns", deadline_ns);
+    if (quorum >= 0)
+        fx_int(m, s, "quorum", quorum);
+    fx_op(m, c, FX_WIRE, "RecvRespBatched", "rid", "t,batch");
+    bb_function *v = fx_fn(m, "Server", "", "");
+    bb_node *r = fx_op(m, v, FX_WIRE, "RecvReq", "", "rt,p,rid");
+    fx_meta(m, r, "ai.bytesandbrains.port", "ping");
+    fx_type(m, v, "p", &BB_TYPE_U64);
+    fx_op(m, v, FX_SYS, "PassThrough", "p", "q");
+    fx_op(m, v, FX_WIRE, "SendResp", "q,rid", "");
+    return m;
+}
+
+/* Grab the first SendEnvelope of one poll and check it decodes with protobuf-c. */
+static void test_request_response_round_trip(void **state)
+{
+    (void)state;
+    bb_model *m = rr_model(0, -1);
+    bb_engine *a = node(1, m, "Client", NULL);
+    bb_engine *b = node(2, m, "Server", NULL);
+    know(a, 2);
+    uint8_t srv = 2;
+    invoke2(a, "Client", "x", bb_value_u64(&BB_TYPE_U64, 5), "peers", peers_of(&srv, 1));
+    bb_steps s;
+    bb_steps_init(&s);
+    bb_engine_poll(a, 100, &s);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.v[0].kind, BB_STEP_SEND_ENVELOPE);
+    bb_peerid pb = fx_peer(2);
+    assert_true(bb_peerid_equal(&s.v[0].u.send.peer, &pb));
+    assert_int_equal(s.v[0].u.send.n_addrs, 1);
+    Bb__Core__WireEnvelope *env = bb__core__wire_envelope__unpack(NULL, s.v[0].u.send.len, s.v[0].u.send.bytes);
+    assert_non_null(env);
+    uint8_t addr_a[32], addr_b[32];
+    size_t la = fx_addr(7001, addr_a), lb = fx_addr(7002, addr_b);
+    assert_int_equal(env->n_dest_peer_addresses, 1);
+    assert_memory_equal(env->dest_peer_addresses[0].data, addr_b, lb);
+    assert_int_equal(env->n_src_peer_addresses, 1);
+    assert_memory_equal(env->src_peer_addresses[0].data, addr_a, la);
+    assert_non_null(env->correlation);
+    assert_int_equal(env->correlation->kind, BB__CORE__CORRELATION_KIND__REQUEST);
+    assert_true(env->correlation->wire_req_id != 0);
+    assert_int_equal(env->sent_at_ns, 100);
+    assert_int_equal(env->n_fills, 1);
+    bb_suffix sfx;
+    assert_int_equal(bb_suffix_parse(env->fills[0]->dest_suffix.data, env->fills[0]->dest_suffix.len, &sfx, NULL), BB_OK);
+    assert_int_equal(sfx.kind, BB_SUFFIX_SITE);
+    assert_int_equal(env->fills[0]->payload.len, 8);
+    assert_int_equal(env->fills[0]->payload.data[0], 5);
+    /* the engine re-encodes the protobuf-c packing byte for byte */
+    size_t packed = bb__core__wire_envelope__get_packed_size(env);
+    assert_int_equal(packed, s.v[0].u.send.len);
+    uint8_t *re = malloc(packed);
+    bb__core__wire_envelope__pack(env, re);
+    assert_memory_equal(re, s.v[0].u.send.bytes, packed);
+    free(re);
+    bb__core__wire_envelope__free_unpacked(env, NULL);
+    /* carry it to B by hand, then let the network finish */
+    assert_int_equal(bb_engine_deliver_envelope(b, bb_engine_peer_id(a), NULL, s.v[0].u.send.bytes,
+                                                s.v[0].u.send.len, NULL), BB_OK);
+    bb_steps_free(&s);
+    fx_net net = {0};
+    net.now = 200;
+    fx_net_add(&net, a);
+    fx_net_add(&net, b);
+    fx_net_run(&net, 20);
+    const fx_rec *r = fx_log_app(&net.log[0], "batch", 0);
+    assert_non_null(r);
+    assert_int_equal(r->value->type->kind, BB_VK_RESPONSE_BATCH);
+    assert_int_equal(r->value->u.batch.n, 1);
+    assert_int_equal(r->value->u.batch.items[0]->u.u64, 5);
+    assert_memory_equal(r->value->u.batch.peers[0]->u.bytes.data, pb.bytes, pb.len);
+    /* B learned A's address from src_peer_addresses */
+    bb_peerid pa = fx_peer(1);
+    const bb_engine_addr *got;
+    assert_int_equal(bb_engine_peer_addrs(b, &pa, &got), 1);
+    assert_memory_equal(got[0].data, addr_a, la);
+    assert_int_equal(bb_engine_counter(b, "envelopes.out"), 1);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(bb_engine_live_slots(net.e[i]), 0);
+        assert_int_equal(bb_engine_live_executions(net.e[i]), 0);
+    }
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
+static bb_model *send_model(bool trigger_only, const char *wire_site)
+{
+    bb_model *m = fx_model();
+    bb_function *c = fx_fn(m, "Tx", "x,peers", "");
+    bb_node *s = fx_op(m, c, FX_WIRE, "Send", "x,peers", "");
+    fx_meta(m, s, "ai.bytesandbrains.port", "data");
+    if (trigger_only)
+        fx_meta(m, s, "ai.bytesandbrains.wire_transport", "trigger_only");
+    bb_function *v = fx_fn(m, "Rx", "", "got,tick");
+    bb_node *r = fx_op(m, v, FX_WIRE, "Recv", "", "tick,got");
+    fx_meta(m, r, wire_site ? "ai.bytesandbrains.wire_site" : "ai.bytesandbrains.port",
+            wire_site ? wire_site : "data");
+    fx_type(m, v, "got", &BB_TYPE_U64);
+    return m;
+}
+
+static void test_send_and_peer_resolve_failed(void **state)
+{
+    (void)state;
+    bb_model *m = send_model(false, NULL);
+    bb_engine *a = node(1, m, "Tx", NULL);
+    bb_engine *b = node(2, m, "Rx", NULL);
+    know(a, 2);
+    fx_net net = {0};
+    fx_net_add(&net, a);
+    fx_net_add(&net, b);
+    uint8_t to[2] = {2, 9}; /* 9 is unknown to the address book */
+    invoke2(a, "Tx", "x", bb_value_u64(&BB_TYPE_U64, 33), "peers", peers_of(to, 2));
+    fx_net_run(&net, 10);
+    assert_int_equal(fx_log_count(&net.log[0], BB_STEP_SEND_ENVELOPE), 1);
+    const fx_rec *pr = fx_log_nth(&net.log[0], BB_STEP_PEER_RESOLVE_FAILED, 0);
+    assert_non_null(pr);
+    bb_peerid p9 = fx_peer(9);
+    assert_true(bb_peerid_equal(&pr->peer, &p9));
+    assert_int_equal(bb_engine_counter(a, "peer.resolve_failed"), 1);
+    const fx_rec *got = fx_log_app(&net.log[1], "got", 0);
+    assert_non_null(got);
+    assert_int_equal(got->value->u.u64, 33);
+    assert_non_null(fx_log_app(&net.log[1], "tick", 0));
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
+static void test_trigger_only_and_loopback(void **state)
+{
+    (void)state;
+    bb_model *m = send_model(true, NULL);
+    bb_engine *a = node(1, m, "Tx,Rx", NULL); /* both partitions on one node */
+    fx_log log = {0};
+    uint8_t self = 1;
+    invoke2(a, "Tx", "x", bb_value_u64(&BB_TYPE_U64, 8), "peers", peers_of(&self, 1));
+    fx_run(a, &log, 1, 10);
+    assert_int_equal(fx_log_count(&log, BB_STEP_SEND_ENVELOPE), 0); /* loopback */
+    assert_non_null(fx_log_app(&log, "tick", 0));
+    assert_null(fx_log_app(&log, "got", 0)); /* trigger-only: no payload */
+    assert_int_equal(bb_engine_counter(a, "envelopes.in"), 1);
+    fx_log_free(&log);
+    bb_engine_free(a);
+    bb_model_free(m);
+}
+
+/* ---- inbound error paths with hand-packed envelopes ------------------------------------ */
+
+typedef struct fillspec {
+    uint64_t site;   /* 0: use raw suffix */
+    const uint8_t *suffix;
+    size_t suffix_len;
+    const uint8_t *payload;
+    size_t len;
+} fillspec;
+
+static uint8_t *pack(const fillspec *fs, size_t n, int corr, uint64_t wire_id, uint64_t deadline,
+                     size_t *len)
+{
+    Bb__Core__WireEnvelope env = BB__CORE__WIRE_ENVELOPE__INIT;
+    Bb__Core__SlotFill fills[8], *fp[8];
+    uint8_t sfx[8][16];
+    for (size_t i = 0; i < n; i++) {
+        bb__core__slot_fill__init(&fills[i]);
+        size_t sl = fs[i].suffix_len;
+        if (fs[i].site)
+            bb_suffix_site(fs[i].site, sfx[i], 16, &sl, NULL);
+        fills[i].dest_suffix.data = fs[i].site ? sfx[i] : (uint8_t *)fs[i].suffix;
+        fills[i].dest_suffix.len = sl;
+        fills[i].payload.data = (uint8_t *)fs[i].payload;
+        fills[i].payload.len = fs[i].len;
+        fp[i] = &fills[i];
+    }
+    env.n_fills = n;
+    env.fills = fp;
+    Bb__Core__WireCorrelation c = BB__CORE__WIRE_CORRELATION__INIT;
+    if (corr) {
+        c.kind = (Bb__Core__CorrelationKind)corr;
+        c.wire_req_id = wire_id;
+        env.correlation = &c;
+    }
+    env.deadline_ns = deadline;
+    *len = bb__core__wire_envelope__get_packed_size(&env);
+    uint8_t *out = malloc(*len);
+    bb__core__wire_envelope__pack(&env, out);
+    return out;
+}
+
+static void deliver(bb_engine *e, uint8_t from, const uint8_t *b, size_t n)
+{
+    bb_peerid p = fx_peer(from);
+    assert_int_equal(bb_engine_deliver_envelope(e, &p, NULL, b, n, NULL), BB_OK);
+}
+
+/* Sink: Recv sites 101 (U64), 102 (U64), 103 (f32 via backend), 104 (f32 via
+ * backend), 105 (Composite) -> outputs a..e. */
+static bb_model *sink_model(void)
+{
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Sink", "", "a,b,c,d,e");
+    const char *outs[5] = {"a", "b", "c", "d", "e"};
+    const bb_type_node *types[5] = {&BB_TYPE_U64, &BB_TYPE_U64, &BB_TYPE_TENSOR_F32,
+                                    &BB_TYPE_TENSOR_F32, &BB_TYPE_COMPOSITE};
+    for (int i = 0; i < 5; i++) {
+        char o[32], id[8];
+        snprintf(o, sizeof o, "t%d,%s", i, outs[i]);
+        bb_node *r = fx_op(m, f, FX_WIRE, "Recv", "", o);
+        snprintf(id, sizeof id, "%d", 101 + i);
+        fx_meta(m, r, "ai.bytesandbrains.wire_site", id);
+        fx_type(m, f, outs[i], types[i]);
+        if (i == 2 || i == 3)
+            fx_meta(m, r, "ai.bytesandbrains.recv_slot_id", "1");
+    }
+    fx_bind(m, "Sink", "compute", "Backend|test::Backend|1");
+    fx_bind(m, "Sink", "echo", "Protocol|test::Echo|2");
+    return m;
+}
+
+static void test_partial_delivery_and_rx_errors(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = sink_model();
+    bb_engine *e = node(2, m, "Sink", NULL);
+    uint8_t good[8] = {42}, bad3[3] = {1, 2, 3}, garbage[4] = {0xff, 0xff, 0xff, 0xff};
+    /* an int64 tensor for the f32 site: the backend decodes it, the type does not match */
+    int64_t dim = 2, iv[2] = {1, 2};
+    bb_value *i64 = bb_value_tensor_copy(BB_DT_INT64, 1, &dim, iv, sizeof iv);
+    uint8_t *i64b;
+    size_t i64l;
+    assert_int_equal(bb_value_encode(i64, &i64b, &i64l, NULL), BB_OK);
+    bb_value_unref(i64);
+    /* a Composite whose child carries a wire hash nobody knows */
+    uint8_t comp[32];
+    size_t cl = bb_varint_put(comp, 1);
+    uint64_t h = 0x1234567890abcdefULL;
+    memcpy(comp + cl, &h, 8);
+    cl += 8;
+    cl += bb_varint_put(comp + cl, 0);
+    uint8_t unknown_sfx[16];
+    size_t usl;
+    bb_suffix_site(999999, unknown_sfx, 16, &usl, NULL);
+    fillspec fs[7] = {
+        {.site = 101, .payload = good, .len = 8},      /* delivered */
+        {.site = 102, .payload = bad3, .len = 3},      /* DecodeFailed */
+        {.site = 999999, .payload = good, .len = 8},   /* unknown site: dropped silently */
+        {.site = 103, .payload = garbage, .len = 4},   /* BackendMaterializeFailed */
+        {.site = 104, .payload = i64b, .len = i64l},   /* TypeMismatch */
+        {.site = 105, .payload = comp, .len = cl},     /* UnknownTypeHash */
+        {.site = 0, .suffix = garbage, .suffix_len = 4, .payload = good, .len = 8}, /* bad suffix */
+    };
+    size_t n;
+    uint8_t *env = pack(fs, 7, 0, 0, 0, &n);
+    deliver(e, 1, env, n);
+    free(env);
+    free(i64b);
+    deliver(e, 1, garbage, 4); /* not an envelope at all */
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    const fx_rec *a = fx_log_app(&log, "a", 0);
+    assert_non_null(a);
+    assert_int_equal(a->value->u.u64, 42);
+    assert_int_equal(fx_log_count(&log, BB_STEP_APP_EVENT), 1);
+    assert_non_null(fx_log_infra(&log, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_DECODE_FAILED));
+    assert_non_null(fx_log_infra(&log, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BACKEND_MATERIALIZE_FAILED));
+    assert_non_null(fx_log_infra(&log, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_TYPE_MISMATCH));
+    assert_non_null(fx_log_infra(&log, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_UNKNOWN_TYPE_HASH));
+    assert_non_null(strstr(fx_log_infra(&log, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_DECODE_FAILED)->c, "site b"));
+    assert_non_null(fx_log_infra(&log, BB_INFRA_ENVELOPE_MALFORMED, -1));
+    assert_int_equal(bb_engine_counter(e, "wire.unroutable"), 2);
+    assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 0);
+    assert_int_equal(bb_engine_live_slots(e), 0);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_budget_exceeded_fill(void **state)
+{
+    (void)state;
+    bb_model *m = sink_model();
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    cfg.caps.ingress_byte_budget = 64;
+    bb_engine *e = node(2, m, "Sink", &cfg);
+    uint8_t big[80] = {0}, good[8] = {9};
+    /* at the boundary: charged before the copy, refused, reported next poll */
+    fillspec fs = {.site = 101, .payload = big, .len = 80};
+    size_t n;
+    uint8_t *env = pack(&fs, 1, 0, 0, 0, &n);
+    bb_error err = {0};
+    bb_peerid p = fx_peer(1);
+    assert_int_equal(bb_engine_deliver_envelope(e, &p, NULL, env, n, &err), BB_EBUDGET);
+    free(env);
+    fs.payload = good;
+    fs.len = 8;
+    env = pack(&fs, 1, 0, 0, 0, &n);
+    deliver(e, 1, env, n);
+    free(env);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    assert_non_null(fx_log_infra(&log, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED));
+    assert_non_null(fx_log_app(&log, "a", 0));
+    assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 0);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+    /* per fill: a self-addressed send is charged when its fill lands */
+    m = fx_model();
+    bb_function *tx = fx_fn(m, "Tx", "x,peers", "");
+    bb_node *s = fx_op(m, tx, FX_WIRE, "Send", "x,peers", "");
+    fx_meta(m, s, "ai.bytesandbrains.wire_dest_site", "Rx/got");
+    bb_function *rx = fx_fn(m, "Rx", "got", "out");
+    fx_op(m, rx, FX_SYS, "PassThrough", "got", "out");
+    cfg.caps.ingress_byte_budget = 64;
+    e = node(1, m, "Tx,Rx", &cfg);
+    uint8_t self = 1;
+    bb_value *payload = bb_value_bytes(&BB_TYPE_BYTES, big, 80);
+    invoke2(e, "Tx", "x", payload, "peers", peers_of(&self, 1));
+    fx_run(e, &log, 1, 5);
+    const fx_rec *r = fx_log_infra(&log, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED);
+    assert_non_null(r);
+    assert_non_null(strstr(r->c, "80 bytes"));
+    assert_null(fx_log_app(&log, "out", 0));
+    /* a small one passes and the budget is whole again afterwards */
+    invoke2(e, "Tx", "x", bb_value_bytes(&BB_TYPE_BYTES, big, 40), "peers", peers_of(&self, 1));
+    fx_run(e, &log, 1, 5);
+    const fx_rec *o = fx_log_app(&log, "out", 0);
+    assert_non_null(o);
+    assert_int_equal(o->value->u.bytes.len, 40);
+    assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 0);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_control_plane_and_backend_fill(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = sink_model();
+    bb_engine *e = node(2, m, "Sink", NULL);
+    uint8_t sfx[64];
+    size_t sl;
+    assert_int_equal(bb_suffix_component_op(1, "Control", sfx, sizeof sfx, &sl, NULL), BB_OK);
+    uint8_t payload[5] = {'h', 'e', 'l', 'l', 'o'};
+    float tv[2] = {1.5f, -2.5f};
+    bb_value *t = fx_f32(tv, 2);
+    uint8_t *tb;
+    size_t tl;
+    assert_int_equal(bb_value_encode(t, &tb, &tl, NULL), BB_OK);
+    bb_value_unref(t);
+    fillspec fs[2] = {{.suffix = sfx, .suffix_len = sl, .payload = payload, .len = 5},
+                      {.site = 103, .payload = tb, .len = tl}};
+    size_t n;
+    uint8_t *env = pack(fs, 2, 0, 0, 0, &n);
+    deliver(e, 1, env, n);
+    free(env);
+    free(tb);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    fx_echo *echo = fx_echo_at(0);
+    assert_non_null(echo);
+    assert_int_equal(echo->n_control, 1);
+    assert_int_equal(echo->last_control->u.bytes.len, 5);
+    assert_memory_equal(echo->last_control->u.bytes.data, "hello", 5);
+    assert_int_equal(fx_backend_materialized(), 1);
+    const fx_rec *c = fx_log_app(&log, "c", 0);
+    assert_non_null(c);
+    assert_true(fx_f32_eq(c->value, tv, 2));
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_unknown_correlation(void **state)
+{
+    (void)state;
+    bb_model *m = sink_model();
+    bb_engine *e = node(2, m, "Sink", NULL);
+    uint8_t good[8] = {1};
+    fillspec fs = {.site = 101, .payload = good, .len = 8};
+    size_t n;
+    uint8_t *env = pack(&fs, 1, 2 /* RESPONSE */, 777, 0, &n);
+    deliver(e, 1, env, n);
+    free(env);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    const fx_rec *r = fx_log_infra(&log, BB_INFRA_UNKNOWN_CORRELATION, -1);
+    assert_non_null(r);
+    assert_int_equal(r->count, 777);
+    assert_int_equal(fx_log_count(&log, BB_STEP_APP_EVENT), 0);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+static void test_batch_deadline_and_quorum(void **state)
+{
+    (void)state;
+    for (int quorum = 1; quorum <= 2; quorum++) {
+        bb_model *m = rr_model(1000, quorum);
+        bb_engine *a = node(1, m, "Client", NULL);
+        bb_engine *b = node(2, m, "Server", NULL);
+        know(a, 2);
+        know(a, 3); /* peer 3 has an address but never answers */
+        fx_net net = {0};
+        net.now = 10;
+        fx_net_add(&net, a);
+        fx_net_add(&net, b);
+        uint8_t to[2] = {2, 3};
+        invoke2(a, "Client", "x", bb_value_u64(&BB_TYPE_U64, 6), "peers", peers_of(to, 2));
+        fx_net_run(&net, 20);
+        assert_null(fx_log_app(&net.log[0], "batch", 0)); /* still waiting for peer 3 */
+        assert_int_equal(bb_engine_next_deadline(a), 1010);
+        net.now = 1010;
+        fx_net_run(&net, 20);
+        if (quorum == 1) {
+            const fx_rec *r = fx_log_app(&net.log[0], "batch", 0);
+            assert_non_null(r);
+            assert_int_equal(r->value->u.batch.n, 1);
+            assert_int_equal(r->value->u.batch.items[0]->u.u64, 6);
+        } else {
+            assert_null(fx_log_app(&net.log[0], "batch", 0));
+            assert_non_null(fx_log_infra(&net.log[0], BB_INFRA_QUORUM_FAILED, -1));
+            assert_non_null(fx_log_nth(&net.log[0], BB_STEP_OP_FAILED, 0));
+        }
+        assert_int_equal(bb_engine_live_executions(a), 0);
+        assert_int_equal(bb_engine_pending_async_count(a), 0);
+        fx_net_free(&net);
+        bb_model_free(m);
+    }
+}
+
+/* ---- a federated round (DESIGN.md "The federated round, as a graph") ------------------- */
+
+static bb_model *fed_model(void)
+{
+    bb_model *m = fx_model();
+    /* Server: start -> Params, Sample -> SendReqBatched -> RecvRespBatched ->
+     * FedAvg -> LoadParameters; AppEmit("round", avg) */
+    bb_function *s = fx_fn(m, "Server", "start", "");
+    bb_node *n = fx_op(m, s, "ai.bytesandbrains.role.model", "Params", "start", "params");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "model_0_1");
+    n = fx_op(m, s, "ai.bytesandbrains.role.peer_selector", "Sample", "start", "peers");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "selector");
+    fx_str(m, n, "target", "Client");
+    n = fx_op(m, s, FX_WIRE, "SendReqBatched", "params,peers", "rid");
+    fx_meta(m, n, "ai.bytesandbrains.port", "round");
+    fx_int(m, n, "deadline_ns", 1000000);
+    fx_op(m, s, FX_WIRE, "RecvRespBatched", "rid", "rt,batch");
+    n = fx_op(m, s, "test.agg", "FedAvg", "batch", "avg");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "agg");
+    n = fx_op(m, s, "ai.bytesandbrains.role.model", "LoadParameters", "avg", "cmd");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "model_0_1");
+    n = fx_op(m, s, FX_SYS, "AppEmit", "avg", "");
+    fx_str(m, n, "name", "round");
+    fx_bind(m, "Server", "model_0_1", "Model|test::Model|1");
+    fx_bind(m, "Server", "selector", "PeerSelector|test::Selector|2");
+    fx_bind(m, "Server", "agg", "Aggregator|test::Agg|3");
+    /* Client: RecvReq -> LoadParameters -> Train -> Bundle(params, n) -> SendResp */
+    bb_function *c = fx_fn(m, "Client", "", "");
+    n = fx_op(m, c, FX_WIRE, "RecvReq", "", "t,params,rid");
+    fx_meta(m, n, "ai.bytesandbrains.port", "round");
+    fx_type(m, c, "params", &BB_TYPE_TENSOR_F32);
+    n = fx_op(m, c, "ai.bytesandbrains.role.model", "LoadParameters", "params", "loaded");
+    fx_meta(m, n, "ai.bytesandbrains.slot_id", "11");
+    n = fx_op(m, c, "ai.bytesandbrains.role.model", "Train", "loaded", "trained");
+    fx_meta(m, n, "ai.bytesandbrains.slot_id", "11");
+    n = fx_op(m, c, "ai.bytesandbrains.role.model", "NumSamples", "loaded", "count");
+    fx_meta(m, n, "ai.bytesandbrains.slot_id", "11");
+    fx_op(m, c, FX_COMP, "Bundle", "trained,count", "bundle");
+    fx_op(m, c, FX_WIRE, "SendResp", "bundle,rid", "");
+    return m;
+}
+
+static void test_federated_round_three_engines(void **state)
+{
+    (void)state;
+    bb_model *m = fed_model();
+    /* clients train with different deltas and sample counts */
+    bb_model *m1 = bb_model_clone(m), *m2 = bb_model_clone(m);
+    fx_bind(m1, "Client", "model_1_10", "Model|test::Model|11");
+    fx_bind(m2, "Client", "model_3_30", "Model|test::Model|11");
+    bb_engine *srv = node(1, m, "Server", NULL);
+    bb_engine *c1 = node(2, m1, "Client", NULL);
+    bb_engine *c2 = node(3, m2, "Client", NULL);
+    const char *client[1] = {"Client"};
+    for (uint8_t k = 2; k <= 3; k++) {
+        know(srv, k);
+        bb_peerid p = fx_peer(k);
+        assert_int_equal(bb_engine_peer_connected(srv, &p, client, 1, NULL), BB_OK);
+    }
+    fx_net net = {0};
+    net.now = 1;
+    fx_net_add(&net, srv);
+    fx_net_add(&net, c1);
+    fx_net_add(&net, c2);
+    for (int round = 1; round <= 2; round++) {
+        bb_value *t = bb_value_trigger();
+        bb_engine_input in = {.name = "start", .value = t};
+        assert_int_equal(bb_engine_invoke(srv, "Server", &in, 1, NULL, NULL), BB_OK);
+        bb_value_unref(t);
+        fx_net_run(&net, 30);
+        const fx_rec *r = fx_log_app(&net.log[0], "round", (size_t)round - 1);
+        assert_non_null(r);
+        /* round 1: clients start from 0: (1*10 + 3*30) / 40 = 2.5
+         * round 2: from 2.5: (3.5*10 + 5.5*30) / 40 = 5.0 */
+        float want = round == 1 ? 2.5f : 5.0f;
+        float w4[4] = {want, want, want, want};
+        assert_true(fx_f32_eq(r->value, w4, 4));
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(bb_engine_live_slots(net.e[i]), 0);
+        assert_int_equal(bb_engine_live_executions(net.e[i]), 0);
+        assert_int_equal(fx_log_count(&net.log[i], BB_STEP_OP_FAILED), 0);
+    }
+    fx_net_free(&net);
+    bb_model_free(m);
+    bb_model_free(m1);
+    bb_model_free(m2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_request_response_round_trip),
+        cmocka_unit_test(test_send_and_peer_resolve_failed),
+        cmocka_unit_test(test_trigger_only_and_loopback),
+        cmocka_unit_test(test_partial_delivery_and_rx_errors),
+        cmocka_unit_test(test_budget_exceeded_fill),
+        cmocka_unit_test(test_control_plane_and_backend_fill),
+        cmocka_unit_test(test_unknown_correlation),
+        cmocka_unit_test(test_batch_deadline_and_quorum),
+        cmocka_unit_test(test_federated_round_three_engines),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
