@@ -1,0 +1,135 @@
+/*
+ * transport.h — bbd's network layer on a libuv loop: TCP and UDP carriers
+ * of WireEnvelope bytes between nodes (DESIGN.md decision 7, ENGINE.md 6.2,
+ * IR_AND_DSL.md Part 8).
+ *
+ * The transport knows nothing of the engine: it moves opaque envelope bytes
+ * between PeerIds and reports what happened through callbacks, all on the
+ * loop thread. The daemon wires those callbacks to the engine
+ * (bb_engine_deliver_envelope, bb_engine_peer_connected/_disconnected,
+ * bb_engine_report_send, bb_engine_add_peer).
+ *
+ * TCP: one connection per peer pair, reused in both directions. The first
+ * frame each side writes is a handshake (its PeerId, its listen multiaddrs,
+ * the targets it runs); then frames of uvarint length + WireEnvelope. A
+ * simultaneous connect in both directions keeps exactly one connection (the
+ * one initiated by the smaller PeerId). Frames over cfg.max_frame_bytes are
+ * refused before allocating and the connection is closed. Envelopes queued
+ * for a peer that is not connected are bounded (per peer and in total) and
+ * dropped with a counter; reconnects follow the backoff the daemon asks for.
+ *
+ * UDP: one envelope per datagram; envelopes above the datagram payload size
+ * are split into fragments and reassembled with bounded memory, a timeout
+ * and duplicate fragments ignored. The first datagram exchange carries the
+ * same handshake so the receiver learns the sender's PeerId.
+ *
+ * Layering (DESIGN.md "Where this is going"): framing, then a channel that
+ * may seal/open frames (identity today; Noise later), then the socket.
+ */
+#ifndef BBD_HOST_TRANSPORT_H
+#define BBD_HOST_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "bb/peerid.h"
+#include "bb/status.h"
+
+typedef struct bbd_transport bbd_transport;
+
+/* A binary multiaddr (borrowed). Same layout as bb_engine_addr. */
+typedef struct bbd_addr {
+    const uint8_t *data;
+    size_t len;
+} bbd_addr;
+
+typedef struct bbd_transport_callbacks {
+    /* One inbound envelope from `from`; `observed` is the socket address the
+     * bytes came from as a multiaddr (may be NULL). bytes are borrowed for
+     * the call only. */
+    void (*on_envelope)(void *ud, const bb_peerid *from, const bbd_addr *observed,
+                        const uint8_t *bytes, size_t len);
+    /* A handshake completed: the peer, the listen addresses it claims and
+     * the targets it runs (all borrowed for the call). */
+    void (*on_peer_connected)(void *ud, const bb_peerid *peer, const bbd_addr *listen_addrs,
+                              size_t n_addrs, const char *const *targets, size_t n_targets);
+    /* The last connection to peer closed (or its UDP session expired). */
+    void (*on_peer_disconnected)(void *ud, const bb_peerid *peer);
+    /* A send to peer was written to the socket (ok) or given up (connect
+     * refused, reset, queue overflow): feeds backoff and peer health. */
+    void (*on_send_result)(void *ud, const bb_peerid *peer, bool ok);
+    /* A problem worth one log line (bad frame, refused handshake, ...). */
+    void (*on_log)(void *ud, int level, const char *msg);
+    void *ud;
+} bbd_transport_callbacks;
+
+typedef struct bbd_transport_config {
+    bb_peerid self;                  /* this node's PeerId */
+    const char *const *targets;      /* targets this node runs (announced) */
+    size_t n_targets;
+    size_t max_frame_bytes;          /* one envelope; default 64 MiB */
+    size_t max_queue_per_peer_bytes; /* queued while connecting; default 16 MiB */
+    size_t max_queue_total_bytes;    /* all peers; default 64 MiB */
+    size_t max_connections;          /* default 1024 */
+    size_t udp_payload_bytes;        /* fragment size; default 1200 */
+    size_t udp_reassembly_bytes;     /* all partial envelopes; default 32 MiB */
+    uint64_t udp_reassembly_timeout_ms; /* default 5000 */
+    uint64_t connect_timeout_ms;     /* default 3000 */
+    uint64_t handshake_timeout_ms;   /* default 3000 */
+} bbd_transport_config;
+
+/* Zeroed config with the defaults above. */
+void bbd_transport_config_init(bbd_transport_config *cfg);
+
+/* New transport on loop (cfg and cb copied). NULL with err on failure. */
+bbd_transport *bbd_transport_new(uv_loop_t *loop, const bbd_transport_config *cfg,
+                                 const bbd_transport_callbacks *cb, bb_error *err);
+
+/* Listen on a /ip4|/ip6 .../tcp/PORT or .../udp/PORT multiaddr (port 0
+ * picks a free port). BB_EIO with a message naming the address on failure
+ * (e.g. "address already in use"). */
+int bbd_transport_listen(bbd_transport *t, const uint8_t *maddr, size_t len, bb_error *err);
+/* The bound listen addresses (port 0 resolved), borrowed until the next
+ * listen call. */
+size_t bbd_transport_listen_addrs(const bbd_transport *t, const bbd_addr **out);
+
+/* Send envelope bytes to peer (takes `bytes`, malloc'd, in every case).
+ * The first address of addrs the transport supports is used when no
+ * connection exists. Never blocks; BB_EFULL when the peer's queue is over
+ * its bound (the envelope is dropped and counted), BB_ENOTFOUND when no
+ * address is usable. */
+int bbd_transport_send(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
+                       size_t n_addrs, uint8_t *bytes, size_t len);
+
+/* Counters for metrics and status. */
+typedef struct bbd_peer_stats {
+    bb_peerid peer;
+    bool connected;
+    const char *state;          /* "connecting", "handshake", "open", "closed", "udp" */
+    uint64_t bytes_in, bytes_out;
+    uint64_t envelopes_in, envelopes_out;
+    uint64_t queued_bytes;
+    uint64_t dropped;           /* envelopes dropped for this peer */
+} bbd_peer_stats;
+
+typedef struct bbd_transport_stats {
+    uint64_t bytes_in, bytes_out;
+    uint64_t envelopes_in, envelopes_out;
+    uint64_t frames_refused;    /* over the frame cap or malformed */
+    uint64_t queue_dropped;     /* envelopes dropped on queue bounds */
+    uint64_t udp_fragments_in, udp_reassembly_dropped;
+    uint64_t connections_open;
+} bbd_transport_stats;
+
+void bbd_transport_stats_get(const bbd_transport *t, bbd_transport_stats *out);
+/* i-th known peer's stats; false past the end. */
+bool bbd_transport_peer_stats_at(const bbd_transport *t, size_t i, bbd_peer_stats *out);
+
+/* Close every socket; done(ud) runs on the loop once all handles closed,
+ * after which the transport is freed. */
+void bbd_transport_close(bbd_transport *t, void (*done)(void *ud), void *ud);
+
+#endif
