@@ -12,7 +12,11 @@
 #ifndef BBC_BBC_H
 #define BBC_BBC_H
 
+#include <stdbool.h>
 #include <stdio.h>
+
+#include "bb/ir.h"
+#include "bbc/artifact.h"
 
 #define BBC_VERSION "0.9.0"
 
@@ -24,8 +28,34 @@ typedef struct bbc_command {
 
 int bbc_cmd_check(int argc, char **argv);
 int bbc_cmd_compile(int argc, char **argv);
+int bbc_cmd_dot(int argc, char **argv);
 int bbc_cmd_dump(int argc, char **argv);
 int bbc_cmd_passes(int argc, char **argv);
 int bbc_cmd_plugins(int argc, char **argv);
+int bbc_cmd_targets(int argc, char **argv);
+
+/* ---- shared by the subcommands (bbc/cli.c) ---- */
+
+/* Parses "[flags] FILE": flags[k] (NULL-terminated list) sets *set[k];
+ * -h/--help prints usage and help (may be NULL); "--" ends options.
+ * Returns -1 to go on (*path set), else the exit status to return (0 after
+ * --help, 2 on bad usage, with the message and usage on stderr). */
+int bbc_parse_file_args(int argc, char **argv, const char *cmd, const char *usage,
+                        const char *help, const char *const *flags, bool *const *set,
+                        const char **path);
+/* Loads path; on failure prints "bbc: error: ..." naming the file and
+ * returns the status. */
+int bbc_load_model(const char *path, bb_model **out);
+
+/* A compiled model loaded from a file with its artifact view. */
+typedef struct bbc_opened {
+    bb_model *model;
+    bb_arena *arena;
+    bbc_artifact view;
+} bbc_opened;
+/* Loads path and reads the view; on failure prints "bbc: error: ..."
+ * (naming the file) and returns the status, with nothing left to close. */
+int bbc_open_artifact(const char *path, bbc_opened *o);
+void bbc_close_artifact(bbc_opened *o);
 
 #endif

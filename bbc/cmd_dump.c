@@ -6,7 +6,6 @@
  */
 #include <stdbool.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "bb/model_io.h"
 #include "bbc/bbc.h"
@@ -15,43 +14,15 @@ static const char USAGE[] = "usage: bbc dump [--json] FILE.onnx\n";
 
 int bbc_cmd_dump(int argc, char **argv)
 {
-    bool json = false, no_more_opts = false;
+    bool json = false;
     const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!no_more_opts && a[0] == '-' && a[1] != 0) {
-            if (strcmp(a, "--json") == 0) {
-                json = true;
-            } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-                fputs(USAGE, stdout);
-                return 0;
-            } else if (strcmp(a, "--") == 0) {
-                no_more_opts = true;
-            } else {
-                fprintf(stderr, "bbc: error: dump: unknown option '%s'\n%s", a, USAGE);
-                return 2;
-            }
-        } else if (!path) {
-            path = a;
-        } else {
-            fprintf(stderr, "bbc: error: dump: more than one file given ('%s')\n%s", a, USAGE);
-            return 2;
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "bbc: error: dump: no model file given\n%s", USAGE);
-        return 2;
-    }
+    int rc = bbc_parse_file_args(argc, argv, "dump", USAGE, NULL, (const char *[]){"--json", NULL},
+                                 (bool *[]){&json}, &path);
+    if (rc >= 0)
+        return rc;
     bb_model *m = NULL;
-    bb_error err = {0};
-    if (bb_model_load_file(path, &m, &err) != BB_OK) {
-        /* The loader's message names the file; make sure it does. */
-        if (strstr(err.msg, path))
-            fprintf(stderr, "bbc: error: %s\n", err.msg);
-        else
-            fprintf(stderr, "bbc: error: %s: %s\n", path, err.msg);
+    if (bbc_load_model(path, &m) != BB_OK)
         return 1;
-    }
     if (json)
         bb_model_dump_json(m, stdout);
     else

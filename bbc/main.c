@@ -12,6 +12,8 @@ static const bbc_command COMMANDS[] = {
     {"compile", "compile a recorded model into one deployable ModelProto", bbc_cmd_compile},
     {"check", "validate a recorded model (structural checks only)", bbc_cmd_check},
     {"dump", "print a model as readable text or JSON", bbc_cmd_dump},
+    {"targets", "list a compiled model's targets, bindings and wire edges", bbc_cmd_targets},
+    {"dot", "draw a compiled model as a Graphviz digraph", bbc_cmd_dot},
     {"plugins", "list the component types the plugin search finds", bbc_cmd_plugins},
     {"passes", "list the compiler passes in run order", bbc_cmd_passes},
 };

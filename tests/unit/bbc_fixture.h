@@ -10,7 +10,9 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bb/ir.h"
 #include "bb/meta.h"
@@ -312,5 +314,60 @@ static FX_UNUSED size_t fx_count(const bb_function *f, const char *op)
         c += bbc_str_eq(f->nodes.v[i]->op_type, op);
     return c;
 }
+
+/* ---- running a CLI command in-process --------------------------------------------- */
+
+/* Reads what fd `fd` received into buf (NUL-terminated) and restores it. */
+static FX_UNUSED void fx__restore(int fd, int saved, FILE *f, char *buf, size_t cap)
+{
+    fflush(fd == 1 ? stdout : stderr);
+    dup2(saved, fd);
+    close(saved);
+    rewind(f);
+    size_t n = buf && cap ? fread(buf, 1, cap - 1, f) : 0;
+    if (buf && cap)
+        buf[n] = '\0';
+    fclose(f);
+}
+
+/* Runs cmd(argc, argv) (argv NULL-terminated, argv[0] the subcommand) with
+ * stdout captured into out and stderr into err (either may be NULL: then
+ * that stream is discarded). Returns the command's exit status. */
+static FX_UNUSED int fx_run_cli(int (*cmd)(int, char **), const char *const *argv, char *out,
+                                size_t out_cap, char *err, size_t err_cap)
+{
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    fflush(stdout);
+    fflush(stderr);
+    FILE *fo = tmpfile(), *fe = tmpfile();
+    if (!fo || !fe)
+        abort();
+    int so = dup(1), se = dup(2);
+    dup2(fileno(fo), 1);
+    dup2(fileno(fe), 2);
+    int rc = cmd(argc, (char **)argv);
+    fx__restore(1, so, fo, out, out_cap);
+    fx__restore(2, se, fe, err, err_cap);
+    return rc;
+}
+
+/* A fresh directory /tmp/<prefix>_XXXXXX into buf (cap >= strlen(prefix) + 13). */
+static FX_UNUSED int fx_mkdtemp(char *buf, size_t cap, const char *prefix)
+{
+    snprintf(buf, cap, "/tmp/%s_XXXXXX", prefix);
+    return mkdtemp(buf) ? 0 : -1;
+}
+
+/* rm -rf dir (a fx_mkdtemp directory). */
+static FX_UNUSED int fx_rmtree(const char *dir)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+#define FX_ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 #endif

@@ -36,39 +36,24 @@ static void write_model(const char *path)
     bb_recorder_free(r);
 }
 
-/* Run a command with stderr captured into buf. */
+/* Run a command (NULL-terminated arguments) with stderr captured into buf. */
 static int run_cmd(int (*cmd)(int, char **), char *buf, size_t cap, ...)
 {
-    char *argv[32];
+    const char *argv[32];
     int argc = 0;
     va_list ap;
     va_start(ap, cap);
     for (const char *a; argc < 31 && (a = va_arg(ap, const char *));)
-        argv[argc++] = (char *)a;
+        argv[argc++] = a;
     va_end(ap);
     argv[argc] = NULL;
-    char path[128];
-    snprintf(path, sizeof path, "%s/stderr", dir);
-    fflush(stderr);
-    int saved = dup(2);
-    FILE *f = fopen(path, "w+");
-    dup2(fileno(f), 2);
-    int rc = cmd(argc, argv);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    rewind(f);
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return rc;
+    return fx_run_cli(cmd, argv, NULL, 0, buf, cap);
 }
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/bbc_cli_XXXXXX");
-    if (!mkdtemp(dir))
+    if (fx_mkdtemp(dir, sizeof dir, "bbc_cli") != 0)
         return -1;
     char p[128];
     snprintf(p, sizeof p, "%s/adder.onnx", dir);
@@ -79,9 +64,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return fx_rmtree(dir);
 }
 
 static void test_compile_ok(void **state)
@@ -205,28 +188,16 @@ static void test_check_and_passes(void **state)
     assert_non_null(strstr(err, "bbc: error: validate: DanglingInput: function 'M': node 'lost' "
                                 "(ai.bytesandbrains.syscall::OnTrigger) input 0 reads 'nowhere'"));
     /* passes lists every table row, in order. */
-    char path[128];
-    snprintf(path, sizeof path, "%s/passes", dir);
-    fflush(stdout);
-    int saved = dup(1);
-    FILE *f = fopen(path, "w+");
-    dup2(fileno(f), 1);
-    char *argv[] = {"passes", "--names", NULL};
-    int rc = bbc_cmd_passes(2, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    assert_int_equal(rc, 0);
-    rewind(f);
-    char line[128];
+    static char names[8192];
+    assert_int_equal(fx_run_cli(bbc_cmd_passes, FX_ARGV("passes", "--names"), names, sizeof names,
+                                NULL, 0),
+                     0);
     size_t i = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
+    for (char *line = strtok(names, "\n"); line; line = strtok(NULL, "\n")) {
         assert_non_null(bbc_pass_at(i));
         assert_string_equal(line, bbc_pass_at(i)->name);
         i++;
     }
-    fclose(f);
     assert_int_equal(i, bbc_pass_count());
     assert_int_equal(i, 1 + 1 + 17 + 4);
     /* The canonical block is CANONICAL_PASS_NAMES in order. */
@@ -243,26 +214,6 @@ static void test_check_and_passes(void **state)
     assert_int_equal(k, 17);
 }
 
-/* stdout of a command into buf. */
-static int capture_stdout(int (*cmd)(int, char **), int argc, char **argv, char *buf, size_t cap)
-{
-    char path[128];
-    snprintf(path, sizeof path, "%s/stdout", dir);
-    fflush(stdout);
-    int saved = dup(1);
-    FILE *f = fopen(path, "w+");
-    dup2(fileno(f), 1);
-    int rc = cmd(argc, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    rewind(f);
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return rc;
-}
-
 /* man/bbc.1 carries exactly `bbc passes --man` between its markers, and
  * documents every option of compile. */
 static void test_man_page(void **state)
@@ -270,7 +221,7 @@ static void test_man_page(void **state)
     (void)state;
     static char want[32768], man[262144];
     char *argv[] = {"passes", "--man", NULL};
-    assert_int_equal(capture_stdout(bbc_cmd_passes, 2, argv, want, sizeof want), 0);
+    assert_int_equal(fx_run_cli(bbc_cmd_passes, (const char *const *)argv, want, sizeof want, NULL, 0), 0);
     FILE *f = fopen("man/bbc.1", "r");
     if (!f)
         fail_msg("man/bbc.1 not found (run the tests from the repository root)");
@@ -288,7 +239,9 @@ static void test_man_page(void **state)
                                        "\\-\\-target\\-version", "\\-\\-per\\-hop\\-budget\\-ns",
                                        "\\-\\-permissive\\-types", "\\-\\-without\\-stage",
                                        "\\-\\-stage", "\\-\\-verify\\-each", ".SS bbc check",
-                                       ".SS bbc passes", ".SS bbc compile"};
+                                       ".SS bbc passes", ".SS bbc compile", ".SS bbc dump",
+                                       ".SS bbc targets", ".SS bbc dot", ".SS bbc plugins",
+                                       ".B BB_PLUGIN_PATH", "dot \\-Tsvg"};
     for (size_t i = 0; i < sizeof OPTS / sizeof *OPTS; i++)
         if (!strstr(man, OPTS[i]))
             fail_msg("man/bbc.1 does not document %s", OPTS[i]);
