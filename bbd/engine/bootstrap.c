@@ -16,6 +16,7 @@
  *     Pulse op once.
  * Each finished bootstrap emits BootstrapComplete (or BootstrapFailed).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,13 @@ static uint32_t slot_alloc(bb_engine *e, bool component, uint32_t idx, uint64_t 
 static void finish(bb_engine *e, uint32_t tag, bool ok, const char *msg)
 {
     bb__inflight *f = &e->boot.inflight.v[tag - 1];
+    if (f->failed) {
+        ok = false;
+        if (!msg)
+            msg = f->why;
+    }
+    if (ok && !f->component)
+        e->boot.mods[f->idx].done = true;
     bb_step *st = bb__step_push(e, ok ? BB_STEP_BOOTSTRAP_COMPLETE : BB_STEP_BOOTSTRAP_FAILED, 0);
     if (st) {
         if (f->component) {
@@ -104,6 +112,17 @@ void bb__boot_frame_done(bb_engine *e, uint32_t tag)
     bb__inflight *f = &e->boot.inflight.v[tag - 1];
     if (f->live && --f->live == 0 && !f->component)
         finish(e, tag, true, NULL);
+}
+
+void bb__boot_op_failed(bb_engine *e, uint32_t tag, const char *msg)
+{
+    if (!tag || tag > e->boot.inflight.n)
+        return;
+    bb__inflight *f = &e->boot.inflight.v[tag - 1];
+    if (f->used && !f->failed) {
+        f->failed = true;
+        snprintf(f->why, sizeof f->why, "%s", msg ? msg : "an op failed");
+    }
 }
 
 void bb__boot_handle_done(bb_engine *e, uint32_t tag, int status, const char *msg)
@@ -219,6 +238,7 @@ static bool queued(const bb_engine *e, const bb__boot_req *r)
 
 void bb__boot_stage(bb_engine *e, bb__ingress_ev *ev)
 {
+    e->boot.all_blocked = false; /* new requests may unblock the ALL walk */
     if (ev->u.boot.all && !e->boot.all_armed && !e->boot.pulses_fired) {
         e->boot.all_armed = true;
         e->boot.next_idx = 0;
@@ -253,7 +273,10 @@ void bb__boot_progress(bb_engine *e)
         b->waiting.n--;
         fire(e, &r);
     }
-    /* ALL: one module at a time, in install order */
+    /* ALL: one module at a time, in install order. A module already done is
+     * skipped; one whose bootstrap takes inputs waits for the host's
+     * ModuleRequests (WaitingForInput) instead of running without them. */
+    b->all_blocked = false;
     while (b->all_armed) {
         bool busy = false;
         for (size_t i = 0; i < b->inflight.n && !busy; i++)
@@ -261,9 +284,19 @@ void bb__boot_progress(bb_engine *e)
         if (busy)
             return;
         if (b->next_idx < b->n_mods) {
-            bb__boot_req r = {.kind = BB_BOOTSTRAP_MODULE_NAMES, .idx = b->next_idx++};
-            if (in_flight(e, false, r.idx))
+            const bb__modboot *m = &b->mods[b->next_idx];
+            if (m->done) {
+                b->next_idx++;
                 continue;
+            }
+            bb__boot_req r = {.kind = BB_BOOTSTRAP_MODULE_NAMES, .idx = b->next_idx};
+            if (queued(e, &r))
+                return; /* staged by the host: it fires when its touch set is free */
+            if (e->graphs[m->graph].n_formals) {
+                b->all_blocked = true;
+                return;
+            }
+            b->next_idx++;
             fire(e, &r);
             continue; /* an empty body completes inline: seed the next one */
         }
@@ -296,11 +329,24 @@ void bb__boot_announce(bb_engine *e)
     }
 }
 
+/* A run_bootstrap request not staged yet. Only the engine thread takes from
+ * the ingress, so walking the pushed nodes from it is safe. */
+static bool staged_in_ingress(const bb_engine *e)
+{
+    for (const bb__ingress_ev *ev = atomic_load_explicit(&((bb_engine *)e)->ing.head,
+                                                         memory_order_acquire);
+         ev; ev = ev->next)
+        if (ev->kind == BB__IN_BOOTSTRAP)
+            return true;
+    return false;
+}
+
 bb_bootstrap_status bb_engine_bootstrap_status(const bb_engine *e)
 {
     if (e->boot.n_inflight)
         return BB_BOOTSTRAP_RUNNING;
-    if (e->boot.waiting.n || (e->boot.all_armed && e->boot.next_idx < e->boot.n_mods))
+    if (e->boot.waiting.n || (e->boot.all_armed && e->boot.next_idx < e->boot.n_mods) ||
+        staged_in_ingress(e))
         return BB_BOOTSTRAP_WAITING_FOR_INPUT;
     return BB_BOOTSTRAP_IDLE;
 }

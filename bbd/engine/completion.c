@@ -121,8 +121,8 @@ static int complete_common(bb__handle *h, int status, bb_value **outputs, uint32
     bb_engine *e = h->e;
     if (status == BB_OK && n && !outputs)
         status = BB_EINVAL, errmsg = "completion with NULL outputs";
+    size_t bytes = 0;
     if (status == BB_OK) {
-        size_t bytes = 0;
         for (uint32_t i = 0; i < n; i++)
             bytes += bb__value_size(outputs[i]);
         if (bytes > e->caps.max_completion_result_bytes) {
@@ -132,12 +132,21 @@ static int complete_common(bb__handle *h, int status, bb_value **outputs, uint32
                        bytes, e->caps.max_completion_result_bytes);
             return BB_ELIMIT; /* handle stays pending: the op may still time out */
         }
+        /* the result joins the in-flight ingress bytes until its slots are freed */
+        if (!bb__budget_charge(e, bytes)) {
+            release_outs(outputs, n);
+            bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_BUDGET_EXCEEDED,
+                       "completion result of %zu bytes exceeds the ingress byte budget", bytes);
+            return BB_EBUDGET; /* handle stays pending */
+        }
     }
-    bb__completion_ev ev = {.h = h, .gen = h->gen, .status = status, .n = status == BB_OK ? n : 0};
+    bb__completion_ev ev = {.h = h, .gen = h->gen, .status = status, .n = status == BB_OK ? n : 0,
+                            .charged = bytes};
     if (ev.n) {
         ev.outs = malloc(ev.n * sizeof *ev.outs);
         if (!ev.outs) {
             release_outs(outputs, n);
+            bb__budget_release(e, bytes);
             return BB_ENOMEM;
         }
         memcpy(ev.outs, outputs, ev.n * sizeof *ev.outs);
@@ -150,6 +159,7 @@ static int complete_common(bb__handle *h, int status, bb_value **outputs, uint32
         free(ev.outs);
         free(ev.msg);
         release_outs(outputs, n);
+        bb__budget_release(e, bytes);
         return BB_ESTATE;
     }
     if (status != BB_OK)
@@ -164,6 +174,7 @@ static int complete_common(bb__handle *h, int status, bb_value **outputs, uint32
         release_outs(ev.outs, ev.n);
         free(ev.outs);
         free(ev.msg);
+        bb__budget_release(e, ev.charged);
         return BB_ENOMEM;
     }
     iev->kind = BB__IN_COMPLETION;
@@ -199,9 +210,13 @@ void bb__completion_process(bb_engine *e, bb__completion_ev *ev)
             bb__exec *x = h->x;
             h->attached = false;
             h->x = NULL;
+            if (BB__TRACING(e, BB_TRACE_EVENT))
+                bb__trace(e, BB_TRACE_EVENT, "handle_completion", x->id, op,
+                          bb_status_name(ev->status), h->cmd_id);
             if (ev->status == BB_OK) {
-                bb__park_resume(e, op, x, ev->outs, ev->n);
+                bb__park_resume_charged(e, op, x, ev->outs, ev->n); /* takes the charge */
                 ev->n = 0;
+                ev->charged = 0;
             } else {
                 snprintf(buf, sizeof buf, "%s (%s)", ev->msg ? ev->msg : "async op failed",
                          bb_status_name(ev->status));
@@ -216,10 +231,12 @@ void bb__completion_process(bb_engine *e, bb__completion_ev *ev)
         break;
     }
     release_outs(ev->outs, ev->n);
+    bb__budget_release(e, ev->charged);
     free(ev->outs);
     free(ev->msg);
     ev->outs = NULL;
     ev->msg = NULL;
+    ev->charged = 0;
     bb__handle_retire(e, h);
 }
 

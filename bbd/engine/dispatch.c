@@ -31,6 +31,8 @@ void bb__op_failed(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg)
     }
     if (BB__TRACING(e, BB_TRACE_INVOKE))
         bb__trace(e, BB_TRACE_INVOKE, "op_failed", x ? x->id : 0, opi, msg, 0);
+    if (x && x->boot)
+        bb__boot_op_failed(e, x->boot, msg);
     bb__bus_publish(e, BB_EVENT_OP_FAILURE);
 }
 
@@ -40,19 +42,34 @@ void bb__park_begin(bb_engine *e, bb__exec *x)
     e->pending_async++;
 }
 
-void bb__park_resume(bb_engine *e, uint32_t opi, bb__exec *x, bb_value **outs, uint32_t n)
+static void resume(bb_engine *e, uint32_t opi, bb__exec *x, bb_value **outs, uint32_t n,
+                   bool charged)
 {
     const bb__op *op = &e->ops[opi];
     for (uint32_t j = 0; j < n; j++) {
         if (!outs[j])
             continue;
-        if (j < op->n_out && op->out[j] != BB__NONE)
-            bb__write(e, x, op->out[j], outs[j], 0);
-        else
+        size_t c = charged ? bb__value_size(outs[j]) : 0;
+        if (j < op->n_out && op->out[j] != BB__NONE) {
+            bb__write(e, x, op->out[j], outs[j], c);
+        } else {
             bb_value_unref(outs[j]);
+            bb__budget_release(e, c);
+        }
     }
     e->pending_async--;
     bb__exec_unref(e, x);
+}
+
+void bb__park_resume(bb_engine *e, uint32_t opi, bb__exec *x, bb_value **outs, uint32_t n)
+{
+    resume(e, opi, x, outs, n, false);
+}
+
+void bb__park_resume_charged(bb_engine *e, uint32_t opi, bb__exec *x, bb_value **outs,
+                             uint32_t n)
+{
+    resume(e, opi, x, outs, n, true);
 }
 
 void bb__park_fail(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg)
@@ -159,7 +176,24 @@ static int run_call(bb_engine *e, uint32_t opi, const bb__op *op, bb__exec *x,
 
 /* ---- the loop --------------------------------------------------------------------- */
 
-static void run_op(bb_engine *e, uint32_t opi, bb__exec *x)
+/* emit_op_steps: OpCompleted when a value was written, OpTrigger when only
+ * Triggers were, OpSink when nothing was (ENGINE.md 12.3). */
+static void op_step(bb_engine *e, const bb__op *op, const bb__exec *x, bb_value *const *out)
+{
+    bool wrote = false, value = false;
+    for (uint32_t j = 0; j < op->n_out; j++) {
+        if (!out[j] || op->out[j] == BB__NONE)
+            continue;
+        wrote = true;
+        value |= !out[j]->type || out[j]->type->kind != BB_VK_TRIGGER;
+    }
+    bb_step *st = bb__step_push(e, value ? BB_STEP_OP_COMPLETED
+                                          : wrote ? BB_STEP_OP_TRIGGER : BB_STEP_OP_SINK, x->id);
+    if (st)
+        st->u.op.node = op->label;
+}
+
+static inline int run_op(bb_engine *e, uint32_t opi, bb__exec *x)
 {
     const bb__op *op = &e->ops[opi];
     bb_value **in = e->in_buf, **out = e->out_buf;
@@ -169,8 +203,6 @@ static void run_op(bb_engine *e, uint32_t opi, bb__exec *x)
     }
     for (uint32_t j = 0; j < op->n_out; j++)
         out[j] = NULL;
-    if (BB__TRACING(e, BB_TRACE_INVOKE))
-        bb__trace(e, BB_TRACE_INVOKE, "invoke", x->id, opi, NULL, 0);
     int r;
     switch (op->disp) {
     case BB__DISP_SYSCALL:
@@ -192,6 +224,8 @@ static void run_op(bb_engine *e, uint32_t opi, bb__exec *x)
     }
     e->c[BB__C_OPS]++;
     if (BB__LIKELY(r == BB__R_DONE)) {
+        if (BB__UNLIKELY(e->cfg.emit_op_steps))
+            op_step(e, op, x, out);
         for (uint32_t j = 0; j < op->n_out; j++) {
             if (!out[j])
                 continue;
@@ -200,16 +234,24 @@ static void run_op(bb_engine *e, uint32_t opi, bb__exec *x)
             else
                 bb_value_unref(out[j]);
         }
-        if (BB__UNLIKELY(e->cfg.emit_op_steps)) {
-            bb_step *st = bb__step_push(e, BB_STEP_OP_COMPLETED, x->id);
-            if (st)
-                st->u.op.node = op->label;
-        }
     } else if (r == BB__R_FAIL) {
         for (uint32_t j = 0; j < op->n_out; j++)
             bb_value_unref(out[j]);
         bb__op_failed(e, opi, x, e->fail_msg);
     }
+    return r;
+}
+
+/* INVOKE tracing on: the same op run, timed by the host's trace clock. */
+static __attribute__((noinline)) void run_op_traced(bb_engine *e, uint32_t opi, bb__exec *x)
+{
+    bb_exec_id id = x->id;
+    uint64_t t0 = e->trace_clock ? e->trace_clock(e->trace_clock_ud) : 0;
+    int r = run_op(e, opi, x);
+    uint64_t t1 = e->trace_clock ? e->trace_clock(e->trace_clock_ud) : 0;
+    if (BB__TRACING(e, BB_TRACE_INVOKE))
+        bb__trace_op(e, id, opi, r == BB__R_FAIL ? "failed" : r == BB__R_ASYNC ? "suspended" : "ok",
+                     t1 > t0 ? t1 - t0 : 0);
 }
 
 bool bb__op_locked(bb_engine *e, uint32_t opi, const bb__exec *x)
@@ -254,7 +296,10 @@ void bb__drain_frontier(bb_engine *e)
             continue;
         }
         e->cycle_ops++;
-        run_op(e, f.op, f.x);
+        if (BB__TRACING(e, BB_TRACE_INVOKE))
+            run_op_traced(e, f.op, f.x);
+        else
+            run_op(e, f.op, f.x);
         bb__exec_unref(e, f.x);
     }
 }

@@ -49,7 +49,10 @@ typedef struct bb_engine_caps {
     size_t max_app_event_bytes;         /* 1 MiB (edge 64 KiB) */
     size_t max_invoke_inputs;           /* 100 (edge 16) */
     size_t max_invoke_bytes;            /* 10 MiB (edge 256 KiB) */
-    size_t max_completion_result_bytes; /* 4 MiB (edge 64 KiB) */
+    size_t max_completion_result_bytes; /* 4 MiB (edge 64 KiB); a completion over it (or over
+                                         * the byte budget, which results are charged to) is
+                                         * refused with BB_ELIMIT (BB_EBUDGET) and the handle
+                                         * stays pending */
     size_t max_pending_async;           /* 0 = unbounded */
     size_t max_envelope_bytes;          /* 64 MiB (edge 1 MiB) one inbound envelope */
     size_t max_envelope_fills;          /* 4096 (edge 256) */
@@ -160,8 +163,10 @@ typedef enum bb_step_kind {
     BB_STEP_INFRA_EVENT,
     BB_STEP_TELEMETRY,
     BB_STEP_CYCLE_BUDGET_EXCEEDED,
-    BB_STEP_OP_COMPLETED,    /* only with emit_op_steps */
-    BB_STEP_ASYNC_SUSPENDED  /* only with emit_op_steps */
+    BB_STEP_OP_COMPLETED,    /* only with emit_op_steps: an op wrote a value */
+    BB_STEP_ASYNC_SUSPENDED, /* only with emit_op_steps */
+    BB_STEP_OP_TRIGGER,      /* only with emit_op_steps: an op fired, writing only Triggers */
+    BB_STEP_OP_SINK          /* only with emit_op_steps: an op fired, writing nothing */
 } bb_step_kind;
 
 const char *bb_step_kind_name(bb_step_kind k);
@@ -246,7 +251,7 @@ typedef struct bb_step {
             uint64_t value;      /* counter value after the increment */
             bb_value *record;    /* Record: the recorded value */
         } telemetry;
-        struct {                 /* OP_COMPLETED, ASYNC_SUSPENDED */
+        struct {                 /* OP_COMPLETED, ASYNC_SUSPENDED, OP_TRIGGER, OP_SINK */
             const char *node;
             uint64_t cmd_id;
         } op;
@@ -363,9 +368,16 @@ typedef enum bb_bootstrap_status {
 
 /* Validate (unknown target/slot/input, missing input, duplicate batch entry
  * -> BB_ENOTFOUND / BB_EINVAL, nothing staged) and stage a bootstrap run;
- * the next polls drive it and emit BootstrapComplete per target.
- * THREAD-SAFE. ALL also fires every Pulse op once the queue drains. */
+ * the next polls drive it and emit BootstrapComplete per target (or
+ * BootstrapFailed when an op of its body, or the component's bootstrap,
+ * fails). THREAD-SAFE.
+ * ALL walks the targets' module bootstraps in install order, one at a time,
+ * skipping those already done; it stops at one whose bootstrap function takes
+ * inputs until the host stages them with MODULE_REQUESTS (status
+ * WAITING_FOR_INPUT meanwhile), and fires every Pulse op once the walk ends. */
 int bb_engine_run_bootstrap(bb_engine *e, const bb_bootstrap_target *t, bb_error *err);
+/* RUNNING: a bootstrap is in flight; WAITING_FOR_INPUT: staged requests (or
+ * an ALL walk) still wait; IDLE otherwise. Engine thread. */
 bb_bootstrap_status bb_engine_bootstrap_status(const bb_engine *e);
 
 /* ---- address book (engine thread) ---------------------------------------------------- */
@@ -386,6 +398,27 @@ void bb_engine_report_send(bb_engine *e, const bb_peerid *peer, bool ok);
 size_t bb_engine_peer_addrs(const bb_engine *e, const bb_peerid *peer,
                             const bb_engine_addr **out);
 size_t bb_engine_peer_count(const bb_engine *e);
+/* One address-book entry: addresses, connection and health (for hosts
+ * that report peers, or hold sends back while a peer backs off). */
+typedef struct bb_engine_peer_info {
+    bb_peerid peer;
+    const bb_engine_addr *addrs; /* borrowed until the next address-book change */
+    size_t n_addrs;
+    bool connected;              /* the transport reported it connected */
+    bool down;                   /* the governor emitted PeerDown (until PeerUp) */
+    bool blocked;
+    uint32_t failures;           /* consecutive failed sends */
+    uint32_t attempts;           /* backoff attempts since the last success */
+    uint64_t next_retry_ns;      /* sends before this time are in cooldown (0: none) */
+    uint64_t rtt_ns;             /* last measured round trip (0: unknown) */
+} bb_engine_peer_info;
+/* Call fn for every known peer (table order); fn must not change the
+ * address book. */
+void bb_engine_peer_foreach(const bb_engine *e,
+                            void (*fn)(void *ud, const bb_engine_peer_info *p), void *ud);
+/* The entry of peer; false when it is unknown. */
+bool bb_engine_peer_info_get(const bb_engine *e, const bb_peerid *peer,
+                             bb_engine_peer_info *out);
 /* Peer-health policy: blocklist / allowlist (an empty allowlist allows all). */
 int bb_engine_block_peer(bb_engine *e, const bb_peerid *peer, bool blocked);
 int bb_engine_allow_peer(bb_engine *e, const bb_peerid *peer, bool allowed);
@@ -442,10 +475,17 @@ typedef struct bb_trace_event {
     const char *op_type, *domain, *node;
     const char *detail;    /* free text (phase name, suffix, reason) */
     uint64_t value;        /* cycle_seq, fill count, ... */
+    const char *phase;     /* poll phase it happened in ("engine.drain_frontier"), NULL outside a poll */
+    const char *concrete_type; /* component ops: the bound TYPE_NAME, else NULL */
+    const char *instance;  /* component ops: the slot (the instance), else NULL */
+    uint64_t duration_ns;  /* "invoke": the op's duration by the trace clock (0 without one) */
 } bb_trace_event;
 
 typedef void (*bb_trace_fn)(void *ud, const bb_trace_event *ev);
 void bb_engine_set_trace(bb_engine *e, bb_trace_fn fn, void *ud);
+/* Optional host clock for span durations (read only while INVOKE tracing is
+ * on: the engine itself never reads a clock). */
+void bb_engine_set_trace_clock(bb_engine *e, uint64_t (*clock)(void *ud), void *ud);
 /* Filter directive: comma-separated categories ("poll,invoke,inbound,event,
  * wire,gate,bootstrap", "all", "none", "off"). Changeable at any time on the
  * engine thread; when off each trace point costs one branch. */

@@ -240,6 +240,7 @@ typedef struct bb__completion_ev {
     bb_value **outs;
     uint32_t n;
     char *msg;
+    size_t charged;     /* ingress budget charged for outs (sum of bb__value_size) */
 } bb__completion_ev;
 
 /* ---- timers ------------------------------------------------------------------------- */
@@ -427,6 +428,7 @@ typedef struct bb__bus_ev {
 typedef struct bb__modboot {
     uint32_t target;    /* index into targets */
     uint32_t graph;
+    bool done;          /* completed once (ALL skips it) */
 } bb__modboot;
 
 typedef struct bb__inflight {
@@ -437,6 +439,8 @@ typedef struct bb__inflight {
     uint64_t *touch;    /* borrowed touch set */
     bool pending_handle;
     bool announced;     /* WaitingOnBootstrap emitted */
+    bool failed;        /* an op of the bootstrap body failed */
+    char why[160];      /* the first failure */
 } bb__inflight;
 
 typedef struct bb__bootstate {
@@ -447,6 +451,7 @@ typedef struct bb__bootstate {
     uint32_t n_inflight;
     BB__ARR(bb__boot_req) waiting; /* staged requests not yet fired */
     bool all_armed;     /* ALL: walking mods in install order */
+    bool all_blocked;   /* ALL stopped at a module that needs inputs (WaitingForInput) */
     uint32_t next_idx;
     bool pulses_fired;
     uint64_t *comp_touch; /* one-bit touch sets for component bootstraps */
@@ -601,6 +606,9 @@ struct bb_engine {
     bb_trace_fn trace_fn;
     void *trace_ud;
     unsigned trace_mask;
+    uint64_t (*trace_clock)(void *ud);
+    void *trace_clock_ud;
+    const char *phase_name;      /* the poll phase running now (NULL between polls) */
 };
 
 /* ---- engine.c ------------------------------------------------------------------------------------ */
@@ -644,6 +652,10 @@ void bb__op_failed(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg);
 void bb__park_begin(bb_engine *e, bb__exec *x);
 /* Resume a parked op: write outs[0..n) (taken; NULL skips) and drop the park. */
 void bb__park_resume(bb_engine *e, uint32_t opi, bb__exec *x, bb_value **outs, uint32_t n);
+/* Same, for outputs whose bb__value_size was charged against the byte budget:
+ * each written slot carries its charge, an unwritten output gives it back. */
+void bb__park_resume_charged(bb_engine *e, uint32_t opi, bb__exec *x, bb_value **outs,
+                             uint32_t n);
 void bb__park_fail(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg);
 /* Is the op parked behind an in-flight bootstrap? */
 bool bb__op_locked(bb_engine *e, uint32_t opi, const bb__exec *x);
@@ -782,6 +794,8 @@ void bb__boot_frame_done(bb_engine *e, uint32_t boot);
 void bb__boot_handle_done(bb_engine *e, uint32_t boot, int status, const char *msg);
 void bb__boot_free(bb_engine *e);
 void bb__boot_unpark(bb_engine *e);
+/* An op of a bootstrap body failed: the bootstrap ends as BootstrapFailed. */
+void bb__boot_op_failed(bb_engine *e, uint32_t boot, const char *msg);
 /* End of a cycle: WaitingOnBootstrap for bootstraps still in flight. */
 void bb__boot_announce(bb_engine *e);
 
@@ -789,6 +803,9 @@ void bb__boot_announce(bb_engine *e);
 #define BB__TRACING(e, cat) BB__UNLIKELY(((e)->trace_mask & (cat)) != 0)
 void bb__trace(bb_engine *e, bb_trace_cat cat, const char *name, bb_exec_id exec, uint32_t opi,
                const char *detail, uint64_t value);
+/* The "invoke" span of one op, with its outcome and duration. */
+void bb__trace_op(bb_engine *e, bb_exec_id exec, uint32_t opi, const char *outcome,
+                  uint64_t duration_ns);
 
 /* ---- install.c ----------------------------------------------------------------------------------------------------------------- */
 void bb__uninstall(bb_engine *e);

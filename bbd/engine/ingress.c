@@ -89,6 +89,7 @@ void bb__ingress_ev_free(bb_engine *e, bb__ingress_ev *ev)
     case BB__IN_COMPLETION:
         for (uint32_t i = 0; ev->u.comp.outs && i < ev->u.comp.n; i++)
             bb_value_unref(ev->u.comp.outs[i]);
+        bb__budget_release(e, ev->u.comp.charged);
         free(ev->u.comp.outs);
         free(ev->u.comp.msg);
         break;
@@ -137,6 +138,9 @@ static void process_invoke(bb_engine *e, bb__ingress_ev *ev)
 
 static void process_lifecycle(bb_engine *e, int64_t phase)
 {
+    if (BB__TRACING(e, BB_TRACE_EVENT))
+        bb__trace(e, BB_TRACE_EVENT, "fire_lifecycle", 0, BB__NONE,
+                  phase == 1 ? "Shutdown" : phase == 2 ? "Snapshot" : "custom", (uint64_t)phase);
     for (uint32_t k = 0; k < e->n_lifecycle_ops; k++) {
         uint32_t opi = e->lifecycle_ops[k];
         if (e->ops[opi].st->i != phase)

@@ -333,6 +333,40 @@ int bb_engine_allow_peer(bb_engine *e, const bb_peerid *peer, bool allowed)
     return BB_OK;
 }
 
+static void peer_info(const bb__peer *p, bb_engine_peer_info *out)
+{
+    out->peer = p->id;
+    out->addrs = p->addrs;
+    out->n_addrs = p->n_addrs;
+    out->connected = p->connected;
+    out->down = p->down;
+    out->blocked = p->blocked;
+    out->failures = p->failures;
+    out->attempts = p->attempts;
+    out->next_retry_ns = p->attempts ? p->next_retry_ns : 0;
+    out->rtt_ns = p->rtt_ns;
+}
+
+void bb_engine_peer_foreach(const bb_engine *e,
+                            void (*fn)(void *ud, const bb_engine_peer_info *p), void *ud)
+{
+    for (size_t k = 0; k < e->peers.n; k++) {
+        if (!e->peers.v[k].live)
+            continue;
+        bb_engine_peer_info info;
+        peer_info(&e->peers.v[k], &info);
+        fn(ud, &info);
+    }
+}
+
+bool bb_engine_peer_info_get(const bb_engine *e, const bb_peerid *peer, bb_engine_peer_info *out)
+{
+    const bb__peer *p = bb__peer_find(e, peer);
+    if (p)
+        peer_info(p, out);
+    return p != NULL;
+}
+
 /* ---- values ----------------------------------------------------------------------- */
 
 bool bb__peerid_from_value(const bb_value *v, bb_peerid *out)

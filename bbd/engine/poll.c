@@ -18,6 +18,7 @@
 
 static void phase(bb_engine *e, const char *name)
 {
+    e->phase_name = name;
     if (BB__TRACING(e, BB_TRACE_POLL))
         bb__trace(e, BB_TRACE_POLL, name, 0, BB__NONE, NULL, e->cycle_seq);
 }
@@ -97,6 +98,7 @@ int bb_engine_poll(bb_engine *e, uint64_t now_ns, bb_steps *steps)
         bb__step_infra(e, BB_INFRA_BUS_DROPPED, 0, NULL, e->c[BB__C_BUS_DROPPED] - bus_dropped,
                        "%llu bus events dropped (capacity %zu)",
                        (unsigned long long)(e->c[BB__C_BUS_DROPPED] - bus_dropped), e->caps.bus_capacity);
+    e->phase_name = NULL;
     atomic_store_explicit(&e->in_cycle, false, memory_order_release);
 
     /* hand the accumulated steps over (the caller's cleared buffer comes back) */
@@ -112,7 +114,7 @@ uint64_t bb_engine_next_deadline(const bb_engine *e)
     if (e->fr_n || e->bus_n || e->pending_completions.n || e->loopback.n || e->acc.n ||
         e->outbound.n || atomic_load_explicit(&m->ing.head, memory_order_acquire) ||
         (e->boot.waiting.n && !e->boot.n_inflight) ||
-        (e->boot.all_armed && !e->boot.n_inflight))
+        (e->boot.all_armed && !e->boot.n_inflight && !e->boot.all_blocked))
         return 0;
     if (!e->intervals_armed && e->n_interval_ops)
         return 0;

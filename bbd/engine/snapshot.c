@@ -28,7 +28,7 @@
 
 #include "bbd/engine/syscalls.h"
 
-#define MAGIC "BBSNAP1"
+#define MAGIC "BBSNAP2"
 #define MAX_COUNT (1u << 26)
 
 uint64_t bb__install_fingerprint(const bb_engine *e)
@@ -449,6 +449,9 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     w_u(&w, e->boot.all_armed);
     w_u(&w, e->boot.next_idx);
     w_u(&w, e->boot.pulses_fired);
+    w_u(&w, e->boot.n_mods);
+    for (uint32_t i = 0; i < e->boot.n_mods; i++)
+        w_u(&w, e->boot.mods[i].done);
     w_u(&w, e->boot.inflight.n);
     for (size_t i = 0; i < e->boot.inflight.n; i++) {
         const bb__inflight *f = &e->boot.inflight.v[i];
@@ -456,6 +459,8 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
         w_u(&w, f->component);
         w_u(&w, f->idx);
         w_u(&w, f->live);
+        w_u(&w, f->failed);
+        w_str(&w, f->failed ? f->why : "");
     }
     w_u(&w, e->boot.waiting.n);
     for (size_t i = 0; i < e->boot.waiting.n; i++) {
@@ -592,6 +597,10 @@ static void reset_transient(bb_engine *e)
     bb__wire_free(e);
     bb__exec_free_all(e);
     bb__boot_free(e);
+    for (uint32_t i = 0; i < e->boot.n_mods; i++)
+        e->boot.mods[i].done = false;
+    e->boot.all_armed = e->boot.all_blocked = e->boot.pulses_fired = false;
+    e->boot.next_idx = 0;
     bb__peers_free(e);
     for (uint32_t i = 0; i < e->n_semas; i++) {
         e->semas[i].held = 0;
@@ -1038,8 +1047,10 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     e->boot.all_armed = r_u(r) != 0;
     e->boot.next_idx = (uint32_t)r_u(r);
     e->boot.pulses_fired = r_u(r) != 0;
-    if (e->boot.next_idx > e->boot.n_mods)
+    if (e->boot.next_idx > e->boot.n_mods || r_u(r) != e->boot.n_mods)
         r->bad = true;
+    for (uint32_t i = 0; i < e->boot.n_mods && !r->bad; i++)
+        e->boot.mods[i].done = r_u(r) != 0;
     size_t nif = r_count(r);
     if (nif > 4096)
         r->bad = true;
@@ -1049,6 +1060,12 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         f.component = r_u(r) != 0;
         f.idx = (uint32_t)r_u(r);
         f.live = (uint32_t)r_u(r);
+        f.failed = r_u(r) != 0;
+        size_t wl;
+        const uint8_t *wd = r_bytes(r, &wl);
+        if (!r->bad)
+            snprintf(f.why, sizeof f.why, "%.*s", (int)(wl < sizeof f.why ? wl : sizeof f.why - 1),
+                     (const char *)wd);
         if (f.used && (f.component ? f.idx >= e->n_comps : f.idx >= e->boot.n_mods))
             r->bad = true;
         if (r->bad)

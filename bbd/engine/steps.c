@@ -168,6 +168,8 @@ const char *bb_step_kind_name(bb_step_kind k)
     case BB_STEP_CYCLE_BUDGET_EXCEEDED: return "CycleBudgetExceeded";
     case BB_STEP_OP_COMPLETED: return "OpCompleted";
     case BB_STEP_ASYNC_SUSPENDED: return "AsyncSuspended";
+    case BB_STEP_OP_TRIGGER: return "OpTrigger";
+    case BB_STEP_OP_SINK: return "OpSink";
     }
     return "?";
 }

@@ -66,17 +66,41 @@ int bb_engine_set_trace_filter(bb_engine *e, const char *directive, bb_error *er
     return BB_OK;
 }
 
-void bb__trace(bb_engine *e, bb_trace_cat cat, const char *name, bb_exec_id exec, uint32_t opi,
-               const char *detail, uint64_t value)
+void bb_engine_set_trace_clock(bb_engine *e, uint64_t (*clock)(void *ud), void *ud)
+{
+    e->trace_clock = clock;
+    e->trace_clock_ud = ud;
+}
+
+static void emit(bb_engine *e, bb_trace_cat cat, const char *name, bb_exec_id exec, uint32_t opi,
+                 const char *detail, uint64_t value, uint64_t duration_ns)
 {
     if (!e->trace_fn)
         return;
     bb_trace_event ev = {.cat = cat, .name = name, .exec_id = exec, .op_ref = opi,
-                         .detail = detail, .value = value};
+                         .detail = detail, .value = value, .phase = e->phase_name,
+                         .duration_ns = duration_ns};
     if (opi != BB__NONE && opi < e->n_ops) {
-        ev.op_type = e->ops[opi].op_type;
-        ev.domain = e->ops[opi].domain;
-        ev.node = e->ops[opi].label;
+        const bb__op *op = &e->ops[opi];
+        ev.op_type = op->op_type;
+        ev.domain = op->domain;
+        ev.node = op->label;
+        if (op->disp == BB__DISP_ATOMIC && op->comp < e->n_comps) {
+            ev.concrete_type = e->comps[op->comp].type->type_name;
+            ev.instance = e->comps[op->comp].slot;
+        }
     }
     e->trace_fn(e->trace_ud, &ev);
+}
+
+void bb__trace(bb_engine *e, bb_trace_cat cat, const char *name, bb_exec_id exec, uint32_t opi,
+               const char *detail, uint64_t value)
+{
+    emit(e, cat, name, exec, opi, detail, value, 0);
+}
+
+void bb__trace_op(bb_engine *e, bb_exec_id exec, uint32_t opi, const char *outcome,
+                  uint64_t duration_ns)
+{
+    emit(e, BB_TRACE_INVOKE, "invoke", exec, opi, outcome, 0, duration_ns);
 }

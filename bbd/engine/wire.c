@@ -1146,11 +1146,12 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
     if (env.corr_kind == 2) {
         deliver_response(&c);
     } else {
+        uint64_t unroutable = e->c[BB__C_UNROUTABLE];
         for (size_t i = 0; i < env.n_fills; i++) {
             const bb__fill *f = &env.fills[i];
             bb_suffix sfx;
             if (bb_suffix_parse(f->suffix, f->suffix_len, &sfx, NULL) != BB_OK) {
-                e->c[BB__C_UNROUTABLE]++; /* malformed suffix: silent drop */
+                e->c[BB__C_UNROUTABLE]++; /* malformed suffix: dropped */
                 continue;
             }
             if (sfx.kind == BB_SUFFIX_SITE)
@@ -1158,6 +1159,13 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
             else
                 deliver_control_fill(&c, f, &sfx);
         }
+        /* ENGINE.md 6.2 drops these silently; one step per envelope (never
+         * per fill) tells the host without letting a sender flood it */
+        unroutable = e->c[BB__C_UNROUTABLE] - unroutable;
+        if (unroutable)
+            bb__step_infra(e, BB_INFRA_UNROUTABLE_FILL, 0, src, unroutable,
+                           "%llu of %zu fills had no destination on this node",
+                           (unsigned long long)unroutable, env.n_fills);
     }
     for (uint32_t i = 0; i < c.n_frames; i++)
         bb__exec_unref(e, c.frames[i]);

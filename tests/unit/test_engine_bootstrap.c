@@ -90,22 +90,90 @@ static void test_all_in_install_order_then_pulse(void **state)
     assert_null(fx_log_app(&log, "pulse", 0)); /* nothing runs before the host asks */
     bb_bootstrap_target all = {.kind = BB_BOOTSTRAP_ALL};
     assert_int_equal(bb_engine_run_bootstrap(e, &all, NULL), BB_OK);
+    /* staged, not yet polled: the request is waiting */
+    assert_int_equal(bb_engine_bootstrap_status(e), BB_BOOTSTRAP_WAITING_FOR_INPUT);
     fx_run(e, &log, 2, 10);
     size_t ia = index_of(&log, BB_STEP_BOOTSTRAP_COMPLETE, "A");
+    size_t iboot = index_of(&log, BB_STEP_APP_EVENT, "boot_a");
+    assert_true(iboot < ia && ia != SIZE_MAX);
+    assert_int_equal(fx_log_app(&log, "boot_a", 0)->value->u.u64, 7);
+    /* B's bootstrap takes an input: the walk waits for it instead of running
+     * B without it, and no Pulse fires before the walk ends */
+    assert_int_equal(index_of(&log, BB_STEP_BOOTSTRAP_COMPLETE, "B"), SIZE_MAX);
+    assert_null(fx_log_app(&log, "pulse", 0));
+    assert_int_equal(bb_engine_bootstrap_status(e), BB_BOOTSTRAP_WAITING_FOR_INPUT);
+    assert_int_equal(bb_engine_next_deadline(e), UINT64_MAX); /* waiting is not busy */
+    bb_value *v = bb_value_u64(&BB_TYPE_U64, 3);
+    bb_engine_input seed = {.name = "seed", .value = v};
+    bb_bootstrap_request rq = {.target = "B", .inputs = &seed, .n_inputs = 1};
+    bb_bootstrap_target t = {.kind = BB_BOOTSTRAP_MODULE_REQUESTS, .requests = &rq, .n_requests = 1};
+    assert_int_equal(bb_engine_run_bootstrap(e, &t, NULL), BB_OK);
+    bb_value_unref(v);
+    fx_run(e, &log, 3, 10);
     size_t ib = index_of(&log, BB_STEP_BOOTSTRAP_COMPLETE, "B");
     size_t ip = index_of(&log, BB_STEP_APP_EVENT, "pulse");
-    size_t iboot = index_of(&log, BB_STEP_APP_EVENT, "boot_a");
-    assert_true(iboot < ia);
-    assert_true(ia < ib);
+    assert_true(ia < ib && ib != SIZE_MAX);
     assert_true(ib < ip && ip != SIZE_MAX);
-    assert_int_equal(fx_log_app(&log, "boot_a", 0)->value->u.u64, 7);
-    assert_null(fx_log_app(&log, "boot_b", 0)); /* B's formal was not given */
+    assert_int_equal(fx_log_app(&log, "boot_b", 0)->value->u.u64, 3);
     assert_int_equal(bb_engine_bootstrap_status(e), BB_BOOTSTRAP_IDLE);
-    /* ALL again is a no-op: no second pulse */
+    /* ALL again is a no-op: every module is done, no second pulse */
     assert_int_equal(bb_engine_run_bootstrap(e, &all, NULL), BB_OK);
-    fx_run(e, &log, 3, 10);
+    fx_run(e, &log, 4, 10);
     assert_null(fx_log_app(&log, "pulse", 1));
     assert_int_equal(fx_log_count(&log, BB_STEP_BOOTSTRAP_COMPLETE), 2);
+    assert_int_equal(bb_engine_live_executions(e), 0);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+/* A module bootstrap whose body fails ends as BootstrapFailed; a component
+ * bootstrap completed with an error too; staging what is already in flight is
+ * rejected with an InfraEvent. */
+static void test_bootstrap_failed_and_rejected(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x", "");
+    emit(m, f, "x", "body");
+    bb_function *b = boot_fn(m, "Main__bootstrap", "");
+    bb_node *c = fx_op(m, b, FX_SYS, "Constant", "", "k");
+    fx_int(m, c, "value", 1);
+    echo(m, b, "Fail", "k", "o", "plain");
+    fx_bind(m, "Main", "plain", "Protocol|test::Echo|1");
+    fx_bind(m, "Main", "later_echo", "Protocol|test::Echo|2");
+    bb_engine *e = install(m, "Main");
+    bb_bootstrap_target all = {.kind = BB_BOOTSTRAP_ALL};
+    assert_int_equal(bb_engine_run_bootstrap(e, &all, NULL), BB_OK);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    const fx_rec *r = fx_log_nth(&log, BB_STEP_BOOTSTRAP_FAILED, 0);
+    assert_non_null(r);
+    assert_string_equal(r->a, "Main");
+    assert_non_null(strstr(r->c, "echo failed on purpose"));
+    assert_int_equal(fx_log_count(&log, BB_STEP_BOOTSTRAP_COMPLETE), 0);
+    assert_int_equal(bb_engine_bootstrap_status(e), BB_BOOTSTRAP_IDLE);
+    /* component bootstrap: LATER, then staged again while in flight */
+    const char *slots[1] = {"later_echo"};
+    bb_bootstrap_target t = {.kind = BB_BOOTSTRAP_SLOTS, .names = slots, .n_names = 1};
+    assert_int_equal(bb_engine_run_bootstrap(e, &t, NULL), BB_OK);
+    fx_run(e, &log, 2, 5);
+    assert_int_equal(bb_engine_bootstrap_status(e), BB_BOOTSTRAP_RUNNING);
+    assert_int_equal(bb_engine_run_bootstrap(e, &t, NULL), BB_OK);
+    fx_run(e, &log, 3, 5);
+    r = fx_log_infra(&log, BB_INFRA_BOOTSTRAP_REJECTED, -1);
+    assert_non_null(r);
+    assert_non_null(strstr(r->c, "AlreadyTransitivelyQueued: later_echo"));
+    fx_echo *le = fx_echo_by_slot("later_echo");
+    assert_non_null(le);
+    assert_int_equal(bb_complete_err(le->boot_pending, BB_ECONFIG, "no seed peers"), BB_OK);
+    fx_run(e, &log, 4, 5);
+    r = fx_log_nth(&log, BB_STEP_BOOTSTRAP_FAILED, 1);
+    assert_non_null(r);
+    assert_string_equal(r->b, "later_echo");
+    assert_non_null(strstr(r->c, "no seed peers"));
+    assert_int_equal(bb_engine_bootstrap_status(e), BB_BOOTSTRAP_IDLE);
     fx_log_free(&log);
     bb_engine_free(e);
     bb_model_free(m);
@@ -201,10 +269,7 @@ static void test_component_bootstrap_locks_touching_ops(void **state)
     assert_non_null(fx_log_app(&log, "z", 0)); /* disjoint component fires */
     assert_null(fx_log_app(&log, "y", 0));     /* parked behind the bootstrap */
     assert_int_equal(bb_engine_live_executions(e), 1);
-    fx_echo *le = NULL;
-    for (int i = 0; i < fx_echo_count(); i++)
-        if (strcmp(fx_echo_at(i)->slot, "later_echo") == 0)
-            le = fx_echo_at(i);
+    fx_echo *le = fx_echo_by_slot("later_echo");
     assert_non_null(le);
     assert_non_null(le->boot_pending);
     assert_int_equal(bb_complete_ok(le->boot_pending, NULL, 0), BB_OK);
@@ -251,10 +316,7 @@ static void test_module_bootstrap_locks_its_touch_set(void **state)
     fx_run(e, &log, 2, 5);
     assert_non_null(fx_log_app(&log, "z", 0));
     assert_null(fx_log_app(&log, "y", 0));
-    fx_echo *busy = NULL;
-    for (int i = 0; i < fx_echo_count(); i++)
-        if (strcmp(fx_echo_at(i)->slot, "busy") == 0)
-            busy = fx_echo_at(i);
+    fx_echo *busy = fx_echo_by_slot("busy");
     assert_int_equal(busy->n_pending, 1); /* the bootstrap's own op ran */
     bb_value *r = bb_value_u64(&BB_TYPE_U64, 9);
     assert_int_equal(bb_complete_ok(busy->pending[0], &r, 1), BB_OK);
@@ -304,10 +366,7 @@ static void test_conflicting_requests_wait(void **state)
     assert_null(fx_log_app(&log, "boot_B", 0));
     assert_int_equal(fx_log_count(&log, BB_STEP_BOOTSTRAP_COMPLETE), 1);
     assert_int_equal(bb_engine_bootstrap_status(e), BB_BOOTSTRAP_RUNNING);
-    fx_echo *busy = NULL;
-    for (int i = 0; i < fx_echo_count(); i++)
-        if (strcmp(fx_echo_at(i)->slot, "busy") == 0)
-            busy = fx_echo_at(i);
+    fx_echo *busy = fx_echo_by_slot("busy");
     assert_int_equal(busy->n_pending, 1);
     bb_value *v = bb_value_ref(busy->pending_in[0]);
     assert_int_equal(bb_complete_ok(busy->pending[0], &v, 1), BB_OK);
@@ -328,6 +387,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_in_install_order_then_pulse),
+        cmocka_unit_test(test_bootstrap_failed_and_rejected),
         cmocka_unit_test(test_module_requests_and_errors),
         cmocka_unit_test(test_component_bootstrap_locks_touching_ops),
         cmocka_unit_test(test_module_bootstrap_locks_its_touch_set),

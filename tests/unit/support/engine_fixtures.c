@@ -145,6 +145,14 @@ void fx_reset(void)
 }
 
 fx_echo *fx_echo_at(int i) { return i < g_n_echo ? g_echo[i] : NULL; }
+
+fx_echo *fx_echo_by_slot(const char *slot)
+{
+    for (int i = 0; i < g_n_echo; i++)
+        if (g_echo[i]->slot && strcmp(g_echo[i]->slot, slot) == 0)
+            return g_echo[i];
+    return NULL;
+}
 int fx_echo_count(void) { return g_n_echo; }
 size_t fx_backend_materialized(void) { return g_materialized; }
 

@@ -76,6 +76,8 @@ typedef struct fx_echo {
     bb_ctx *ctx;
 } fx_echo;
 fx_echo *fx_echo_at(int i);
+/* The live test::Echo instance created for slot (NULL if none). */
+fx_echo *fx_echo_by_slot(const char *slot);
 int fx_echo_count(void);
 size_t fx_backend_materialized(void);
 
