@@ -786,11 +786,24 @@ static const struct {
     [BB_DT_UINT4] = {"uint4", 0},
     [BB_DT_INT4] = {"int4", 0},
     [BB_DT_FLOAT4E2M1] = {"float4e2m1", 0},
+    [BB_DT_FLOAT8E8M0] = {"float8e8m0", 1},
+    [BB_DT_UINT2] = {"uint2", 0},
+    [BB_DT_INT2] = {"int2", 0},
 };
 
-static bool dtype_is_4bit(int32_t dt)
+/* Elements per byte of the packed sub-byte types; 0 for the others. */
+static unsigned dtype_per_byte(int32_t dt)
 {
-    return dt == BB_DT_UINT4 || dt == BB_DT_INT4 || dt == BB_DT_FLOAT4E2M1;
+    switch (dt) {
+    case BB_DT_UINT4:
+    case BB_DT_INT4:
+    case BB_DT_FLOAT4E2M1:
+        return 2;
+    case BB_DT_UINT2:
+    case BB_DT_INT2:
+        return 4;
+    }
+    return 0;
 }
 
 size_t bb_dtype_size(int32_t dtype)
@@ -800,8 +813,9 @@ size_t bb_dtype_size(int32_t dtype)
 
 size_t bb_dtype_nbytes(int32_t dtype, uint64_t n)
 {
-    if (dtype_is_4bit(dtype)) {
-        uint64_t b = n / 2 + (n & 1);
+    unsigned per_byte = dtype_per_byte(dtype);
+    if (per_byte) {
+        uint64_t b = n / per_byte + (n % per_byte != 0);
         return b > SIZE_MAX ? SIZE_MAX : (size_t)b;
     }
     size_t sz = bb_dtype_size(dtype);

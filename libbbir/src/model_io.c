@@ -215,8 +215,8 @@ static int ld_verbatim(ld *c, bb_bytes *dst, const ProtobufCMessage *m)
 /* ---- tensors ------------------------------------------------------------ */
 
 /* Bytes one int32_data element occupies in raw_data, or 0 when int32_data
- * cannot carry the type. 4-bit types hold two elements per int32_data
- * value (one packed byte). */
+ * cannot carry the type. 4-bit and 2-bit types hold two / four elements
+ * per int32_data value (one packed byte). */
 static size_t int32_data_width(int32_t dt)
 {
     switch (dt) {
@@ -237,7 +237,9 @@ static size_t int32_data_width(int32_t dt)
     case BB_DT_UINT4:
     case BB_DT_INT4:
     case BB_DT_FLOAT4E2M1:
-    case 24: /* FLOAT8E8M0 (IR 11) */
+    case BB_DT_FLOAT8E8M0:
+    case BB_DT_UINT2:
+    case BB_DT_INT2:
         return 1;
     }
     return 0;

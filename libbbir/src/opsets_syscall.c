@@ -3,6 +3,11 @@
  * (IR_AND_DSL.md 5a, plus the compiler-inserted wire gates and DeadlineCheck
  * of COMPILER.md) and the ai.bytesandbrains.composite v1 catalog (Bundle /
  * Unbundle, IR_AND_DSL.md Update). Ops sorted by op_type (strcmp).
+ *
+ * The TX gates output `value` (their input, forwarded on Allow), not the
+ * Trigger COMPILER.md describes: the TX passes splice them into
+ * wire.Send's data input, so a Trigger would replace the payload
+ * (docs/DECISIONS.md, "TX gates forward their input value").
  */
 #include "opsets_internal.h"
 
@@ -27,9 +32,9 @@ static const bb_op_schema SYSCALL_OPS[] = {
     BB__OP("BackoffGateRx", BB__PORTS(BB__P("value", ANY)), BB__PORTS(BB__P("value", ANY)),
            BB__NONE, INSERTED | BB_OPF_GATE_RX,
            "Drops inbound values from a peer in backoff cooldown (reason=cooldown)"),
-    BB__OP("BackoffGateTx", BB__PORTS(BB__P("value", ANY)), BB__PORTS(BB__P("trigger", TRIGGER)),
+    BB__OP("BackoffGateTx", BB__PORTS(BB__P("value", ANY)), BB__PORTS(BB__P("value", ANY)),
            BB__ATTRS(BB__A_REQ("peer", STRING)), INSERTED | BB_OPF_GATE_TX,
-           "Fires when the destination peer is retry-eligible in the backoff table"),
+           "Forwards the value when the destination peer is retry-eligible in the backoff table"),
     BB__OP("Clock", BB__PORTS(BB__P("trigger", TRIGGER)), BB__PORTS(BB__P("now", TIMESTAMP)),
            BB__NONE, 0, "Reads the host clock"),
     BB__OP("Constant", BB__NONE, BB__PORTS(BB__P("value", ANY)),
@@ -86,10 +91,10 @@ static const bb_op_schema SYSCALL_OPS[] = {
     BB__OP("PeerHealthGateRx", BB__PORTS(BB__P("value", ANY)), BB__PORTS(BB__P("value", ANY)),
            BB__NONE, INSERTED | BB_OPF_GATE_RX,
            "Drops inbound values from blocklisted / not-allowlisted peers"),
-    BB__OP("PeerHealthGateTx", BB__PORTS(BB__P("value", ANY)),
-           BB__PORTS(BB__P("trigger", TRIGGER)), BB__ATTRS(BB__A_REQ("peer", STRING)),
-           INSERTED | BB_OPF_GATE_TX,
-           "Fires unless the destination peer is blocklisted, not allowlisted or cooling down"),
+    BB__OP("PeerHealthGateTx", BB__PORTS(BB__P("value", ANY)), BB__PORTS(BB__P("value", ANY)),
+           BB__ATTRS(BB__A_REQ("peer", STRING)), INSERTED | BB_OPF_GATE_TX,
+           "Forwards the value unless the destination peer is blocklisted, not allowlisted "
+           "or cooling down"),
     BB__OP("Pulse", BB__NONE, BB__PORTS(BB__P("trigger", TRIGGER)), BB__NONE, 0,
            "Fires once at bootstrap"),
     BB__OP("Record", BB__PORTS(BB__P("value", ANY)), BB__NONE,

@@ -441,6 +441,8 @@ static void test_dtypes(void **state)
     assert_int_equal(bb_dtype_size(BB_DT_FLOAT8E5M2FNUZ), 1);
     assert_int_equal(bb_dtype_size(BB_DT_STRING), 0);
     assert_int_equal(bb_dtype_size(BB_DT_INT4), 0);
+    assert_int_equal(bb_dtype_size(BB_DT_UINT2), 0);
+    assert_int_equal(bb_dtype_size(BB_DT_FLOAT8E8M0), 1);
     assert_int_equal(bb_dtype_size(-1), 0);
     assert_int_equal(bb_dtype_size(99), 0);
 
@@ -449,6 +451,11 @@ static void test_dtypes(void **state)
     assert_int_equal(bb_dtype_nbytes(BB_DT_INT4, 3), 2);
     assert_int_equal(bb_dtype_nbytes(BB_DT_UINT4, 4), 2);
     assert_int_equal(bb_dtype_nbytes(BB_DT_FLOAT4E2M1, 1), 1);
+    /* 2-bit types pack four per byte */
+    assert_int_equal(bb_dtype_nbytes(BB_DT_INT2, 4), 1);
+    assert_int_equal(bb_dtype_nbytes(BB_DT_UINT2, 5), 2);
+    assert_int_equal(bb_dtype_nbytes(BB_DT_INT2, 0), 0);
+    assert_int_equal(bb_dtype_nbytes(BB_DT_FLOAT8E8M0, 3), 3);
     assert_int_equal(bb_dtype_nbytes(BB_DT_STRING, 5), 0);
     assert_true(bb_dtype_nbytes(BB_DT_DOUBLE, UINT64_MAX / 4) == SIZE_MAX);
 
@@ -456,6 +463,13 @@ static void test_dtypes(void **state)
     assert_string_equal(bb_dtype_name(BB_DT_INT64), "int64");
     assert_string_equal(bb_dtype_name(BB_DT_BFLOAT16), "bfloat16");
     assert_string_equal(bb_dtype_name(BB_DT_FLOAT4E2M1), "float4e2m1");
+    assert_string_equal(bb_dtype_name(BB_DT_FLOAT8E8M0), "float8e8m0");
+    assert_string_equal(bb_dtype_name(BB_DT_UINT2), "uint2");
+    assert_string_equal(bb_dtype_name(BB_DT_INT2), "int2");
+    assert_string_equal(bb_dtype_name(27), "undefined");
+    /* every canonical value up to BB_DT_MAX has a name */
+    for (int32_t dt = 1; dt <= BB_DT_MAX; dt++)
+        assert_string_not_equal(bb_dtype_name(dt), "undefined");
     assert_string_equal(bb_dtype_name(0), "undefined");
     assert_string_equal(bb_dtype_name(1000), "undefined");
     assert_string_equal(bb_dtype_name(-3), "undefined");

@@ -624,13 +624,16 @@ static void test_typed_data_normalised(void **state)
         {BB_DT_BOOL, 1, 2, {0x01, 0x00}, 2},
         {BB_DT_INT4, 1, 2, {0x21, 0xf3}, 2},                                  /* packed pairs */
         {BB_DT_FLOAT8E5M2, 1, 2, {0x3c, 0xc0}, 2},
+        {BB_DT_FLOAT8E8M0, 1, 2, {0x7f, 0x80}, 2},                             /* 2^0, 2^1 */
+        {BB_DT_INT2, 1, 2, {0xe4, 0x1b}, 2},                                  /* packed quads */
         {BB_DT_INT64, 2, 2, {0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 7, 0, 0, 0, 0, 0, 0, 0}, 16},
         {BB_DT_DOUBLE, 3, 1, {0, 0, 0, 0, 0, 0, 0xf0, 0x3f}, 8},              /* 1.0 */
         {BB_DT_UINT32, 4, 2, {0xff, 0xff, 0xff, 0xff, 5, 0, 0, 0}, 8},
         {BB_DT_UINT64, 4, 1, {0xff, 0xff, 0xff, 0xff, 0x01, 0, 0, 0}, 8},     /* 2^32 + 2^32-1 */
     };
     float fv[] = {1.0f, -2.5f};
-    int32_t i32_by_dt[][2] = {{-1, 2}, {0x3c00, 0xc000}, {-1, 2}, {1, 0}, {0x21, 0xf3}, {0x3c, 0xc0}};
+    int32_t i32_by_dt[][2] = {{-1, 2},       {0x3c00, 0xc000}, {-1, 2},       {1, 0},
+                              {0x21, 0xf3},  {0x3c, 0xc0},     {0x7f, 0x80},  {0xe4, 0x1b}};
     int64_t i64[] = {-2, 7};
     double dv[] = {1.0};
     uint64_t u32[] = {0xffffffffu, 5}, u64[] = {0x1ffffffffULL};
@@ -647,7 +650,8 @@ static void test_typed_data_normalised(void **state)
         case 1: {
             int row = cases[k].dt == BB_DT_INT32 ? 0 : cases[k].dt == BB_DT_FLOAT16 ? 1
                     : cases[k].dt == BB_DT_INT8 ? 2 : cases[k].dt == BB_DT_BOOL ? 3
-                    : cases[k].dt == BB_DT_INT4 ? 4 : 5;
+                    : cases[k].dt == BB_DT_INT4 ? 4 : cases[k].dt == BB_DT_FLOAT8E5M2 ? 5
+                    : cases[k].dt == BB_DT_FLOAT8E8M0 ? 6 : 7;
             t.n_int32_data = cases[k].count;
             t.int32_data = i32_by_dt[row];
             break;

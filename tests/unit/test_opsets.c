@@ -140,8 +140,9 @@ static const sig SIGS[] = {
     {BB_DOMAIN_SYSCALL, BB_OP_DEDUP_GATE_RX, "value -> value | -"},
     {BB_DOMAIN_SYSCALL, BB_OP_PEER_HEALTH_GATE_RX, "value -> value | -"},
     {BB_DOMAIN_SYSCALL, BB_OP_BACKOFF_GATE_RX, "value -> value | -"},
-    {BB_DOMAIN_SYSCALL, BB_OP_PEER_HEALTH_GATE_TX, "value -> trigger | peer:STRING!"},
-    {BB_DOMAIN_SYSCALL, BB_OP_BACKOFF_GATE_TX, "value -> trigger | peer:STRING!"},
+    /* TX gates forward their value (docs/DECISIONS.md), not a Trigger */
+    {BB_DOMAIN_SYSCALL, BB_OP_PEER_HEALTH_GATE_TX, "value -> value | peer:STRING!"},
+    {BB_DOMAIN_SYSCALL, BB_OP_BACKOFF_GATE_TX, "value -> value | peer:STRING!"},
     {BB_DOMAIN_SYSCALL, BB_OP_DEADLINE_CHECK, "value -> value | deadline_ns:INT!"},
     /* 5a.1 address_book */
     {BB_DOMAIN_ADDRESS_BOOK, "Insert", "peer,address -> - | -"},
@@ -396,7 +397,8 @@ static void test_port_types(void **state)
     assert_ptr_equal(out_type(S, "CorrelateTag", "token"), &BB_TYPE_CORRELATION_TOKEN);
     assert_ptr_equal(in_type(S, "Gate", "value"), &BB_TYPE_ANY);
     assert_ptr_equal(in_type(S, "Gate", "trigger"), &BB_TYPE_TRIGGER);
-    assert_ptr_equal(out_type(S, BB_OP_BACKOFF_GATE_TX, "trigger"), &BB_TYPE_TRIGGER);
+    assert_ptr_equal(out_type(S, BB_OP_BACKOFF_GATE_TX, "value"), &BB_TYPE_ANY);
+    assert_ptr_equal(out_type(S, BB_OP_PEER_HEALTH_GATE_TX, "value"), &BB_TYPE_ANY);
     assert_ptr_equal(out_type(S, BB_OP_DEDUP_GATE_RX, "value"), &BB_TYPE_ANY);
 
     const char *AB = BB_DOMAIN_ADDRESS_BOOK;

@@ -72,13 +72,17 @@ typedef enum bb_dtype {
     BB_DT_UINT4 = 21,
     BB_DT_INT4 = 22,
     BB_DT_FLOAT4E2M1 = 23,
-    BB_DT_MAX = 23
+    BB_DT_FLOAT8E8M0 = 24,
+    BB_DT_UINT2 = 25,
+    BB_DT_INT2 = 26,
+    BB_DT_MAX = 26
 } bb_dtype;
 
-/* Bytes per element; 0 for STRING/UNDEFINED, and for the 4-bit types
- * (which pack two per byte: use bb_dtype_nbytes). */
+/* Bytes per element; 0 for STRING/UNDEFINED, and for the 4-bit and 2-bit
+ * types (which pack two / four per byte: use bb_dtype_nbytes). */
 size_t bb_dtype_size(int32_t dtype);
-/* Storage bytes of n elements (handles 4-bit packing); SIZE_MAX on overflow. */
+/* Storage bytes of n elements (handles 4-bit and 2-bit packing); SIZE_MAX
+ * on overflow. */
 size_t bb_dtype_nbytes(int32_t dtype, uint64_t n);
 /* "float", "int64", ...; "undefined" for unknown values. */
 const char *bb_dtype_name(int32_t dtype);
