@@ -151,8 +151,9 @@ static const char *const ONNX_SAME[] = {
     "Concat", "Split", "Slice", "Squeeze", "Unsqueeze", "Identity", "ReduceSum", "ReduceMean",
     "ReduceMax", "ReduceMin", "BatchNormalization", "LayerNormalization", "Conv", "MaxPool",
     "AveragePool", "GlobalAveragePool", "Gather", "Scatter", NULL};
-static const char *const ONNX_BINARY[] = {"Add", "Sub", "Mul", "Div", "Pow", "MatMul",
-                                          "Dot", "Concat", NULL};
+/* Pow is not here: its exponent may have another dtype (ONNX T1). */
+static const char *const ONNX_BINARY[] = {"Add", "Sub", "Mul", "Div", "MatMul", "Dot",
+                                          "Concat", NULL};
 static const char *const ONNX_COMPARE[] = {"Equal", "Greater", "Less", NULL};
 static const char *const SYS_FORWARD[] = {"PassThrough", "Gate", BB_OP_DEDUP_GATE_RX,
                                           BB_OP_PEER_HEALTH_GATE_RX, BB_OP_BACKOFF_GATE_RX,
@@ -165,7 +166,11 @@ static int op_rules(solver *s, const bb_node *n)
     int rc = BB_OK;
     if (bb_domain_is_onnx(n->domain) && n->op_type) {
         if (in_list(n->op_type, ONNX_SAME) && n->inputs.n > 0) {
-            for (size_t j = 0; j < n->outputs.n && rc == BB_OK; j++)
+            /* Only Split's outputs all share the input's dtype: MaxPool's
+             * Indices is int64, the norms' statistics may be another float. */
+            size_t n_same = strcmp(n->op_type, "Split") == 0 ? n->outputs.n
+                                                              : (n->outputs.n > 0);
+            for (size_t j = 0; j < n_same && rc == BB_OK; j++)
                 rc = unify(s, n, n->inputs.v[0], n->outputs.v[j]);
             if (in_list(n->op_type, ONNX_BINARY))
                 for (size_t j = 1; j < n->inputs.n && rc == BB_OK; j++)
