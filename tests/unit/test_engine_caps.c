@@ -234,6 +234,63 @@ static void test_completion_result_cap_and_pending_cap(void **state)
     bb_model_free(m);
 }
 
+/* A completion's result joins the in-flight bytes until its slot is freed;
+ * a result that would overrun the budget is refused and the op stays
+ * parked (a later result that fits lands). */
+static void test_completion_result_charged_to_budget(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x", "y");
+    bb_node *n = fx_op(m, f, "test.echo", "Later", "x", "l");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    n = fx_op(m, f, FX_SYS, "After", "l", "y"); /* holds the result while it sleeps */
+    fx_int(m, n, "delay_ns", 100);
+    fx_bind(m, "Main", "echo", "Protocol|test::Echo|1");
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    cfg.caps.ingress_byte_budget = 100;
+    bb_engine *e = install(m, &cfg);
+    bb_value *t = bb_value_trigger();
+    bb_engine_input in = {.name = "x", .value = t};
+    assert_int_equal(bb_engine_invoke(e, "Main", &in, 1, NULL, NULL), BB_OK);
+    assert_int_equal(bb_engine_invoke(e, "Main", &in, 1, NULL, NULL), BB_OK);
+    bb_value_unref(t);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    fx_echo *echo = fx_echo_at(0);
+    assert_int_equal(echo->n_pending, 2);
+    float v16[16] = {1}, v12[12] = {2};
+    bb_value *r = fx_f32(v16, 16); /* 64 bytes */
+    assert_int_equal(bb_complete_ok(echo->pending[0], &r, 1), BB_OK);
+    assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 64);
+    fx_run(e, &log, 2, 5); /* written into the slot After reads */
+    assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 64);
+    r = fx_f32(v16, 16);
+    assert_int_equal(bb_complete_ok(echo->pending[1], &r, 1), BB_EBUDGET);
+    r = fx_f32(v12, 12); /* 48 more would be 112 */
+    assert_int_equal(bb_complete_ok(echo->pending[1], &r, 1), BB_EBUDGET);
+    fx_run(e, &log, 200, 5); /* the first execution ends: its 64 bytes come back */
+    assert_non_null(fx_log_app(&log, "y", 0));
+    assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 0);
+    assert_non_null(fx_log_infra(&log, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_BUDGET_EXCEEDED));
+    r = fx_f32(v12, 12);
+    assert_int_equal(bb_complete_ok(echo->pending[1], &r, 1), BB_OK); /* still pending: fits now */
+    fx_run(e, &log, 300, 5);
+    assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 48);
+    fx_run(e, &log, 400, 5);
+    assert_non_null(fx_log_app(&log, "y", 1));
+    assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 0);
+    assert_int_equal(bb_engine_live_executions(e), 0);
+    for (int i = 0; i < echo->n_pending; i++)
+        bb_value_unref(echo->pending_in[i]);
+    echo->n_pending = 0;
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_per_item_caps),
         cmocka_unit_test(test_byte_budget_released_on_gc),
         cmocka_unit_test(test_completion_result_cap_and_pending_cap),
+        cmocka_unit_test(test_completion_result_charged_to_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

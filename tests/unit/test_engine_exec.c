@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -478,7 +479,15 @@ static void test_op_steps_opt_in(void **state)
 {
     (void)state;
     fx_reset();
-    bb_model *m = async_model(0);
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x,t", "y,tt");
+    bb_node *n = fx_op(m, f, "test.echo", "Later", "x", "l");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    fx_op(m, f, FX_SYS, "PassThrough", "l", "y"); /* a value: OpCompleted */
+    fx_op(m, f, FX_SYS, "OnTrigger", "t", "tt");  /* only a Trigger: OpTrigger */
+    n = fx_op(m, f, FX_SYS, "IncrMetric", "t", ""); /* nothing downstream: OpSink */
+    fx_str(m, n, "name", "m");
+    fx_bind(m, "Main", "echo", "Protocol|test::Echo|1");
     bb_engine_config cfg;
     bb_engine_config_init(&cfg);
     cfg.emit_op_steps = true;
@@ -492,9 +501,168 @@ static void test_op_steps_opt_in(void **state)
     assert_int_equal(bb_complete_ok(echo->pending[0], &v, 1), BB_OK);
     fx_run(e, &log, 2, 5);
     assert_int_equal(fx_log_count(&log, BB_STEP_OP_COMPLETED), 1); /* the PassThrough */
+    assert_int_equal(fx_log_count(&log, BB_STEP_OP_TRIGGER), 0);
+    invoke1(e, "Main", "t", bb_value_trigger());
+    fx_run(e, &log, 3, 5);
+    assert_int_equal(fx_log_count(&log, BB_STEP_OP_TRIGGER), 1);
+    assert_int_equal(fx_log_count(&log, BB_STEP_OP_SINK), 1);
+    assert_int_equal(fx_log_count(&log, BB_STEP_OP_COMPLETED), 1);
+    assert_string_equal(bb_step_kind_name(BB_STEP_OP_SINK), "OpSink");
+    assert_string_equal(bb_step_kind_name(BB_STEP_OP_TRIGGER), "OpTrigger");
+    /* without the option none of the op-level steps appear */
+    bb_engine *quiet = make(m, "Main", NULL);
+    invoke1(quiet, "Main", "t", bb_value_trigger());
+    fx_log ql = {0};
+    fx_run(quiet, &ql, 1, 5);
+    assert_int_equal(fx_log_count(&ql, BB_STEP_APP_EVENT), 1); /* tt */
+    assert_int_equal(fx_log_count(&ql, BB_STEP_OP_TRIGGER) + fx_log_count(&ql, BB_STEP_OP_SINK) +
+                         fx_log_count(&ql, BB_STEP_OP_COMPLETED), 0);
+    fx_log_free(&ql);
+    bb_engine_free(quiet);
     bb_value_unref(echo->pending_in[0]);
     echo->n_pending = 0;
     fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+/* ---- the poll cycle: phases in order (ENGINE.md Part 7) ------------------------------------ */
+
+#define MAX_SEEN 64
+typedef struct phase_rec {
+    const char *phases[MAX_SEEN]; /* POLL spans, in order */
+    int n_phases;
+    struct {
+        char node[32];
+        int phase; /* index into phases[] when the op ran */
+        const char *concrete, *instance, *outcome;
+        uint64_t duration;
+    } ops[MAX_SEEN];
+    int n_ops;
+    uint64_t clock;
+} phase_rec;
+
+static void on_phase_trace(void *ud, const bb_trace_event *ev)
+{
+    phase_rec *p = ud;
+    if (ev->cat == BB_TRACE_POLL && p->n_phases < MAX_SEEN) {
+        p->phases[p->n_phases++] = ev->name;
+    } else if (ev->cat == BB_TRACE_INVOKE && strcmp(ev->name, "invoke") == 0 && p->n_ops < MAX_SEEN) {
+        assert_non_null(ev->phase);
+        assert_string_equal(ev->phase, p->phases[p->n_phases - 1]);
+        snprintf(p->ops[p->n_ops].node, sizeof p->ops[p->n_ops].node, "%s", ev->node);
+        p->ops[p->n_ops].phase = p->n_phases - 1;
+        p->ops[p->n_ops].concrete = ev->concrete_type;
+        p->ops[p->n_ops].instance = ev->instance;
+        p->ops[p->n_ops].outcome = ev->detail;
+        p->ops[p->n_ops].duration = ev->duration_ns;
+        p->n_ops++;
+    }
+}
+
+static uint64_t fake_clock(void *ud)
+{
+    phase_rec *p = ud;
+    return p->clock += 5;
+}
+
+static int op_phase(const phase_rec *p, const char *node)
+{
+    for (int i = 0; i < p->n_ops; i++)
+        if (strcmp(p->ops[i].node, node) == 0)
+            return p->ops[i].phase;
+    return -1;
+}
+
+static bb_node *named(bb_model *m, bb_function *f, const char *dom, const char *op, const char *in,
+                      const char *out, const char *name)
+{
+    bb_node *n = fx_op(m, f, dom, op, in, out);
+    n->name = bb_arena_strdup(m->arena, name);
+    return n;
+}
+
+/* One poll does every phase's work: the ingress seeds an execution whose ops
+ * (first frontier walk) fail a component op (-> bus -> EventSource), arm a
+ * zero-delay After (-> timer), complete a parked handle from inside a
+ * dispatch (-> pending completions) and send an envelope (-> outbound). The
+ * follow-up ops run in the second frontier walk and the SendEnvelope step
+ * comes last. */
+static void test_poll_phases_in_order(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x,peers", "");
+    bb_node *n = named(m, f, "test.echo", "Later", "x", "parked", "later");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    n = named(m, f, "test.echo", "Flush", "x", "", "flush");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    named(m, f, FX_SYS, "PassThrough", "parked", "after_completion", "on_completion");
+    n = named(m, f, "test.echo", "Fail", "x", "", "fail");
+    fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    n = named(m, f, FX_SYS, "EventSource", "", "ev", "events");
+    fx_int(m, n, "kind", BB_EVENT_OP_FAILURE);
+    named(m, f, FX_SYS, "PassThrough", "ev", "after_bus", "on_bus");
+    n = named(m, f, FX_SYS, "After", "x", "woke", "after");
+    fx_int(m, n, "delay_ns", 0);
+    named(m, f, FX_SYS, "PassThrough", "woke", "after_timer", "on_timer");
+    n = named(m, f, FX_WIRE, "Send", "x,peers", "", "send");
+    fx_meta(m, n, "ai.bytesandbrains.wire_dest_site", "77");
+    fx_bind(m, "Main", "echo", "Protocol|test::Echo|1");
+    bb_engine *e = make(m, "Main", NULL);
+    bb_peerid p2 = fx_peer(2);
+    uint8_t a[32];
+    bb_engine_addr addr = {a, fx_addr(7002, a)};
+    assert_int_equal(bb_engine_add_peer(e, &p2, &addr, 1, NULL), BB_OK);
+    phase_rec pr = {0};
+    bb_engine_set_trace(e, on_phase_trace, &pr);
+    bb_engine_set_trace_clock(e, fake_clock, &pr);
+    assert_int_equal(bb_engine_set_trace_filter(e, "poll,invoke", NULL), BB_OK);
+    bb_value *peers[1] = {bb_value_bytes(&BB_TYPE_PEER_ID, p2.bytes, p2.len)};
+    bb_value *pv = bb_value_list(&BB_TYPE_PEER_ID_VEC, peers, 1);
+    bb_engine_input in[2] = {{.name = "x", .value = NULL}, {.name = "peers", .value = pv}};
+    in[0].value = u64v(4);
+    assert_int_equal(bb_engine_invoke(e, "Main", in, 2, NULL, NULL), BB_OK);
+    bb_value_unref((bb_value *)in[0].value);
+    bb_value_unref(pv);
+    bb_steps s;
+    bb_steps_init(&s);
+    assert_int_equal(bb_engine_poll(e, 10, &s), BB_OK);
+    static const char *const want[] = {
+        "node.poll", "engine.drain_ingress", "engine.drain_frontier", "engine.route_bus_events",
+        "engine.poll_timers", "engine.drain_pending_completions", "engine.drain_frontier",
+        "engine.drain_outbound"};
+    assert_int_equal(pr.n_phases, 8);
+    for (int i = 0; i < 8; i++)
+        assert_string_equal(pr.phases[i], want[i]);
+    /* phase 2 ran the seeded ops; 6 ran what phases 3-5 made ready */
+    const char *first[] = {"later", "flush", "fail", "after", "send"};
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(op_phase(&pr, first[i]), 2);
+    assert_int_equal(op_phase(&pr, "on_bus"), 6);
+    assert_int_equal(op_phase(&pr, "on_timer"), 6);
+    assert_int_equal(op_phase(&pr, "on_completion"), 6);
+    /* the component op's span names its type and instance, timed by the clock */
+    for (int i = 0; i < pr.n_ops; i++) {
+        if (strcmp(pr.ops[i].node, "later") == 0) {
+            assert_string_equal(pr.ops[i].concrete, "test::Echo");
+            assert_string_equal(pr.ops[i].instance, "echo");
+            assert_string_equal(pr.ops[i].outcome, "suspended");
+            assert_int_equal(pr.ops[i].duration, 5);
+        } else if (strcmp(pr.ops[i].node, "fail") == 0) {
+            assert_string_equal(pr.ops[i].outcome, "failed");
+        } else if (strcmp(pr.ops[i].node, "on_bus") == 0) {
+            assert_null(pr.ops[i].concrete);
+        }
+    }
+    /* the failure surfaced in phase 2, the envelope in phase 7 */
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.v[0].kind, BB_STEP_OP_FAILED);
+    assert_int_equal(s.v[1].kind, BB_STEP_SEND_ENVELOPE);
+    assert_int_equal(bb_engine_live_executions(e), 0);
+    assert_int_equal(bb_engine_live_slots(e), 0);
+    bb_steps_free(&s);
     bb_engine_free(e);
     bb_model_free(m);
 }
@@ -516,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_dependency_call),
         cmocka_unit_test(test_tracing_filter),
         cmocka_unit_test(test_op_steps_opt_in),
+        cmocka_unit_test(test_poll_phases_in_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

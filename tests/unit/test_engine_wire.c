@@ -340,6 +340,9 @@ static void test_partial_delivery_and_rx_errors(void **state)
     assert_non_null(strstr(fx_log_infra(&log, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_DECODE_FAILED)->c, "site b"));
     assert_non_null(fx_log_infra(&log, BB_INFRA_ENVELOPE_MALFORMED, -1));
     assert_int_equal(bb_engine_counter(e, "wire.unroutable"), 2);
+    const fx_rec *un = fx_log_infra(&log, BB_INFRA_UNROUTABLE_FILL, -1); /* one per envelope */
+    assert_non_null(un);
+    assert_int_equal(un->count, 2);
     assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 0);
     assert_int_equal(bb_engine_live_slots(e), 0);
     fx_log_free(&log);
