@@ -3,9 +3,10 @@
  * graph executor (graph.c).
  *
  * Inside execute_graph a subgraph sees the enclosing graphs' values
- * (ONNX outer scope) through r->scope. Dispatched per op, there is no
- * enclosing graph: a body that reads outer names fails with an error
- * naming the name. Loop follows ONNX: inputs (M?, cond?, v_initial...),
+ * (ONNX outer scope) through r->scope. Dispatched per op there is no
+ * enclosing graph: the scope is the node's extra trailing inputs named by
+ * its outer_scope metadata (cpu_backend.c); a body reading any other outer
+ * name fails with an error naming the name. Loop follows ONNX: inputs (M?, cond?, v_initial...),
  * body (iteration_num, cond_in, v...) -> (cond_out, v..., scan...),
  * outputs (v_final..., scan outputs stacked along a new first axis).
  */

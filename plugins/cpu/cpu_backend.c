@@ -7,25 +7,31 @@
  *
  * dispatch trusts call->op_index (the engine resolves it at install time
  * against the declared ops[]): the hot path is one array index into the
- * kernel table, the same table the graph executor uses.
+ * kernel table, the same table the graph executor uses. An If / Loop
+ * dispatched per op may carry captured outer-scope values as extra trailing
+ * inputs, named by node metadata BB_META_OUTER_SCOPE_PREFIX "<k>"
+ * (`bbd run` stamps them): they become the subgraphs' enclosing scope.
  *
  * Config (JSON, all optional): {"threads": 1, "max_cached_graphs": 256}.
  * threads sets OpenBLAS's thread count at create; OpenBLAS keeps that
  * setting process-wide, so the default of 1 keeps many engines in one
  * process from oversubscribing the CPU.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
 
+#include <bb/meta.h>
 #include <bb/opsets.h>
 
 #include "cpu_internal.h"
 
 #define MAX_THREADS 256
 #define DEFAULT_MAX_PLANS 256
+#define MAX_OUTER_SCOPE 4096 /* captured outer values of one per-op If/Loop */
 
 /* ---- ports ------------------------------------------------------------------ */
 
@@ -323,6 +329,37 @@ static void cpu_destroy(void *inst)
     free(be);
 }
 
+/* A per-op If/Loop's outer scope: the trailing inputs named by the node's
+ * BB_META_OUTER_SCOPE_PREFIX "<k>" metadata (k = 0, 1, ...). *names is
+ * malloc'd (NULL when there are none). */
+static int outer_scope(cpu_run *r, const bb_dispatch_call *call, const char ***names,
+                       cpu_frame *f)
+{
+    *names = NULL;
+    const bb_kv_list *md = call->node ? &call->node->metadata : NULL;
+    uint32_t n = 0;
+    char key[sizeof BB_META_OUTER_SCOPE_PREFIX + 12];
+    for (; md && n < MAX_OUTER_SCOPE; n++) {
+        snprintf(key, sizeof key, "%s%u", BB_META_OUTER_SCOPE_PREFIX, n);
+        if (!bb_kv_get(md, key))
+            break;
+    }
+    if (n == 0)
+        return BB_OK;
+    if (n == MAX_OUTER_SCOPE || n > call->n_inputs)
+        return cpu_fail(r, BB_EINVAL, "%u outer-scope names for %u inputs (at most %d)", n,
+                        call->n_inputs, MAX_OUTER_SCOPE - 1);
+    *names = malloc(n * sizeof **names);
+    if (!*names)
+        return cpu_fail(r, BB_ENOMEM, "out of memory");
+    for (uint32_t k = 0; k < n; k++) {
+        snprintf(key, sizeof key, "%s%u", BB_META_OUTER_SCOPE_PREFIX, k);
+        (*names)[k] = bb_kv_get(md, key);
+    }
+    *f = (cpu_frame){.vals = call->inputs + (call->n_inputs - n), .names = *names, .n_names = n};
+    return BB_OK;
+}
+
 static bb_dispatch_result cpu_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
                                        bb_value **outputs, bb_error *err)
 {
@@ -343,7 +380,19 @@ static bb_dispatch_result cpu_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
         return BB_DISPATCH_NOW_ERR;
     }
     r.op = (cpu_op)op;
-    int rc = cpu_run_kernel(&r, call->inputs, call->n_inputs, outputs, call->n_outputs);
+    uint32_t n_in = call->n_inputs;
+    const char **names = NULL;
+    cpu_frame captured = {0};
+    if (r.op == CPU_OP_If || r.op == CPU_OP_Loop) {
+        int rc = outer_scope(&r, call, &names, &captured);
+        if (rc)
+            return BB_DISPATCH_NOW_ERR;
+        n_in -= captured.n_names;
+        if (captured.n_names)
+            r.scope = &captured;
+    }
+    int rc = cpu_run_kernel(&r, call->inputs, n_in, outputs, call->n_outputs);
+    free(names);
     return rc == BB_OK ? BB_DISPATCH_NOW_OK : BB_DISPATCH_NOW_ERR;
 }
 

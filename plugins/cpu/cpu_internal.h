@@ -50,6 +50,18 @@ typedef struct cpu_frame cpu_frame;
 typedef struct cpu_plan_node cpu_plan_node;
 typedef struct cpu_plan_cache cpu_plan_cache;
 
+/* Values a subgraph can read from enclosing scopes: a running plan's slots
+ * (plan set, vals indexed by slot), or, with plan NULL, the n_names values
+ * named names[] that a per-op If/Loop was given as captured outer scope
+ * (node metadata BB_META_OUTER_SCOPE_PREFIX "<k>"). */
+struct cpu_frame {
+    const cpu_plan *plan;
+    bb_value *const *vals;
+    const cpu_frame *parent;
+    const char *const *names;
+    uint32_t n_names;
+};
+
 /* One kernel invocation. */
 typedef struct cpu_run {
     cpu_backend *be;

@@ -89,11 +89,6 @@ struct cpu_plan {
     uint32_t max_io;
 };
 
-struct cpu_frame {
-    const cpu_plan *plan;
-    bb_value **vals;
-    const cpu_frame *parent;
-};
 
 static const char *gname(const bb_graph *g)
 {
@@ -562,6 +557,12 @@ void cpu_plan_release(cpu_plan *p, bool owned)
 static bb_value *frame_lookup(const cpu_frame *f, const char *name)
 {
     for (; f; f = f->parent) {
+        if (!f->plan) { /* a per-op If/Loop's captured outer values */
+            for (uint32_t i = 0; i < f->n_names; i++)
+                if (f->vals[i] && strcmp(f->names[i], name) == 0)
+                    return f->vals[i];
+            continue;
+        }
         int32_t s = map_get(&f->plan->map, name);
         if (s >= 0 && f->vals[s])
             return f->vals[s];
@@ -585,7 +586,7 @@ int cpu_plan_run(cpu_backend *be, const cpu_plan *p, const cpu_frame *parent,
     if (!mem)
         return bb_error_set(err, BB_ENOMEM, CPU_NAME ": out of memory");
     bb_value **vals = mem, **ibuf = mem + p->n_slots, **obuf = ibuf + p->max_io;
-    cpu_frame f = {p, vals, parent};
+    cpu_frame f = {.plan = p, .vals = vals, .parent = parent};
     int rc = BB_OK;
     for (uint32_t s = 0; s < p->n_slots; s++)
         vals[s] = bb_value_ref(p->konst[s]);

@@ -135,6 +135,11 @@
 /* On a FunctionProto: "<prefix><slot>" = the slot's role name / slot id. */
 #define BB_META_SLOT_ROLE_PREFIX "ai.bytesandbrains.slot_role."
 #define BB_META_SLOT_ID_PREFIX "ai.bytesandbrains.slot_id."
+/* On an ai.onnx If / Loop dispatched per op: "<prefix><k>" = the outer-scope
+ * name its subgraphs read that the node's k-th extra trailing input carries
+ * (ONNX subgraphs see the enclosing graph; a per-op dispatch has none).
+ * `bbd run` stamps them when it turns a plain ONNX graph into a module. */
+#define BB_META_OUTER_SCOPE_PREFIX "ai.bytesandbrains.outer_scope."
 
 /* ---- op names ------------------------------------------------------------ */
 /* Compiler-inserted syscall gates (bb_ir::syscall_ids). */
