@@ -235,6 +235,10 @@ static void test_app_record_metric_lifecycle_events(void **state)
     fx_run(e, &log, 1, 5);
     assert_non_null(fx_log_app(&log, "shutdown", 0));
     assert_null(fx_log_app(&log, "snapshot", 0));
+    assert_int_equal(bb_engine_fire_lifecycle(e, 2, NULL), BB_OK);
+    fx_run(e, &log, 1, 5);
+    assert_non_null(fx_log_app(&log, "snapshot", 0));
+    assert_null(fx_log_app(&log, "shutdown", 1));
     inv(e, "bad", trig());
     fx_run(e, &log, 1, 5);
     const fx_rec *ev = fx_log_app(&log, "failure_seen", 0);
@@ -307,6 +311,149 @@ static void test_address_book_ops(void **state)
     bb_model_free(m);
 }
 
+/* Compiler-inserted GateDispatch / MintDispatch / GateManyDispatch, and
+ * OnTrigger re-firing on every arrival. */
+static void test_dispatch_gates_and_on_trigger(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "v,g1,g2,t", "gated,token,many,again");
+    fx_op(m, f, FX_SYS, "GateDispatch", "v", "gated");
+    fx_op(m, f, FX_SYS, "MintDispatch", "t", "token");
+    fx_op(m, f, FX_SYS, "GateManyDispatch", "v,g1,g2", "many");
+    fx_op(m, f, FX_SYS, "OnTrigger", "t", "again");
+    bb_engine *e = install(m, 1);
+    fx_log log = {0};
+    /* value and one gate: GateManyDispatch holds */
+    bb_value *v = bb_value_u64(&BB_TYPE_U64, 8), *t = trig();
+    bb_engine_input two[2] = {{.name = "v", .value = v}, {.name = "g1", .value = t}};
+    assert_int_equal(bb_engine_invoke(e, "Main", two, 2, NULL, NULL), BB_OK);
+    fx_run(e, &log, 1, 5);
+    assert_int_equal(fx_log_app(&log, "gated", 0)->value->u.u64, 8);
+    assert_null(fx_log_app(&log, "many", 0));
+    /* every gate in: the value passes */
+    bb_engine_input three[3] = {{.name = "v", .value = v}, {.name = "g1", .value = t},
+                                {.name = "g2", .value = t}};
+    assert_int_equal(bb_engine_invoke(e, "Main", three, 3, NULL, NULL), BB_OK);
+    fx_run(e, &log, 1, 5);
+    assert_int_equal(fx_log_app(&log, "many", 0)->value->u.u64, 8);
+    /* two triggers, two firings, two distinct tokens */
+    bb_engine_input tin = {.value = t};
+    assert_int_equal(bb_engine_deliver_event(e, "Main", "t", &tin, NULL, NULL), BB_OK);
+    assert_int_equal(bb_engine_deliver_event(e, "Main", "t", &tin, NULL, NULL), BB_OK);
+    fx_run(e, &log, 1, 5);
+    assert_non_null(fx_log_app(&log, "again", 1));
+    const fx_rec *k0 = fx_log_app(&log, "token", 0), *k1 = fx_log_app(&log, "token", 1);
+    assert_ptr_equal(k0->value->type, &BB_TYPE_CORRELATION_TOKEN);
+    assert_int_not_equal(k0->value->u.u64, k1->value->u.u64);
+    bb_value_unref(v);
+    bb_value_unref(t);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+/* DeadlineMatch: the first of `then` / `timeout` wins, once per execution. */
+static void test_deadline_match(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x", "winner");
+    bb_node *n = fx_op(m, f, FX_SYS, "After", "x", "then");
+    fx_int(m, n, "delay_ns", 100);
+    n = fx_op(m, f, FX_SYS, "After", "x", "timeout");
+    fx_int(m, n, "delay_ns", 300);
+    fx_op(m, f, FX_SYS, "DeadlineMatch", "then,timeout", "winner");
+    bb_engine *e = install(m, 1);
+    fx_log log = {0};
+    inv(e, "x", trig());
+    fx_run(e, &log, 0, 5);
+    fx_run(e, &log, 100, 5);
+    assert_non_null(fx_log_app(&log, "winner", 0));
+    assert_ptr_equal(fx_log_app(&log, "winner", 0)->value->type, &BB_TYPE_TRIGGER);
+    fx_run(e, &log, 300, 5); /* the timeout fires too, but the match is decided */
+    assert_null(fx_log_app(&log, "winner", 1));
+    assert_int_equal(bb_engine_live_executions(e), 0);
+    assert_int_equal(bb_engine_live_slots(e), 0);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+/* Failure paths of Unbundle, the address-book ops and the Record ring. */
+static void test_syscall_error_paths(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "notcomp,comp3,peer,addrs,addr,q,rec", "");
+    fx_op(m, f, FX_COMP, "Unbundle", "notcomp", "a0,a1");
+    fx_op(m, f, FX_COMP, "Unbundle", "comp3", "b0,b1");
+    fx_op(m, f, FX_AB, "InsertMany", "peer,addrs", "");
+    fx_op(m, f, FX_AB, "Insert", "peer,addr", "");
+    fx_op(m, f, FX_AB, "Lookup", "q", "found");
+    bb_node *n = fx_op(m, f, FX_SYS, "Record", "rec", "");
+    fx_str(m, n, "name", "r");
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    cfg.caps.address_book_max_addrs = 1;
+    cfg.caps.record_ring = 2;
+    bb_engine *e = fx_engine(1, 7001, &cfg);
+    assert_int_equal(fx_install(e, m, "Main", NULL), BB_OK);
+    fx_log log = {0};
+    /* Unbundle of a U64, and of a 3-child composite into 2 outputs */
+    inv(e, "notcomp", bb_value_u64(&BB_TYPE_U64, 1));
+    bb_value *kids[3] = {trig(), trig(), trig()};
+    inv(e, "comp3", bb_value_list(&BB_TYPE_COMPOSITE, kids, 3));
+    fx_run(e, &log, 1, 5);
+    assert_non_null(strstr(fx_log_nth(&log, BB_STEP_OP_FAILED, 0)->c, "not Composite"));
+    assert_non_null(strstr(fx_log_nth(&log, BB_STEP_OP_FAILED, 1)->c, "3 children, node declares 2"));
+    /* InsertMany of an empty list; Insert past the per-peer cap */
+    bb_peerid p = fx_peer(5);
+    uint8_t a1[32], a2[32];
+    size_t l1 = fx_addr(9001, a1), l2 = fx_addr(9002, a2);
+    bb_value *pv = bb_value_bytes(&BB_TYPE_PEER_ID, p.bytes, p.len);
+    bb_value *empty = bb_value_list(&BB_TYPE_ADDRESS_VEC, NULL, 0);
+    bb_value *one = bb_value_bytes(&BB_TYPE_MULTIADDRESS, a1, l1);
+    bb_value *another = bb_value_bytes(&BB_TYPE_MULTIADDRESS, a2, l2);
+    bb_engine_input in[2] = {{.name = "peer", .value = pv}, {.name = "addrs", .value = empty}};
+    assert_int_equal(bb_engine_invoke(e, "Main", in, 2, NULL, NULL), BB_OK);
+    in[1].name = "addr";
+    in[1].value = one;
+    assert_int_equal(bb_engine_invoke(e, "Main", in, 2, NULL, NULL), BB_OK);
+    in[1].value = another;
+    assert_int_equal(bb_engine_invoke(e, "Main", in, 2, NULL, NULL), BB_OK);
+    fx_run(e, &log, 1, 5);
+    assert_non_null(strstr(fx_log_nth(&log, BB_STEP_OP_FAILED, 2)->c, "InsertMany: empty address list"));
+    assert_non_null(strstr(fx_log_nth(&log, BB_STEP_OP_FAILED, 3)->c, "Insert: Full"));
+    assert_int_equal(bb_engine_peer_addrs(e, &p, NULL), 1);
+    /* Lookup of a known peer without addresses */
+    bb_peerid bare = fx_peer(6);
+    assert_int_equal(bb_engine_block_peer(e, &bare, false), BB_OK); /* known, no address */
+    inv(e, "q", bb_value_bytes(&BB_TYPE_PEER_ID, bare.bytes, bare.len));
+    inv(e, "q", bb_value_u64(&BB_TYPE_U64, 3)); /* not a PeerId */
+    fx_run(e, &log, 1, 5);
+    assert_non_null(strstr(fx_log_nth(&log, BB_STEP_OP_FAILED, 4)->c, "Lookup: empty address list"));
+    assert_non_null(strstr(fx_log_nth(&log, BB_STEP_OP_FAILED, 5)->c, "Lookup: input is not a PeerId"));
+    /* the Record ring keeps the newest record_ring entries */
+    for (uint64_t i = 1; i <= 3; i++)
+        inv(e, "rec", bb_value_u64(&BB_TYPE_U64, i));
+    fx_run(e, &log, 1, 5);
+    assert_int_equal(bb_engine_record_count(e), 2);
+    const bb_value *rv;
+    assert_true(bb_engine_record_at(e, 0, NULL, &rv));
+    assert_int_equal(rv->u.u64, 2);
+    assert_true(bb_engine_record_at(e, 1, NULL, &rv));
+    assert_int_equal(rv->u.u64, 3);
+    assert_false(bb_engine_record_at(e, 2, NULL, &rv));
+    bb_value_unref(pv);
+    bb_value_unref(empty);
+    bb_value_unref(one);
+    bb_value_unref(another);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +465,9 @@ int main(void)
         cmocka_unit_test(test_app_record_metric_lifecycle_events),
         cmocka_unit_test(test_interval),
         cmocka_unit_test(test_address_book_ops),
+        cmocka_unit_test(test_dispatch_gates_and_on_trigger),
+        cmocka_unit_test(test_deadline_match),
+        cmocka_unit_test(test_syscall_error_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
