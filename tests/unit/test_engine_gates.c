@@ -2,8 +2,9 @@
  * test_engine_gates.c — the compiler-inserted wire gates, allow and deny
  * paths with their stable reason labels: DedupGateRx (window), PeerHealth
  * RX/TX (blocklist, allowlist, cooldown), Backoff RX/TX (10 ms doubling to
- * 60 s, cleared on success), DeadlineCheck, and the PeerDown / PeerUp
- * transitions of the governor (threshold 5).
+ * 60 s, cleared on success), DeadlineCheck, the PeerDown / PeerUp
+ * transitions of the governor (threshold 5), the default dedup window, and
+ * both gate chains between two engines exchanging real envelopes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -266,6 +267,177 @@ static void test_peer_down_and_up(void **state)
     bb_model_free(m);
 }
 
+/* The default dedup window holds the last 8192 envelopes. */
+static void test_dedup_default_window(void **state)
+{
+    (void)state;
+    bb_model *m = rx_model();
+    bb_engine *e = install(m, "Rx", NULL);
+    bb_engine_caps caps;
+    bb_engine_caps_default(&caps);
+    assert_int_equal(caps.dedup_window, 8192);
+    for (uint64_t i = 0; i <= 8192; i++) { /* 8193 distinct envelopes */
+        send_value(e, 1, 1, 1000 + i, 0);
+        if (i % 1000 == 999)
+            fx_run(e, NULL, 1, 3);
+    }
+    fx_run(e, NULL, 1, 3);
+    assert_int_equal(bb_engine_counter(e, "app.events"), 8193);
+    send_value(e, 1, 1, 1000 + 8192, 0); /* the newest: still in the window */
+    assert_int_equal(outcome(e, 1, "reason=duplicate"), 0);
+    send_value(e, 1, 1, 1000, 0); /* the oldest was evicted */
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    assert_int_equal(bb_engine_counter(e, "gate.denied"), 1);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+/* ---- the gate chains the compiler inserts, between two engines ------------------------ */
+
+/* A: x -> PeerHealthGateTx(B) -> BackoffGateTx(B) -> Send(port g, deadline 1 ms)
+ * B: Recv(port g) -> DedupGateRx -> PeerHealthGateRx -> BackoffGateRx -> DeadlineCheck -> out */
+static bb_model *chain_model(void)
+{
+    bb_model *m = fx_model();
+    bb_function *tx = fx_fn(m, "A", "x,peers", "");
+    bb_peerid pb = fx_peer(2);
+    bb_node *g = fx_op(m, tx, FX_SYS, "PeerHealthGateTx", "x", "h");
+    fx_bytes_attr(m, g, "peer", pb.bytes, pb.len);
+    g = fx_op(m, tx, FX_SYS, "BackoffGateTx", "h", "b");
+    fx_bytes_attr(m, g, "peer", pb.bytes, pb.len);
+    bb_node *s = fx_op(m, tx, FX_WIRE, "Send", "b,peers", "");
+    fx_meta(m, s, "ai.bytesandbrains.port", "g");
+    fx_int(m, s, "deadline_ns", 1 * (int64_t)MS);
+    bb_function *rx = fx_fn(m, "B", "", "out");
+    bb_node *r = fx_op(m, rx, FX_WIRE, "Recv", "", "t,p");
+    fx_meta(m, r, "ai.bytesandbrains.port", "g");
+    fx_type(m, rx, "p", &BB_TYPE_U64);
+    fx_op(m, rx, FX_SYS, "DedupGateRx", "p", "g1");
+    fx_op(m, rx, FX_SYS, "PeerHealthGateRx", "g1", "g2");
+    fx_op(m, rx, FX_SYS, "BackoffGateRx", "g2", "g3");
+    fx_op(m, rx, FX_SYS, "DeadlineCheck", "g3", "out");
+    return m;
+}
+
+typedef struct pair {
+    bb_engine *a, *b;
+    uint8_t *last;    /* the last envelope A sent (for replays) */
+    size_t last_len;
+} pair;
+
+/* Invoke A with v at time ta and carry its envelopes to B; returns how many.
+ * a_reason: the denial A's TX gates must report (NULL: none may fail). */
+static int a_sends(pair *p, uint64_t v, uint64_t ta, const char *a_reason)
+{
+    bb_value *x = bb_value_u64(&BB_TYPE_U64, v);
+    bb_peerid pb = fx_peer(2);
+    bb_value *items[1] = {bb_value_bytes(&BB_TYPE_PEER_ID, pb.bytes, pb.len)};
+    bb_value *peers = bb_value_list(&BB_TYPE_PEER_ID_VEC, items, 1);
+    bb_engine_input in[2] = {{.name = "x", .value = x}, {.name = "peers", .value = peers}};
+    assert_int_equal(bb_engine_invoke(p->a, "A", in, 2, NULL, NULL), BB_OK);
+    bb_value_unref(x);
+    bb_value_unref(peers);
+    bb_steps s;
+    bb_steps_init(&s);
+    bb_engine_poll(p->a, ta, &s);
+    int carried = 0;
+    bool denied = false;
+    for (size_t i = 0; i < s.n; i++) {
+        if (s.v[i].kind == BB_STEP_OP_FAILED) {
+            denied = true;
+            if (!a_reason || !strstr(s.v[i].u.op_failed.message, a_reason))
+                fail_msg("A: unexpected failure '%s'", s.v[i].u.op_failed.message);
+        }
+        if (s.v[i].kind != BB_STEP_SEND_ENVELOPE)
+            continue;
+        free(p->last);
+        p->last_len = s.v[i].u.send.len;
+        p->last = malloc(p->last_len);
+        memcpy(p->last, s.v[i].u.send.bytes, p->last_len);
+        assert_int_equal(bb_engine_deliver_envelope(p->b, bb_engine_peer_id(p->a), NULL, p->last,
+                                                    p->last_len, NULL), BB_OK);
+        carried++;
+    }
+    if (a_reason && !denied)
+        fail_msg("A: expected a denial with '%s'", a_reason);
+    bb_steps_free(&s);
+    return carried;
+}
+
+static void replay(pair *p)
+{
+    assert_int_equal(bb_engine_deliver_envelope(p->b, bb_engine_peer_id(p->a), NULL, p->last,
+                                                p->last_len, NULL), BB_OK);
+}
+
+static void test_gate_chains_between_two_engines(void **state)
+{
+    (void)state;
+    bb_model *m = chain_model();
+    pair p = {fx_engine(1, 7001, NULL), fx_engine(2, 7002, NULL), NULL, 0};
+    assert_int_equal(fx_install(p.a, m, "A", NULL), BB_OK);
+    assert_int_equal(fx_install(p.b, m, "B", NULL), BB_OK);
+    bb_peerid pa = fx_peer(1), pb = fx_peer(2), pc = fx_peer(3);
+    uint8_t ab[32];
+    bb_engine_addr addr_b = {ab, fx_addr(7002, ab)};
+    assert_int_equal(bb_engine_add_peer(p.a, &pb, &addr_b, 1, NULL), BB_OK);
+    uint64_t t = 1000 * MS;
+    /* every gate allows */
+    assert_int_equal(a_sends(&p, 1, t, NULL), 1);
+    assert_int_equal(outcome(p.b, t, NULL), 1);
+    /* DedupGateRx: the network delivers the same envelope twice */
+    replay(&p);
+    assert_int_equal(outcome(p.b, t, "DedupGateRx dropped envelope: reason=duplicate"), 0);
+    /* PeerHealthGateRx: B blocks A, then allows only C */
+    bb_engine_block_peer(p.b, &pa, true);
+    assert_int_equal(a_sends(&p, 2, t, NULL), 1);
+    assert_int_equal(outcome(p.b, t, "PeerHealthGateRx dropped envelope: reason=blocklisted"), 0);
+    bb_engine_block_peer(p.b, &pa, false);
+    bb_engine_allow_peer(p.b, &pc, true);
+    assert_int_equal(a_sends(&p, 3, t, NULL), 1);
+    assert_int_equal(outcome(p.b, t, "PeerHealthGateRx dropped envelope: reason=not_allowlisted"), 0);
+    bb_engine_allow_peer(p.b, &pa, true);
+    assert_int_equal(a_sends(&p, 4, t, NULL), 1);
+    assert_int_equal(outcome(p.b, t, NULL), 1);
+    bb_engine_allow_peer(p.b, &pa, false);
+    bb_engine_allow_peer(p.b, &pc, false);
+    /* BackoffGateRx: B's last send to A failed, A is cooling down for 10 ms */
+    bb_engine_report_send(p.b, &pa, false);
+    assert_int_equal(a_sends(&p, 5, t, NULL), 1);
+    assert_int_equal(outcome(p.b, t + 9 * MS, "BackoffGateRx dropped envelope: reason=cooldown"), 0);
+    assert_int_equal(a_sends(&p, 6, t + 10 * MS, NULL), 1);
+    assert_int_equal(outcome(p.b, t + 10 * MS, NULL), 1);
+    t += 10 * MS;
+    /* DeadlineCheck: the envelope (deadline 1 ms after it left) lands late */
+    assert_int_equal(a_sends(&p, 7, t, NULL), 1);
+    assert_int_equal(outcome(p.b, t + 2 * MS, "DeadlineCheck dropped envelope: reason=deadline_exceeded"), 0);
+    t += 2 * MS;
+    /* PeerHealthGateTx: A blocks B: nothing leaves A */
+    bb_engine_block_peer(p.a, &pb, true);
+    assert_int_equal(a_sends(&p, 8, t, "PeerHealthGateTx dropped envelope: reason=blocklisted"), 0);
+    bb_engine_block_peer(p.a, &pb, false);
+    /* the transport reports a failed send: A cools B down (10 ms, then 20 ms) */
+    bb_engine_report_send(p.a, &pb, false);
+    assert_int_equal(a_sends(&p, 9, t + 5 * MS, "reason=cooldown"), 0);
+    assert_int_equal(a_sends(&p, 10, t + 10 * MS, NULL), 1);
+    assert_int_equal(outcome(p.b, t + 10 * MS, NULL), 1);
+    bb_engine_report_send(p.a, &pb, false);
+    assert_int_equal(a_sends(&p, 11, t + 25 * MS, "reason=cooldown"), 0);
+    assert_int_equal(a_sends(&p, 12, t + 30 * MS, NULL), 1);
+    assert_int_equal(outcome(p.b, t + 30 * MS, NULL), 1);
+    assert_int_equal(bb_engine_counter(p.a, "gate.denied"), 3);
+    assert_int_equal(bb_engine_counter(p.b, "gate.denied"), 5);
+    for (int i = 0; i < 2; i++) {
+        bb_engine *e = i ? p.b : p.a;
+        assert_int_equal(bb_engine_live_executions(e), 0);
+        assert_int_equal(bb_engine_live_slots(e), 0);
+    }
+    free(p.last);
+    bb_engine_free(p.a);
+    bb_engine_free(p.b);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -276,6 +448,8 @@ int main(void)
         cmocka_unit_test(test_tx_gates_and_backoff_schedule),
         cmocka_unit_test(test_backoff_tx_alone),
         cmocka_unit_test(test_peer_down_and_up),
+        cmocka_unit_test(test_dedup_default_window),
+        cmocka_unit_test(test_gate_chains_between_two_engines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
