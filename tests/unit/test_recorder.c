@@ -225,6 +225,18 @@ static bb_module *e_foreign_value(bb_recorder *r)
     return a;
 }
 
+/* A value of a module of ANOTHER recorder (still alive when it is used). */
+static bb_module *e_other_recorder_value(bb_recorder *r)
+{
+    bb_recorder *other = bb_recorder_new("other.app");
+    assert_non_null(other);
+    bb_val v = bb_rec_input(bb_module_body(bb_rec_module(other, "Elsewhere")), "x", NULL);
+    bb_module *m = bb_rec_module(r, "M");
+    assert_false(bb_val_ok(bb_sys_pass_through(bb_module_body(m), v)));
+    bb_recorder_free(other);
+    return m;
+}
+
 static bb_module *e_bootstrap_value_in_body(bb_recorder *r)
 {
     bb_module *m = bb_rec_module(r, "M");
@@ -470,6 +482,8 @@ static const error_case ERROR_CASES[] = {
     {"unknown op", e_unknown_op, {"M: ", "syscall::Frobnicate", "unknown op"}},
     {"compiler-inserted op", e_compiler_inserted, {"GateDispatch", "compiler"}},
     {"foreign value", e_foreign_value, {"ModB: ", "PassThrough", "value of ModA"}},
+    {"value of another recorder", e_other_recorder_value,
+     {"M: ", "PassThrough", "value of Elsewhere"}},
     {"bootstrap value in body", e_bootstrap_value_in_body, {"M: ", "Record", "M__bootstrap"}},
     {"wrong role", e_wrong_role, {"role.model::Forward", "'agg' has role Aggregator", "Model"}},
     {"NULL input", e_null_input, {"M: ", "Forward", "input 'input' is NULL"}},
@@ -525,6 +539,55 @@ static void test_recording_errors(void **state)
         assert_string_equal(again.msg, err.msg);
         bb_recorder_free(r);
     }
+}
+
+/* The handle accessors: names, classes, which module and recorder a
+ * recording belongs to. */
+static void test_handles(void **state)
+{
+    (void)state;
+    bb_recorder *r = bb_recorder_new(NULL);
+    bb_module *plain = bb_rec_module(r, "Plain");
+    bb_module *server = bb_rec_class_module(r, "Server");
+    bb_module *other = bb_rec_module_in(r, "other.domain", "Plain");
+    assert_non_null(plain);
+    assert_non_null(server);
+    assert_non_null(other);
+    assert_string_equal(bb_module_name(plain), "Plain");
+    assert_null(bb_module_class(plain));
+    assert_string_equal(bb_module_name(server), "Server");
+    assert_string_equal(bb_module_class(server), "Server");
+    assert_string_equal(bb_module_name(other), "Plain");
+    assert_ptr_not_equal(other, plain);
+    bb_module *mods[] = {plain, server, other};
+    for (size_t i = 0; i < 3; i++) {
+        bb_rec *body = bb_module_body(mods[i]), *boot = bb_module_bootstrap(mods[i]);
+        assert_non_null(body);
+        assert_non_null(boot);
+        assert_ptr_not_equal(body, boot);
+        /* the same recording on every call */
+        assert_ptr_equal(bb_module_body(mods[i]), body);
+        assert_ptr_equal(bb_module_bootstrap(mods[i]), boot);
+        assert_ptr_equal(bb_rec_module_of(body), mods[i]);
+        assert_ptr_equal(bb_rec_module_of(boot), mods[i]);
+        assert_ptr_equal(bb_rec_recorder(body), r);
+        assert_ptr_equal(bb_rec_recorder(boot), r);
+    }
+    bb_slot *s = bb_rec_generic(plain, BB_ROLE_MODEL, "model");
+    assert_string_equal(bb_slot_name(s), "model");
+    assert_int_equal(bb_slot_role(s), BB_ROLE_MODEL);
+    /* NULL handles answer NULL instead of crashing */
+    assert_null(bb_module_name(NULL));
+    assert_null(bb_module_class(NULL));
+    assert_null(bb_module_body(NULL));
+    assert_null(bb_rec_module_of(NULL));
+    assert_null(bb_rec_recorder(NULL));
+    /* a second module of the same identity is refused */
+    assert_null(bb_rec_module(r, "Plain"));
+    bb_error err = {0};
+    assert_int_equal(bb_recorder_error(r, &err), BB_ERECORD);
+    assert_true(contains(err.msg, "declared twice"));
+    bb_recorder_free(r);
 }
 
 static void test_record_after_build(void **state)
@@ -1367,6 +1430,45 @@ static char *read_text(const char *path)
     return s;
 }
 
+/* stdout of `<build>/bin/bbc dump path` (the build dir: $BB_BUILD, else
+ * the directory above this test binary's tests/). */
+static char *bbc_dump_output(const char *path)
+{
+    char bbc[PATH_MAX], cmd[2 * PATH_MAX + 64];
+    const char *env = getenv("BB_BUILD");
+    if (env && *env) {
+        snprintf(bbc, sizeof bbc, "%s/bin/bbc", env);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", bbc, sizeof bbc - 1);
+        assert_true(n > 0);
+        bbc[n] = '\0';
+        for (int i = 0; i < 2; i++) {
+            char *s = strrchr(bbc, '/');
+            assert_non_null(s);
+            *s = '\0';
+        }
+        strncat(bbc, "/bin/bbc", sizeof bbc - strlen(bbc) - 1);
+    }
+    if (access(bbc, X_OK) != 0)
+        fail_msg("%s is missing (build bbc first)", bbc);
+    snprintf(cmd, sizeof cmd, "'%s' dump '%s'", bbc, path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    assert_non_null(out);
+    char chunk[4096];
+    size_t k;
+    while ((k = fread(chunk, 1, sizeof chunk, p)) > 0)
+        fwrite(chunk, 1, k, out);
+    fclose(out);
+    int rc = pclose(p);
+    if (rc != 0)
+        fail_msg("`%s` exited with status %d", cmd, rc);
+    return buf;
+}
+
 static void test_split_learning_golden(void **state)
 {
     (void)state;
@@ -1390,6 +1492,11 @@ static void test_split_learning_golden(void **state)
         }
         fail_msg("bbc dump of %s differs from %s at line %zu", onnx, golden, line);
     }
+    /* `bbc dump` prints the same text */
+    char *cli = bbc_dump_output(onnx);
+    if (strcmp(cli, want) != 0)
+        fail_msg("`bbc dump %s` differs from %s", onnx, golden);
+    free(cli);
     /* spot checks against IR_AND_DSL.md Part 9 */
     const bb_function *f = fn(m, "SplitLearning");
     assert_int_equal(f->nodes.n, 11);
@@ -1472,6 +1579,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_minimal_round_trip),
         cmocka_unit_test(test_recording_errors),
+        cmocka_unit_test(test_handles),
         cmocka_unit_test(test_record_after_build),
         cmocka_unit_test(test_site_naming),
         cmocka_unit_test(test_value_info_for_every_value),

@@ -21,6 +21,52 @@ static void test_fnv_vectors(void **state)
     assert_true(bb_wire_hash("PeerId", 1) != bb_wire_hash("PeerId", 2));
 }
 
+/* Wire hashes computed outside libbbir (a separate FNV-1a-64 over the UTF-8
+ * text "<name>@<version>", in Python), so a wrong constant or a wrong
+ * hash function cannot agree with itself. */
+static void test_known_wire_hashes(void **state)
+{
+    (void)state;
+    static const struct {
+        const bb_type_node *t;
+        uint64_t hash;
+    } known[] = {
+        {&BB_TYPE_ANY, 0x43614ecd98c5d212u},
+        {&BB_TYPE_TENSOR, 0xbaba199f6d53cd27u},
+        {&BB_TYPE_TENSOR_F32, 0xde0b1255a2537213u},
+        {&BB_TYPE_TENSOR_I64, 0x3fa0d4b4b448e04du},
+        {&BB_TYPE_TENSOR_BOOL, 0x5cb23b4bc4e496c6u},
+        {&BB_TYPE_TRIGGER, 0x43f3abb298244398u},
+        {&BB_TYPE_PEER_ID, 0x8fa3e38993c2032fu},
+        {&BB_TYPE_MULTIADDRESS, 0xef661c462bf197adu},
+        {&BB_TYPE_REQUEST_ID, 0xaf3233d3cd60cab4u},
+        {&BB_TYPE_WIRE_REQUEST_ID, 0xc1f9088adf91c82fu},
+        {&BB_TYPE_COMMAND_ID, 0x5dbd8496b008e594u},
+        {&BB_TYPE_TIMESTAMP, 0xc7933acac1693558u},
+        {&BB_TYPE_EVENT_KIND, 0x9b147a9335fae75au},
+        {&BB_TYPE_CORRELATION_TOKEN, 0x628420d12d9e2b47u},
+        {&BB_TYPE_RESPONSE_BATCH, 0xaf5a08576635341du},
+        {&BB_TYPE_ADDRESS_VEC, 0x92c3e4560794cab1u},
+        {&BB_TYPE_COMPOSITE, 0x6e3f003c3300cdb7u},
+        {&BB_TYPE_BYTES, 0xdedd388637a4d1e7u},
+        {&BB_TYPE_U64, 0x07e7d303a57580c5u},
+        {&BB_TYPE_PEER_ID_VEC, 0x18f376d9dcf7fcb5u},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        const bb_type_node *t = known[i].t;
+        if (t->wire_hash != known[i].hash || bb_wire_hash(t->name, 1) != known[i].hash)
+            fail_msg("%s@1: table 0x%016llx, computed 0x%016llx, want 0x%016llx", t->name,
+                     (unsigned long long)t->wire_hash,
+                     (unsigned long long)bb_wire_hash(t->name, 1),
+                     (unsigned long long)known[i].hash);
+        assert_ptr_equal(bb_type_by_wire_hash(known[i].hash), t);
+    }
+    /* the opset version is part of the hashed text */
+    assert_true(bb_wire_hash("PeerId", 12) == 0xd57ebfc612ab4a47u);
+    assert_true(bb_wire_hash("Trigger", 2) == 0x43f3aeb2982448b1u);
+    assert_true(bb_wire_hash("tensor_f32", 17) == 0xa0424b82d3caf32cu);
+}
+
 static void test_every_node_hash_and_denotation(void **state)
 {
     (void)state;
@@ -226,6 +272,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fnv_vectors),
+        cmocka_unit_test(test_known_wire_hashes),
         cmocka_unit_test(test_every_node_hash_and_denotation),
         cmocka_unit_test(test_tree_shape),
         cmocka_unit_test(test_is_a_and_meet),
