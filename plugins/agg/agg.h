@@ -1,0 +1,95 @@
+/*
+ * agg.h — internal interface of the agg plugin (agg::FedAvg,
+ * agg::WeightAggregator, agg::TrimmedMean, agg::Median).
+ *
+ * A round is the set of contributions since the last Aggregate. Each one
+ * holds a reference to its tensor (zero-copy: the value the engine handed
+ * us) and its weight (num_samples). Aggregate reduces them in ONE pass over
+ * the contributions' bytes (reduce.c), emits the result with the summed
+ * num_samples as metadata and starts the next round.
+ */
+#ifndef BB_AGG_INTERNAL_H
+#define BB_AGG_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <bb/peerid.h>
+#include <bb/plugin.h>
+
+typedef enum agg_kind {
+    AGG_FEDAVG = 0,    /* mean weighted by num_samples */
+    AGG_MEAN = 1,      /* plain mean (WeightAggregator) */
+    AGG_TRIMMED = 2,   /* coordinate-wise trimmed mean */
+    AGG_MEDIAN = 3     /* coordinate-wise median */
+} agg_kind;
+
+/* One peer's update in the current round. */
+typedef struct agg_contribution {
+    bool has_peer;
+    bb_peerid peer;
+    uint64_t num_samples;
+    bb_value *tensor; /* f32, a held reference */
+} agg_contribution;
+
+/* One parsed contribution before it enters the round (references borrowed). */
+typedef struct agg_item {
+    const bb_value *tensor;
+    const bb_value *peer;   /* PeerId value or NULL */
+    uint64_t num_samples;
+} agg_item;
+
+typedef struct agg {
+    agg_kind kind;
+    const char *type_name;
+    double trim;            /* TrimmedMean: fraction cut at each end */
+    int64_t trim_count;     /* TrimmedMean: explicit count, or -1 */
+    size_t max_contributions;
+    bool skip_bad;          /* on_bad_contribution = "skip" */
+    bb_ctx *ctx;            /* for warnings (may be NULL in tests) */
+
+    agg_contribution *v;
+    size_t n, cap;
+    uint32_t ndim;          /* shape of this round (set by its first contribution) */
+    int64_t dims[BB_MAX_DIMS];
+    size_t numel;
+
+    bb_value *last;         /* the last Aggregate result (CurrentTensor) */
+    uint64_t last_samples;
+    uint64_t rounds;        /* Aggregates so far */
+} agg;
+
+/* A warning through the host's log (agg.c). */
+void agg_warn(const agg *a, const char *msg);
+
+/* ---- contribution.c ---------------------------------------------------- */
+
+/* Split a Contribute's inputs into items: a tensor (+ metadata), a
+ * Composite(params, num_samples[, PeerId]) or a ResponseBatch of those.
+ * *items is malloc'd (free it); an item whose tensor is NULL was skipped. */
+int agg_parse_contribute(const agg *a, const bb_value *contribution, const bb_value *metadata,
+                         agg_item **items, size_t *n_items, bb_error *err);
+/* "peer 12D3KooW..." or "an anonymous contribution". */
+void agg_describe_source(const bb_value *peer, char *out, size_t cap);
+/* "[2, 3]" */
+void agg_format_shape(uint32_t ndim, const int64_t *dims, char *out, size_t cap);
+
+/* ---- reduce.c ------------------------------------------------------------ */
+
+/* out[j] = sum_i w[i] * x[i][j]. Returns the index of the first non-finite
+ * output coordinate, or SIZE_MAX when every output is finite. */
+size_t agg_reduce_weighted(const float *const *x, const float *w, size_t n, size_t len, float *out);
+/* Coordinate-wise median (kind AGG_MEDIAN) or mean of the sorted values
+ * [k, n - k) (AGG_TRIMMED). NaN counts as +inf, so a NaN sender lands at
+ * the top and is trimmed like any outlier. Needs n > 2k. */
+int agg_reduce_sorted(agg_kind kind, const float *const *x, size_t n, size_t k, size_t len,
+                      float *out);
+
+/* ---- snapshot.c ---------------------------------------------------------- */
+
+int agg_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err);
+int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err);
+void agg_round_clear(agg *a);
+
+#endif

@@ -1,0 +1,205 @@
+/*
+ * plugin_fixtures.c — see plugin_fixtures.h. Test-only: the loader and the
+ * repository path are process-wide statics.
+ */
+#include "plugin_fixtures.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bb/plugin_loader.h"
+#include "engine_fixtures.h"
+
+static bb_plugin_loader *g_loader;
+static char g_repo[PATH_MAX];
+
+/* <build>/tests/test_x -> <build> */
+static void build_dir(char *out, size_t cap)
+{
+    const char *env = getenv("BB_BUILD");
+    if (env && *env) {
+        snprintf(out, cap, "%s", env);
+        return;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        snprintf(out, cap, "build");
+        return;
+    }
+    exe[n] = '\0';
+    for (int i = 0; i < 2; i++) {
+        char *s = strrchr(exe, '/');
+        if (s)
+            *s = '\0';
+    }
+    snprintf(out, cap, "%s", exe);
+}
+
+const bb_component_type *pfx_type(const char *type_name)
+{
+    bb_error err = {0};
+    if (!g_loader) {
+        char dir[PATH_MAX], plugins[PATH_MAX + 64];
+        build_dir(dir, sizeof dir);
+        snprintf(plugins, sizeof plugins, "%s/lib/bytesandbrains/plugins", dir);
+        if (bb_plugin_loader_create(BB_PLUGIN_LOADER_ONLY_EXPLICIT, &g_loader, &err) ||
+            bb_plugin_loader_add_dirs(g_loader, plugins, &err) ||
+            bb_plugin_loader_scan(g_loader, &err)) {
+            fprintf(stderr, "plugin loader: %s\n", err.msg);
+            bb_plugin_loader_destroy(g_loader);
+            g_loader = NULL;
+            return NULL;
+        }
+    }
+    const bb_loaded_type *t = bb_plugin_loader_find(g_loader, type_name);
+    if (!t)
+        fprintf(stderr, "plugin type %s not found\n", type_name);
+    return t ? t->type : NULL;
+}
+
+void pfx_shutdown(void)
+{
+    bb_plugin_loader_destroy(g_loader);
+    g_loader = NULL;
+}
+
+void *pfx_create(const bb_component_type *t, const char *slot, const char *config_json,
+                 const bb_attr *construction, uint64_t seed, bb_ctx *ctx, bb_error *err)
+{
+    bb_create_args a = {.struct_size = sizeof a,
+                        .slot = slot,
+                        .construction = construction,
+                        .config_json = config_json,
+                        .seed = seed,
+                        .ctx = ctx};
+    void *inst = NULL;
+    if (t->create(&a, &inst, err) != BB_OK)
+        return NULL;
+    return inst;
+}
+
+/* A completion that must never be used: direct calls are synchronous. */
+static int never_complete(bb_completion *c, int status, bb_value **o, uint32_t n, const char *m)
+{
+    (void)c;
+    (void)status;
+    (void)m;
+    for (uint32_t i = 0; i < n; i++)
+        bb_value_unref(o[i]);
+    return BB_ESTATE;
+}
+static void never_abandon(bb_completion *c) { (void)c; }
+static const bb_completion_api NEVER = {sizeof NEVER, never_complete, never_abandon};
+
+int pfx_call(const bb_component_type *t, void *inst, bb_ctx *ctx, const char *op_type,
+             const bb_node *node, bb_value *const *inputs, uint32_t n_inputs, bb_value **outputs,
+             uint32_t n_outputs, bb_error *err)
+{
+    uint32_t idx = 0;
+    const char *domain = NULL;
+    for (uint32_t s = 0; s < t->n_opsets && !domain; s++)
+        if (bb_component_type_find_op(t, t->opsets[s].domain, op_type, &idx))
+            domain = t->opsets[s].domain;
+    if (!domain)
+        return bb_error_set(err, BB_ENOTFOUND, "%s has no op %s", t->type_name, op_type);
+    bb_completion c = {&NEVER};
+    bb_dispatch_call call = {.domain = domain,
+                             .op_type = op_type,
+                             .op_index = idx,
+                             .inputs = inputs,
+                             .n_inputs = n_inputs,
+                             .n_outputs = n_outputs,
+                             .node = node,
+                             .completion = &c};
+    for (uint32_t i = 0; i < n_outputs; i++)
+        outputs[i] = NULL;
+    bb_dispatch_result r = t->dispatch(inst, ctx, &call, outputs, err);
+    if (r == BB_DISPATCH_NOW_OK)
+        return BB_OK;
+    if (r == BB_DISPATCH_LATER)
+        return bb_error_set(err, BB_ESTATE, "%s.%s went asynchronous", t->type_name, op_type);
+    return err->code ? err->code : BB_ERUNTIME;
+}
+
+/* ---- registry --------------------------------------------------------------------- */
+
+typedef struct reg_ud {
+    const pfx_slot_config *cfg;
+    size_t n;
+} reg_ud;
+
+static reg_ud g_reg_ud;
+
+static const bb_component_type *reg_find(void *ud, const char *name)
+{
+    (void)ud;
+    return pfx_type(name);
+}
+
+static const char *reg_config(void *ud, const char *slot)
+{
+    const reg_ud *r = ud;
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->cfg[i].slot, slot) == 0)
+            return r->cfg[i].json;
+    return NULL;
+}
+
+bb_engine_registry pfx_registry(const pfx_slot_config *cfg, size_t n)
+{
+    g_reg_ud.cfg = cfg;
+    g_reg_ud.n = n;
+    bb_engine_registry r = {reg_find, reg_config, &g_reg_ud};
+    return r;
+}
+
+/* ---- repository ------------------------------------------------------------------------ */
+
+const char *pfx_repo_path(const char *rel)
+{
+    static char out[PATH_MAX + 256];
+    if (!g_repo[0]) {
+        char dir[PATH_MAX];
+        build_dir(dir, sizeof dir);
+        char *real = realpath(dir, NULL);
+        snprintf(g_repo, sizeof g_repo, "%s", real ? real : dir);
+        free(real);
+        char *s = strrchr(g_repo, '/'); /* <repo>/<build> -> <repo> */
+        if (s)
+            *s = '\0';
+    }
+    snprintf(out, sizeof out, "%s/%s", g_repo, rel);
+    return out;
+}
+
+bool pfx_fetch_data(void)
+{
+    static int state; /* 0 not tried, 1 ok, -1 failed */
+    if (!state) {
+        char cmd[PATH_MAX + 64];
+        snprintf(cmd, sizeof cmd, "'%s' >&2", pfx_repo_path("scripts/fetch-data"));
+        int rc = system(cmd);
+        state = rc == 0 && access(pfx_repo_path("data/digits.csv.gz"), R_OK) == 0 ? 1 : -1;
+        if (state < 0)
+            fprintf(stderr, "scripts/fetch-data failed (exit %d)\n", rc);
+    }
+    return state > 0;
+}
+
+/* ---- values ------------------------------------------------------------------------------ */
+
+bb_value *pfx_tensor(const float *v, uint32_t nd, const int64_t *dims)
+{
+    size_t n = bb_shape_numel(nd, dims);
+    return bb_value_tensor_copy(BB_DT_FLOAT, nd, dims, v, n * sizeof(float));
+}
+
+bb_value *pfx_peer(uint8_t seed)
+{
+    bb_peerid id = fx_peer(seed);
+    return bb_value_bytes(&BB_TYPE_PEER_ID, id.bytes, id.len);
+}

@@ -1,0 +1,62 @@
+/*
+ * plugin_fixtures.h — test support for the standard component plugins
+ * (plugins/nn, agg, data, peers): load the build's plugin .so files through
+ * the real plugin loader, create instances, dispatch ops directly (with an
+ * optional stand-in ctx), hand the engine a registry with per-slot configs,
+ * and find the repository (for scripts/fetch-data and data/).
+ *
+ * The loader is process-wide and opened on first use; pfx_shutdown closes
+ * it (call it from a group teardown, after every instance is destroyed).
+ */
+#ifndef BB_TEST_PLUGIN_FIXTURES_H
+#define BB_TEST_PLUGIN_FIXTURES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bb/plugin.h"
+#include "bb/value.h"
+#include "bbd/engine/engine.h"
+
+/* The type with this TYPE_NAME from the build's plugin directory
+ * ($BB_BUILD/lib/bytesandbrains/plugins, else next to the test binary), or
+ * NULL (the reason is printed). */
+const bb_component_type *pfx_type(const char *type_name);
+void pfx_shutdown(void);
+
+/* create() with slot, config JSON (may be NULL), construction attribute
+ * (may be NULL), seed and ctx (may be NULL). NULL on failure, err filled. */
+void *pfx_create(const bb_component_type *t, const char *slot, const char *config_json,
+                 const bb_attr *construction, uint64_t seed, bb_ctx *ctx, bb_error *err);
+
+/* Dispatch op_type (looked up in any of t's opsets) synchronously. A
+ * LATER result is an error here (BB_ESTATE): use the engine for those.
+ * outputs[] receive new references. */
+int pfx_call(const bb_component_type *t, void *inst, bb_ctx *ctx, const char *op_type,
+             const bb_node *node, bb_value *const *inputs, uint32_t n_inputs, bb_value **outputs,
+             uint32_t n_outputs, bb_error *err);
+
+/* ---- engine registry: types from the plugins, configs per slot ---------------- */
+typedef struct pfx_slot_config {
+    const char *slot;
+    const char *json;
+} pfx_slot_config;
+/* A registry whose slot_config answers from cfg[0..n) (borrowed: keep cfg
+ * alive while the engine installs). */
+bb_engine_registry pfx_registry(const pfx_slot_config *cfg, size_t n);
+
+/* ---- the repository ------------------------------------------------------------- */
+/* Absolute path of rel inside the repository (static buffer). */
+const char *pfx_repo_path(const char *rel);
+/* Runs scripts/fetch-data once per process; true when data/digits.csv.gz
+ * is there afterwards (the script's failure is printed). */
+bool pfx_fetch_data(void);
+
+/* ---- values ---------------------------------------------------------------------- */
+/* f32 tensor of shape dims[0..nd) copied from v. */
+bb_value *pfx_tensor(const float *v, uint32_t nd, const int64_t *dims);
+/* PeerId value of fx_peer(seed). */
+bb_value *pfx_peer(uint8_t seed);
+
+#endif

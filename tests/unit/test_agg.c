@@ -1,0 +1,664 @@
+/*
+ * Unit tests for the agg plugin (agg::FedAvg, agg::WeightAggregator,
+ * agg::TrimmedMean, agg::Median), loaded from the build's agg.so and driven
+ * through its dispatch entry: hand-computed results, the accepted
+ * contribution shapes (tensor + metadata, Composite, ResponseBatch,
+ * wrapped responses), replacement within a round, hierarchical FedAvg, the
+ * error surface (shape mismatch naming the peer and both shapes, empty
+ * round, caps, bad config), a poisoned client against the robust
+ * aggregators, the kernels against a naive reference, and snapshots.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/plugin_fixtures.h"
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+typedef struct agg_t {
+    const bb_component_type *t;
+    void *inst;
+} agg_t;
+
+static agg_t make(const char *type, const char *config)
+{
+    agg_t a = {pfx_type(type), NULL};
+    assert_non_null(a.t);
+    bb_error err = {0};
+    a.inst = pfx_create(a.t, "aggregator", config, NULL, 1, NULL, &err);
+    if (!a.inst)
+        fail_msg("create %s: %s", type, err.msg);
+    return a;
+}
+
+static void drop(agg_t *a)
+{
+    a->t->destroy(a->inst);
+}
+
+static bb_value *vec(const float *v, size_t n)
+{
+    int64_t d = (int64_t)n;
+    return pfx_tensor(v, 1, &d);
+}
+#define VEC(...) vec((const float[]){__VA_ARGS__}, sizeof((const float[]){__VA_ARGS__}) / 4)
+
+static bb_value *u64(uint64_t v) { return bb_value_u64(&BB_TYPE_U64, v); }
+
+static bb_value *composite2(bb_value *a, bb_value *b)
+{
+    bb_value *items[2] = {a, b};
+    return bb_value_list(&BB_TYPE_COMPOSITE, items, 2);
+}
+
+/* Contribute(t, meta); takes both references. Returns the status. */
+static int contribute(agg_t *a, bb_value *t, bb_value *meta, bb_error *err)
+{
+    bb_value *in[2] = {t, meta}, *cmd = NULL;
+    int rc = pfx_call(a->t, a->inst, NULL, "Contribute", NULL, in, meta ? 2 : 1, &cmd, 1, err);
+    if (rc == BB_OK) {
+        assert_non_null(cmd);
+        assert_ptr_equal(cmd->type, &BB_TYPE_COMMAND_ID);
+    }
+    bb_value_unref(cmd);
+    bb_value_unref(t);
+    bb_value_unref(meta);
+    return rc;
+}
+
+static void contribute_ok(agg_t *a, bb_value *t, bb_value *meta)
+{
+    bb_error err = {0};
+    if (contribute(a, t, meta, &err))
+        fail_msg("Contribute: %s", err.msg);
+}
+
+/* Aggregate -> result (new ref) and metadata. */
+static int aggregate(agg_t *a, bb_value **result, uint64_t *samples, bb_error *err)
+{
+    bb_value *trig = bb_value_trigger(), *out[2] = {0};
+    int rc = pfx_call(a->t, a->inst, NULL, "Aggregate", NULL, &trig, 1, out, 2, err);
+    bb_value_unref(trig);
+    if (rc == BB_OK) {
+        assert_non_null(out[1]);
+        assert_int_equal(out[1]->type->kind, BB_VK_U64);
+        if (samples)
+            *samples = out[1]->u.u64;
+    }
+    bb_value_unref(out[1]);
+    *result = out[0];
+    return rc;
+}
+
+static void expect_vec_(const bb_value *v, const float *want, size_t n, float tol, int line)
+{
+    if (!v || v->type->kind != BB_VK_TENSOR || bb_tensor_numel(v) != n)
+        fail_msg("line %d: result has the wrong shape", line);
+    const float *p = bb_tensor_f32(v);
+    for (size_t i = 0; i < n; i++)
+        if (!(fabsf(p[i] - want[i]) <= tol))
+            fail_msg("line %d: [%zu] = %g, want %g", line, i, (double)p[i], (double)want[i]);
+}
+#define EXPECT_VEC(v, ...)                                                            \
+    expect_vec_(v, (const float[]){__VA_ARGS__},                                      \
+                sizeof((const float[]){__VA_ARGS__}) / 4, 1e-5f, __LINE__)
+
+static bb_value *aggregate_ok(agg_t *a, uint64_t *samples)
+{
+    bb_value *r = NULL;
+    bb_error err = {0};
+    if (aggregate(a, &r, samples, &err))
+        fail_msg("Aggregate: %s", err.msg);
+    return r;
+}
+
+static bb_value *batch_of(bb_value **items, const uint8_t *seeds, size_t n)
+{
+    bb_value *peers[16];
+    for (size_t i = 0; i < n; i++)
+        peers[i] = pfx_peer(seeds[i]);
+    return bb_value_response_batch(items, peers, n);
+}
+
+/* ---- FedAvg ------------------------------------------------------------------------- */
+
+static void test_fedavg_weighted_mean(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAvg", NULL);
+    contribute_ok(&a, VEC(1, 2, 3, 4), u64(1));
+    contribute_ok(&a, VEC(3, 4, 5, 6), u64(3));
+    uint64_t n = 0;
+    bb_value *r = aggregate_ok(&a, &n);
+    EXPECT_VEC(r, 2.5f, 3.5f, 4.5f, 5.5f); /* (1*x1 + 3*x2) / 4 */
+    assert_int_equal(n, 4);
+    bb_value_unref(r);
+    /* the round closed: nothing to aggregate now */
+    bb_error err = {0};
+    assert_int_equal(aggregate(&a, &r, NULL, &err), BB_ESTATE);
+    assert_non_null(strstr(err.msg, "no contribution"));
+    drop(&a);
+}
+
+static void test_fedavg_no_metadata_counts_one(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAvg", NULL);
+    contribute_ok(&a, VEC(0, 10), NULL);
+    contribute_ok(&a, VEC(2, 20), NULL);
+    uint64_t n = 0;
+    bb_value *r = aggregate_ok(&a, &n);
+    EXPECT_VEC(r, 1, 15);
+    assert_int_equal(n, 2);
+    bb_value_unref(r);
+    drop(&a);
+}
+
+static void test_fedavg_metadata_forms(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAvg", NULL);
+    /* scalar tensor count, and Composite(count, sender) */
+    contribute_ok(&a, VEC(4), VEC(1));
+    contribute_ok(&a, VEC(8), composite2(u64(3), pfx_peer(9)));
+    uint64_t n = 0;
+    bb_value *r = aggregate_ok(&a, &n);
+    EXPECT_VEC(r, 7); /* (4 + 3*8) / 4 */
+    assert_int_equal(n, 4);
+    bb_value_unref(r);
+    bb_error err = {0};
+    assert_int_equal(contribute(&a, VEC(1), VEC(2.5f), &err), BB_EINVAL);
+    assert_non_null(strstr(err.msg, "whole number"));
+    assert_int_equal(contribute(&a, VEC(1), bb_value_trigger(), &err), BB_ETYPE);
+    drop(&a);
+}
+
+static void test_fedavg_response_batch(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAvg", NULL);
+    /* how federated.c feeds it: elements Composite(params, num_samples),
+     * one of them wrapped once more as a response travels */
+    bb_value *e0 = composite2(VEC(1, 1), u64(1));
+    bb_value *inner = composite2(VEC(4, 7), u64(2));
+    bb_value *e1 = bb_value_list(&BB_TYPE_COMPOSITE, &inner, 1);
+    bb_value *items[2] = {e0, e1};
+    contribute_ok(&a, batch_of(items, (const uint8_t[]){1, 2}, 2), NULL);
+    uint64_t n = 0;
+    bb_value *r = aggregate_ok(&a, &n);
+    EXPECT_VEC(r, 3, 5); /* (1 + 2*4)/3, (1 + 2*7)/3 */
+    assert_int_equal(n, 3);
+    bb_value_unref(r);
+    drop(&a);
+}
+
+static void test_fedavg_same_peer_replaces(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAvg", NULL);
+    bb_value *i1[1] = {composite2(VEC(100), u64(5))};
+    contribute_ok(&a, batch_of(i1, (const uint8_t[]){7}, 1), NULL);
+    bb_value *i2[2] = {composite2(VEC(2), u64(1)), composite2(VEC(4), u64(1))};
+    contribute_ok(&a, batch_of(i2, (const uint8_t[]){7, 8}, 2), NULL); /* 7 again */
+    /* a sender given in the metadata also identifies it */
+    contribute_ok(&a, VEC(50), composite2(u64(1), pfx_peer(8)));
+    contribute_ok(&a, VEC(6), composite2(u64(1), pfx_peer(8)));
+    uint64_t n = 0;
+    bb_value *r = aggregate_ok(&a, &n);
+    EXPECT_VEC(r, 4); /* peer 7: 2, peer 8: 6 -> (2 + 6) / 2 */
+    assert_int_equal(n, 2);
+    bb_value_unref(r);
+    drop(&a);
+}
+
+static void test_fedavg_shape_mismatch_names_peer(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAvg", NULL);
+    bb_value *i1[1] = {composite2(VEC(1, 2, 3), u64(1))};
+    contribute_ok(&a, batch_of(i1, (const uint8_t[]){1}, 1), NULL);
+    bb_value *i2[1] = {composite2(VEC(1, 2), u64(1))};
+    bb_error err = {0};
+    assert_int_equal(contribute(&a, batch_of(i2, (const uint8_t[]){2}, 1), NULL, &err), BB_ETYPE);
+    bb_peerid p2 = {0};
+    char text[BB_PEERID_TEXT_MAX];
+    bb_value *pv = pfx_peer(2);
+    assert_int_equal(bb_peerid_from_bytes(pv->u.bytes.data, pv->u.bytes.len, &p2, NULL), BB_OK);
+    bb_value_unref(pv);
+    assert_int_equal(bb_peerid_to_text(&p2, text, sizeof text, NULL), BB_OK);
+    assert_non_null(strstr(err.msg, text));
+    assert_non_null(strstr(err.msg, "[2]"));
+    assert_non_null(strstr(err.msg, "[3]"));
+    /* the failed Contribute changed nothing */
+    uint64_t n = 0;
+    bb_value *r = aggregate_ok(&a, &n);
+    EXPECT_VEC(r, 1, 2, 3);
+    assert_int_equal(n, 1);
+    bb_value_unref(r);
+    drop(&a);
+}
+
+static void test_fedavg_skip_bad_contribution(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAvg", "{\"on_bad_contribution\": \"skip\"}");
+    bb_value *items[3] = {composite2(VEC(1, 1), u64(1)), composite2(VEC(9), u64(1)),
+                          bb_value_trigger()};
+    contribute_ok(&a, batch_of(items, (const uint8_t[]){1, 2, 3}, 3), NULL);
+    contribute_ok(&a, VEC(3, 3), NULL);
+    uint64_t n = 0;
+    bb_value *r = aggregate_ok(&a, &n);
+    EXPECT_VEC(r, 2, 2);
+    assert_int_equal(n, 2);
+    bb_value_unref(r);
+    drop(&a);
+}
+
+static void test_fedavg_hierarchical(void **state)
+{
+    (void)state;
+    /* two edge FedAvgs feed a parent: equals FedAvg over all four clients */
+    agg_t e1 = make("agg::FedAvg", NULL), e2 = make("agg::FedAvg", NULL);
+    agg_t top = make("agg::FedAvg", NULL), flat = make("agg::FedAvg", NULL);
+    const float x[4] = {1, 5, 2, 10};
+    const uint64_t ns[4] = {10, 30, 5, 5};
+    for (int i = 0; i < 4; i++) {
+        contribute_ok(i < 2 ? &e1 : &e2, vec(&x[i], 1), u64(ns[i]));
+        contribute_ok(&flat, vec(&x[i], 1), u64(ns[i]));
+    }
+    for (int k = 0; k < 2; k++) {
+        uint64_t n = 0;
+        bb_value *r = aggregate_ok(k ? &e2 : &e1, &n);
+        contribute_ok(&top, r, u64(n)); /* the metadata output feeds the parent */
+    }
+    uint64_t nt = 0, nf = 0;
+    bb_value *rt = aggregate_ok(&top, &nt), *rf = aggregate_ok(&flat, &nf);
+    EXPECT_VEC(rt, (10 * 1 + 30 * 5 + 5 * 2 + 5 * 10) / 50.0f);
+    EXPECT_VEC(rf, (10 * 1 + 30 * 5 + 5 * 2 + 5 * 10) / 50.0f);
+    assert_int_equal(nt, 50);
+    assert_int_equal(nf, 50);
+    bb_value_unref(rt);
+    bb_value_unref(rf);
+    drop(&e1);
+    drop(&e2);
+    drop(&top);
+    drop(&flat);
+}
+
+static void test_fedavg_errors(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAvg", "{\"max_contributions\": 2}");
+    bb_error err = {0};
+    assert_int_equal(contribute(&a, bb_value_trigger(), NULL, &err), BB_ETYPE);
+    int64_t d = 1;
+    assert_int_equal(contribute(&a, bb_value_tensor_new(BB_DT_INT64, 1, &d), NULL, &err),
+                     BB_ETYPE);
+    assert_non_null(strstr(err.msg, "int64"));
+    contribute_ok(&a, VEC(1), u64(0));
+    contribute_ok(&a, VEC(2), u64(0));
+    assert_int_equal(contribute(&a, VEC(3), NULL, &err), BB_EFULL);
+    bb_value *r = NULL;
+    assert_int_equal(aggregate(&a, &r, NULL, &err), BB_EINVAL); /* all weights 0 */
+    assert_non_null(strstr(err.msg, "num_samples 0"));
+    drop(&a);
+
+    /* a non-finite contribution is named */
+    agg_t b = make("agg::FedAvg", NULL);
+    bb_value *items[2] = {composite2(VEC(1, 2), u64(1)), composite2(VEC(1, NAN), u64(1))};
+    contribute_ok(&b, batch_of(items, (const uint8_t[]){4, 5}, 2), NULL);
+    assert_int_equal(aggregate(&b, &r, NULL, &err), BB_EINVAL);
+    assert_non_null(strstr(err.msg, "non-finite"));
+    assert_non_null(strstr(err.msg, "index 1"));
+    drop(&b);
+}
+
+static void test_config_errors(void **state)
+{
+    (void)state;
+    bb_error err = {0};
+    const bb_component_type *t = pfx_type("agg::TrimmedMean");
+    assert_null(pfx_create(t, "s", "{\"trim\": 0.7}", NULL, 1, NULL, &err));
+    assert_non_null(strstr(err.msg, "'trim'"));
+    assert_null(pfx_create(t, "s", "{\"bogus\": 1}", NULL, 1, NULL, &err));
+    assert_non_null(strstr(err.msg, "unknown config key 'bogus'"));
+    assert_null(pfx_create(t, "s", "{\"trim\": ", NULL, 1, NULL, &err));
+    assert_non_null(strstr(err.msg, "not valid JSON"));
+    assert_null(pfx_create(pfx_type("agg::FedAvg"), "s", "{\"on_bad_contribution\": \"x\"}",
+                           NULL, 1, NULL, &err));
+    assert_non_null(strstr(err.msg, "\"skip\""));
+}
+
+static void test_current_tensor(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAvg", NULL);
+    bb_value *trig = bb_value_trigger(), *out = NULL;
+    bb_error err = {0};
+    assert_int_equal(pfx_call(a.t, a.inst, NULL, "CurrentTensor", NULL, &trig, 1, &out, 1, &err),
+                     BB_ESTATE);
+    contribute_ok(&a, VEC(2), NULL);
+    contribute_ok(&a, VEC(4), NULL);
+    assert_int_equal(pfx_call(a.t, a.inst, NULL, "CurrentTensor", NULL, &trig, 1, &out, 1, &err),
+                     BB_OK);
+    EXPECT_VEC(out, 3);
+    bb_value_unref(out);
+    bb_value *r = aggregate_ok(&a, NULL); /* CurrentTensor did not close the round */
+    EXPECT_VEC(r, 3);
+    contribute_ok(&a, VEC(10), NULL);
+    /* the open round is reduced; the held result stays intact */
+    assert_int_equal(pfx_call(a.t, a.inst, NULL, "CurrentTensor", NULL, &trig, 1, &out, 1, &err),
+                     BB_OK);
+    EXPECT_VEC(out, 10);
+    EXPECT_VEC(r, 3);
+    bb_value_unref(out);
+    bb_value_unref(r);
+    bb_value_unref(trig);
+    drop(&a);
+}
+
+static void test_result_memory_recycled_only_when_unshared(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::WeightAggregator", NULL);
+    contribute_ok(&a, VEC(1, 2), NULL);
+    bb_value *r1 = aggregate_ok(&a, NULL);
+    contribute_ok(&a, VEC(5, 6), NULL);
+    bb_value *r2 = aggregate_ok(&a, NULL); /* r1 still held: must not be overwritten */
+    EXPECT_VEC(r1, 1, 2);
+    EXPECT_VEC(r2, 5, 6);
+    bb_value_unref(r1);
+    bb_value_unref(r2);
+    contribute_ok(&a, VEC(7, 8), NULL);
+    bb_value *r3 = aggregate_ok(&a, NULL);
+    EXPECT_VEC(r3, 7, 8);
+    bb_value_unref(r3);
+    drop(&a);
+}
+
+/* ---- plain mean, trimmed mean, median ------------------------------------------------ */
+
+static void test_weight_aggregator_ignores_counts(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::WeightAggregator", NULL);
+    contribute_ok(&a, VEC(1, 0), u64(100));
+    contribute_ok(&a, VEC(3, 6), u64(1));
+    uint64_t n = 0;
+    bb_value *r = aggregate_ok(&a, &n);
+    EXPECT_VEC(r, 2, 3);
+    assert_int_equal(n, 101); /* still sums num_samples, so layers compose */
+    bb_value_unref(r);
+    drop(&a);
+}
+
+static void test_trimmed_mean_hand_values(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::TrimmedMean", "{\"trim_count\": 1}");
+    /* per coordinate, sorted: {1,2,3,4,1e6} -> mean(2,3,4) = 3;
+     * {-5,0,1,2,10} -> mean(0,1,2) = 1 */
+    contribute_ok(&a, VEC(3, 10), NULL);
+    contribute_ok(&a, VEC(1e6f, 0), NULL);
+    contribute_ok(&a, VEC(1, -5), NULL);
+    contribute_ok(&a, VEC(4, 1), NULL);
+    contribute_ok(&a, VEC(2, 2), NULL);
+    bb_value *r = aggregate_ok(&a, NULL);
+    EXPECT_VEC(r, 3, 1);
+    bb_value_unref(r);
+    /* trim fraction: floor(0.25 * 4) = 1 at each end of 4 */
+    agg_t b = make("agg::TrimmedMean", "{\"trim\": 0.25}");
+    contribute_ok(&b, VEC(1), NULL);
+    contribute_ok(&b, VEC(2), NULL);
+    contribute_ok(&b, VEC(6), NULL);
+    contribute_ok(&b, VEC(100), NULL);
+    r = aggregate_ok(&b, NULL);
+    EXPECT_VEC(r, 4);
+    bb_value_unref(r);
+    /* cutting everything is refused */
+    agg_t c = make("agg::TrimmedMean", "{\"trim_count\": 1}");
+    contribute_ok(&c, VEC(1), NULL);
+    contribute_ok(&c, VEC(2), NULL);
+    bb_error err = {0};
+    assert_int_equal(aggregate(&c, &r, NULL, &err), BB_EINVAL);
+    assert_non_null(strstr(err.msg, "leaves none"));
+    drop(&a);
+    drop(&b);
+    drop(&c);
+}
+
+static void test_median_hand_values(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::Median", NULL);
+    contribute_ok(&a, VEC(5, -1), NULL);
+    contribute_ok(&a, VEC(1, 7), NULL);
+    contribute_ok(&a, VEC(3, 2), NULL);
+    bb_value *r = aggregate_ok(&a, NULL);
+    EXPECT_VEC(r, 3, 2);
+    bb_value_unref(r);
+    contribute_ok(&a, VEC(5), NULL); /* even count: mean of the middle two */
+    contribute_ok(&a, VEC(1), NULL);
+    contribute_ok(&a, VEC(3), NULL);
+    contribute_ok(&a, VEC(100), NULL);
+    r = aggregate_ok(&a, NULL);
+    EXPECT_VEC(r, 4);
+    bb_value_unref(r);
+    drop(&a);
+}
+
+/* Four honest clients near w, one sending 1e6 * w: the robust results stay
+ * inside the honest clients' range in every coordinate; FedAvg does not. */
+static void test_poisoned_client(void **state)
+{
+    (void)state;
+    enum { DIM = 64, HONEST = 4 };
+    float honest[HONEST][DIM], lo[DIM], hi[DIM], poison[DIM];
+    for (int j = 0; j < DIM; j++) {
+        float w = sinf((float)j) + 0.5f;
+        lo[j] = INFINITY;
+        hi[j] = -INFINITY;
+        for (int i = 0; i < HONEST; i++) {
+            honest[i][j] = w + 0.01f * (float)(i - 1) * cosf((float)(j * (i + 1)));
+            lo[j] = fminf(lo[j], honest[i][j]);
+            hi[j] = fmaxf(hi[j], honest[i][j]);
+        }
+        poison[j] = 1e6f * w;
+    }
+    const char *types[3] = {"agg::TrimmedMean", "agg::Median", "agg::FedAvg"};
+    for (int k = 0; k < 3; k++) {
+        agg_t a = make(types[k], k == 0 ? "{\"trim\": 0.2}" : NULL);
+        for (int i = 0; i < HONEST; i++)
+            contribute_ok(&a, vec(honest[i], DIM), u64(10));
+        contribute_ok(&a, vec(poison, DIM), u64(10));
+        bb_value *r = aggregate_ok(&a, NULL);
+        const float *p = bb_tensor_f32(r);
+        int outside = 0;
+        for (int j = 0; j < DIM; j++)
+            outside += !(p[j] >= lo[j] && p[j] <= hi[j]);
+        if (k < 2 && outside)
+            fail_msg("%s: %d coordinates left the honest range", types[k], outside);
+        if (k == 2)
+            assert_true(outside > DIM / 2); /* the contrast: FedAvg is not robust */
+        bb_value_unref(r);
+        drop(&a);
+    }
+}
+
+static void test_nan_sender_is_an_outlier(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::Median", NULL), b = make("agg::TrimmedMean", "{\"trim_count\": 1}");
+    const float rows[4][2] = {{1, 2}, {2, 3}, {3, 4}, {NAN, NAN}};
+    for (int i = 0; i < 4; i++) {
+        contribute_ok(&a, vec(rows[i], 2), NULL);
+        contribute_ok(&b, vec(rows[i], 2), NULL);
+    }
+    bb_value *r = aggregate_ok(&a, NULL);
+    EXPECT_VEC(r, 2.5f, 3.5f); /* NaN sorts as +inf: median of 1,2,3,inf */
+    bb_value_unref(r);
+    r = aggregate_ok(&b, NULL);
+    EXPECT_VEC(r, 2.5f, 3.5f); /* 1 and inf cut */
+    bb_value_unref(r);
+    drop(&a);
+    drop(&b);
+}
+
+static int cmpf(const void *x, const void *y)
+{
+    float a = *(const float *)x, b = *(const float *)y;
+    return (a > b) - (a < b);
+}
+
+/* The sorting-network path (n <= 64) and the per-coordinate path (n > 64)
+ * against a naive reference, over lengths that are not block multiples. */
+static void check_against_reference(size_t n, size_t len)
+{
+    agg_t med = make("agg::Median", NULL), tri = make("agg::TrimmedMean", "{\"trim\": 0.2}");
+    agg_t avg = make("agg::FedAvg", NULL);
+    float **x = calloc(n, sizeof *x);
+    uint64_t seed = 12345 + n;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = malloc(len * sizeof **x);
+        for (size_t j = 0; j < len; j++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            x[i][j] = (float)((seed >> 40) % 2001) / 100.0f - 10.0f;
+        }
+        contribute_ok(&med, vec(x[i], len), NULL);
+        contribute_ok(&tri, vec(x[i], len), NULL);
+        contribute_ok(&avg, vec(x[i], len), u64(i + 1));
+    }
+    bb_value *rm = aggregate_ok(&med, NULL), *rt = aggregate_ok(&tri, NULL);
+    bb_value *ra = aggregate_ok(&avg, NULL);
+    size_t k = (size_t)(0.2 * (double)n);
+    float *col = malloc(n * sizeof *col);
+    double wsum = (double)n * (double)(n + 1) / 2;
+    for (size_t j = 0; j < len; j++) {
+        double s = 0, ws = 0;
+        for (size_t i = 0; i < n; i++) {
+            col[i] = x[i][j];
+            ws += (double)(i + 1) * x[i][j];
+        }
+        qsort(col, n, sizeof *col, cmpf);
+        for (size_t i = k; i < n - k; i++)
+            s += col[i];
+        float want_m = 0.5f * (col[(n - 1) / 2] + col[n / 2]);
+        float want_t = (float)(s / (double)(n - 2 * k));
+        float want_a = (float)(ws / wsum);
+        if (fabsf(bb_tensor_f32(rm)[j] - want_m) > 1e-5f ||
+            fabsf(bb_tensor_f32(rt)[j] - want_t) > 1e-3f ||
+            fabsf(bb_tensor_f32(ra)[j] - want_a) > 1e-3f)
+            fail_msg("n=%zu len=%zu j=%zu: median %g/%g trimmed %g/%g fedavg %g/%g", n, len, j,
+                     (double)bb_tensor_f32(rm)[j], (double)want_m, (double)bb_tensor_f32(rt)[j],
+                     (double)want_t, (double)bb_tensor_f32(ra)[j], (double)want_a);
+    }
+    free(col);
+    for (size_t i = 0; i < n; i++)
+        free(x[i]);
+    free(x);
+    bb_value_unref(rm);
+    bb_value_unref(rt);
+    bb_value_unref(ra);
+    drop(&med);
+    drop(&tri);
+    drop(&avg);
+}
+
+static void test_kernels_match_reference(void **state)
+{
+    (void)state;
+    check_against_reference(1, 1000);
+    check_against_reference(2, 300);
+    check_against_reference(5, 999);
+    check_against_reference(7, 10007);
+    check_against_reference(13, 513);
+    check_against_reference(33, 300);
+    check_against_reference(64, 257);
+    check_against_reference(8, 4096 * 3 + 5);
+    check_against_reference(70, 777);
+}
+
+/* ---- snapshot ------------------------------------------------------------------------------ */
+
+static void test_snapshot_roundtrip_and_truncation(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAvg", NULL);
+    contribute_ok(&a, VEC(1, 2), u64(1));
+    bb_value *r = aggregate_ok(&a, NULL);
+    bb_value_unref(r);
+    bb_value *items[2] = {composite2(VEC(2, 2), u64(1)), composite2(VEC(4, 8), u64(3))};
+    contribute_ok(&a, batch_of(items, (const uint8_t[]){3, 4}, 2), NULL);
+    uint8_t *snap = NULL;
+    size_t len = 0;
+    bb_error err = {0};
+    assert_int_equal(a.t->snapshot(a.inst, &snap, &len, &err), BB_OK);
+
+    agg_t b = make("agg::FedAvg", NULL);
+    for (size_t cut = 0; cut < len; cut++) /* every truncation is refused cleanly */
+        assert_int_not_equal(b.t->restore(b.inst, snap, cut, &err), BB_OK);
+    snap[0] ^= 0xff;
+    assert_int_equal(b.t->restore(b.inst, snap, len, &err), BB_EDECODE);
+    snap[0] ^= 0xff;
+    assert_int_equal(b.t->restore(b.inst, snap, len, &err), BB_OK);
+    /* the restored round remembers its senders: peer 4 replaces */
+    bb_value *again[1] = {composite2(VEC(0, 0), u64(3))};
+    contribute_ok(&b, batch_of(again, (const uint8_t[]){4}, 1), NULL);
+    uint64_t n = 0;
+    r = aggregate_ok(&b, &n);
+    EXPECT_VEC(r, 0.5f, 0.5f);
+    assert_int_equal(n, 4);
+    bb_value_unref(r);
+    /* restored again: the open round reduces as before the snapshot */
+    assert_int_equal(b.t->restore(b.inst, snap, len, &err), BB_OK);
+    free(snap);
+    bb_value *trig = bb_value_trigger(), *out = NULL;
+    assert_int_equal(pfx_call(b.t, b.inst, NULL, "CurrentTensor", NULL, &trig, 1, &out, 1, &err),
+                     BB_OK);
+    EXPECT_VEC(out, 3.5f, 6.5f); /* (1*[2,2] + 3*[4,8]) / 4 */
+    bb_value_unref(trig);
+    bb_value_unref(out);
+    drop(&a);
+    drop(&b);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    pfx_shutdown();
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fedavg_weighted_mean),
+        cmocka_unit_test(test_fedavg_no_metadata_counts_one),
+        cmocka_unit_test(test_fedavg_metadata_forms),
+        cmocka_unit_test(test_fedavg_response_batch),
+        cmocka_unit_test(test_fedavg_same_peer_replaces),
+        cmocka_unit_test(test_fedavg_shape_mismatch_names_peer),
+        cmocka_unit_test(test_fedavg_skip_bad_contribution),
+        cmocka_unit_test(test_fedavg_hierarchical),
+        cmocka_unit_test(test_fedavg_errors),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_current_tensor),
+        cmocka_unit_test(test_result_memory_recycled_only_when_unshared),
+        cmocka_unit_test(test_weight_aggregator_ignores_counts),
+        cmocka_unit_test(test_trimmed_mean_hand_values),
+        cmocka_unit_test(test_median_hand_values),
+        cmocka_unit_test(test_poisoned_client),
+        cmocka_unit_test(test_nan_sender_is_an_outlier),
+        cmocka_unit_test(test_kernels_match_reference),
+        cmocka_unit_test(test_snapshot_roundtrip_and_truncation),
+    };
+    return cmocka_run_group_tests(tests, NULL, group_teardown);
+}
