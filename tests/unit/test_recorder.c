@@ -1392,24 +1392,32 @@ static void test_every_catalog_op_recordable(void **state)
 
 /* ---- golden dump of the SplitLearning example ------------------------------------------------ */
 
-/* The repository root: $BB_BUILD/.. or <root>/build/tests/test_recorder. */
-static void repo_root(char *out, size_t cap)
+/* The build directory: $BB_BUILD, else two levels above this binary
+ * (<build>/tests/test_recorder). */
+static void build_dir(char *out, size_t cap)
 {
-    char buf[PATH_MAX];
     const char *env = getenv("BB_BUILD");
     if (env && *env) {
-        snprintf(buf, sizeof buf, "%s/..", env);
-    } else {
-        ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-        assert_true(n > 0);
-        buf[n] = '\0';
-        for (int i = 0; i < 3; i++) {
-            char *s = strrchr(buf, '/');
-            assert_non_null(s);
-            *s = '\0';
-        }
+        snprintf(out, cap, "%s", env);
+        return;
     }
-    assert_non_null(realpath(buf, out));
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    assert_true(n > 0);
+    out[n] = '\0';
+    for (int i = 0; i < 2; i++) {
+        char *s = strrchr(out, '/');
+        assert_non_null(s);
+        *s = '\0';
+    }
+}
+
+/* The repository root: the build directory's parent. */
+static void repo_root(char *out, size_t cap)
+{
+    char buf[PATH_MAX], up[PATH_MAX + 4];
+    build_dir(buf, sizeof buf);
+    snprintf(up, sizeof up, "%s/..", buf);
+    assert_non_null(realpath(up, out));
     (void)cap;
 }
 
@@ -1430,25 +1438,12 @@ static char *read_text(const char *path)
     return s;
 }
 
-/* stdout of `<build>/bin/bbc dump path` (the build dir: $BB_BUILD, else
- * the directory above this test binary's tests/). */
+/* stdout of `<build>/bin/bbc dump path`. */
 static char *bbc_dump_output(const char *path)
 {
-    char bbc[PATH_MAX], cmd[2 * PATH_MAX + 64];
-    const char *env = getenv("BB_BUILD");
-    if (env && *env) {
-        snprintf(bbc, sizeof bbc, "%s/bin/bbc", env);
-    } else {
-        ssize_t n = readlink("/proc/self/exe", bbc, sizeof bbc - 1);
-        assert_true(n > 0);
-        bbc[n] = '\0';
-        for (int i = 0; i < 2; i++) {
-            char *s = strrchr(bbc, '/');
-            assert_non_null(s);
-            *s = '\0';
-        }
-        strncat(bbc, "/bin/bbc", sizeof bbc - strlen(bbc) - 1);
-    }
+    char bbc[PATH_MAX + 16], dir[PATH_MAX], cmd[3 * PATH_MAX];
+    build_dir(dir, sizeof dir);
+    snprintf(bbc, sizeof bbc, "%s/bin/bbc", dir);
     if (access(bbc, X_OK) != 0)
         fail_msg("%s is missing (build bbc first)", bbc);
     snprintf(cmd, sizeof cmd, "'%s' dump '%s'", bbc, path);
