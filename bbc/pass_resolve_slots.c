@@ -45,6 +45,9 @@ static int resolve_node(bbc_state *st, bb_model *pm, const bb_function *f, bb_no
     bbc_slot *s = bbc_state_node_slot(st, n);
     const char *named = bbc_meta(n, BB_META_SLOT);
     const char *ct = bbc_meta(n, BB_META_CONCRETE_TYPE);
+    /* A slot only nodes name (no module declares it, no binding fills it). */
+    if (s && !s->declared && !s->binding)
+        s = NULL;
     if (!s) {
         if (!named && ct) {
             size_t hits = 0;
@@ -58,11 +61,14 @@ static int resolve_node(bbc_state *st, bb_model *pm, const bb_function *f, bb_no
                                 bb_role_name(bb_domain_role(n->domain)),
                                 bbc_meta(n, BB_META_SLOT_ID) ? bbc_meta(n, BB_META_SLOT_ID) : "-");
         }
+        const char *sid = bbc_meta(n, BB_META_SLOT_ID);
+        const char *what = named ? bb_arena_sprintf(st->arena, "slot '%s'", named)
+                           : ct  ? bb_arena_sprintf(st->arena, "a '%s' slot", ct)
+                                 : bb_arena_sprintf(st->arena, "slot_id %s", sid ? sid : "?");
         return bbc_fail(st, BBC_E_MISSING_BINDING,
-                        "function '%s': node '%s' (%s::%s) runs on slot '%s', which no module "
-                        "declares and no binding supplies",
-                        f->name, nm(n), dom(n), n->op_type,
-                        named ? named : (ct ? ct : (bbc_meta(n, BB_META_SLOT_ID) ? bbc_meta(n, BB_META_SLOT_ID) : "?")));
+                        "function '%s': node '%s' (%s::%s) runs on %s, which no module declares "
+                        "and no binding supplies",
+                        f->name, nm(n), dom(n), n->op_type, what ? what : "?");
     }
     char id[16];
     snprintf(id, sizeof id, "%u", s->slot_id);

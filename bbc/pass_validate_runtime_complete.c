@@ -34,9 +34,7 @@ int bbc_pass_validate_runtime_complete(bbc_state *st)
                 for (size_t g = 0; g < BBC_N_GATE_CONTRACTS; g++) {
                     const char *why = bbc_gate_missing(st->arena, f, n, &BBC_GATE_CONTRACTS[g]);
                     if (why)
-                        return bbc_fail(st, BBC_E_INTERNAL,
-                                        "validate_runtime_complete: partition `%s`: %s", p->cls,
-                                        why);
+                        return bbc_fail(st, BBC_E_INTERNAL, "partition `%s`: %s", p->cls, why);
                 }
             }
             if (!bbc_node_is(n, BB_DOMAIN_SYSCALL, BB_OP_DEADLINE_CHECK) &&

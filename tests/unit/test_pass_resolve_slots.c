@@ -96,6 +96,43 @@ static void test_missing_binding(void **state)
     bbc_state_free(&x.st);
 }
 
+/* A slot only a node names (recorded into the slot table, but declared by
+ * no module) is MissingBinding, unless a binding supplies it. */
+static void test_missing_binding_named_by_node_only(void **state)
+{
+    (void)state;
+    for (int bound = 0; bound < 2; bound++) {
+        t x;
+        begin(&x);
+        bb_node *n = fx_node(x.m, x.f, "contrib", BB_DOMAIN_ROLE_AGGREGATOR, "Contribute",
+                             FX_NOL, FX_L("cmd"));
+        fx_meta(x.m, n, BB_META_SLOT, "ghost");
+        fx_meta(x.m, n, BB_META_REQUIRED_TRAIT, "Aggregator");
+        fx_meta(x.m, n, BB_META_SLOT_ID, "7");
+        bbc_bindings b;
+        bbc_bindings_init(&b);
+        if (bound)
+            assert_int_equal(bbc_bindings_add_arg(&b, "ghost=agg::FedAvg", NULL), BB_OK);
+        start(&x, &b);
+        assert_non_null(bbc_state_slot(&x.st, "ghost"));
+        bb_node *c = node(&x, "contrib", BB_DOMAIN_ROLE_AGGREGATOR, "Contribute");
+        fx_meta(x.p->model, c, BB_META_SLOT, "ghost");
+        fx_meta(x.p->model, c, BB_META_REQUIRED_TRAIT, "Aggregator");
+        fx_meta(x.p->model, c, BB_META_SLOT_ID, "7");
+        if (bound) {
+            assert_int_equal(fx_run(&x.st, "resolve_slots"), BB_OK);
+        } else {
+            assert_int_equal(fx_run(&x.st, "resolve_slots"), BB_ECOMPILE);
+            assert_int_equal(x.err.kind, BBC_E_MISSING_BINDING);
+            assert_non_null(strstr(x.err.msg, "node 'contrib' "
+                                              "(ai.bytesandbrains.role.aggregator::Contribute) "
+                                              "runs on slot 'ghost', which no module declares"));
+        }
+        bbc_state_free(&x.st);
+        bbc_bindings_free(&b);
+    }
+}
+
 static void test_ambiguous(void **state)
 {
     (void)state;
@@ -133,6 +170,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stamps),
         cmocka_unit_test(test_missing_binding),
+        cmocka_unit_test(test_missing_binding_named_by_node_only),
         cmocka_unit_test(test_ambiguous),
         cmocka_unit_test(test_role_method_failed),
     };
