@@ -3,7 +3,8 @@
  * recorded examples in testdata/ (written by examples/federated and
  * examples/split_learning), with component types supplied in-process
  * (bbc_fixture.h): partitions, gate chains, deadlines, binding metadata,
- * passport, idempotence, stages, bindings files and the error surface.
+ * passport, idempotence (the whole pipeline on its own output, and every
+ * pass run twice in a row), stages, bindings files and the error surface.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -150,17 +151,15 @@ static void test_federated_bindings(void **state)
     teardown_compile(&c);
 }
 
-static void test_federated_rx_chain(void **state)
+/* Recv -> DedupGateRx -> PeerHealthGateRx -> BackoffGateRx -> consumer, off
+ * the receive op's payload; returns the receive. */
+static const bb_node *check_rx_chain(const bb_function *f, const char *op, const char *consumer)
 {
-    (void)state;
-    compiled c;
-    setup_compile(&c, "testdata/federated.onnx");
-    compile_ok(&c);
-    const bb_function *f = fx_fn(c.out, "Client");
-    const bb_node *rx = fx_find(f, "RecvReq", 0);
-    const bb_node *load = fx_find(f, "LoadParameters", 0);
-    /* LoadParameters <- BackoffGateRx <- PeerHealthGateRx <- DedupGateRx <- RecvReq.payload */
-    const bb_node *b = fx_producer(f, load->inputs.v[0]);
+    const bb_node *rx = fx_find(f, op, 0);
+    const bb_node *use = fx_find(f, consumer, 0);
+    assert_non_null(rx);
+    assert_non_null(use);
+    const bb_node *b = fx_producer(f, use->inputs.v[0]);
     assert_string_equal(b->op_type, "BackoffGateRx");
     const bb_node *p = fx_producer(f, b->inputs.v[0]);
     assert_string_equal(p->op_type, "PeerHealthGateRx");
@@ -173,18 +172,36 @@ static void test_federated_rx_chain(void **state)
     assert_string_equal(bbc_meta(b, BB_META_BACKOFF_RX_SOURCE), rx->name);
     assert_string_equal(bbc_meta(rx, BB_META_RX_CHAIN_HEAD), b->outputs.v[0]);
     assert_string_equal(bbc_meta(rx, BB_META_DEDUP_RX_GATED), "true");
+    assert_string_equal(bbc_meta(rx, BB_META_PEER_HEALTH_RX_GATED), "true");
     assert_string_equal(bbc_meta(rx, BB_META_BACKOFF_RX_GATED), "true");
     char want[256];
     snprintf(want, sizeof want, "%s#dedup_rx_out", rx->name);
     assert_string_equal(d->outputs.v[0], want);
     /* Gates run in chain order in the body. */
+    assert_true(bbc_node_index(f, rx) < bbc_node_index(f, d));
     assert_true(bbc_node_index(f, d) < bbc_node_index(f, p));
     assert_true(bbc_node_index(f, p) < bbc_node_index(f, b));
+    assert_true(bbc_node_index(f, b) < bbc_node_index(f, use));
+    return rx;
+}
+
+static void test_federated_rx_chain(void **state)
+{
+    (void)state;
+    compiled c;
+    setup_compile(&c, "testdata/federated.onnx");
+    compile_ok(&c);
+    const bb_function *f = fx_fn(c.out, "Client");
+    /* LoadParameters <- BackoffGateRx <- PeerHealthGateRx <- DedupGateRx <- RecvReq.payload */
+    const bb_node *rx = check_rx_chain(f, "RecvReq", "LoadParameters");
+    const bb_node *load = fx_find(f, "LoadParameters", 0);
     /* The payload feeds the model: RECV_SLOT_ID = model's slot id. */
     assert_string_equal(bbc_meta(rx, BB_META_RECV_SLOT_ID), bbc_meta(load, BB_META_SLOT_ID));
     assert_string_equal(bbc_meta(rx, BB_META_WIRE_TRANSPORT), "data");
     /* The request's pairing is linked by site name both ways. */
     assert_string_equal(bbc_meta(rx, BBC_META_SRC_SITE), "Server/SendReqBatched_0");
+    /* The response comes back through the engine's collector: no RX chain. */
+    assert_int_equal(fx_count(fx_fn(c.out, "Server"), "DedupGateRx"), 0);
     teardown_compile(&c);
 }
 
@@ -300,6 +317,78 @@ static void idempotent(const char *path, const char *bind)
     teardown_compile(&c);
 }
 
+/* The state's IR as bytes: the working model before partitioning, every
+ * partition model after, the merged output once it exists. */
+static size_t snapshot(const bbc_state *st, uint8_t **out)
+{
+    size_t total = 0;
+    *out = NULL;
+    const bb_model *models[64];
+    size_t n = 0;
+    if (st->out)
+        models[n++] = st->out;
+    else if (st->parts.n == 0)
+        models[n++] = st->model;
+    for (size_t i = 0; !st->out && i < st->parts.n && n < 64; i++)
+        models[n++] = st->parts.v[i]->model;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *b = NULL;
+        size_t len = 0;
+        bb_error e = {0};
+        assert_int_equal(bb_model_save_mem(models[i], &b, &len, &e), BB_OK);
+        *out = realloc(*out, total + len + 1);
+        memcpy(*out + total, b, len);
+        total += len;
+        free(b);
+    }
+    return total;
+}
+
+static void run_or_fail(compiled *c, bbc_state *st, const bbc_pass *p, const char *path,
+                        int round)
+{
+    if (bbc_run_pass(st, p) != BB_OK)
+        fail_msg("%s: pass %s (run %d): %s: %s", path, p->name, round,
+                 bbc_errkind_name(c->err.kind), c->err.msg);
+    if (p->run == bbc_pass_synthesize_wire_recvs && bbc_check_wire_storage(st) != BB_OK)
+        fail_msg("%s: wire storage check: %s", path, c->err.msg);
+}
+
+/* Every pass, run a second time right after itself, changes nothing. */
+static void each_pass_idempotent(const char *path, const char *bind)
+{
+    compiled c;
+    setup_compile(&c, path);
+    if (bind)
+        assert_int_equal(bbc_bindings_add_arg(&c.b, bind, NULL), BB_OK);
+    bbc_state st;
+    assert_int_equal(bbc_state_init(&st, bb_model_clone(c.in), &c.o, &c.b, &c.ts, &c.err), BB_OK);
+    for (size_t i = 0; i < bbc_pass_count(); i++) {
+        const bbc_pass *p = bbc_pass_at(i);
+        uint8_t *once = NULL, *twice = NULL;
+        run_or_fail(&c, &st, p, path, 1);
+        size_t n1 = snapshot(&st, &once);
+        run_or_fail(&c, &st, p, path, 2);
+        size_t n2 = snapshot(&st, &twice);
+        assert_true(n1 > 0);
+        if (n1 != n2 || memcmp(once, twice, n1) != 0)
+            fail_msg("%s: running %s a second time changed the IR (%zu -> %zu bytes)", path,
+                     p->name, n1, n2);
+        free(once);
+        free(twice);
+    }
+    assert_non_null(st.out);
+    bbc_state_free(&st);
+    teardown_compile(&c);
+}
+
+static void test_each_pass_idempotent(void **state)
+{
+    (void)state;
+    each_pass_idempotent("testdata/federated.onnx", NULL);
+    each_pass_idempotent("testdata/split_learning.onnx", "backend=cpu::CpuBackend");
+}
+
 static void test_idempotent_federated(void **state)
 {
     (void)state;
@@ -341,10 +430,8 @@ static void test_split_learning_partitions(void **state)
     const bb_node *send = fx_find(f, "SendReqBatched", 0);
     assert_string_equal(bbc_meta(send, BB_META_DEST_CLASS), BB_SELF_CLASS);
     assert_string_equal(fx_producer(f, send->inputs.v[0])->op_type, "BackoffGateTx");
-    const bb_node *rx = fx_find(f, "Recv", 0);
-    assert_string_equal(bbc_meta(rx, BB_META_DEDUP_RX_GATED), "true");
-    assert_string_equal(fx_producer(f, fx_find(f, "Decompress", 0)->inputs.v[0])->op_type,
-                        "BackoffGateRx");
+    check_rx_chain(f, "Recv", "Decompress");
+    check_tx_chain(f, "SendReqBatched");
     assert_string_equal(meta(c.out, "ai.bytesandbrains.binding.@self.backend"),
                         "Backend|cpu::CpuBackend|0");
     assert_string_equal(meta(c.out, "ai.bytesandbrains.binding.@self.network_client"),
@@ -553,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_federated_deadlines),
         cmocka_unit_test(test_idempotent_federated),
         cmocka_unit_test(test_idempotent_split_learning),
+        cmocka_unit_test(test_each_pass_idempotent),
         cmocka_unit_test(test_split_learning_unbound_backend),
         cmocka_unit_test(test_split_learning_partitions),
         cmocka_unit_test(test_bindings_file_config),
