@@ -26,6 +26,7 @@ struct bbd_registry {
     bb_engine_registry engine;
     slot_config *configs;
     size_t n_configs, cap_configs;
+    char searched[1024]; /* the directories of the scan, for messages */
 };
 
 static const bb_component_type *find_type(void *ud, const char *type_name)
@@ -56,6 +57,11 @@ int bbd_registry_new(const bbd_registry_options *opts, bbd_registry **out, bb_er
         return rc;
     }
     r->engine = (bb_engine_registry){.find_type = find_type, .slot_config = find_config, .ud = r};
+    bb_plugin_loader_describe_dirs(r->loader, r->searched, sizeof r->searched);
+    static const char prefix[] = "searched: ";
+    if (strncmp(r->searched, prefix, sizeof prefix - 1) == 0)
+        memmove(r->searched, r->searched + sizeof prefix - 1,
+                strlen(r->searched + sizeof prefix - 1) + 1);
     *out = r;
     return BB_OK;
 }
@@ -327,6 +333,11 @@ int bbd_registry_resolve_model(const bbd_registry *r, const bb_model *m,
 const bb_engine_registry *bbd_registry_engine(const bbd_registry *r)
 {
     return r ? &r->engine : NULL;
+}
+
+const char *bbd_registry_searched(const bbd_registry *r)
+{
+    return r ? r->searched : "";
 }
 
 const bb_plugin_loader *bbd_registry_loader(const bbd_registry *r)

@@ -95,6 +95,10 @@ const bb_engine_registry *bbd_registry_engine(const bbd_registry *r);
 /* The loader (types, plugin files, directories searched). Borrowed. */
 const bb_plugin_loader *bbd_registry_loader(const bbd_registry *r);
 
+/* "/a (--plugin-path), /b (BB_PLUGIN_PATH), ..." — the directories of
+ * the scan, for messages. Borrowed. */
+const char *bbd_registry_searched(const bbd_registry *r);
+
 /* Plugin files skipped while scanning ("<file>: <why>"). */
 size_t bbd_registry_warning_count(const bbd_registry *r);
 const char *bbd_registry_warning_at(const bbd_registry *r, size_t i);

@@ -166,6 +166,14 @@ static int add_constants(builder *b)
         int rc = stamp_slot(b, n);
         if (rc)
             return rc;
+        if (!bb_value_info_find(&b->f->value_info, t->name)) {
+            bb_type_proto *tp = bb_type_proto_tensor(a, t->data_type);
+            bb_value_info *vi = tp ? bb_value_info_new(a, t->name, tp) : NULL;
+            bb_value_info **slot = vi ? BB_VEC_PUSH(a, &b->f->value_info) : NULL;
+            if (!slot)
+                return oom(b);
+            *slot = vi;
+        }
     }
     return BB_OK;
 }
@@ -245,6 +253,40 @@ static int add_port(builder *b, const bb_value_info *vi, bb_str_list *fn_ports,
     return rc;
 }
 
+/* Is name read by a node of f (captured outer-scope reads included)? */
+static bool consumed(const bb_function *f, const char *name)
+{
+    for (size_t i = 0; i < f->nodes.n; i++)
+        if (bb_str_list_find(&f->nodes.v[i]->inputs, name) >= 0)
+            return true;
+    return false;
+}
+
+/* The engine surfaces an entry point's output as an AppEvent only when no
+ * node consumes it (ENGINE.md 13.2 a). ONNX graph outputs may also feed
+ * other nodes (or be a graph input): those get an explicit AppEmit with
+ * the output's name as topic (13.2 b). */
+static int add_app_emits(builder *b)
+{
+    bb_arena *a = b->m->arena;
+    bool any = false;
+    for (size_t i = 0; i < b->f->outputs.n; i++) {
+        const char *name = b->f->outputs.v[i];
+        if (!consumed(b->f, name) && bb_str_list_find(&b->f->inputs, name) < 0)
+            continue;
+        bb_node *n = bb_function_add_node(b->m, b->f, BB_DOMAIN_SYSCALL, "AppEmit");
+        if (!n || bb_str_list_push(a, &n->inputs, name) ||
+            !bb_node_set_attr_string(a, n, "name", name))
+            return oom(b);
+        n->name = bb_arena_sprintf(a, "output:%s", name);
+        any = true;
+    }
+    if (any && (bb_opset_list_add(a, &b->m->opset_imports, BB_DOMAIN_SYSCALL, 1) ||
+                bb_opset_list_add(a, &b->f->opset_imports, BB_DOMAIN_SYSCALL, 1)))
+        return oom(b);
+    return BB_OK;
+}
+
 static int add_ports(builder *b)
 {
     bb_arena *a = b->m->arena;
@@ -318,6 +360,8 @@ int bbd_run_module_from_onnx(const bb_model *plain, const char *origin, bb_model
         rc = add_constants(&b);
     if (rc == BB_OK)
         rc = add_nodes(&b);
+    if (rc == BB_OK)
+        rc = add_app_emits(&b);
     if (rc != BB_OK) {
         bb_model_free(b.m);
         return rc;

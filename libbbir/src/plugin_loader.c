@@ -781,8 +781,7 @@ const bb_component_type *bb_plugin_loader_type_lookup(void *loader, const char *
     return t ? t->type : NULL;
 }
 
-/* "searched: a (--plugin-path), b (installed, missing)" into buf. */
-static void describe_dirs(const bb_plugin_loader *l, char *buf, size_t cap)
+void bb_plugin_loader_describe_dirs(const bb_plugin_loader *l, char *buf, size_t cap)
 {
     size_t used = 0;
     if (l->n_dirs == 0) {
@@ -838,7 +837,7 @@ int bb_plugin_loader_resolve(const bb_plugin_loader *l, const char *binding, con
     int rc = BB_OK;
     if (!t) {
         char dirs[1024];
-        describe_dirs(l, dirs, sizeof dirs);
+        bb_plugin_loader_describe_dirs(l, dirs, sizeof dirs);
         char more[256] = "";
         if (l->n_warnings)
             snprintf(more, sizeof more, "; %zu plugin file(s) could not be loaded, first: %s",

@@ -140,6 +140,10 @@ const bb_loaded_plugin *bb_plugin_loader_plugin_at(const bb_plugin_loader *l, si
 /* The directories of the last scan, in search order (empty before a scan). */
 size_t bb_plugin_loader_dir_count(const bb_plugin_loader *l);
 const bb_plugin_dir *bb_plugin_loader_dir_at(const bb_plugin_loader *l, size_t i);
+/* "searched: /a (--plugin-path), /b (installed, missing)" into buf (always
+ * NUL-terminated; cut at cap): the directories of the last scan, for
+ * messages about a type no plugin exports. */
+void bb_plugin_loader_describe_dirs(const bb_plugin_loader *l, char *buf, size_t cap);
 /* "--plugin-path", "BB_PLUGIN_PATH", "next to the executable", "installed". */
 const char *bb_plugin_dir_origin_name(bb_plugin_dir_origin origin);
 
