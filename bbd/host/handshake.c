@@ -1,0 +1,244 @@
+/*
+ * handshake.c — Handshake protobuf decode/encode (handshake.h). The decoder
+ * walks fields with explicit bounds, keeps views into the input, validates
+ * every PeerId, multiaddr and target name, and names the field and byte
+ * offset of the first problem.
+ */
+#include "bbd/host/handshake.h"
+
+#include <string.h>
+
+/* libbbir's varint codec (bb__: internal but shared): minimal encodings
+ * only, never reads past the buffer. */
+#include "libbbir/src/uvarint.h"
+
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+enum { F_PEER_ID = 1, F_LISTEN = 2, F_TARGETS = 3, F_VERSION = 4 };
+
+static bool target_name_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > BBD_HANDSHAKE_TARGET_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+            return false;
+    return true;
+}
+
+/* Read one varint at *pos; BB_OK or an error naming what and where. */
+static int read_varint(const uint8_t *p, size_t n, size_t *pos, const char *what,
+                       uint64_t *v, bb_error *err)
+{
+    size_t used;
+    bb__uvarint_rc rc = bb__uvarint_decode(p + *pos, n - *pos, BB__UVARINT_MAX_U64, v, &used);
+    if (rc == BB__UVARINT_TRUNC)
+        return bb_error_set(err, BB_ETRUNC, "handshake: %s truncated at byte %zu", what, *pos);
+    if (rc != BB__UVARINT_OK)
+        return bb_error_set(err, BB_EPARSE, "handshake: %s at byte %zu: %s", what, *pos,
+                            bb__uvarint_rc_str(rc));
+    *pos += used;
+    return BB_OK;
+}
+
+/* Read a length-delimited value at *pos into a view. */
+static int read_bytes(const uint8_t *p, size_t n, size_t *pos, const char *what,
+                      const uint8_t **data, size_t *len, bb_error *err)
+{
+    uint64_t l;
+    size_t start = *pos;
+    int rc = read_varint(p, n, pos, what, &l, err);
+    if (rc)
+        return rc;
+    if (l > n - *pos)
+        return bb_error_set(err, BB_ETRUNC,
+                            "handshake: %s at byte %zu claims %llu bytes, %zu remain", what,
+                            start, (unsigned long long)l, n - *pos);
+    *data = p + *pos;
+    *len = (size_t)l;
+    *pos += (size_t)l;
+    return BB_OK;
+}
+
+static int skip_field(const uint8_t *p, size_t n, size_t *pos, unsigned wire_type,
+                      uint64_t field, bb_error *err)
+{
+    uint64_t v;
+    const uint8_t *d;
+    size_t l;
+    switch (wire_type) {
+    case WT_VARINT: return read_varint(p, n, pos, "unknown varint field", &v, err);
+    case WT_LEN: return read_bytes(p, n, pos, "unknown bytes field", &d, &l, err);
+    case WT_I64:
+    case WT_I32: {
+        size_t w = wire_type == WT_I64 ? 8 : 4;
+        if (n - *pos < w)
+            return bb_error_set(err, BB_ETRUNC, "handshake: field %llu truncated at byte %zu",
+                                (unsigned long long)field, *pos);
+        *pos += w;
+        return BB_OK;
+    }
+    default:
+        return bb_error_set(err, BB_EPARSE,
+                            "handshake: field %llu has unsupported wire type %u at byte %zu",
+                            (unsigned long long)field, wire_type, *pos);
+    }
+}
+
+static int decode_field(const uint8_t *p, size_t n, size_t *pos, uint64_t field,
+                        unsigned wt, size_t at, bool *have_peer, bbd_handshake *out,
+                        bb_error *err)
+{
+    static const unsigned want_wt[] = {0, WT_LEN, WT_LEN, WT_LEN, WT_VARINT};
+    if (wt != want_wt[field])
+        return bb_error_set(err, BB_EPARSE,
+                            "handshake: field %llu has wire type %u, want %u (byte %zu)",
+                            (unsigned long long)field, wt, want_wt[field], at);
+    const uint8_t *d;
+    size_t l;
+    uint64_t v;
+    int rc;
+    switch (field) {
+    case F_PEER_ID:
+        if (*have_peer)
+            return bb_error_set(err, BB_EPARSE, "handshake: peer_id repeated at byte %zu", at);
+        if ((rc = read_bytes(p, n, pos, "peer_id", &d, &l, err)))
+            return rc;
+        if ((rc = bb_peerid_from_bytes(d, l, &out->peer, err)))
+            return bb_error_prefix(err, "handshake: peer_id at byte %zu", at);
+        *have_peer = true;
+        return BB_OK;
+    case F_LISTEN:
+        if ((rc = read_bytes(p, n, pos, "listen_addresses", &d, &l, err)))
+            return rc;
+        if (out->n_addrs == BBD_HANDSHAKE_MAX_ADDRS)
+            return bb_error_set(err, BB_ELIMIT,
+                                "handshake: more than %d listen_addresses (byte %zu)",
+                                BBD_HANDSHAKE_MAX_ADDRS, at);
+        if ((rc = bb_multiaddr_validate(d, l, err)))
+            return bb_error_prefix(err, "handshake: listen_addresses[%zu] at byte %zu",
+                                   out->n_addrs, at);
+        out->addrs[out->n_addrs++] = (bb_multiaddr_ref){d, l};
+        return BB_OK;
+    case F_TARGETS:
+        if ((rc = read_bytes(p, n, pos, "targets", &d, &l, err)))
+            return rc;
+        if (out->n_targets == BBD_HANDSHAKE_MAX_TARGETS)
+            return bb_error_set(err, BB_ELIMIT, "handshake: more than %d targets (byte %zu)",
+                                BBD_HANDSHAKE_MAX_TARGETS, at);
+        if (!target_name_ok((const char *)d, l))
+            return bb_error_set(err, BB_EPARSE,
+                                "handshake: targets[%zu] at byte %zu is not 1..%d printable "
+                                "ASCII characters",
+                                out->n_targets, at, BBD_HANDSHAKE_TARGET_MAX);
+        out->targets[out->n_targets++] = (bbd_handshake_target){(const char *)d, l};
+        return BB_OK;
+    default: /* F_VERSION */
+        if ((rc = read_varint(p, n, pos, "version", &v, err)))
+            return rc;
+        if (v > UINT32_MAX)
+            return bb_error_set(err, BB_EPARSE, "handshake: version at byte %zu over 32 bits",
+                                at);
+        out->version = (uint32_t)v;
+        return BB_OK;
+    }
+}
+
+int bbd_handshake_decode(const uint8_t *p, size_t n, bbd_handshake *out, bb_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (n > BBD_HANDSHAKE_MAX_BYTES)
+        return bb_error_set(err, BB_ELIMIT, "handshake: %zu bytes, over the cap of %d", n,
+                            BBD_HANDSHAKE_MAX_BYTES);
+    bool have_peer = false;
+    size_t pos = 0;
+    while (pos < n) {
+        size_t at = pos;
+        uint64_t tag;
+        int rc = read_varint(p, n, &pos, "field tag", &tag, err);
+        if (rc)
+            return rc;
+        uint64_t field = tag >> 3;
+        unsigned wt = (unsigned)(tag & 7);
+        if (field == 0)
+            return bb_error_set(err, BB_EPARSE, "handshake: field number 0 at byte %zu", at);
+        if (field <= F_VERSION)
+            rc = decode_field(p, n, &pos, field, wt, at, &have_peer, out, err);
+        else
+            rc = skip_field(p, n, &pos, wt, field, err);
+        if (rc)
+            return rc;
+    }
+    if (!have_peer)
+        return bb_error_set(err, BB_EPARSE, "handshake: no peer_id");
+    if (out->version != BBD_HANDSHAKE_VERSION)
+        return bb_error_set(err, BB_EUNSUPPORTED,
+                            "handshake: version %u is not supported (this node speaks %d)",
+                            out->version, BBD_HANDSHAKE_VERSION);
+    return BB_OK;
+}
+
+/* ---- encode ---------------------------------------------------------------------- */
+
+typedef struct wr {
+    uint8_t *p;
+    size_t cap, len;
+    bool full;
+} wr;
+
+static void put_varint(wr *w, uint64_t v)
+{
+    if (w->cap - w->len < bb__uvarint_size(v)) {
+        w->full = true;
+        return;
+    }
+    w->len += bb__uvarint_encode(v, w->p + w->len);
+}
+
+static void put_bytes(wr *w, unsigned field, const void *d, size_t n)
+{
+    put_varint(w, (uint64_t)field << 3 | WT_LEN);
+    put_varint(w, n);
+    if (w->full || w->cap - w->len < n) {
+        w->full = true;
+        return;
+    }
+    memcpy(w->p + w->len, d, n);
+    w->len += n;
+}
+
+int bbd_handshake_encode(const bbd_handshake *h, uint8_t *out, size_t cap, size_t *out_len,
+                         bb_error *err)
+{
+    int rc;
+    if ((rc = bb_peerid_validate(h->peer.bytes, h->peer.len, err)))
+        return bb_error_prefix(err, "handshake: own peer_id");
+    if (h->n_addrs > BBD_HANDSHAKE_MAX_ADDRS || h->n_targets > BBD_HANDSHAKE_MAX_TARGETS)
+        return bb_error_set(err, BB_ELIMIT,
+                            "handshake: %zu addresses and %zu targets, caps are %d and %d",
+                            h->n_addrs, h->n_targets, BBD_HANDSHAKE_MAX_ADDRS,
+                            BBD_HANDSHAKE_MAX_TARGETS);
+    for (size_t i = 0; i < h->n_addrs; i++)
+        if ((rc = bb_multiaddr_validate(h->addrs[i].data, h->addrs[i].len, err)))
+            return bb_error_prefix(err, "handshake: listen address %zu", i);
+    for (size_t i = 0; i < h->n_targets; i++)
+        if (!target_name_ok(h->targets[i].name, h->targets[i].len))
+            return bb_error_set(err, BB_EINVAL,
+                                "handshake: target %zu is not 1..%d printable ASCII characters",
+                                i, BBD_HANDSHAKE_TARGET_MAX);
+    if (cap > BBD_HANDSHAKE_MAX_BYTES)
+        cap = BBD_HANDSHAKE_MAX_BYTES; /* never write what a peer would refuse */
+    wr w = {out, cap, 0, false};
+    put_bytes(&w, F_PEER_ID, h->peer.bytes, h->peer.len);
+    for (size_t i = 0; i < h->n_addrs; i++)
+        put_bytes(&w, F_LISTEN, h->addrs[i].data, h->addrs[i].len);
+    for (size_t i = 0; i < h->n_targets; i++)
+        put_bytes(&w, F_TARGETS, h->targets[i].name, h->targets[i].len);
+    if (h->version) {
+        put_varint(&w, (uint64_t)F_VERSION << 3 | WT_VARINT);
+        put_varint(&w, h->version);
+    }
+    if (w.full)
+        return bb_error_set(err, BB_EFULL, "handshake: does not fit in %zu bytes", cap);
+    *out_len = w.len;
+    return BB_OK;
+}
