@@ -182,5 +182,16 @@ expect "a bad --timeout-ms is a usage error" 2 "--timeout-ms 'soon'" -- \
     "$BBD" run testdata/cpu_testdata.onnx --timeout-ms soon
 expect "--help prints the usage and exits 0" 0 "^usage: bbd run MODEL.onnx" -- "$BBD" run --help
 
+# ---- man/bbd.8 documents every option the usage names -------------------------------------
+undocumented=""
+for opt in $("$BBD" run --help | grep -oE -- '--[a-z-]+|-o' | sort -u) --output-dir; do
+    grep -qF -- "$(printf '%s' "$opt" | sed 's/-/\\-/g')" man/bbd.8 || undocumented="$undocumented $opt"
+done
+if [ -z "$undocumented" ] && grep -q '^\.SH RUNNING A MODEL ONCE' man/bbd.8; then
+    ok "man/bbd.8 documents every bbd run option"
+else
+    fail "man/bbd.8 does not document:$undocumented"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
