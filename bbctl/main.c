@@ -1,0 +1,511 @@
+/*
+ * main.c — bbctl, the client of a running bbd (bbctl(1)): builds one
+ * control request from the command line, prints the reply (human-readable,
+ * or as it came with --json) and exits 0, or 1 with the daemon's error, or
+ * 2 on bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+#include <sodium.h>
+
+#include "client.h"
+#include "format.h"
+
+#define BBCTL_VERSION "0.9.0"
+#define MAX_FILE_BYTES ((size_t)256 << 20)
+#define DEFAULT_TIMEOUT_S 30
+
+static const char USAGE[] =
+    "usage: bbctl [--socket PATH | --state-dir DIR] [--json] [--timeout SECONDS] COMMAND ...\n"
+    "\n"
+    "commands:\n"
+    "  status                          identity, targets, bootstrap, counters, connections\n"
+    "  peers                           known peers with connection, health and backoff\n"
+    "  invoke TARGET [NAME=VALUE]... [--wait TOPIC]\n"
+    "                                  run TARGET once with named inputs (and wait for\n"
+    "                                  the first AppEvent TOPIC)\n"
+    "  event TARGET NAME=VALUE         push one value into an input of TARGET\n"
+    "  bootstrap --all | --module NAME [NAME=VALUE]... | --slot NAME\n"
+    "                                  run bootstrap (every option repeatable)\n"
+    "  snapshot                        write a snapshot to the state directory now\n"
+    "  watch [--kind KIND]... [--topic TOPIC]... [--count N]\n"
+    "                                  stream events (kinds: app failure peer bootstrap infra)\n"
+    "  log-level LEVEL                 change the daemon's log level\n"
+    "\n"
+    "VALUE: JSON ([1,2,3], {\"dtype\":\"int64\",\"shape\":[2],\"data\":[1,2]}, null, ...),\n"
+    "@FILE.pb (a TensorProto) or @FILE.json. See bbctl(1).\n";
+
+typedef struct opts {
+    const char *socket, *state_dir;
+    int json;
+    double timeout_s;
+} opts;
+
+static int usage(const char *fmt, const char *what)
+{
+    fprintf(stderr, "bbctl: error: ");
+    fprintf(stderr, fmt, what);
+    fprintf(stderr, "\n%s", USAGE);
+    return 2;
+}
+
+static int fail(const char *fmt, const char *what)
+{
+    fprintf(stderr, "bbctl: error: ");
+    fprintf(stderr, fmt, what);
+    fputs("\n", stderr);
+    return 1;
+}
+
+/* The socket bbd uses by default (bbd(8) FILES): $STATE_DIRECTORY (under
+ * systemd), /var/lib/bytesandbrains for root, else the XDG state dir. */
+static int default_socket(const opts *o, char *out, size_t cap)
+{
+    const char *env = getenv("BBCTL_SOCKET");
+    if (o->socket)
+        return snprintf(out, cap, "%s", o->socket) < (int)cap ? 0 : -1;
+    if (o->state_dir)
+        return snprintf(out, cap, "%s/control.sock", o->state_dir) < (int)cap ? 0 : -1;
+    if (env && *env)
+        return snprintf(out, cap, "%s", env) < (int)cap ? 0 : -1;
+    const char *sd = getenv("STATE_DIRECTORY"), *xdg = getenv("XDG_STATE_HOME"),
+               *home = getenv("HOME");
+    int n;
+    if (sd && *sd)
+        n = snprintf(out, cap, "%.*s/control.sock", (int)strcspn(sd, ":"), sd);
+    else if (geteuid() == 0)
+        n = snprintf(out, cap, "/var/lib/bytesandbrains/control.sock");
+    else if (xdg && xdg[0] == '/')
+        n = snprintf(out, cap, "%s/bytesandbrains/control.sock", xdg);
+    else if (home && home[0] == '/')
+        n = snprintf(out, cap, "%s/.local/state/bytesandbrains/control.sock", home);
+    else
+        return -1;
+    return n < (int)cap ? 0 : -1;
+}
+
+/* ---- values from the command line ----------------------------------------------- */
+
+static int read_file(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f)
+        return -1;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size > MAX_FILE_BYTES) {
+        fclose(f);
+        errno = EFBIG;
+        return -1;
+    }
+    *len = (size_t)st.st_size;
+    *out = malloc(*len + 1);
+    if (!*out || fread(*out, 1, *len, f) != *len) {
+        free(*out);
+        fclose(f);
+        return -1;
+    }
+    (*out)[*len] = '\0';
+    fclose(f);
+    return 0;
+}
+
+/* NAME=VALUE into obj[NAME]. Returns 0, or prints the problem and returns 1. */
+static int add_input(cJSON *obj, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg) {
+        fprintf(stderr, "bbctl: error: input '%s' is not NAME=VALUE\n", arg);
+        return 1;
+    }
+    char name[256];
+    size_t nl = (size_t)(eq - arg);
+    if (nl >= sizeof name) {
+        fprintf(stderr, "bbctl: error: input name in '%.64s...' is too long\n", arg);
+        return 1;
+    }
+    memcpy(name, arg, nl);
+    name[nl] = '\0';
+    const char *v = eq + 1;
+    cJSON *value = NULL;
+    if (v[0] == '@') {
+        char *data;
+        size_t len;
+        if (read_file(v + 1, &data, &len) != 0) {
+            fprintf(stderr, "bbctl: error: input %s: cannot read %s: %s\n", name, v + 1,
+                    strerror(errno));
+            return 1;
+        }
+        size_t pl = strlen(v);
+        if (pl > 5 && strcmp(v + pl - 5, ".json") == 0) {
+            value = cJSON_ParseWithLength(data, len);
+            if (!value)
+                fprintf(stderr, "bbctl: error: input %s: %s is not valid JSON\n", name, v + 1);
+        } else { /* TensorProto bytes */
+            size_t bl = sodium_base64_ENCODED_LEN(len, sodium_base64_VARIANT_ORIGINAL);
+            char *b64 = malloc(bl);
+            if (b64) {
+                sodium_bin2base64(b64, bl, (const unsigned char *)data, len,
+                                  sodium_base64_VARIANT_ORIGINAL);
+                value = cJSON_CreateObject();
+                if (value)
+                    cJSON_AddStringToObject(value, "tensor_proto", b64);
+                free(b64);
+            }
+        }
+        free(data);
+    } else {
+        value = cJSON_Parse(v);
+        if (!value)
+            fprintf(stderr, "bbctl: error: input %s: '%s' is not JSON (write @FILE for a file)\n",
+                    name, v);
+    }
+    if (!value)
+        return 1;
+    cJSON_AddItemToObject(obj, name, value);
+    return 0;
+}
+
+/* ---- request / reply ---------------------------------------------------------------- */
+
+static const char *error_of(const cJSON *r)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
+    return cJSON_IsString(e) ? e->valuestring : "the daemon refused the request";
+}
+
+static void print_json(const cJSON *r)
+{
+    char *t = cJSON_PrintUnformatted(r);
+    if (t)
+        puts(t);
+    cJSON_free(t);
+    fflush(stdout);
+}
+
+/* Send req, read one reply. Returns 0 with *reply, or the exit code. */
+static int roundtrip(const opts *o, bbctl_conn *c, cJSON *req, int timeout_ms, cJSON **reply)
+{
+    char path[PATH_MAX];
+    *reply = NULL;
+    if (default_socket(o, path, sizeof path) != 0)
+        return fail("%s", "no control socket: give --socket PATH or --state-dir DIR");
+    if (bbctl_connect(c, path) != 0)
+        return fail("%s", c->err);
+    if (bbctl_send(c, req) != 0 || bbctl_recv(c, timeout_ms, reply, NULL) != 0)
+        return fail("%s", c->err);
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(*reply, "ok"))) {
+        if (o->json)
+            print_json(*reply);
+        fprintf(stderr, "bbctl: error: %s\n", error_of(*reply));
+        cJSON_Delete(*reply);
+        *reply = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+static int timeout_ms(const opts *o) { return (int)(o->timeout_s * 1000); }
+
+/* ---- commands -------------------------------------------------------------------------- */
+
+static int simple(const opts *o, cJSON *req, void (*print)(FILE *, const cJSON *))
+{
+    bbctl_conn c;
+    cJSON *r;
+    int rc = roundtrip(o, &c, req, timeout_ms(o), &r);
+    if (rc == 0) {
+        if (o->json || !print)
+            print_json(r);
+        else
+            print(stdout, r);
+    }
+    cJSON_Delete(r);
+    bbctl_close(&c);
+    return rc;
+}
+
+static void print_snapshot(FILE *out, const cJSON *r)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "path");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(r, "bytes");
+    fprintf(out, "snapshot written: %s (%.0f bytes)\n", cJSON_IsString(p) ? p->valuestring : "?",
+            cJSON_IsNumber(b) ? b->valuedouble : 0);
+}
+
+static void print_invoke(FILE *out, const cJSON *r)
+{
+    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(r, "event");
+    if (ev)
+        bbctl_print_event(out, ev);
+    else
+        fprintf(out, "exec %.0f\n",
+                cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "exec_id")));
+}
+
+static void print_level(FILE *out, const cJSON *r)
+{
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(r, "level");
+    fprintf(out, "log level %s\n", cJSON_IsString(l) ? l->valuestring : "?");
+}
+
+static void print_bootstrap(FILE *out, const cJSON *r)
+{
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(r, "bootstrap");
+    fprintf(out, "bootstrap staged (status: %s)\n", cJSON_IsString(b) ? b->valuestring : "?");
+}
+
+static int cmd_invoke(const opts *o, int argc, char **argv, cJSON *req)
+{
+    static const struct option lo[] = {{"wait", required_argument, NULL, 'w'},
+                                       {NULL, 0, NULL, 0}};
+    const char *wait = NULL;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "+:w:", lo, NULL)) != -1) {
+        if (ch == 'w')
+            wait = optarg;
+        else
+            return usage("invoke: bad option '%s'", argv[optind - 1]);
+    }
+    if (optind >= argc)
+        return usage("%s", "invoke: TARGET is required");
+    cJSON_AddStringToObject(req, "target", argv[optind++]);
+    cJSON *in = cJSON_AddObjectToObject(req, "inputs");
+    for (; optind < argc; optind++) {
+        if (argv[optind][0] == '-' && argv[optind][1] == '-' && !strcmp(argv[optind], "--wait")) {
+            if (optind + 1 >= argc)
+                return usage("%s", "invoke: --wait needs a TOPIC");
+            wait = argv[++optind];
+            continue;
+        }
+        if (add_input(in, argv[optind]))
+            return 1;
+    }
+    if (wait) {
+        cJSON_AddStringToObject(req, "wait", wait);
+        cJSON_AddNumberToObject(req, "timeout_ms", timeout_ms(o));
+    }
+    /* the daemon answers a wait itself at the timeout: give it a moment more */
+    bbctl_conn c;
+    cJSON *r;
+    int rc = roundtrip(o, &c, req, timeout_ms(o) + 5000, &r);
+    if (rc == 0) {
+        if (o->json)
+            print_json(r);
+        else
+            print_invoke(stdout, r);
+    }
+    cJSON_Delete(r);
+    bbctl_close(&c);
+    return rc;
+}
+
+static int cmd_event(const opts *o, int argc, char **argv, cJSON *req)
+{
+    if (argc != 3)
+        return usage("%s", "event: give TARGET NAME=VALUE");
+    cJSON_AddStringToObject(req, "target", argv[1]);
+    cJSON *tmp = cJSON_CreateObject();
+    if (add_input(tmp, argv[2])) {
+        cJSON_Delete(tmp);
+        return 1;
+    }
+    cJSON *v = tmp->child;
+    cJSON_AddStringToObject(req, "input", v->string);
+    cJSON_AddItemToObject(req, "value", cJSON_DetachItemViaPointer(tmp, v));
+    cJSON_Delete(tmp);
+    return simple(o, req, print_invoke);
+}
+
+static int cmd_bootstrap(const opts *o, int argc, char **argv, cJSON *req)
+{
+    cJSON *modules = cJSON_CreateArray(), *slots = cJSON_CreateArray(),
+          *requests = cJSON_CreateArray();
+    cJSON *cur = NULL; /* inputs of the last --module */
+    bool all = false, any_inputs = false;
+    int rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--all")) {
+            all = true;
+        } else if (!strcmp(a, "--module") || !strcmp(a, "--slot")) {
+            if (i + 1 >= argc) {
+                rc = usage("bootstrap: %s needs a NAME", a);
+                break;
+            }
+            const char *name = argv[++i];
+            if (a[2] == 's') {
+                cJSON_AddItemToArray(slots, cJSON_CreateString(name));
+                cur = NULL;
+            } else {
+                cJSON_AddItemToArray(modules, cJSON_CreateString(name));
+                cJSON *rq = cJSON_CreateObject();
+                cJSON_AddStringToObject(rq, "target", name);
+                cur = cJSON_AddObjectToObject(rq, "inputs");
+                cJSON_AddItemToArray(requests, rq);
+            }
+        } else if (strchr(a, '=') && cur) {
+            rc = add_input(cur, a);
+            any_inputs = true;
+        } else {
+            rc = usage("bootstrap: unexpected '%s' (NAME=VALUE inputs follow a --module)", a);
+        }
+    }
+    int kinds = all + (cJSON_GetArraySize(modules) > 0) + (cJSON_GetArraySize(slots) > 0);
+    if (!rc && kinds != 1)
+        rc = usage("%s", "bootstrap: give --all, --module NAME... or --slot NAME...");
+    if (!rc) {
+        if (all)
+            cJSON_AddTrueToObject(req, "all");
+        else if (cJSON_GetArraySize(slots))
+            cJSON_AddItemToObject(req, "slots", slots), slots = NULL;
+        else if (any_inputs)
+            cJSON_AddItemToObject(req, "requests", requests), requests = NULL;
+        else
+            cJSON_AddItemToObject(req, "modules", modules), modules = NULL;
+        rc = simple(o, req, print_bootstrap);
+    }
+    cJSON_Delete(modules);
+    cJSON_Delete(slots);
+    cJSON_Delete(requests);
+    return rc;
+}
+
+static int cmd_watch(const opts *o, int argc, char **argv, cJSON *req)
+{
+    static const struct option lo[] = {{"kind", required_argument, NULL, 'k'},
+                                       {"topic", required_argument, NULL, 't'},
+                                       {"count", required_argument, NULL, 'n'},
+                                       {NULL, 0, NULL, 0}};
+    cJSON *kinds = NULL, *topics = NULL;
+    long count = -1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+        if (ch == 'k') {
+            if (!kinds)
+                kinds = cJSON_AddArrayToObject(req, "kinds");
+            cJSON_AddItemToArray(kinds, cJSON_CreateString(optarg));
+        } else if (ch == 't') {
+            if (!topics)
+                topics = cJSON_AddArrayToObject(req, "topics");
+            cJSON_AddItemToArray(topics, cJSON_CreateString(optarg));
+        } else if (ch == 'n') {
+            char *end;
+            count = strtol(optarg, &end, 10);
+            if (*end || count < 1)
+                return usage("watch: --count '%s' is not a positive number", optarg);
+        } else {
+            return usage("watch: bad option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind != argc)
+        return usage("watch: unexpected argument '%s'", argv[optind]);
+    bbctl_conn c;
+    cJSON *r;
+    int rc = roundtrip(o, &c, req, DEFAULT_TIMEOUT_S * 1000, &r);
+    cJSON_Delete(r);
+    /* stream until --count events, --timeout, or the daemon goes away */
+    for (long seen = 0; rc == 0 && (count < 0 || seen < count); seen++) {
+        cJSON *ev;
+        int timed_out = 0;
+        if (bbctl_recv(&c, o->timeout_s > 0 ? timeout_ms(o) : -1, &ev, &timed_out) != 0) {
+            rc = fail("%s", timed_out ? "timed out waiting for events" : c.err);
+            break;
+        }
+        if (o->json)
+            print_json(ev);
+        else
+            bbctl_print_event(stdout, ev);
+        cJSON_Delete(ev);
+    }
+    bbctl_close(&c);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option lo[] = {{"socket", required_argument, NULL, 'S'},
+                                       {"state-dir", required_argument, NULL, 's'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"timeout", required_argument, NULL, 'T'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {"version", no_argument, NULL, 'V'},
+                                       {NULL, 0, NULL, 0}};
+    opts o = {.timeout_s = -1};
+    int ch;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "+:S:s:jT:hV", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'S': o.socket = optarg; break;
+        case 's': o.state_dir = optarg; break;
+        case 'j': o.json = 1; break;
+        case 'T': {
+            char *end;
+            o.timeout_s = strtod(optarg, &end);
+            if (*end || !(o.timeout_s > 0) || o.timeout_s > 86400)
+                return usage("--timeout '%s' is not a number of seconds (up to 86400)", optarg);
+            break;
+        }
+        case 'h': fputs(USAGE, stdout); return 0;
+        case 'V': printf("bbctl (BytesAndBrains) %s\n", BBCTL_VERSION); return 0;
+        case ':': return usage("option '%s' needs an argument", argv[optind - 1]);
+        default: return usage("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return usage("%s", "no command given");
+    const char *cmd = argv[optind];
+    int sub_argc = argc - optind;
+    char **sub_argv = argv + optind;
+    bool watch = !strcmp(cmd, "watch");
+    if (o.timeout_s < 0 && !watch)
+        o.timeout_s = DEFAULT_TIMEOUT_S;
+    cJSON *req = cJSON_CreateObject();
+    if (!req)
+        return fail("%s", "out of memory");
+    optind = 1; /* subcommands parse their own options */
+    int rc;
+    if (!strcmp(cmd, "status") || !strcmp(cmd, "peers") || !strcmp(cmd, "snapshot")) {
+        if (sub_argc != 1)
+            rc = usage("%s takes no arguments", cmd);
+        else {
+            cJSON_AddStringToObject(req, "cmd", cmd);
+            rc = simple(&o, req, !strcmp(cmd, "status")  ? bbctl_print_status
+                                 : !strcmp(cmd, "peers") ? bbctl_print_peers
+                                                         : print_snapshot);
+        }
+    } else if (!strcmp(cmd, "invoke")) {
+        cJSON_AddStringToObject(req, "cmd", "invoke");
+        rc = cmd_invoke(&o, sub_argc, sub_argv, req);
+    } else if (!strcmp(cmd, "event")) {
+        cJSON_AddStringToObject(req, "cmd", "event");
+        rc = cmd_event(&o, sub_argc, sub_argv, req);
+    } else if (!strcmp(cmd, "bootstrap")) {
+        cJSON_AddStringToObject(req, "cmd", "bootstrap");
+        rc = cmd_bootstrap(&o, sub_argc, sub_argv, req);
+    } else if (watch) {
+        cJSON_AddStringToObject(req, "cmd", "watch");
+        rc = cmd_watch(&o, sub_argc, sub_argv, req);
+    } else if (!strcmp(cmd, "log-level")) {
+        if (sub_argc != 2)
+            rc = usage("%s", "log-level: give one LEVEL (error, warn, info, debug)");
+        else {
+            cJSON_AddStringToObject(req, "cmd", "log_level");
+            cJSON_AddStringToObject(req, "level", sub_argv[1]);
+            rc = simple(&o, req, print_level);
+        }
+    } else {
+        rc = usage("unknown command '%s'", cmd);
+    }
+    cJSON_Delete(req);
+    return rc;
+}

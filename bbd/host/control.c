@@ -1,0 +1,404 @@
+/*
+ * control.c — the control socket's plumbing: accept, frame JSON lines,
+ * reply, stream to watchers (see control.h).
+ */
+#include "bbd/host/control.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define READ_CHUNK ((size_t)64 << 10)
+#define MAX_TOPICS 64
+
+struct bbd_control_client {
+    uv_pipe_t pipe;
+    bbd_control *ctl;
+    char *buf;
+    size_t len, cap, scanned;
+    bool closing;
+    unsigned watch_kinds;
+    char **topics;
+    size_t n_topics;
+    void *user;
+    bbd_control_client *prev, *next;
+};
+
+struct bbd_control {
+    uv_loop_t *loop;
+    uv_pipe_t server;
+    char *path;
+    size_t max_line, max_clients, n_clients;
+    bbd_control_ops ops;
+    bbd_control_client *clients;
+    bool closing;
+    int open_handles;
+    void (*done)(void *ud);
+    void *done_ud;
+};
+
+typedef struct write_req {
+    uv_write_t req;
+    size_t len;
+    char data[];
+} write_req;
+
+static void maybe_done(bbd_control *ctl)
+{
+    if (ctl->closing && ctl->open_handles == 0) {
+        void (*done)(void *) = ctl->done;
+        void *ud = ctl->done_ud;
+        free(ctl->path);
+        free(ctl);
+        if (done)
+            done(ud);
+    }
+}
+
+static void client_free(uv_handle_t *h)
+{
+    bbd_control_client *c = h->data;
+    bbd_control *ctl = c->ctl;
+    for (size_t i = 0; i < c->n_topics; i++)
+        free(c->topics[i]);
+    free(c->topics);
+    free(c->buf);
+    free(c);
+    ctl->open_handles--;
+    maybe_done(ctl);
+}
+
+static void client_close(bbd_control_client *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    bbd_control *ctl = c->ctl;
+    if (ctl->ops.client_closed)
+        ctl->ops.client_closed(ctl->ops.ud, c);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        ctl->clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    ctl->n_clients--;
+    uv_close((uv_handle_t *)&c->pipe, client_free);
+}
+
+static void write_done(uv_write_t *req, int status)
+{
+    (void)status; /* a failed write shows up as a read error / EOF */
+    free(req);
+}
+
+/* Queue text + '\n' on the client; drop clients that stopped reading. */
+static void send_line(bbd_control_client *c, const char *text)
+{
+    if (c->closing)
+        return;
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > BBD_CONTROL_MAX_BACKLOG) {
+        client_close(c);
+        return;
+    }
+    size_t n = strlen(text);
+    write_req *w = malloc(sizeof *w + n + 1);
+    if (!w) {
+        client_close(c);
+        return;
+    }
+    memcpy(w->data, text, n);
+    w->data[n] = '\n';
+    w->len = n + 1;
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
+    if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, write_done) != 0) {
+        free(w);
+        client_close(c);
+    }
+}
+
+static void send_json(bbd_control_client *c, const cJSON *j)
+{
+    char *text = cJSON_PrintUnformatted(j);
+    if (!text) {
+        send_line(c, "{\"ok\":false,\"error\":\"out of memory\"}");
+        return;
+    }
+    send_line(c, text);
+    cJSON_free(text);
+}
+
+static void send_error(bbd_control_client *c, const char *msg)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (j && cJSON_AddFalseToObject(j, "ok") && cJSON_AddStringToObject(j, "error", msg))
+        send_json(c, j);
+    else
+        send_line(c, "{\"ok\":false,\"error\":\"out of memory\"}");
+    cJSON_Delete(j);
+}
+
+void bbd_control_reply(bbd_control_client *c, cJSON *reply)
+{
+    if (reply)
+        send_json(c, reply);
+    cJSON_Delete(reply);
+}
+
+static void handle_line(bbd_control_client *c, const char *line, size_t n)
+{
+    cJSON *req = cJSON_ParseWithLength(line, n);
+    if (!cJSON_IsObject(req)) {
+        cJSON_Delete(req);
+        send_error(c, "request is not a JSON object");
+        return;
+    }
+    bool deferred = false;
+    cJSON *reply = c->ctl->ops.handle(c->ctl->ops.ud, c, req, &deferred);
+    cJSON_Delete(req);
+    if (!deferred && !reply)
+        send_error(c, "out of memory");
+    else if (reply)
+        bbd_control_reply(c, reply);
+}
+
+static void process(bbd_control_client *c)
+{
+    size_t start = 0;
+    while (!c->closing) {
+        char *nl = memchr(c->buf + c->scanned, '\n', c->len - c->scanned);
+        if (!nl)
+            break;
+        size_t end = (size_t)(nl - c->buf), n = end - start;
+        if (n && c->buf[start + n - 1] == '\r')
+            n--;
+        if (n > c->ctl->max_line) {
+            send_error(c, "request line too long");
+            client_close(c);
+            return;
+        }
+        if (n)
+            handle_line(c, c->buf + start, n);
+        start = end + 1;
+        c->scanned = start;
+    }
+    if (c->closing)
+        return;
+    memmove(c->buf, c->buf + start, c->len - start);
+    c->len -= start;
+    c->scanned = c->len;
+    if (c->len > c->ctl->max_line) {
+        send_error(c, "request line too long");
+        client_close(c);
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    bbd_control_client *c = h->data;
+    if (c->cap - c->len < READ_CHUNK) {
+        size_t ncap = c->cap ? c->cap * 2 : READ_CHUNK * 2;
+        while (ncap - c->len < READ_CHUNK)
+            ncap *= 2;
+        char *nb = realloc(c->buf, ncap);
+        if (!nb) {
+            *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+            return;
+        }
+        c->buf = nb;
+        c->cap = ncap;
+    }
+    *buf = uv_buf_init(c->buf + c->len, (unsigned)(c->cap - c->len));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    (void)buf;
+    bbd_control_client *c = s->data;
+    if (n < 0) {
+        client_close(c);
+        return;
+    }
+    c->len += (size_t)n;
+    process(c);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    bbd_control *ctl = server->data;
+    if (status < 0 || ctl->closing)
+        return;
+    bbd_control_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->ctl = ctl;
+    c->pipe.data = c;
+    uv_pipe_init(ctl->loop, &c->pipe, 0);
+    ctl->open_handles++;
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
+        c->closing = true;
+        uv_close((uv_handle_t *)&c->pipe, client_free);
+        return;
+    }
+    c->next = ctl->clients;
+    if (ctl->clients)
+        ctl->clients->prev = c;
+    ctl->clients = c;
+    ctl->n_clients++;
+    if (ctl->n_clients > ctl->max_clients) {
+        send_error(c, "too many control clients");
+        client_close(c);
+        return;
+    }
+    uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
+static void server_closed(uv_handle_t *h)
+{
+    bbd_control *ctl = h->data;
+    ctl->open_handles--;
+    maybe_done(ctl);
+}
+
+/* A socket file at path: replace it when nobody answers on it. */
+static int clear_stale(const char *path, bb_error *err)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return BB_OK;
+    if (!S_ISSOCK(st.st_mode))
+        return bb_error_set(err, BB_EEXIST, "control socket %s exists and is not a socket",
+                            path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    int r = fd >= 0 ? connect(fd, (struct sockaddr *)&sa, sizeof sa) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (r == 0)
+        return bb_error_set(err, BB_ESTATE,
+                            "control socket %s is in use by another process", path);
+    if (unlink(path) != 0)
+        return bb_error_set(err, BB_EIO, "control socket %s: %s", path, strerror(errno));
+    return BB_OK;
+}
+
+int bbd_control_start(uv_loop_t *loop, const char *path, size_t max_line, size_t max_clients,
+                      const bbd_control_ops *ops, bbd_control **out, bb_error *err)
+{
+    int rc = clear_stale(path, err);
+    if (rc)
+        return rc;
+    bbd_control *ctl = calloc(1, sizeof *ctl);
+    if (!ctl || !(ctl->path = strdup(path))) {
+        free(ctl);
+        return bb_error_set(err, BB_ENOMEM, "out of memory");
+    }
+    ctl->loop = loop;
+    ctl->max_line = max_line;
+    ctl->max_clients = max_clients;
+    ctl->ops = *ops;
+    uv_pipe_init(loop, &ctl->server, 0);
+    ctl->server.data = ctl;
+    ctl->open_handles = 1;
+    mode_t old = umask(0177); /* the socket file is created 0600 */
+    int r = uv_pipe_bind(&ctl->server, path);
+    umask(old);
+    if (r == 0 && chmod(path, 0600) != 0)
+        r = uv_translate_sys_error(errno);
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)&ctl->server, 64, on_connection);
+    if (r != 0) {
+        rc = bb_error_set(err, BB_EIO, "control socket %s: %s", path, uv_strerror(r));
+        ctl->path[0] = '\0'; /* not ours to unlink */
+        ctl->closing = true;  /* freed by server_closed on the next loop turn */
+        uv_close((uv_handle_t *)&ctl->server, server_closed);
+        return rc;
+    }
+    *out = ctl;
+    return BB_OK;
+}
+
+void bbd_control_close(bbd_control *ctl, void (*done)(void *ud), void *ud)
+{
+    if (!ctl) {
+        if (done)
+            done(ud);
+        return;
+    }
+    ctl->closing = true;
+    ctl->done = done;
+    ctl->done_ud = ud;
+    while (ctl->clients)
+        client_close(ctl->clients);
+    if (ctl->path[0])
+        unlink(ctl->path);
+    uv_close((uv_handle_t *)&ctl->server, server_closed);
+}
+
+int bbd_control_watch(bbd_control_client *c, unsigned kinds, const char *const *topics,
+                      size_t n_topics)
+{
+    if (n_topics > MAX_TOPICS)
+        return BB_ELIMIT;
+    char **t = n_topics ? calloc(n_topics, sizeof *t) : NULL;
+    if (n_topics && !t)
+        return BB_ENOMEM;
+    for (size_t i = 0; i < n_topics; i++) {
+        if (!(t[i] = strdup(topics[i]))) {
+            for (size_t k = 0; k < i; k++)
+                free(t[k]);
+            free(t);
+            return BB_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < c->n_topics; i++)
+        free(c->topics[i]);
+    free(c->topics);
+    c->topics = t;
+    c->n_topics = n_topics;
+    c->watch_kinds = kinds;
+    return BB_OK;
+}
+
+bool bbd_control_has_watchers(const bbd_control *ctl, unsigned kind)
+{
+    for (const bbd_control_client *c = ctl ? ctl->clients : NULL; c; c = c->next)
+        if (c->watch_kinds & kind)
+            return true;
+    return false;
+}
+
+static bool topic_matches(const bbd_control_client *c, const char *topic)
+{
+    if (!c->n_topics)
+        return true;
+    for (size_t i = 0; i < c->n_topics; i++)
+        if (topic && strcmp(c->topics[i], topic) == 0)
+            return true;
+    return false;
+}
+
+void bbd_control_publish(bbd_control *ctl, unsigned kind, const char *topic, const cJSON *ev)
+{
+    char *text = NULL;
+    bbd_control_client *next;
+    for (bbd_control_client *c = ctl ? ctl->clients : NULL; c; c = next) {
+        next = c->next; /* send_line may close c */
+        if (!(c->watch_kinds & kind) || (kind == BBD_WATCH_APP && !topic_matches(c, topic)))
+            continue;
+        if (!text && !(text = cJSON_PrintUnformatted(ev)))
+            return;
+        send_line(c, text);
+    }
+    cJSON_free(text);
+}
+
+void bbd_control_client_set_user(bbd_control_client *c, void *user) { c->user = user; }
+void *bbd_control_client_user(const bbd_control_client *c) { return c->user; }
+size_t bbd_control_client_count(const bbd_control *ctl) { return ctl ? ctl->n_clients : 0; }
