@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bb/ir.h"
@@ -366,6 +367,35 @@ static FX_UNUSED int fx_rmtree(const char *dir)
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The test plugin NAME.so next to the test binary ($BUILD/tests/plugins). */
+static FX_UNUSED int fx_test_plugin(const char *name, char *out, size_t cap)
+{
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    *strrchr(exe, '/') = '\0';
+    int len = snprintf(out, cap, "%s/plugins/%s.so", exe, name);
+    return len > 0 && (size_t)len < cap && access(out, R_OK) == 0 ? 0 : -1;
+}
+
+/* <scratch>/types holding a link to the bbc_types test plugin alone (a
+ * --plugin-path directory without the other test plugins' duplicate
+ * TYPE_NAMEs); so_out receives the plugin's path. */
+static FX_UNUSED int fx_types_plugin_dir(const char *scratch, char *dir_out, size_t dir_cap,
+                                         char *so_out, size_t so_cap)
+{
+    if (fx_test_plugin("bbc_types", so_out, so_cap) != 0)
+        return -1;
+    char link[4200];
+    snprintf(dir_out, dir_cap, "%s/types", scratch);
+    snprintf(link, sizeof link, "%s/bbc_types.so", dir_out);
+    if (mkdir(dir_out, 0700) != 0 || symlink(so_out, link) != 0)
+        return -1;
+    return 0;
 }
 
 #define FX_ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})

@@ -3,8 +3,11 @@
  * the bindings parsers: exit codes (0 ok, 1 bad input, 2 bad usage), the
  * printed "bbc: error: <pass>: <Variant>: <message>" form, a compiled file
  * that loads back with its passport, WrongRole through --bind, bindings
- * file errors. Component types come from the real plugin search (the cpu
- * plugin next to the executable).
+ * file errors, and the effect of every compile option (--bind, --bindings
+ * with a per-slot config, --plugin-path, $BB_PLUGIN_PATH, --target-version,
+ * --per-hop-budget-ns, --permissive-types, --without-stage, --stage).
+ * Component types come from the real plugin search (the cpu and example
+ * plugins next to the executable) and the bbc_types test plugin.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,25 +18,30 @@
 
 #include <cmocka.h>
 
+#include <limits.h>
+#include <sys/stat.h>
+
 #include "bb/recorder.h"
+#include "bbc_bad_models.h"
 #include "bbc_fixture.h"
 
 static char dir[64];
 
+static void save(bb_model *m, const char *path, const bb_error *why)
+{
+    bb_error e = {0};
+    if (!m)
+        fail_msg("record %s: %s", path, why->msg);
+    if (bb_model_save_file(m, path, &e) != BB_OK)
+        fail_msg("%s", e.msg);
+    bb_model_free(m);
+}
+
 /* A module with a generic Backend slot "compute": z = x + y. */
 static void write_model(const char *path)
 {
-    bb_recorder *r = bb_recorder_new("user.app");
-    bb_module *m = bb_rec_module(r, "Adder");
-    bb_slot *be = bb_rec_generic(m, BB_ROLE_BACKEND, "compute");
-    bb_rec *g = bb_module_body(m);
-    bb_val x = bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32);
-    bb_val y = bb_rec_input(g, "y", &BB_TYPE_TENSOR_F32);
-    bb_rec_output(g, "z", bb_onnx_add(g, be, x, y));
     bb_error err = {0};
-    if (bb_recorder_write(r, m, path, &err) != BB_OK)
-        fail_msg("record: %s", err.msg);
-    bb_recorder_free(r);
+    save(bm_unbound_slot(&err), path, &err);
 }
 
 /* Run a command (NULL-terminated arguments) with stderr captured into buf. */
@@ -50,6 +58,8 @@ static int run_cmd(int (*cmd)(int, char **), char *buf, size_t cap, ...)
     return fx_run_cli(cmd, argv, NULL, 0, buf, cap);
 }
 
+static char types_dir[96], types_so[4200];
+
 static int setup(void **state)
 {
     (void)state;
@@ -58,7 +68,7 @@ static int setup(void **state)
     char p[128];
     snprintf(p, sizeof p, "%s/adder.onnx", dir);
     write_model(p);
-    return 0;
+    return fx_types_plugin_dir(dir, types_dir, sizeof types_dir, types_so, sizeof types_so);
 }
 
 static int teardown(void **state)
@@ -288,6 +298,224 @@ static void test_bindings_parsers(void **state)
     bbc_bindings_free(&b);
 }
 
+
+/* ---- every compile option, through the CLI --------------------------------------------- */
+
+static bb_model *load_out(const char *path)
+{
+    bb_model *m = NULL;
+    bb_error e = {0};
+    if (bb_model_load_file(path, &m, &e) != BB_OK)
+        fail_msg("%s", e.msg);
+    return m;
+}
+
+static const bb_attr *slot_attr(const bb_function *f, const char *slot)
+{
+    for (size_t i = 0; i < f->attribute_protos.n; i++)
+        if (bbc_str_eq(f->attribute_protos.v[i]->name, slot))
+            return f->attribute_protos.v[i];
+    return NULL;
+}
+
+/* --bindings FILE.json with a per-slot config; a later --bind wins. */
+static void test_bindings_file(void **state)
+{
+    (void)state;
+    char in[128], out[128], bf[128], err[4096];
+    snprintf(in, sizeof in, "%s/adder.onnx", dir);
+    snprintf(out, sizeof out, "%s/bf.onnx", dir);
+    snprintf(bf, sizeof bf, "%s/bindings.json", dir);
+    FILE *f = fopen(bf, "w");
+    fputs("{\"bindings\": {\"compute\": {\"type\": \"cpu::CpuBackend\", "
+          "\"config\": {\"threads\": 2}}}}",
+          f);
+    fclose(f);
+    int rc = run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, "--bindings", bf,
+                     NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, err);
+    bb_model *m = load_out(out);
+    assert_string_equal(bb_kv_get(&m->metadata, "ai.bytesandbrains.binding.@self.compute"),
+                        "Backend|cpu::CpuBackend|0");
+    const bb_attr *a = slot_attr(fx_fn(m, BB_SELF_CLASS), "compute");
+    assert_non_null(a);
+    assert_int_equal(a->s.len, strlen("{\"threads\":2}"));
+    assert_memory_equal(a->s.data, "{\"threads\":2}", a->s.len);
+    bb_model_free(m);
+    /* The file binds a type of the wrong role; --bind (later) replaces it. */
+    f = fopen(bf, "w");
+    fputs("{\"bindings\": {\"compute\": \"example::Counter\"}}", f);
+    fclose(f);
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                             "--bindings", bf, NULL),
+                     1);
+    assert_non_null(strstr(err, "bbc: error: bind: WrongRole: slot 'compute' needs role Backend "
+                                "but 'example::Counter' ("));
+    assert_non_null(strstr(err, "bindings.json) has role Aggregator"));
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                             "--bindings", bf, "--bind", "compute=cpu::CpuBackend", NULL),
+                     0);
+}
+
+/* A model whose concrete type only the bbc_types test plugin exports. */
+static void write_dependent(const char *path)
+{
+    bb_recorder *r = bb_recorder_new("user.app");
+    bb_module *mod = bb_rec_module(r, "WithDeps");
+    bb_rec_concrete(mod, BB_ROLE_BACKEND, "backend", "cpu::CpuBackend", "{}", NULL);
+    bb_slot *model = bb_rec_concrete(mod, BB_ROLE_MODEL, "model", "bbctest::Dependent", "{}", NULL);
+    bb_rec *g = bb_module_body(mod);
+    bb_sys_app_emit(g, bb_role_model_params(g, model), "params");
+    bb_error e = {0};
+    save(bm_build(r, mod, &e), path, &e);
+}
+
+/* --plugin-path DIR and $BB_PLUGIN_PATH both extend the search. */
+static void test_plugin_search(void **state)
+{
+    (void)state;
+    char in[128], out[128], err[4096];
+    snprintf(in, sizeof in, "%s/deps.onnx", dir);
+    snprintf(out, sizeof out, "%s/deps.compiled.onnx", dir);
+    write_dependent(in);
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, NULL), 1);
+    assert_non_null(strstr(err, "bbc: error: bind: UnknownComponentType: slot 'model' is bound to "
+                                "'bbctest::Dependent' (recorded), which no plugin exports"));
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                             "--plugin-path", types_dir, NULL),
+                     0);
+    bb_model *m = load_out(out);
+    assert_string_equal(bb_kv_get(&m->metadata, "ai.bytesandbrains.binding.@self.model"),
+                        "Model|bbctest::Dependent|1");
+    bb_model_free(m);
+    const char *old = getenv("BB_PLUGIN_PATH");
+    char *saved = old ? strdup(old) : NULL;
+    char both[4300];
+    snprintf(both, sizeof both, "%s%s%s", types_dir, saved ? ":" : "", saved ? saved : "");
+    setenv("BB_PLUGIN_PATH", both, 1);
+    int rc = run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, NULL);
+    if (saved)
+        setenv("BB_PLUGIN_PATH", saved, 1);
+    else
+        unsetenv("BB_PLUGIN_PATH");
+    free(saved);
+    if (rc != 0)
+        fail_msg("with BB_PLUGIN_PATH: exit %d: %s", rc, err);
+    /* A --plugin-path directory that does not exist is bad input. */
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                             "--plugin-path", "/nonexistent/plugins", NULL),
+                     1);
+    assert_non_null(strstr(err, "/nonexistent/plugins"));
+}
+
+/* --target-version: the IR version the input must carry. */
+static void test_target_version(void **state)
+{
+    (void)state;
+    char in[128], out[128], err[4096];
+    snprintf(in, sizeof in, "%s/adder.onnx", dir);
+    snprintf(out, sizeof out, "%s/tv.onnx", dir);
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, "--bind",
+                             "compute=cpu::CpuBackend", "--target-version", "11", NULL),
+                     1);
+    assert_string_equal(err, "bbc: error: pipeline: IrVersionMismatch: the model has ir_version "
+                             "10, the target is 11 (--target-version)\n");
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, "--bind",
+                             "compute=cpu::CpuBackend", "--target-version", "10", NULL),
+                     0);
+    static const char *const BAD[] = {"0", "abc", "-3", "99999"};
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                                 "--target-version", BAD[i], NULL),
+                         2);
+        assert_non_null(strstr(err, "--target-version"));
+    }
+}
+
+/* --per-hop-budget-ns reaches the send's deadline and its DeadlineCheck. */
+static void test_per_hop_budget(void **state)
+{
+    (void)state;
+    char in[128], out[128], err[4096];
+    snprintf(in, sizeof in, "%s/sender.onnx", dir);
+    snprintf(out, sizeof out, "%s/sender.compiled.onnx", dir);
+    bb_error e = {0};
+    save(bm_sender(&e), in, &e);
+    static const struct {
+        const char *arg;
+        int64_t want;
+    } CASES[] = {{NULL, (int64_t)BBC_DEFAULT_PER_HOP_BUDGET_NS}, {"250000000", 250000000}};
+    for (size_t i = 0; i < 2; i++) {
+        int rc = CASES[i].arg ? run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                                        "--per-hop-budget-ns", CASES[i].arg, NULL)
+                              : run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                                        NULL);
+        if (rc != 0)
+            fail_msg("exit %d: %s", rc, err);
+        bb_model *m = load_out(out);
+        const bb_function *f = fx_fn(m, BB_SELF_CLASS);
+        assert_int_equal(bb_node_attr_int(fx_find(f, "Send", 0), "deadline_ns", 0), CASES[i].want);
+        assert_int_equal(bb_node_attr_int(fx_find(f, BB_OP_DEADLINE_CHECK, 0), "deadline_ns", 0),
+                         CASES[i].want);
+        bb_model_free(m);
+    }
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                             "--per-hop-budget-ns", "0", NULL),
+                     2);
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                             "--per-hop-budget-ns", "1e9", NULL),
+                     2);
+}
+
+/* --permissive-types lets an unnarrowed value through. */
+static void test_permissive_types(void **state)
+{
+    (void)state;
+    char in[128], out[128], err[4096];
+    snprintf(in, sizeof in, "%s/vague.onnx", dir);
+    snprintf(out, sizeof out, "%s/vague.compiled.onnx", dir);
+    bb_error e = {0};
+    save(bm_unresolved_type(&e), in, &e);
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, NULL), 1);
+    assert_non_null(strstr(err, "bbc: error: type_solver: UnresolvedType: function 'Vague': value "
+                                "'anything'"));
+    int rc = run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                     "--permissive-types", NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, err);
+    bb_model *m = load_out(out);
+    const bb_type_node *t = bbc_value_type(fx_fn(m, BB_SELF_CLASS), "anything");
+    assert_true(!t || !bb_type_is_leaf(t));
+    bb_model_free(m);
+}
+
+/* --without-stage skips a canonical pass; the pre-flight names the gap. */
+static void test_without_stage(void **state)
+{
+    (void)state;
+    char in[128], out[128], err[4096];
+    snprintf(in, sizeof in, "%s/sender.onnx", dir);
+    snprintf(out, sizeof out, "%s/ws.onnx", dir);
+    bb_error e = {0};
+    save(bm_sender(&e), in, &e);
+    assert_int_equal(run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out,
+                             "--without-stage", "insert_backoff_gate_tx", NULL),
+                     1);
+    assert_string_equal(err, "bbc: error: validate_runtime_complete: Internal: partition `@self`: "
+                             "Send 'Send_0' has no BackoffGateTx\n");
+    int rc = run_cmd(bbc_cmd_compile, err, sizeof err, "compile", in, "-o", out, "--without-stage",
+                     "insert_backoff_gate_tx", "--without-stage", "validate_runtime_complete",
+                     NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, err);
+    bb_model *m = load_out(out);
+    const bb_function *f = fx_fn(m, BB_SELF_CLASS);
+    assert_int_equal(fx_count(f, "BackoffGateTx"), 0);
+    assert_int_equal(fx_count(f, "PeerHealthGateTx"), 1);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +525,12 @@ int main(void)
         cmocka_unit_test(test_check_and_passes),
         cmocka_unit_test(test_bindings_parsers),
         cmocka_unit_test(test_man_page),
+        cmocka_unit_test(test_bindings_file),
+        cmocka_unit_test(test_plugin_search),
+        cmocka_unit_test(test_target_version),
+        cmocka_unit_test(test_per_hop_budget),
+        cmocka_unit_test(test_permissive_types),
+        cmocka_unit_test(test_without_stage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -37,21 +37,9 @@ static char err[8192], err2[8192];
 static int setup(void **state)
 {
     (void)state;
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return -1;
-    exe[n] = '\0';
-    *strrchr(exe, '/') = '\0';
-    snprintf(types_so, sizeof types_so, "%s/plugins/bbc_types.so", exe);
     if (fx_mkdtemp(dir, sizeof dir, "bbc_bad") != 0)
         return -1;
-    snprintf(types_dir, sizeof types_dir, "%s/types", dir);
-    char link[PATH_MAX];
-    snprintf(link, sizeof link, "%s/bbc_types.so", types_dir);
-    if (mkdir(types_dir, 0700) != 0 || symlink(types_so, link) != 0)
-        return -1;
-    return 0;
+    return fx_types_plugin_dir(dir, types_dir, sizeof types_dir, types_so, sizeof types_so);
 }
 
 static int teardown(void **state)
