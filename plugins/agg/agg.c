@@ -28,6 +28,7 @@
 
 #include "agg.h"
 #include "plugins/common/plugin_config.h"
+#include "plugins/common/plugin_type.h"
 
 void agg_warn(const agg *a, const char *msg)
 {
@@ -461,9 +462,7 @@ static const bb_opset_decl OPSETS[] = {{"ai.bytesandbrains.role.aggregator", 1, 
 
 #define AGG_TYPE(sym, name, docstr, createfn, decls)                                   \
     static const bb_component_type sym = {                                             \
-        .struct_size = sizeof(bb_component_type),                                      \
-        .abi_major = BB_PLUGIN_ABI_MAJOR,                                              \
-        .abi_minor = BB_PLUGIN_ABI_MINOR,                                              \
+        BBP_TYPE_ABI,                                                                  \
         .type_name = name,                                                             \
         .role = BB_ROLE_AGGREGATOR,                                                    \
         .doc = docstr,                                                                 \
@@ -493,17 +492,4 @@ AGG_TYPE(MEDIAN, "agg::Median",
 
 static const bb_component_type *const TYPES[] = {&FEDAVG, &MEAN, &TRIMMED, &MEDIAN};
 
-static const bb_plugin_info INFO = {
-    .struct_size = sizeof(bb_plugin_info),
-    .abi_major = BB_PLUGIN_ABI_MAJOR,
-    .abi_minor = BB_PLUGIN_ABI_MINOR,
-    .name = "agg",
-    .version = "1.0",
-    .types = TYPES,
-    .n_types = sizeof TYPES / sizeof *TYPES,
-};
-
-BB_PLUGIN_EXPORT const bb_plugin_info *bb_plugin_entry(void)
-{
-    return &INFO;
-}
+BBP_PLUGIN_ENTRY("agg", TYPES)

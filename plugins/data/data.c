@@ -1,0 +1,176 @@
+/*
+ * data.c — the data plugin: data::Csv (a numeric CSV file, plain or gzip)
+ * and data::Synthetic (Gaussian blobs), two DataSources over one pipeline
+ * (data.h) and one set of ops (source.c). The table is read or generated at
+ * create, so a bad file fails the install with its name, line and column.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data.h"
+#include "plugins/common/plugin_type.h"
+
+#define MAX_SEED 9007199254740992.0 /* 2^53: exact in a JSON number */
+
+static const bb_config_decl CSV_CONFIG[] = {
+    {"path", "string", NULL, "the CSV file (gzip-compressed files are detected and read too)"},
+    {"label_column", "int", "-1",
+     "column holding the label: a 0-based index (negative counts from the end), a column "
+     "name when header is true, or null for an unsupervised source"},
+    {"header", "bool", "false", "the first line (after skip_rows) names the columns"},
+    {"skip_rows", "int", "0", "lines to skip before the header or the data"},
+    {"delimiter", "string", "\",\"", "the one-character field separator"},
+    {"max_bytes", "int", "1073741824", "refuse files larger than this once decompressed"},
+    DATA_COMMON_DECLS,
+};
+
+static const bb_config_decl SYNTHETIC_CONFIG[] = {
+    {"samples", "int", "1000", "rows generated"},
+    {"features", "int", "2", "features per row"},
+    {"classes", "int", "2", "blobs (classes); row i has label i mod classes"},
+    {"cluster_std", "float", "1.0", "standard deviation of each blob"},
+    {"center_box", "float", "10.0", "blob centers are uniform in [-center_box, center_box]"},
+    {"generator_seed", "int", "0", "seed of the data itself (equal on every node)"},
+    DATA_COMMON_DECLS,
+};
+
+_Static_assert(sizeof CSV_CONFIG / sizeof *CSV_CONFIG == 6 + DATA_COMMON_DECL_COUNT,
+               "DATA_COMMON_DECL_COUNT is out of date");
+
+static int read_seed(const bbp_config *cfg, const char *key, uint64_t fallback, uint64_t *out,
+                     bb_error *err)
+{
+    double v = 0;
+    bool present = false;
+    int rc = bbp_config_number(cfg, key, true, 0, MAX_SEED, &v, &present, err);
+    *out = present ? (uint64_t)v : fallback;
+    return rc;
+}
+
+int data_options_read(const bbp_config *cfg, uint64_t host_seed, data_options *o, bb_error *err)
+{
+    static const char *const NORM[] = {"none", "min-max", "standardize"};
+    static const char *const PART[] = {"train", "holdout", "all"};
+    static const char *const PARTITION[] = {"iid", "dirichlet", "classes"};
+    int norm = 0, part = 0, partition = 0;
+    memset(o, 0, sizeof *o);
+    int rc = bbp_config_int(cfg, "batch_size", 1, 1 << 24, &o->batch_size, err);
+    if (!rc)
+        rc = bbp_config_bool(cfg, "shuffle", &o->shuffle, err);
+    if (!rc)
+        rc = read_seed(cfg, "seed", host_seed, &o->seed, err);
+    if (!rc)
+        rc = bbp_config_enum(cfg, "normalization", NORM, 3, &norm, err);
+    if (!rc)
+        rc = bbp_config_double(cfg, "holdout", 0, 0.95, &o->holdout, err);
+    if (!rc)
+        rc = bbp_config_enum(cfg, "part", PART, 3, &part, err);
+    if (!rc)
+        rc = read_seed(cfg, "split_seed", 0, &o->split_seed, err);
+    if (!rc)
+        rc = bbp_config_int(cfg, "shard_count", 1, 1 << 20, &o->shard_count, err);
+    if (!rc)
+        rc = bbp_config_int(cfg, "shard_index", 0, o->shard_count - 1, &o->shard_index, err);
+    if (!rc)
+        rc = bbp_config_enum(cfg, "partition", PARTITION, 3, &partition, err);
+    if (!rc)
+        rc = bbp_config_double(cfg, "dirichlet_alpha", 1e-6, 1e6, &o->dirichlet_alpha, err);
+    if (!rc)
+        rc = bbp_config_int(cfg, "classes_per_client", 1, 1 << 16, &o->classes_per_client, err);
+    if (!rc)
+        rc = read_seed(cfg, "partition_seed", 0, &o->partition_seed, err);
+    o->norm = (data_norm)norm;
+    o->part = (data_part)part;
+    o->partition = (data_partition)partition;
+    return rc;
+}
+
+typedef int (*table_fn)(const bbp_config *cfg, data_table *t, bb_error *err);
+
+static int create_source(const bb_create_args *args, const char *type_name,
+                         const bb_config_decl *decls, uint32_t n_decls, table_fn make_table,
+                         void **out, bb_error *err)
+{
+    bbp_config cfg;
+    int rc = bbp_config_load(&cfg, args, type_name, decls, n_decls, err);
+    if (rc)
+        return rc;
+    data_source *s = calloc(1, sizeof *s);
+    data_options o;
+    data_table t = {0};
+    if (!s) {
+        bbp_config_free(&cfg);
+        return bb_error_set(err, BB_ENOMEM, "%s: out of memory", type_name);
+    }
+    s->type_name = type_name;
+    char path[256] = "";
+    if (bbp_config_decl(&cfg, "path"))
+        bbp_config_string(&cfg, "path", path, sizeof path, NULL);
+    int w = snprintf(s->who, sizeof s->who, "%s", cfg.who);
+    if (path[0] && w > 0 && (size_t)w < sizeof s->who)
+        snprintf(s->who + w, sizeof s->who - (size_t)w, " (%.*s)", 100, path);
+    rc = data_options_read(&cfg, args->seed, &o, err);
+    if (!rc)
+        rc = make_table(&cfg, &t, err);
+    bbp_config_free(&cfg);
+    if (!rc)
+        rc = data_source_build(s, &t, &o, err);
+    if (rc) {
+        data_table_free(&t);
+        data_source_free(s);
+        return rc;
+    }
+    s->batch_size = o.batch_size;
+    s->shuffle = o.shuffle;
+    bbp_rng_seed(&s->rng, o.seed);
+    s->cursor = s->n; /* the first NextBatch opens epoch 1 */
+    s->epoch = 0;
+    *out = s;
+    return BB_OK;
+}
+
+static int csv_create(const bb_create_args *args, void **out, bb_error *err)
+{
+    return create_source(args, "data::Csv", CSV_CONFIG, sizeof CSV_CONFIG / sizeof *CSV_CONFIG,
+                         data_csv_load, out, err);
+}
+
+static int synthetic_create(const bb_create_args *args, void **out, bb_error *err)
+{
+    return create_source(args, "data::Synthetic", SYNTHETIC_CONFIG,
+                         sizeof SYNTHETIC_CONFIG / sizeof *SYNTHETIC_CONFIG,
+                         data_synthetic_generate, out, err);
+}
+
+static void source_destroy(void *inst) { data_source_free(inst); }
+
+#define DATA_TYPE(sym, name, docstr, createfn, decls)                                  \
+    static const bb_component_type sym = {                                             \
+        BBP_TYPE_ABI,                                                                  \
+        .type_name = name,                                                             \
+        .role = BB_ROLE_DATA_SOURCE,                                                   \
+        .doc = docstr,                                                                 \
+        .opsets = DATA_OPSETS,                                                         \
+        .n_opsets = 2,                                                                 \
+        .config = decls,                                                               \
+        .n_config = sizeof decls / sizeof *decls,                                      \
+        .create = createfn,                                                            \
+        .destroy = source_destroy,                                                     \
+        .dispatch = data_source_dispatch,                                              \
+        .snapshot = data_source_snapshot,                                              \
+        .restore = data_source_restore,                                                \
+    }
+
+DATA_TYPE(CSV, "data::Csv",
+          "a numeric CSV file (plain or gzip) of features and a label column, with held-out "
+          "split, normalization, shuffling, batching and IID / non-IID sharding",
+          csv_create, CSV_CONFIG);
+DATA_TYPE(SYNTHETIC, "data::Synthetic",
+          "deterministic Gaussian blobs of any size (classification without a file), with the "
+          "same split, normalization, batching and sharding as data::Csv",
+          synthetic_create, SYNTHETIC_CONFIG);
+
+static const bb_component_type *const TYPES[] = {&CSV, &SYNTHETIC};
+
+BBP_PLUGIN_ENTRY("data", TYPES)

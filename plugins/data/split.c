@@ -1,0 +1,299 @@
+/*
+ * split.c — from a table to the rows one source serves (the pipeline of
+ * data.h): held-out split, normalization statistics from the training rows,
+ * the part, then the shard. Every random draw here uses a seed from the
+ * config that all nodes share (split_seed, partition_seed), never the host
+ * seed, so clients reading one file agree on who holds which row.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data.h"
+
+typedef struct idx_list {
+    uint32_t *v;
+    size_t n;
+} idx_list;
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void sort_idx(idx_list *l) { qsort(l->v, l->n, sizeof *l->v, cmp_u32); }
+
+static int oom(const data_source *s, bb_error *err)
+{
+    return bb_error_set(err, BB_ENOMEM, "%s: out of memory", s->who);
+}
+
+/* Per-feature (v - shift) * scale from the training rows. */
+static int norm_stats(const data_table *t, const idx_list *train, data_norm norm, double **shift,
+                      double **scale)
+{
+    size_t d = t->cols;
+    *shift = calloc(d, sizeof **shift);
+    *scale = malloc(d * sizeof **scale);
+    if (!*shift || !*scale)
+        return BB_ENOMEM;
+    for (size_t j = 0; j < d; j++)
+        (*scale)[j] = 1.0;
+    if (norm == NORM_NONE || train->n == 0)
+        return BB_OK;
+    for (size_t j = 0; j < d; j++) {
+        double a = INFINITY, b = -INFINITY, sum = 0, sq = 0;
+        for (size_t k = 0; k < train->n; k++) {
+            double v = t->x[(size_t)train->v[k] * d + j];
+            a = v < a ? v : a;
+            b = v > b ? v : b;
+            sum += v;
+        }
+        double mean = sum / (double)train->n;
+        for (size_t k = 0; k < train->n; k++) {
+            double v = t->x[(size_t)train->v[k] * d + j] - mean;
+            sq += v * v;
+        }
+        double sd = sqrt(sq / (double)train->n);
+        if (norm == NORM_MINMAX) {
+            (*shift)[j] = a;
+            (*scale)[j] = b > a ? 1.0 / (b - a) : 0.0;
+        } else {
+            (*shift)[j] = mean;
+            (*scale)[j] = sd > 0 ? 1.0 / sd : 0.0;
+        }
+    }
+    return BB_OK;
+}
+
+/* Tensors [n, d] and [n] of the listed rows, normalized. */
+static int materialize(const data_source *s, const data_table *t, const idx_list *rows,
+                       const double *shift, const double *scale, bb_value **x, bb_value **y,
+                       bb_error *err)
+{
+    int64_t dx[2] = {(int64_t)rows->n, (int64_t)t->cols}, dy = (int64_t)rows->n;
+    *x = bb_value_tensor_new(BB_DT_FLOAT, 2, dx);
+    *y = t->y ? bb_value_tensor_new(BB_DT_FLOAT, 1, &dy) : NULL;
+    if (!*x || (t->y && !*y)) {
+        bb_value_unref(*x);
+        bb_value_unref(*y);
+        *x = *y = NULL;
+        return oom(s, err);
+    }
+    float *px = bb_tensor_f32(*x);
+    for (size_t k = 0; k < rows->n; k++) {
+        const float *src = t->x + (size_t)rows->v[k] * t->cols;
+        for (size_t j = 0; j < t->cols; j++)
+            px[k * t->cols + j] = (float)(((double)src[j] - shift[j]) * scale[j]);
+        if (t->y)
+            bb_tensor_f32(*y)[k] = t->y[rows->v[k]];
+    }
+    return BB_OK;
+}
+
+/* Class ids of the rows (for the by-label partitions). */
+static int class_of(const data_source *s, const data_table *t, uint32_t row, uint32_t *out,
+                    bb_error *err)
+{
+    float v = t->y[row];
+    if (!(v >= 0 && v <= DATA_MAX_LABEL && v == floorf(v)))
+        return bb_error_set(err, BB_EINVAL,
+                            "%s: row %u has label %g; partitioning by label needs class ids "
+                            "0..%d",
+                            s->who, row + 1, (double)v, DATA_MAX_LABEL);
+    *out = (uint32_t)v;
+    return BB_OK;
+}
+
+/* Dirichlet: per class, shares of its rows ~ Dir(alpha) over the shards. */
+static int shard_dirichlet(const data_source *s, const data_table *t, const idx_list *part,
+                           const data_options *o, bbp_rng *rng, idx_list *out, bb_error *err)
+{
+    uint32_t *cls = malloc((part->n ? part->n : 1) * sizeof *cls);
+    uint32_t *byc = malloc((part->n ? part->n : 1) * sizeof *byc);
+    double *share = malloc((size_t)o->shard_count * sizeof *share);
+    int rc = cls && byc && share ? BB_OK : oom(s, err);
+    uint32_t max_c = 0;
+    for (size_t k = 0; !rc && k < part->n; k++) {
+        rc = class_of(s, t, part->v[k], &cls[k], err);
+        max_c = !rc && cls[k] > max_c ? cls[k] : max_c;
+    }
+    for (uint32_t c = 0; !rc && c <= max_c; c++) {
+        size_t m = 0;
+        for (size_t k = 0; k < part->n; k++)
+            if (cls[k] == c)
+                byc[m++] = part->v[k];
+        if (!m)
+            continue;
+        bbp_rng_shuffle_u32(rng, byc, m);
+        double total = 0;
+        for (int64_t i = 0; i < o->shard_count; i++)
+            total += share[i] = bbp_rng_gamma(rng, o->dirichlet_alpha);
+        double acc = 0;
+        for (int64_t i = 0; i < o->shard_count; i++) {
+            size_t lo = (size_t)llround(acc / total * (double)m);
+            acc += share[i];
+            size_t hi = i == o->shard_count - 1 ? m : (size_t)llround(acc / total * (double)m);
+            if (i == o->shard_index)
+                for (size_t k = lo; k < hi; k++)
+                    out->v[out->n++] = byc[k];
+        }
+    }
+    free(cls);
+    free(byc);
+    free(share);
+    return rc;
+}
+
+typedef struct keyed {
+    uint32_t cls, pos, row;
+} keyed;
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    if (x->cls != y->cls)
+        return x->cls < y->cls ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* classes: shuffle, sort by label, cut into shard_count * classes_per_client
+ * pieces, deal the pieces out at random, classes_per_client per shard. */
+static int shard_classes(const data_source *s, const data_table *t, const idx_list *part,
+                         const data_options *o, bbp_rng *rng, idx_list *out, bb_error *err)
+{
+    size_t n = part->n, pieces = (size_t)(o->shard_count * o->classes_per_client);
+    keyed *k = malloc((n ? n : 1) * sizeof *k);
+    uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+    uint32_t *deal = malloc(pieces * sizeof *deal);
+    int rc = k && order && deal ? BB_OK : oom(s, err);
+    for (size_t i = 0; !rc && i < n; i++)
+        order[i] = (uint32_t)i;
+    if (!rc)
+        bbp_rng_shuffle_u32(rng, order, n);
+    for (size_t i = 0; !rc && i < n; i++) {
+        k[i].pos = order[i];
+        k[i].row = part->v[i];
+        rc = class_of(s, t, part->v[i], &k[i].cls, err);
+    }
+    if (!rc) {
+        qsort(k, n, sizeof *k, cmp_keyed);
+        for (size_t p = 0; p < pieces; p++)
+            deal[p] = (uint32_t)p;
+        bbp_rng_shuffle_u32(rng, deal, pieces);
+        for (int64_t c = 0; c < o->classes_per_client; c++) {
+            size_t p = deal[(size_t)(o->shard_index * o->classes_per_client + c)];
+            for (size_t i = p * n / pieces; i < (p + 1) * n / pieces; i++)
+                out->v[out->n++] = k[i].row;
+        }
+    }
+    free(k);
+    free(order);
+    free(deal);
+    return rc;
+}
+
+static int shard(const data_source *s, const data_table *t, const idx_list *part,
+                 const data_options *o, idx_list *out, bb_error *err)
+{
+    out->v = malloc((part->n ? part->n : 1) * sizeof *out->v);
+    out->n = 0;
+    if (!out->v)
+        return oom(s, err);
+    bbp_rng rng;
+    bbp_rng_seed(&rng, o->partition_seed);
+    if (o->partition != PARTITION_IID && !t->y)
+        return bb_error_set(err, BB_ECONFIG, "%s: partition by label needs a label column",
+                            s->who);
+    int rc = BB_OK;
+    if (o->shard_count == 1) {
+        memcpy(out->v, part->v, part->n * sizeof *out->v);
+        out->n = part->n;
+    } else if (o->partition == PARTITION_IID) {
+        memcpy(out->v, part->v, part->n * sizeof *out->v);
+        bbp_rng_shuffle_u32(&rng, out->v, part->n);
+        size_t lo = (size_t)o->shard_index * part->n / (size_t)o->shard_count;
+        size_t hi = (size_t)(o->shard_index + 1) * part->n / (size_t)o->shard_count;
+        memmove(out->v, out->v + lo, (hi - lo) * sizeof *out->v);
+        out->n = hi - lo;
+    } else if (o->partition == PARTITION_DIRICHLET) {
+        rc = shard_dirichlet(s, t, part, o, &rng, out, err);
+    } else {
+        rc = shard_classes(s, t, part, o, &rng, out, err);
+    }
+    if (!rc && out->n == 0)
+        rc = bb_error_set(err, BB_EINVAL, "%s: shard %lld of %lld is empty (%zu rows to share)",
+                          s->who, (long long)o->shard_index, (long long)o->shard_count, part->n);
+    if (!rc)
+        sort_idx(out);
+    return rc;
+}
+
+int data_source_build(data_source *s, data_table *t, const data_options *o, bb_error *err)
+{
+    size_t n = t->rows;
+    idx_list all = {malloc((n ? n : 1) * sizeof(uint32_t)), n}, rows = {0};
+    double *shift = NULL, *scale = NULL;
+    int rc = all.v ? BB_OK : oom(s, err);
+    if (!rc && n > UINT32_MAX)
+        rc = bb_error_set(err, BB_ELIMIT, "%s: %zu rows (at most %u)", s->who, n, UINT32_MAX);
+    size_t n_hold = 0;
+    if (!rc) {
+        for (size_t i = 0; i < n; i++)
+            all.v[i] = (uint32_t)i;
+        if (o->holdout > 0) {
+            bbp_rng rng;
+            bbp_rng_seed(&rng, o->split_seed);
+            bbp_rng_shuffle_u32(&rng, all.v, n);
+            n_hold = (size_t)llround(o->holdout * (double)n);
+            n_hold = n_hold ? n_hold : 1;
+            if (n_hold >= n)
+                rc = bb_error_set(err, BB_EINVAL, "%s: holdout %g of %zu rows leaves no "
+                                  "training rows", s->who, o->holdout, n);
+        }
+    }
+    idx_list hold = {all.v, n_hold}, train = {all.v + n_hold, n - n_hold};
+    if (!rc) {
+        sort_idx(&hold);
+        sort_idx(&train);
+        if (norm_stats(t, &train, o->norm, &shift, &scale))
+            rc = oom(s, err);
+    }
+    /* part "all": every row in file order (hold and train alias all.v) */
+    idx_list every = {NULL, n};
+    if (!rc && o->part == PART_ALL) {
+        every.v = malloc((n ? n : 1) * sizeof *every.v);
+        if (!every.v)
+            rc = oom(s, err);
+        for (size_t i = 0; !rc && i < n; i++)
+            every.v[i] = (uint32_t)i;
+    }
+    const idx_list *part = o->part == PART_TRAIN ? &train : o->part == PART_HOLDOUT ? &hold : &every;
+    if (!rc && o->part == PART_HOLDOUT && !n_hold)
+        rc = bb_error_set(err, BB_ECONFIG, "%s: part \"holdout\" needs holdout > 0", s->who);
+    if (!rc)
+        rc = shard(s, t, part, o, &rows, err);
+    if (!rc)
+        rc = materialize(s, t, &rows, shift, scale, &s->x, &s->y, err);
+    if (!rc && n_hold) {
+        rc = materialize(s, t, &hold, shift, scale, &s->eval_x, &s->eval_y, err);
+    } else if (!rc) {
+        s->eval_x = bb_value_ref(s->x);
+        s->eval_y = bb_value_ref(s->y);
+    }
+    if (!rc) {
+        s->n = rows.n;
+        s->d = t->cols;
+        s->order = malloc(rows.n * sizeof *s->order);
+        if (!s->order)
+            rc = oom(s, err);
+    }
+    free(all.v);
+    free(every.v);
+    free(rows.v);
+    free(shift);
+    free(scale);
+    data_table_free(t);
+    return rc;
+}
