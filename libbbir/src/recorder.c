@@ -9,8 +9,8 @@
  * change (bb_rec_output) without invalidating handles the author holds.
  */
 #include "recorder_internal.h"
+#include "json_check.h"
 
-#include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,13 +353,14 @@ bb_slot *bb_rec_concrete(bb_module *m, bb_role role, const char *slot_name,
         return NULL;
     }
     const char *json = json_config ? json_config : "{}";
-    cJSON *parsed = cJSON_Parse(json);
-    if (!parsed) {
-        bb__rec_fail(r, g, what, "slot '%s' (%s): construction state is not valid JSON",
-                     slot_name ? slot_name : "(null)", type_name);
+    size_t bad_at = 0;
+    const char *why = NULL;
+    if (!bb__json_valid(json, strlen(json), &bad_at, &why)) {
+        bb__rec_fail(r, g, what,
+                     "slot '%s' (%s): construction state is not valid JSON (byte %zu: %s)",
+                     slot_name ? slot_name : "(null)", type_name, bad_at, why);
         return NULL;
     }
-    cJSON_Delete(parsed);
     bb_slot *s = slot_new(m, role, slot_name, what);
     if (!s)
         return NULL;

@@ -288,8 +288,8 @@ int bb_value_encode(const bb_value *v, uint8_t **out, size_t *out_len, bb_error 
         return rc;
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf)
-        return bb_error_set(err, BB_ENOMEM, "encode: %zu bytes for a %s value", n,
-                            v->type->name);
+        return bb_error_set(err, BB_ENOMEM, "encode: out of memory for %zu bytes of a %s value",
+                            n, v->type->name);
     uint8_t *end = enc_write(v, buf);
     if ((size_t)(end - buf) != n) { /* a bug, not an input: sizes must agree */
         free(buf);
@@ -321,7 +321,10 @@ static int dfail(dec *d, int code, size_t off, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
-        bb_error_set(d->err, code, "byte %zu: %s", off, msg);
+        if (code == BB_ENOMEM)
+            bb_error_set(d->err, code, "byte %zu: out of memory for %s", off, msg);
+        else
+            bb_error_set(d->err, code, "byte %zu: %s", off, msg);
     }
     return code;
 }

@@ -590,6 +590,132 @@ static void test_handles(void **state)
     bb_recorder_free(r);
 }
 
+/* A concrete slot's construction state must be exactly one JSON value
+ * (RFC 8259); the message names the byte and the problem. */
+static void test_construction_state_json(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        "{}", "[]", "0", "-0.5e+3", "\"s\"", "null", " \t\r\n{ } ",
+        "{\"layers\":[64,32],\"lr\":1E-3,\"on\":true,\"off\":false,\"none\":null}",
+        "{\"s\":\"\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u00e9 \\uD83D\\uDE00 caf\xc3\xa9\"}",
+    };
+    static const struct {
+        const char *json;
+        const char *want; /* "byte N: <problem>" */
+    } bad[] = {
+        {"", "byte 0: expected a value"},
+        {"   ", "byte 3: expected a value"},
+        {"{not json", "byte 1: expected a member name"},
+        {"{} x", "byte 3: text after the value"},
+        {"{}{}", "byte 2: text after the value"},
+        {"01", "byte 1: text after the value"},
+        {"1.", "byte 2: a number needs a digit"},
+        {"-", "byte 1: a number needs a digit"},
+        {"1e", "byte 2: a number needs a digit"},
+        {"[1,]", "byte 3: expected a value"},
+        {"[1 2]", "byte 3: expected ',' or ']'"},
+        {"{\"a\"}", "byte 4: expected ':'"},
+        {"{\"a\":1,}", "byte 7: expected a member name"},
+        {"{\"a\":1", "byte 6: unterminated object"},
+        {"\"abc", "byte 4: unterminated string"},
+        {"\"a\nb\"", "byte 2: control character"},
+        {"\"\\x\"", "byte 2: unknown escape"},
+        {"\"\\u12G4\"", "byte 2: \\u needs four hex digits"},
+        {"tru", "byte 0: expected a value"},
+        {"True", "byte 0: expected a value"},
+        {"'single'", "byte 0: expected a value"},
+        {"NaN", "byte 0: expected a value"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        bb_recorder *r = bb_recorder_new(NULL);
+        bb_module *m = bb_rec_module(r, "M");
+        if (!bb_rec_concrete(m, BB_ROLE_MODEL, "model", "nn::Mlp", good[i], NULL)) {
+            bb_error err = {0};
+            bb_recorder_error(r, &err);
+            fail_msg("valid JSON %s refused: %s", good[i], err.msg);
+        }
+        bb_recorder_free(r);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        bb_recorder *r = bb_recorder_new(NULL);
+        bb_module *m = bb_rec_module(r, "M");
+        assert_null(bb_rec_concrete(m, BB_ROLE_MODEL, "model", "nn::Mlp", bad[i].json, NULL));
+        bb_error err = {0};
+        assert_int_equal(bb_recorder_error(r, &err), BB_ERECORD);
+        if (!contains(err.msg, "not valid JSON") || !contains(err.msg, bad[i].want))
+            fail_msg("JSON '%s': message \"%s\" lacks \"%s\"", bad[i].json, err.msg,
+                     bad[i].want);
+        bb_recorder_free(r);
+    }
+    /* nesting is bounded */
+    char deep[1024];
+    memset(deep, '[', 600);
+    deep[600] = '\0';
+    bb_recorder *r = bb_recorder_new(NULL);
+    assert_null(bb_rec_concrete(bb_rec_module(r, "M"), BB_ROLE_MODEL, "model", "nn::Mlp", deep,
+                                NULL));
+    bb_error err = {0};
+    bb_recorder_error(r, &err);
+    assert_true(contains(err.msg, "nested too deeply"));
+    bb_recorder_free(r);
+}
+
+/* bb_recorder_write: build + save; the file holds what build returns. */
+static bb_module *record_pulse(bb_recorder *r)
+{
+    bb_module *m = bb_rec_module(r, "M");
+    bb_rec *g = bb_module_body(m);
+    bb_rec_output(g, "tick", bb_sys_pulse(g));
+    return m;
+}
+
+static void test_recorder_write(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/bb-recorder-write.XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.onnx", dir);
+    bb_error err = {0};
+    bb_recorder *r = bb_recorder_new(NULL);
+    if (bb_recorder_write(r, record_pulse(r), path, &err))
+        fail_msg("%s", err.msg);
+    bb_recorder_free(r);
+    bb_model *loaded = NULL;
+    if (bb_model_load_file(path, &loaded, &err))
+        fail_msg("%s", err.msg);
+    r = bb_recorder_new(NULL);
+    bb_model *built = build_ok(r, record_pulse(r));
+    bb_recorder_free(r);
+    char *a = dump_text(loaded), *b = dump_text(built);
+    assert_string_equal(a, b);
+    assert_non_null(strstr(a, "ai.bytesandbrains.syscall::Pulse"));
+    free(a);
+    free(b);
+    bb_model_free(loaded);
+    bb_model_free(built);
+    assert_int_equal(unlink(path), 0);
+
+    /* an unwritable place: EIO naming the path; nothing left behind */
+    char bad[96];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/m.onnx", dir);
+    r = bb_recorder_new(NULL);
+    assert_int_equal(bb_recorder_write(r, record_pulse(r), bad, &err), BB_EIO);
+    assert_true(contains(err.msg, bad));
+    bb_recorder_free(r);
+    /* a recording error wins over writing; no file appears */
+    r = bb_recorder_new(NULL);
+    bb_module *m = bb_rec_module(r, "M");
+    bb_rec_bundle(bb_module_body(m), NULL, 0);
+    assert_int_equal(bb_recorder_write(r, m, path, &err), BB_ERECORD);
+    assert_int_equal(access(path, F_OK), -1);
+    bb_recorder_free(r);
+    r = bb_recorder_new(NULL);
+    assert_int_equal(bb_recorder_write(r, record_pulse(r), NULL, &err), BB_EINVAL);
+    bb_recorder_free(r);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static void test_record_after_build(void **state)
 {
     (void)state;
@@ -1575,6 +1701,8 @@ int main(void)
         cmocka_unit_test(test_minimal_round_trip),
         cmocka_unit_test(test_recording_errors),
         cmocka_unit_test(test_handles),
+        cmocka_unit_test(test_construction_state_json),
+        cmocka_unit_test(test_recorder_write),
         cmocka_unit_test(test_record_after_build),
         cmocka_unit_test(test_site_naming),
         cmocka_unit_test(test_value_info_for_every_value),
