@@ -459,8 +459,8 @@ static int typed_from_json(const char *name, const cJSON *j, const bb_type_node 
         return tensor_from_json(name, j, out, err);
     }
     if (want && !bb_type_same(t, want))
-        return bb_error_set(err, BB_ETYPE, "input '%s': a %s list holds %s values, not %s", name,
-                            want->name, want->name, t->name);
+        return bb_error_set(err, BB_ETYPE, "input '%s': list items must be %s values, not %s",
+                            name, want->name, t->name);
     uint8_t *b = NULL;
     size_t len = 0;
     int rc = BB_OK;
