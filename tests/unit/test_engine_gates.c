@@ -14,8 +14,6 @@
 
 #include <cmocka.h>
 
-#include "bb/multiaddr.h"
-#include "bb_envelope.pb-c.h"
 #include "support/engine_fixtures.h"
 
 #define MS 1000000ULL
@@ -24,9 +22,7 @@ static bb_model *rx_model(void)
 {
     bb_model *m = fx_model();
     bb_function *f = fx_fn(m, "Rx", "", "out");
-    bb_node *r = fx_op(m, f, FX_WIRE, "Recv", "", "t,p");
-    fx_meta(m, r, "ai.bytesandbrains.wire_site", "201");
-    fx_type(m, f, "p", &BB_TYPE_U64);
+    fx_recv(m, f, 201, "t", "p", &BB_TYPE_U64);
     fx_op(m, f, FX_SYS, "DedupGateRx", "p", "g1");
     fx_op(m, f, FX_SYS, "PeerHealthGateRx", "g1", "g2");
     fx_op(m, f, FX_SYS, "BackoffGateRx", "g2", "g3");
@@ -46,24 +42,11 @@ static bb_engine *install(bb_model *m, const char *t, const bb_engine_config *cf
 /* Deliver one envelope carrying value v to site 201 from peer `from`. */
 static void send_value(bb_engine *e, uint8_t from, uint64_t v, uint64_t sent_at, uint64_t deadline)
 {
-    uint8_t sfx[16], payload[8];
-    size_t sl;
-    bb_suffix_site(201, sfx, sizeof sfx, &sl, NULL);
-    memcpy(payload, &v, 8);
-    Bb__Core__SlotFill fill = BB__CORE__SLOT_FILL__INIT, *fp = &fill;
-    fill.dest_suffix.data = sfx;
-    fill.dest_suffix.len = sl;
-    fill.payload.data = payload;
-    fill.payload.len = 8;
-    Bb__Core__WireEnvelope env = BB__CORE__WIRE_ENVELOPE__INIT;
-    env.n_fills = 1;
-    env.fills = &fp;
-    env.sent_at_ns = sent_at;
-    env.deadline_ns = deadline;
-    uint8_t buf[128];
-    size_t n = bb__core__wire_envelope__pack(&env, buf);
+    size_t n;
+    uint8_t *buf = fx_envelope_u64(201, v, sent_at, deadline, &n);
     bb_peerid p = fx_peer(from);
     assert_int_equal(bb_engine_deliver_envelope(e, &p, NULL, buf, n, NULL), BB_OK);
+    free(buf);
 }
 
 /* Poll at now; returns 1 if "out" surfaced, 0 if a gate denied (reason

@@ -15,8 +15,6 @@
 
 #include <cmocka.h>
 
-#include "bb/multiaddr.h"
-#include "bb_envelope.pb-c.h"
 #include "support/engine_fixtures.h"
 
 static bb_model *rich_model(void)
@@ -244,9 +242,7 @@ static void test_inflight_envelope_and_address_book_survive(void **state)
     (void)state;
     bb_model *m = fx_model();
     bb_function *f = fx_fn(m, "Main", "", "got");
-    bb_node *r = fx_op(m, f, FX_WIRE, "Recv", "", "t,got");
-    fx_meta(m, r, "ai.bytesandbrains.wire_site", "55");
-    fx_type(m, f, "got", &BB_TYPE_U64);
+    fx_recv(m, f, 55, "t", "got", &BB_TYPE_U64);
     bb_engine *a = fresh(m);
     bb_peerid p = fx_peer(3);
     uint8_t addr[32];
@@ -254,20 +250,10 @@ static void test_inflight_envelope_and_address_book_survive(void **state)
     assert_int_equal(bb_engine_add_peer(a, &p, &ad, 1, NULL), BB_OK);
     const char *tg[1] = {"Client"};
     assert_int_equal(bb_engine_peer_connected(a, &p, tg, 1, NULL), BB_OK);
-    uint8_t sfx[16], payload[8] = {77};
-    size_t sl;
-    bb_suffix_site(55, sfx, sizeof sfx, &sl, NULL);
-    Bb__Core__SlotFill fill = BB__CORE__SLOT_FILL__INIT, *fp = &fill;
-    fill.dest_suffix.data = sfx;
-    fill.dest_suffix.len = sl;
-    fill.payload.data = payload;
-    fill.payload.len = 8;
-    Bb__Core__WireEnvelope env = BB__CORE__WIRE_ENVELOPE__INIT;
-    env.n_fills = 1;
-    env.fills = &fp;
-    uint8_t buf[64];
-    size_t n = bb__core__wire_envelope__pack(&env, buf);
+    size_t n;
+    uint8_t *buf = fx_envelope_u64(55, 77, 0, 0, &n);
     assert_int_equal(bb_engine_deliver_envelope(a, &p, NULL, buf, n, NULL), BB_OK);
+    free(buf);
     uint8_t *snap;
     size_t len;
     assert_int_equal(bb_engine_snapshot(a, &snap, &len, NULL), BB_OK);

@@ -218,44 +218,12 @@ static void test_trigger_only_and_loopback(void **state)
 
 /* ---- inbound error paths with hand-packed envelopes ------------------------------------ */
 
-typedef struct fillspec {
-    uint64_t site;   /* 0: use raw suffix */
-    const uint8_t *suffix;
-    size_t suffix_len;
-    const uint8_t *payload;
-    size_t len;
-} fillspec;
-
-static uint8_t *pack(const fillspec *fs, size_t n, int corr, uint64_t wire_id, uint64_t deadline,
+static uint8_t *pack(const fx_fill *fs, size_t n, int corr, uint64_t wire_id, uint64_t deadline,
                      size_t *len)
 {
-    Bb__Core__WireEnvelope env = BB__CORE__WIRE_ENVELOPE__INIT;
-    Bb__Core__SlotFill fills[8], *fp[8];
-    uint8_t sfx[8][16];
-    for (size_t i = 0; i < n; i++) {
-        bb__core__slot_fill__init(&fills[i]);
-        size_t sl = fs[i].suffix_len;
-        if (fs[i].site)
-            bb_suffix_site(fs[i].site, sfx[i], 16, &sl, NULL);
-        fills[i].dest_suffix.data = fs[i].site ? sfx[i] : (uint8_t *)fs[i].suffix;
-        fills[i].dest_suffix.len = sl;
-        fills[i].payload.data = (uint8_t *)fs[i].payload;
-        fills[i].payload.len = fs[i].len;
-        fp[i] = &fills[i];
-    }
-    env.n_fills = n;
-    env.fills = fp;
-    Bb__Core__WireCorrelation c = BB__CORE__WIRE_CORRELATION__INIT;
-    if (corr) {
-        c.kind = (Bb__Core__CorrelationKind)corr;
-        c.wire_req_id = wire_id;
-        env.correlation = &c;
-    }
-    env.deadline_ns = deadline;
-    *len = bb__core__wire_envelope__get_packed_size(&env);
-    uint8_t *out = malloc(*len);
-    bb__core__wire_envelope__pack(&env, out);
-    return out;
+    fx_env env = {.fills = fs, .n_fills = n, .corr = corr, .wire_req_id = wire_id,
+                  .deadline_ns = deadline};
+    return fx_envelope(&env, len);
 }
 
 static void deliver(bb_engine *e, uint8_t from, const uint8_t *b, size_t n)
@@ -273,13 +241,9 @@ static bb_model *sink_model(void)
     const char *outs[5] = {"a", "b", "c", "d", "e"};
     const bb_type_node *types[5] = {&BB_TYPE_U64, &BB_TYPE_U64, &BB_TYPE_TENSOR_F32,
                                     &BB_TYPE_TENSOR_F32, &BB_TYPE_COMPOSITE};
+    const char *trig[5] = {"t0", "t1", "t2", "t3", "t4"};
     for (int i = 0; i < 5; i++) {
-        char o[32], id[8];
-        snprintf(o, sizeof o, "t%d,%s", i, outs[i]);
-        bb_node *r = fx_op(m, f, FX_WIRE, "Recv", "", o);
-        snprintf(id, sizeof id, "%d", 101 + i);
-        fx_meta(m, r, "ai.bytesandbrains.wire_site", id);
-        fx_type(m, f, outs[i], types[i]);
+        bb_node *r = fx_recv(m, f, 101 + (uint64_t)i, trig[i], outs[i], types[i]);
         if (i == 2 || i == 3)
             fx_meta(m, r, "ai.bytesandbrains.recv_slot_id", "1");
     }
@@ -312,14 +276,14 @@ static void test_partial_delivery_and_rx_errors(void **state)
     uint8_t unknown_sfx[16];
     size_t usl;
     bb_suffix_site(999999, unknown_sfx, 16, &usl, NULL);
-    fillspec fs[7] = {
+    fx_fill fs[7] = {
         {.site = 101, .payload = good, .len = 8},      /* delivered */
         {.site = 102, .payload = bad3, .len = 3},      /* DecodeFailed */
         {.site = 999999, .payload = good, .len = 8},   /* unknown site: dropped silently */
         {.site = 103, .payload = garbage, .len = 4},   /* BackendMaterializeFailed */
         {.site = 104, .payload = i64b, .len = i64l},   /* TypeMismatch */
         {.site = 105, .payload = comp, .len = cl},     /* UnknownTypeHash */
-        {.site = 0, .suffix = garbage, .suffix_len = 4, .payload = good, .len = 8}, /* bad suffix */
+        {.suffix = garbage, .suffix_len = 4, .payload = good, .len = 8}, /* bad suffix */
     };
     size_t n;
     uint8_t *env = pack(fs, 7, 0, 0, 0, &n);
@@ -360,7 +324,7 @@ static void test_budget_exceeded_fill(void **state)
     bb_engine *e = node(2, m, "Sink", &cfg);
     uint8_t big[80] = {0}, good[8] = {9};
     /* at the boundary: charged before the copy, refused, reported next poll */
-    fillspec fs = {.site = 101, .payload = big, .len = 80};
+    fx_fill fs = {.site = 101, .payload = big, .len = 80};
     size_t n;
     uint8_t *env = pack(&fs, 1, 0, 0, 0, &n);
     bb_error err = {0};
@@ -425,7 +389,7 @@ static void test_control_plane_and_backend_fill(void **state)
     size_t tl;
     assert_int_equal(bb_value_encode(t, &tb, &tl, NULL), BB_OK);
     bb_value_unref(t);
-    fillspec fs[2] = {{.suffix = sfx, .suffix_len = sl, .payload = payload, .len = 5},
+    fx_fill fs[2] = {{.suffix = sfx, .suffix_len = sl, .payload = payload, .len = 5},
                       {.site = 103, .payload = tb, .len = tl}};
     size_t n;
     uint8_t *env = pack(fs, 2, 0, 0, 0, &n);
@@ -454,7 +418,7 @@ static void test_unknown_correlation(void **state)
     bb_model *m = sink_model();
     bb_engine *e = node(2, m, "Sink", NULL);
     uint8_t good[8] = {1};
-    fillspec fs = {.site = 101, .payload = good, .len = 8};
+    fx_fill fs = {.site = 101, .payload = good, .len = 8};
     size_t n;
     uint8_t *env = pack(&fs, 1, 2 /* RESPONSE */, 777, 0, &n);
     deliver(e, 1, env, n);

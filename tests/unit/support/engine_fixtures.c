@@ -11,6 +11,7 @@
 #include "bb/multiaddr.h"
 #include "bb/peerid.h"
 #include "bb/types.h"
+#include "bb_envelope.pb-c.h"
 
 /* ---- artifacts ------------------------------------------------------------------ */
 
@@ -90,6 +91,19 @@ void fx_bind(bb_model *m, const char *target, const char *slot, const char *trip
     char key[512];
     snprintf(key, sizeof key, "ai.bytesandbrains.binding.%s.%s", target, slot);
     bb_kv_set(m->arena, &m->metadata, key, triple);
+}
+
+bb_node *fx_recv(bb_model *m, bb_function *f, uint64_t site, const char *trigger,
+                 const char *payload, const bb_type_node *t)
+{
+    char outs[128], id[24];
+    snprintf(outs, sizeof outs, "%s%s%s", trigger, payload ? "," : "", payload ? payload : "");
+    bb_node *r = fx_op(m, f, FX_WIRE, "Recv", "", outs);
+    snprintf(id, sizeof id, "%llu", (unsigned long long)site);
+    fx_meta(m, r, "ai.bytesandbrains.wire_site", id);
+    if (payload && t)
+        fx_type(m, f, payload, t);
+    return r;
 }
 
 bb_function *fx_chain(bb_model *m, const char *name, uint32_t n)
@@ -230,7 +244,8 @@ static bb_dispatch_result echo_dispatch(void *inst, bb_ctx *ctx, const bb_dispat
             bb_complete_ok(s->pending[i], &v, 1);
         }
         s->n_pending = 0;
-        out[0] = bb_value_ref(call->inputs[0]);
+        if (call->n_outputs)
+            out[0] = bb_value_ref(call->inputs[0]);
         return BB_DISPATCH_NOW_OK;
     }
     if (strcmp(op, "Count") == 0) {
@@ -589,6 +604,65 @@ static const char *slot_config(void *ud, const char *slot)
 static const bb_engine_registry REG = {find_type, slot_config, NULL};
 
 const bb_engine_registry *fx_registry(void) { return &REG; }
+
+/* ---- envelopes --------------------------------------------------------------------------------- */
+
+#define FX_MAX_FILLS 16
+#define FX_MAX_ADDRS 8
+
+uint8_t *fx_envelope(const fx_env *in, size_t *len)
+{
+    Bb__Core__WireEnvelope env = BB__CORE__WIRE_ENVELOPE__INIT;
+    Bb__Core__SlotFill fills[FX_MAX_FILLS], *fp[FX_MAX_FILLS];
+    uint8_t sfx[FX_MAX_FILLS][16];
+    size_t nf = in->n_fills < FX_MAX_FILLS ? in->n_fills : FX_MAX_FILLS;
+    for (size_t i = 0; i < nf; i++) {
+        const fx_fill *f = &in->fills[i];
+        bb__core__slot_fill__init(&fills[i]);
+        size_t sl = f->suffix_len;
+        if (!f->suffix)
+            bb_suffix_site(f->site, sfx[i], sizeof sfx[i], &sl, NULL);
+        fills[i].dest_suffix.data = f->suffix ? (uint8_t *)f->suffix : sfx[i];
+        fills[i].dest_suffix.len = sl;
+        fills[i].payload.data = (uint8_t *)f->payload;
+        fills[i].payload.len = f->len;
+        fills[i].trigger_only = f->trigger_only;
+        fp[i] = &fills[i];
+    }
+    env.n_fills = nf;
+    env.fills = fp;
+    Bb__Core__WireCorrelation c = BB__CORE__WIRE_CORRELATION__INIT;
+    if (in->corr) {
+        c.kind = (Bb__Core__CorrelationKind)in->corr;
+        c.wire_req_id = in->wire_req_id;
+        env.correlation = &c;
+    }
+    env.deadline_ns = in->deadline_ns;
+    env.sent_at_ns = in->sent_at_ns;
+    ProtobufCBinaryData src[FX_MAX_ADDRS];
+    size_t na = in->n_src < FX_MAX_ADDRS ? in->n_src : FX_MAX_ADDRS;
+    for (size_t i = 0; i < na; i++) {
+        src[i].data = (uint8_t *)in->src[i].data;
+        src[i].len = in->src[i].len;
+    }
+    env.n_src_peer_addresses = env.n_dest_peer_addresses = na;
+    env.src_peer_addresses = env.dest_peer_addresses = src;
+    *len = bb__core__wire_envelope__get_packed_size(&env);
+    uint8_t *out = malloc(*len ? *len : 1);
+    if (out)
+        bb__core__wire_envelope__pack(&env, out);
+    return out;
+}
+
+uint8_t *fx_envelope_u64(uint64_t site, uint64_t v, uint64_t sent_at, uint64_t deadline, size_t *len)
+{
+    uint8_t payload[8];
+    for (int i = 0; i < 8; i++)
+        payload[i] = (uint8_t)(v >> (8 * i)); /* U64 on the wire: 8 bytes little-endian */
+    fx_fill f = {.site = site, .payload = payload, .len = 8};
+    fx_env env = {.fills = &f, .n_fills = 1, .sent_at_ns = sent_at, .deadline_ns = deadline};
+    return fx_envelope(&env, len);
+}
 
 /* ---- engines ------------------------------------------------------------------------------------ */
 

@@ -39,6 +39,10 @@ void fx_bytes_attr(bb_model *m, bb_node *n, const char *name, const void *data, 
 void fx_type(bb_model *m, bb_function *f, const char *value, const bb_type_node *t);
 /* model metadata ai.bytesandbrains.binding.<target>.<slot> = triple */
 void fx_bind(bb_model *m, const char *target, const char *slot, const char *triple);
+/* A wire.Recv pinned to /site/<site> with outputs "trigger,payload" (payload
+ * typed t when both are given). */
+bb_node *fx_recv(bb_model *m, bb_function *f, uint64_t site, const char *trigger,
+                 const char *payload, const bb_type_node *t);
 /* A chain f: in -> PassThrough x n -> out. */
 bb_function *fx_chain(bb_model *m, const char *name, uint32_t n);
 
@@ -80,6 +84,33 @@ fx_echo *fx_echo_at(int i);
 fx_echo *fx_echo_by_slot(const char *slot);
 int fx_echo_count(void);
 size_t fx_backend_materialized(void);
+
+/* ---- hand-packed envelopes ------------------------------------------------------------ */
+
+/* One SlotFill: /site/<site>, or the raw suffix when suffix is set. */
+typedef struct fx_fill {
+    uint64_t site;
+    const uint8_t *suffix;
+    size_t suffix_len;
+    const uint8_t *payload;
+    size_t len;
+    bool trigger_only;
+} fx_fill;
+
+typedef struct fx_env {
+    const fx_fill *fills;
+    size_t n_fills;
+    int corr;                   /* 0 none, 1 request, 2 response */
+    uint64_t wire_req_id;
+    uint64_t deadline_ns, sent_at_ns;
+    const bb_engine_addr *src;  /* src_peer_addresses (also sent as the destination list) */
+    size_t n_src;
+} fx_env;
+
+/* WireEnvelope bytes packed by protobuf-c, the reference encoder (malloc'd). */
+uint8_t *fx_envelope(const fx_env *env, size_t *len);
+/* An envelope with one fill carrying U64 v to /site/<site>. */
+uint8_t *fx_envelope_u64(uint64_t site, uint64_t v, uint64_t sent_at, uint64_t deadline, size_t *len);
 
 /* ---- engines and an in-memory network -------------------------------------------- */
 
