@@ -177,6 +177,24 @@ static double elem_f(const bb_tensor_view *t, size_t i)
                                     : (double)((const float *)(const void *)t->data)[i];
 }
 
+/* Integer and bool elements as long long (uint64 above LLONG_MAX wraps:
+ * only for messages). */
+static bool elem_int(const bb_tensor_view *t, size_t i, long long *out)
+{
+    const void *p = t->data + i * bb_dtype_size(t->dtype);
+    switch (t->dtype) {
+    case BB_DT_INT8: *out = *(const int8_t *)p; return true;
+    case BB_DT_UINT8: case BB_DT_BOOL: *out = *(const uint8_t *)p; return true;
+    case BB_DT_INT16: *out = *(const int16_t *)p; return true;
+    case BB_DT_UINT16: *out = *(const uint16_t *)p; return true;
+    case BB_DT_INT32: *out = *(const int32_t *)p; return true;
+    case BB_DT_UINT32: *out = *(const uint32_t *)p; return true;
+    case BB_DT_INT64: *out = *(const int64_t *)p; return true;
+    case BB_DT_UINT64: *out = (long long)*(const uint64_t *)p; return true;
+    default: return false;
+    }
+}
+
 bool bbd_run_tensor_close(const bb_value *got, const bb_value *want, double rtol, double atol,
                           char *why, size_t cap)
 {
@@ -215,8 +233,13 @@ bool bbd_run_tensor_close(const bb_value *got, const bb_value *want, double rtol
     size_t es = bb_dtype_size(g->dtype);
     for (size_t i = 0; es && i < n; i++) {
         if (memcmp(g->data + i * es, w->data + i * es, es) != 0) {
-            snprintf(why, cap, "element %zu differs (exact comparison for %s)", i,
-                     bb_dtype_name(g->dtype));
+            long long x, y;
+            if (elem_int(g, i, &x) && elem_int(w, i, &y))
+                snprintf(why, cap, "element %zu is %lld, expected %lld (%s: exact)", i, x, y,
+                         bb_dtype_name(g->dtype));
+            else
+                snprintf(why, cap, "element %zu differs (%s: exact)", i,
+                         bb_dtype_name(g->dtype));
             return false;
         }
     }

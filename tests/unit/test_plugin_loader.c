@@ -10,11 +10,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -480,6 +482,14 @@ static void test_search_order(void **state)
     /* the missing BB_PLUGIN_PATH entry is a warning, not an error */
     assert_int_equal(bb_plugin_loader_warning_count(l), 1);
     assert_contains(bb_plugin_loader_warning_at(l, 0), "/nonexistent/bb-plugins");
+    /* the directory list messages use, in search order */
+    char dirs[1024], want_dirs[600];
+    bb_plugin_loader_describe_dirs(l, dirs, sizeof dirs);
+    snprintf(want_dirs, sizeof want_dirs, "searched: %s (--plugin-path), %s (BB_PLUGIN_PATH), "
+             "/nonexistent/bb-plugins (BB_PLUGIN_PATH, missing)", d0->path, d1->path);
+    assert_string_equal(dirs, want_dirs);
+    bb_plugin_loader_describe_dirs(l, dirs, 12); /* cut, still terminated */
+    assert_string_equal(dirs, "searched: /");
     bb_plugin_loader_destroy(l);
 
     /* NO_ENV ignores the variable */
@@ -487,6 +497,8 @@ static void test_search_order(void **state)
     assert_int_equal(bb_plugin_loader_scan(l, &err), BB_OK);
     assert_int_equal(bb_plugin_loader_dir_count(l), 0);
     assert_int_equal(bb_plugin_loader_type_count(l), 0);
+    bb_plugin_loader_describe_dirs(l, dirs, sizeof dirs);
+    assert_string_equal(dirs, "no plugin directory was searched");
     bb_plugin_loader_destroy(l);
     unsetenv(BB_PLUGIN_PATH_ENV);
 
@@ -814,6 +826,7 @@ static void test_bbc_plugins(void **state)
     tmpdir d;
     tmpdir_make(&d);
     tmpdir_add(&d, "example.so", rplugin("example"), NULL);
+    tmpdir_add(&d, "cpu.so", rplugin("cpu"), NULL);
     tmpdir_add(&d, "good2.so", tplugin("good2"), NULL);
     tmpdir_add(&d, "no_entry.so", tplugin("no_entry"), NULL);
     unsetenv(BB_PLUGIN_PATH_ENV);
@@ -822,6 +835,12 @@ static void test_bbc_plugins(void **state)
     char *argv_text[] = {"plugins", "--plugin-path", d.path, NULL};
     assert_int_equal(run_bbc_plugins(3, argv_text, &out), 0);
     assert_contains(out, "example::Counter\n    role:      Aggregator\n");
+    assert_contains(out, "cpu::CpuBackend\n    role:      Backend\n");
+    assert_contains(out, "opset:     ai.onnx v");
+    assert_contains(out, "Gemm(A: tensor, B: tensor, C?: tensor) -> (Y: tensor)");
+    assert_contains(out, "Loop(M?: tensor_i64, cond?: tensor_bool, v_initial?...: any)");
+    assert_contains(out, "threads: int = 1");
+    assert_contains(out, "provides:  materialize_from_wire");
     assert_contains(out, "Contribute(contribution: tensor_f32) -> (cmd: CommandId)");
     assert_contains(out, "Echo(payload: Bytes) -> (payload: Bytes)");
     assert_contains(out, "Backend = \"compute\"");
@@ -961,6 +980,53 @@ static void test_man_page_has_example(void **state)
     free(src);
 }
 
+/* clash_a.so and clash_b.so both export bb_test_clash_value (1 and 2) and
+ * call it from create. Loaded by the loader (RTLD_LOCAL) each binds to its
+ * own; the control, loaded RTLD_GLOBAL in a child process, shows the clash
+ * the loader avoids. */
+static int clash_value(const bb_component_type *t)
+{
+    void *inst = NULL;
+    bb_create_args args = {.struct_size = sizeof args, .slot = "s"};
+    bb_error err;
+    assert_int_equal(t->create(&args, &inst, &err), BB_OK);
+    t->destroy(inst);
+    return (int)(intptr_t)inst;
+}
+
+static void test_symbols_stay_local(void **state)
+{
+    (void)state;
+    bb_plugin_loader *l = loader_new(BB_PLUGIN_LOADER_ONLY_EXPLICIT);
+    bb_error err;
+    assert_int_equal(bb_plugin_loader_load_file(l, tplugin("clash_a"), NULL, &err), BB_OK);
+    assert_int_equal(bb_plugin_loader_load_file(l, tplugin("clash_b"), NULL, &err), BB_OK);
+    assert_int_equal(clash_value(bb_plugin_loader_find(l, "clash::A")->type), 1);
+    assert_int_equal(clash_value(bb_plugin_loader_find(l, "clash::B")->type), 2);
+    bb_plugin_loader_destroy(l);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        void *a = dlopen(tplugin("clash_a"), RTLD_NOW | RTLD_GLOBAL);
+        void *b = dlopen(tplugin("clash_b"), RTLD_NOW | RTLD_GLOBAL);
+        if (!a || !b)
+            _exit(3);
+        bb_plugin_entry_fn eb = (bb_plugin_entry_fn)(uintptr_t)dlsym(b, BB_PLUGIN_ENTRY_SYMBOL);
+        const bb_component_type *tb = eb()->types[0];
+        void *inst = NULL;
+        bb_create_args args = {.struct_size = sizeof args, .slot = "s"};
+        bb_error e;
+        if (tb->create(&args, &inst, &e) != BB_OK)
+            _exit(4);
+        _exit((int)(intptr_t)inst); /* 1: B bound to A's function */
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 1);
+}
+
 int main(void)
 {
     find_build_dir();
@@ -976,6 +1042,7 @@ int main(void)
         cmocka_unit_test(test_create_fails),
         cmocka_unit_test(test_scan_warnings),
         cmocka_unit_test(test_each_file_once),
+        cmocka_unit_test(test_symbols_stay_local),
         cmocka_unit_test(test_search_order),
         cmocka_unit_test(test_resolve_binding),
         cmocka_unit_test(test_example_end_to_end),
