@@ -28,6 +28,7 @@
 
 #include "bb/arena.h"
 #include "bb/ir.h"
+#include "bb/meta.h"
 #include "bb/model_io.h"
 #include "bb/opsets.h"
 #include "bb/plugin.h"
@@ -1755,6 +1756,15 @@ static void test_graph_if(void **state)
     EXPECT_F32(RUN1("If", pn, TB(0, NULL, 1)), 42);
     ERR("If", pn, BB_EINVAL, "'x' is not defined", TB(0, NULL, 0));
     ERR("If", pn, BB_ETYPE, "input 'cond' must be bool", TF(0, NULL, 0));
+    /* per-op If with x captured: an extra trailing input named by the
+     * node's outer_scope metadata (what bbd run stamps) */
+    bb_kv_set(A, &pn->metadata, BB_META_OUTER_SCOPE_PREFIX "0", "x");
+    EXPECT_F32(RUN1("If", pn, TB(0, NULL, 0), TF(1, D(2), 1, -3)), -1, 3);
+    EXPECT_F32(RUN1("If", pn, TB(0, NULL, 1), TF(1, D(2), 1, -3)), 42);
+    /* a capture the subgraphs do not read is harmless; a missing input is not */
+    bb_kv_set(A, &pn->metadata, BB_META_OUTER_SCOPE_PREFIX "1", "unused");
+    EXPECT_F32(RUN1("If", pn, TB(0, NULL, 0), TF(1, D(2), 1, -3), TF(0, NULL, 7)), -1, 3);
+    ERR("If", pn, BB_EINVAL, "2 outer-scope names for 1 inputs", TB(0, NULL, 0));
 }
 
 static void test_graph_loop(void **state)
@@ -1821,6 +1831,14 @@ static void test_graph_loop(void **state)
     bb_value *lo[2];
     assert_int_equal(run("Loop", w, INS(TI64(0, NULL, 2), TB(0, NULL, 1)), lo, 1), BB_EINVAL);
     assert_non_null(strstr(g_err.msg, "body has 3 inputs"));
+    /* per-op Loop whose body reads k from outside: k is captured after the
+     * carried value, so it is not mistaken for a second carried value */
+    bb_kv_set(A, &n->metadata, BB_META_OUTER_SCOPE_PREFIX "0", "k");
+    assert_int_equal(run("Loop", n, INS(TI64(0, NULL, 3), NULL, TF(1, D(1), 0), TF(0, NULL, 10)),
+                         lo, 2),
+                     BB_OK);
+    EXPECT_F32(lo[0], 3);
+    EXPECT_F32(lo[1], 0, 10, 30);
 }
 
 static void test_graph_cache(void **state)
