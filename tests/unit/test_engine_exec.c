@@ -526,6 +526,115 @@ static void test_op_steps_opt_in(void **state)
     bb_model_free(m);
 }
 
+/* ---- the component host API: timers, the worker pool, address-book views ------------------ */
+
+typedef struct pool {
+    bb_engine *e;
+    pthread_t th[4];
+    int n;
+} pool;
+
+typedef struct pool_job {
+    pool *p;
+    void (*work)(void *);
+    void *arg;
+    uint64_t token;
+} pool_job;
+
+static void *pool_thread(void *a)
+{
+    pool_job *j = a;
+    j->work(j->arg);
+    assert_int_equal(bb_engine_work_done(j->p->e, j->token), BB_OK);
+    free(j);
+    return NULL;
+}
+
+static int pool_submit(void *ud, void (*work)(void *), void *arg, uint64_t token)
+{
+    pool *p = ud;
+    pool_job *j = malloc(sizeof *j);
+    if (!j || p->n == 4) {
+        free(j);
+        return BB_EFULL; /* the engine then runs the work inline */
+    }
+    *j = (pool_job){p, work, arg, token};
+    return pthread_create(&p->th[p->n++], NULL, pool_thread, j) ? BB_ERUNTIME : BB_OK;
+}
+
+static void test_component_timer_worker_pool_and_views(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x,n,p", "y,w,peers,addrs");
+    const char *ops[4][3] = {{"Wait", "x", "y"}, {"Work", "n", "w"}, {"Peers", "x", "peers"},
+                             {"Addrs", "p", "addrs"}};
+    for (int i = 0; i < 4; i++) {
+        bb_node *n = fx_op(m, f, "test.echo", ops[i][0], ops[i][1], ops[i][2]);
+        fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    }
+    fx_bind(m, "Main", "echo", "Protocol|test::Echo|1");
+    pool pl = {0};
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    cfg.submit_work = pool_submit;
+    cfg.submit_work_ud = &pl;
+    bb_engine *e = make(m, "Main", &cfg);
+    pl.e = e;
+    bb_peerid p5 = fx_peer(5), p6 = fx_peer(6);
+    uint8_t a5[32];
+    bb_engine_addr ad5 = {a5, fx_addr(9005, a5)};
+    assert_int_equal(bb_engine_add_peer(e, &p5, &ad5, 1, NULL), BB_OK);
+    bb_value *x = u64v(3), *n = u64v(21), *pv = bb_value_bytes(&BB_TYPE_PEER_ID, p5.bytes, p5.len);
+    bb_engine_input in[3] = {{.name = "x", .value = x}, {.name = "n", .value = n},
+                             {.name = "p", .value = pv}};
+    assert_int_equal(bb_engine_invoke(e, "Main", in, 3, NULL, NULL), BB_OK);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    /* views answer inline */
+    const fx_rec *r = fx_log_app(&log, "peers", 0);
+    assert_non_null(r);
+    assert_int_equal(r->value->u.list.n, 1);
+    assert_memory_equal(r->value->u.list.items[0]->u.bytes.data, p5.bytes, p5.len);
+    r = fx_log_app(&log, "addrs", 0);
+    assert_non_null(r);
+    assert_int_equal(r->value->u.list.n, 1);
+    assert_memory_equal(r->value->u.list.items[0]->u.bytes.data, a5, ad5.len);
+    assert_int_equal(bb_engine_pending_async_count(e), 2);
+    /* the worker finishes: its done() runs on the engine thread at the next poll */
+    for (int i = 0; i < pl.n; i++)
+        pthread_join(pl.th[i], NULL);
+    assert_int_equal(pl.n, 1);
+    assert_int_equal(bb_engine_next_deadline(e), 0);
+    fx_run(e, &log, 2, 5);
+    r = fx_log_app(&log, "w", 0);
+    assert_non_null(r);
+    assert_int_equal(r->value->u.u64, 42);
+    assert_null(fx_log_app(&log, "y", 0));
+    assert_int_equal(bb_engine_next_deadline(e), 101);
+    /* the component timer fires at +100 ns and completes Wait in the same cycle */
+    fx_run(e, &log, 101, 5);
+    r = fx_log_app(&log, "y", 0);
+    assert_non_null(r);
+    assert_int_equal(r->value->u.u64, 3);
+    assert_int_equal(fx_echo_by_slot("echo")->timers_fired, 1);
+    assert_int_equal(bb_engine_live_executions(e), 0);
+    /* a peer the book does not know has no addresses */
+    bb_value *q = bb_value_bytes(&BB_TYPE_PEER_ID, p6.bytes, p6.len);
+    bb_engine_input one = {.value = q};
+    assert_int_equal(bb_engine_deliver_event(e, "Main", "p", &one, NULL, NULL), BB_OK);
+    fx_run(e, &log, 102, 5);
+    assert_non_null(strstr(fx_log_nth(&log, BB_STEP_OP_FAILED, 0)->c, "no addresses"));
+    bb_value_unref(q);
+    bb_value_unref(x);
+    bb_value_unref(n);
+    bb_value_unref(pv);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
 /* ---- the poll cycle: phases in order (ENGINE.md Part 7) ------------------------------------ */
 
 #define MAX_SEEN 64
@@ -682,6 +791,7 @@ int main(void)
         cmocka_unit_test(test_async_deadline_drops_op),
         cmocka_unit_test(test_component_failure_stops_downstream),
         cmocka_unit_test(test_dependency_call),
+        cmocka_unit_test(test_component_timer_worker_pool_and_views),
         cmocka_unit_test(test_tracing_filter),
         cmocka_unit_test(test_op_steps_opt_in),
         cmocka_unit_test(test_poll_phases_in_order),

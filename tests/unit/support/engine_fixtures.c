@@ -185,8 +185,12 @@ static const bb_op_decl ECHO_OPS[] = {
     {"Count", ANY1, 1, U64_1, 1, "call count"},
     {"Control", ANY2, 2, NULL, 0, "control-plane target"},
     {"Flush", ANY1, 1, ANY1, 1, "completes every pending Later in-cycle"},
+    {"Wait", ANY1, 1, ANY1, 1, "completes from a component timer"},
+    {"Work", U64_1, 1, U64_1, 1, "doubles n on the host's worker pool"},
+    {"Peers", ANY1, 1, PEERS_1, 1, "ctx->peers"},
+    {"Addrs", ANY1, 1, ANY1, 1, "ctx->peer_addresses"},
 };
-static const bb_opset_decl ECHO_SETS[] = {{"test.echo", 1, ECHO_OPS, 6}};
+static const bb_opset_decl ECHO_SETS[] = {{"test.echo", 1, ECHO_OPS, 10}};
 
 static int echo_create(const bb_create_args *a, void **out, bb_error *err)
 {
@@ -211,6 +215,8 @@ static void echo_destroy(void *inst)
     fx_echo *s = inst;
     for (int i = 0; i < s->n_pending; i++)
         bb_value_unref(s->pending_in[i]);
+    for (int i = 0; i < s->n_waits; i++)
+        bb_value_unref(s->wait_in[i]);
     bb_value_unref(s->last_control);
     for (int i = 0; i < g_n_echo; i++)
         if (g_echo[i] == s)
@@ -218,10 +224,81 @@ static void echo_destroy(void *inst)
     free(s);
 }
 
+/* Work: computed on a worker thread, completed back on the engine thread. */
+typedef struct work_job {
+    bb_completion *c;
+    uint64_t n, result;
+} work_job;
+
+static void work_run(void *arg)
+{
+    work_job *j = arg;
+    j->result = j->n * 2;
+}
+
+static void work_done(void *arg)
+{
+    work_job *j = arg;
+    bb_value *v = bb_value_u64(&BB_TYPE_U64, j->result);
+    bb_complete_ok(j->c, &v, 1);
+    free(j);
+}
+
+static bb_dispatch_result echo_ctx_op(fx_echo *s, bb_ctx *ctx, const bb_dispatch_call *call,
+                                      bb_value **out, bb_error *err)
+{
+    const char *op = call->op_type;
+    if (strcmp(op, "Wait") == 0) {
+        if (s->n_waits == 16 || ctx->api->schedule(ctx, 100, (uint64_t)s->n_waits) != BB_OK) {
+            bb_error_set(err, BB_EFULL, "echo: cannot wait");
+            return BB_DISPATCH_NOW_ERR;
+        }
+        s->waits[s->n_waits] = call->completion;
+        s->wait_in[s->n_waits++] = bb_value_ref(call->inputs[0]);
+        return BB_DISPATCH_LATER;
+    }
+    if (strcmp(op, "Work") == 0) {
+        work_job *j = malloc(sizeof *j);
+        if (!j || !call->inputs[0] || call->inputs[0]->type->kind != BB_VK_U64) {
+            free(j);
+            bb_error_set(err, BB_ETYPE, "Work: want a U64");
+            return BB_DISPATCH_NOW_ERR;
+        }
+        j->c = call->completion;
+        j->n = call->inputs[0]->u.u64;
+        ctx->api->submit_work(ctx, work_run, work_done, j);
+        return BB_DISPATCH_LATER;
+    }
+    if (strcmp(op, "Peers") == 0) {
+        bb_value *peers[16];
+        size_t n = ctx->api->peers(ctx, peers, 16);
+        out[0] = bb_value_list(&BB_TYPE_PEER_ID_VEC, peers, n < 16 ? n : 16);
+        return BB_DISPATCH_NOW_OK;
+    }
+    out[0] = ctx->api->peer_addresses(ctx, call->inputs[0]); /* Addrs */
+    if (!out[0]) {
+        bb_error_set(err, BB_ENOTFOUND, "Addrs: no addresses for that peer");
+        return BB_DISPATCH_NOW_ERR;
+    }
+    return BB_DISPATCH_NOW_OK;
+}
+
+static void echo_on_timer(void *inst, bb_ctx *ctx, uint64_t token)
+{
+    (void)ctx;
+    fx_echo *s = inst;
+    s->timers_fired++;
+    if (token < (uint64_t)s->n_waits && s->waits[token]) {
+        bb_value *v = s->wait_in[token];
+        s->wait_in[token] = NULL;
+        bb_complete_ok(s->waits[token], &v, 1); /* in-cycle: drained in phase 5 */
+        s->waits[token] = NULL;
+    }
+}
+
 static bb_dispatch_result echo_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
                                         bb_value **out, bb_error *err)
 {
-    (void)ctx;
     fx_echo *s = inst;
     s->calls++;
     const char *op = call->op_type;
@@ -258,6 +335,9 @@ static bb_dispatch_result echo_dispatch(void *inst, bb_ctx *ctx, const bb_dispat
         s->last_control = bb_value_ref(call->inputs[0]);
         return BB_DISPATCH_NOW_OK;
     }
+    if (strcmp(op, "Wait") == 0 || strcmp(op, "Work") == 0 || strcmp(op, "Peers") == 0 ||
+        strcmp(op, "Addrs") == 0)
+        return echo_ctx_op(s, ctx, call, out, err);
     bb_error_set(err, BB_ERUNTIME, "echo failed on purpose");
     return BB_DISPATCH_NOW_ERR;
 }
@@ -306,6 +386,7 @@ static const bb_component_type ECHO = {
     .destroy = echo_destroy,
     .dispatch = echo_dispatch,
     .bootstrap = echo_bootstrap,
+    .on_timer = echo_on_timer,
     .snapshot = echo_snapshot,
     .restore = echo_restore,
 };

@@ -50,8 +50,13 @@ bb_function *fx_chain(bb_model *m, const char *name, uint32_t n);
 /*
  * test::Echo   (Protocol, domain "test.echo")  Echo(x)->x, Later(x)->x (LATER:
  *              the handle is kept, see fx_echo_*), Fail(x) (NOW_ERR), Count(x)->U64,
- *              Control(payload, corr) (control-plane fill target), Bootstrap
- *              (NOW, or LATER when config "later"); snapshot/restore of a counter.
+ *              Control(payload, corr) (control-plane fill target), Flush(x)
+ *              (completes every pending Later in-cycle), Wait(x)->x (LATER, a
+ *              component timer 100 ns later completes it from on_timer),
+ *              Work(U64 n)->U64 2n (LATER, computed through ctx->submit_work),
+ *              Peers(x)->PeerIdVec (ctx->peers), Addrs(PeerId)->AddressVec
+ *              (ctx->peer_addresses), Bootstrap (NOW, or LATER for slots named
+ *              "later*"); snapshot/restore of a counter.
  * test::Model  (Model, domain ai.bytesandbrains.role.model) Params(t)->f32[4],
  *              LoadParameters(p)->CommandId, Train(t)->f32[4] (params + delta,
  *              delta = config number, default 1), NumSamples(t)->U64 (config).
@@ -69,6 +74,9 @@ void fx_reset(void);
 
 typedef struct fx_echo {
     uint64_t calls;
+    bb_completion *waits[16];   /* Wait: completed by on_timer */
+    bb_value *wait_in[16];
+    int n_waits, timers_fired;
     bb_completion *pending[64];
     bb_value *pending_in[64];
     int n_pending;
