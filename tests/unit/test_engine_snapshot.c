@@ -277,6 +277,66 @@ static void test_inflight_envelope_and_address_book_survive(void **state)
     bb_model_free(m);
 }
 
+/* Bootstrap progress survives: an ALL walk waiting for B's inputs resumes in
+ * the restored engine without re-running A. */
+static void test_bootstrap_progress_survives(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    bb_function *a = fx_fn(m, "A", "x", "");
+    fx_op(m, a, FX_SYS, "Pulse", "", "pulse");
+    bb_node *n = fx_op(m, a, FX_SYS, "AppNotify", "pulse", "");
+    fx_str(m, n, "name", "pulse");
+    const char *names[2] = {"A__bootstrap", "B__bootstrap"};
+    for (int i = 0; i < 2; i++) {
+        bb_function *b = fx_fn(m, names[i], i ? "seed" : "", "");
+        bb_kv_set(m->arena, &b->metadata, "ai.bytesandbrains.module_phase", "bootstrap");
+        if (i) {
+            n = fx_op(m, b, FX_SYS, "AppEmit", "seed", "");
+        } else {
+            bb_node *c = fx_op(m, b, FX_SYS, "Constant", "", "k");
+            fx_int(m, c, "value", 1);
+            n = fx_op(m, b, FX_SYS, "AppEmit", "k", "");
+        }
+        fx_str(m, n, "name", i ? "boot_b" : "boot_a");
+    }
+    fx_fn(m, "B", "x", "");
+    bb_engine *e = fx_engine(1, 7001, NULL);
+    assert_int_equal(fx_install(e, m, "A,B", NULL), BB_OK);
+    bb_bootstrap_target all = {.kind = BB_BOOTSTRAP_ALL};
+    assert_int_equal(bb_engine_run_bootstrap(e, &all, NULL), BB_OK);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    assert_non_null(fx_log_app(&log, "boot_a", 0));
+    assert_int_equal(bb_engine_bootstrap_status(e), BB_BOOTSTRAP_WAITING_FOR_INPUT);
+    uint8_t *snap;
+    size_t len;
+    assert_int_equal(bb_engine_snapshot(e, &snap, &len, NULL), BB_OK);
+    bb_engine_free(e);
+    fx_log_free(&log);
+    bb_engine *r = fx_engine(1, 7001, NULL);
+    assert_int_equal(fx_install(r, m, "A,B", NULL), BB_OK);
+    assert_int_equal(bb_engine_restore(r, snap, len, NULL), BB_OK);
+    free(snap);
+    assert_int_equal(bb_engine_bootstrap_status(r), BB_BOOTSTRAP_WAITING_FOR_INPUT);
+    bb_value *v = bb_value_u64(&BB_TYPE_U64, 5);
+    bb_engine_input seed = {.name = "seed", .value = v};
+    bb_bootstrap_request rq = {.target = "B", .inputs = &seed, .n_inputs = 1};
+    bb_bootstrap_target t = {.kind = BB_BOOTSTRAP_MODULE_REQUESTS, .requests = &rq, .n_requests = 1};
+    assert_int_equal(bb_engine_run_bootstrap(r, &t, NULL), BB_OK);
+    bb_value_unref(v);
+    fx_run(r, &log, 2, 5);
+    assert_null(fx_log_app(&log, "boot_a", 0)); /* A stays done */
+    assert_int_equal(fx_log_app(&log, "boot_b", 0)->value->u.u64, 5);
+    assert_non_null(fx_log_app(&log, "pulse", 0));
+    assert_int_equal(fx_log_count(&log, BB_STEP_BOOTSTRAP_COMPLETE), 1);
+    assert_int_equal(bb_engine_bootstrap_status(r), BB_BOOTSTRAP_IDLE);
+    fx_log_free(&log);
+    bb_engine_free(r);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -284,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_refusals_and_truncations),
         cmocka_unit_test(test_parked_component_op_redispatches),
         cmocka_unit_test(test_inflight_envelope_and_address_book_survive),
+        cmocka_unit_test(test_bootstrap_progress_survives),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
