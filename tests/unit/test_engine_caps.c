@@ -291,6 +291,94 @@ static void test_completion_result_charged_to_budget(void **state)
     bb_model_free(m);
 }
 
+/* Envelope caps at the boundary (size before the copy, fills and address
+ * lists while decoding), the edge preset in force, and the counters. */
+static void test_envelope_caps_edge_preset_and_counters(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x", "pa,pb,pc");
+    bb_node *t = fx_op(m, f, FX_SYS, "Tee", "x", "a,b,c");
+    fx_int(m, t, "fanout", 3);
+    fx_op(m, f, FX_SYS, "PassThrough", "a", "pa"); /* three ready at once: depth 3 */
+    fx_op(m, f, FX_SYS, "PassThrough", "b", "pb");
+    fx_op(m, f, FX_SYS, "PassThrough", "c", "pc");
+    fx_recv(m, f, 400, "tick", NULL, NULL);
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    bb_engine_caps_edge(&cfg.caps);
+    cfg.caps.max_envelope_bytes = 256;
+    cfg.caps.max_envelope_fills = 2;
+    cfg.caps.max_envelope_addresses = 2;
+    bb_engine *e = install(m, &cfg);
+    bb_peerid src = fx_peer(4), bad = {0};
+    uint8_t big[300] = {0};
+    bb_error err = {0};
+    assert_int_equal(bb_engine_deliver_envelope(e, &src, NULL, big, 300, &err), BB_ELIMIT);
+    assert_non_null(strstr(err.msg, "300 bytes exceeds the 256 cap"));
+    assert_int_equal(bb_engine_deliver_envelope(e, &bad, NULL, big, 10, &err), BB_EINVAL);
+    fx_fill fills[3] = {{.site = 400}, {.site = 400}, {.site = 400}};
+    fx_env env = {.fills = fills, .n_fills = 3};
+    size_t n;
+    uint8_t *b = fx_envelope(&env, &n);
+    assert_int_equal(bb_engine_deliver_envelope(e, &src, NULL, b, n, NULL), BB_OK);
+    free(b);
+    uint8_t a[3][32];
+    bb_engine_addr addrs[3];
+    for (int i = 0; i < 3; i++)
+        addrs[i] = (bb_engine_addr){a[i], fx_addr((uint16_t)(9000 + i), a[i])};
+    fx_env many = {.fills = fills, .n_fills = 1, .src = addrs, .n_src = 3};
+    b = fx_envelope(&many, &n);
+    assert_int_equal(bb_engine_deliver_envelope(e, &src, NULL, b, n, NULL), BB_OK);
+    free(b);
+    many.n_src = 2; /* within the caps: delivered, and the sender's addresses learned */
+    b = fx_envelope(&many, &n);
+    assert_int_equal(bb_engine_deliver_envelope(e, &src, NULL, b, n, NULL), BB_OK);
+    free(b);
+    /* the edge preset's per-item cap: 64 KiB events */
+    uint8_t *blob = calloc(1, (64u << 10) + 1);
+    bb_engine_input ev = {.bytes = blob, .len = (64u << 10) + 1};
+    assert_int_equal(bb_engine_deliver_event(e, "Main", "x", &ev, NULL, &err), BB_ELIMIT);
+    ev.len = 64u << 10;
+    assert_int_equal(bb_engine_deliver_event(e, "Main", "x", &ev, NULL, &err), BB_OK);
+    free(blob);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    const fx_rec *r = fx_log_infra(&log, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED);
+    assert_non_null(r);
+    assert_non_null(strstr(r->c, "max_envelope_bytes"));
+    size_t malformed = 0;
+    for (size_t i = 0; i < log.n; i++)
+        if (log.v[i].kind == BB_STEP_INFRA_EVENT && log.v[i].infra == BB_INFRA_ENVELOPE_MALFORMED) {
+            malformed++;
+            assert_true(strstr(log.v[i].c, "more than 2 fills") ||
+                        strstr(log.v[i].c, "more than 2 destination addresses"));
+        }
+    assert_int_equal(malformed, 2);
+    assert_int_equal(fx_log_count(&log, BB_STEP_APP_EVENT), 3); /* pa, pb, pc of the event */
+    assert_int_equal(bb_engine_peer_addrs(e, &src, NULL), 2);
+    /* counters by name, and the iteration that lists them */
+    assert_true(bb_engine_counter(e, "frontier.depth_peak") >= 3);
+    assert_int_equal(bb_engine_counter(e, "pending_async.count"), 0);
+    assert_int_equal(bb_engine_counter(e, "envelopes.in"), 3);
+    assert_int_equal(bb_engine_counter(e, "nonexistent.counter"), 0);
+    const char *want[] = {"frontier.depth_peak", "ingress.dropped", "bus.dropped",
+                          "pending_async.count", "ops.invoked", "exec.live",
+                          "ingress.bytes_in_flight"};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        bool seen = false;
+        const char *name;
+        uint64_t val;
+        for (size_t i = 0; bb_engine_counter_at(e, i, &name, &val); i++)
+            seen |= strcmp(name, want[k]) == 0;
+        if (!seen)
+            fail_msg("counter %s not listed", want[k]);
+    }
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -301,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_byte_budget_released_on_gc),
         cmocka_unit_test(test_completion_result_cap_and_pending_cap),
         cmocka_unit_test(test_completion_result_charged_to_budget),
+        cmocka_unit_test(test_envelope_caps_edge_preset_and_counters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

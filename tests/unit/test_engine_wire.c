@@ -471,6 +471,102 @@ static void test_batch_deadline_and_quorum(void **state)
     }
 }
 
+/* The server's side of Part 18: the response envelope's correlation echoes
+ * the request's id and goes to the address the request claimed; a requester
+ * with no known address gets PeerResolveFailed; open requests are bounded. */
+static void test_response_envelope_and_request_tracking(void **state)
+{
+    (void)state;
+    bb_model *m = rr_model(0, -1);
+    bb_engine *a = node(1, m, "Client", NULL);
+    bb_engine *b = node(2, m, "Server", NULL);
+    know(a, 2);
+    uint8_t srv = 2;
+    invoke2(a, "Client", "x", bb_value_u64(&BB_TYPE_U64, 9), "peers", peers_of(&srv, 1));
+    bb_steps s;
+    bb_steps_init(&s);
+    bb_engine_poll(a, 100, &s);
+    assert_int_equal(s.v[0].kind, BB_STEP_SEND_ENVELOPE);
+    Bb__Core__WireEnvelope *rq = bb__core__wire_envelope__unpack(NULL, s.v[0].u.send.len, s.v[0].u.send.bytes);
+    assert_non_null(rq);
+    uint64_t req_id = rq->correlation->wire_req_id;
+    assert_int_equal(bb_engine_deliver_envelope(b, bb_engine_peer_id(a), NULL, s.v[0].u.send.bytes,
+                                                s.v[0].u.send.len, NULL), BB_OK);
+    bb_engine_poll(b, 150, &s);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.v[0].kind, BB_STEP_SEND_ENVELOPE);
+    bb_peerid pa = fx_peer(1);
+    assert_true(bb_peerid_equal(&s.v[0].u.send.peer, &pa));
+    Bb__Core__WireEnvelope *rs = bb__core__wire_envelope__unpack(NULL, s.v[0].u.send.len, s.v[0].u.send.bytes);
+    assert_non_null(rs);
+    assert_int_equal(rs->correlation->kind, BB__CORE__CORRELATION_KIND__RESPONSE);
+    assert_int_equal(rs->correlation->wire_req_id, req_id);
+    uint8_t addr_a[32], addr_b[32];
+    size_t la = fx_addr(7001, addr_a), lb = fx_addr(7002, addr_b);
+    assert_int_equal(rs->n_dest_peer_addresses, 1); /* learned from the request */
+    assert_memory_equal(rs->dest_peer_addresses[0].data, addr_a, la);
+    assert_int_equal(rs->n_src_peer_addresses, 1);
+    assert_memory_equal(rs->src_peer_addresses[0].data, addr_b, lb);
+    assert_int_equal(rs->echo_sent_at_ns, rq->sent_at_ns); /* RTT piggyback */
+    assert_int_equal(rs->echo_delay_ns, 0);
+    assert_int_equal(rs->n_fills, 1);
+    bb_value *payload = NULL;
+    assert_int_equal(bb_value_decode(BB_TYPE_COMPOSITE.wire_hash, rs->fills[0]->payload.data,
+                                     rs->fills[0]->payload.len, NULL, &payload, NULL), BB_OK);
+    assert_int_equal(payload->u.list.n, 1);
+    assert_int_equal(payload->u.list.items[0]->u.u64, 9);
+    bb_value_unref(payload);
+    bb__core__wire_envelope__free_unpacked(rs, NULL);
+    /* a requester that claims no address and is unknown: nowhere to answer */
+    uint8_t pl[8] = {4};
+    fx_fill f = {.site = 0, .payload = pl, .len = 8};
+    uint8_t sfx[16];
+    size_t sl;
+    bb_suffix_site(bb_fnv1a64("port:ping", 9), sfx, sizeof sfx, &sl, NULL);
+    f.suffix = sfx;
+    f.suffix_len = sl;
+    fx_env env = {.fills = &f, .n_fills = 1, .corr = 1, .wire_req_id = 5, .sent_at_ns = 1};
+    size_t n;
+    uint8_t *bytes = fx_envelope(&env, &n);
+    deliver(b, 7, bytes, n);
+    fx_log log = {0};
+    fx_run(b, &log, 200, 5);
+    const fx_rec *pr = fx_log_nth(&log, BB_STEP_PEER_RESOLVE_FAILED, 0);
+    assert_non_null(pr);
+    bb_peerid p7 = fx_peer(7);
+    assert_true(bb_peerid_equal(&pr->peer, &p7));
+    assert_int_equal(fx_log_count(&log, BB_STEP_SEND_ENVELOPE), 0);
+    fx_log_free(&log);
+    /* at most inbound_requests_max open requests: the oldest is forgotten */
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    cfg.caps.inbound_requests_max = 1;
+    bb_engine *c = node(3, m, "Server", &cfg);
+    uint8_t a1[32];
+    bb_engine_addr src = {a1, fx_addr(7001, a1)};
+    env.src = &src;
+    env.n_src = 1;
+    free(bytes);
+    bytes = fx_envelope(&env, &n);
+    deliver(c, 1, bytes, n);
+    env.wire_req_id = 6;
+    env.sent_at_ns = 2;
+    free(bytes);
+    bytes = fx_envelope(&env, &n);
+    deliver(c, 1, bytes, n);
+    fx_run(c, &log, 300, 5);
+    assert_int_equal(fx_log_count(&log, BB_STEP_SEND_ENVELOPE), 1);
+    assert_non_null(strstr(fx_log_nth(&log, BB_STEP_OP_FAILED, 0)->c, "unknown or expired request id"));
+    free(bytes);
+    fx_log_free(&log);
+    bb__core__wire_envelope__free_unpacked(rq, NULL);
+    bb_steps_free(&s);
+    bb_engine_free(a);
+    bb_engine_free(b);
+    bb_engine_free(c);
+    bb_model_free(m);
+}
+
 /* ---- a federated round (DESIGN.md "The federated round, as a graph") ------------------- */
 
 static bb_model *fed_model(void)
@@ -565,6 +661,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_response_round_trip),
         cmocka_unit_test(test_send_and_peer_resolve_failed),
+        cmocka_unit_test(test_response_envelope_and_request_tracking),
         cmocka_unit_test(test_trigger_only_and_loopback),
         cmocka_unit_test(test_partial_delivery_and_rx_errors),
         cmocka_unit_test(test_budget_exceeded_fill),
