@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bb/meta.h"
 #include "bb/model_io.h"
 #include "bbc/compiler.h"
 #include "bbd/host/run.h"
@@ -196,6 +197,18 @@ static int compile_program(const run_opts *o, const bbd_registry *reg, const cha
     if (rc)
         return rc;
     bool plain = bbd_run_is_plain_onnx(m);
+    const char *passport = bb_kv_get(&m->metadata, BB_META_COMPILED);
+    if (passport && strcmp(passport, BB_COMPILED_PASSPORT) == 0 && !o->n_binds &&
+        !o->n_bindings_files) {
+        /* Compiled: its bindings are stamped; run it as it is. */
+        p->compiled = m;
+        rc = bbd_run_pick_target(p->compiled, o->target, &p->target, err);
+        if (rc) {
+            bb_model_free(m);
+            p->compiled = NULL;
+        }
+        return rc;
+    }
     if (plain) {
         bb_model *mod = NULL;
         rc = bbd_run_module_from_onnx(m, path, &mod, err);

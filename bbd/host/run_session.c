@@ -189,16 +189,30 @@ static void take_steps(session *s, bb_steps *steps)
     }
 }
 
+/* Does a node of f read value? */
+static bool consumed(const bb_function *f, const char *value)
+{
+    for (size_t i = 0; i < f->nodes.n; i++)
+        if (bb_str_list_find(&f->nodes.v[i]->inputs, value) >= 0)
+            return true;
+    return false;
+}
+
 static int missing_outputs(const session *s, const char *why, bb_error *err)
 {
     char names[400] = "";
     size_t used = 0;
-    for (size_t k = 0; k < s->res->n && used < sizeof names; k++)
-        if (!s->res->v[k].value)
-            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "",
-                                     s->res->v[k].name);
-    return bb_error_set(err, BB_ERUNTIME, "%s before target '%s' produced: %s", why, s->target,
-                        names);
+    bool inner = false;
+    for (size_t k = 0; k < s->res->n && used < sizeof names; k++) {
+        if (s->res->v[k].value)
+            continue;
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "",
+                                 s->res->v[k].name);
+        inner = inner || consumed(s->fn, s->res->v[k].name);
+    }
+    return bb_error_set(err, BB_ERUNTIME, "%s before target '%s' produced: %s%s", why, s->target,
+                        names, inner ? " (an output other nodes consume is not an event: "
+                                       "ENGINE.md 13.2 wants an AppEmit for it)" : "");
 }
 
 static int drive(bb_engine *e, session *s, waker *w, uint64_t timeout_ms)

@@ -4,6 +4,8 @@
 #   - the recorded 784-128-10 MLP (testdata/cpu_testdata.onnx, written by
 #     examples/cpu_testdata) runs at batch 1 and 5 with the outputs matching
 #     a numpy evaluation of the same file (tests/integration/bbd_run_onnx.py);
+#   - a recorded BytesAndBrains module (testdata/mlp_module.onnx) runs with
+#     --bind, and compiled by bbc it runs as it is, with the same output;
 #   - a standard ONNX MLP and an If/Loop model made by python3-onnx's
 #     onnx.helper (checked by onnx.checker) pass `bbd run --test-dir`;
 #   - every testdata/cpu_testdata/<case> passes --test-dir, and together they
@@ -47,7 +49,7 @@ expect() {
     fi
 }
 
-for f in "$BBD" "$BBC" "$PLUGINS/cpu.so" testdata/cpu_testdata.onnx; do
+for f in "$BBD" "$BBC" "$PLUGINS/cpu.so" testdata/cpu_testdata.onnx testdata/mlp_module.onnx; do
     if [ ! -e "$f" ]; then
         fail "missing $f (build first)"
         echo "$passed passed, $failed failed"
@@ -77,6 +79,33 @@ for batch in 1 5; do
         fail "MLP batch $batch: y.pb matches numpy" "$d/cmp"
     fi
 done
+
+# ---- a recorded BytesAndBrains module, then its compiled artifact --------------------------
+d="$TMP/module"
+mkdir -p "$d"
+"$PY" "$HELPER" input "$d/x.pb" x 3 16 11
+"$PY" "$HELPER" reference-function testdata/mlp_module.onnx "$d/want" "x=$d/x.pb"
+expect "recorded module: runs with --bind compute=cpu::CpuBackend" 0 '^probs: float \[3,4\]$' -- \
+    "$BBD" run testdata/mlp_module.onnx --bind compute=cpu::CpuBackend "x=$d/x.pb" -o "$d/got"
+if "$PY" "$HELPER" compare "$d/got/probs.pb" "$d/want/probs.pb" >"$d/cmp" 2>&1; then
+    ok "recorded module: probs.pb matches numpy"
+else
+    fail "recorded module: probs.pb matches numpy" "$d/cmp"
+fi
+expect "recorded module: an unbound slot is named" 1 "UnboundSlot: .*slot 'compute' \(Backend\)" -- \
+    "$BBD" run testdata/mlp_module.onnx "x=$d/x.pb"
+if "$BBC" compile testdata/mlp_module.onnx --bind compute=cpu::CpuBackend -o "$d/compiled.onnx" \
+    >"$d/bbc" 2>&1; then
+    expect "compiled artifact: runs as it is (stamped bindings)" 0 '^probs: float \[3,4\]$' -- \
+        "$BBD" run "$d/compiled.onnx" "x=$d/x.pb" -o "$d/got2"
+    if cmp -s "$d/got/probs.pb" "$d/got2/probs.pb"; then
+        ok "compiled artifact: the same output as the recorded module"
+    else
+        fail "compiled artifact: the same output as the recorded module"
+    fi
+else
+    fail "bbc compile testdata/mlp_module.onnx" "$d/bbc"
+fi
 
 # ---- standard ONNX models from onnx.helper, as backend test data ------------------------
 for kind in standard-mlp control-flow; do

@@ -9,6 +9,8 @@ under test:
   reference MODEL.onnx OUT_DIR NAME=FILE.pb...
                                       evaluate MODEL with a small numpy
                                       interpreter, write OUT_DIR/<output>.pb
+  reference-function MODEL.onnx OUT_DIR NAME=FILE.pb...
+                                      the same for a recorded module's first function
   compare GOT.pb WANT.pb              allclose (rtol 1e-4, atol 1e-6)
   standard-mlp DIR                    a standard ONNX MLP (opset 13, made with
                                       onnx.helper, checked by onnx.checker) in
@@ -54,7 +56,12 @@ def run_graph(graph, env):
     env = dict(env)
     for t in graph.initializer:
         env.setdefault(t.name, numpy_helper.to_array(t))
-    for n in graph.node:
+    run_nodes(graph.node, env)
+    return [env[o.name] for o in graph.output]
+
+
+def run_nodes(nodes, env):
+    for n in nodes:
         x = [env[i] if i else None for i in n.input]
         op = n.op_type
         if op == "Gemm":
@@ -112,7 +119,6 @@ def run_graph(graph, env):
             raise SystemExit("reference: op %s is not in the test interpreter" % op)
         for name, val in zip(n.output, out):
             env[name] = np.asarray(val)
-    return [env[o.name] for o in graph.output]
 
 
 def cmd_reference(model, out_dir, *bindings):
@@ -124,6 +130,19 @@ def cmd_reference(model, out_dir, *bindings):
     os.makedirs(out_dir, exist_ok=True)
     for o, val in zip(m.graph.output, run_graph(m.graph, env)):
         save(os.path.join(out_dir, o.name + ".pb"), val.astype(np.float32), o.name)
+
+
+def cmd_reference_function(model, out_dir, *bindings):
+    """The same for a recorded BytesAndBrains module: its first function."""
+    f = onnx.load(model).functions[0]
+    env = {}
+    for b in bindings:
+        name, path = b.split("=", 1)
+        env[name] = load(path).astype(np.float64)
+    run_nodes(f.node, env)
+    os.makedirs(out_dir, exist_ok=True)
+    for o in f.output:
+        save(os.path.join(out_dir, o + ".pb"), env[o].astype(np.float32), o)
 
 
 def cmd_compare(got, want):
@@ -257,7 +276,8 @@ def cmd_ops(*dirs):
 
 
 def main(argv):
-    cmds = {"reference": cmd_reference, "compare": cmd_compare,
+    cmds = {"reference": cmd_reference, "reference-function": cmd_reference_function,
+            "compare": cmd_compare,
             "standard-mlp": cmd_standard_mlp, "control-flow": cmd_control_flow,
             "rename-output": cmd_rename_output, "perturb": cmd_perturb, "ops": cmd_ops,
             "input": lambda out, name, rows, cols, seed: save(
