@@ -53,7 +53,9 @@ typedef struct bbd_transport_callbacks {
     void (*on_envelope)(void *ud, const bb_peerid *from, const bbd_addr *observed,
                         const uint8_t *bytes, size_t len);
     /* A handshake completed: the peer, the listen addresses it claims and
-     * the targets it runs (all borrowed for the call). */
+     * the targets it runs (all borrowed for the call). Runs when the peer
+     * gets its first open channel (TCP connection or UDP session), not for
+     * further ones while it stays connected. */
     void (*on_peer_connected)(void *ud, const bb_peerid *peer, const bbd_addr *listen_addrs,
                               size_t n_addrs, const char *const *targets, size_t n_targets);
     /* The last connection to peer closed (or its UDP session expired). */
@@ -61,7 +63,9 @@ typedef struct bbd_transport_callbacks {
     /* A send to peer was written to the socket (ok) or given up (connect
      * refused, reset, queue overflow): feeds backoff and peer health. */
     void (*on_send_result)(void *ud, const bb_peerid *peer, bool ok);
-    /* A problem worth one log line (bad frame, refused handshake, ...). */
+    /* A problem worth one log line (bad frame, refused handshake, ...);
+     * level is a bb_log_level (bb/plugin.h). Lines caused by remote peers
+     * are rate-limited. */
     void (*on_log)(void *ud, int level, const char *msg);
     void *ud;
 } bbd_transport_callbacks;
@@ -78,7 +82,17 @@ typedef struct bbd_transport_config {
     size_t udp_reassembly_bytes;     /* all partial envelopes; default 32 MiB */
     uint64_t udp_reassembly_timeout_ms; /* default 5000 */
     uint64_t connect_timeout_ms;     /* default 3000 */
-    uint64_t handshake_timeout_ms;   /* default 3000 */
+    uint64_t handshake_timeout_ms;   /* default 3000; also bounds a losing
+                                      * connection's drain */
+    /* Zero in any field above or below means its default. */
+    size_t max_rx_buffer_total_bytes; /* partial inbound frames, all
+                                       * connections; default 256 MiB (a
+                                       * connection over it stops reading) */
+    uint64_t stall_timeout_ms;       /* a partial inbound frame with no new
+                                      * bytes for this long closes its
+                                      * connection; default 30000 */
+    uint64_t udp_session_timeout_ms; /* a UDP session with nothing received
+                                      * for this long expires; default 60000 */
 } bbd_transport_config;
 
 /* Zeroed config with the defaults above. */
@@ -100,7 +114,11 @@ size_t bbd_transport_listen_addrs(const bbd_transport *t, const bbd_addr **out);
  * The first address of addrs the transport supports is used when no
  * connection exists. Never blocks; BB_EFULL when the peer's queue is over
  * its bound (the envelope is dropped and counted), BB_ENOTFOUND when no
- * address is usable. */
+ * address is usable. Also BB_ELIMIT (len over max_frame_bytes), BB_EINVAL
+ * (peer is this node), BB_ESTATE (closing). BB_OK means accepted: the
+ * outcome comes later through on_send_result (also for a connection that
+ * cannot even be started); BB_EFULL is reported there too, the other
+ * errors only by the return value. */
 int bbd_transport_send(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
                        size_t n_addrs, uint8_t *bytes, size_t len);
 
@@ -116,12 +134,14 @@ typedef struct bbd_peer_stats {
 } bbd_peer_stats;
 
 typedef struct bbd_transport_stats {
-    uint64_t bytes_in, bytes_out;
+    uint64_t bytes_in, bytes_out; /* on the wire, headers and handshakes included */
     uint64_t envelopes_in, envelopes_out;
-    uint64_t frames_refused;    /* over the frame cap or malformed */
+    uint64_t frames_refused;    /* over the frame cap or malformed (TCP frames,
+                                 * handshakes, datagrams) */
     uint64_t queue_dropped;     /* envelopes dropped on queue bounds */
-    uint64_t udp_fragments_in, udp_reassembly_dropped;
-    uint64_t connections_open;
+    uint64_t udp_fragments_in, udp_reassembly_dropped; /* dropped: refused
+                                 * fragments and timed-out partial envelopes */
+    uint64_t connections_open;  /* TCP connections in any state */
 } bbd_transport_stats;
 
 void bbd_transport_stats_get(const bbd_transport *t, bbd_transport_stats *out);

@@ -1,17 +1,8 @@
 /* Unit tests for the transport's pure codecs: TCP frame headers, the
  * Handshake message, UDP datagram headers and fragment reassembly. Every
  * malformed case must come back as an error naming the problem. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "test_transport_harness.h"
 
-#include <stdlib.h>
-#include <string.h>
-
-#include "bb/multiaddr.h"
-#include "bb/peerid.h"
 #include "bbd/host/fragment.h"
 #include "bbd/host/fragment_reassembly.h"
 #include "bbd/host/frame.h"
@@ -19,15 +10,6 @@
 
 static const bbd_frame_limits HS_ONLY = {.max_handshake = BBD_HANDSHAKE_MAX_BYTES};
 static const bbd_frame_limits ENV_ONLY = {.max_envelope = 1 << 20};
-
-static bb_peerid test_peer(uint8_t seed_byte)
-{
-    uint8_t seed[BB_ED25519_SEED_LEN];
-    memset(seed, seed_byte, sizeof seed);
-    bb_peerid id;
-    assert_int_equal(bb_peerid_from_seed(seed, NULL, &id, NULL), BB_OK);
-    return id;
-}
 
 static size_t parse_addr(const char *text, uint8_t *out)
 {
@@ -194,7 +176,7 @@ static void put_version(hs_buf *h, uint64_t v)
 static hs_buf *valid_hs(void)
 {
     hs_buf *h = calloc(1, sizeof *h);
-    bb_peerid id = test_peer(1);
+    bb_peerid id = peer_of(1);
     put_field(h, 1, id.bytes, id.len);
     uint8_t a[BB_MULTIADDR_MAX_LEN];
     size_t an = parse_addr("/ip4/127.0.0.1/tcp/7001", a);
@@ -207,7 +189,7 @@ static hs_buf *valid_hs(void)
 static void test_handshake_roundtrip(void **state)
 {
     (void)state;
-    bbd_handshake in = {.peer = test_peer(2), .version = BBD_HANDSHAKE_VERSION};
+    bbd_handshake in = {.peer = peer_of(2), .version = BBD_HANDSHAKE_VERSION};
     uint8_t a1[64], a2[64];
     in.addrs[0] = (bb_multiaddr_ref){a1, parse_addr("/ip4/127.0.0.1/tcp/7001", a1)};
     in.addrs[1] = (bb_multiaddr_ref){a2, parse_addr("/ip6/::1/udp/7002", a2)};
@@ -261,7 +243,7 @@ static void test_handshake_malformed(void **state)
     (void)state;
     bbd_handshake out;
     bb_error err = {0};
-    bb_peerid id = test_peer(1);
+    bb_peerid id = peer_of(1);
     hs_buf *h = calloc(1, sizeof *h);
 
     expect_error(bbd_handshake_decode(h->b, 0, &out, &err), BB_EPARSE, &err, "no peer_id");
@@ -355,7 +337,7 @@ static void test_handshake_limits(void **state)
     (void)state;
     bbd_handshake out;
     bb_error err = {0};
-    bb_peerid id = test_peer(1);
+    bb_peerid id = peer_of(1);
     hs_buf *h = calloc(1, sizeof *h);
     uint8_t a[64];
     size_t an = parse_addr("/ip4/10.0.0.1/tcp/1", a);

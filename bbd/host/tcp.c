@@ -1,0 +1,485 @@
+/*
+ * tcp.c — TCP connections of the transport: listen and accept, dial, the
+ * handshake, one connection per peer pair, writes, timeouts and closing.
+ * Reading frames is tcp_read.c.
+ *
+ * Lifecycle: CONNECTING (outbound only, connect timeout) -> HANDSHAKE (both
+ * sides write their handshake first thing; handshake timeout) -> OPEN, or
+ * DRAINING when the peer already has an OPEN connection that wins.
+ *
+ * Simultaneous connects: when a peer ends up with two handshaken
+ * connections, both nodes keep the one initiated by the smaller PeerId (of
+ * two initiated by the same side, the newer). The loser is drained, not
+ * cut: nothing new is written to it, everything already sent on it is
+ * still read and delivered; its initiator shuts down its write side, the
+ * other side answers EOF with its own shutdown, and each closes once both
+ * directions ended (or after handshake_timeout_ms). So no envelope written
+ * during the race is lost.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bbd/host/transport_internal.h"
+
+typedef struct tcp_write {
+    uv_write_t req;
+    bbd_peer *peer; /* NULL for our handshake */
+    uint8_t *bytes;
+    size_t len;     /* envelope (or handshake) bytes */
+    size_t wire;    /* with the frame header */
+    uint8_t hdr[BBD_FRAME_HEADER_MAX];
+} tcp_write;
+
+static int peerid_cmp(const bb_peerid *a, const bb_peerid *b)
+{
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->bytes, b->bytes, n);
+    return c ? c : (int)a->len - (int)b->len;
+}
+
+static const char *remote_text(const tcp_conn *c, char *buf, size_t cap)
+{
+    return bbd__addr_text(c->remote, c->remote_len, buf, cap);
+}
+
+/* ---- handles --------------------------------------------------------------------- */
+
+static void conn_handle_closed(uv_handle_t *h)
+{
+    tcp_conn *c = h->data;
+    bbd_transport *t = c->t;
+    if (--c->handles == 0)
+        free(c);
+    bbd__handle_closed(t);
+}
+
+static tcp_conn *conn_new(bbd_transport *t)
+{
+    tcp_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    if (uv_tcp_init(t->loop, &c->tcp) != 0) {
+        free(c);
+        return NULL;
+    }
+    uv_timer_init(t->loop, &c->timer);
+    c->t = t;
+    c->tcp.data = c->timer.data = c->connect_req.data = c->shutdown_req.data = c;
+    c->handles = 2;
+    t->handles += 2;
+    c->next = t->conns;
+    if (t->conns)
+        t->conns->prev = c;
+    t->conns = c;
+    t->n_conns++;
+    return c;
+}
+
+void bbd__tcp_close(tcp_conn *c, const char *why)
+{
+    if (c->state == CONN_CLOSING)
+        return;
+    bbd_transport *t = c->t;
+    if (why) {
+        char rt[BB_MULTIADDR_TEXT_MAX + 1];
+        bbd__log_remote(t, BB_LOG_WARN, "tcp %s: %s; connection closed",
+                        remote_text(c, rt, sizeof rt), why);
+    }
+    c->state = CONN_CLOSING;
+    t->n_conns--;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        t->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    bbd__tcp_rx_reset(c);
+    uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
+    bbd_peer *p = c->peer;
+    if (p) {
+        c->peer = NULL;
+        if (p->active == c)
+            p->active = NULL;
+        if (p->dialing == c)
+            p->dialing = NULL;
+        p->refs--;
+        bbd__peer_update(t, p);
+    }
+}
+
+/* ---- timers ------------------------------------------------------------------------ */
+
+static void conn_timer_cb(uv_timer_t *h)
+{
+    tcp_conn *c = h->data;
+    bbd_transport *t = c->t;
+    uint64_t now = uv_now(t->loop);
+    char why[128];
+    if (c->deadline_ms && now >= c->deadline_ms) {
+        if (c->state == CONN_CONNECTING)
+            snprintf(why, sizeof why, "connect timed out after %llu ms",
+                     (unsigned long long)t->cfg.connect_timeout_ms);
+        else if (c->state == CONN_HANDSHAKE)
+            snprintf(why, sizeof why, "no handshake within %llu ms",
+                     (unsigned long long)t->cfg.handshake_timeout_ms);
+        bbd__tcp_close(c, c->state == CONN_DRAINING ? NULL : why);
+        return;
+    }
+    if (bbd__tcp_rx_partial(c) && now - c->last_progress_ms >= t->cfg.stall_timeout_ms) {
+        snprintf(why, sizeof why, "a partial frame made no progress for %llu ms",
+                 (unsigned long long)t->cfg.stall_timeout_ms);
+        bbd__tcp_close(c, why);
+        return;
+    }
+    bbd__tcp_arm_timer(c);
+}
+
+void bbd__tcp_arm_timer(tcp_conn *c)
+{
+    if (c->state == CONN_CLOSING)
+        return;
+    uint64_t due = c->deadline_ms ? c->deadline_ms : UINT64_MAX;
+    if (bbd__tcp_rx_partial(c) && c->last_progress_ms + c->t->cfg.stall_timeout_ms < due)
+        due = c->last_progress_ms + c->t->cfg.stall_timeout_ms;
+    if (due == UINT64_MAX) {
+        uv_timer_stop(&c->timer);
+        return;
+    }
+    uint64_t now = uv_now(c->t->loop);
+    uv_timer_start(&c->timer, conn_timer_cb, due > now ? due - now : 0, 0);
+}
+
+static void set_deadline(tcp_conn *c, uint64_t after_ms)
+{
+    c->deadline_ms = after_ms ? uv_now(c->t->loop) + after_ms : 0;
+    bbd__tcp_arm_timer(c);
+}
+
+/* ---- writing ---------------------------------------------------------------------- */
+
+static void write_cb(uv_write_t *req, int status)
+{
+    tcp_write *w = (tcp_write *)req;
+    tcp_conn *c = req->handle->data;
+    bbd_transport *t = c->t;
+    if (status == 0)
+        t->stats.bytes_out += w->wire;
+    if (w->peer) {
+        if (status == 0)
+            w->peer->bytes_out += w->wire;
+        w->peer->refs--;
+        bbd__send_done(t, w->peer, w->len, status == 0);
+    }
+    free(w->bytes);
+    free(w);
+    if (status < 0 && status != UV_ECANCELED && c->state != CONN_CLOSING) {
+        char why[128];
+        snprintf(why, sizeof why, "write failed: %s", uv_strerror(status));
+        bbd__tcp_close(c, why);
+    }
+}
+
+/* Queue a frame on c; takes bytes. peer NULL: a handshake (no report). */
+static void write_frame(tcp_conn *c, bbd_frame_kind kind, bbd_peer *peer, uint8_t *bytes,
+                        size_t len)
+{
+    bbd_transport *t = c->t;
+    tcp_write *w = malloc(sizeof *w);
+    int rc = UV_ENOMEM;
+    if (w) {
+        *w = (tcp_write){.peer = peer, .bytes = bytes, .len = len};
+        size_t hl = bbd_frame_header_encode(kind, len, w->hdr);
+        w->wire = hl + len;
+        uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)hl),
+                            uv_buf_init((char *)bytes, (unsigned)len)};
+        if (peer)
+            peer->refs++;
+        rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, write_cb);
+        if (rc == 0)
+            return;
+        if (peer)
+            peer->refs--;
+        free(w);
+    }
+    free(bytes);
+    if (peer)
+        bbd__send_done(t, peer, len, false);
+    char why[128];
+    snprintf(why, sizeof why, "write failed: %s", uv_strerror(rc));
+    bbd__tcp_close(c, why);
+}
+
+void bbd__tcp_send(bbd_transport *t, tcp_conn *c, uint8_t *bytes, size_t len)
+{
+    (void)t;
+    write_frame(c, BBD_FRAME_ENVELOPE, c->peer, bytes, len);
+}
+
+static void start_handshake(tcp_conn *c)
+{
+    bbd_transport *t = c->t;
+    uv_tcp_nodelay(&c->tcp, 1);
+    c->state = CONN_HANDSHAKE;
+    set_deadline(c, t->cfg.handshake_timeout_ms);
+    bbd__tcp_read_start(c);
+    uint8_t *copy = malloc(t->hs_len);
+    if (!copy) {
+        bbd__tcp_close(c, "out of memory");
+        return;
+    }
+    memcpy(copy, t->hs, t->hs_len);
+    write_frame(c, BBD_FRAME_HANDSHAKE, NULL, copy, t->hs_len);
+}
+
+/* ---- draining a losing connection ---------------------------------------------------- */
+
+static void shutdown_cb(uv_shutdown_t *req, int status)
+{
+    tcp_conn *c = req->data;
+    if (status == UV_ECANCELED || c->state == CONN_CLOSING)
+        return;
+    c->shutdown_done = true;
+    if (status < 0 || c->eof)
+        bbd__tcp_close(c, NULL);
+}
+
+static void start_shutdown(tcp_conn *c)
+{
+    if (c->shut_down)
+        return;
+    c->shut_down = true;
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, shutdown_cb) != 0)
+        bbd__tcp_close(c, NULL);
+}
+
+static void demote(tcp_conn *c)
+{
+    if (c->peer && c->peer->active == c)
+        c->peer->active = NULL;
+    c->state = CONN_DRAINING;
+    set_deadline(c, c->t->cfg.handshake_timeout_ms);
+    if (c->outbound)
+        start_shutdown(c);
+}
+
+void bbd__tcp_on_eof(tcp_conn *c)
+{
+    c->eof = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    if (c->state != CONN_DRAINING)
+        bbd__tcp_close(c, NULL); /* the peer closed */
+    else if (c->shutdown_done)
+        bbd__tcp_close(c, NULL);
+    else
+        start_shutdown(c); /* shutdown_cb closes */
+}
+
+/* ---- the handshake ------------------------------------------------------------------ */
+
+/* Which of two handshaken connections to one peer both sides keep. */
+static bool keep_newer(const tcp_conn *cur, const tcp_conn *c)
+{
+    const bb_peerid *self = &c->t->cfg.self, *peer = &c->peer->id;
+    int cmp = peerid_cmp(cur->outbound ? self : peer, c->outbound ? self : peer);
+    return cmp == 0 || cmp > 0;
+}
+
+static void activate(tcp_conn *c, const bbd_handshake *hs)
+{
+    bbd_transport *t = c->t;
+    bbd_peer *p = c->peer;
+    c->state = CONN_OPEN;
+    p->active = c;
+    set_deadline(c, 0);
+    bbd__peer_flush(t, p);
+    if (p->active == c)
+        bbd__report_connected(t, p, hs);
+}
+
+/* Observed address of an inbound peer: the IP it connected from with the
+ * port of its first announced TCP listen address of that family. */
+static void inbound_observed(tcp_conn *c, const bbd_handshake *hs)
+{
+    bb_ma_transport remote, a;
+    c->observed_len = 0;
+    if (bb_multiaddr_transport(c->remote, c->remote_len, &remote, NULL) != BB_OK)
+        return;
+    for (size_t i = 0; i < hs->n_addrs; i++) {
+        if (bb_multiaddr_transport(hs->addrs[i].data, hs->addrs[i].len, &a, NULL) != BB_OK ||
+            a.proto != BB_MA_TCP || a.family != remote.family)
+            continue;
+        remote.port = a.port;
+        if (bb_ma_transport_encode(&remote, c->observed, sizeof c->observed, &c->observed_len,
+                                   NULL) != BB_OK)
+            c->observed_len = 0;
+        return;
+    }
+}
+
+void bbd__tcp_on_handshake(tcp_conn *c, const uint8_t *payload, size_t len)
+{
+    bbd_transport *t = c->t;
+    bbd_handshake hs;
+    bb_error err = {0};
+    char why[BB_ERROR_MSG_MAX + 256], a[BB_PEERID_TEXT_MAX], b[BB_PEERID_TEXT_MAX];
+    if (bbd_handshake_decode(payload, len, &hs, &err) != BB_OK) {
+        t->stats.frames_refused++;
+        snprintf(why, sizeof why, "refused %s", err.msg);
+        bbd__tcp_close(c, why);
+        return;
+    }
+    if (bb_peerid_equal(&hs.peer, &t->cfg.self)) {
+        bbd__tcp_close(c, "connected to this node itself");
+        return;
+    }
+    if (c->outbound && !bb_peerid_equal(&hs.peer, &c->peer->id)) {
+        snprintf(why, sizeof why, "dialed for peer %s but %s answered",
+                 bbd__peer_text(&c->peer->id, a, sizeof a), bbd__peer_text(&hs.peer, b, sizeof b));
+        bbd__tcp_close(c, why);
+        return;
+    }
+    if (c->outbound) {
+        memcpy(c->observed, c->remote, c->remote_len);
+        c->observed_len = c->remote_len;
+    } else {
+        bbd_peer *p = bbd__peer_get(t, &hs.peer);
+        if (!p) {
+            bbd__tcp_close(c, "peer table full");
+            return;
+        }
+        c->peer = p;
+        p->refs++;
+        inbound_observed(c, &hs);
+    }
+    bbd_peer *p = c->peer;
+    if (p->dialing == c)
+        p->dialing = NULL;
+    tcp_conn *cur = p->active;
+    if (!cur) {
+        activate(c, &hs);
+    } else if (keep_newer(cur, c)) {
+        demote(cur);
+        activate(c, &hs);
+    } else {
+        demote(c);
+    }
+}
+
+/* ---- dial and accept ------------------------------------------------------------------- */
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    tcp_conn *c = req->data;
+    if (status == UV_ECANCELED || c->state == CONN_CLOSING)
+        return;
+    if (status < 0) {
+        char why[128];
+        snprintf(why, sizeof why, "connect failed: %s", uv_strerror(status));
+        bbd__tcp_close(c, why);
+        return;
+    }
+    start_handshake(c);
+}
+
+int bbd__tcp_dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma)
+{
+    char pt[BB_PEERID_TEXT_MAX];
+    if (t->n_conns >= t->cfg.max_connections) {
+        bbd__log(t, BB_LOG_WARN, "tcp: cannot dial %s: %zu connections (max_connections)",
+                 bbd__peer_text(&p->id, pt, sizeof pt), t->n_conns);
+        return BB_EFULL;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    if (bb_ma_transport_to_sockaddr(ma, &ss, &sslen, NULL) != BB_OK)
+        return BB_EINVAL;
+    tcp_conn *c = conn_new(t);
+    if (!c)
+        return BB_ENOMEM;
+    c->outbound = true;
+    c->peer = p;
+    p->refs++;
+    p->dialing = c;
+    c->state = CONN_CONNECTING;
+    if (bb_ma_transport_encode(ma, c->remote, sizeof c->remote, &c->remote_len, NULL) != BB_OK)
+        c->remote_len = 0;
+    int rc = uv_tcp_connect(&c->connect_req, &c->tcp, (struct sockaddr *)&ss, on_connect);
+    if (rc != 0) {
+        char why[128];
+        snprintf(why, sizeof why, "connect failed: %s", uv_strerror(rc));
+        bbd__tcp_close(c, why);
+        return BB_EIO;
+    }
+    set_deadline(c, t->cfg.connect_timeout_ms);
+    return BB_OK;
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    tcp_listener *l = server->data;
+    bbd_transport *t = l->t;
+    if (status < 0) {
+        bbd__log(t, BB_LOG_WARN, "tcp: accept failed: %s", uv_strerror(status));
+        return;
+    }
+    tcp_conn *c = conn_new(t);
+    if (!c) {
+        bbd__log(t, BB_LOG_ERROR, "tcp: out of memory accepting a connection");
+        return;
+    }
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        bbd__tcp_close(c, NULL);
+        return;
+    }
+    struct sockaddr_storage ss;
+    int sslen = sizeof ss;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sslen) == 0 &&
+        bb_multiaddr_from_sockaddr((struct sockaddr *)&ss, (socklen_t)sslen, BB_MA_TCP,
+                                   c->remote, sizeof c->remote, &c->remote_len, NULL) != BB_OK)
+        c->remote_len = 0;
+    if (t->n_conns > t->cfg.max_connections) {
+        bbd__tcp_close(c, "refused: max_connections reached");
+        return;
+    }
+    start_handshake(c);
+}
+
+static void listener_closed(uv_handle_t *h)
+{
+    tcp_listener *l = h->data;
+    bbd_transport *t = l->t;
+    free(l);
+    bbd__handle_closed(t);
+}
+
+int bbd__tcp_listen(bbd_transport *t, const struct sockaddr *sa, const char *text,
+                    bb_error *err)
+{
+    tcp_listener *l = calloc(1, sizeof *l);
+    if (!l || uv_tcp_init(t->loop, &l->tcp) != 0) {
+        free(l);
+        return bb_error_set(err, BB_ENOMEM, "listen %s: out of memory", text);
+    }
+    l->t = t;
+    l->tcp.data = l;
+    bbd__handle_init(t);
+    unsigned flags = sa->sa_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0;
+    int rc = uv_tcp_bind(&l->tcp, sa, flags);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&l->tcp, 128, on_connection);
+    rc = bbd__listen_bound(t, (uv_handle_t *)&l->tcp, rc, BB_MA_TCP, text, listener_closed, err);
+    if (rc != BB_OK)
+        return rc;
+    t->tcp_listeners[t->n_tcp_listeners++] = l;
+    return BB_OK;
+}
+
+void bbd__tcp_close_all(bbd_transport *t)
+{
+    for (size_t i = 0; i < t->n_tcp_listeners; i++)
+        uv_close((uv_handle_t *)&t->tcp_listeners[i]->tcp, listener_closed);
+    t->n_tcp_listeners = 0;
+    while (t->conns)
+        bbd__tcp_close(t->conns, NULL);
+}

@@ -1,0 +1,386 @@
+/*
+ * transport.c — the public face of bbd's network layer (transport.h):
+ * configuration, listening, choosing a carrier for each send, counters,
+ * logging and the orderly close. TCP lives in tcp.c / tcp_read.c, UDP in
+ * udp.c, the peer table and send queues in transport_peers.c.
+ *
+ * Routing: a peer with an open TCP connection is sent to over it, else over
+ * an established UDP session; otherwise the first address of the send's
+ * list that this node can use (any /tcp, or a /udp of a family we listen
+ * on) is dialed and the envelope waits, bounded, for the handshake.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bbd/host/transport_internal.h"
+
+#define MiB ((size_t)1024 * 1024)
+
+void bbd_transport_config_init(bbd_transport_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->max_frame_bytes = 64 * MiB;
+    cfg->max_queue_per_peer_bytes = 16 * MiB;
+    cfg->max_queue_total_bytes = 64 * MiB;
+    cfg->max_connections = 1024;
+    cfg->udp_payload_bytes = 1200;
+    cfg->udp_reassembly_bytes = 32 * MiB;
+    cfg->udp_reassembly_timeout_ms = 5000;
+    cfg->connect_timeout_ms = 3000;
+    cfg->handshake_timeout_ms = 3000;
+    cfg->max_rx_buffer_total_bytes = 256 * MiB;
+    cfg->stall_timeout_ms = 30000;
+    cfg->udp_session_timeout_ms = 60000;
+}
+
+/* Zero fields take their default. */
+static void config_defaults(bbd_transport_config *c)
+{
+    bbd_transport_config d;
+    bbd_transport_config_init(&d);
+#define DEF(f) if (!c->f) c->f = d.f
+    DEF(max_frame_bytes);
+    DEF(max_queue_per_peer_bytes);
+    DEF(max_queue_total_bytes);
+    DEF(max_connections);
+    DEF(udp_payload_bytes);
+    DEF(udp_reassembly_bytes);
+    DEF(udp_reassembly_timeout_ms);
+    DEF(connect_timeout_ms);
+    DEF(handshake_timeout_ms);
+    DEF(max_rx_buffer_total_bytes);
+    DEF(stall_timeout_ms);
+    DEF(udp_session_timeout_ms);
+#undef DEF
+}
+
+static int config_check(const bbd_transport_config *c, bb_error *err)
+{
+    int rc = bb_peerid_validate(c->self.bytes, c->self.len, err);
+    if (rc)
+        return bb_error_prefix(err, "transport: own PeerId");
+    if (c->max_frame_bytes > UINT32_MAX)
+        return bb_error_set(err, BB_EINVAL,
+                            "transport: max_frame_bytes %zu over 4 GiB (UDP sizes are 32-bit)",
+                            c->max_frame_bytes);
+    size_t min_dgram = BBD_DGRAM_FRAGMENT_HEADER + BBD_DGRAM_MIN_CHUNK;
+    if (c->udp_payload_bytes < min_dgram || c->udp_payload_bytes > BBD_DGRAM_MAX_BYTES ||
+        c->udp_payload_bytes - BBD_DGRAM_FRAGMENT_HEADER > UINT16_MAX)
+        return bb_error_set(err, BB_EINVAL, "transport: udp_payload_bytes %zu not in %zu..%d",
+                            c->udp_payload_bytes, min_dgram, UINT16_MAX);
+    if (c->n_targets > BBD_HANDSHAKE_MAX_TARGETS)
+        return bb_error_set(err, BB_ELIMIT, "transport: %zu targets, at most %d",
+                            c->n_targets, BBD_HANDSHAKE_MAX_TARGETS);
+    return BB_OK;
+}
+
+/* Our Handshake, re-encoded whenever the listen set changes. */
+static int build_handshake(bbd_transport *t, bb_error *err)
+{
+    bbd_handshake h = {.peer = t->cfg.self, .version = BBD_HANDSHAKE_VERSION};
+    h.n_addrs = t->n_listen;
+    for (size_t i = 0; i < t->n_listen; i++)
+        h.addrs[i] = (bb_multiaddr_ref){t->listen[i].data, t->listen[i].len};
+    h.n_targets = t->cfg.n_targets;
+    for (size_t i = 0; i < h.n_targets; i++)
+        h.targets[i] = (bbd_handshake_target){t->targets[i], strlen(t->targets[i])};
+    uint8_t buf[BBD_HANDSHAKE_MAX_BYTES];
+    size_t n;
+    int rc = bbd_handshake_encode(&h, buf, sizeof buf, &n, err);
+    if (rc)
+        return rc;
+    uint8_t *copy = malloc(n ? n : 1);
+    if (!copy)
+        return bb_error_set(err, BB_ENOMEM, "transport: out of memory");
+    memcpy(copy, buf, n);
+    free(t->hs);
+    t->hs = copy;
+    t->hs_len = n;
+    return BB_OK;
+}
+
+static void free_transport(bbd_transport *t)
+{
+    bbd__peers_free(t);
+    bbd_reasm_free(t->reasm);
+    free(t->sess_buckets);
+    for (size_t i = 0; i < t->cfg.n_targets; i++)
+        free(t->targets[i]);
+    free(t->targets);
+    free(t->hs);
+    free(t);
+}
+
+bbd_transport *bbd_transport_new(uv_loop_t *loop, const bbd_transport_config *cfg,
+                                 const bbd_transport_callbacks *cb, bb_error *err)
+{
+    bbd_transport *t = calloc(1, sizeof *t);
+    if (!t) {
+        bb_error_set(err, BB_ENOMEM, "transport: out of memory");
+        return NULL;
+    }
+    t->loop = loop;
+    t->cfg = *cfg;
+    t->cb = *cb;
+    config_defaults(&t->cfg);
+    if (config_check(&t->cfg, err)) {
+        free(t);
+        return NULL;
+    }
+    t->targets = calloc(t->cfg.n_targets ? t->cfg.n_targets : 1, sizeof *t->targets);
+    bool ok = t->targets != NULL;
+    for (size_t i = 0; ok && i < t->cfg.n_targets; i++)
+        ok = (t->targets[i] = strdup(cfg->targets[i])) != NULL;
+    if (!ok) {
+        t->cfg.n_targets = 0;
+        free_transport(t);
+        bb_error_set(err, BB_ENOMEM, "transport: out of memory");
+        return NULL;
+    }
+    t->cfg.targets = (const char *const *)t->targets;
+    bbd_reasm_config rc = {.budget_bytes = t->cfg.udp_reassembly_bytes,
+                           .timeout_ms = t->cfg.udp_reassembly_timeout_ms,
+                           .max_messages = 1024};
+    if (build_handshake(t, err) || bbd__peers_init(t) || !(t->reasm = bbd_reasm_new(&rc)) ||
+        bbd__udp_init(t)) {
+        if (!err || err->code == BB_OK)
+            bb_error_set(err, BB_ENOMEM, "transport: out of memory");
+        free_transport(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* ---- listening ------------------------------------------------------------------- */
+
+int bbd_transport_listen(bbd_transport *t, const uint8_t *maddr, size_t len, bb_error *err)
+{
+    char text[BB_MULTIADDR_TEXT_MAX + 1];
+    bbd__addr_text(maddr, len, text, sizeof text);
+    if (t->closing)
+        return bb_error_set(err, BB_ESTATE, "listen %s: transport is closing", text);
+    if (t->n_listen == BBD_MAX_LISTEN)
+        return bb_error_set(err, BB_ELIMIT, "listen %s: at most %d listen addresses", text,
+                            BBD_MAX_LISTEN);
+    bb_ma_proto proto;
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    int rc = bb_multiaddr_to_sockaddr(maddr, len, &proto, &ss, &sslen, err);
+    if (rc)
+        return bb_error_prefix(err, "listen %s", text);
+    rc = proto == BB_MA_TCP ? bbd__tcp_listen(t, (struct sockaddr *)&ss, text, err)
+                            : bbd__udp_listen(t, (struct sockaddr *)&ss, text, err);
+    if (rc)
+        return rc;
+    return build_handshake(t, err);
+}
+
+/* A listen socket was bound (rc: how that went): record its address (port
+ * 0 resolved), or close it and say why. */
+int bbd__listen_bound(bbd_transport *t, uv_handle_t *h, int rc, bb_ma_proto proto,
+                      const char *text, uv_close_cb closed, bb_error *err)
+{
+    struct sockaddr_storage ss;
+    socklen_t salen = sizeof ss;
+    uv_os_fd_t fd;
+    if (rc == 0 && (rc = uv_fileno(h, &fd)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&ss, &salen) != 0)
+        rc = uv_translate_sys_error(errno);
+    if (rc != 0) {
+        uv_close(h, closed);
+        return bb_error_set(err, BB_EIO, "listen %s: %s", text, uv_strerror(rc));
+    }
+    size_t i = t->n_listen, n;
+    rc = bb_multiaddr_from_sockaddr((struct sockaddr *)&ss, salen, proto, t->listen_bytes[i],
+                                    BBD_ADDR_BYTES, &n, err);
+    if (rc != BB_OK) {
+        uv_close(h, closed);
+        return bb_error_prefix(err, "listen %s", text);
+    }
+    t->listen[i] = (bbd_addr){t->listen_bytes[i], n};
+    t->n_listen++;
+    return BB_OK;
+}
+
+size_t bbd_transport_listen_addrs(const bbd_transport *t, const bbd_addr **out)
+{
+    *out = t->listen;
+    return t->n_listen;
+}
+
+/* ---- sending ---------------------------------------------------------------------- */
+
+/* The first address of addrs this node can use: any /tcp, or a /udp of a
+ * family it listens on. */
+static bool pick_address(const bbd_transport *t, const bbd_addr *addrs, size_t n_addrs,
+                         bb_ma_transport *out)
+{
+    for (size_t i = 0; i < n_addrs; i++)
+        if (bb_multiaddr_transport(addrs[i].data, addrs[i].len, out, NULL) == BB_OK &&
+            (out->proto == BB_MA_TCP || bbd__udp_can_reach(t, out->family)))
+            return true;
+    return false;
+}
+
+int bbd_transport_send(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
+                       size_t n_addrs, uint8_t *bytes, size_t len)
+{
+    char pt[BB_PEERID_TEXT_MAX];
+    if (t->closing || bb_peerid_equal(peer, &t->cfg.self)) {
+        free(bytes);
+        return t->closing ? BB_ESTATE : BB_EINVAL;
+    }
+    if (len > t->cfg.max_frame_bytes) {
+        free(bytes);
+        bbd__log(t, BB_LOG_WARN, "send to %s: envelope of %zu bytes over max_frame_bytes %zu",
+                 bbd__peer_text(peer, pt, sizeof pt), len, t->cfg.max_frame_bytes);
+        return BB_ELIMIT;
+    }
+    bbd_peer *p = bbd__peer_get(t, peer);
+    bool has_channel = p && (p->active || p->udp);
+    bool dialing = p && (p->dialing || p->udp_dialing);
+    bb_ma_transport ma = {0};
+    if (p && !has_channel && !dialing && !pick_address(t, addrs, n_addrs, &ma)) {
+        free(bytes);
+        bbd__peer_update(t, p);
+        return BB_ENOTFOUND;
+    }
+    if (!p || !bbd__peer_admit(t, p, len)) {
+        free(bytes);
+        t->stats.queue_dropped++;
+        if (p)
+            p->dropped++;
+        if (t->cb.on_send_result)
+            t->cb.on_send_result(t->cb.ud, peer, false);
+        return BB_EFULL;
+    }
+    if (has_channel) {
+        bbd__peer_channel_send(t, p, bytes, len);
+        return BB_OK;
+    }
+    bbd__peer_enqueue(t, p, bytes, len);
+    if (!dialing) {
+        int rc = ma.proto == BB_MA_TCP ? bbd__tcp_dial(t, p, &ma) : bbd__udp_dial(t, p, &ma);
+        if (rc != BB_OK)
+            bbd__peer_update(t, p); /* nothing carries the queue: it fails */
+    }
+    return BB_OK;
+}
+
+/* ---- counters ---------------------------------------------------------------------- */
+
+void bbd_transport_stats_get(const bbd_transport *t, bbd_transport_stats *out)
+{
+    *out = t->stats;
+    out->connections_open = t->n_conns;
+}
+
+/* ---- logging ----------------------------------------------------------------------- */
+
+static void log_v(bbd_transport *t, int level, const char *fmt, va_list ap)
+{
+    if (!t->cb.on_log)
+        return;
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    t->cb.on_log(t->cb.ud, level, msg);
+}
+
+void bbd__log(bbd_transport *t, int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_v(t, level, fmt, ap);
+    va_end(ap);
+}
+
+void bbd__log_remote(bbd_transport *t, int level, const char *fmt, ...)
+{
+    uint64_t now = uv_now(t->loop);
+    if (now - t->log_window_ms >= 1000) {
+        if (t->logs_suppressed)
+            bbd__log(t, BB_LOG_WARN, "%u more messages about peers suppressed",
+                     t->logs_suppressed);
+        t->log_window_ms = now;
+        t->logs_in_window = 0;
+        t->logs_suppressed = 0;
+    }
+    if (t->logs_in_window >= BBD_LOG_BURST) {
+        t->logs_suppressed++;
+        return;
+    }
+    t->logs_in_window++;
+    va_list ap;
+    va_start(ap, fmt);
+    log_v(t, level, fmt, ap);
+    va_end(ap);
+}
+
+const char *bbd__addr_text(const uint8_t *a, size_t n, char *buf, size_t cap)
+{
+    if (!a || n == 0 || bb_multiaddr_format(a, n, buf, cap, NULL, NULL) != BB_OK)
+        snprintf(buf, cap, "(address)");
+    return buf;
+}
+
+const char *bbd__peer_text(const bb_peerid *id, char *buf, size_t cap)
+{
+    if (bb_peerid_to_text(id, buf, cap, NULL) != BB_OK)
+        snprintf(buf, cap, "(peer)");
+    return buf;
+}
+
+void bbd__report_connected(bbd_transport *t, bbd_peer *p, const bbd_handshake *hs)
+{
+    if (p->connected)
+        return;
+    p->connected = true;
+    if (!t->cb.on_peer_connected)
+        return;
+    bbd_addr addrs[BBD_HANDSHAKE_MAX_ADDRS];
+    for (size_t i = 0; i < hs->n_addrs; i++)
+        addrs[i] = (bbd_addr){hs->addrs[i].data, hs->addrs[i].len};
+    /* NUL-terminated copies of the target names, all in one block. */
+    char names[BBD_HANDSHAKE_MAX_TARGETS * (BBD_HANDSHAKE_TARGET_MAX + 1)];
+    const char *targets[BBD_HANDSHAKE_MAX_TARGETS];
+    size_t off = 0;
+    for (size_t i = 0; i < hs->n_targets; i++) {
+        memcpy(names + off, hs->targets[i].name, hs->targets[i].len);
+        names[off + hs->targets[i].len] = '\0';
+        targets[i] = names + off;
+        off += hs->targets[i].len + 1;
+    }
+    t->cb.on_peer_connected(t->cb.ud, &p->id, addrs, hs->n_addrs, targets, hs->n_targets);
+}
+
+/* ---- closing ------------------------------------------------------------------------ */
+
+void bbd__handle_init(bbd_transport *t)
+{
+    t->handles++;
+}
+
+void bbd__handle_closed(bbd_transport *t)
+{
+    if (--t->handles > 0 || !t->closing)
+        return;
+    void (*done)(void *) = t->done;
+    void *ud = t->done_ud;
+    free_transport(t);
+    if (done)
+        done(ud);
+}
+
+void bbd_transport_close(bbd_transport *t, void (*done)(void *ud), void *ud)
+{
+    if (t->closing)
+        return;
+    t->closing = true;
+    t->done = done;
+    t->done_ud = ud;
+    bbd__tcp_close_all(t); /* listeners and connections */
+    bbd__udp_close_all(t); /* closes the UDP timer too: the last handle */
+}

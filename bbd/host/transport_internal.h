@@ -1,0 +1,248 @@
+/*
+ * transport_internal.h — the state shared by the transport's files:
+ * transport.c (public API, listen, routing, close), transport_peers.c
+ * (peer table, send queues and their bounds, connect/disconnect reports),
+ * tcp.c (connections, handshake, simultaneous-connect resolution, writes),
+ * tcp_read.c (inbound frames with bounded buffers) and udp.c (sockets,
+ * sessions, fragmentation, reassembly).
+ *
+ * Ownership: the transport owns every peer, connection and session. A
+ * connection or session is freed only from its libuv close callback, and a
+ * peer only when nothing points at it (refs == 0), so pointers held across
+ * a user callback stay valid; user callbacks may call bbd_transport_send and
+ * bbd_transport_close.
+ */
+#ifndef BBD_HOST_TRANSPORT_INTERNAL_H
+#define BBD_HOST_TRANSPORT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "bb/multiaddr.h"
+#include "bb/peerid.h"
+#include "bb/plugin.h" /* bb_log_level: the levels given to on_log */
+#include "bbd/host/fragment.h"
+#include "bbd/host/fragment_reassembly.h"
+#include "bbd/host/frame.h"
+#include "bbd/host/handshake.h"
+#include "bbd/host/transport.h"
+
+#define BBD_ADDR_BYTES 24          /* a binary /ip6/../tcp/.. is 21 bytes */
+#define BBD_MAX_LISTEN BBD_HANDSHAKE_MAX_ADDRS
+#define BBD_RX_SHARED (64 * 1024)  /* one read into the shared buffer */
+#define BBD_RX_EAGER (1024 * 1024) /* first allocation for a large frame */
+#define BBD_UDP_TICK_MS 50         /* session and reassembly housekeeping */
+#define BBD_LOG_BURST 20           /* peer-caused log lines per second */
+
+typedef struct tcp_conn tcp_conn;
+typedef struct udp_sock udp_sock;
+typedef struct udp_session udp_session;
+
+/* An envelope waiting for a channel to its peer. */
+typedef struct bbd_pending {
+    struct bbd_pending *next;
+    uint8_t *bytes;
+    size_t len;
+} bbd_pending;
+
+typedef struct bbd_peer {
+    bb_peerid id;
+    struct bbd_peer *hnext;   /* hash chain */
+    size_t index;             /* in transport->peers */
+    tcp_conn *active;         /* OPEN connection: sends go here */
+    tcp_conn *dialing;        /* our connection being set up */
+    udp_session *udp;         /* established UDP session (sends when no TCP) */
+    udp_session *udp_dialing; /* HELLO sent, waiting for the answer */
+    size_t refs;              /* conns, sessions and in-flight sends naming it */
+    bool connected;           /* on_peer_connected reported, not yet disconnected */
+    bbd_pending *q_head, *q_tail;
+    size_t q_count;
+    size_t held_bytes;        /* queued + being written: the per-peer bound */
+    uint64_t bytes_in, bytes_out, envelopes_in, envelopes_out, dropped;
+} bbd_peer;
+
+typedef enum conn_state {
+    CONN_CONNECTING, /* TCP connect in progress (outbound) */
+    CONN_HANDSHAKE,  /* connected, waiting for the peer's handshake */
+    CONN_OPEN,       /* the peer's one connection */
+    CONN_DRAINING,   /* lost a simultaneous connect: read until EOF, no new writes */
+    CONN_CLOSING
+} conn_state;
+
+struct tcp_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_connect_t connect_req;
+    uv_shutdown_t shutdown_req;
+    bbd_transport *t;
+    tcp_conn *prev, *next;
+    bbd_peer *peer;           /* expected (outbound) or announced (inbound) */
+    conn_state state;
+    bool outbound;
+    bool shut_down;           /* our write side is shutting down ... */
+    bool shutdown_done;       /* ... and has */
+    bool eof;                 /* the peer shut its write side */
+    bool paused;              /* reading stopped: receive budget spent */
+    int handles;              /* uv handles still open */
+    uint64_t deadline_ms;     /* connect / handshake / drain; 0 = none */
+    uint64_t last_progress_ms;
+    uint8_t remote[BBD_ADDR_BYTES];   /* remote socket address as a multiaddr */
+    size_t remote_len;
+    uint8_t observed[BBD_ADDR_BYTES]; /* reported to on_envelope */
+    size_t observed_len;
+    /* receive state (tcp_read.c) */
+    uint8_t hdr[BBD_FRAME_HEADER_MAX];
+    size_t hdr_len;
+    bool in_body, direct;
+    bbd_frame_kind body_kind;
+    uint8_t *body;
+    size_t body_len, body_cap, body_want;
+};
+
+struct udp_sock {
+    uv_udp_t udp;
+    bbd_transport *t;
+    int family;
+    uint8_t buf[BBD_DGRAM_MAX_BYTES];
+};
+
+struct udp_session {
+    udp_session *hnext;       /* hash chain */
+    udp_session *prev, *next; /* all sessions */
+    udp_sock *sock;
+    struct sockaddr_storage addr;
+    uint64_t id;              /* reassembly source key */
+    bbd_peer *peer;           /* once a handshake named it */
+    bbd_peer *expected;       /* the peer we sent HELLO for (dialing) */
+    bool established;
+    uint64_t created_ms, dial_started_ms, last_rx_ms, hello_sent_ms;
+    uint32_t next_msg_id;
+    uint8_t observed[BBD_ADDR_BYTES];
+    size_t observed_len;
+};
+
+typedef struct tcp_listener {
+    uv_tcp_t tcp;
+    bbd_transport *t;
+} tcp_listener;
+
+struct bbd_transport {
+    uv_loop_t *loop;
+    bbd_transport_config cfg;
+    char **targets;               /* owned copies of cfg.targets */
+    bbd_transport_callbacks cb;
+    bool closing;
+    size_t handles;               /* uv handles not yet closed */
+    void (*done)(void *ud);
+    void *done_ud;
+
+    tcp_listener *tcp_listeners[BBD_MAX_LISTEN];
+    size_t n_tcp_listeners;
+    udp_sock *udp_socks[BBD_MAX_LISTEN];
+    size_t n_udp_socks;
+    uint8_t listen_bytes[BBD_MAX_LISTEN][BBD_ADDR_BYTES];
+    bbd_addr listen[BBD_MAX_LISTEN];
+    size_t n_listen;
+    uint8_t *hs;                  /* our encoded Handshake */
+    size_t hs_len;
+
+    bbd_peer **peers;             /* dense, for stats */
+    size_t n_peers, cap_peers, max_peers;
+    bbd_peer **peer_buckets;
+    size_t n_peer_buckets;        /* power of two */
+
+    tcp_conn *conns;
+    size_t n_conns;               /* not yet closing */
+    size_t n_paused;
+    size_t rx_charged;            /* partial inbound frame buffers */
+    tcp_conn *rx_owner;           /* the one allowed past the budget */
+
+    udp_session *sessions;
+    udp_session **sess_buckets;
+    size_t n_sess_buckets, n_sessions;
+    uint64_t next_session_id;
+    uv_timer_t udp_timer;
+    bbd_reasm *reasm;
+    uint64_t probe_window_ms;
+    unsigned probes_in_window;
+
+    size_t held_total;            /* queued + being written, all peers */
+    bbd_transport_stats stats;
+
+    uint64_t log_window_ms;
+    unsigned logs_in_window, logs_suppressed;
+
+    uint8_t rx[BBD_RX_SHARED];    /* shared TCP read buffer */
+};
+
+/* ---- transport.c ---------------------------------------------------------------- */
+void bbd__log(bbd_transport *t, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A log line caused by a remote peer: rate-limited to BBD_LOG_BURST/s. */
+void bbd__log_remote(bbd_transport *t, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void bbd__handle_init(bbd_transport *t);
+void bbd__handle_closed(bbd_transport *t);
+/* Text of a binary multiaddr / PeerId for log lines. */
+const char *bbd__addr_text(const uint8_t *a, size_t n, char *buf, size_t cap);
+const char *bbd__peer_text(const bb_peerid *id, char *buf, size_t cap);
+/* A listen socket was bound (rc: how that went): record its address (port
+ * 0 resolved), or close it (closed) and fill err naming text. */
+int bbd__listen_bound(bbd_transport *t, uv_handle_t *h, int rc, bb_ma_proto proto,
+                      const char *text, uv_close_cb closed, bb_error *err);
+/* Report a completed handshake (first channel to the peer only). */
+void bbd__report_connected(bbd_transport *t, bbd_peer *p, const bbd_handshake *hs);
+
+/* ---- transport_peers.c ------------------------------------------------------------ */
+int bbd__peers_init(bbd_transport *t);
+void bbd__peers_free(bbd_transport *t);
+bbd_peer *bbd__peer_find(const bbd_transport *t, const bb_peerid *id);
+/* Find or create; NULL when the table is full of busy peers. */
+bbd_peer *bbd__peer_get(bbd_transport *t, const bb_peerid *id);
+/* Reserve len bytes of the peer's and the total bound (false: over). */
+bool bbd__peer_admit(bbd_transport *t, bbd_peer *p, size_t len);
+void bbd__peer_enqueue(bbd_transport *t, bbd_peer *p, uint8_t *bytes, size_t len);
+/* Give up every queued envelope (on_send_result false for each). */
+void bbd__peer_fail_queue(bbd_transport *t, bbd_peer *p);
+/* Send the queue through the peer's open channel, in order. */
+void bbd__peer_flush(bbd_transport *t, bbd_peer *p);
+/* Send one admitted envelope through the peer's open channel (takes bytes). */
+void bbd__peer_channel_send(bbd_transport *t, bbd_peer *p, uint8_t *bytes, size_t len);
+/* An admitted send finished (written, or failed): release and report. */
+void bbd__send_done(bbd_transport *t, bbd_peer *p, size_t len, bool ok);
+/* After a channel change: fail the queue if nothing can carry it and
+ * report a disconnect when the last channel went. */
+void bbd__peer_update(bbd_transport *t, bbd_peer *p);
+
+/* ---- tcp.c -------------------------------------------------------------------------- */
+int bbd__tcp_listen(bbd_transport *t, const struct sockaddr *sa, const char *text,
+                    bb_error *err);
+int bbd__tcp_dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma);
+/* Write one admitted envelope as a frame (takes bytes). */
+void bbd__tcp_send(bbd_transport *t, tcp_conn *c, uint8_t *bytes, size_t len);
+void bbd__tcp_on_handshake(tcp_conn *c, const uint8_t *payload, size_t len);
+void bbd__tcp_on_eof(tcp_conn *c);
+/* Close (why: log line, NULL for none). */
+void bbd__tcp_close(tcp_conn *c, const char *why);
+void bbd__tcp_arm_timer(tcp_conn *c);
+void bbd__tcp_close_all(bbd_transport *t);
+
+/* ---- tcp_read.c --------------------------------------------------------------------- */
+void bbd__tcp_read_start(tcp_conn *c);
+/* Free a partial frame and its budget (connection closing). */
+void bbd__tcp_rx_reset(tcp_conn *c);
+bool bbd__tcp_rx_partial(const tcp_conn *c);
+
+/* ---- udp.c -------------------------------------------------------------------------- */
+int bbd__udp_init(bbd_transport *t);
+int bbd__udp_listen(bbd_transport *t, const struct sockaddr *sa, const char *text,
+                    bb_error *err);
+bool bbd__udp_can_reach(const bbd_transport *t, int family);
+int bbd__udp_dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma);
+void bbd__udp_send(bbd_transport *t, udp_session *s, uint8_t *bytes, size_t len);
+void bbd__udp_close_all(bbd_transport *t);
+
+#endif

@@ -1,0 +1,441 @@
+/* TCP transport tests: two or three transports on one uv loop over
+ * 127.0.0.1 with free ports — handshake and address exchange, envelopes
+ * both ways over one connection, simultaneous connects, an 8 MiB envelope,
+ * refused oversize frames, a peer down then up, queue bounds, the receive
+ * budget, misbehaving raw peers and a clean close. */
+#include "test_transport_harness.h"
+
+#include "bbd/host/frame.h"
+#include "bbd/host/handshake.h"
+
+#define TCP0 "/ip4/127.0.0.1/tcp/0"
+
+static void test_handshake_and_addresses(void **state)
+{
+    (void)state;
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, NULL, NULL, TCP0);
+    node_listen(&a, TCP0);
+    assert_int_equal(send_to(&a, &b.id, &ba, 100, 7), BB_OK);
+    WAIT_FOR(b.n_env == 1 && a.n_connected == 1 && b.n_connected == 1 && a.n_ok == 1, 3000);
+
+    /* b learned a's PeerId, listen address and target from the handshake. */
+    assert_true(bb_peerid_equal(&b.conn_peer, &a.id));
+    bbd_addr aa = node_addr(&a, BB_MA_TCP);
+    assert_int_equal(b.n_conn_addrs, 1);
+    assert_int_equal(b.conn_addr_len[0], aa.len);
+    assert_memory_equal(b.conn_addrs[0], aa.data, aa.len);
+    assert_int_equal(b.n_conn_targets, 1);
+    assert_string_equal(b.conn_targets[0], "A");
+    assert_true(bb_peerid_equal(&a.conn_peer, &b.id));
+    assert_string_equal(a.conn_targets[0], "B");
+
+    /* The envelope, its sender, and the observed address: the IP it came
+     * from with the port a listens on. */
+    assert_true(bb_peerid_equal(&b.env[0].from, &a.id));
+    assert_true(env_is(&b.env[0], 100, 7));
+    assert_int_equal(b.env[0].obs_len, aa.len);
+    assert_memory_equal(b.env[0].obs, aa.data, aa.len);
+
+    bbd_peer_stats ps;
+    assert_true(bbd_transport_peer_stats_at(b.t, 0, &ps));
+    assert_true(ps.connected);
+    assert_string_equal(ps.state, "open");
+    assert_int_equal(ps.envelopes_in, 1);
+    pair_close(&a, &b);
+}
+
+/* b answers over the connection a opened; no second connection appears. */
+static void test_both_directions_one_connection(void **state)
+{
+    (void)state;
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, NULL, NULL, TCP0);
+    node_listen(&a, TCP0);
+    bbd_addr aa = node_addr(&a, BB_MA_TCP);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(send_to(&a, &b.id, &ba, 10 + i, (uint8_t)i), BB_OK);
+        WAIT_FOR(b.n_env == (size_t)i + 1, 3000);
+        assert_int_equal(send_to(&b, &a.id, &aa, 20 + i, (uint8_t)(i + 50)), BB_OK);
+        WAIT_FOR(a.n_env == (size_t)i + 1, 3000);
+        assert_true(env_is(&a.env[i], 20 + i, (uint8_t)(i + 50)));
+    }
+    assert_int_equal(stats_of(&a).connections_open, 1);
+    assert_int_equal(stats_of(&b).connections_open, 1);
+    assert_int_equal(a.n_connected, 1);
+    assert_int_equal(b.n_connected, 1);
+    /* b can even answer without any address: the connection exists. */
+    assert_int_equal(send_to(&b, &a.id, NULL, 5, 9), BB_OK);
+    WAIT_FOR(a.n_env == 4, 3000);
+    pair_close(&a, &b);
+}
+
+/* Both dial at once: one connection survives on both sides, nothing is
+ * lost or duplicated, order per direction is kept. */
+static void test_simultaneous_connect(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 3; round++) {
+        node a, b;
+        bbd_addr ba = pair_start(&a, &b, NULL, NULL, TCP0);
+        node_listen(&a, TCP0);
+        bbd_addr aa = node_addr(&a, BB_MA_TCP);
+        enum { N = 20 };
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(send_to(&a, &b.id, &ba, 64, (uint8_t)i), BB_OK);
+            assert_int_equal(send_to(&b, &a.id, &aa, 64, (uint8_t)(100 + i)), BB_OK);
+        }
+        WAIT_FOR(a.n_env == N && b.n_env == N, 3000);
+        WAIT_FOR(stats_of(&a).connections_open == 1 && stats_of(&b).connections_open == 1,
+                 3000);
+        for (int i = 0; i < N; i++) {
+            assert_true(env_is(&b.env[i], 64, (uint8_t)i));
+            assert_true(env_is(&a.env[i], 64, (uint8_t)(100 + i)));
+        }
+        assert_int_equal(a.n_ok, N);
+        assert_int_equal(b.n_ok, N);
+        /* The survivor carries more traffic both ways. */
+        assert_int_equal(send_to(&a, &b.id, &ba, 8, 1), BB_OK);
+        assert_int_equal(send_to(&b, &a.id, &aa, 8, 2), BB_OK);
+        WAIT_FOR(a.n_env == N + 1 && b.n_env == N + 1, 3000);
+        run_for(20);
+        assert_int_equal(a.n_env, N + 1);
+        assert_int_equal(b.n_env, N + 1);
+        assert_int_equal(a.n_disconnected, 0);
+        node_close(&a);
+        node_close(&b);
+    }
+    assert_loop_empty();
+}
+
+static void test_big_envelope(void **state)
+{
+    (void)state;
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, NULL, NULL, TCP0);
+    size_t big = 8u << 20;
+    assert_int_equal(send_to(&a, &b.id, &ba, big, 3), BB_OK);
+    assert_int_equal(send_to(&a, &b.id, &ba, 17, 4), BB_OK);
+    WAIT_FOR(b.n_env == 2, 10000);
+    assert_true(env_is(&b.env[0], big, 3));
+    assert_true(env_is(&b.env[1], 17, 4));
+    assert_int_equal(a.n_ok, 2);
+    pair_close(&a, &b);
+}
+
+/* A frame over the receiver's cap is refused from its header: counted,
+ * logged, connection closed; the next connection works. */
+static void test_oversize_frame_refused(void **state)
+{
+    (void)state;
+    bbd_transport_config small;
+    bbd_transport_config_init(&small);
+    small.max_frame_bytes = 64 * 1024;
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, NULL, &small, TCP0);
+    assert_int_equal(send_to(&a, &b.id, &ba, 100 * 1024, 1), BB_OK);
+    WAIT_FOR(stats_of(&b).frames_refused == 1 && a.n_disconnected == 1, 3000);
+    assert_int_equal(b.n_env, 0);
+    assert_non_null(strstr(b.logs, "over the cap of 65536"));
+    assert_int_equal(stats_of(&b).connections_open, 0);
+    /* The sender's own cap refuses before sending. */
+    assert_int_equal(send_to(&b, &a.id, NULL, 65 * 1024, 1), BB_ELIMIT);
+    /* A small envelope goes through on a new connection. */
+    assert_int_equal(send_to(&a, &b.id, &ba, 1000, 2), BB_OK);
+    WAIT_FOR(b.n_env == 1, 3000);
+    assert_true(env_is(&b.env[0], 1000, 2));
+    pair_close(&a, &b);
+}
+
+/* Peer down: the send fails through on_send_result(false); once the peer
+ * listens again (same id, same port) delivery succeeds. */
+static void test_peer_down_then_up(void **state)
+{
+    (void)state;
+    node a, b;
+    bbd_addr tmp = pair_start(&a, &b, NULL, NULL, TCP0);
+    uint8_t baddr[64];
+    size_t blen = tmp.len;
+    memcpy(baddr, tmp.data, blen);
+    bbd_addr ba = {baddr, blen};
+    char text[128];
+    snprintf(text, sizeof text, "/ip4/127.0.0.1/tcp/%u", addr_port(&ba));
+    node_close(&b);
+
+    assert_int_equal(send_to(&a, &b.id, &ba, 50, 1), BB_OK);
+    assert_int_equal(send_to(&a, &b.id, &ba, 50, 2), BB_OK); /* queued behind the dial */
+    WAIT_FOR(a.n_fail == 2, 3000);
+    assert_int_equal(a.n_ok, 0);
+    bbd_peer_stats ps;
+    assert_true(bbd_transport_peer_stats_at(a.t, 0, &ps));
+    assert_int_equal(ps.dropped, 2);
+    assert_string_equal(ps.state, "closed");
+    assert_non_null(strstr(a.logs, "connect failed"));
+
+    node_start(&b, 2, "B", NULL);
+    node_listen(&b, text);
+    assert_int_equal(send_to(&a, &b.id, &ba, 50, 3), BB_OK);
+    WAIT_FOR(b.n_env == 1 && a.n_ok == 1, 3000);
+    assert_true(env_is(&b.env[0], 50, 3));
+
+    /* And down again while connected: a notices, later sends fail. */
+    node_close(&b);
+    WAIT_FOR(a.n_disconnected == 1, 3000);
+    assert_int_equal(send_to(&a, &b.id, &ba, 50, 4), BB_OK);
+    WAIT_FOR(a.n_fail == 3, 3000);
+    node_close(&a);
+    assert_loop_empty();
+}
+
+/* While connecting, envelopes wait in a bounded queue; over the bound they
+ * are dropped, counted and reported at once. */
+static void test_queue_bound(void **state)
+{
+    (void)state;
+    bbd_transport_config cfg;
+    bbd_transport_config_init(&cfg);
+    cfg.max_queue_per_peer_bytes = 10 * 1024;
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, &cfg, NULL, TCP0);
+    assert_int_equal(send_to(&a, &b.id, &ba, 4096, 1), BB_OK);
+    assert_int_equal(send_to(&a, &b.id, &ba, 4096, 2), BB_OK);
+    assert_int_equal(send_to(&a, &b.id, &ba, 4096, 3), BB_EFULL);
+    assert_int_equal(send_to(&a, &b.id, &ba, 4096, 4), BB_EFULL);
+    assert_int_equal(send_to(&a, &b.id, &ba, 1024, 5), BB_OK); /* still fits */
+    assert_int_equal(stats_of(&a).queue_dropped, 2);
+    assert_int_equal(a.n_fail, 2);
+    bbd_peer_stats ps;
+    assert_true(bbd_transport_peer_stats_at(a.t, 0, &ps));
+    assert_int_equal(ps.queued_bytes, 9 * 1024);
+    assert_int_equal(ps.dropped, 2);
+    assert_string_equal(ps.state, "connecting");
+    WAIT_FOR(b.n_env == 3 && a.n_ok == 3, 3000);
+    assert_true(env_is(&b.env[0], 4096, 1));
+    assert_true(env_is(&b.env[1], 4096, 2));
+    assert_true(env_is(&b.env[2], 1024, 5));
+    assert_true(bbd_transport_peer_stats_at(a.t, 0, &ps));
+    assert_int_equal(ps.queued_bytes, 0);
+    /* A single envelope larger than the bound still goes when nothing waits. */
+    assert_int_equal(send_to(&a, &b.id, NULL, 20 * 1024, 6), BB_OK);
+    WAIT_FOR(b.n_env == 4, 3000);
+    pair_close(&a, &b);
+}
+
+/* Two senders of frames larger than the receive budget: one waits while the
+ * other's frame completes, then both arrive intact. */
+static void test_receive_budget(void **state)
+{
+    (void)state;
+    bbd_transport_config cfg;
+    bbd_transport_config_init(&cfg);
+    cfg.max_rx_buffer_total_bytes = 256 * 1024;
+    node a, b, c;
+    bbd_addr ba = pair_start(&a, &b, NULL, &cfg, TCP0);
+    node_start(&c, 3, "C", NULL);
+    size_t big = 3u << 20;
+    assert_int_equal(send_to(&a, &b.id, &ba, big, 1), BB_OK);
+    assert_int_equal(send_to(&c, &b.id, &ba, big, 2), BB_OK);
+    WAIT_FOR(b.n_env == 2, 10000);
+    for (int i = 0; i < 2; i++) {
+        uint8_t seed = bb_peerid_equal(&b.env[i].from, &a.id) ? 1 : 2;
+        assert_true(env_is(&b.env[i], big, seed));
+    }
+    node_close(&c);
+    pair_close(&a, &b);
+}
+
+/* Dialing an address where another peer answers fails the send. */
+static void test_wrong_peer_at_address(void **state)
+{
+    (void)state;
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, NULL, NULL, TCP0);
+    bb_peerid other = peer_of(9);
+    assert_int_equal(send_to(&a, &other, &ba, 10, 1), BB_OK);
+    WAIT_FOR(a.n_fail == 1, 3000);
+    assert_non_null(strstr(a.logs, "answered"));
+    assert_int_equal(b.n_env, 0);
+    /* Sending to oneself, or with no usable address, is refused at once. */
+    assert_int_equal(send_to(&a, &a.id, &ba, 10, 1), BB_EINVAL);
+    uint8_t dns[64];
+    size_t dl;
+    assert_int_equal(bb_multiaddr_parse("/dns4/example.com/tcp/1", dns, sizeof dns, &dl, NULL),
+                     BB_OK);
+    bbd_addr da = {dns, dl};
+    assert_int_equal(send_to(&a, &other, &da, 10, 1), BB_ENOTFOUND);
+    assert_int_equal(send_to(&a, &other, NULL, 10, 1), BB_ENOTFOUND);
+    pair_close(&a, &b);
+}
+
+/* ---- misbehaving peers (raw sockets) ------------------------------------------------------- */
+
+static size_t handshake_frame(uint8_t seed, uint8_t *out, size_t cap)
+{
+    bbd_handshake h = {.peer = peer_of(seed), .version = BBD_HANDSHAKE_VERSION};
+    uint8_t body[512];
+    size_t n;
+    assert_int_equal(bbd_handshake_encode(&h, body, sizeof body, &n, NULL), BB_OK);
+    size_t hl = bbd_frame_header_encode(BBD_FRAME_HANDSHAKE, n, out);
+    assert_true(hl + n <= cap);
+    memcpy(out + hl, body, n);
+    return hl + n;
+}
+
+static void test_raw_peer_abuse(void **state)
+{
+    (void)state;
+    bbd_transport_config cfg;
+    bbd_transport_config_init(&cfg);
+    cfg.handshake_timeout_ms = 200;
+    cfg.stall_timeout_ms = 200;
+    node b;
+    node_start(&b, 2, "B", &cfg);
+    node_listen(&b, TCP0);
+    bbd_addr ba = node_addr(&b, BB_MA_TCP);
+
+    /* Silent: closed at the handshake timeout. */
+    int silent = raw_connect(&ba);
+    /* Garbage first frame. */
+    int garbage = raw_connect(&ba);
+    raw_send(garbage, "GET / HTTP/1.1\r\n\r\n", 18);
+    /* A handshake frame announcing 1 GiB: refused from the header. */
+    int huge = raw_connect(&ba);
+    uint8_t hdr[BBD_FRAME_HEADER_MAX];
+    raw_send(huge, hdr, bbd_frame_header_encode(BBD_FRAME_HANDSHAKE, 1u << 30, hdr));
+    /* An envelope before any handshake. */
+    int early = raw_connect(&ba);
+    raw_send(early, hdr, bbd_frame_header_encode(BBD_FRAME_ENVELOPE, 4, hdr));
+    /* Slowloris: a valid handshake, then a partial 1 MiB frame that stalls. */
+    int slow = raw_connect(&ba);
+    uint8_t hs[600];
+    raw_send(slow, hs, handshake_frame(5, hs, sizeof hs));
+    size_t hl = bbd_frame_header_encode(BBD_FRAME_ENVELOPE, 1u << 20, hdr);
+    raw_send(slow, hdr, hl);
+    raw_send(slow, "0123456789", 10);
+
+    WAIT_FOR(raw_closed(garbage) && raw_closed(huge) && raw_closed(early), 3000);
+    WAIT_FOR(raw_closed(silent) && raw_closed(slow), 3000);
+    bbd_transport_stats s = stats_of(&b);
+    assert_int_equal(s.frames_refused, 3);
+    assert_int_equal(s.connections_open, 0);
+    assert_int_equal(b.n_env, 0);
+    assert_non_null(strstr(b.logs, "no handshake within 200 ms"));
+    assert_non_null(strstr(b.logs, "unknown frame field tag"));
+    assert_non_null(strstr(b.logs, "handshake of 1073741824 bytes is over the cap"));
+    assert_non_null(strstr(b.logs, "unexpected envelope frame"));
+    assert_non_null(strstr(b.logs, "no progress for 200 ms"));
+    /* The slow peer had connected: its departure is reported. */
+    assert_int_equal(b.n_connected, 1);
+    assert_int_equal(b.n_disconnected, 1);
+    close(silent);
+    close(garbage);
+    close(huge);
+    close(early);
+    close(slow);
+
+    /* A valid raw peer that sends a whole envelope is delivered. */
+    int good = raw_connect(&ba);
+    raw_send(good, hs, handshake_frame(6, hs, sizeof hs));
+    hl = bbd_frame_header_encode(BBD_FRAME_ENVELOPE, 3, hdr);
+    raw_send(good, hdr, hl);
+    raw_send(good, "xyz", 3);
+    WAIT_FOR(b.n_env == 1, 3000);
+    assert_int_equal(b.env[0].len, 3);
+    assert_memory_equal(b.env[0].bytes, "xyz", 3);
+    bb_peerid six = peer_of(6);
+    assert_true(bb_peerid_equal(&b.env[0].from, &six));
+    /* ... and a handshake claiming this node's own PeerId is refused. */
+    int selfie = raw_connect(&ba);
+    raw_send(selfie, hs, handshake_frame(2, hs, sizeof hs));
+    WAIT_FOR(raw_closed(selfie), 3000);
+    close(selfie);
+    close(good);
+    node_close(&b);
+    assert_loop_empty();
+}
+
+/* max_connections: the connection over the limit is accepted and closed. */
+static void test_connection_limit(void **state)
+{
+    (void)state;
+    bbd_transport_config cfg;
+    bbd_transport_config_init(&cfg);
+    cfg.max_connections = 2;
+    node b;
+    node_start(&b, 2, "B", &cfg);
+    node_listen(&b, TCP0);
+    bbd_addr ba = node_addr(&b, BB_MA_TCP);
+    int fds[3];
+    for (int i = 0; i < 3; i++)
+        fds[i] = raw_connect(&ba);
+    WAIT_FOR(raw_closed(fds[2]), 3000);
+    assert_int_equal(stats_of(&b).connections_open, 2);
+    assert_non_null(strstr(b.logs, "max_connections"));
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+    WAIT_FOR(stats_of(&b).connections_open == 0, 3000);
+    node_close(&b);
+    assert_loop_empty();
+}
+
+/* Closing with connections open and envelopes queued and in flight frees
+ * everything (checked by ASan/valgrind) and reports nothing afterwards. */
+static void test_clean_close(void **state)
+{
+    (void)state;
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, NULL, NULL, TCP0);
+    node_listen(&a, TCP0);
+    node_listen(&a, "/ip4/127.0.0.1/udp/0");
+    assert_int_equal(send_to(&a, &b.id, &ba, 10, 1), BB_OK);
+    WAIT_FOR(b.n_env == 1, 3000);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(send_to(&a, &b.id, &ba, 1u << 20, (uint8_t)i), BB_OK);
+    bb_peerid other = peer_of(9);
+    assert_int_equal(send_to(&a, &other, &ba, 100, 1), BB_OK); /* still dialing */
+    size_t fails = a.n_fail;
+    node_close(&a);
+    assert_int_equal(a.n_fail, fails);
+    node_close(&b);
+    assert_loop_empty();
+}
+
+static void test_listen_errors(void **state)
+{
+    (void)state;
+    node a, b;
+    bbd_addr aa = pair_start(&b, &a, NULL, NULL, TCP0);
+    bb_error err = {0};
+    assert_int_equal(bbd_transport_listen(b.t, aa.data, aa.len, &err), BB_EIO);
+    assert_non_null(strstr(err.msg, "address already in use"));
+    assert_non_null(strstr(err.msg, "/ip4/127.0.0.1/tcp/"));
+    uint8_t dns[64];
+    size_t dl;
+    assert_int_equal(bb_multiaddr_parse("/dns4/example.com/tcp/1", dns, sizeof dns, &dl, NULL),
+                     BB_OK);
+    assert_int_not_equal(bbd_transport_listen(b.t, dns, dl, &err), BB_OK);
+    assert_non_null(strstr(err.msg, "listen /dns4/example.com/tcp/1"));
+    const bbd_addr *addrs;
+    assert_int_equal(bbd_transport_listen_addrs(b.t, &addrs), 0);
+    pair_close(&a, &b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_handshake_and_addresses),
+        cmocka_unit_test(test_both_directions_one_connection),
+        cmocka_unit_test(test_simultaneous_connect),
+        cmocka_unit_test(test_big_envelope),
+        cmocka_unit_test(test_oversize_frame_refused),
+        cmocka_unit_test(test_peer_down_then_up),
+        cmocka_unit_test(test_queue_bound),
+        cmocka_unit_test(test_receive_budget),
+        cmocka_unit_test(test_wrong_peer_at_address),
+        cmocka_unit_test(test_raw_peer_abuse),
+        cmocka_unit_test(test_connection_limit),
+        cmocka_unit_test(test_clean_close),
+        cmocka_unit_test(test_listen_errors),
+    };
+    return cmocka_run_group_tests(tests, harness_setup, harness_teardown);
+}
