@@ -630,13 +630,6 @@ static void test_snapshot_roundtrip_and_truncation(void **state)
     drop(&b);
 }
 
-static int group_teardown(void **state)
-{
-    (void)state;
-    pfx_shutdown();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -660,5 +653,5 @@ int main(void)
         cmocka_unit_test(test_kernels_match_reference),
         cmocka_unit_test(test_snapshot_roundtrip_and_truncation),
     };
-    return cmocka_run_group_tests(tests, NULL, group_teardown);
+    return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
 }

@@ -67,6 +67,13 @@ void pfx_shutdown(void)
     g_loader = NULL;
 }
 
+int pfx_group_teardown(void **state)
+{
+    (void)state;
+    pfx_shutdown();
+    return 0;
+}
+
 void *pfx_create(const bb_component_type *t, const char *slot, const char *config_json,
                  const bb_attr *construction, uint64_t seed, bb_ctx *ctx, bb_error *err)
 {

@@ -24,6 +24,8 @@
  * NULL (the reason is printed). */
 const bb_component_type *pfx_type(const char *type_name);
 void pfx_shutdown(void);
+/* A cmocka group teardown that calls pfx_shutdown. */
+int pfx_group_teardown(void **state);
 
 /* create() with slot, config JSON (may be NULL), construction attribute
  * (may be NULL), seed and ctx (may be NULL). NULL on failure, err filled. */

@@ -1,0 +1,681 @@
+/*
+ * mlp.c — nn::Mlp, a multi-layer perceptron Model on one flat float32
+ * parameter vector (layout in mlp.h).
+ *
+ * Ops (ai.bytesandbrains.role.model, IR_AND_DSL.md 5c.2):
+ *   Forward(input [B, in]) -> output [B, out]   logits (CE) or values (MSE);
+ *       remembers the batch for Backward
+ *   Backward(grad [B, out]) -> cmd   dLoss/dOutput through the remembered
+ *       Forward; the parameter gradient accumulates for Step
+ *   Step(grads [P] | []) -> cmd      an optimizer step with the given
+ *       gradient, or with the accumulated one when grads is empty
+ *   Evaluate(input, target) -> loss  the mean loss (compute_loss)
+ *   ApplyDelta(delta [P]) -> cmd     params += delta
+ *   LoadParameters(params [P]) -> cmd   replaces the parameters and restarts
+ *       the optimizer (moments, step count)
+ *   Params() -> params [P]
+ *   Train(trigger) -> (params [P], num_samples U64)   `epochs` whole epochs
+ *       over the "data" dependency, off the engine thread (jobs.c)
+ *   EvaluateMetrics(trigger) -> (loss, accuracy)   on the source's
+ *       evaluation set (its held-out rows), off the engine thread
+ * bb-nn.Mlp.atomic:
+ *   Gradients(input, target) -> grads [P]   the mean loss's gradient
+ *       (FedSGD-style updates; the gradient check of the tests)
+ *
+ * Targets: class ids [B] (any numeric dtype) or f32 [B, out]. While a Train
+ * runs, ops that change the model (LoadParameters, ApplyDelta, Step,
+ * Backward, another Train) wait in a FIFO and run when it has committed;
+ * reads (Params, Forward, Evaluate, Gradients, EvaluateMetrics) answer at
+ * once from the committed parameters.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mlp.h"
+#include "plugins/common/plugin_bytes.h"
+#include "plugins/common/plugin_config.h"
+#include "plugins/common/plugin_type.h"
+
+#define NAME "nn::Mlp"
+#define EXT_DOMAIN "bb-nn.Mlp.atomic"
+
+static const bb_config_decl CONFIG[] = {
+    {"layers", "array", NULL,
+     "layer widths, inputs first, outputs last (e.g. [64, 32, 10]); 2 to 17 entries"},
+    {"activation", "string", "\"relu\"", "hidden-layer activation: \"relu\" or \"tanh\""},
+    {"loss", "string", "\"softmax_cross_entropy\"",
+     "\"softmax_cross_entropy\" (classification; the outputs are logits) or \"mse\""},
+    {"optimizer", "string", "\"sgd\"", "\"sgd\" (with momentum) or \"adam\""},
+    {"learning_rate", "float", "0.01", "step size"},
+    {"momentum", "float", "0", "SGD momentum (0: plain SGD)"},
+    {"beta1", "float", "0.9", "Adam first-moment decay"},
+    {"beta2", "float", "0.999", "Adam second-moment decay"},
+    {"epsilon", "float", "1e-8", "Adam denominator guard"},
+    {"batch_size", "int", "32",
+     "training minibatch: larger batches from the source are split into minibatches"},
+    {"seed", "int", "null",
+     "seed of the fan-in initialization (default: the seed the host gives the slot); "
+     "weights in the construction state's tensor take precedence"},
+    {"epochs", "int", "null",
+     "local epochs per Train; when set it overrides the Train node's epochs attribute "
+     "(default: the attribute, 1 when absent)"},
+    {"batches_per_epoch", "int", "0",
+     "epoch length in batches for data sources without a NumSamples op (0: ask the source)"},
+};
+
+/* ---- create / destroy ------------------------------------------------------------ */
+
+static int read_layers(const bbp_config *cfg, uint32_t *sizes, uint32_t *n, bb_error *err)
+{
+    cJSON *owned;
+    const cJSON *v = bbp_config_get(cfg, "layers", &owned);
+    int rc = BB_OK, count = v && cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+    if (count < 2 || count > MLP_MAX_LAYERS + 1)
+        rc = bb_error_set(err, BB_ECONFIG,
+                          "%s: config key 'layers' must be an array of 2 to %d layer widths",
+                          cfg->who, MLP_MAX_LAYERS + 1);
+    uint64_t params = 0;
+    for (int i = 0; !rc && i < count; i++) {
+        const cJSON *e = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 1 ||
+            e->valuedouble > MLP_MAX_WIDTH) {
+            rc = bb_error_set(err, BB_ECONFIG, "%s: layers[%d] must be a width in [1, %u]",
+                              cfg->who, i, MLP_MAX_WIDTH);
+            break;
+        }
+        sizes[i] = (uint32_t)e->valuedouble;
+        if (i)
+            params += (uint64_t)sizes[i - 1] * sizes[i] + sizes[i];
+    }
+    if (!rc && params > MLP_MAX_PARAMS)
+        rc = bb_error_set(err, BB_ELIMIT, "%s: %llu parameters exceed the limit of %llu",
+                          cfg->who, (unsigned long long)params,
+                          (unsigned long long)MLP_MAX_PARAMS);
+    *n = rc ? 0 : (uint32_t)count;
+    cJSON_Delete(owned);
+    return rc;
+}
+
+static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64_t *seed,
+                       bb_error *err)
+{
+    static const char *const ACT[] = {"relu", "tanh"};
+    static const char *const LOSS[] = {"softmax_cross_entropy", "mse"};
+    static const char *const OPT[] = {"sgd", "adam"};
+    uint32_t sizes[MLP_MAX_LAYERS + 1], n = 0;
+    int act = 0, loss = 0, opt = 0;
+    double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0;
+    bool has_seed = false, has_epochs = false;
+    int rc = read_layers(cfg, sizes, &n, err);
+    if (!rc)
+        rc = bbp_config_enum(cfg, "activation", ACT, 2, &act, err);
+    if (!rc)
+        rc = bbp_config_enum(cfg, "loss", LOSS, 2, &loss, err);
+    if (!rc)
+        rc = bbp_config_enum(cfg, "optimizer", OPT, 2, &opt, err);
+    if (!rc)
+        rc = bbp_config_double(cfg, "learning_rate", 1e-12, 1e3, &lr, err);
+    if (!rc)
+        rc = bbp_config_double(cfg, "momentum", 0, 0.999999, &mu, err);
+    if (!rc)
+        rc = bbp_config_double(cfg, "beta1", 0, 0.999999, &b1, err);
+    if (!rc)
+        rc = bbp_config_double(cfg, "beta2", 0, 0.999999999, &b2, err);
+    if (!rc)
+        rc = bbp_config_double(cfg, "epsilon", 1e-30, 1, &eps, err);
+    if (!rc)
+        rc = bbp_config_int(cfg, "batch_size", 1, 1 << 24, &m->batch_size, err);
+    if (!rc)
+        rc = bbp_config_number(cfg, "seed", true, 0, 9007199254740992.0, &s, &has_seed, err);
+    if (!rc)
+        rc = bbp_config_number(cfg, "epochs", true, 1, 1 << 20, &ep, &has_epochs, err);
+    if (!rc)
+        rc = bbp_config_int(cfg, "batches_per_epoch", 0, INT64_C(1) << 40, &m->batches_per_epoch,
+                            err);
+    if (!rc && loss == LOSS_CE && sizes[n - 1] < 2)
+        rc = bb_error_set(err, BB_ECONFIG,
+                          "%s: softmax cross-entropy needs at least 2 outputs (layers ends in 1)",
+                          cfg->who);
+    if (rc)
+        return rc;
+    mlp_shape_init(&m->shape, sizes, n, (mlp_act)act, (mlp_loss)loss);
+    m->opt.kind = (mlp_opt)opt;
+    m->opt.lr = (float)lr;
+    m->opt.momentum = (float)mu;
+    m->opt.beta1 = (float)b1;
+    m->opt.beta2 = (float)b2;
+    m->opt.eps = (float)eps;
+    m->epochs_cfg = has_epochs ? (int64_t)ep : -1;
+    *seed = has_seed ? (uint64_t)s : host_seed;
+    return BB_OK;
+}
+
+/* Initial weights from the construction state's TensorProto. */
+static int load_weights(mlp *m, const bb_tensor_proto *t, bb_error *err)
+{
+    uint64_t numel = 1;
+    for (size_t i = 0; i < t->dims.n; i++)
+        numel = t->dims.v[i] >= 0 && numel <= UINT32_MAX ? numel * (uint64_t)t->dims.v[i] : 0;
+    if (t->data_type != BB_DT_FLOAT || !t->has_raw_data || numel != m->shape.n_params ||
+        t->raw_data.len != m->shape.n_params * sizeof(float))
+        return bb_error_set(err, BB_ETYPE,
+                            "%s: the construction weights are %s with %llu elements; the model "
+                            "needs %zu float parameters",
+                            m->who, bb_dtype_name(t->data_type), (unsigned long long)numel,
+                            m->shape.n_params);
+    memcpy(m->params, t->raw_data.data, t->raw_data.len);
+    return BB_OK;
+}
+
+static void mlp_destroy(void *inst)
+{
+    mlp *m = inst;
+    mlp_jobs_cancel_all(m);
+    free(m->jobs);
+    for (size_t i = 0; i < m->q_n; i++) { /* the engine dropped their completions */
+        mlp_deferred *d = &m->queue[(m->q_head + i) % m->q_cap];
+        for (uint32_t k = 0; k < d->n_in; k++)
+            bb_value_unref(d->in[k]);
+    }
+    free(m->queue);
+    mlp_ws_free(&m->ws);
+    bb_value_unref(m->fwd_input);
+    mlp_optim_free(&m->opt);
+    free(m->params);
+    free(m->grad_acc);
+    free(m);
+}
+
+static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
+{
+    bbp_config cfg;
+    int rc = bbp_config_load(&cfg, args, NAME, CONFIG, BBP_COUNT(CONFIG), err);
+    if (rc)
+        return rc;
+    mlp *m = calloc(1, sizeof *m);
+    uint64_t seed = 0;
+    if (!m) {
+        bbp_config_free(&cfg);
+        return bb_error_set(err, BB_ENOMEM, NAME ": out of memory");
+    }
+    snprintf(m->who, sizeof m->who, "%s", cfg.who);
+    m->ctx = args->ctx;
+    rc = read_config(m, &cfg, args->seed, &seed, err);
+    bbp_config_free(&cfg);
+    if (!rc) {
+        size_t n = m->shape.n_params;
+        m->params = malloc(n * sizeof *m->params);
+        m->grad_acc = calloc(n, sizeof *m->grad_acc);
+        if (!m->params || !m->grad_acc || mlp_optim_init(&m->opt, n))
+            rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory for %zu parameters", m->who, n);
+    }
+    if (!rc) {
+        const bb_tensor_proto *w = args->construction ? args->construction->t : NULL;
+        if (w)
+            rc = load_weights(m, w, err);
+        else
+            mlp_init_params(&m->shape, seed, m->params);
+    }
+    if (rc) {
+        mlp_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return BB_OK;
+}
+
+/* ---- the synchronous ops ----------------------------------------------------------- */
+
+static bb_value *params_copy(const mlp *m)
+{
+    int64_t dim = (int64_t)m->shape.n_params;
+    return bb_value_tensor_copy(BB_DT_FLOAT, 1, &dim, m->params, m->shape.n_params * sizeof(float));
+}
+
+static int oom(const mlp *m, bb_error *err)
+{
+    return bb_error_set(err, BB_ENOMEM, "%s: out of memory", m->who);
+}
+
+/* A float tensor of exactly the parameter count (any shape), or empty when
+ * allow_empty. */
+static int check_flat(const mlp *m, const char *op, const bb_value *v, bool allow_empty,
+                      bb_error *err)
+{
+    if (!v || v->type->kind != BB_VK_TENSOR || v->u.tensor.dtype != BB_DT_FLOAT)
+        return bb_error_set(err, BB_ETYPE, "%s: %s takes an f32 tensor", m->who, op);
+    size_t n = bb_tensor_numel(v);
+    if (n != m->shape.n_params && !(allow_empty && n == 0))
+        return bb_error_set(err, BB_ETYPE,
+                            "%s: %s got %zu floats; the model has %zu parameters", m->who, op, n,
+                            m->shape.n_params);
+    return BB_OK;
+}
+
+/* The rows of an input batch: f32 [B, in], or [in] for one row. */
+static int input_rows(const mlp *m, const char *op, const bb_value *x, size_t *rows, bb_error *err)
+{
+    uint32_t in = m->shape.size[0];
+    if (x && x->type->kind == BB_VK_TENSOR && x->u.tensor.dtype == BB_DT_FLOAT) {
+        const bb_tensor_view *t = &x->u.tensor;
+        if (t->ndim == 2 && t->dims[1] == in) {
+            *rows = (size_t)t->dims[0];
+            return BB_OK;
+        }
+        if (t->ndim == 1 && t->dims[0] == in) {
+            *rows = 1;
+            return BB_OK;
+        }
+    }
+    return bb_error_set(err, BB_ETYPE, "%s: %s takes an f32 input [rows, %u]", m->who, op, in);
+}
+
+static void forget_forward(mlp *m)
+{
+    bb_value_unref(m->fwd_input);
+    m->fwd_input = NULL;
+    m->fwd_cached = false;
+}
+
+/* Forward on the engine-thread workspace; keeps the input for Backward. */
+static int forward(mlp *m, const char *op, const bb_value *x, size_t *rows, bb_error *err)
+{
+    int rc = input_rows(m, op, x, rows, err);
+    if (rc)
+        return rc;
+    if (mlp_ws_reserve(&m->ws, &m->shape, *rows))
+        return oom(m, err);
+    forget_forward(m);
+    mlp_forward(&m->shape, m->params, bb_tensor_f32(x), *rows, &m->ws);
+    m->fwd_input = bb_value_ref((bb_value *)x);
+    return BB_OK;
+}
+
+/* Forward then the loss against target; dz filled when want_grad. */
+static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_value *y,
+                        bool want_grad, mlp_stats *st, bb_error *err)
+{
+    size_t rows = 0;
+    int rc = forward(m, op, x, &rows, err);
+    if (rc)
+        return rc;
+    m->fwd_cached = false; /* the workspace now serves this op */
+    int32_t *cls = malloc((rows ? rows : 1) * sizeof *cls);
+    float *fbuf = malloc((rows ? rows : 1) * sizeof *fbuf);
+    mlp_target t;
+    char why[200];
+    if (!cls || !fbuf)
+        rc = oom(m, err);
+    else if ((rc = mlp_target_from(&m->shape, y, rows, cls, fbuf, &t, why, sizeof why)))
+        bb_error_set(err, rc, "%s: %s: %s", m->who, op, why);
+    else
+        mlp_loss_grad(&m->shape, &m->ws, &t, want_grad ? m->ws.dz : NULL, st);
+    free(cls);
+    free(fbuf);
+    return rc;
+}
+
+static bb_value *scalar(float v)
+{
+    bb_value *t = bb_value_tensor_new(BB_DT_FLOAT, 0, NULL);
+    if (t)
+        *bb_tensor_f32(t) = v;
+    return t;
+}
+
+static int backward(mlp *m, const bb_value *g, bb_error *err)
+{
+    size_t k = m->shape.size[m->shape.n_layers];
+    if (!m->fwd_cached)
+        return bb_error_set(err, BB_ESTATE, "%s: Backward without a Forward to go back through",
+                            m->who);
+    if (!g || g->type->kind != BB_VK_TENSOR || g->u.tensor.dtype != BB_DT_FLOAT ||
+        bb_tensor_numel(g) != m->ws.rows * k)
+        return bb_error_set(err, BB_ETYPE,
+                            "%s: Backward takes the f32 gradient of the last Forward's output "
+                            "[%zu, %zu]",
+                            m->who, m->ws.rows, k);
+    memcpy(m->ws.dz, bb_tensor_f32(g), m->ws.rows * k * sizeof(float));
+    mlp_backward(&m->shape, m->params, &m->ws, m->grad_acc, m->grad_pending);
+    m->grad_pending = true;
+    return BB_OK;
+}
+
+static int step(mlp *m, const bb_value *g, bb_error *err)
+{
+    int rc = check_flat(m, "Step", g, true, err);
+    if (rc)
+        return rc;
+    if (bb_tensor_numel(g) == m->shape.n_params) {
+        mlp_optim_step(&m->opt, m->params, bb_tensor_f32(g), m->shape.n_params);
+        return BB_OK;
+    }
+    if (!m->grad_pending)
+        return bb_error_set(err, BB_ESTATE,
+                            "%s: Step with no gradient: pass one, or run Backward first", m->who);
+    mlp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params);
+    memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
+    m->grad_pending = false;
+    return BB_OK;
+}
+
+/* Every op that completes inline. outputs[0..] receive new references. */
+static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_value **out,
+                    uint32_t n_out, bb_error *err)
+{
+    const bb_value *a = n_in > 0 ? in[0] : NULL, *b = n_in > 1 ? in[1] : NULL;
+    mlp_stats st = {0};
+    size_t rows = 0;
+    int rc = BB_OK;
+    bool changes = false; /* the op answers a CommandId */
+    switch (op) {
+    case OP_PARAMS:
+        return (out[0] = params_copy(m)) ? BB_OK : oom(m, err);
+    case OP_LOAD_PARAMETERS:
+        if (!(rc = check_flat(m, "LoadParameters", a, false, err))) {
+            memcpy(m->params, bb_tensor_f32(a), m->shape.n_params * sizeof(float));
+            mlp_optim_reset(&m->opt, m->shape.n_params);
+            forget_forward(m);
+        }
+        changes = true;
+        break;
+    case OP_APPLY_DELTA:
+        if (!(rc = check_flat(m, "ApplyDelta", a, false, err))) {
+            const float *d = bb_tensor_f32(a);
+            for (size_t i = 0; i < m->shape.n_params; i++)
+                m->params[i] += d[i];
+        }
+        changes = true;
+        break;
+    case OP_STEP:
+        rc = step(m, a, err);
+        changes = true;
+        break;
+    case OP_BACKWARD:
+        rc = backward(m, a, err);
+        changes = true;
+        break;
+    case OP_FORWARD:
+        if (!(rc = forward(m, "Forward", a, &rows, err))) {
+            size_t k = m->shape.size[m->shape.n_layers];
+            int64_t dims[2] = {(int64_t)rows, (int64_t)k};
+            bool flat = a->u.tensor.ndim == 1;
+            out[0] = bb_value_tensor_copy(BB_DT_FLOAT, flat ? 1 : 2, flat ? &dims[1] : dims,
+                                          m->ws.a[m->shape.n_layers], rows * k * sizeof(float));
+            m->fwd_cached = true;
+            rc = out[0] ? BB_OK : oom(m, err);
+        }
+        break;
+    case OP_EVALUATE:
+        if (!(rc = forward_loss(m, "Evaluate", a, b, false, &st, err)))
+            rc = (out[0] = scalar(st.rows ? (float)(st.loss_sum / (double)st.rows) : 0.0f))
+                     ? BB_OK
+                     : oom(m, err);
+        break;
+    case OP_GRADIENTS:
+        if (!(rc = forward_loss(m, "Gradients", a, b, true, &st, err))) {
+            int64_t dim = (int64_t)m->shape.n_params;
+            out[0] = bb_value_tensor_new(BB_DT_FLOAT, 1, &dim);
+            if (out[0])
+                mlp_backward(&m->shape, m->params, &m->ws, bb_tensor_f32(out[0]), false);
+            rc = out[0] ? BB_OK : oom(m, err);
+        }
+        break;
+    default:
+        rc = bb_error_set(err, BB_EUNSUPPORTED, "%s: op %d is not synchronous", m->who, (int)op);
+    }
+    (void)n_out;
+    if (!rc && changes) /* the CommandId counts the changes to the model */
+        rc = (out[0] = bb_value_u64(&BB_TYPE_COMMAND_ID, ++m->version)) ? BB_OK : oom(m, err);
+    return rc;
+}
+
+/* ---- dispatch, and the queue behind a running Train ------------------------------------ */
+
+static const char *const OP_NAMES[N_MLP_OPS] = {
+    [OP_APPLY_DELTA] = "ApplyDelta",   [OP_BACKWARD] = "Backward",
+    [OP_EVALUATE] = "Evaluate",        [OP_EVALUATE_METRICS] = "EvaluateMetrics",
+    [OP_FORWARD] = "Forward",          [OP_LOAD_PARAMETERS] = "LoadParameters",
+    [OP_PARAMS] = "Params",            [OP_STEP] = "Step",
+    [OP_TRAIN] = "Train",              [OP_GRADIENTS] = "Gradients",
+};
+
+static bool changes_model(mlp_op op)
+{
+    return op == OP_APPLY_DELTA || op == OP_BACKWARD || op == OP_LOAD_PARAMETERS ||
+           op == OP_STEP || op == OP_TRAIN;
+}
+
+static int enqueue(mlp *m, mlp_op op, const bb_dispatch_call *call, int64_t epochs, bb_error *err)
+{
+    if (m->q_n == m->q_cap) {
+        size_t cap = m->q_cap ? 2 * m->q_cap : 8;
+        mlp_deferred *q = malloc(cap * sizeof *q);
+        if (!q)
+            return oom(m, err);
+        for (size_t i = 0; i < m->q_n; i++)
+            q[i] = m->queue[(m->q_head + i) % m->q_cap];
+        free(m->queue);
+        m->queue = q;
+        m->q_cap = cap;
+        m->q_head = 0;
+    }
+    mlp_deferred *d = &m->queue[(m->q_head + m->q_n++) % m->q_cap];
+    memset(d, 0, sizeof *d);
+    d->op = op;
+    d->epochs = epochs;
+    d->completion = call->completion;
+    d->n_out = call->n_outputs;
+    d->n_in = call->n_inputs < 2 ? call->n_inputs : 2;
+    for (uint32_t k = 0; k < d->n_in; k++)
+        d->in[k] = bb_value_ref(call->inputs[k]);
+    return BB_OK;
+}
+
+void mlp_drain(mlp *m)
+{
+    while (!m->busy && m->q_n) {
+        mlp_deferred d = m->queue[m->q_head];
+        m->q_head = (m->q_head + 1) % m->q_cap;
+        m->q_n--;
+        bb_error err = {0};
+        if (d.op == OP_TRAIN) {
+            if (mlp_start_train(m, m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
+                bb_complete_err(d.completion, err.code, err.msg);
+        } else {
+            bb_value *out = NULL;
+            if (run_sync(m, d.op, d.in, d.n_in, &out, 1, &err))
+                bb_complete_err(d.completion, err.code, err.msg);
+            else
+                bb_complete_ok(d.completion, &out, 1);
+        }
+        for (uint32_t k = 0; k < d.n_in; k++)
+            bb_value_unref(d.in[k]);
+    }
+}
+
+static int train_epochs(const mlp *m, const bb_dispatch_call *call, int64_t *epochs,
+                        bb_error *err)
+{
+    *epochs = m->epochs_cfg > 0 ? m->epochs_cfg
+                                : call->node ? bb_node_attr_int(call->node, "epochs", 1) : 1;
+    if (*epochs < 1 || *epochs > (1 << 20))
+        return bb_error_set(err, BB_EINVAL, "%s: Train with epochs = %lld", m->who,
+                            (long long)*epochs);
+    return BB_OK;
+}
+
+static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
+                                       bb_value **outputs, bb_error *err)
+{
+    mlp *m = inst;
+    if (ctx) /* the engine keeps one ctx per component: queued ops use it later */
+        m->ctx = ctx;
+    mlp_op op = N_MLP_OPS;
+    for (int i = 0; i < N_MLP_OPS; i++)
+        if (call->op_type && strcmp(call->op_type, OP_NAMES[i]) == 0)
+            op = (mlp_op)i;
+    int64_t epochs = 1;
+    int rc = BB_OK;
+    if (op == N_MLP_OPS)
+        rc = bb_error_set(err, BB_EUNSUPPORTED, "%s: no op %s", m->who,
+                          call->op_type ? call->op_type : "(null)");
+    else if (call->n_outputs < 1)
+        rc = bb_error_set(err, BB_EINVAL, "%s: %s needs an output", m->who, OP_NAMES[op]);
+    else if (op == OP_TRAIN)
+        rc = train_epochs(m, call, &epochs, err);
+    if (rc)
+        return BB_DISPATCH_NOW_ERR;
+    if (m->busy && changes_model(op)) {
+        if (enqueue(m, op, call, epochs, err))
+            return BB_DISPATCH_NOW_ERR;
+        return BB_DISPATCH_LATER;
+    }
+    if (op == OP_TRAIN || op == OP_EVALUATE_METRICS) {
+        mlp_sync sync = {.out = outputs, .err = err};
+        rc = op == OP_TRAIN
+                 ? mlp_start_train(m, ctx, call->completion, call->n_outputs, epochs, &sync, err)
+                 : mlp_start_eval(m, ctx, call->completion, call->n_outputs, &sync, err);
+        if (rc || (sync.done && sync.rc))
+            return BB_DISPATCH_NOW_ERR;
+        return sync.done ? BB_DISPATCH_NOW_OK : BB_DISPATCH_LATER;
+    }
+    rc = run_sync(m, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
+    return rc ? BB_DISPATCH_NOW_ERR : BB_DISPATCH_NOW_OK;
+}
+
+/* ---- snapshot ----------------------------------------------------------------------------
+ * "BBNN" u32 version=1, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
+ * params[n], momentum / first moment[n], [Adam: second moment[n]]  (f32) */
+
+#define MAGIC "BBNN"
+#define SNAP_VERSION 1u
+
+static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
+{
+    const mlp *m = inst;
+    size_t bytes = m->shape.n_params * sizeof(float);
+    bbp_wbuf w = {0};
+    bbp_put(&w, MAGIC, 4);
+    bbp_put_u32(&w, SNAP_VERSION);
+    bbp_put_u64(&w, m->shape.n_params);
+    bbp_put_u32(&w, (uint32_t)m->opt.kind);
+    bbp_put_u64(&w, m->opt.t);
+    bbp_put_u64(&w, m->version);
+    bbp_put(&w, m->params, bytes);
+    bbp_put(&w, m->opt.m, bytes);
+    if (m->opt.v)
+        bbp_put(&w, m->opt.v, bytes);
+    if (w.oom) {
+        free(w.p);
+        return oom(m, err);
+    }
+    *out = w.p;
+    *out_len = w.n;
+    return BB_OK;
+}
+
+static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
+{
+    mlp *m = inst;
+    bbp_rbuf r = {data, len, 0};
+    char magic[4];
+    uint32_t version = 0, kind = 0;
+    uint64_t n = 0, t = 0, changes = 0;
+    size_t bytes = m->shape.n_params * sizeof(float);
+    if (!bbp_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) || !bbp_get(&r, &version, 4) ||
+        version != SNAP_VERSION || !bbp_get(&r, &n, 8) || !bbp_get(&r, &kind, 4) ||
+        !bbp_get(&r, &t, 8) || !bbp_get(&r, &changes, 8))
+        return bb_error_set(err, BB_EDECODE, "%s: not a model snapshot", m->who);
+    if (n != m->shape.n_params || kind != (uint32_t)m->opt.kind)
+        return bb_error_set(err, BB_EDECODE,
+                            "%s: the snapshot holds %llu parameters for optimizer %u; this model "
+                            "has %zu for optimizer %u",
+                            m->who, (unsigned long long)n, kind, m->shape.n_params,
+                            (unsigned)m->opt.kind);
+    size_t want = bytes * (m->opt.v ? 3 : 2);
+    if (r.n - r.off != want)
+        return bb_error_set(err, BB_EDECODE, "%s: the snapshot has %zu state bytes, not %zu",
+                            m->who, r.n - r.off, want);
+    bbp_get(&r, m->params, bytes);
+    bbp_get(&r, m->opt.m, bytes);
+    if (m->opt.v)
+        bbp_get(&r, m->opt.v, bytes);
+    m->opt.t = t;
+    m->version = changes;
+    forget_forward(m);
+    return BB_OK;
+}
+
+/* ---- declarations ---------------------------------------------------------------------------- */
+
+#define P(nm, ty) {.name = nm, .type = &BB_TYPE_##ty}
+#define P_OPT(nm, ty) {.name = nm, .type = &BB_TYPE_##ty, .optional = true}
+static const bb_port_decl IN_INPUT[] = {P("input", TENSOR_F32)};
+static const bb_port_decl IN_GRAD[] = {P("grad", TENSOR_F32)};
+static const bb_port_decl IN_GRADS[] = {P("grads", TENSOR_F32)};
+static const bb_port_decl IN_DELTA[] = {P("delta", TENSOR_F32)};
+static const bb_port_decl IN_PARAMS[] = {P("params", TENSOR_F32)};
+static const bb_port_decl IN_EVAL[] = {P("input", TENSOR_F32), P("target", TENSOR)};
+static const bb_port_decl IN_TRIGGER[] = {P("trigger", ANY)};
+static const bb_port_decl OUT_OUTPUT[] = {P("output", TENSOR_F32)};
+static const bb_port_decl OUT_CMD[] = {P("cmd", COMMAND_ID)};
+static const bb_port_decl OUT_LOSS[] = {P("loss", TENSOR_F32)};
+static const bb_port_decl OUT_PARAMS[] = {P("params", TENSOR_F32)};
+static const bb_port_decl OUT_GRADS[] = {P("grads", TENSOR_F32)};
+static const bb_port_decl OUT_TRAIN[] = {P("params", TENSOR_F32), P_OPT("num_samples", U64)};
+static const bb_port_decl OUT_METRICS[] = {P("loss", TENSOR_F32), P_OPT("accuracy", TENSOR_F32)};
+
+#define OPD(name, in, out, doc) {name, in, BBP_COUNT(in), out, BBP_COUNT(out), doc}
+static const bb_op_decl ROLE_OPS[] = {
+    OPD("ApplyDelta", IN_DELTA, OUT_CMD, "params += delta"),
+    OPD("Backward", IN_GRAD, OUT_CMD,
+        "back-propagates dLoss/dOutput through the last Forward; the gradient accumulates "
+        "for Step"),
+    OPD("Evaluate", IN_EVAL, OUT_LOSS, "the mean loss on (input, target)"),
+    OPD("EvaluateMetrics", IN_TRIGGER, OUT_METRICS,
+        "loss and accuracy on the data source's evaluation set (off the engine thread)"),
+    OPD("Forward", IN_INPUT, OUT_OUTPUT, "outputs (logits for cross-entropy) of a batch"),
+    OPD("LoadParameters", IN_PARAMS, OUT_CMD,
+        "replaces the parameters and restarts the optimizer"),
+    {"Params", NULL, 0, OUT_PARAMS, 1, "the flat parameter vector"},
+    OPD("Step", IN_GRADS, OUT_CMD,
+        "an optimizer step with grads, or with Backward's accumulated gradient when empty"),
+    OPD("Train", IN_TRIGGER, OUT_TRAIN,
+        "epochs whole epochs over the data source (off the engine thread); the new "
+        "parameters and the samples seen"),
+};
+static const bb_op_decl EXT_OPS[] = {
+    OPD("Gradients", IN_EVAL, OUT_GRADS, "the mean loss's gradient on (input, target)"),
+};
+static const bb_opset_decl OPSETS[] = {
+    {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS)},
+    {EXT_DOMAIN, 1, EXT_OPS, BBP_COUNT(EXT_OPS)},
+};
+static const bb_dependency_decl DEPS[] = {{BB_ROLE_DATA_SOURCE, "data"}};
+
+static const bb_component_type MLP = {
+    BBP_TYPE_ABI,
+    .type_name = NAME,
+    .role = BB_ROLE_MODEL,
+    .doc = "multi-layer perceptron (relu / tanh; softmax cross-entropy / MSE; SGD with "
+           "momentum / Adam) on one flat float32 parameter vector; trains on its \"data\" "
+           "source off the engine thread",
+    .opsets = OPSETS,
+    .n_opsets = BBP_COUNT(OPSETS),
+    .deps = DEPS,
+    .n_deps = BBP_COUNT(DEPS),
+    .config = CONFIG,
+    .n_config = BBP_COUNT(CONFIG),
+    .create = mlp_create,
+    .destroy = mlp_destroy,
+    .dispatch = mlp_dispatch,
+    .snapshot = mlp_snapshot,
+    .restore = mlp_restore,
+};
+
+static const bb_component_type *const TYPES[] = {&MLP};
+
+BBP_PLUGIN_ENTRY("nn", TYPES)

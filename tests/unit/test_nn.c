@@ -1,0 +1,482 @@
+/*
+ * Unit tests for nn::Mlp, loaded from the build's nn.so and driven through
+ * its dispatch entry (the synchronous ops; Train and EvaluateMetrics run
+ * through the engine in test_nn_engine.c): the parameter layout and
+ * initialization, construction weights, a hand-computed forward pass, the
+ * gradient of every activation x loss combination against central finite
+ * differences, Backward + Step against Gradients, the optimizers against
+ * hand-computed steps, the error surface and snapshots.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/plugin_fixtures.h"
+
+typedef struct net {
+    const bb_component_type *t;
+    void *inst;
+} net;
+
+static void *try_make(const char *config, const bb_attr *construction, bb_error *err)
+{
+    return pfx_create(pfx_type("nn::Mlp"), "model", config, construction, 42, NULL, err);
+}
+
+static net make(const char *config)
+{
+    net n = {pfx_type("nn::Mlp"), NULL};
+    assert_non_null(n.t);
+    bb_error err = {0};
+    n.inst = try_make(config, NULL, &err);
+    if (!n.inst)
+        fail_msg("create %s: %s", config, err.msg);
+    return n;
+}
+
+static void drop(net *n) { n->t->destroy(n->inst); }
+
+/* op with up to two inputs (borrowed) -> one output (new ref) or error. */
+static int call(net *n, const char *op, bb_value *a, bb_value *b, bb_value **out, bb_error *err)
+{
+    bb_value *in[2] = {a, b};
+    uint32_t k = b ? 2 : a ? 1 : 0;
+    bb_value *o[2] = {0};
+    int rc = pfx_call(n->t, n->inst, NULL, op, NULL, in, k, o, 1, err);
+    if (out)
+        *out = o[0];
+    else
+        bb_value_unref(o[0]);
+    return rc;
+}
+
+static bb_value *call_ok(net *n, const char *op, bb_value *a, bb_value *b)
+{
+    bb_value *out = NULL;
+    bb_error err = {0};
+    if (call(n, op, a, b, &out, &err))
+        fail_msg("%s: %s", op, err.msg);
+    return out;
+}
+
+static bb_value *mat(const float *v, int64_t rows, int64_t cols)
+{
+    int64_t d[2] = {rows, cols};
+    return pfx_tensor(v, 2, d);
+}
+
+static bb_value *vecf(const float *v, int64_t n) { return pfx_tensor(v, 1, &n); }
+
+static float loss_of(net *n, bb_value *x, bb_value *y)
+{
+    bb_value *l = call_ok(n, "Evaluate", x, y);
+    assert_int_equal(l->u.tensor.ndim, 0);
+    float v = *bb_tensor_f32(l);
+    bb_value_unref(l);
+    return v;
+}
+
+static void load(net *n, const float *p, size_t np)
+{
+    bb_value *v = vecf(p, (int64_t)np);
+    bb_value_unref(call_ok(n, "LoadParameters", v, NULL));
+    bb_value_unref(v);
+}
+
+/* ---- layout, init, construction --------------------------------------------------- */
+
+static void test_layout_and_init(void **state)
+{
+    (void)state;
+    net a = make("{\"layers\": [3, 4, 2], \"seed\": 1}");
+    bb_value *p = call_ok(&a, "Params", NULL, NULL);
+    assert_int_equal(bb_tensor_numel(p), 3 * 4 + 4 + 4 * 2 + 2);
+    const float *v = bb_tensor_f32(p);
+    float bound1 = sqrtf(2.0f) * sqrtf(3.0f / 3.0f); /* He-uniform, fan-in 3 */
+    for (int i = 0; i < 12; i++)
+        assert_true(fabsf(v[i]) <= bound1 && v[i] != 0);
+    for (int i = 12; i < 16; i++) /* biases start at zero */
+        assert_true(v[i] == 0);
+    net b = make("{\"layers\": [3, 4, 2], \"seed\": 1}");
+    net c = make("{\"layers\": [3, 4, 2], \"seed\": 2}");
+    bb_value *pb = call_ok(&b, "Params", NULL, NULL), *pc = call_ok(&c, "Params", NULL, NULL);
+    assert_true(bb_value_equal(p, pb));
+    assert_false(bb_value_equal(p, pc));
+    bb_value_unref(p);
+    bb_value_unref(pb);
+    bb_value_unref(pc);
+    drop(&a);
+    drop(&b);
+    drop(&c);
+}
+
+static void test_construction_weights(void **state)
+{
+    (void)state;
+    float w10[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; /* layers [1, 2, 2]: 2 + 2 + 4 + 2 */
+    int64_t dim = 10;
+    bb_tensor_proto tp = {.data_type = BB_DT_FLOAT, .has_raw_data = true};
+    tp.dims.v = &dim;
+    tp.dims.n = 1;
+    tp.raw_data.data = (uint8_t *)w10;
+    tp.raw_data.len = sizeof w10;
+    const char *json = "{\"layers\": [1, 2, 2]}";
+    bb_attr at = {.name = "model", .type = BB_ATTR_STRING, .has_s = true, .t = &tp};
+    at.s.data = (uint8_t *)json;
+    at.s.len = strlen(json);
+    bb_error err = {0};
+    net n = {pfx_type("nn::Mlp"), try_make(NULL, &at, &err)};
+    if (!n.inst)
+        fail_msg("create: %s", err.msg);
+    bb_value *p = call_ok(&n, "Params", NULL, NULL);
+    assert_memory_equal(bb_tensor_f32(p), w10, sizeof w10);
+    bb_value_unref(p);
+    drop(&n);
+    /* the node config overrides the construction state key by key */
+    assert_null(try_make("{\"layers\": [1, 3, 2]}", &at, &err));
+    assert_non_null(strstr(err.msg, "10 elements"));
+    assert_non_null(strstr(err.msg, "14 float parameters"));
+    tp.data_type = BB_DT_DOUBLE;
+    assert_null(try_make(NULL, &at, &err));
+    assert_non_null(strstr(err.msg, "double"));
+}
+
+static void test_config_errors(void **state)
+{
+    (void)state;
+    bb_error err = {0};
+    const struct {
+        const char *cfg, *want;
+    } cases[] = {
+        {"{}", "'layers'"},
+        {"{\"layers\": [4]}", "'layers'"},
+        {"{\"layers\": [4, 0]}", "layers[1]"},
+        {"{\"layers\": [4, 2.5]}", "layers[1]"},
+        {"{\"layers\": [4, 1]}", "at least 2 outputs"},
+        {"{\"layers\": [4, 2], \"activation\": \"gelu\"}", "\"tanh\""},
+        {"{\"layers\": [4, 2], \"loss\": \"hinge\"}", "\"mse\""},
+        {"{\"layers\": [4, 2], \"optimizer\": \"lbfgs\"}", "\"adam\""},
+        {"{\"layers\": [4, 2], \"learning_rate\": -1}", "'learning_rate'"},
+        {"{\"layers\": [4, 2], \"epochs\": 0}", "'epochs'"},
+        {"{\"layers\": [4, 2], \"lr\": 0.1}", "unknown config key 'lr'"},
+        {"{\"layers\": [100000, 100000, 100000]}", "exceed"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        assert_null(try_make(cases[i].cfg, NULL, &err));
+        if (!strstr(err.msg, cases[i].want))
+            fail_msg("%s: \"%s\" lacks \"%s\"", cases[i].cfg, err.msg, cases[i].want);
+    }
+    /* MSE with one output is regression, and allowed */
+    net n = make("{\"layers\": [4, 1], \"loss\": \"mse\"}");
+    drop(&n);
+}
+
+/* ---- forward, hand-computed ---------------------------------------------------------------- */
+
+static void test_forward_by_hand(void **state)
+{
+    (void)state;
+    /* [2, 2, 2] relu: W1 = [[1, -1], [2, 1]] (row-major [in, out]), b1 = [0, 1],
+     * W2 = [[1, 0], [0, 2]], b2 = [0.5, -0.5]. x = [1, 1]:
+     * z1 = x W1 + b1 = [3, 1], a1 = [3, 1]; y = a1 W2 + b2 = [3.5, 1.5].
+     * x = [-1, 0]: z1 = [-1, 2] -> a1 = [0, 2]; y = [0.5, 3.5]. */
+    net n = make("{\"layers\": [2, 2, 2]}");
+    const float p[12] = {1, -1, 2, 1, 0, 1, 1, 0, 0, 2, 0.5f, -0.5f};
+    load(&n, p, 12);
+    const float xv[4] = {1, 1, -1, 0};
+    bb_value *x = mat(xv, 2, 2), *y = call_ok(&n, "Forward", x, NULL);
+    const float want[4] = {3.5f, 1.5f, 0.5f, 3.5f};
+    assert_int_equal(y->u.tensor.ndim, 2);
+    assert_memory_equal(bb_tensor_f32(y), want, sizeof want);
+    bb_value_unref(y);
+    /* one row as a vector in, a vector out */
+    bb_value *x1 = vecf(xv, 2);
+    y = call_ok(&n, "Forward", x1, NULL);
+    assert_int_equal(y->u.tensor.ndim, 1);
+    assert_memory_equal(bb_tensor_f32(y), want, 2 * sizeof(float));
+    bb_value_unref(y);
+    /* cross-entropy of row 0 with label 0: log(1 + e^(1.5 - 3.5)) */
+    const float lab[1] = {0};
+    bb_value *l = vecf(lab, 1);
+    assert_true(fabsf(loss_of(&n, x1, l) - log1pf(expf(-2.0f))) < 1e-6f);
+    bb_value_unref(l);
+    bb_value_unref(x1);
+    bb_value_unref(x);
+    drop(&n);
+}
+
+/* ---- gradients ------------------------------------------------------------------------------- */
+
+static uint64_t g_lcg = 7;
+static float rnd(void)
+{
+    g_lcg = g_lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((g_lcg >> 40) % 20001) / 10000.0f - 1.0f;
+}
+
+/* Every parameter's gradient against (L(p + e) - L(p - e)) / 2e. */
+static void grad_check(const char *act, const char *loss, int outputs, bool dense)
+{
+    char cfg[256];
+    snprintf(cfg, sizeof cfg,
+             "{\"layers\": [3, 5, 4, %d], \"activation\": \"%s\", \"loss\": \"%s\", \"seed\": 9}",
+             outputs, act, loss);
+    net n = make(cfg);
+    enum { B = 4 };
+    float xv[B * 3], yv[B * 8];
+    for (int i = 0; i < B * 3; i++)
+        xv[i] = rnd();
+    bb_value *x = mat(xv, B, 3), *y;
+    if (dense) {
+        for (int r = 0; r < B; r++) { /* soft targets summing to 1 (or values for MSE) */
+            float s = 0;
+            for (int k = 0; k < outputs; k++)
+                s += yv[r * outputs + k] = rnd() + 1.5f;
+            for (int k = 0; k < outputs && !strcmp(loss, "softmax_cross_entropy"); k++)
+                yv[r * outputs + k] /= s;
+        }
+        y = mat(yv, B, outputs);
+    } else {
+        for (int r = 0; r < B; r++)
+            yv[r] = outputs == 1 ? rnd() * 3 : (float)(r % outputs);
+        y = vecf(yv, B);
+    }
+    bb_value *p = call_ok(&n, "Params", NULL, NULL);
+    /* move the biases off zero so every path is exercised */
+    float *pv = bb_tensor_f32(p);
+    size_t np = bb_tensor_numel(p);
+    for (size_t i = 0; i < np; i++)
+        pv[i] += 0.05f * rnd();
+    load(&n, pv, np);
+    bb_value *g = call_ok(&n, "Gradients", x, y);
+    assert_int_equal(bb_tensor_numel(g), np);
+    float *work = malloc(np * sizeof *work);
+    double worst = 0, biggest = 0, l0 = loss_of(&n, x, y);
+    size_t kinks = 0;
+    const float eps = 1e-3f;
+    for (size_t i = 0; i < np; i++) {
+        memcpy(work, pv, np * sizeof *work);
+        work[i] = pv[i] + eps;
+        load(&n, work, np);
+        double lp = loss_of(&n, x, y);
+        work[i] = pv[i] - eps;
+        load(&n, work, np);
+        double lm = loss_of(&n, x, y);
+        double num = (lp - lm) / (2.0 * (double)eps), ana = bb_tensor_f32(g)[i];
+        double right = (lp - l0) / eps, left = (l0 - lm) / eps;
+        if (!strcmp(act, "relu") && fabs(right - left) > 0.1 * fmax(fabs(right), fabs(left)) &&
+            fabs(right - left) > 1e-2) {
+            /* a relu switches inside [p - eps, p + eps]: the gradient is one of the two
+             * one-sided slopes (which side depends on where p sits) */
+            double el = fabs(left - ana) / fmax(1e-2, fabs(ana));
+            double er = fabs(right - ana) / fmax(1e-2, fabs(ana));
+            if (fmin(el, er) > 5e-2)
+                fail_msg("%s/%s: d/dp[%zu] analytic %g, one-sided %g / %g", act, loss, i, ana,
+                         left, right);
+            kinks++;
+            continue;
+        }
+        double e = fabs(num - ana) / fmax(1e-2, fmax(fabs(num), fabs(ana)));
+        worst = fmax(worst, e);
+        biggest = fmax(biggest, fabs(ana));
+        if (e > 2e-2)
+            fail_msg("%s/%s%s: d/dp[%zu] analytic %g, numeric %g", act, loss,
+                     dense ? " (dense targets)" : "", i, ana, num);
+    }
+    assert_true(biggest > 1e-2); /* a zero gradient would pass trivially */
+    assert_true(kinks <= np / 4);
+    print_message("  gradient check %-5s %-22s %-10s: worst relative error %.2e over %zu params "
+                  "(%zu at a relu kink)\n",
+                  act, loss, dense ? "dense" : outputs == 1 ? "regression" : "labels", worst,
+                  np - kinks, kinks);
+    free(work);
+    bb_value_unref(g);
+    bb_value_unref(p);
+    bb_value_unref(x);
+    bb_value_unref(y);
+    drop(&n);
+}
+
+static void test_gradients_match_finite_differences(void **state)
+{
+    (void)state;
+    static const char *const ACTS[] = {"relu", "tanh"};
+    for (int a = 0; a < 2; a++) {
+        grad_check(ACTS[a], "softmax_cross_entropy", 3, false);
+        grad_check(ACTS[a], "softmax_cross_entropy", 3, true);
+        grad_check(ACTS[a], "mse", 3, false);
+        grad_check(ACTS[a], "mse", 3, true);
+        grad_check(ACTS[a], "mse", 1, false); /* regression */
+    }
+}
+
+/* Forward + Backward(dL/dy) + Step(empty) == Step(Gradients). */
+static void test_backward_step_matches_gradients(void **state)
+{
+    (void)state;
+    const char *cfg = "{\"layers\": [3, 4, 2], \"loss\": \"mse\", \"learning_rate\": 0.5, "
+                      "\"seed\": 4}";
+    net a = make(cfg), b = make(cfg);
+    const float xv[6] = {0.5f, -1, 2, 1, 0.25f, -0.5f}, tv[4] = {1, 0, 0, 1};
+    bb_value *x = mat(xv, 2, 3), *t = mat(tv, 2, 2);
+    bb_value *y = call_ok(&a, "Forward", x, NULL);
+    float dy[4];
+    for (int i = 0; i < 4; i++) /* MSE mean over 2 rows x 2 outputs */
+        dy[i] = 2.0f * (bb_tensor_f32(y)[i] - tv[i]) / 4.0f;
+    bb_value *dyv = mat(dy, 2, 2), *empty = vecf(dy, 0);
+    bb_value *cmd = call_ok(&a, "Backward", dyv, NULL);
+    assert_ptr_equal(cmd->type, &BB_TYPE_COMMAND_ID);
+    bb_value_unref(cmd);
+    bb_value_unref(call_ok(&a, "Step", empty, NULL));
+    bb_value *g = call_ok(&b, "Gradients", x, t);
+    bb_value_unref(call_ok(&b, "Step", g, NULL));
+    bb_value *pa = call_ok(&a, "Params", NULL, NULL), *pb = call_ok(&b, "Params", NULL, NULL);
+    for (size_t i = 0; i < bb_tensor_numel(pa); i++)
+        assert_true(fabsf(bb_tensor_f32(pa)[i] - bb_tensor_f32(pb)[i]) < 1e-6f);
+    /* the accumulated gradient was used up */
+    bb_error err = {0};
+    assert_int_equal(call(&a, "Step", empty, NULL, NULL, &err), BB_ESTATE);
+    bb_value_unref(pa);
+    bb_value_unref(pb);
+    bb_value_unref(g);
+    bb_value_unref(y);
+    bb_value_unref(dyv);
+    bb_value_unref(empty);
+    bb_value_unref(x);
+    bb_value_unref(t);
+    drop(&a);
+    drop(&b);
+}
+
+/* ---- optimizers --------------------------------------------------------------------------- */
+
+static void test_optimizers_by_hand(void **state)
+{
+    (void)state;
+    /* [1, 2]: 4 params. SGD lr 0.1 momentum 0.9 with g twice:
+     * v1 = g, p1 = p0 - 0.1 g; v2 = 1.9 g, p2 = p1 - 0.19 g. */
+    net s = make("{\"layers\": [1, 2], \"learning_rate\": 0.1, \"momentum\": 0.9}");
+    const float p0[4] = {1, 2, 3, 4}, g[4] = {1, -2, 0.5f, 0};
+    load(&s, p0, 4);
+    bb_value *gv = vecf(g, 4);
+    bb_value_unref(call_ok(&s, "Step", gv, NULL));
+    bb_value_unref(call_ok(&s, "Step", gv, NULL));
+    bb_value *p = call_ok(&s, "Params", NULL, NULL);
+    for (int i = 0; i < 4; i++)
+        assert_true(fabsf(bb_tensor_f32(p)[i] - (p0[i] - 0.29f * g[i])) < 1e-6f);
+    bb_value_unref(p);
+    /* LoadParameters restarts the momentum */
+    load(&s, p0, 4);
+    bb_value_unref(call_ok(&s, "Step", gv, NULL));
+    p = call_ok(&s, "Params", NULL, NULL);
+    for (int i = 0; i < 4; i++)
+        assert_true(fabsf(bb_tensor_f32(p)[i] - (p0[i] - 0.1f * g[i])) < 1e-6f);
+    bb_value_unref(p);
+    drop(&s);
+    /* Adam's first step moves each parameter by lr * g / (|g| + eps) */
+    net a = make("{\"layers\": [1, 2], \"optimizer\": \"adam\", \"learning_rate\": 0.01}");
+    load(&a, p0, 4);
+    bb_value_unref(call_ok(&a, "Step", gv, NULL));
+    p = call_ok(&a, "Params", NULL, NULL);
+    for (int i = 0; i < 4; i++) {
+        float want = p0[i] - (g[i] > 0 ? 0.01f : g[i] < 0 ? -0.01f : 0.0f);
+        assert_true(fabsf(bb_tensor_f32(p)[i] - want) < 1e-6f);
+    }
+    bb_value_unref(p);
+    /* ApplyDelta adds */
+    bb_value_unref(call_ok(&a, "ApplyDelta", gv, NULL));
+    bb_value *q = call_ok(&a, "Params", NULL, NULL);
+    assert_true(fabsf(bb_tensor_f32(q)[1] - (p0[1] + 0.01f - 2)) < 1e-6f);
+    bb_value_unref(q);
+    bb_value_unref(gv);
+    drop(&a);
+}
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+static void test_error_surface(void **state)
+{
+    (void)state;
+    net n = make("{\"layers\": [2, 3]}");
+    bb_error err = {0};
+    const float v[8] = {0};
+    bb_value *five = vecf(v, 5), *x = mat(v, 2, 2), *x3 = mat(v, 2, 3);
+    assert_int_equal(call(&n, "LoadParameters", five, NULL, NULL, &err), BB_ETYPE);
+    assert_non_null(strstr(err.msg, "got 5 floats"));
+    assert_non_null(strstr(err.msg, "9 parameters"));
+    assert_int_equal(call(&n, "ApplyDelta", five, NULL, NULL, &err), BB_ETYPE);
+    assert_int_equal(call(&n, "Forward", x3, NULL, NULL, &err), BB_ETYPE);
+    assert_non_null(strstr(err.msg, "[rows, 2]"));
+    assert_int_equal(call(&n, "Backward", x3, NULL, NULL, &err), BB_ESTATE);
+    assert_non_null(strstr(err.msg, "without a Forward"));
+    bb_value *bad_labels = vecf((const float[]){0, 7}, 2);
+    assert_int_equal(call(&n, "Evaluate", x, bad_labels, NULL, &err), BB_EINVAL);
+    assert_non_null(strstr(err.msg, "label 7"));
+    assert_int_equal(call(&n, "Evaluate", x, five, NULL, &err), BB_ETYPE);
+    /* Train and EvaluateMetrics need the engine */
+    bb_value *trig = bb_value_trigger();
+    assert_int_equal(call(&n, "Train", trig, NULL, NULL, &err), BB_ESTATE);
+    assert_non_null(strstr(err.msg, "needs the engine"));
+    assert_int_equal(call(&n, "Frobnicate", trig, NULL, NULL, &err), BB_ENOTFOUND);
+    bb_value_unref(trig);
+    bb_value_unref(bad_labels);
+    bb_value_unref(five);
+    bb_value_unref(x);
+    bb_value_unref(x3);
+    drop(&n);
+}
+
+static void test_snapshot_roundtrip(void **state)
+{
+    (void)state;
+    const char *cfg = "{\"layers\": [2, 3], \"optimizer\": \"adam\", \"seed\": 1}";
+    net a = make(cfg), b = make("{\"layers\": [2, 3], \"optimizer\": \"adam\", \"seed\": 2}");
+    const float g[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    bb_value *gv = vecf(g, 9);
+    bb_value_unref(call_ok(&a, "Step", gv, NULL));
+    uint8_t *snap;
+    size_t len;
+    bb_error err = {0};
+    assert_int_equal(a.t->snapshot(a.inst, &snap, &len, &err), BB_OK);
+    for (size_t cut = 0; cut < len; cut += 7)
+        assert_int_not_equal(b.t->restore(b.inst, snap, cut, &err), BB_OK);
+    assert_int_equal(b.t->restore(b.inst, snap, len, &err), BB_OK);
+    /* same state: the next step lands in the same place (Adam's moments too) */
+    bb_value_unref(call_ok(&a, "Step", gv, NULL));
+    bb_value_unref(call_ok(&b, "Step", gv, NULL));
+    bb_value *pa = call_ok(&a, "Params", NULL, NULL), *pb = call_ok(&b, "Params", NULL, NULL);
+    assert_true(bb_value_equal(pa, pb));
+    net c = make("{\"layers\": [2, 4]}");
+    assert_int_equal(c.t->restore(c.inst, snap, len, &err), BB_EDECODE);
+    assert_non_null(strstr(err.msg, "9 parameters"));
+    free(snap);
+    bb_value_unref(pa);
+    bb_value_unref(pb);
+    bb_value_unref(gv);
+    drop(&a);
+    drop(&b);
+    drop(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_and_init),
+        cmocka_unit_test(test_construction_weights),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_forward_by_hand),
+        cmocka_unit_test(test_gradients_match_finite_differences),
+        cmocka_unit_test(test_backward_step_matches_gradients),
+        cmocka_unit_test(test_optimizers_by_hand),
+        cmocka_unit_test(test_error_surface),
+        cmocka_unit_test(test_snapshot_roundtrip),
+    };
+    return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
+}
