@@ -201,6 +201,35 @@ static const char *ctx_slot(bb_ctx *ctx)
     return comp_of(ctx, &e)->slot;
 }
 
+#define ADD_PEER_MAX_ADDRS 64
+
+static int ctx_add_peer(bb_ctx *ctx, const bb_value *peer, const bb_value *addrs, bb_error *err)
+{
+    bb_engine *e = ((bb__ctx *)ctx)->e;
+    bb_peerid id;
+    if (!bb__peerid_from_value(peer, &id))
+        return bb_error_set(err, BB_EINVAL, "add_peer: not a PeerId value");
+    bb_engine_addr a[ADD_PEER_MAX_ADDRS];
+    size_t n = 0;
+    if (addrs && addrs->type->kind == BB_VK_ADDRESS) {
+        a[n++] = (bb_engine_addr){addrs->u.bytes.data, addrs->u.bytes.len};
+    } else if (addrs && addrs->type->kind == BB_VK_ADDRESS_VEC) {
+        if (addrs->u.list.n > ADD_PEER_MAX_ADDRS)
+            return bb_error_set(err, BB_ELIMIT, "add_peer: %zu addresses (max %d)",
+                                addrs->u.list.n, ADD_PEER_MAX_ADDRS);
+        for (size_t i = 0; i < addrs->u.list.n; i++) {
+            const bb_value *x = addrs->u.list.items[i];
+            if (!x || x->type->kind != BB_VK_ADDRESS)
+                return bb_error_set(err, BB_EINVAL, "add_peer: address %zu is not a Multiaddress",
+                                    i);
+            a[n++] = (bb_engine_addr){x->u.bytes.data, x->u.bytes.len};
+        }
+    } else if (addrs) {
+        return bb_error_set(err, BB_EINVAL, "add_peer: addresses are a %s", addrs->type->name);
+    }
+    return bb_engine_add_peer(e, &id, a, n, err);
+}
+
 const bb_ctx_api bb__ctx_api = {
     .struct_size = sizeof(bb_ctx_api),
     .dependency = ctx_dependency,
@@ -216,6 +245,7 @@ const bb_ctx_api bb__ctx_api = {
     .submit_work = ctx_submit_work,
     .log = ctx_log,
     .slot = ctx_slot,
+    .add_peer = ctx_add_peer,
 };
 
 void bb__ctx_init(bb_engine *e, uint32_t comp)

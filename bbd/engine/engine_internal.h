@@ -183,8 +183,8 @@ struct bb__exec {
     bb__exec *parent;
     bb__exec *prev, *next; /* live list */
     uint32_t boot;       /* 1 + in-flight bootstrap slot, 0 = none */
-    uint32_t n_written, cap_written;
-    uint32_t *written;
+    uint32_t n_written;
+    uint32_t *written;   /* sites holding a value; inline after slots[] (n_sites) */
     bb__inbound *inbound;
     struct bb__batch *batches; /* request batches started here */
     uint32_t n_limits;   /* Limit.Acquire holds */
@@ -300,6 +300,7 @@ typedef struct bb__ingress_ev {
             uint32_t target; /* graph index */
             bb_exec_id exec;
             bool sources;    /* invoke: push the graph's sources */
+            bool in_inline;  /* in[] lives in the event's own allocation */
             uint32_t n;
             bb__in_value *in;
         } inv;

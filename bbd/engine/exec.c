@@ -8,33 +8,27 @@
  * (frontier entries, suspended ops, timers, child function calls, request
  * batches); when the count drops to zero the execution is finished and every
  * slot it wrote is released (values unref'd, ingress budget given back).
- * Freed frames go to a small per-graph pool so steady-state traffic does not
- * call malloc.
+ * A frame is one allocation: the header, slots[n_sites] and the list of
+ * written sites (each site enters it once, so n_sites entries suffice).
+ * Freed frames go to a per-graph pool bounded in bytes (one frame of any size
+ * is always kept), so steady-state traffic does not call malloc and a burst
+ * of concurrent executions gives its memory back.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "bbd/engine/engine_internal.h"
 
-#define POOL_MAX 256
+#define POOL_BYTES ((size_t)1 << 20) /* pooled frames per graph */
 
 bb_exec_id bb__exec_id_new(bb_engine *e)
 {
     return atomic_fetch_add_explicit(&e->next_exec, 1, memory_order_relaxed);
 }
 
-static bool written_push(bb__exec *x, uint32_t site)
+static size_t frame_size(const bb__graph *g)
 {
-    if (x->n_written == x->cap_written) {
-        uint32_t cap = x->cap_written ? x->cap_written * 2 : 8;
-        uint32_t *w = realloc(x->written, cap * sizeof *w);
-        if (!w)
-            return false;
-        x->written = w;
-        x->cap_written = cap;
-    }
-    x->written[x->n_written++] = site;
-    return true;
+    return sizeof(bb__exec) + (size_t)g->n_sites * (sizeof(bb__slot) + sizeof(uint32_t));
 }
 
 bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id)
@@ -44,9 +38,10 @@ bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id)
         g->pool = x->next;
         g->pool_n--;
     } else {
-        x = calloc(1, sizeof *x + (size_t)g->n_sites * sizeof(bb__slot));
+        x = calloc(1, frame_size(g));
         if (!x)
             return NULL;
+        x->written = (uint32_t *)(x->slots + g->n_sites);
     }
     x->id = id;
     x->g = g;
@@ -66,7 +61,8 @@ bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id)
     e->n_live++;
     for (uint32_t i = 0; i < g->n_consts; i++) {
         uint32_t s = g->const_sites[i];
-        if (!x->slots[s].v && written_push(x, s)) {
+        if (!x->slots[s].v) {
+            x->written[x->n_written++] = s;
             x->slots[s].v = bb_value_ref(g->const_vals[i]);
             e->live_slots++;
         }
@@ -103,12 +99,11 @@ static void unlink_live(bb_engine *e, bb__exec *x)
 static void frame_recycle(bb__exec *x)
 {
     bb__graph *g = x->g;
-    if (g->pool_n < POOL_MAX) {
+    if (!g->pool_n || (g->pool_n + 1) * frame_size(g) <= POOL_BYTES) {
         x->next = g->pool;
         g->pool = x;
         g->pool_n++;
     } else {
-        free(x->written);
         free(x->limits);
         free(x);
     }
@@ -202,12 +197,9 @@ void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t cha
     if (s->v) {
         bb_value_unref(s->v);
         bb__budget_release(e, s->charged);
-    } else if (BB__LIKELY(written_push(x, site))) {
-        e->live_slots++;
     } else {
-        bb_value_unref(v);
-        bb__budget_release(e, charged);
-        return;
+        x->written[x->n_written++] = site;
+        e->live_slots++;
     }
     s->v = v;
     s->charged = charged;
@@ -260,7 +252,6 @@ void bb__exec_free_all(bb_engine *e)
         release_slots(e, x);
         free(x->inbound);
         unlink_live(e, x);
-        free(x->written);
         free(x->limits);
         free(x);
     }
@@ -269,7 +260,6 @@ void bb__exec_free_all(bb_engine *e)
         while (g->pool) {
             bb__exec *x = g->pool;
             g->pool = x->next;
-            free(x->written);
             free(x->limits);
             free(x);
         }

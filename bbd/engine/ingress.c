@@ -64,12 +64,17 @@ bb__ingress_ev *bb__ingress_take(bb_engine *e)
     return fifo;
 }
 
-static void in_values_free(bb_engine *e, bb__in_value *in, uint32_t n)
+static void in_values_release(bb_engine *e, bb__in_value *in, uint32_t n)
 {
     for (uint32_t i = 0; in && i < n; i++) {
         bb_value_unref(in[i].v);
         bb__budget_release(e, in[i].charged);
     }
+}
+
+static void in_values_free(bb_engine *e, bb__in_value *in, uint32_t n)
+{
+    in_values_release(e, in, n);
     free(in);
 }
 
@@ -84,7 +89,10 @@ void bb__ingress_ev_free(bb_engine *e, bb__ingress_ev *ev)
         free(ev->u.env.obs);
         break;
     case BB__IN_INVOKE:
-        in_values_free(e, ev->u.inv.in, ev->u.inv.n);
+        if (ev->u.inv.in_inline)
+            in_values_release(e, ev->u.inv.in, ev->u.inv.n);
+        else
+            in_values_free(e, ev->u.inv.in, ev->u.inv.n);
         break;
     case BB__IN_COMPLETION:
         for (uint32_t i = 0; ev->u.comp.outs && i < ev->u.comp.n; i++)
@@ -366,11 +374,10 @@ static int push_invoke(bb_engine *e, const char *target, const bb_engine_input *
         return bb_error_set(err, BB_EBUDGET, "%s %s: BudgetExceeded (%zu bytes)", what, target,
                             total);
     }
-    bb__ingress_ev *ev = calloc(1, sizeof *ev);
-    bb__in_value *iv = calloc(n ? n : 1, sizeof *iv);
-    if (!ev || !iv) {
-        free(ev);
-        free(iv);
+    /* one allocation: the event and its inputs */
+    bb__ingress_ev *ev = calloc(1, sizeof *ev + n * sizeof(bb__in_value));
+    bb__in_value *iv = ev ? (bb__in_value *)(ev + 1) : NULL;
+    if (!ev) {
         bb__budget_release(e, total);
         bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_ALLOCATION_FAILED,
                    "%s %s: allocation failed", what, target);
@@ -379,6 +386,7 @@ static int push_invoke(bb_engine *e, const char *target, const bb_engine_input *
     ev->kind = BB__IN_INVOKE;
     ev->u.inv.target = t->graph;
     ev->u.inv.sources = sources;
+    ev->u.inv.in_inline = true;
     ev->u.inv.in = iv;
     const bb__graph *g = &e->graphs[t->graph];
     int rc = BB_OK;

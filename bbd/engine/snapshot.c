@@ -761,18 +761,6 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
                 r->bad = true;
                 break;
             }
-            uint32_t *wl = x->written;
-            if (x->n_written == x->cap_written) {
-                uint32_t cap = x->cap_written ? x->cap_written * 2 : 8;
-                wl = realloc(x->written, cap * sizeof *wl);
-                if (!wl) {
-                    bb_value_unref(v);
-                    r->bad = true;
-                    break;
-                }
-                x->written = wl;
-                x->cap_written = cap;
-            }
             x->written[x->n_written++] = site;
             x->slots[site].v = v;
             x->slots[site].charged = charged;

@@ -337,6 +337,40 @@ static void test_bootstrap_progress_survives(void **state)
     bb_model_free(m);
 }
 
+/* A suspended execution of a graph with a Constant (its site is pre-filled
+ * in every frame) restores and finishes. */
+static void test_constant_frame_restores(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x", "out");
+    bb_node *c = fx_op(m, f, FX_SYS, "Constant", "", "k");
+    fx_int(m, c, "value", 31);
+    bb_node *n = fx_op(m, f, FX_SYS, "After", "x", "woke");
+    fx_int(m, n, "delay_ns", 100);
+    fx_op(m, f, FX_SYS, "Gate", "k,woke", "out");
+    bb_engine *a = fresh(m);
+    inv(a, "x", bb_value_trigger());
+    fx_run(a, NULL, 1, 5);
+    assert_int_equal(bb_engine_live_executions(a), 1);
+    uint8_t *snap;
+    size_t len;
+    assert_int_equal(bb_engine_snapshot(a, &snap, &len, NULL), BB_OK);
+    bb_engine_free(a);
+    bb_engine *r = fresh(m);
+    bb_error err = {0};
+    if (bb_engine_restore(r, snap, len, &err))
+        fail_msg("%s", err.msg);
+    free(snap);
+    fx_log log = {0};
+    fx_run(r, &log, 101, 5);
+    assert_int_equal(fx_log_app(&log, "out", 0)->value->u.u64, 31);
+    assert_int_equal(bb_engine_live_slots(r), 0);
+    fx_log_free(&log);
+    bb_engine_free(r);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_parked_component_op_redispatches),
         cmocka_unit_test(test_inflight_envelope_and_address_book_survive),
         cmocka_unit_test(test_bootstrap_progress_survives),
+        cmocka_unit_test(test_constant_frame_restores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
