@@ -526,6 +526,74 @@ static void test_op_steps_opt_in(void **state)
     bb_model_free(m);
 }
 
+/* Every entry point opens a span: invoke / deliver_event, inbound envelopes
+ * and their fills, lifecycle phases, completions, bootstrap. */
+typedef struct span_names {
+    char seen[16][24];
+    int n;
+} span_names;
+
+static void on_span(void *ud, const bb_trace_event *ev)
+{
+    span_names *s = ud;
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->seen[i], ev->name) == 0)
+            return;
+    if (s->n < 16)
+        snprintf(s->seen[s->n++], sizeof s->seen[0], "%s", ev->name);
+}
+
+static bool saw(const span_names *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->seen[i], name) == 0)
+            return true;
+    return false;
+}
+
+static void test_entry_point_spans(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = async_model(0);
+    bb_function *f = m->functions.v[0];
+    fx_recv(m, f, 77, "tick", NULL, NULL);
+    bb_node *n = fx_op(m, f, FX_SYS, "LifecyclePhase", "", "shut");
+    fx_int(m, n, "phase", 1);
+    bb_engine *e = make(m, "Main", NULL);
+    span_names sn = {0};
+    bb_engine_set_trace(e, on_span, &sn);
+    assert_int_equal(bb_engine_set_trace_filter(e, "event,inbound,bootstrap", NULL), BB_OK);
+    invoke1(e, "Main", "x", u64v(1));
+    bb_value *t = bb_value_trigger();
+    bb_engine_input in = {.value = t};
+    assert_int_equal(bb_engine_deliver_event(e, "Main", "x", &in, NULL, NULL), BB_OK);
+    bb_value_unref(t);
+    size_t len;
+    uint8_t *env = fx_envelope_u64(77, 1, 1, 0, &len);
+    bb_peerid p = fx_peer(4);
+    assert_int_equal(bb_engine_deliver_envelope(e, &p, NULL, env, len, NULL), BB_OK);
+    free(env);
+    assert_int_equal(bb_engine_fire_lifecycle(e, 1, NULL), BB_OK);
+    fx_run(e, NULL, 1, 5);
+    fx_echo *echo = fx_echo_at(0);
+    for (int i = 0; i < echo->n_pending; i++) {
+        bb_value *v = u64v(2);
+        assert_int_equal(bb_complete_ok(echo->pending[i], &v, 1), BB_OK);
+        bb_value_unref(echo->pending_in[i]);
+    }
+    echo->n_pending = 0;
+    fx_run(e, NULL, 2, 5);
+    const char *want[] = {"invoke", "deliver_event", "deliver_inbound", "deliver_fill",
+                          "fire_lifecycle", "handle_completion"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!saw(&sn, want[i]))
+            fail_msg("no '%s' span", want[i]);
+    assert_false(saw(&sn, "node.poll")); /* poll spans are filtered out */
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
 /* ---- the component host API: timers, the worker pool, address-book views ------------------ */
 
 typedef struct pool {
@@ -798,6 +866,7 @@ int main(void)
         cmocka_unit_test(test_dependency_call),
         cmocka_unit_test(test_component_timer_worker_pool_and_views),
         cmocka_unit_test(test_tracing_filter),
+        cmocka_unit_test(test_entry_point_spans),
         cmocka_unit_test(test_op_steps_opt_in),
         cmocka_unit_test(test_poll_phases_in_order),
     };
