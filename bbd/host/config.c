@@ -316,7 +316,8 @@ static const field TRANSPORT_FIELDS[] = {
     TRF(max_queue_total_bytes, F_SIZE), TRF(max_connections, F_SIZE),
     TRF(udp_payload_bytes, F_SIZE), TRF(udp_reassembly_bytes, F_SIZE),
     TRF(udp_reassembly_timeout_ms, F_U64), TRF(connect_timeout_ms, F_U64),
-    TRF(handshake_timeout_ms, F_U64),
+    TRF(handshake_timeout_ms, F_U64), TRF(max_rx_buffer_total_bytes, F_SIZE),
+    TRF(stall_timeout_ms, F_U64), TRF(udp_session_timeout_ms, F_U64),
 };
 #undef TRF
 

@@ -402,3 +402,11 @@ void bbd_control_publish(bbd_control *ctl, unsigned kind, const char *topic, con
 void bbd_control_client_set_user(bbd_control_client *c, void *user) { c->user = user; }
 void *bbd_control_client_user(const bbd_control_client *c) { return c->user; }
 size_t bbd_control_client_count(const bbd_control *ctl) { return ctl ? ctl->n_clients : 0; }
+
+size_t bbd_control_watcher_count(const bbd_control *ctl)
+{
+    size_t n = 0;
+    for (const bbd_control_client *c = ctl ? ctl->clients : NULL; c; c = c->next)
+        n += c->watch_kinds != 0;
+    return n;
+}

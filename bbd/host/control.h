@@ -77,5 +77,8 @@ void bbd_control_publish(bbd_control *ctl, unsigned kind, const char *topic, con
 void bbd_control_client_set_user(bbd_control_client *c, void *user);
 void *bbd_control_client_user(const bbd_control_client *c);
 size_t bbd_control_client_count(const bbd_control *ctl);
+/* Clients that asked to watch (status shows it, so a client knows its
+ * watch is in place). */
+size_t bbd_control_watcher_count(const bbd_control *ctl);
 
 #endif

@@ -13,8 +13,10 @@
  *     Model.LoadParameters(result); AppEmit("round", result)
  *
  * Components come from tests/plugins/bbd_test (bbdtest::Model, ::Mean,
- * ::Peers); each node's per-slot config (bbd.json "components") sets the
- * model's delta and training time.
+ * ::Peers); each client's per-slot config (bbd.json "components" for slot
+ * "local_model") sets its delta, sample count and training time. The two
+ * classes name their model slots differently: bbc keeps one construction
+ * state per slot name for the whole program.
  */
 #include <stdio.h>
 
@@ -48,7 +50,7 @@ static bb_module *record_server(bb_recorder *r)
 static bb_module *record_client(bb_recorder *r)
 {
     bb_module *m = bb_rec_class_module(r, "Client");
-    bb_slot *model = bb_rec_concrete(m, BB_ROLE_MODEL, "model", "bbdtest::Model",
+    bb_slot *model = bb_rec_concrete(m, BB_ROLE_MODEL, "local_model", "bbdtest::Model",
                                      "{\"init\":[0,0,0,0],\"delta\":1}", NULL);
     bb_rec *g = bb_module_body(m);
     bb_val params, req_id;

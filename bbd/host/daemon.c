@@ -1,0 +1,959 @@
+/*
+ * daemon.c — bbd's node: setup, the host loop around the engine, the steps
+ * of every poll, signals, snapshot and shutdown (see daemon.h).
+ */
+#include "bbd/host/daemon.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bb/arena.h"
+#include "bb/model_io.h"
+#include "bb/multiaddr.h"
+#include "bb/types.h"
+#include "bbc/artifact.h"
+#include "bbd/host/keys.h"
+#include "bbd/host/snapshot_file.h"
+#include "bbd/host/state_dir.h"
+#include "bbd/host/value_json.h"
+
+#define DRAIN_POLLS 1000          /* polls to run a lifecycle phase at shutdown */
+#define STATUS_PERIOD_MS 10000    /* STATUS= refresh */
+#define EVENT_JSON_MAX_ELEMS 4096 /* tensor elements printed inline for watchers */
+
+struct bbd_job {
+    uv_work_t req;
+    bbd_daemon *d;
+    void (*fn)(void *arg);
+    void *arg;
+    uint64_t token;
+    bbd_job *prev, *next;
+};
+
+uint64_t bbd_now_ns(void)
+{
+    /* Wall-clock nanoseconds: deadlines cross the wire as absolute times,
+     * so every node must count from the same epoch. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *peer_str(const bb_peerid *p, char buf[BB_PEERID_TEXT_MAX])
+{
+    if (!p || !p->len || bb_peerid_to_text(p, buf, BB_PEERID_TEXT_MAX, NULL) != BB_OK)
+        snprintf(buf, BB_PEERID_TEXT_MAX, "?");
+    return buf;
+}
+
+/* ---- scheduling ---------------------------------------------------------------- */
+
+static void poll_engine(bbd_daemon *d);
+
+static void on_repoll(uv_idle_t *h) { poll_engine(h->data); }
+static void on_deadline(uv_timer_t *h) { poll_engine(h->data); }
+static void on_wake(uv_async_t *h) { poll_engine(h->data); }
+
+/* Any thread: the engine's ingress got work. */
+static void engine_wake(void *ud)
+{
+    bbd_daemon *d = ud;
+    uv_async_send(&d->wake);
+}
+
+void bbd_daemon_kick(bbd_daemon *d)
+{
+    if (d->handles_open && !d->stopping)
+        uv_idle_start(&d->repoll, on_repoll);
+}
+
+static void schedule(bbd_daemon *d)
+{
+    if (d->stopping)
+        return;
+    uint64_t dl = bb_engine_next_deadline(d->engine);
+    if (dl == 0) {
+        /* an idle handle makes the loop poll sockets with a zero timeout
+         * and come straight back: I/O keeps flowing under load */
+        uv_idle_start(&d->repoll, on_repoll);
+        return;
+    }
+    uv_idle_stop(&d->repoll);
+    if (dl == UINT64_MAX) {
+        uv_timer_stop(&d->deadline);
+        return;
+    }
+    uint64_t now = bbd_now_ns();
+    uint64_t ms = dl > now ? (dl - now + 999999) / 1000000 : 0;
+    uv_timer_start(&d->deadline, on_deadline, ms, 0);
+}
+
+/* ---- steps ------------------------------------------------------------------------ */
+
+static void publish(bbd_daemon *d, unsigned kind, const char *topic, cJSON *ev)
+{
+    if (ev) {
+        bbd_control_publish(d->control, kind, topic, ev);
+        if (kind == BBD_WATCH_APP)
+            bbd_daemon_waits_event(d, topic, ev);
+    }
+    cJSON_Delete(ev);
+}
+
+static cJSON *event_json(const char *event, bb_exec_id exec)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (j && (!cJSON_AddStringToObject(j, "event", event) ||
+              (exec && !cJSON_AddNumberToObject(j, "exec_id", (double)exec)))) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static void add_str(cJSON *j, const char *k, const char *v)
+{
+    if (j && v)
+        cJSON_AddStringToObject(j, k, v);
+}
+
+static void step_send(bbd_daemon *d, bb_step *s)
+{
+    char pb[BB_PEERID_TEXT_MAX];
+    bb_engine_peer_info pi;
+    uint64_t now = bbd_now_ns();
+    /* The engine's backoff table says when this peer may be tried again;
+     * until then the envelope is held back (dropped and counted) instead of
+     * hammering a peer that is down. */
+    if (bb_engine_peer_info_get(d->engine, &s->u.send.peer, &pi) && pi.attempts &&
+        now < pi.next_retry_ns) {
+        d->backoff_dropped++;
+        bbd_logline l;
+        if (bbd_log_begin(&l, &d->log, BB_LOG_DEBUG, "transport", "send held back: peer in backoff")) {
+            bbd_log_str(&l, "peer", peer_str(&s->u.send.peer, pb));
+            bbd_log_u64(&l, "retry_in_ms", (pi.next_retry_ns - now) / 1000000);
+            bbd_log_end(&l);
+        }
+        return;
+    }
+    uint8_t *bytes = s->u.send.bytes;
+    s->u.send.bytes = NULL; /* the transport takes it */
+    int rc = bbd_transport_send(d->transport, &s->u.send.peer,
+                                (const bbd_addr *)s->u.send.addrs, s->u.send.n_addrs, bytes,
+                                s->u.send.len);
+    if (rc == BB_OK)
+        return;
+    d->send_errors++;
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "transport",
+                      rc == BB_EFULL ? "send dropped: peer queue full"
+                                     : "send failed: no usable address")) {
+        bbd_log_str(&l, "peer", peer_str(&s->u.send.peer, pb));
+        bbd_log_u64(&l, "bytes", s->u.send.len);
+        bbd_log_end(&l);
+    }
+    if (rc == BB_ENOTFOUND)
+        bb_engine_report_send(d->engine, &s->u.send.peer, false);
+}
+
+static void step_app(bbd_daemon *d, bb_step *s)
+{
+    d->app_events++;
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "app", "app event")) {
+        bbd_log_str(&l, "target", s->u.app.target);
+        bbd_log_str(&l, "topic", s->u.app.topic);
+        bbd_log_u64(&l, "exec", s->exec_id);
+        bbd_log_str(&l, "type", s->u.app.value && s->u.app.value->type
+                                    ? s->u.app.value->type->name : "none");
+        bbd_log_end(&l);
+    }
+    if (!bbd_control_has_watchers(d->control, BBD_WATCH_APP) && !d->waits)
+        return;
+    cJSON *ev = event_json("app", s->exec_id);
+    add_str(ev, "target", s->u.app.target);
+    add_str(ev, "topic", s->u.app.topic);
+    if (ev)
+        cJSON_AddItemToObject(ev, "value", bbd_value_to_json(s->u.app.value, EVENT_JSON_MAX_ELEMS));
+    publish(d, BBD_WATCH_APP, s->u.app.topic, ev);
+}
+
+static void step_failure(bbd_daemon *d, bb_step *s)
+{
+    char pb[BB_PEERID_TEXT_MAX];
+    bbd_logline l;
+    cJSON *ev;
+    if (s->kind == BB_STEP_OP_FAILED) {
+        if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "engine", "OpFailed")) {
+            bbd_log_str(&l, "node", s->u.op_failed.node);
+            bbd_log_str(&l, "op", s->u.op_failed.op_type);
+            bbd_log_str(&l, "domain", s->u.op_failed.domain);
+            bbd_log_u64(&l, "exec", s->exec_id);
+            bbd_log_str(&l, "error", s->u.op_failed.message);
+            bbd_log_end(&l);
+        }
+        ev = event_json("OpFailed", s->exec_id);
+        add_str(ev, "node", s->u.op_failed.node);
+        add_str(ev, "op", s->u.op_failed.op_type);
+        add_str(ev, "domain", s->u.op_failed.domain);
+        add_str(ev, "error", s->u.op_failed.message);
+    } else {
+        const char *peer = s->u.resolve.has_peer ? peer_str(&s->u.resolve.peer, pb) : NULL;
+        if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "engine", "PeerResolveFailed")) {
+            bbd_log_str(&l, "node", s->u.resolve.node);
+            bbd_log_str(&l, "peer", peer ? peer : "none");
+            bbd_log_u64(&l, "exec", s->exec_id);
+            bbd_log_end(&l);
+        }
+        ev = event_json("PeerResolveFailed", s->exec_id);
+        add_str(ev, "node", s->u.resolve.node);
+        add_str(ev, "peer", peer);
+    }
+    publish(d, BBD_WATCH_FAILURE, NULL, ev);
+}
+
+static void step_peer(bbd_daemon *d, bb_step *s)
+{
+    char pb[BB_PEERID_TEXT_MAX];
+    bool down = s->kind == BB_STEP_PEER_DOWN;
+    const char *name = down ? "PeerDown" : "PeerUp";
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, down ? BB_LOG_WARN : BB_LOG_INFO, "engine", name)) {
+        bbd_log_str(&l, "peer", peer_str(&s->u.peer.peer, pb));
+        bb_engine_peer_info pi;
+        if (bb_engine_peer_info_get(d->engine, &s->u.peer.peer, &pi)) {
+            bbd_log_u64(&l, "failures", pi.failures);
+            bbd_log_u64(&l, "attempts", pi.attempts);
+        }
+        bbd_log_end(&l);
+    }
+    cJSON *ev = event_json(name, 0);
+    add_str(ev, "peer", pb);
+    publish(d, BBD_WATCH_PEER, NULL, ev);
+}
+
+static void step_bootstrap(bbd_daemon *d, bb_step *s)
+{
+    const char *name = bb_step_kind_name(s->kind);
+    bool failed = s->kind == BB_STEP_BOOTSTRAP_FAILED;
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, failed ? BB_LOG_WARN : BB_LOG_INFO, "engine", name)) {
+        if (s->u.bootstrap.target)
+            bbd_log_str(&l, "target", s->u.bootstrap.target);
+        if (s->u.bootstrap.slot)
+            bbd_log_str(&l, "slot", s->u.bootstrap.slot);
+        if (s->u.bootstrap.message)
+            bbd_log_str(&l, "error", s->u.bootstrap.message);
+        bbd_log_end(&l);
+    }
+    cJSON *ev = event_json(name, s->exec_id);
+    add_str(ev, "target", s->u.bootstrap.target);
+    add_str(ev, "slot", s->u.bootstrap.slot);
+    add_str(ev, "error", s->u.bootstrap.message);
+    publish(d, failed ? BBD_WATCH_FAILURE : BBD_WATCH_BOOTSTRAP, NULL, ev);
+}
+
+static void step_infra(bbd_daemon *d, bb_step *s)
+{
+    char pb[BB_PEERID_TEXT_MAX];
+    const char *kind = bb_infra_kind_name(s->u.infra.kind);
+    const char *peer = s->u.infra.has_peer ? peer_str(&s->u.infra.peer, pb) : NULL;
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "engine", "InfraEvent")) {
+        bbd_log_str(&l, "kind", kind);
+        if (s->u.infra.kind == BB_INFRA_WIRE_RECEIVE_ERROR && s->u.infra.sub)
+            bbd_log_str(&l, "error", bb_wire_rx_error_name(s->u.infra.sub));
+        if (s->u.infra.count)
+            bbd_log_u64(&l, "count", s->u.infra.count);
+        if (peer)
+            bbd_log_str(&l, "peer", peer);
+        if (s->u.infra.detail)
+            bbd_log_str(&l, "detail", s->u.infra.detail);
+        bbd_log_end(&l);
+    }
+    cJSON *ev = event_json("InfraEvent", s->exec_id);
+    add_str(ev, "kind", kind);
+    add_str(ev, "peer", peer);
+    add_str(ev, "detail", s->u.infra.detail);
+    if (ev && s->u.infra.count)
+        cJSON_AddNumberToObject(ev, "count", (double)s->u.infra.count);
+    publish(d, BBD_WATCH_INFRA, NULL, ev);
+}
+
+static void act(bbd_daemon *d, bb_step *s)
+{
+    bbd_logline l;
+    switch (s->kind) {
+    case BB_STEP_SEND_ENVELOPE: step_send(d, s); break;
+    case BB_STEP_APP_EVENT: step_app(d, s); break;
+    case BB_STEP_PEER_RESOLVE_FAILED:
+    case BB_STEP_OP_FAILED: step_failure(d, s); break;
+    case BB_STEP_PEER_DOWN:
+    case BB_STEP_PEER_UP: step_peer(d, s); break;
+    case BB_STEP_BOOTSTRAP_COMPLETE:
+    case BB_STEP_BOOTSTRAP_FAILED:
+    case BB_STEP_WAITING_ON_BOOTSTRAP: step_bootstrap(d, s); break;
+    case BB_STEP_INFRA_EVENT: step_infra(d, s); break;
+    case BB_STEP_TELEMETRY:
+        if (bbd_log_begin(&l, &d->log, BB_LOG_DEBUG, "engine", "telemetry")) {
+            bbd_log_str(&l, "name", s->u.telemetry.name);
+            bbd_log_i64(&l, "delta", s->u.telemetry.delta);
+            bbd_log_u64(&l, "value", s->u.telemetry.value);
+            bbd_log_end(&l);
+        }
+        break;
+    case BB_STEP_CYCLE_BUDGET_EXCEEDED:
+        if (bbd_log_begin(&l, &d->log, BB_LOG_DEBUG, "engine", "cycle budget exceeded")) {
+            bbd_log_u64(&l, "ops", s->u.budget.ops);
+            bbd_log_end(&l);
+        }
+        break;
+    default: break;
+    }
+}
+
+static void poll_engine(bbd_daemon *d)
+{
+    if (d->polling || !d->engine)
+        return;
+    d->polling = true;
+    uv_idle_stop(&d->repoll);
+    bb_engine_poll(d->engine, bbd_now_ns(), &d->steps);
+    d->polls++;
+    for (size_t i = 0; i < d->steps.n; i++)
+        act(d, &d->steps.v[i]);
+    d->polling = false;
+    schedule(d);
+}
+
+/* ---- transport callbacks (loop thread) ---------------------------------------------- */
+
+static void tr_envelope(void *ud, const bb_peerid *from, const bbd_addr *observed,
+                        const uint8_t *bytes, size_t len)
+{
+    bbd_daemon *d = ud;
+    bb_error err = {0};
+    if (d->stopping)
+        return;
+    int rc = bb_engine_deliver_envelope(d->engine, from, (const bb_engine_addr *)observed, bytes,
+                                        len, &err);
+    if (rc == BB_OK)
+        return;
+    d->deliver_errors++;
+    char pb[BB_PEERID_TEXT_MAX];
+    bbd_logline l;
+    /* a flood of refusals must not flood the log: the first ten, then
+     * every thousandth (the metrics count them all) */
+    if ((d->deliver_errors <= 10 || d->deliver_errors % 1000 == 0) &&
+        bbd_log_begin(&l, &d->log, BB_LOG_WARN, "engine", "inbound envelope refused")) {
+        bbd_log_str(&l, "peer", peer_str(from, pb));
+        bbd_log_u64(&l, "bytes", len);
+        bbd_log_str(&l, "error", err.msg);
+        bbd_log_u64(&l, "total", d->deliver_errors);
+        bbd_log_end(&l);
+    }
+}
+
+static void tr_connected(void *ud, const bb_peerid *peer, const bbd_addr *addrs, size_t n_addrs,
+                         const char *const *targets, size_t n_targets)
+{
+    bbd_daemon *d = ud;
+    char pb[BB_PEERID_TEXT_MAX];
+    bb_error err = {0};
+    if (d->stopping)
+        return;
+    /* claimed addresses merge into the book; a full book is not fatal */
+    bb_engine_add_peer(d->engine, peer, (const bb_engine_addr *)addrs, n_addrs, NULL);
+    int rc = bb_engine_peer_connected(d->engine, peer, targets, n_targets, &err);
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, rc ? BB_LOG_WARN : BB_LOG_INFO, "transport",
+                      "peer connected")) {
+        bbd_log_str(&l, "peer", peer_str(peer, pb));
+        char tl[512] = "";
+        for (size_t i = 0, k = 0; i < n_targets && k + 1 < sizeof tl; i++)
+            k += (size_t)snprintf(tl + k, sizeof tl - k, "%s%s", i ? "," : "", targets[i]);
+        bbd_log_str(&l, "targets", tl);
+        if (rc)
+            bbd_log_str(&l, "error", err.msg);
+        bbd_log_end(&l);
+    }
+    cJSON *ev = event_json("connected", 0);
+    add_str(ev, "peer", pb);
+    publish(d, BBD_WATCH_PEER, NULL, ev);
+    bbd_daemon_kick(d);
+}
+
+static void tr_disconnected(void *ud, const bb_peerid *peer)
+{
+    bbd_daemon *d = ud;
+    char pb[BB_PEERID_TEXT_MAX];
+    if (d->stopping)
+        return;
+    bb_engine_peer_disconnected(d->engine, peer);
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "transport", "peer disconnected")) {
+        bbd_log_str(&l, "peer", peer_str(peer, pb));
+        bbd_log_end(&l);
+    }
+    cJSON *ev = event_json("disconnected", 0);
+    add_str(ev, "peer", pb);
+    publish(d, BBD_WATCH_PEER, NULL, ev);
+}
+
+static void tr_send_result(void *ud, const bb_peerid *peer, bool ok)
+{
+    bbd_daemon *d = ud;
+    if (d->stopping)
+        return;
+    bb_engine_report_send(d->engine, peer, ok);
+    /* PeerDown / PeerUp steps come out of the next poll */
+    bbd_daemon_kick(d);
+}
+
+static void tr_log(void *ud, int level, const char *msg)
+{
+    bbd_daemon *d = ud;
+    bbd_log_msg(&d->log, level < 0 ? BB_LOG_ERROR : level > 3 ? BB_LOG_DEBUG : level,
+                "transport", msg);
+}
+
+/* ---- engine host callbacks ---------------------------------------------------------------- */
+
+static void component_log(void *ud, bb_log_level level, const char *slot, const char *msg)
+{
+    bbd_daemon *d = ud;
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, level, "component", msg)) {
+        bbd_log_str(&l, "slot", slot);
+        bbd_log_end(&l);
+    }
+}
+
+static void job_run(uv_work_t *req)
+{
+    bbd_job *j = req->data;
+    j->fn(j->arg);
+}
+
+static void job_done(uv_work_t *req, int status)
+{
+    bbd_job *j = req->data;
+    bbd_daemon *d = j->d;
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        d->jobs = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    /* a job cancelled at shutdown never ran: nothing to complete */
+    if (status == 0)
+        bb_engine_work_done(d->engine, j->token);
+    free(j);
+}
+
+static int submit_work(void *ud, void (*fn)(void *arg), void *arg, uint64_t token)
+{
+    bbd_daemon *d = ud;
+    if (d->stopping)
+        return BB_ESTATE; /* the engine then runs it inline */
+    bbd_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return BB_ENOMEM;
+    j->req.data = j;
+    j->d = d;
+    j->fn = fn;
+    j->arg = arg;
+    j->token = token;
+    if (uv_queue_work(&d->loop, &j->req, job_run, job_done) != 0) {
+        free(j);
+        return BB_ERUNTIME;
+    }
+    j->next = d->jobs;
+    if (d->jobs)
+        d->jobs->prev = j;
+    d->jobs = j;
+    return BB_OK;
+}
+
+/* ---- snapshot ------------------------------------------------------------------------------ */
+
+int bbd_daemon_snapshot(bbd_daemon *d, size_t *bytes, bb_error *err)
+{
+    uint8_t *snap = NULL;
+    size_t len = 0;
+    int rc = bb_engine_snapshot(d->engine, &snap, &len, err);
+    if (rc == BB_OK)
+        rc = bbd_snapshot_write(d->snapshot_path, snap, len, err);
+    free(snap);
+    if (rc == BB_OK) {
+        d->snapshots_written++;
+        if (bytes)
+            *bytes = len;
+    }
+    return rc;
+}
+
+void bbd_daemon_summary(const bbd_daemon *d, char *out, size_t cap)
+{
+    bbd_transport_stats ts = {0};
+    if (d->transport)
+        bbd_transport_stats_get(d->transport, &ts);
+    snprintf(out, cap, "%s: %zu target%s, %" PRIu64 " connection%s, %" PRIu64
+             " envelopes in, %" PRIu64 " out",
+             d->stopping ? "stopping" : "running", d->cfg->targets.n,
+             d->cfg->targets.n == 1 ? "" : "s", ts.connections_open,
+             ts.connections_open == 1 ? "" : "s", ts.envelopes_in, ts.envelopes_out);
+}
+
+/* ---- shutdown --------------------------------------------------------------------------------- */
+
+static void closed_one(bbd_daemon *d)
+{
+    d->closing--;
+}
+
+static void handle_closed(uv_handle_t *h) { closed_one(h->data); }
+static void subsystem_closed(void *ud) { closed_one(ud); }
+
+static void close_handle(bbd_daemon *d, uv_handle_t *h)
+{
+    if (!uv_is_closing(h)) {
+        d->closing++;
+        uv_close(h, handle_closed);
+    }
+}
+
+/* Close every handle and subsystem; the loop ends once they are gone. */
+static void close_all(bbd_daemon *d)
+{
+    d->stopping = true;
+    if (d->handles_open) {
+        d->handles_open = false;
+        close_handle(d, (uv_handle_t *)&d->wake);
+        close_handle(d, (uv_handle_t *)&d->repoll);
+        close_handle(d, (uv_handle_t *)&d->deadline);
+        close_handle(d, (uv_handle_t *)&d->watchdog);
+        close_handle(d, (uv_handle_t *)&d->status_timer);
+        close_handle(d, (uv_handle_t *)&d->sig_term);
+        close_handle(d, (uv_handle_t *)&d->sig_int);
+        close_handle(d, (uv_handle_t *)&d->sig_hup);
+    }
+    bbd_daemon_waits_free(d);
+    for (bbd_job *j = d->jobs; j; j = j->next)
+        uv_cancel((uv_req_t *)&j->req); /* fails for running jobs: they finish */
+    if (d->control) {
+        d->closing++;
+        bbd_control_close(d->control, subsystem_closed, d);
+        d->control = NULL;
+    }
+    if (d->metrics) {
+        d->closing++;
+        bbd_metrics_close(d->metrics, subsystem_closed, d);
+        d->metrics = NULL;
+    }
+    if (d->transport) {
+        d->closing++;
+        bbd_transport_close(d->transport, subsystem_closed, d);
+        d->transport = NULL;
+    }
+}
+
+/* Run polls until the engine has nothing pending right now (bounded). */
+static void drain(bbd_daemon *d)
+{
+    for (int i = 0; i < DRAIN_POLLS; i++) {
+        bb_engine_poll(d->engine, bbd_now_ns(), &d->steps);
+        for (size_t k = 0; k < d->steps.n; k++)
+            act(d, &d->steps.v[k]);
+        if (bb_engine_next_deadline(d->engine) != 0)
+            break;
+    }
+}
+
+static void fire_phase(bbd_daemon *d, int64_t phase, const char *name)
+{
+    bb_error err = {0};
+    if (bb_engine_fire_lifecycle(d->engine, phase, &err) != BB_OK) {
+        bbd_logline l;
+        if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "daemon", "lifecycle phase failed")) {
+            bbd_log_str(&l, "phase", name);
+            bbd_log_str(&l, "error", err.msg);
+            bbd_log_end(&l);
+        }
+        return;
+    }
+    drain(d);
+}
+
+static void stop(bbd_daemon *d, const char *why)
+{
+    if (d->stopping)
+        return;
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "daemon", "stopping")) {
+        bbd_log_str(&l, "reason", why);
+        bbd_log_end(&l);
+    }
+    bbd_notify_send(&d->notify, "STOPPING=1\nSTATUS=stopping");
+    uv_idle_stop(&d->repoll);
+    uv_timer_stop(&d->deadline);
+    fire_phase(d, 1, "Shutdown");
+    if (d->cfg->snapshot_on_exit) {
+        fire_phase(d, 2, "Snapshot");
+        size_t bytes = 0;
+        bb_error err = {0};
+        if (bbd_daemon_snapshot(d, &bytes, &err) == BB_OK) {
+            if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "daemon", "snapshot written")) {
+                bbd_log_str(&l, "path", d->snapshot_path);
+                bbd_log_u64(&l, "bytes", bytes);
+                bbd_log_u64(&l, "incarnation", bb_engine_incarnation(d->engine));
+                bbd_log_end(&l);
+            }
+        } else {
+            d->exit_code = BBD_EXIT_FAIL;
+            if (bbd_log_begin(&l, &d->log, BB_LOG_ERROR, "daemon", "snapshot failed")) {
+                bbd_log_str(&l, "error", err.msg);
+                bbd_log_end(&l);
+            }
+        }
+    }
+    close_all(d);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    bbd_daemon *d = h->data;
+    if (signum == SIGHUP) {
+        bb_error err = {0};
+        if (bbd_log_reopen(&d->log, &err) != BB_OK)
+            bbd_log_msg(&d->log, BB_LOG_ERROR, "daemon", err.msg);
+        else
+            bbd_log_msg(&d->log, BB_LOG_INFO, "daemon", "log reopened");
+        return;
+    }
+    stop(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static void on_watchdog(uv_timer_t *h)
+{
+    bbd_daemon *d = h->data;
+    bbd_notify_send(&d->notify, "WATCHDOG=1");
+}
+
+static void on_status_timer(uv_timer_t *h)
+{
+    bbd_daemon *d = h->data;
+    char s[256];
+    bbd_daemon_summary(d, s, sizeof s);
+    bbd_notify_status(&d->notify, s);
+}
+
+/* ---- setup ------------------------------------------------------------------------------------- */
+
+static int pick_targets(bbd_daemon *d, bb_error *err)
+{
+    bbd_config *c = d->cfg;
+    bb_arena *a = bb_arena_create();
+    bbc_artifact art;
+    if (!a)
+        return bb_error_set(err, BB_ENOMEM, "out of memory");
+    int rc = bbc_artifact_read(d->model, c->artifact, a, &art, err);
+    if (rc == BB_OK) {
+        char names[1024] = "";
+        for (size_t i = 0, k = 0; i < art.n_targets && k + 1 < sizeof names; i++)
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "",
+                                  art.targets[i].name);
+        if (c->targets.n == 0 && art.n_targets == 1)
+            rc = bbd_config_strlist_add(&c->targets, art.targets[0].name, "targets", err);
+        else if (c->targets.n == 0)
+            rc = bb_error_set(err, BB_ECONFIG,
+                              "no targets given: %s has %s (choose with --targets)",
+                              c->artifact, names);
+        for (size_t i = 0; rc == BB_OK && i < c->targets.n; i++) {
+            size_t k = 0;
+            while (k < art.n_targets && strcmp(art.targets[k].name, c->targets.v[i]) != 0)
+                k++;
+            if (k == art.n_targets)
+                rc = bb_error_set(err, BB_ECONFIG, "target '%s' is not in %s (it has %s)",
+                                  c->targets.v[i], c->artifact, names);
+        }
+    }
+    bb_arena_destroy(a);
+    return rc;
+}
+
+static int load_registry(bbd_daemon *d, bb_error *err)
+{
+    bbd_config *c = d->cfg;
+    bbd_registry_options o = {.plugin_dirs = (const char *const *)c->plugin_path.v,
+                              .n_plugin_dirs = c->plugin_path.n};
+    int rc = bbd_registry_new(&o, &d->reg, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < bbd_registry_warning_count(d->reg); i++)
+        bbd_log_msg(&d->log, BB_LOG_WARN, "plugins", bbd_registry_warning_at(d->reg, i));
+    if (c->components_json &&
+        (rc = bbd_registry_load_slot_configs(d->reg, c->components_json,
+                                             strlen(c->components_json), "components", err)))
+        return rc;
+    return bbd_registry_resolve_model(d->reg, d->model, (const char *const *)c->targets.v,
+                                      c->targets.n, err);
+}
+
+static int start_transport(bbd_daemon *d, bb_error *err)
+{
+    bbd_config *c = d->cfg;
+    bbd_transport_callbacks cb = {
+        .on_envelope = tr_envelope,
+        .on_peer_connected = tr_connected,
+        .on_peer_disconnected = tr_disconnected,
+        .on_send_result = tr_send_result,
+        .on_log = tr_log,
+        .ud = d,
+    };
+    bbd_transport_config tc = c->transport;
+    tc.self = d->self;
+    tc.targets = (const char *const *)c->targets.v;
+    tc.n_targets = c->targets.n;
+    if (!(d->transport = bbd_transport_new(&d->loop, &tc, &cb, err)))
+        return err->code ? err->code : BB_ERUNTIME;
+    for (size_t i = 0; i < c->listen.n; i++) {
+        uint8_t a[BB_MULTIADDR_MAX_LEN];
+        size_t n;
+        int rc = bb_multiaddr_parse(c->listen.v[i], a, sizeof a, &n, err);
+        if (!rc)
+            rc = bbd_transport_listen(d->transport, a, n, err);
+        if (rc)
+            return rc;
+    }
+    return BB_OK;
+}
+
+static int start_engine(bbd_daemon *d, bb_error *err)
+{
+    bbd_config *c = d->cfg;
+    const bbd_addr *la = NULL;
+    size_t nla = bbd_transport_listen_addrs(d->transport, &la);
+    bb_engine_config ec;
+    bb_engine_config_init(&ec);
+    ec.peer = d->self;
+    ec.addrs = (const bb_engine_addr *)la;
+    ec.n_addrs = nla;
+    ec.seed = c->has_seed ? c->seed : bb_fnv1a64(d->self.bytes, d->self.len);
+    ec.caps = c->caps;
+    ec.cycle_op_budget = c->cycle_op_budget;
+    ec.submit_work = submit_work;
+    ec.submit_work_ud = d;
+    ec.log = component_log;
+    ec.log_ud = d;
+    if (!(d->engine = bb_engine_new(&ec, err)))
+        return err->code ? err->code : BB_ERUNTIME;
+    bb_engine_set_wake(d->engine, engine_wake, d);
+    int rc = bb_engine_install(d->engine, d->model, (const char *const *)c->targets.v,
+                               c->targets.n, bbd_registry_engine(d->reg), err);
+    if (rc)
+        return bb_error_prefix(err, "install %s", c->artifact);
+    for (size_t i = 0; i < c->n_peers; i++) {
+        bb_engine_addr a = {c->peers[i].addr, c->peers[i].addr_len};
+        if ((rc = bb_engine_add_peer(d->engine, &c->peers[i].id, &a, 1, err)))
+            return bb_error_prefix(err, "peer %s", c->peers[i].addr_text);
+    }
+    return BB_OK;
+}
+
+static int restore(bbd_daemon *d, bb_error *err)
+{
+    uint8_t *snap = NULL;
+    size_t len = 0;
+    if (d->cfg->fresh)
+        return BB_OK;
+    int rc = bbd_snapshot_read(d->snapshot_path, d->cfg->max_snapshot_bytes, &snap, &len, err);
+    if (rc == BB_ENOTFOUND) {
+        bb_error_clear(err);
+        return BB_OK;
+    }
+    if (rc == BB_OK && (rc = bb_engine_restore(d->engine, snap, len, err)))
+        bb_error_prefix(err, "snapshot %s", d->snapshot_path);
+    free(snap);
+    if (rc) {
+        char msg[BB_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return bb_error_set(err, rc, "%.400s (start with --fresh to ignore it)", msg);
+    }
+    d->restored = true;
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "daemon", "snapshot restored")) {
+        bbd_log_str(&l, "path", d->snapshot_path);
+        bbd_log_u64(&l, "bytes", len);
+        bbd_log_u64(&l, "incarnation", bb_engine_incarnation(d->engine));
+        bbd_log_end(&l);
+    }
+    return BB_OK;
+}
+
+static void init_handles(bbd_daemon *d)
+{
+    uv_async_init(&d->loop, &d->wake, on_wake);
+    uv_idle_init(&d->loop, &d->repoll);
+    uv_timer_init(&d->loop, &d->deadline);
+    uv_timer_init(&d->loop, &d->watchdog);
+    uv_timer_init(&d->loop, &d->status_timer);
+    uv_signal_init(&d->loop, &d->sig_term);
+    uv_signal_init(&d->loop, &d->sig_int);
+    uv_signal_init(&d->loop, &d->sig_hup);
+    uv_handle_t *hs[] = {(uv_handle_t *)&d->wake,     (uv_handle_t *)&d->repoll,
+                         (uv_handle_t *)&d->deadline, (uv_handle_t *)&d->watchdog,
+                         (uv_handle_t *)&d->status_timer, (uv_handle_t *)&d->sig_term,
+                         (uv_handle_t *)&d->sig_int,  (uv_handle_t *)&d->sig_hup};
+    for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
+        hs[i]->data = d;
+    d->handles_open = true;
+    uv_signal_start(&d->sig_term, on_signal, SIGTERM);
+    uv_signal_start(&d->sig_int, on_signal, SIGINT);
+    uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
+}
+
+static void announce_ready(bbd_daemon *d)
+{
+    char listen[1024] = "", targets[512] = "";
+    const bbd_addr *la = NULL;
+    size_t nla = bbd_transport_listen_addrs(d->transport, &la);
+    for (size_t i = 0, k = 0; i < nla && k + 1 < sizeof listen; i++) {
+        char t[BB_MULTIADDR_TEXT_MAX + 1];
+        if (bb_multiaddr_format(la[i].data, la[i].len, t, sizeof t, NULL, NULL) == BB_OK)
+            k += (size_t)snprintf(listen + k, sizeof listen - k, "%s%s", k ? "," : "", t);
+    }
+    for (size_t i = 0, k = 0; i < d->cfg->targets.n && k + 1 < sizeof targets; i++)
+        k += (size_t)snprintf(targets + k, sizeof targets - k, "%s%s", i ? "," : "",
+                              d->cfg->targets.v[i]);
+    d->ready_ns = bbd_now_ns();
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "daemon", "ready")) {
+        bbd_log_str(&l, "peer", d->self_text);
+        bbd_log_str(&l, "targets", targets);
+        bbd_log_str(&l, "listen", listen);
+        bbd_log_str(&l, "control", d->cfg->control);
+        bbd_log_u64(&l, "incarnation", bb_engine_incarnation(d->engine));
+        bbd_log_str(&l, "restored", d->restored ? "yes" : "no");
+        bbd_log_u64(&l, "startup_us", (d->ready_ns - d->started_ns) / 1000);
+        bbd_log_end(&l);
+    }
+    char s[320], summary[256];
+    bbd_daemon_summary(d, summary, sizeof summary);
+    snprintf(s, sizeof s, "READY=1\nMAINPID=%ld\nSTATUS=%s", (long)getpid(), summary);
+    bbd_notify_send(&d->notify, s);
+    uint64_t wd = bbd_notify_watchdog_period_ms(&d->notify);
+    if (wd) {
+        bbd_notify_send(&d->notify, "WATCHDOG=1");
+        uv_timer_start(&d->watchdog, on_watchdog, wd, wd);
+    }
+    if (bbd_notify_enabled(&d->notify))
+        uv_timer_start(&d->status_timer, on_status_timer, STATUS_PERIOD_MS, STATUS_PERIOD_MS);
+}
+
+static int start(bbd_daemon *d, bb_error *err)
+{
+    bbd_config *c = d->cfg;
+    int rc;
+    if ((rc = bbd_notify_init(&d->notify, err)))
+        return rc;
+    if ((rc = bbd_state_dir_lock(c->state_dir, &d->lock_fd, err)))
+        return rc;
+    if ((size_t)snprintf(d->snapshot_path, sizeof d->snapshot_path, "%s/%s", c->state_dir,
+                         BBD_SNAPSHOT_FILE) >= sizeof d->snapshot_path)
+        return bb_error_set(err, BB_ECONFIG, "state directory path is too long");
+    bb_keypair kp;
+    bool created = false;
+    if ((rc = bbd_node_key(c->key_file, &kp, &d->self, &created, err)))
+        return bb_error_prefix(err, "node key");
+    bb_keypair_wipe(&kp); /* the key signs nothing yet: only the PeerId is used */
+    peer_str(&d->self, d->self_text);
+    if (created) {
+        bbd_logline l;
+        if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "daemon", "created a node key")) {
+            bbd_log_str(&l, "path", c->key_file);
+            bbd_log_str(&l, "peer", d->self_text);
+            bbd_log_end(&l);
+        }
+    }
+    if ((rc = bb_model_load_file(c->artifact, &d->model, err)))
+        return rc;
+    if ((rc = pick_targets(d, err)) || (rc = load_registry(d, err)))
+        return rc;
+    if ((rc = uv_loop_init(&d->loop)))
+        return bb_error_set(err, BB_ERUNTIME, "event loop: %s", uv_strerror(rc));
+    d->loop_ready = true;
+    init_handles(d);
+    if ((rc = start_transport(d, err)) || (rc = start_engine(d, err)) || (rc = restore(d, err)))
+        return rc;
+    bbd_control_ops ops = bbd_daemon_control_ops;
+    ops.ud = d;
+    if ((rc = bbd_control_start(&d->loop, c->control, c->control_max_line_bytes,
+                                c->control_max_clients, &ops, &d->control, err)))
+        return rc;
+    if (c->metrics) {
+        uint8_t a[BB_MULTIADDR_MAX_LEN];
+        size_t n;
+        if ((rc = bb_multiaddr_parse(c->metrics, a, sizeof a, &n, err)) ||
+            (rc = bbd_metrics_start(&d->loop, a, n, bbd_daemon_render_metrics, d, &d->metrics,
+                                    err)))
+            return rc;
+    }
+    if (!d->restored && c->bootstrap_all) {
+        bb_bootstrap_target all = {.kind = BB_BOOTSTRAP_ALL};
+        if ((rc = bb_engine_run_bootstrap(d->engine, &all, err)))
+            return bb_error_prefix(err, "bootstrap");
+    }
+    return BB_OK;
+}
+
+static void finish(bbd_daemon *d)
+{
+    if (d->loop_ready) {
+        close_all(d);
+        uv_run(&d->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&d->loop);
+    }
+    bb_steps_free(&d->steps);
+    bb_engine_free(d->engine);
+    bbd_registry_free(d->reg);
+    bb_model_free(d->model);
+    bbd_notify_close(&d->notify);
+    if (d->lock_fd >= 0)
+        close(d->lock_fd);
+    bbd_log_close(&d->log);
+}
+
+int bbd_daemon_main(bbd_config *cfg)
+{
+    bbd_daemon d;
+    memset(&d, 0, sizeof d);
+    d.cfg = cfg;
+    d.lock_fd = -1;
+    d.notify.fd = -1;
+    d.started_ns = bbd_now_ns();
+    bb_steps_init(&d.steps);
+    signal(SIGPIPE, SIG_IGN);
+    bb_error err = {0};
+    if (bbd_log_open(&d.log, cfg->log_level, cfg->log_file, &err) != BB_OK) {
+        fprintf(stderr, "bbd: error: %s\n", err.msg);
+        return BBD_EXIT_FAIL;
+    }
+    if (start(&d, &err) != BB_OK) {
+        fprintf(stderr, "bbd: error: %s\n", err.msg);
+        d.stopping = true;
+        finish(&d);
+        return BBD_EXIT_FAIL;
+    }
+    announce_ready(&d);
+    poll_engine(&d);
+    uv_run(&d.loop, UV_RUN_DEFAULT);
+    finish(&d);
+    return d.exit_code;
+}

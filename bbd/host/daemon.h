@@ -1,0 +1,113 @@
+/*
+ * daemon.h — bbd, the daemon (bbd(8)): one node running the targets of a
+ * compiled artifact on a libuv loop.
+ *
+ * The loop owns everything and everything runs on it (the engine thread):
+ * the transport's callbacks feed the engine, the engine's wake callback
+ * (any thread: pushes onto its ingress) is a uv_async, one timer follows
+ * bb_engine_next_deadline, an idle handle re-polls while work is pending so
+ * sockets are still served between polls, and the steps of every poll are
+ * acted on (daemon.c). The control socket's commands (daemon_control.c)
+ * and the metrics page (daemon_metrics.c) read the same state.
+ *
+ * Shutdown (SIGTERM / SIGINT): Shutdown lifecycle phase, Snapshot phase,
+ * snapshot written to the state dir, every handle closed, exit 0.
+ */
+#ifndef BBD_HOST_DAEMON_H
+#define BBD_HOST_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "bb/ir.h"
+#include "bb/peerid.h"
+#include "bbd/engine/engine.h"
+#include "bbd/host/config.h"
+#include "bbd/host/control.h"
+#include "bbd/host/log.h"
+#include "bbd/host/metrics.h"
+#include "bbd/host/notify.h"
+#include "bbd/host/registry.h"
+#include "bbd/host/transport.h"
+
+/* Exit codes (bbd(8)). */
+enum { BBD_EXIT_OK = 0, BBD_EXIT_FAIL = 1, BBD_EXIT_USAGE = 2 };
+
+typedef struct bbd_wait bbd_wait;   /* an invoke waiting for an AppEvent */
+typedef struct bbd_job bbd_job;     /* a worker-pool job */
+
+typedef struct bbd_daemon {
+    bbd_config *cfg;
+    uv_loop_t loop;
+    bool loop_ready;
+    bbd_log log;
+    bbd_notify notify;
+    int lock_fd;
+
+    bb_peerid self;
+    char self_text[BB_PEERID_TEXT_MAX];
+    bb_model *model;
+    bbd_registry *reg;
+    bb_engine *engine;
+    bbd_transport *transport;
+    bbd_control *control;
+    bbd_metrics *metrics;
+    char snapshot_path[4096];
+
+    uv_async_t wake;
+    uv_idle_t repoll;
+    uv_timer_t deadline;
+    uv_timer_t watchdog;
+    uv_timer_t status_timer;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    bool handles_open;
+    int closing; /* handles and subsystems still closing */
+
+    bb_steps steps;
+    bool polling;
+    bool stopping;
+    int exit_code;
+    bool restored;
+    uint64_t started_ns, ready_ns;
+
+    /* daemon counters (metrics, status) */
+    uint64_t polls;
+    uint64_t backoff_dropped;  /* sends held back: the peer was in cooldown */
+    uint64_t send_errors;      /* the transport refused a send */
+    uint64_t deliver_errors;   /* inbound envelopes the engine refused */
+    uint64_t app_events;
+    uint64_t snapshots_written;
+
+    bbd_wait *waits;
+    bbd_job *jobs;
+} bbd_daemon;
+
+/* Run a node with a finished config (bbd_config_finish). Returns the exit
+ * code. Errors before the loop starts print "bbd: error: ..." on stderr. */
+int bbd_daemon_main(bbd_config *cfg);
+
+/* ---- shared between daemon*.c ---------------------------------------------------- */
+
+uint64_t bbd_now_ns(void);
+/* Ask for a poll as soon as the loop comes around. */
+void bbd_daemon_kick(bbd_daemon *d);
+/* Write a snapshot now (between polls). *bytes gets its size. */
+int bbd_daemon_snapshot(bbd_daemon *d, size_t *bytes, bb_error *err);
+/* "ready", "restoring", "stopping" and a one-line summary for STATUS=. */
+void bbd_daemon_summary(const bbd_daemon *d, char *out, size_t cap);
+
+/* daemon_control.c */
+extern const bbd_control_ops bbd_daemon_control_ops;
+/* An AppEvent arrived: answer invokes waiting for its topic. */
+void bbd_daemon_waits_event(bbd_daemon *d, const char *topic, const cJSON *ev);
+void bbd_daemon_waits_free(bbd_daemon *d);
+/* JSON objects describing peers and counters (status, peers). */
+cJSON *bbd_daemon_peers_json(bbd_daemon *d);
+cJSON *bbd_daemon_counters_json(const bbd_daemon *d);
+
+/* daemon_metrics.c */
+void bbd_daemon_render_metrics(void *daemon, bbd_mtext *out);
+
+#endif

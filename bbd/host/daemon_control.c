@@ -1,0 +1,624 @@
+/*
+ * daemon_control.c — what the control socket's commands do (bbd(8),
+ * "CONTROL SOCKET"): status, peers, invoke, event, bootstrap, snapshot,
+ * watch, log_level. Requests are untrusted JSON: every field is checked and
+ * a bad one is an error reply naming it; nothing here can stop the daemon.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bb/multiaddr.h"
+#include "bbd/host/daemon.h"
+#include "bbd/host/value_json.h"
+
+#define WAIT_DEFAULT_MS 10000
+#define WAIT_MAX_MS 3600000
+#define MAX_INPUTS 1024
+#define MAX_NAMES 256
+
+struct bbd_wait {
+    bbd_daemon *d;
+    bbd_control_client *client;
+    char *topic;
+    uint64_t exec;
+    cJSON *id;
+    uv_timer_t timer;
+    bbd_wait *prev, *next;
+};
+
+/* ---- replies ---------------------------------------------------------------- */
+
+static cJSON *reply_ok(void)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (j && !cJSON_AddTrueToObject(j, "ok")) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static cJSON *reply_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static cJSON *reply_err(const char *fmt, ...)
+{
+    char msg[BB_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cJSON *j = cJSON_CreateObject();
+    if (j && (!cJSON_AddFalseToObject(j, "ok") || !cJSON_AddStringToObject(j, "error", msg))) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static const char *str_field(const cJSON *req, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void add_u64(cJSON *j, const char *k, uint64_t v)
+{
+    cJSON_AddNumberToObject(j, k, (double)v);
+}
+
+static const char *peer_text(const bb_peerid *p, char buf[BB_PEERID_TEXT_MAX])
+{
+    if (bb_peerid_to_text(p, buf, BB_PEERID_TEXT_MAX, NULL) != BB_OK)
+        snprintf(buf, BB_PEERID_TEXT_MAX, "?");
+    return buf;
+}
+
+static cJSON *addr_array(const bb_engine_addr *a, size_t n)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr && i < n; i++) {
+        char t[BB_MULTIADDR_TEXT_MAX + 1];
+        if (bb_multiaddr_format(a[i].data, a[i].len, t, sizeof t, NULL, NULL) == BB_OK)
+            cJSON_AddItemToArray(arr, cJSON_CreateString(t));
+    }
+    return arr;
+}
+
+/* ---- status, peers, counters --------------------------------------------------- */
+
+cJSON *bbd_daemon_counters_json(const bbd_daemon *d)
+{
+    cJSON *c = cJSON_CreateObject();
+    if (!c)
+        return NULL;
+    const char *name;
+    uint64_t v;
+    for (size_t i = 0; d->engine && bb_engine_counter_at(d->engine, i, &name, &v); i++)
+        add_u64(c, name, v);
+    add_u64(c, "daemon.polls", d->polls);
+    add_u64(c, "daemon.backoff_dropped", d->backoff_dropped);
+    add_u64(c, "daemon.send_errors", d->send_errors);
+    add_u64(c, "daemon.deliver_errors", d->deliver_errors);
+    add_u64(c, "daemon.app_events", d->app_events);
+    add_u64(c, "daemon.snapshots_written", d->snapshots_written);
+    return c;
+}
+
+static cJSON *peer_stats_json(const bbd_peer_stats *s)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "state", s->state ? s->state : "?");
+    cJSON_AddBoolToObject(j, "connected", s->connected);
+    add_u64(j, "bytes_in", s->bytes_in);
+    add_u64(j, "bytes_out", s->bytes_out);
+    add_u64(j, "envelopes_in", s->envelopes_in);
+    add_u64(j, "envelopes_out", s->envelopes_out);
+    add_u64(j, "queued_bytes", s->queued_bytes);
+    add_u64(j, "dropped", s->dropped);
+    return j;
+}
+
+typedef struct peers_ctx {
+    bbd_daemon *d;
+    cJSON *arr;
+    uint64_t now;
+} peers_ctx;
+
+static void peer_entry(void *ud, const bb_engine_peer_info *p)
+{
+    peers_ctx *pc = ud;
+    char pb[BB_PEERID_TEXT_MAX];
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return;
+    cJSON_AddStringToObject(j, "peer", peer_text(&p->peer, pb));
+    cJSON_AddItemToObject(j, "addrs", addr_array(p->addrs, p->n_addrs));
+    cJSON_AddBoolToObject(j, "connected", p->connected);
+    cJSON_AddBoolToObject(j, "down", p->down);
+    cJSON_AddBoolToObject(j, "blocked", p->blocked);
+    add_u64(j, "failures", p->failures);
+    add_u64(j, "backoff_attempts", p->attempts);
+    add_u64(j, "backoff_ms",
+            p->next_retry_ns > pc->now ? (p->next_retry_ns - pc->now) / 1000000 : 0);
+    add_u64(j, "rtt_us", p->rtt_ns / 1000);
+    bbd_peer_stats st;
+    for (size_t i = 0; pc->d->transport && bbd_transport_peer_stats_at(pc->d->transport, i, &st);
+         i++) {
+        if (bb_peerid_equal(&st.peer, &p->peer)) {
+            cJSON_AddItemToObject(j, "transport", peer_stats_json(&st));
+            break;
+        }
+    }
+    cJSON_AddItemToArray(pc->arr, j);
+}
+
+cJSON *bbd_daemon_peers_json(bbd_daemon *d)
+{
+    peers_ctx pc = {d, cJSON_CreateArray(), bbd_now_ns()};
+    if (pc.arr && d->engine)
+        bb_engine_peer_foreach(d->engine, peer_entry, &pc);
+    return pc.arr;
+}
+
+static const char *bootstrap_name(bb_bootstrap_status s)
+{
+    return s == BB_BOOTSTRAP_RUNNING           ? "running"
+           : s == BB_BOOTSTRAP_WAITING_FOR_INPUT ? "waiting_for_input"
+                                                 : "idle";
+}
+
+static cJSON *cmd_status(bbd_daemon *d)
+{
+    cJSON *j = reply_ok();
+    if (!j)
+        return NULL;
+    bbd_config *c = d->cfg;
+    cJSON_AddStringToObject(j, "peer_id", d->self_text);
+    cJSON *t = cJSON_AddArrayToObject(j, "targets");
+    for (size_t i = 0; t && i < c->targets.n; i++)
+        cJSON_AddItemToArray(t, cJSON_CreateString(c->targets.v[i]));
+    cJSON_AddStringToObject(j, "artifact", c->artifact);
+    add_u64(j, "incarnation", bb_engine_incarnation(d->engine));
+    cJSON_AddBoolToObject(j, "restored", d->restored);
+    cJSON_AddStringToObject(j, "bootstrap", bootstrap_name(bb_engine_bootstrap_status(d->engine)));
+    const bbd_addr *la = NULL;
+    size_t nla = d->transport ? bbd_transport_listen_addrs(d->transport, &la) : 0;
+    cJSON_AddItemToObject(j, "listen", addr_array((const bb_engine_addr *)la, nla));
+    cJSON_AddStringToObject(j, "control", c->control);
+    char ma[BB_MULTIADDR_TEXT_MAX + 1];
+    if (d->metrics && bbd_metrics_addr(d->metrics, ma, sizeof ma) == BB_OK)
+        cJSON_AddStringToObject(j, "metrics", ma);
+    cJSON_AddStringToObject(j, "state_dir", c->state_dir);
+    add_u64(j, "pid", (uint64_t)getpid());
+    add_u64(j, "uptime_ms", (bbd_now_ns() - d->started_ns) / 1000000);
+    add_u64(j, "pending_async", bb_engine_pending_async_count(d->engine));
+    add_u64(j, "live_executions", bb_engine_live_executions(d->engine));
+    add_u64(j, "known_peers", bb_engine_peer_count(d->engine));
+    add_u64(j, "control_clients", bbd_control_client_count(d->control));
+    add_u64(j, "watchers", bbd_control_watcher_count(d->control));
+    cJSON_AddItemToObject(j, "counters", bbd_daemon_counters_json(d));
+    bbd_transport_stats ts = {0};
+    if (d->transport)
+        bbd_transport_stats_get(d->transport, &ts);
+    cJSON *tj = cJSON_AddObjectToObject(j, "transport");
+    if (tj) {
+        add_u64(tj, "bytes_in", ts.bytes_in);
+        add_u64(tj, "bytes_out", ts.bytes_out);
+        add_u64(tj, "envelopes_in", ts.envelopes_in);
+        add_u64(tj, "envelopes_out", ts.envelopes_out);
+        add_u64(tj, "frames_refused", ts.frames_refused);
+        add_u64(tj, "queue_dropped", ts.queue_dropped);
+        add_u64(tj, "udp_fragments_in", ts.udp_fragments_in);
+        add_u64(tj, "udp_reassembly_dropped", ts.udp_reassembly_dropped);
+        add_u64(tj, "connections_open", ts.connections_open);
+    }
+    cJSON *conns = cJSON_AddArrayToObject(j, "connections");
+    bbd_peer_stats st;
+    for (size_t i = 0; conns && d->transport && bbd_transport_peer_stats_at(d->transport, i, &st);
+         i++) {
+        cJSON *pj = peer_stats_json(&st);
+        char pb[BB_PEERID_TEXT_MAX];
+        if (pj)
+            cJSON_AddStringToObject(pj, "peer", peer_text(&st.peer, pb));
+        cJSON_AddItemToArray(conns, pj);
+    }
+    return j;
+}
+
+static cJSON *cmd_peers(bbd_daemon *d)
+{
+    cJSON *j = reply_ok();
+    if (j)
+        cJSON_AddItemToObject(j, "peers", bbd_daemon_peers_json(d));
+    return j;
+}
+
+/* ---- inputs ------------------------------------------------------------------------- */
+
+typedef struct inputs {
+    bbd_input *v;
+    bb_engine_input *e;
+    size_t n;
+} inputs;
+
+static void inputs_free(inputs *in)
+{
+    for (size_t i = 0; i < in->n; i++)
+        bbd_input_free(&in->v[i]);
+    free(in->v);
+    free(in->e);
+    memset(in, 0, sizeof *in);
+}
+
+/* "inputs": {"name": <value JSON>, ...} (absent: no inputs). */
+static int inputs_parse(const cJSON *obj, inputs *in, bb_error *err)
+{
+    memset(in, 0, sizeof *in);
+    if (!obj)
+        return BB_OK;
+    if (!cJSON_IsObject(obj))
+        return bb_error_set(err, BB_EINVAL, "\"inputs\" must be an object of name: value");
+    size_t n = (size_t)cJSON_GetArraySize(obj);
+    if (n > MAX_INPUTS)
+        return bb_error_set(err, BB_ELIMIT, "more than %d inputs", MAX_INPUTS);
+    in->v = calloc(n ? n : 1, sizeof *in->v);
+    in->e = calloc(n ? n : 1, sizeof *in->e);
+    if (!in->v || !in->e) {
+        inputs_free(in);
+        return bb_error_set(err, BB_ENOMEM, "out of memory");
+    }
+    for (const cJSON *x = obj->child; x; x = x->next) {
+        int rc = bbd_input_from_json(x->string, x, &in->v[in->n], err);
+        if (rc) {
+            inputs_free(in);
+            return rc;
+        }
+        bbd_input *i = &in->v[in->n];
+        in->e[in->n++] = (bb_engine_input){i->name, i->value, i->bytes, i->len};
+    }
+    return BB_OK;
+}
+
+/* ---- invoke and its wait --------------------------------------------------------------- */
+
+static void wait_closed(uv_handle_t *h)
+{
+    bbd_wait *w = h->data;
+    free(w->topic);
+    cJSON_Delete(w->id);
+    free(w);
+}
+
+static void wait_remove(bbd_wait *w)
+{
+    bbd_daemon *d = w->d;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        d->waits = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    uv_close((uv_handle_t *)&w->timer, wait_closed);
+}
+
+static void reply_with_id(bbd_control_client *c, cJSON *reply, const cJSON *id)
+{
+    if (reply && id)
+        cJSON_AddItemToObject(reply, "id", cJSON_Duplicate(id, true));
+    bbd_control_reply(c, reply);
+}
+
+static void wait_timeout(uv_timer_t *t)
+{
+    bbd_wait *w = t->data;
+    cJSON *r = reply_err("no '%s' event within the wait timeout (exec %llu)", w->topic,
+                         (unsigned long long)w->exec);
+    if (r)
+        add_u64(r, "exec_id", w->exec);
+    reply_with_id(w->client, r, w->id);
+    wait_remove(w);
+}
+
+void bbd_daemon_waits_event(bbd_daemon *d, const char *topic, const cJSON *ev)
+{
+    bbd_wait *next;
+    for (bbd_wait *w = d->waits; w; w = next) {
+        next = w->next;
+        if (!topic || strcmp(w->topic, topic) != 0)
+            continue;
+        cJSON *r = reply_ok();
+        if (r) {
+            add_u64(r, "exec_id", w->exec);
+            cJSON_AddItemToObject(r, "event", cJSON_Duplicate(ev, true));
+        }
+        reply_with_id(w->client, r, w->id);
+        wait_remove(w);
+    }
+}
+
+void bbd_daemon_waits_free(bbd_daemon *d)
+{
+    while (d->waits)
+        wait_remove(d->waits);
+}
+
+static void client_closed(void *ud, bbd_control_client *c)
+{
+    bbd_daemon *d = ud;
+    bbd_wait *next;
+    for (bbd_wait *w = d->waits; w; w = next) {
+        next = w->next;
+        if (w->client == c)
+            wait_remove(w);
+    }
+}
+
+static cJSON *cmd_invoke(bbd_daemon *d, bbd_control_client *c, const cJSON *req, bool *deferred)
+{
+    const char *target = str_field(req, "target");
+    const cJSON *wait = cJSON_GetObjectItemCaseSensitive(req, "wait");
+    const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(req, "timeout_ms");
+    if (!target)
+        return reply_err("invoke: \"target\" (a string) is required");
+    if (wait && (!cJSON_IsString(wait) || !*wait->valuestring))
+        return reply_err("invoke: \"wait\" must be an AppEvent topic");
+    double ms = WAIT_DEFAULT_MS;
+    if (timeout) {
+        if (!cJSON_IsNumber(timeout) || timeout->valuedouble < 0 ||
+            timeout->valuedouble > WAIT_MAX_MS)
+            return reply_err("invoke: \"timeout_ms\" must be 0..%d", WAIT_MAX_MS);
+        ms = timeout->valuedouble;
+    }
+    inputs in;
+    bb_error err = {0};
+    if (inputs_parse(cJSON_GetObjectItemCaseSensitive(req, "inputs"), &in, &err))
+        return reply_err("invoke %s: %s", target, err.msg);
+    bb_exec_id exec = 0;
+    /* register the wait first: the event may come out of the very next poll */
+    bbd_wait *w = NULL;
+    if (wait) {
+        w = calloc(1, sizeof *w);
+        if (!w || !(w->topic = strdup(wait->valuestring))) {
+            free(w);
+            inputs_free(&in);
+            return reply_err("out of memory");
+        }
+    }
+    int rc = bb_engine_invoke(d->engine, target, in.e, in.n, &exec, &err);
+    inputs_free(&in);
+    if (rc) {
+        if (w)
+            free(w->topic);
+        free(w);
+        return reply_err("invoke %s: %s", target, err.msg);
+    }
+    if (!w) {
+        cJSON *r = reply_ok();
+        if (r)
+            add_u64(r, "exec_id", exec);
+        return r;
+    }
+    w->d = d;
+    w->client = c;
+    w->exec = exec;
+    w->id = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(req, "id"), true);
+    uv_timer_init(&d->loop, &w->timer);
+    w->timer.data = w;
+    uv_timer_start(&w->timer, wait_timeout, (uint64_t)ms, 0);
+    w->next = d->waits;
+    if (d->waits)
+        d->waits->prev = w;
+    d->waits = w;
+    *deferred = true;
+    return NULL;
+}
+
+static cJSON *cmd_event(bbd_daemon *d, const cJSON *req)
+{
+    const char *target = str_field(req, "target"), *input = str_field(req, "input");
+    const cJSON *value = cJSON_GetObjectItemCaseSensitive(req, "value");
+    if (!target || !input || !value)
+        return reply_err("event: \"target\", \"input\" and \"value\" are required");
+    bbd_input in;
+    bb_error err = {0};
+    if (bbd_input_from_json(input, value, &in, &err))
+        return reply_err("event %s.%s: %s", target, input, err.msg);
+    bb_engine_input ei = {in.name, in.value, in.bytes, in.len};
+    bb_exec_id exec = 0;
+    int rc = bb_engine_deliver_event(d->engine, target, input, &ei, &exec, &err);
+    bbd_input_free(&in);
+    if (rc)
+        return reply_err("event %s.%s: %s", target, input, err.msg);
+    cJSON *r = reply_ok();
+    if (r)
+        add_u64(r, "exec_id", exec);
+    return r;
+}
+
+/* ---- bootstrap ------------------------------------------------------------------------- */
+
+static int names_parse(const cJSON *arr, const char **out, size_t *n, const char *what,
+                       bb_error *err)
+{
+    *n = 0;
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > MAX_NAMES)
+        return bb_error_set(err, BB_EINVAL, "\"%s\" must be an array of at most %d names",
+                            what, MAX_NAMES);
+    for (const cJSON *x = arr->child; x; x = x->next) {
+        if (!cJSON_IsString(x))
+            return bb_error_set(err, BB_EINVAL, "\"%s\" must hold strings", what);
+        out[(*n)++] = x->valuestring;
+    }
+    return BB_OK;
+}
+
+static cJSON *cmd_bootstrap(bbd_daemon *d, const cJSON *req)
+{
+    const cJSON *all = cJSON_GetObjectItemCaseSensitive(req, "all");
+    const cJSON *modules = cJSON_GetObjectItemCaseSensitive(req, "modules");
+    const cJSON *requests = cJSON_GetObjectItemCaseSensitive(req, "requests");
+    const cJSON *slots = cJSON_GetObjectItemCaseSensitive(req, "slots");
+    int given = (all != NULL) + (modules != NULL) + (requests != NULL) + (slots != NULL);
+    if (given != 1 || (all && !cJSON_IsTrue(all)))
+        return reply_err("bootstrap: give exactly one of \"all\": true, \"modules\", "
+                         "\"requests\" or \"slots\"");
+    bb_bootstrap_target t = {.kind = BB_BOOTSTRAP_ALL};
+    const char *names[MAX_NAMES];
+    bb_bootstrap_request reqs[MAX_NAMES];
+    inputs ins[MAX_NAMES];
+    size_t n_reqs = 0;
+    bb_error err = {0};
+    int rc = BB_OK;
+    if (modules || slots) {
+        t.kind = modules ? BB_BOOTSTRAP_MODULE_NAMES : BB_BOOTSTRAP_SLOTS;
+        rc = names_parse(modules ? modules : slots, names, &t.n_names,
+                         modules ? "modules" : "slots", &err);
+        t.names = names;
+    } else if (requests) {
+        t.kind = BB_BOOTSTRAP_MODULE_REQUESTS;
+        if (!cJSON_IsArray(requests) || cJSON_GetArraySize(requests) > MAX_NAMES)
+            rc = bb_error_set(&err, BB_EINVAL,
+                              "\"requests\" must be an array of at most %d {target, inputs}",
+                              MAX_NAMES);
+        for (const cJSON *x = rc ? NULL : requests->child; x && !rc; x = x->next) {
+            const char *target = str_field(x, "target");
+            if (!target) {
+                rc = bb_error_set(&err, BB_EINVAL, "every request needs a \"target\"");
+                break;
+            }
+            if ((rc = inputs_parse(cJSON_GetObjectItemCaseSensitive(x, "inputs"), &ins[n_reqs],
+                                   &err)))
+                break;
+            reqs[n_reqs] = (bb_bootstrap_request){target, ins[n_reqs].e, ins[n_reqs].n};
+            n_reqs++;
+        }
+        t.requests = reqs;
+        t.n_requests = n_reqs;
+    }
+    if (!rc)
+        rc = bb_engine_run_bootstrap(d->engine, &t, &err);
+    for (size_t i = 0; i < n_reqs; i++)
+        inputs_free(&ins[i]);
+    if (rc)
+        return reply_err("bootstrap: %s", err.msg);
+    cJSON *r = reply_ok();
+    if (r)
+        cJSON_AddStringToObject(r, "bootstrap",
+                                bootstrap_name(bb_engine_bootstrap_status(d->engine)));
+    return r;
+}
+
+/* ---- snapshot, watch, log level ----------------------------------------------------------- */
+
+static cJSON *cmd_snapshot(bbd_daemon *d)
+{
+    size_t bytes = 0;
+    bb_error err = {0};
+    if (bbd_daemon_snapshot(d, &bytes, &err))
+        return reply_err("snapshot: %s", err.msg);
+    cJSON *r = reply_ok();
+    if (r) {
+        cJSON_AddStringToObject(r, "path", d->snapshot_path);
+        add_u64(r, "bytes", bytes);
+        add_u64(r, "incarnation", bb_engine_incarnation(d->engine));
+    }
+    return r;
+}
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} WATCH_KINDS[] = {{"app", BBD_WATCH_APP},           {"failure", BBD_WATCH_FAILURE},
+                   {"peer", BBD_WATCH_PEER},         {"bootstrap", BBD_WATCH_BOOTSTRAP},
+                   {"infra", BBD_WATCH_INFRA}};
+
+static cJSON *cmd_watch(bbd_control_client *c, const cJSON *req)
+{
+    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(req, "kinds");
+    const cJSON *topics = cJSON_GetObjectItemCaseSensitive(req, "topics");
+    unsigned mask = kinds ? 0 : BBD_WATCH_ALL;
+    const char *names[MAX_NAMES];
+    size_t n_names = 0, n_kinds = 0;
+    bb_error err = {0};
+    if (kinds) {
+        const char *k[MAX_NAMES];
+        if (names_parse(kinds, k, &n_kinds, "kinds", &err))
+            return reply_err("watch: %s", err.msg);
+        for (size_t i = 0; i < n_kinds; i++) {
+            size_t w = 0;
+            while (w < sizeof WATCH_KINDS / sizeof *WATCH_KINDS && strcmp(WATCH_KINDS[w].name, k[i]))
+                w++;
+            if (w == sizeof WATCH_KINDS / sizeof *WATCH_KINDS)
+                return reply_err("watch: unknown kind '%.64s' (app, failure, peer, bootstrap, "
+                                 "infra)", k[i]);
+            mask |= WATCH_KINDS[w].bit;
+        }
+    }
+    if (topics && names_parse(topics, names, &n_names, "topics", &err))
+        return reply_err("watch: %s", err.msg);
+    if (bbd_control_watch(c, mask, names, n_names))
+        return reply_err("watch: too many topics");
+    cJSON *r = reply_ok();
+    if (r)
+        cJSON_AddTrueToObject(r, "watching");
+    return r;
+}
+
+static cJSON *cmd_log_level(bbd_daemon *d, const cJSON *req)
+{
+    const char *level = str_field(req, "level");
+    bb_log_level lv;
+    bb_error err = {0};
+    if (!level || bbd_log_level_parse(level, &lv, &err))
+        return reply_err("log_level: %s", level ? err.msg : "\"level\" is required");
+    d->log.level = lv;
+    cJSON *r = reply_ok();
+    if (r)
+        cJSON_AddStringToObject(r, "level", bbd_log_level_name(lv));
+    return r;
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------ */
+
+static cJSON *handle(void *ud, bbd_control_client *c, const cJSON *req, bool *deferred)
+{
+    bbd_daemon *d = ud;
+    const char *cmd = str_field(req, "cmd");
+    cJSON *r;
+    if (d->stopping)
+        r = reply_err("the daemon is stopping");
+    else if (!cmd)
+        r = reply_err("request needs \"cmd\" (status, peers, invoke, event, bootstrap, "
+                      "snapshot, watch, log_level)");
+    else if (!strcmp(cmd, "status"))
+        r = cmd_status(d);
+    else if (!strcmp(cmd, "peers"))
+        r = cmd_peers(d);
+    else if (!strcmp(cmd, "invoke"))
+        r = cmd_invoke(d, c, req, deferred);
+    else if (!strcmp(cmd, "event"))
+        r = cmd_event(d, req);
+    else if (!strcmp(cmd, "bootstrap"))
+        r = cmd_bootstrap(d, req);
+    else if (!strcmp(cmd, "snapshot"))
+        r = cmd_snapshot(d);
+    else if (!strcmp(cmd, "watch"))
+        r = cmd_watch(c, req);
+    else if (!strcmp(cmd, "log_level"))
+        r = cmd_log_level(d, req);
+    else
+        r = reply_err("unknown command '%.64s'", cmd);
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(req, "id");
+    if (r && id)
+        cJSON_AddItemToObject(r, "id", cJSON_Duplicate(id, true));
+    return r;
+}
+
+const bbd_control_ops bbd_daemon_control_ops = {
+    .handle = handle,
+    .client_closed = client_closed,
+};

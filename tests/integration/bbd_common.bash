@@ -1,0 +1,124 @@
+# bbd_common.bash — shared by the bbd_*.sh integration tests (sourced, not
+# run: the test runner only runs *.sh). Real bbd processes on 127.0.0.1,
+# port 0 everywhere (each node reports the port it got), a temporary
+# directory per script, every started process killed on exit, and every
+# wait bounded by a deadline on a condition (no sleep-and-hope).
+#
+# Provides: BBD BBCTL BBC TMP PY, ok / not_ok / finish (the summary line),
+# compile_example NAME (-> $TMP/NAME.onnx), start_node NAME ARGS...,
+# stop_node NAME, node_pid / node_peer / node_addr NAME [tcp|udp],
+# ctl NAME ARGS... (bbctl on NAME's socket), jget EXPR (JSON on stdin,
+# python expression over d), wait_until SECONDS CMD...
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BB_BUILD=${BB_BUILD:-$PWD/build}
+BBD=$BB_BUILD/bin/bbd
+BBCTL=$BB_BUILD/bin/bbctl
+BBC=$BB_BUILD/bin/bbc
+PY=/usr/bin/python3
+TMP=$(mktemp -d /tmp/bbd-it.XXXXXX)
+declare -A NODE_PID=()
+pass=0
+fail=0
+
+cleanup() {
+    local n
+    for n in "${!NODE_PID[@]}"; do
+        kill -KILL "${NODE_PID[$n]}" 2>/dev/null
+    done
+    wait 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+not_ok() {
+    fail=$((fail + 1))
+    echo "FAIL $1"
+    if [ -n "${2:-}" ] && [ -f "$2" ]; then tail -n 30 "$2" | sed 's/^/     | /'; fi
+}
+check() { # NAME CMD... : ok when CMD succeeds
+    local name=$1
+    shift
+    if "$@" >"$TMP/check.out" 2>&1; then ok "$name"; else not_ok "$name" "$TMP/check.out"; fi
+}
+finish() {
+    echo "$pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+    exit $?
+}
+
+for b in "$BBD" "$BBCTL" "$BBC"; do
+    if [ ! -x "$b" ]; then
+        echo "FAIL $b not built"
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+done
+
+# JSON on stdin, a python expression over d.
+jget() { "$PY" -c 'import json,sys; d=json.load(sys.stdin); v=eval(sys.argv[1]); print(json.dumps(v) if isinstance(v,(dict,list,bool)) else v)' "$1"; }
+
+wait_until() { # SECONDS CMD... : poll CMD until it succeeds or the deadline passes
+    local deadline=$((SECONDS + $1))
+    shift
+    while ! "$@" >/dev/null 2>&1; do
+        [ "$SECONDS" -ge "$deadline" ] && return 1
+        sleep 0.05
+    done
+}
+
+# The test plugin alone in a directory (tests/plugins also holds broken
+# plugins on purpose), then the example compiled against it.
+PLUG=$TMP/plugins
+mkdir -p "$PLUG"
+cp "$BB_BUILD/tests/plugins/bbd_test.so" "$PLUG/" 2>/dev/null
+compile_example() { # NAME [bbc options...]
+    local name=$1
+    shift
+    "$BBC" compile "testdata/$name.onnx" -o "$TMP/$name.onnx" --plugin-path "$PLUG" "$@" \
+        >"$TMP/compile-$name.log" 2>&1
+}
+
+ctl() { # NAME ARGS...
+    local n=$1
+    shift
+    "$BBCTL" --socket "$TMP/$n/control.sock" "$@"
+}
+
+node_pid() { echo "${NODE_PID[$1]}"; }
+node_alive() { kill -0 "${NODE_PID[$1]}" 2>/dev/null; }
+
+# Start bbd as node NAME (state dir $TMP/NAME, log $TMP/NAME.log) and wait
+# until its control socket answers. Returns 1 if it exits or times out.
+start_node() {
+    local n=$1
+    shift
+    "$BBD" --state-dir "$TMP/$n" --plugin-path "$PLUG" "$@" >>"$TMP/$n.log" 2>&1 &
+    NODE_PID[$n]=$!
+    local deadline=$((SECONDS + 15))
+    while ! ctl "$n" status >/dev/null 2>&1; do
+        if ! node_alive "$n" || [ "$SECONDS" -ge "$deadline" ]; then
+            return 1
+        fi
+        sleep 0.02
+    done
+}
+
+# SIGTERM and wait for the exit; the exit status goes to $STOP_RC (not
+# echoed: a $(...) subshell cannot wait for this shell's children).
+stop_node() {
+    local n=$1 pid=${NODE_PID[$1]}
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    STOP_RC=$?
+    unset "NODE_PID[$n]"
+}
+
+# Wait until NAME has N watching control clients.
+watchers_are() { [ "$(ctl "$1" --json status | jget 'd["watchers"]')" = "$2" ]; }
+
+node_peer() { ctl "$1" --json status | jget 'd["peer_id"]'; }
+node_addr() { # NAME tcp|udp : the first listen address of that protocol
+    ctl "$1" --json status | jget "[a for a in d['listen'] if '/$2/' in a][0]"
+}
