@@ -82,14 +82,16 @@ HARNESS void deadline_stop(void)
     uv_run(&loop, UV_RUN_NOWAIT);
 }
 
-/* Run the loop until expr holds; fail the test after ms. */
+/* Run the loop until expr holds; fail the test after ms. expr is evaluated
+ * once per loop turn (it may consume, e.g. read a socket). */
 #define WAIT_FOR(expr, ms)                                                          \
     do {                                                                            \
+        bool wait_ok_;                                                              \
         deadline_start(ms);                                                         \
-        while (!(expr) && !deadline_passed)                                         \
+        while (!(wait_ok_ = (expr)) && !deadline_passed)                            \
             uv_run(&loop, UV_RUN_ONCE);                                             \
         deadline_stop();                                                            \
-        if (!(expr))                                                                \
+        if (!wait_ok_)                                                              \
             fail_msg("line %d: timed out after %d ms waiting for %s", __LINE__,     \
                      (int)(ms), #expr);                                             \
     } while (0)
