@@ -162,21 +162,23 @@
 #include <stdint.h>
 
 #include "bb/ir.h"
+#include "bb/meta.h"
+#include "bb/opsets.h"
 #include "bb/plugin.h"
 #include "bb/status.h"
 #include "bb/types.h"
 
-/* Keys the recorder writes that bb/meta.h does not spell (yet). */
-#define BB_REC_META_PORT "ai.bytesandbrains.port"
-#define BB_REC_META_NET_OUT_PREFIX "ai.bytesandbrains.net_out."
-#define BB_REC_META_NET_IN_PREFIX "ai.bytesandbrains.net_in."
-#define BB_REC_META_SLOT_ROLE_PREFIX "ai.bytesandbrains.slot_role."
-#define BB_REC_META_SLOT_ID_PREFIX "ai.bytesandbrains.slot_id."
+/* The keys the recorder adds to the spec's (one spelling: bb/meta.h). */
+#define BB_REC_META_PORT BB_META_PORT
+#define BB_REC_META_NET_OUT_PREFIX BB_META_NET_OUT_PREFIX
+#define BB_REC_META_NET_IN_PREFIX BB_META_NET_IN_PREFIX
+#define BB_REC_META_SLOT_ROLE_PREFIX BB_META_SLOT_ROLE_PREFIX
+#define BB_REC_META_SLOT_ID_PREFIX BB_META_SLOT_ID_PREFIX
 
 #define BB_RECORDER_PRODUCER "bytesandbrains"
 #define BB_RECORDER_PRODUCER_VERSION "0.9.0"
-/* ai.onnx version the recorder imports (IR_AND_DSL.md Part 7). */
-#define BB_RECORDER_ONNX_VERSION 17
+/* ai.onnx version the recorder imports: the catalog's (bb/opsets.h). */
+#define BB_RECORDER_ONNX_VERSION BB_ONNX_OPSET_VERSION
 
 typedef struct bb_recorder bb_recorder;
 typedef struct bb_module bb_module;
