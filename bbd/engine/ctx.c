@@ -110,7 +110,7 @@ static size_t ctx_peers_filtered(bb_engine *e, const char *target, bb_value **ou
         if (!p->live || bb_peerid_equal(&p->id, &e->cfg.peer))
             continue;
         if (target) {
-            if (!p->connected)
+            if (!p->connected || p->down) /* a PeerDown peer leaves until it is back */
                 continue;
             bool runs = false;
             for (uint32_t k = 0; k < p->n_targets && !runs; k++)

@@ -638,6 +638,8 @@ void bb__exec_unref(bb_engine *e, bb__exec *x);
 /* Takes the reference v. charged: budget bytes the slot now accounts for. */
 void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t charged);
 void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x);
+/* Room for need entries (0 or BB_ENOMEM). */
+int bb__frontier_reserve(bb_engine *e, size_t need);
 /* Push every op of g that starts an execution (sources). */
 void bb__push_sources(bb_engine *e, bb__exec *x);
 /* Fresh execution of op's graph whose output k is written with v (taken). */

@@ -137,21 +137,30 @@ void bb__exec_unref(bb_engine *e, bb__exec *x)
         gc(e, x);
 }
 
+int bb__frontier_reserve(bb_engine *e, size_t need)
+{
+    if (need <= e->fr_cap)
+        return 0;
+    size_t cap = e->fr_cap ? e->fr_cap : 1024;
+    while (cap < need)
+        cap *= 2;
+    struct bb__fentry *n = malloc(cap * sizeof *n);
+    if (!n)
+        return BB_ENOMEM;
+    for (size_t i = 0; i < e->fr_n; i++)
+        n[i] = e->fr[(e->fr_head + i) & (e->fr_cap - 1)];
+    free(e->fr);
+    e->fr = n;
+    e->fr_cap = cap;
+    e->fr_head = 0;
+    return 0;
+}
+
 void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x)
 {
-    if (BB__UNLIKELY(e->fr_n == e->fr_cap)) {
-        size_t cap = e->fr_cap ? e->fr_cap * 2 : 1024;
-        struct bb__fentry *n = malloc(cap * sizeof *n);
-        if (!n) {
-            bb__op_failed(e, op, x, "out of memory growing the frontier");
-            return;
-        }
-        for (size_t i = 0; i < e->fr_n; i++)
-            n[i] = e->fr[(e->fr_head + i) & (e->fr_cap - 1)];
-        free(e->fr);
-        e->fr = n;
-        e->fr_cap = cap;
-        e->fr_head = 0;
+    if (BB__UNLIKELY(e->fr_n == e->fr_cap) && bb__frontier_reserve(e, e->fr_n + 1)) {
+        bb__op_failed(e, op, x, "out of memory growing the frontier");
+        return;
     }
     e->fr[(e->fr_head + e->fr_n) & (e->fr_cap - 1)] = (struct bb__fentry){op, x};
     e->fr_n++;

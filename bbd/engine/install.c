@@ -1169,9 +1169,16 @@ static int create_components(bb__install *ins)
         };
         bb_error cerr = {0};
         void *inst = NULL;
-        if (c->type->create(&args, &inst, &cerr) != BB_OK)
-            return fail(ins, BB_INSTALL_COMPONENT_CREATE_FAILED, "slot '%s' (%s): %s", c->slot,
-                        c->type->type_name, cerr.msg[0] ? cerr.msg : "create failed");
+        int rc = c->type->create(&args, &inst, &cerr);
+        if (rc != BB_OK) {
+            fail(ins, BB_INSTALL_COMPONENT_CREATE_FAILED, "slot '%s' (%s): %s", c->slot,
+                 c->type->type_name, cerr.msg[0] ? cerr.msg : "create failed");
+            if (rc != BB_ENOMEM)
+                return BB_EINSTALL;
+            if (ins->err)
+                ins->err->code = BB_ENOMEM; /* same message, but the caller may retry */
+            return BB_ENOMEM;
+        }
         c->inst = inst;
         c->created = true;
     }

@@ -229,6 +229,7 @@ int bb_engine_peer_connected(bb_engine *e, const bb_peerid *peer, const char *co
     p->targets = t;
     p->n_targets = (uint32_t)n;
     p->connected = true;
+    bb__peer_success(e, peer); /* a (re)connect is proof of life: PeerUp if it was down */
     return BB_OK;
 }
 

@@ -114,7 +114,10 @@ typedef struct rd {
     const uint8_t *p;
     size_t n, pos;
     bool bad;
+    bool oom; /* an allocation failed: the snapshot may be fine */
 } rd;
+
+static void nomem(rd *r) { r->bad = r->oom = true; }
 
 static uint64_t r_u(rd *r)
 {
@@ -176,7 +179,10 @@ static bb_value *r_value(rd *r)
     size_t len;
     const uint8_t *d = r_bytes(r, &len);
     bb_value *v = NULL;
-    if (r->bad || bb_value_decode(hash, d, len, NULL, &v, NULL) != BB_OK) {
+    int rc = r->bad ? BB_EDECODE : bb_value_decode(hash, d, len, NULL, &v, NULL);
+    if (rc) {
+        if (rc == BB_ENOMEM)
+            nomem(r);
         r->bad = true;
         return NULL;
     }
@@ -572,7 +578,7 @@ static bb__in_value *r_in_values(rd *r, bb_engine *e, uint32_t graph, uint32_t *
     bb__in_value *in = calloc(n ? n : 1, sizeof *in);
     *n_out = 0;
     if (!in) {
-        r->bad = true;
+        nomem(r);
         return NULL;
     }
     for (size_t i = 0; i < n && !r->bad; i++) {
@@ -688,9 +694,11 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
                 return bb_error_set(err, BB_EVALIDATE, "restore: slot '%s' (%s) cannot restore state",
                                     c->slot, c->type->type_name);
             bb_error cerr = {0};
-            if (c->type->restore(c->inst, d, len, &cerr) != BB_OK)
-                return bb_error_set(err, BB_EVALIDATE, "restore: slot '%s' (%s): %s", c->slot,
-                                    c->type->type_name, cerr.msg);
+            int rc = c->type->restore(c->inst, d, len, &cerr);
+            if (rc != BB_OK)
+                return bb_error_set(err, rc == BB_ENOMEM ? BB_ENOMEM : BB_EVALIDATE,
+                                    "restore: slot '%s' (%s): %s", c->slot, c->type->type_name,
+                                    cerr.msg);
         }
     }
     if (r->bad)
@@ -716,7 +724,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         bb__exec *x = bb__exec_new(e, g, id);
         g->n_consts = nconst;
         if (!x) {
-            r->bad = true;
+            nomem(r);
             break;
         }
         frames[i] = x;
@@ -733,7 +741,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         if (r_u(r)) {
             x->inbound = calloc(1, sizeof *x->inbound);
             if (!x->inbound) {
-                r->bad = true;
+                nomem(r);
                 break;
             }
             r_peer(r, &x->inbound->src);
@@ -745,7 +753,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
             uint32_t s = r_idx(r, e->n_semas);
             uint32_t *l = realloc(x->limits, (x->n_limits + 1) * sizeof *l);
             if (!l) {
-                r->bad = true;
+                nomem(r);
                 break;
             }
             x->limits = l;
@@ -799,6 +807,10 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
             r->bad = true;
             break;
         }
+        if (bb__frontier_reserve(e, e->fr_n + 1)) {
+            nomem(r);
+            break;
+        }
         bb__frontier_push(e, op, x);
     }
     /* timers */
@@ -836,7 +848,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         }
         /* the snapshot wrote the heap array in order: it stays a heap */
         if (BB__ARR_PUSH(&e->timers, t)) {
-            r->bad = true;
+            nomem(r);
             break;
         }
     }
@@ -846,7 +858,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     for (uint32_t i = 0; i < e->n_semas && !r->bad; i++) {
         e->semas[i].held = (int64_t)r_u(r);
         if (r_waiters(r, e, frames, nf, &e->semas[i].waiters))
-            r->bad = true;
+            nomem(r);
     }
     if (r_u(r) != e->n_queues)
         r->bad = true;
@@ -855,13 +867,15 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         size_t n = r_count(r);
         for (size_t k = 0; k < n && !r->bad; k++) {
             bb_value *v = r_value(r);
-            if (!v || BB__ARR_PUSH(&q->items, v)) {
-                bb_value_unref(v);
+            if (!v) {
                 r->bad = true;
+            } else if (BB__ARR_PUSH(&q->items, v)) {
+                bb_value_unref(v);
+                nomem(r);
             }
         }
         if (!r->bad && r_waiters(r, e, frames, nf, &q->waiters))
-            r->bad = true;
+            nomem(r);
     }
     if (r_u(r) != e->n_holds)
         r->bad = true;
@@ -887,7 +901,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     for (size_t i = 0; i < nb && !r->bad; i++) {
         bb__batch *b = calloc(1, sizeof *b);
         if (!b) {
-            r->bad = true;
+            nomem(r);
             break;
         }
         b->id = r_u(r);
@@ -908,7 +922,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         b->next_in_exec = b->x->batches;
         b->x->batches = b;
         if (!b->cohort || !b->answered || bb__map_put(&e->batches, b->id, (uint64_t)(uintptr_t)b)) {
-            r->bad = true;
+            nomem(r);
             break;
         }
         for (uint32_t k = 0; k < b->expected && !r->bad; k++) {
@@ -918,10 +932,19 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         size_t ni = r_count(r);
         for (size_t k = 0; k < ni && !r->bad; k++) {
             bb_value *it = r_value(r), *pv = r_value(r);
-            if (!it || !pv || BB__ARR_PUSH(&b->items, it) || BB__ARR_PUSH(&b->peers, pv)) {
+            if (!it || !pv) {
                 bb_value_unref(it);
                 bb_value_unref(pv);
                 r->bad = true;
+            } else if (BB__ARR_PUSH(&b->items, it)) {
+                bb_value_unref(it);
+                bb_value_unref(pv);
+                nomem(r);
+            } else if (BB__ARR_PUSH(&b->peers, pv)) {
+                b->items.n--;
+                bb_value_unref(it);
+                bb_value_unref(pv);
+                nomem(r);
             }
         }
         uint64_t fl = r_u(r);
@@ -931,17 +954,17 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         if (b->holds_ref)
             b->x->refs++;
         if (!r->bad && r_waiters(r, e, frames, nf, &b->waiters))
-            r->bad = true;
+            nomem(r);
         b->result = r_value(r);
         if (!b->done && !r->bad && bb__map_put(&e->batches_wire, b->wire_req_id, b->id))
-            r->bad = true;
+            nomem(r);
     }
     /* inbound requests */
     size_t nq = r_count(r);
     if (nq > e->caps.inbound_requests_max)
         r->bad = true;
     if (nq && !r->bad && !e->inreqs && !(e->inreqs = calloc(e->caps.inbound_requests_max, sizeof *e->inreqs)))
-        r->bad = true;
+        nomem(r);
     for (size_t i = 0; i < nq && !r->bad; i++) {
         bb__inreq *q = &e->inreqs[i];
         q->id = r_u(r);
@@ -952,7 +975,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         q->recv_at_ns = r_u(r);
         e->inreq_n++;
         if (q->id && bb__map_put(&e->inreq_map, q->id, i))
-            r->bad = true;
+            nomem(r);
     }
     /* dedup */
     size_t nd = r_count(r);
@@ -962,7 +985,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         e->dedup[i] = r_u(r);
         e->dedup_n++;
         if (bb__map_put(&e->dedup_set, e->dedup[i], 1))
-            r->bad = true;
+            nomem(r);
     }
     /* peers */
     size_t np = r_count(r);
@@ -979,7 +1002,10 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         for (size_t k = 0; k < na && !r->bad; k++) {
             size_t len;
             const uint8_t *a = r_bytes(r, &len);
-            if (!r->bad && bb__peer_add_addr(e, p, a, len) != BB_OK)
+            int rc = r->bad ? BB_OK : bb__peer_add_addr(e, p, a, len);
+            if (rc == BB_ENOMEM)
+                nomem(r);
+            else if (rc)
                 r->bad = true;
         }
         p->connected = r_u(r) != 0;
@@ -989,13 +1015,15 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         if (nt2 && !r->bad) {
             p->targets = calloc(nt2, sizeof *p->targets);
             if (!p->targets)
-                r->bad = true;
+                nomem(r);
         }
         for (size_t k = 0; k < nt2 && !r->bad; k++) {
             size_t len;
             const uint8_t *s = r_bytes(r, &len);
-            if (r->bad || !(p->targets[k] = strndup((const char *)s, len)))
-                r->bad = true;
+            if (r->bad)
+                break;
+            if (!(p->targets[k] = strndup((const char *)s, len)))
+                nomem(r);
             else
                 p->n_targets++;
         }
@@ -1023,10 +1051,12 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     for (size_t i = 0; i < nlb && !r->bad; i++) {
         size_t len;
         const uint8_t *d = r_bytes(r, &len);
-        uint8_t *copy = r->bad ? NULL : malloc(len ? len : 1);
+        if (r->bad)
+            break;
+        uint8_t *copy = malloc(len ? len : 1);
         if (!copy || BB__ARR_PUSH(&e->loopback, ((struct bb__loop){copy, len}))) {
             free(copy);
-            r->bad = true;
+            nomem(r);
             break;
         }
         memcpy(copy, d, len);
@@ -1062,14 +1092,14 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
             /* its completion handle is gone: stage it again */
             bb__boot_req q = {.kind = BB_BOOTSTRAP_SLOTS, .idx = f.idx};
             if (BB__ARR_PUSH(&e->boot.waiting, q))
-                r->bad = true;
+                nomem(r);
             f.used = false;
         } else if (f.used) {
             f.touch = e->graphs[e->boot.mods[f.idx].graph].touch;
             e->boot.n_inflight++;
         }
         if (BB__ARR_PUSH(&e->boot.inflight, f))
-            r->bad = true;
+            nomem(r);
     }
     for (size_t i = 0; i < nf && !r->bad; i++) {
         uint32_t tag = frames[i]->boot;
@@ -1091,7 +1121,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         q.in = r_in_values(r, e, g, &q.n);
         if (BB__ARR_PUSH(&e->boot.waiting, q)) {
             free(q.in);
-            r->bad = true;
+            nomem(r);
         }
     }
     /* ingress */
@@ -1099,7 +1129,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     for (size_t i = 0; i < ni && !r->bad; i++) {
         bb__ingress_ev *ev = calloc(1, sizeof *ev);
         if (!ev) {
-            r->bad = true;
+            nomem(r);
             break;
         }
         ev->kind = (int)r_u(r);
@@ -1111,16 +1141,22 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         case BB__IN_ENVELOPE:
             r_peer(r, &ev->u.env.src);
             d = r_bytes(r, &len);
-            if (!r->bad && len && (ev->u.env.obs = malloc(len))) {
-                memcpy(ev->u.env.obs, d, len);
-                ev->u.env.obs_len = len;
+            if (!r->bad && len) {
+                if ((ev->u.env.obs = malloc(len))) {
+                    memcpy(ev->u.env.obs, d, len);
+                    ev->u.env.obs_len = len;
+                } else {
+                    nomem(r);
+                }
             }
             d = r_bytes(r, &len);
-            if (!r->bad && (ev->u.env.bytes = malloc(len ? len : 1))) {
+            if (r->bad)
+                break;
+            if ((ev->u.env.bytes = malloc(len ? len : 1))) {
                 memcpy(ev->u.env.bytes, d, len);
                 ev->u.env.len = len;
             } else {
-                r->bad = true;
+                nomem(r);
             }
             break;
         case BB__IN_INVOKE:
@@ -1138,7 +1174,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
             size_t nq2 = r_count(r);
             ev->u.boot.reqs = calloc(nq2 ? nq2 : 1, sizeof *ev->u.boot.reqs);
             if (!ev->u.boot.reqs) {
-                r->bad = true;
+                nomem(r);
                 break;
             }
             for (size_t k = 0; k < nq2 && !r->bad; k++) {
@@ -1188,6 +1224,8 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
 bad_frames:
     free(frames);
 bad:
+    if (r->oom)
+        return bb_error_set(err, BB_ENOMEM, "restore: out of memory");
     return bb_error_set(err, BB_EDECODE, "restore: malformed snapshot at byte %zu", r->pos);
 }
 
