@@ -400,6 +400,38 @@ static void test_clean_close(void **state)
     assert_loop_empty();
 }
 
+/* IPv6 loopback, both carriers (skipped when the machine has no ::1). */
+static void test_ipv6(void **state)
+{
+    (void)state;
+    int probe = socket(AF_INET6, SOCK_DGRAM, 0);
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    bool have_v6 = probe >= 0 && bind(probe, (struct sockaddr *)&sa, sizeof sa) == 0;
+    if (probe >= 0)
+        close(probe);
+    if (!have_v6)
+        skip();
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, NULL, NULL, "/ip6/::1/tcp/0");
+    node_listen(&a, "/ip6/::1/udp/0");
+    node_listen(&b, "/ip6/::1/udp/0");
+    assert_int_equal(send_to(&a, &b.id, &ba, 3000, 1), BB_OK);
+    WAIT_FOR(b.n_env == 1, 3000);
+    assert_true(env_is(&b.env[0], 3000, 1));
+    assert_int_equal(send_to(&b, &a.id, NULL, 10, 2), BB_OK);
+    WAIT_FOR(a.n_env == 1, 3000);
+    node c;
+    node_start(&c, 3, "C", NULL);
+    node_listen(&c, "/ip6/::1/udp/0");
+    bbd_addr bu = node_addr(&b, BB_MA_UDP);
+    assert_int_equal(send_to(&c, &b.id, &bu, 3000, 3), BB_OK); /* fragmented */
+    WAIT_FOR(b.n_env == 2, 3000);
+    assert_true(env_is(&b.env[1], 3000, 3));
+    assert_true(bb_peerid_equal(&b.env[1].from, &c.id));
+    node_close(&c);
+    pair_close(&a, &b);
+}
+
 static void test_listen_errors(void **state)
 {
     (void)state;
@@ -435,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_raw_peer_abuse),
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_clean_close),
+        cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_listen_errors),
     };
     return cmocka_run_group_tests(tests, harness_setup, harness_teardown);
