@@ -181,6 +181,12 @@ typedef struct bb_ctx_api {
     void (*log)(bb_ctx *ctx, bb_log_level level, const char *msg);
     /* Slot name this component is bound to. */
     const char *(*slot)(bb_ctx *ctx);
+    /* Add a peer to the address book, or give it the addresses it lacks
+     * (addrs: a Multiaddress or AddressVec value, or NULL; both borrowed).
+     * BB_EINVAL for a bad PeerId or multiaddr, BB_EFULL at the caps. A
+     * selector with a configured peer list makes its peers reachable. Check
+     * struct_size before calling: hosts older than this field lack it. */
+    int (*add_peer)(bb_ctx *ctx, const bb_value *peer, const bb_value *addrs, bb_error *err);
 } bb_ctx_api;
 
 struct bb_ctx {
