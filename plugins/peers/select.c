@@ -1,0 +1,102 @@
+/*
+ * select.c — the ops both selectors share: SelectParams from the op
+ * (Sample -> Random{n}, CurrentView -> All, Select -> its attributes), the
+ * of_class check, and the selection itself over a view. Random{n} draws a
+ * uniform subset of min(n, view) peers without replacement, in random
+ * order, from the instance's generator (seeded by the host).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <bb/meta.h>
+
+#include "peers.h"
+
+const char *selector_node_class(const bb_dispatch_call *call)
+{
+    const char *c = call->node ? bb_kv_get(&call->node->metadata, BB_META_PEER_CLASS) : NULL;
+    return c && *c ? c : NULL;
+}
+
+int selector_check_class(const selector *s, const char *node_class, bb_error *err)
+{
+    if (s->of_class[0] && node_class && strcmp(s->of_class, node_class) != 0)
+        return bb_error_set(err, BB_EINVAL,
+                            "%s selects peers of class '%s', but the node samples of_class '%s'",
+                            s->who, s->of_class, node_class);
+    return BB_OK;
+}
+
+static int params_of(const selector *s, const bb_dispatch_call *call, select_params *p,
+                     bb_error *err)
+{
+    const char *op = call->op_type ? call->op_type : "";
+    const bb_node *node = call->node;
+    if (!strcmp(op, "CurrentView")) {
+        p->kind = SELECT_ALL;
+        return BB_OK;
+    }
+    const char *kind = !strcmp(op, "Sample") ? "random"
+                       : node                ? bb_node_attr_string(node, "params", "all")
+                                             : "all";
+    if (!strcmp(op, "Sample") || !strcmp(op, "Select")) {
+        p->n = node ? bb_node_attr_int(node, "n", -1) : -1;
+        if (!strcmp(kind, "all"))
+            p->kind = SELECT_ALL;
+        else if (!strcmp(kind, "random"))
+            p->kind = SELECT_RANDOM;
+        else if (!strcmp(kind, "near_key"))
+            p->kind = SELECT_NEAR_KEY;
+        else
+            return bb_error_set(err, BB_EINVAL,
+                                "%s: Select params \"%s\" (want \"all\", \"random\" or "
+                                "\"near_key\")",
+                                s->who, kind);
+        if (p->kind != SELECT_ALL && p->n < 1)
+            return bb_error_set(err, BB_EINVAL, "%s: %s needs an attribute n >= 1", s->who, op);
+        return BB_OK;
+    }
+    return bb_error_set(err, BB_EUNSUPPORTED, "%s: no op %s", s->who, op);
+}
+
+bb_dispatch_result selector_dispatch(selector *s, void *inst, view_fn view, bb_ctx *ctx,
+                                     const bb_dispatch_call *call, bb_value **outputs,
+                                     bb_error *err)
+{
+    select_params p = {0};
+    const char *node_class = selector_node_class(call);
+    int rc = call->n_outputs < 1 ? bb_error_set(err, BB_EINVAL, "%s: no output", s->who)
+                                 : params_of(s, call, &p, err);
+    if (!rc)
+        rc = selector_check_class(s, node_class, err);
+    if (!rc && p.kind == SELECT_NEAR_KEY)
+        rc = bb_error_set(err, BB_EUNSUPPORTED,
+                          "%s: SelectParams::NearKey is not supported: this view has no distance "
+                          "metric (a DHT selector answers NearKey)",
+                          s->who);
+    bb_value **v = NULL;
+    size_t n = 0;
+    if (!rc)
+        rc = view(inst, ctx, node_class, &v, &n, err);
+    if (rc)
+        return BB_DISPATCH_NOW_ERR;
+    size_t k = n;
+    if (p.kind == SELECT_RANDOM) {
+        k = (uint64_t)p.n < n ? (size_t)p.n : n;
+        for (size_t i = 0; i < k; i++) { /* partial Fisher-Yates */
+            size_t j = i + (size_t)bbp_rng_below(&s->rng, n - i);
+            bb_value *t = v[i];
+            v[i] = v[j];
+            v[j] = t;
+        }
+    }
+    for (size_t i = k; i < n; i++)
+        bb_value_unref(v[i]);
+    outputs[0] = bb_value_list(&BB_TYPE_PEER_ID_VEC, v, k); /* takes v[0..k) */
+    free(v);
+    if (!outputs[0]) {
+        bb_error_set(err, BB_ENOMEM, "%s: out of memory", s->who);
+        return BB_DISPATCH_NOW_ERR;
+    }
+    return BB_DISPATCH_NOW_OK;
+}
