@@ -39,7 +39,7 @@ static void build_dir(char *out, size_t cap)
     snprintf(out, cap, "%s", exe);
 }
 
-const bb_component_type *pfx_type(const char *type_name)
+bb_plugin_loader *pfx_loader(void)
 {
     bb_error err = {0};
     if (!g_loader) {
@@ -52,10 +52,14 @@ const bb_component_type *pfx_type(const char *type_name)
             fprintf(stderr, "plugin loader: %s\n", err.msg);
             bb_plugin_loader_destroy(g_loader);
             g_loader = NULL;
-            return NULL;
         }
     }
-    const bb_loaded_type *t = bb_plugin_loader_find(g_loader, type_name);
+    return g_loader;
+}
+
+const bb_component_type *pfx_type(const char *type_name)
+{
+    const bb_loaded_type *t = pfx_loader() ? bb_plugin_loader_find(g_loader, type_name) : NULL;
     if (!t)
         fprintf(stderr, "plugin type %s not found\n", type_name);
     return t ? t->type : NULL;

@@ -24,6 +24,8 @@
  * NULL (the reason is printed). */
 const bb_component_type *pfx_type(const char *type_name);
 void pfx_shutdown(void);
+/* The loader behind pfx_type (opened on first use; NULL on failure). */
+struct bb_plugin_loader *pfx_loader(void);
 /* A cmocka group teardown that calls pfx_shutdown. */
 int pfx_group_teardown(void **state);
 
