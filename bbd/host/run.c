@@ -51,8 +51,11 @@ typedef struct run_opts {
 /* A compiled program ready to run. */
 typedef struct program {
     bb_model *compiled;
-    const char *target; /* borrowed from compiled */
+    const char *target;   /* borrowed from compiled */
+    bb_str_list declared; /* the inputs the model declares, in order (in compiled's arena);
+                           * the compiler drops those no node reads from the target */
 } program;
+
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -164,6 +167,40 @@ static int load_bindings(const run_opts *o, bool plain, bbc_bindings *b, bb_erro
     return rc;
 }
 
+static const bb_function *target_function(const program *p)
+{
+    for (size_t i = 0; i < p->compiled->functions.n; i++)
+        if (strcmp(p->compiled->functions.v[i]->name, p->target) == 0)
+            return p->compiled->functions.v[i];
+    return NULL;
+}
+
+static bool target_reads(const program *p, const char *name)
+{
+    const bb_function *fn = target_function(p);
+    return fn && bb_str_list_find(&fn->inputs, name) >= 0;
+}
+
+/* The inputs the model declares: its top-level graph's (a plain model's
+ * after conversion, a recorded program's root formals), else the target's. */
+static int declare_inputs(program *p, const bb_graph *top, bb_error *err)
+{
+    bb_arena *a = p->compiled->arena;
+    memset(&p->declared, 0, sizeof p->declared);
+    if (top && top->inputs.n) {
+        for (size_t i = 0; i < top->inputs.n; i++)
+            if (top->inputs.v[i] && top->inputs.v[i]->name &&
+                bb_str_list_push(a, &p->declared, top->inputs.v[i]->name))
+                return bb_error_set(err, BB_ENOMEM, "out of memory");
+        return BB_OK;
+    }
+    const bb_function *fn = target_function(p);
+    for (size_t i = 0; fn && i < fn->inputs.n; i++)
+        if (bb_str_list_push(a, &p->declared, fn->inputs.v[i]))
+            return bb_error_set(err, BB_ENOMEM, "out of memory");
+    return BB_OK;
+}
+
 /* The loader's types for bbc, with the registry's directory list for
  * UnknownComponentType messages. */
 static const char *registry_where(void *ctx)
@@ -203,6 +240,8 @@ static int compile_program(const run_opts *o, const bbd_registry *reg, const cha
         /* Compiled: its bindings are stamped; run it as it is. */
         p->compiled = m;
         rc = bbd_run_pick_target(p->compiled, o->target, &p->target, err);
+        if (rc == BB_OK)
+            rc = declare_inputs(p, NULL, err);
         if (rc) {
             bb_model_free(m);
             p->compiled = NULL;
@@ -233,9 +272,11 @@ static int compile_program(const run_opts *o, const bbd_registry *reg, const cha
                               bbc_errkind_name(cerr.kind), cerr.msg);
     }
     bbc_bindings_free(&b);
-    bb_model_free(m);
     if (rc == BB_OK)
         rc = bbd_run_pick_target(p->compiled, o->target, &p->target, err);
+    if (rc == BB_OK)
+        rc = declare_inputs(p, m->graph, err);
+    bb_model_free(m);
     if (rc == BB_OK)
         return BB_OK;
     bb_model_free(p->compiled);
@@ -296,6 +337,10 @@ static int run_model(const run_opts *o, const bbd_registry *reg)
         for (size_t k = 0; k < n_in && rc == BB_OK; k++)
             if (strcmp(in[k].name, name) == 0)
                 rc = bb_error_set(&err, BB_EINVAL, "input '%s' given twice", name);
+        if (rc == BB_OK && !target_reads(&p, name) && bb_str_list_find(&p.declared, name) >= 0) {
+            free(name); /* declared, but no node reads it: compiled away */
+            continue;
+        }
         in[n_in] = (bbd_run_input){.name = name};
         if (rc == BB_OK && (rc = bbd_run_tensor_read(eq + 1, &in[n_in].value, NULL, &err)))
             bb_error_prefix(&err, "input '%s'", name);
@@ -340,47 +385,43 @@ static void tensor_files_free(tensor_file *v, size_t n)
     free(v);
 }
 
-/* DIR/<kind>_0.pb, DIR/<kind>_1.pb, ... until one is missing. */
+/* DIR/<kind>_0.pb, DIR/<kind>_1.pb, ... until one is missing. On failure
+ * *out is NULL and *n 0 (nothing to free). */
 static int read_tensor_files(const char *dir, const char *kind, tensor_file **out, size_t *n,
                              bb_error *err)
 {
     *out = NULL;
     *n = 0;
     tensor_file *v = NULL;
-    size_t cap = 0;
-    for (size_t k = 0; k < MAX_DATA_TENSORS; k++) {
+    size_t cap = 0, count = 0;
+    int rc = BB_OK;
+    for (size_t k = 0; k < MAX_DATA_TENSORS && rc == BB_OK; k++) {
         char path[4200];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s_%zu.pb", dir, kind, k);
         if (stat(path, &st) != 0)
             break;
-        if (*n == cap) {
+        if (count == cap) {
             cap = cap ? 2 * cap : 8;
             tensor_file *nv = realloc(v, cap * sizeof *nv);
             if (!nv) {
-                tensor_files_free(v, *n);
-                return bb_error_set(err, BB_ENOMEM, "out of memory");
+                rc = bb_error_set(err, BB_ENOMEM, "out of memory");
+                break;
             }
             v = nv;
         }
-        v[*n] = (tensor_file){0};
-        int rc = bbd_run_tensor_read(path, &v[*n].value, &v[*n].name, err);
-        if (rc) {
-            tensor_files_free(v, *n);
-            return rc;
-        }
-        (*n)++;
+        v[count] = (tensor_file){0};
+        rc = bbd_run_tensor_read(path, &v[count].value, &v[count].name, err);
+        if (rc == BB_OK)
+            count++;
+    }
+    if (rc != BB_OK) {
+        tensor_files_free(v, count);
+        return rc;
     }
     *out = v;
+    *n = count;
     return BB_OK;
-}
-
-static const bb_function *target_function(const program *p)
-{
-    for (size_t i = 0; i < p->compiled->functions.n; i++)
-        if (strcmp(p->compiled->functions.v[i]->name, p->target) == 0)
-            return p->compiled->functions.v[i];
-    return NULL;
 }
 
 /* Port name of data tensor k: its own name when the target has such a
@@ -410,14 +451,17 @@ static void check_data_set(const char *set_dir, const char *label, const program
         rc = read_tensor_files(set_dir, "output", &wants, &n_wants, &err);
     if (rc == BB_OK && n_wants == 0)
         rc = bb_error_set(&err, BB_ENOTFOUND, "%s: no output_0.pb", set_dir);
+    size_t n_in = 0;
     for (size_t k = 0; rc == BB_OK && k < n_ins; k++) {
-        in[k] = (bbd_run_input){.name = port_for(&fn->inputs, &ins[k], k), .value = ins[k].value};
-        if (!in[k].name)
-            rc = bb_error_set(&err, BB_EINVAL, "%s: input_%zu.pb has no matching input of "
-                              "target '%s' (%zu inputs)", set_dir, k, p->target, fn->inputs.n);
+        const char *name = port_for(&p->declared, &ins[k], k);
+        if (!name)
+            rc = bb_error_set(&err, BB_EINVAL, "%s: input_%zu.pb has no matching input of the "
+                              "model (%zu inputs)", set_dir, k, p->declared.n);
+        else if (target_reads(p, name)) /* else declared but read by no node */
+            in[n_in++] = (bbd_run_input){.name = name, .value = ins[k].value};
     }
     if (rc == BB_OK)
-        rc = bbd_run_once(reg, p->compiled, p->target, in, n_ins, o->timeout_ms, &res, &err);
+        rc = bbd_run_once(reg, p->compiled, p->target, in, n_in, o->timeout_ms, &res, &err);
     if (rc != BB_OK) {
         fprintf(stderr, "bbd: error: %s: %s\n", label, err.msg);
         printf("%s: ERROR\n", label);

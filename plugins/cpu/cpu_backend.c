@@ -55,7 +55,6 @@ static const bb_port_decl IN_SPLIT[] = {P("input"), PO_I64("split")};
 static const bb_port_decl IN_SLICE[] = {P("data"), P_I64("starts"), P_I64("ends"),
                                         PO_I64("axes"), PO_I64("steps")};
 static const bb_port_decl IN_AXES[] = {P("data"), PO_I64("axes")};
-static const bb_port_decl IN_UNSQUEEZE[] = {P("data"), P_I64("axes")};
 static const bb_port_decl IN_BN[] = {P("X"), P("scale"), P("B"), P("input_mean"),
                                      P("input_var")};
 static const bb_port_decl IN_LN[] = {P("X"), P("Scale"), PO("B")};
@@ -122,7 +121,8 @@ const bb_op_decl cpu_op_decls[CPU_N_OPS] = {
     OP(Split, IN_SPLIT, OUT_SPLIT, "split along axis"),
     OP(Slice, IN_SLICE, OUT_OUTPUT, "starts/ends/axes/steps slice"),
     OP(Squeeze, IN_AXES, OUT_SQUEEZED, "remove size-1 axes"),
-    OP(Unsqueeze, IN_UNSQUEEZE, OUT_EXPANDED, "insert size-1 axes"),
+    /* axes optional: opset < 13 models give them as an attribute */
+    OP(Unsqueeze, IN_AXES, OUT_EXPANDED, "insert size-1 axes"),
     OP(Identity, IN_INPUT, OUT_OUTPUT, "the input itself"),
     OP(Cast, IN_INPUT, OUT_OUTPUT, "convert to dtype `to`"),
     OP(ReduceSum, IN_AXES, OUT_REDUCED, "sum over axes"),

@@ -165,6 +165,14 @@ expect "--test-dir: a wrong expected output exits 1 naming the output" 1 \
 expect "--test-dir: the summary counts the mismatch" 1 '^0 matched, 1 mismatched, 0 errors$' -- \
     "$BBD" run --test-dir "$TMP/wrong"
 
+# a data set whose second input is unreadable: an error for that set, not a crash
+cp -r testdata/cpu_testdata/test_add_bcast "$TMP/badset"
+printf 'garbage' >"$TMP/badset/test_data_set_0/input_1.pb"
+expect "--test-dir: an unreadable input file is an error naming it" 1 \
+    "bbd: error: .*test_data_set_0/input_1.pb: " -- "$BBD" run --test-dir "$TMP/badset"
+expect "--test-dir: the data set counts as an error" 1 '^0 matched, 0 mismatched, 1 errors$' -- \
+    "$BBD" run --test-dir "$TMP/badset"
+
 # ---- bad input: exit 1, the message names the culprit --------------------------------------
 x1="$TMP/mlp1/x.pb"
 expect "a missing input is named" 1 "bbd: error: input 'x' of target '@self' not given" -- \

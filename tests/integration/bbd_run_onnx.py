@@ -18,6 +18,8 @@ under test:
   control-flow DIR                    If + Loop reading outer-scope values
   rename-output MODEL.onnx OUT.onnx NAME   the first graph output renamed
   perturb FILE.pb                     add 1.0 to element 0 (a wrong expectation)
+  onnx-node-cases OUT_DIR OPS_FILE    ONNX's own node test cases using only
+                                      those ops and numeric tensors
   ops DIR...                          the op types (subgraphs too) the models
                                       under the directories use, one a line
 """
@@ -275,11 +277,49 @@ def cmd_ops(*dirs):
     print("\n".join(sorted(acc)))
 
 
+def cmd_onnx_node_cases(out_dir, ops_file):
+    """ONNX's own node test cases (onnx.backend.test.case.node, the generator
+    behind the backend test data) whose graphs use only the ops listed in
+    ops_file and only numeric tensors, written in the test-data layout."""
+    import warnings
+    with warnings.catch_warnings():  # onnx 1.12's cases predate numpy 1.24
+        warnings.simplefilter("ignore")
+        for alias, typ in (("float", float), ("int", int), ("bool", bool), ("object", object),
+                           ("complex", complex)):
+            if not hasattr(np, alias):
+                setattr(np, alias, typ)
+    from onnx.backend.test.case import node as node_cases
+    ours = set(open(ops_file).read().split())
+    unsupported = {TensorProto.STRING, TensorProto.BFLOAT16}
+    written = 0
+    for case in node_cases.collect_testcases(None):
+        g = case.model.graph
+        used = set()
+        graph_ops(g, used)
+        ports = list(g.input) + list(g.output)
+        if not used or not used <= ours or any(
+                not p.type.HasField("tensor_type") or
+                p.type.tensor_type.elem_type in unsupported for p in ports):
+            continue
+        d = os.path.join(out_dir, case.name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "model.onnx"), "wb") as f:
+            f.write(case.model.SerializeToString())
+        for i, (inputs, outputs) in enumerate(case.data_sets):
+            ds = os.path.join(d, "test_data_set_%d" % i)
+            os.makedirs(ds, exist_ok=True)
+            for kind, vals, decl in (("input", inputs, g.input), ("output", outputs, g.output)):
+                for j, v in enumerate(vals):
+                    save(os.path.join(ds, "%s_%d.pb" % (kind, j)), v, decl[j].name)
+        written += 1
+    print(written)
+
+
 def main(argv):
     cmds = {"reference": cmd_reference, "reference-function": cmd_reference_function,
             "compare": cmd_compare,
             "standard-mlp": cmd_standard_mlp, "control-flow": cmd_control_flow,
-            "rename-output": cmd_rename_output, "perturb": cmd_perturb, "ops": cmd_ops,
+            "rename-output": cmd_rename_output, "onnx-node-cases": cmd_onnx_node_cases, "perturb": cmd_perturb, "ops": cmd_ops,
             "input": lambda out, name, rows, cols, seed: save(
                 out, np.random.RandomState(int(seed)).rand(int(rows), int(cols))
                 .astype(np.float32), name)}
