@@ -857,6 +857,18 @@ static void announce_ready(bbd_daemon *d)
         uv_timer_start(&d->status_timer, on_status_timer, STATUS_PERIOD_MS, STATUS_PERIOD_MS);
 }
 
+/* A debug line per start-up phase with the time since start: where the
+ * start-to-ready time goes (bench_bbd measures the whole). */
+static void phase_done(bbd_daemon *d, const char *phase)
+{
+    bbd_logline l;
+    if (bbd_log_begin(&l, &d->log, BB_LOG_DEBUG, "daemon", "start-up phase done")) {
+        bbd_log_str(&l, "phase", phase);
+        bbd_log_u64(&l, "since_start_us", (bbd_now_ns() - d->started_ns) / 1000);
+        bbd_log_end(&l);
+    }
+}
+
 static int start(bbd_daemon *d, bb_error *err)
 {
     bbd_config *c = d->cfg;
@@ -882,16 +894,23 @@ static int start(bbd_daemon *d, bb_error *err)
             bbd_log_end(&l);
         }
     }
+    phase_done(d, "node key");
     if ((rc = bb_model_load_file(c->artifact, &d->model, err)))
         return rc;
+    phase_done(d, "artifact loaded");
     if ((rc = pick_targets(d, err)) || (rc = load_registry(d, err)))
         return rc;
+    phase_done(d, "plugins scanned, bindings resolved");
     if ((rc = uv_loop_init(&d->loop)))
         return bb_error_set(err, BB_ERUNTIME, "event loop: %s", uv_strerror(rc));
     d->loop_ready = true;
     init_handles(d);
-    if ((rc = start_transport(d, err)) || (rc = start_engine(d, err)) || (rc = restore(d, err)))
+    if ((rc = start_transport(d, err)))
         return rc;
+    phase_done(d, "listening");
+    if ((rc = start_engine(d, err)) || (rc = restore(d, err)))
+        return rc;
+    phase_done(d, "targets installed");
     bbd_control_ops ops = bbd_daemon_control_ops;
     ops.ud = d;
     if ((rc = bbd_control_start(&d->loop, c->control, c->control_max_line_bytes,
