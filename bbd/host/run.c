@@ -294,13 +294,14 @@ static bool safe_file_name(const char *s)
 
 static int write_outputs(const char *dir, const bbd_run_result *res, bb_error *err)
 {
+    for (size_t i = 0; i < res->n; i++) /* all names first: nothing half-written */
+        if (!safe_file_name(res->v[i].name))
+            return bb_error_set(err, BB_EINVAL, "output '%s' cannot be written as a file name in "
+                                "%s", res->v[i].name, dir);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return bb_error_set(err, BB_EIO, "%s: %s", dir, strerror(errno));
     for (size_t i = 0; i < res->n; i++) {
         const bbd_run_output *out = &res->v[i];
-        if (!safe_file_name(out->name))
-            return bb_error_set(err, BB_EINVAL, "output '%s' cannot be written as a file name in "
-                                "%s", out->name, dir);
         size_t len = strlen(dir) + strlen(out->name) + 8;
         char *path = malloc(len);
         if (!path)
