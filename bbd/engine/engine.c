@@ -254,12 +254,6 @@ bool bb__budget_charge(bb_engine *e, size_t n)
     }
 }
 
-void bb__budget_release(bb_engine *e, size_t n)
-{
-    if (n)
-        atomic_fetch_sub_explicit(&e->bytes_in_flight, n, memory_order_relaxed);
-}
-
 /* Approximate payload bytes of a value (for caps; not an encoding size). */
 size_t bb__value_size(const bb_value *v)
 {

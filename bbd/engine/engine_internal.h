@@ -612,12 +612,19 @@ struct bb_engine {
     const char *phase_name;      /* the poll phase running now (NULL between polls) */
 };
 
+/* Give back n budget bytes (hot: every slot release). */
+static inline void bb__budget_release(bb_engine *e, size_t n)
+{
+    if (n)
+        atomic_fetch_sub_explicit(&e->bytes_in_flight, n, memory_order_relaxed);
+}
+
 /* ---- engine.c ------------------------------------------------------------------------------------ */
 int bb__fail(bb_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 uint64_t bb__rng_next(bb_engine *e);
 /* Budget: charge n bytes (false when the budget would be exceeded). */
 bool bb__budget_charge(bb_engine *e, size_t n);
-void bb__budget_release(bb_engine *e, size_t n);
+static inline void bb__budget_release(bb_engine *e, size_t n);
 size_t bb__value_size(const bb_value *v);
 
 /* ---- steps.c ---------------------------------------------------------------------------------------- */
@@ -634,7 +641,13 @@ void bb__owned_free(void **owned);
 /* ---- exec.c ------------------------------------------------------------------------------------------ */
 bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id);
 static inline void bb__exec_ref(bb__exec *x) { x->refs++; }
-void bb__exec_unref(bb_engine *e, bb__exec *x);
+/* The last reference gone: the execution is finished (exec.c). */
+void bb__exec_gc(bb_engine *e, bb__exec *x);
+static inline void bb__exec_unref(bb_engine *e, bb__exec *x)
+{
+    if (--x->refs == 0)
+        bb__exec_gc(e, x);
+}
 /* Takes the reference v. charged: budget bytes the slot now accounts for. */
 void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t charged);
 void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x);

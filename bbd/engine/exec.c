@@ -112,7 +112,7 @@ static void frame_recycle(bb__exec *x)
 /* Limit.Acquire holds are released when the holder finishes (ENGINE.md 5.5). */
 void bb__sema_release(bb_engine *e, uint32_t sema);
 
-static void gc(bb_engine *e, bb__exec *x)
+void bb__exec_gc(bb_engine *e, bb__exec *x)
 {
     release_slots(e, x);
     if (x->batches)
@@ -129,12 +129,6 @@ static void gc(bb_engine *e, bb__exec *x)
         bb__boot_frame_done(e, boot);
     if (parent)
         bb__exec_unref(e, parent);
-}
-
-void bb__exec_unref(bb_engine *e, bb__exec *x)
-{
-    if (--x->refs == 0)
-        gc(e, x);
 }
 
 int bb__frontier_reserve(bb_engine *e, size_t need)
@@ -192,7 +186,9 @@ static inline bool op_ready(const bb__op *op, const bb__exec *x)
 {
     if (op->ready == BB__READY_ANYOF)
         return true; /* the write that got us here is one of its inputs */
-    for (uint32_t i = 0; i < op->n_in; i++) {
+    /* Inputs tend to arrive in order (FIFO), so the last ones are the likely
+     * missing ones: scanning backwards settles a not-yet-ready join early. */
+    for (uint32_t i = op->n_in; i-- > 0;) {
         uint32_t s = op->in[i];
         if (s != BB__NONE && !x->slots[s].v)
             return false;
