@@ -111,6 +111,8 @@ static bb_dispatch_result peers_dispatch(void *inst, bb_ctx *ctx, const bb_dispa
 
 /* ---- bbdtest::Model --------------------------------------------------------------- */
 
+typedef struct train_job train_job;
+
 typedef struct model {
     float *w;
     size_t n;
@@ -118,6 +120,8 @@ typedef struct model {
     uint64_t num_samples;
     uint64_t train_ms;
     uint64_t loads;
+    train_job *job; /* Train waiting for the worker pool (the engine drops it
+                     * unfinished when it stops: destroy frees it then) */
 } model;
 
 static int model_create(const bb_create_args *a, void **out, bb_error *err)
@@ -148,6 +152,7 @@ static int model_create(const bb_create_args *a, void **out, bb_error *err)
 static void model_destroy(void *inst)
 {
     model *m = inst;
+    free(m->job);
     free(m->w);
     free(m);
 }
@@ -173,11 +178,11 @@ static int train_outputs(model *m, bb_value **out)
 }
 
 /* Train on the worker pool: sleep train_ms, then complete on the engine thread. */
-typedef struct train_job {
+struct train_job {
     model *m;
     bb_completion *done;
     uint64_t ms;
-} train_job;
+};
 
 static void train_work(void *arg)
 {
@@ -195,6 +200,7 @@ static void train_done(void *arg)
         bb_complete_ok(j->done, out, 2);
     else
         bb_complete_err(j->done, BB_ENOMEM, "bbdtest::Model: out of memory");
+    j->m->job = NULL;
     free(j);
 }
 
@@ -223,11 +229,17 @@ static bb_dispatch_result model_dispatch(void *inst, bb_ctx *ctx, const bb_dispa
     if (!strcmp(op, "Train") && call->n_outputs >= 2) {
         if (!m->train_ms)
             return train_outputs(m, out) == BB_OK ? BB_DISPATCH_NOW_OK : BB_DISPATCH_NOW_ERR;
+        if (m->job) {
+            bb_error_set(err, BB_ESTATE, "bbdtest::Model: already training");
+            return BB_DISPATCH_NOW_ERR;
+        }
         train_job *j = malloc(sizeof *j);
         if (!j)
             goto oom;
         *j = (train_job){m, call->completion, m->train_ms};
+        m->job = j;
         if (ctx->api->submit_work(ctx, train_work, train_done, j) != BB_OK) {
+            m->job = NULL;
             free(j);
             bb_error_set(err, BB_ERUNTIME, "bbdtest::Model: cannot submit work");
             return BB_DISPATCH_NOW_ERR;
