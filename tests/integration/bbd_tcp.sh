@@ -82,6 +82,48 @@ ctl ping event Pinger 'nosuch=[1]' >"$TMP/err.out" 2>&1
 [ $? -eq 1 ] && grep -q 'bbctl: error: event Pinger.nosuch' "$TMP/err.out" &&
     ok "event on an unknown input: exit 1" || not_ok "event unknown input" "$TMP/err.out"
 
+# malformed control requests: an error reply each, the daemon keeps serving
+cat >"$TMP/raw.py" <<'PY'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+f = s.makefile("rwb")
+for line in sys.stdin:
+    f.write(line.encode()); f.flush()
+    print(f.readline().decode().strip())
+PY
+cat >"$TMP/raw.in" <<'REQ'
+{"no": "cmd"}
+{"cmd": "frobnicate", "id": 7}
+{"cmd": "invoke"}
+{"cmd": "invoke", "target": "Pinger", "inputs": [1, 2]}
+{"cmd": "invoke", "target": "Pinger", "inputs": {"x": [1]}, "wait": 5}
+{"cmd": "invoke", "target": "Pinger", "inputs": {"x": [1]}, "timeout_ms": -1}
+{"cmd": "event", "target": "Pinger"}
+{"cmd": "bootstrap"}
+{"cmd": "bootstrap", "all": true, "slots": ["x"]}
+{"cmd": "bootstrap", "slots": "x"}
+{"cmd": "bootstrap", "modules": ["Nosuch"]}
+{"cmd": "watch", "kinds": ["nope"]}
+{"cmd": "log_level", "level": "chatty"}
+{"cmd": "status", "id": "abc"}
+REQ
+"$PY" "$TMP/raw.py" "$TMP/ping/control.sock" <"$TMP/raw.in" >"$TMP/raw.out" 2>&1
+if [ "$(grep -c '"ok":false' "$TMP/raw.out")" = 13 ] &&
+    grep -q '"error":"unknown command .frobnicate.","id":7' "$TMP/raw.out" &&
+    grep -q '"inputs\\" must be an object' "$TMP/raw.out" &&
+    grep -q 'unknown kind .nope.' "$TMP/raw.out" &&
+    tail -1 "$TMP/raw.out" | grep -q '^{"ok":true,"peer_id":.*"id":"abc"}$'; then
+    ok "malformed control requests get an error reply each; the id is echoed"
+else
+    not_ok "malformed control requests" "$TMP/raw.out"
+fi
+ctl ping log-level debug >"$TMP/ll.out" && grep -q '^log level debug$' "$TMP/ll.out" &&
+    ctl ping log-level info >/dev/null && ok "log-level changes the running daemon's level" ||
+    not_ok "log-level" "$TMP/ll.out"
+ctl ping bootstrap --all >"$TMP/boot.out" 2>&1 && grep -q '^bootstrap staged (status: ' "$TMP/boot.out" &&
+    ok "bootstrap --all is staged" || not_ok "bootstrap --all" "$TMP/boot.out"
+
 # snapshot on demand
 ctl ping snapshot >"$TMP/snap.out" 2>&1
 grep -q "^snapshot written: $TMP/ping/snapshot.bbs (" "$TMP/snap.out" && [ -s "$TMP/ping/snapshot.bbs" ] &&
