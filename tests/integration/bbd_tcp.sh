@@ -44,6 +44,12 @@ if jget 'd["event"]["value"]["items"][0]["value"]["shape"] == [2, 2] and d["even
 else
     not_ok "--json invoke reply" "$TMP/pong.json"
 fi
+# a TensorProto file as the input (bbctl invoke Pinger x=@x.pb)
+"$PY" -c 'import sys, numpy as np; from onnx import numpy_helper
+open(sys.argv[1], "wb").write(numpy_helper.from_array(np.array([[0.5, -2], [8, 16]], dtype=np.float32), "x").SerializeToString())' "$TMP/x.pb"
+ctl ping --timeout 10 invoke Pinger "x=@$TMP/x.pb" --wait pong >"$TMP/pb.out" 2>&1
+grep -q 'float\[2,2\] 0.5 -2 8 16)$' "$TMP/pb.out" && ok "invoke with x=@FILE.pb (a TensorProto file)" ||
+    not_ok "invoke with a .pb input" "$TMP/pb.out"
 if wait "$WATCH" && grep -q '^app exec_id=[0-9]* target=Ponger topic=ping value=float\[3\] 1.5 2 3$' "$TMP/watch.out"; then
     ok "watch on the Ponger streamed the inbound ping"
 else
