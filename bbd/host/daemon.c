@@ -150,10 +150,13 @@ static void step_send(bbd_daemon *d, bb_step *s)
     if (rc == BB_OK)
         return;
     d->send_errors++;
+    const char *why = rc == BB_EFULL       ? "send dropped: peer queue full"
+                      : rc == BB_ENOTFOUND ? "send failed: no usable address"
+                      : rc == BB_ELIMIT    ? "send refused: envelope over the frame cap"
+                      : rc == BB_EINVAL    ? "send refused: the destination is this node"
+                                           : "send refused: transport closing";
     bbd_logline l;
-    if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "transport",
-                      rc == BB_EFULL ? "send dropped: peer queue full"
-                                     : "send failed: no usable address")) {
+    if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "transport", why)) {
         bbd_log_str(&l, "peer", peer_str(&s->u.send.peer, pb));
         bbd_log_u64(&l, "bytes", s->u.send.len);
         bbd_log_end(&l);
