@@ -9,7 +9,7 @@
  *       Forward; the parameter gradient accumulates for Step
  *   Step(grads [P] | []) -> cmd      an optimizer step with the given
  *       gradient, or with the accumulated one when grads is empty
- *   Evaluate(input, target) -> loss  the mean loss (compute_loss)
+ *   Evaluate(input, target) -> (loss, accuracy?)  the mean loss (compute_loss)
  *   ApplyDelta(delta [P]) -> cmd     params += delta
  *   LoadParameters(params [P]) -> cmd   replaces the parameters and restarts
  *       the optimizer (moments, step count)
@@ -409,10 +409,13 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
         }
         break;
     case OP_EVALUATE:
-        if (!(rc = forward_loss(m, "Evaluate", a, b, false, &st, err)))
-            rc = (out[0] = scalar(st.rows ? (float)(st.loss_sum / (double)st.rows) : 0.0f))
-                     ? BB_OK
-                     : oom(m, err);
+        if (!(rc = forward_loss(m, "Evaluate", a, b, false, &st, err))) {
+            double rows = st.rows ? (double)st.rows : 1.0;
+            out[0] = scalar((float)(st.loss_sum / rows));
+            if (n_out > 1) /* the optional accuracy */
+                out[1] = scalar((float)((double)st.correct / rows));
+            rc = out[0] && (n_out < 2 || out[1]) ? BB_OK : oom(m, err);
+        }
         break;
     case OP_GRADIENTS:
         if (!(rc = forward_loss(m, "Gradients", a, b, true, &st, err))) {
@@ -426,7 +429,6 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
     default:
         rc = bb_error_set(err, BB_EUNSUPPORTED, "%s: op %d is not synchronous", m->who, (int)op);
     }
-    (void)n_out;
     if (!rc && changes) /* the CommandId counts the changes to the model */
         rc = (out[0] = bb_value_u64(&BB_TYPE_COMMAND_ID, ++m->version)) ? BB_OK : oom(m, err);
     return rc;
@@ -622,7 +624,6 @@ static const bb_port_decl IN_EVAL[] = {P("input", TENSOR_F32), P("target", TENSO
 static const bb_port_decl IN_TRIGGER[] = {P("trigger", ANY)};
 static const bb_port_decl OUT_OUTPUT[] = {P("output", TENSOR_F32)};
 static const bb_port_decl OUT_CMD[] = {P("cmd", COMMAND_ID)};
-static const bb_port_decl OUT_LOSS[] = {P("loss", TENSOR_F32)};
 static const bb_port_decl OUT_PARAMS[] = {P("params", TENSOR_F32)};
 static const bb_port_decl OUT_GRADS[] = {P("grads", TENSOR_F32)};
 static const bb_port_decl OUT_TRAIN[] = {P("params", TENSOR_F32), P_OPT("num_samples", U64)};
@@ -634,7 +635,8 @@ static const bb_op_decl ROLE_OPS[] = {
     OPD("Backward", IN_GRAD, OUT_CMD,
         "back-propagates dLoss/dOutput through the last Forward; the gradient accumulates "
         "for Step"),
-    OPD("Evaluate", IN_EVAL, OUT_LOSS, "the mean loss on (input, target)"),
+    OPD("Evaluate", IN_EVAL, OUT_METRICS,
+        "the mean loss (compute_loss) on (input, target), and the accuracy when asked"),
     OPD("EvaluateMetrics", IN_TRIGGER, OUT_METRICS,
         "loss and accuracy on the data source's evaluation set (off the engine thread)"),
     OPD("Forward", IN_INPUT, OUT_OUTPUT, "outputs (logits for cross-entropy) of a batch"),

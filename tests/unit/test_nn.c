@@ -196,6 +196,12 @@ static void test_forward_by_hand(void **state)
     assert_int_equal(y->u.tensor.ndim, 2);
     assert_memory_equal(bb_tensor_f32(y), want, sizeof want);
     bb_value_unref(y);
+    /* an empty batch is an empty answer */
+    bb_value *x0 = mat(xv, 0, 2), *y0 = call_ok(&n, "Forward", x0, NULL);
+    assert_int_equal(y0->u.tensor.dims[0], 0);
+    assert_int_equal(y0->u.tensor.dims[1], 2);
+    bb_value_unref(y0);
+    bb_value_unref(x0);
     /* one row as a vector in, a vector out */
     bb_value *x1 = vecf(xv, 2);
     y = call_ok(&n, "Forward", x1, NULL);
@@ -203,10 +209,18 @@ static void test_forward_by_hand(void **state)
     assert_memory_equal(bb_tensor_f32(y), want, 2 * sizeof(float));
     bb_value_unref(y);
     /* cross-entropy of row 0 with label 0: log(1 + e^(1.5 - 3.5)) */
-    const float lab[1] = {0};
+    const float lab[2] = {0, 0};
     bb_value *l = vecf(lab, 1);
     assert_true(fabsf(loss_of(&n, x1, l) - log1pf(expf(-2.0f))) < 1e-6f);
     bb_value_unref(l);
+    /* and the accuracy, when asked: row 0 right (3.5 > 1.5), row 1 wrong */
+    bb_value *l2 = vecf(lab, 2), *in[2] = {x, l2}, *o[2] = {0};
+    bb_error err = {0};
+    assert_int_equal(pfx_call(n.t, n.inst, NULL, "Evaluate", NULL, in, 2, o, 2, &err), BB_OK);
+    assert_true(*bb_tensor_f32(o[1]) == 0.5f);
+    bb_value_unref(o[0]);
+    bb_value_unref(o[1]);
+    bb_value_unref(l2);
     bb_value_unref(x1);
     bb_value_unref(x);
     drop(&n);
