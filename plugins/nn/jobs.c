@@ -15,11 +15,12 @@
  * in memory at once. Without a pool submit_work runs inline; the loop in
  * job_step then carries on without recursing.
  *
- * Lifetime: a job is referenced by the model (until it finishes) and by a
- * worker (while its work runs). When the model is destroyed first (engine
- * shutdown), it flags the job cancelled and drops its reference; the worker
- * stops at the next batch and frees the job. The worker never touches the
- * model.
+ * Lifetime (the host contract of bbd: at shutdown it waits for work that is
+ * running and cancels work that has not started; done callbacks stop): the
+ * model owns its jobs and frees them when they finish or when it is
+ * destroyed — except a job whose work is running at that moment, which the
+ * worker frees when it returns (a compare-and-swap on the job's state
+ * decides who). The worker never touches the model.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +31,17 @@
 #define CHUNK_BYTES (32u << 20)
 #define DATA_SLOT "data"
 
+/* Where a job's work is; the transitions are compare-and-swaps. */
+enum {
+    JOB_IDLE,      /* on the engine thread: between chunks (no work submitted) */
+    JOB_QUEUED,    /* submitted, not started */
+    JOB_RUNNING,   /* a worker has it */
+    JOB_FINISHED,  /* the work returned; done() has not run yet */
+    JOB_ORPHANED   /* destroyed while running: the worker frees it */
+};
+
 struct mlp_job {
-    atomic_uint refs;
+    atomic_int state;
     atomic_bool cancel;
     bool train;
     mlp *m;
@@ -58,10 +68,8 @@ struct mlp_job {
     bool in_submit, ran_inline;
 };
 
-static void job_unref(mlp_job *j)
+static void job_free(mlp_job *j)
 {
-    if (atomic_fetch_sub(&j->refs, 1) != 1)
-        return;
     for (size_t i = 0; i < j->n_batch; i++) {
         bb_value_unref(j->bx[i]);
         bb_value_unref(j->by[i]);
@@ -168,6 +176,9 @@ static int pull_chunk(mlp_job *j)
 static void job_work(void *arg)
 {
     mlp_job *j = arg;
+    int expect = JOB_QUEUED;
+    if (!atomic_compare_exchange_strong(&j->state, &expect, JOB_RUNNING))
+        return; /* not ours to run (the model went away; see the contract above) */
     for (size_t i = 0; i < j->n_batch && !j->rc; i++) {
         if (atomic_load(&j->cancel))
             break;
@@ -196,7 +207,9 @@ static void job_work(void *arg)
         if (rc)
             fail(j, rc, "%s: out of memory%s", NULL);
     }
-    job_unref(j); /* the worker's reference */
+    expect = JOB_RUNNING;
+    if (!atomic_compare_exchange_strong(&j->state, &expect, JOB_FINISHED))
+        job_free(j); /* orphaned: the model is gone */
 }
 
 static void remove_job(mlp *m, mlp_job *j)
@@ -264,7 +277,7 @@ static void job_finish(mlp_job *j)
         bb_complete_ok(j->completion, out, n);
     }
     remove_job(m, j);
-    job_unref(j); /* the model's reference */
+    job_free(j);
     if (train)
         mlp_drain(m);
 }
@@ -283,11 +296,11 @@ static void job_step(mlp_job *j)
         }
         j->in_submit = true;
         j->ran_inline = false;
-        atomic_fetch_add(&j->refs, 1); /* the worker's */
+        atomic_store(&j->state, JOB_QUEUED);
         int rc = j->ctx->api->submit_work(j->ctx, job_work, job_done, j);
         j->in_submit = false;
         if (rc) {
-            job_unref(j);
+            atomic_store(&j->state, JOB_IDLE);
             fail(j, rc, "%s: the host refused the work%s", NULL);
             job_finish(j);
             return;
@@ -301,6 +314,7 @@ static void job_step(mlp_job *j)
 static void job_done(void *arg)
 {
     mlp_job *j = arg;
+    atomic_store(&j->state, JOB_IDLE);
     if (j->in_submit) { /* ran inline, inside submit_work: job_step's loop goes on */
         j->ran_inline = true;
         return;
@@ -320,7 +334,7 @@ static mlp_job *job_new(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, m
     mlp_job *j = calloc(1, sizeof *j);
     size_t bytes = m->shape.n_params * sizeof(float);
     if (j) {
-        atomic_init(&j->refs, 1);
+        atomic_init(&j->state, JOB_IDLE);
         atomic_init(&j->cancel, false);
         j->train = train;
         j->m = m;
@@ -355,7 +369,7 @@ static mlp_job *job_new(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, m
     }
     if (!ok) {
         if (j)
-            job_unref(j);
+            job_free(j);
         bb_error_set(err, BB_ENOMEM, "%s: out of memory", m->who);
         return NULL;
     }
@@ -403,7 +417,7 @@ int mlp_start_train(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, int64
     bb_value_unref(n);
     if (rc) {
         remove_job(m, j);
-        job_unref(j);
+        job_free(j);
         return rc;
     }
     m->busy = j;
@@ -434,7 +448,7 @@ int mlp_start_eval(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, mlp_sy
     if (j->rc) {
         bb_error_set(err, j->rc, "%s", j->msg);
         remove_job(m, j);
-        job_unref(j);
+        job_free(j);
         return err->code;
     }
     job_begin(j, sync);
@@ -444,8 +458,23 @@ int mlp_start_eval(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, mlp_sy
 void mlp_jobs_cancel_all(mlp *m)
 {
     for (size_t i = 0; i < m->n_jobs; i++) {
-        atomic_store(&m->jobs[i]->cancel, true);
-        job_unref(m->jobs[i]);
+        mlp_job *j = m->jobs[i];
+        atomic_store(&j->cancel, true); /* a running worker stops at its next batch */
+        for (;;) {
+            int s = atomic_load(&j->state);
+            if (s == JOB_RUNNING) {
+                if (atomic_compare_exchange_strong(&j->state, &s, JOB_ORPHANED))
+                    break; /* the worker frees it */
+            } else if (s == JOB_QUEUED) { /* the host cancels work not started */
+                if (atomic_compare_exchange_strong(&j->state, &s, JOB_IDLE)) {
+                    job_free(j);
+                    break;
+                }
+            } else { /* idle, or finished without its done(): ours */
+                job_free(j);
+                break;
+            }
+        }
     }
     m->n_jobs = 0;
     m->busy = NULL;
