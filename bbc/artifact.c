@@ -7,25 +7,14 @@
 #include <string.h>
 
 #include "bb/meta.h"
-#include "bb/opsets.h"
 #include "bbc/artifact.h"
 #include "bbc/compiler.h"
 #include "bbc/util.h"
 
-/* Call chains deeper than this are not followed (the model is untrusted). */
-#define MAX_CALL_DEPTH 64
-
-static const char *fn_key(bb_arena *a, const char *domain, const char *name,
-                          const char *overload)
-{
-    return bb_arena_sprintf(a, "%s\x1f%s\x1f%s", domain ? domain : "", name ? name : "",
-                            overload ? overload : "");
-}
-
 typedef struct reader {
     const bb_model *m;
     bb_arena *a;
-    bbc_map fns;   /* fn_key -> function index */
+    bbc_fn_index fns;
     bool *visited; /* per function, for one target's call walk */
     BB_VEC(const bb_function *) calls;
 } reader;
@@ -38,11 +27,7 @@ static bool is_target(const bb_function *f)
 /* The model-local function node n calls, or SIZE_MAX. */
 static size_t callee(const reader *r, const bb_node *n)
 {
-    if (bb_opset_is_reserved(n->domain) || !n->op_type)
-        return SIZE_MAX;
-    size_t i;
-    const char *k = fn_key(r->a, n->domain, n->op_type, n->overload);
-    return k && bbc_map_get(&r->fns, k, &i) ? i : SIZE_MAX;
+    return bbc_fn_index_callee(&r->fns, n);
 }
 
 /* called[i]: does another function call function i? */
@@ -60,7 +45,7 @@ static void mark_called(const reader *r, bool *called)
 
 static int walk_calls(reader *r, const bb_function *f, int depth)
 {
-    if (!f || depth > MAX_CALL_DEPTH)
+    if (!f || depth > BBC_MAX_CALL_DEPTH)
         return BB_OK;
     for (size_t j = 0; j < f->nodes.n; j++) {
         size_t c = callee(r, f->nodes.v[j]);
@@ -278,15 +263,8 @@ int bbc_artifact_read(const bb_model *m, const char *origin, bb_arena *a, bbc_ar
                             origin, BB_META_COMPILED, BB_COMPILED_PASSPORT);
     reader r = {.m = m, .a = a};
     r.visited = bb_arena_calloc(a, m->functions.n + 1, sizeof *r.visited);
-    if (!r.visited || bbc_map_init(&r.fns, a, m->functions.n * 2 + 8) != BB_OK)
+    if (!r.visited || bbc_fn_index_init(&r.fns, a, m) != BB_OK)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", origin);
-    for (size_t i = 0; i < m->functions.n; i++) {
-        const bb_function *f = m->functions.v[i];
-        const char *k = fn_key(a, f->domain, f->name, f->overload);
-        size_t dummy;
-        if (!k || (!bbc_map_get(&r.fns, k, &dummy) && bbc_map_put(&r.fns, k, i) != BB_OK))
-            return bb_error_set(err, BB_ENOMEM, "%s: out of memory", origin);
-    }
     int rc = read_targets(&r, out);
     if (rc == BB_OK)
         rc = read_edges(&r, out);

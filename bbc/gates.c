@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bb/meta.h"
+#include "bbc/fnedit.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
 
@@ -35,93 +36,85 @@ bool bbc_tx_routed(const bb_node *n)
 
 /* The receive's chain head: the stamped cursor, else the payload when it is
  * read, else the trigger. */
-static const char *rx_head(const bb_function *f, const bb_node *r)
+static const char *rx_head(const bbc_fnedit *e, const bb_node *r)
 {
     const char *h = bbc_meta(r, BB_META_RX_CHAIN_HEAD);
     if (h)
         return h;
     if (r->outputs.n > BBC_RECV_PAYLOAD) {
         const char *p = r->outputs.v[BBC_RECV_PAYLOAD];
-        if (p && *p && (bbc_value_consumed(f, p, r) || bb_str_list_find(&f->outputs, p) >= 0))
+        if (p && *p && bbc_fnedit_consumed(e, p, r))
             return p;
     }
     return r->outputs.n ? r->outputs.v[0] : NULL;
 }
 
-static size_t producer_index(const bb_function *f, const char *v)
-{
-    for (size_t i = 0; i < f->nodes.n; i++)
-        if (bb_str_list_find(&f->nodes.v[i]->outputs, v) >= 0)
-            return i;
-    return SIZE_MAX;
-}
-
-static bb_node *gate_node(bbc_state *st, bb_arena *a, const bbc_gate_contract *g,
-                          const bb_node *wire)
+static bb_node *gate_node(bb_arena *a, const bbc_gate_contract *g, const bb_node *wire,
+                          const char *in, const char *out)
 {
     bb_node *n = bb_node_new(a, BB_DOMAIN_SYSCALL, g->op);
-    if (!n)
+    if (!n || !out)
         return NULL;
     n->name = bb_arena_sprintf(a, "%s#%s", wire->name, g->op);
     const char *cls = bbc_meta(wire, BB_META_HOME_CLASS);
     if (!n->name || bbc_set_meta(a, n, g->source_key, wire->name) != BB_OK ||
-        (cls && bbc_set_meta(a, n, BB_META_HOME_CLASS, cls) != BB_OK))
+        (cls && bbc_set_meta(a, n, BB_META_HOME_CLASS, cls) != BB_OK) ||
+        bb_str_list_push(a, &n->inputs, in) != BB_OK ||
+        bb_str_list_push(a, &n->outputs, out) != BB_OK)
         return NULL;
-    (void)st;
     return n;
+}
+
+/* The gate's output carries the type of what it guards. */
+static int copy_type(bbc_fnedit *e, const char *from, const char *to)
+{
+    const bb_type_node *t = bbc_fnedit_type(e, from);
+    return t ? bbc_fnedit_set_type(e, to, t) : BB_OK;
 }
 
 static int insert_rx(bbc_state *st, bbc_partition *p, const bbc_gate_contract *g)
 {
     bb_function *f = p->fn;
     bb_arena *a = p->model->arena;
-    /* Collect first: insertion shifts indices. */
-    BB_VEC(bb_node *) recvs = {0};
+    bbc_fnedit *e = bbc_fnedit_new(st->arena, a, f);
+    if (!e)
+        return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
-        bb_node *n = f->nodes.v[i];
-        if (!bbc_rx_routed(n) || bbc_meta(n, g->gated_key))
+        bb_node *r = f->nodes.v[i];
+        if (!bbc_rx_routed(r) || bbc_meta(r, g->gated_key))
             continue;
-        bb_node **slot = BB_VEC_PUSH(st->arena, &recvs);
-        if (!slot)
-            return bbc_oom(st);
-        *slot = n;
-    }
-    for (size_t k = 0; k < recvs.n; k++) {
-        bb_node *r = recvs.v[k];
-        const char *head = rx_head(f, r);
+        const char *head = rx_head(e, r);
         if (!head || !*head)
             continue;
         const char *out = bb_arena_sprintf(a, "%s#%s", r->name, g->suffix);
-        bb_node *gn = gate_node(st, a, g, r);
-        if (!out || !gn || bb_str_list_push(a, &gn->inputs, head) != BB_OK ||
-            bb_str_list_push(a, &gn->outputs, out) != BB_OK)
+        bb_node *gn = gate_node(a, g, r, head, out);
+        if (!gn)
             return bbc_oom(st);
-        bbc_rewire_consumers(f, head, out, gn);
-        const bb_type_node *t = bbc_value_type(f, head);
-        if (t && bbc_set_value_type(a, f, out, t) != BB_OK)
-            return bbc_oom(st);
-        size_t at = producer_index(f, head);
-        if (bbc_insert_node(a, f, at == SIZE_MAX ? f->nodes.n : at + 1, gn) != BB_OK ||
+        bbc_fnedit_rewire(e, head, out, gn);
+        size_t at = bbc_fnedit_producer(e, head);
+        if (copy_type(e, head, out) != BB_OK ||
+            bbc_fnedit_insert(e, at == SIZE_MAX ? f->nodes.n : at + 1, gn) != BB_OK ||
             bbc_set_meta(a, r, g->gated_key, BB_META_GATED_VALUE) != BB_OK ||
             bbc_set_meta(a, r, BB_META_RX_CHAIN_HEAD, out) != BB_OK)
             return bbc_oom(st);
     }
-    return BB_OK;
+    return bbc_fnedit_commit(e) == BB_OK ? BB_OK : bbc_oom(st);
 }
 
 static int insert_tx(bbc_state *st, bbc_partition *p, const bbc_gate_contract *g)
 {
     bb_function *f = p->fn;
     bb_arena *a = p->model->arena;
+    bbc_fnedit *e = bbc_fnedit_new(st->arena, a, f);
+    if (!e)
+        return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
         bb_node *s = f->nodes.v[i];
         if (!bbc_tx_routed(s) || bbc_meta(s, g->gated_key))
             continue;
         const char *gated = s->inputs.v[0];
-        const char *out = bb_arena_sprintf(a, "%s#%s", s->name, g->suffix);
-        bb_node *gn = gate_node(st, a, g, s);
-        if (!out || !gn || bb_str_list_push(a, &gn->inputs, gated) != BB_OK ||
-            bb_str_list_push(a, &gn->outputs, out) != BB_OK)
+        bb_node *gn = gate_node(a, g, s, gated, bb_arena_sprintf(a, "%s#%s", s->name, g->suffix));
+        if (!gn)
             return bbc_oom(st);
         const bb_attr *peer = bb_node_attr(s, BB_ATTR_NAME_PEER);
         if (peer) {
@@ -131,16 +124,13 @@ static int insert_tx(bbc_state *st, bbc_partition *p, const bbc_gate_contract *g
                 return bbc_oom(st);
             *slot = c;
         }
-        const bb_type_node *t = bbc_value_type(f, gated);
-        if (t && bbc_set_value_type(a, f, out, t) != BB_OK)
+        s->inputs.v[0] = gn->outputs.v[0];
+        if (copy_type(e, gated, gn->outputs.v[0]) != BB_OK ||
+            bbc_set_meta(a, s, g->gated_key, BB_META_GATED_VALUE) != BB_OK ||
+            bbc_fnedit_insert(e, i, gn) != BB_OK)
             return bbc_oom(st);
-        s->inputs.v[0] = out;
-        if (bbc_set_meta(a, s, g->gated_key, BB_META_GATED_VALUE) != BB_OK ||
-            bbc_insert_node(a, f, i, gn) != BB_OK)
-            return bbc_oom(st);
-        i++; /* skip the send we just passed */
     }
-    return BB_OK;
+    return bbc_fnedit_commit(e) == BB_OK ? BB_OK : bbc_oom(st);
 }
 
 int bbc_insert_gate(bbc_state *st, const bbc_gate_contract *g)
@@ -153,41 +143,67 @@ int bbc_insert_gate(bbc_state *st, const bbc_gate_contract *g)
     return BB_OK;
 }
 
-/* The gate of contract g for wire node n, or NULL. */
-static const bb_node *find_gate(const bb_function *f, const bb_node *n, const bbc_gate_contract *g)
+/* ---- the pre-flight check ------------------------------------------------------- */
+
+struct bbc_gate_index {
+    bbc_map gates; /* "<op>\x1f<protected wire op>" -> gate node index (first) */
+    const bb_function *f;
+    bbc_fnedit *flow;
+};
+
+static const char *gate_key(bb_arena *a, const char *op, const char *wire)
 {
-    for (size_t i = 0; i < f->nodes.n; i++) {
-        const bb_node *x = f->nodes.v[i];
-        if (bbc_node_is(x, BB_DOMAIN_SYSCALL, g->op) && bbc_meta_is(x, g->source_key, n->name))
-            return x;
-    }
-    return NULL;
+    return bb_arena_sprintf(a, "%s\x1f%s", op, wire ? wire : "");
 }
 
-const char *bbc_gate_missing(bb_arena *a, const bb_function *f, const bb_node *n,
+bbc_gate_index *bbc_gate_index_new(bb_arena *a, const bb_function *f)
+{
+    bbc_gate_index *gx = bb_arena_alloc(a, sizeof *gx);
+    /* Read-only use: the editor never edits here. */
+    if (!gx || bbc_map_init(&gx->gates, a, 16) != BB_OK ||
+        !(gx->flow = bbc_fnedit_new(a, a, (bb_function *)f)))
+        return NULL;
+    gx->f = f;
+    for (size_t i = f->nodes.n; i-- > 0;) {
+        const bb_node *n = f->nodes.v[i];
+        if (!bbc_str_eq(n->domain, BB_DOMAIN_SYSCALL))
+            continue;
+        for (size_t g = 0; g < BBC_N_GATE_CONTRACTS; g++) {
+            const bbc_gate_contract *c = &BBC_GATE_CONTRACTS[g];
+            const char *src = bbc_meta(n, c->source_key);
+            if (!bbc_str_eq(n->op_type, c->op) || !src)
+                continue;
+            const char *k = gate_key(a, c->op, src);
+            if (!k || bbc_map_put(&gx->gates, k, i) != BB_OK)
+                return NULL;
+        }
+    }
+    return gx;
+}
+
+const struct bbc_fnedit *bbc_gate_index_flow(const bbc_gate_index *gx)
+{
+    return gx->flow;
+}
+
+const char *bbc_gate_missing(bb_arena *a, const bbc_gate_index *gx, const bb_node *n,
                              const bbc_gate_contract *g)
 {
     if (g->rx ? !bbc_rx_routed(n) : !bbc_tx_routed(n))
         return NULL;
-    const bb_node *gn = find_gate(f, n, g);
-    if (!gn)
+    size_t i;
+    const char *k = gate_key(a, g->op, n->name);
+    if (!k || !bbc_map_get(&gx->gates, k, &i))
         return bb_arena_sprintf(a, "%s '%s' has no %s", n->op_type, n->name, g->op);
+    const bb_node *gn = gx->f->nodes.v[i];
     if (!bbc_meta_is(n, g->gated_key, BB_META_GATED_VALUE))
         return bb_arena_sprintf(a, "%s '%s' lacks the %s stamp", n->op_type, n->name, g->gated_key);
     if (gn->inputs.n == 0 || gn->outputs.n != 1)
         return bb_arena_sprintf(a, "%s '%s' of '%s' is malformed", g->op, gn->name, n->name);
-    if (g->rx) {
-        /* The gate output must be read (by the next gate or the consumers),
-         * or be the chain head. */
-        const char *o = gn->outputs.v[0];
-        if (!bbc_value_consumed(f, o, gn) && !bbc_meta_is(n, BB_META_RX_CHAIN_HEAD, o) &&
-            bb_str_list_find(&f->outputs, o) < 0)
-            return bb_arena_sprintf(a, "%s '%s' of '%s' feeds nothing", g->op, gn->name, n->name);
-        return NULL;
-    }
-    /* TX: the gate output reaches the send's input[0] through the chain. */
+    /* RX: the output is read (by the next gate or the consumers) or is the
+     * chain head; TX: it reaches the send's input[0] through the chain. */
     const char *o = gn->outputs.v[0];
-    if (!bbc_value_consumed(f, o, gn))
-        return bb_arena_sprintf(a, "%s '%s' of '%s' feeds nothing", g->op, gn->name, n->name);
-    return NULL;
+    if (bbc_fnedit_consumed(gx->flow, o, gn) || (g->rx && bbc_meta_is(n, BB_META_RX_CHAIN_HEAD, o)))
+        return NULL;
+    return bb_arena_sprintf(a, "%s '%s' of '%s' feeds nothing", g->op, gn->name, n->name);
 }

@@ -52,9 +52,17 @@ bool bbc_tx_routed(const bb_node *n);
 /* Splice gate g into every partition (idempotent). */
 int bbc_insert_gate(bbc_state *st, const bbc_gate_contract *g);
 
+/* The gates of one function, by (op, the wire op they protect), and its
+ * consumers: what bbc_gate_missing looks at. NULL on OOM. */
+typedef struct bbc_gate_index bbc_gate_index;
+bbc_gate_index *bbc_gate_index_new(bb_arena *a, const bb_function *f);
+/* The function's dataflow index (consumers, producers) the gate index holds. */
+const struct bbc_fnedit *bbc_gate_index_flow(const bbc_gate_index *gx);
+
 /* NULL when the gate of contract g protecting wire node n is in place in
- * f, else a description of what is missing (arena string). */
-const char *bbc_gate_missing(bb_arena *a, const bb_function *f, const bb_node *n,
+ * the indexed function, else a description of what is missing (arena
+ * string). */
+const char *bbc_gate_missing(bb_arena *a, const bbc_gate_index *gx, const bb_node *n,
                              const bbc_gate_contract *g);
 
 #endif

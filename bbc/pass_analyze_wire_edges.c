@@ -17,6 +17,7 @@
 
 #include "bb/meta.h"
 #include "bbc/compiler.h"
+#include "bbc/fnedit.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
 
@@ -31,36 +32,62 @@ static const char *correlation(const bb_node *n)
     return BB_WIRE_CORRELATION_NONE;
 }
 
-static bb_node *find_node(bbc_state *st, const char *cls, const char *name, bbc_partition **pp)
+/* Every partition function's nodes by "<class>\x1f<name>" (the first). */
+typedef struct node_ref {
+    size_t part;
+    bb_node *n;
+} node_ref;
+typedef BB_VEC(node_ref) node_refs;
+
+static int index_nodes(bbc_state *st, bbc_map *by_name, node_refs *refs)
 {
+    if (bbc_map_init(by_name, st->arena, 64) != BB_OK)
+        return BB_ENOMEM;
     for (size_t k = 0; k < st->parts.n; k++) {
         bbc_partition *p = st->parts.v[k];
-        if (cls && !bbc_str_eq(p->cls, cls))
-            continue;
-        for (size_t i = 0; i < p->fn->nodes.n; i++)
-            if (bbc_str_eq(p->fn->nodes.v[i]->name, name)) {
-                if (pp)
-                    *pp = p;
-                return p->fn->nodes.v[i];
-            }
+        for (size_t i = 0; i < p->fn->nodes.n; i++) {
+            bb_node *n = p->fn->nodes.v[i];
+            if (!n->name)
+                continue;
+            const char *key = bb_arena_sprintf(st->arena, "%s\x1f%s", p->cls, n->name);
+            if (!key)
+                return BB_ENOMEM;
+            if (bbc_map_get(by_name, key, NULL))
+                continue;
+            node_ref *r = BB_VEC_PUSH(st->arena, refs);
+            if (!r || bbc_map_put(by_name, key, refs->n - 1) != BB_OK)
+                return BB_ENOMEM;
+            *r = (node_ref){k, n};
+        }
     }
-    return NULL;
+    return BB_OK;
 }
 
-static bool send_is_trigger(const bb_function *f, const bb_node *s)
+static bb_node *find_node(bbc_state *st, const bbc_map *by_name, const node_ref *refs,
+                          const char *cls, const char *name, size_t *part)
+{
+    size_t i;
+    const char *key = bb_arena_sprintf(st->arena, "%s\x1f%s", cls ? cls : "", name ? name : "");
+    if (!key || !bbc_map_get(by_name, key, &i))
+        return NULL;
+    *part = refs[i].part;
+    return refs[i].n;
+}
+
+static bool send_is_trigger(bbc_fnedit *flow, const bb_node *s)
 {
     if (s->inputs.n == 0)
         return true;
-    const bb_type_node *t = bbc_value_type(f, s->inputs.v[BBC_SEND_DATA]);
+    const bb_type_node *t = bbc_fnedit_type(flow, s->inputs.v[BBC_SEND_DATA]);
     return t && bb_type_same(t, &BB_TYPE_TRIGGER);
 }
 
-static bool payload_unused(const bb_function *f, const bb_node *r)
+static bool payload_unused(const bbc_fnedit *flow, const bb_node *r)
 {
     if (r->outputs.n <= BBC_RECV_PAYLOAD)
         return false;
     const char *v = r->outputs.v[BBC_RECV_PAYLOAD];
-    return !v || !*v || (!bbc_value_consumed(f, v, r) && bb_str_list_find(&f->outputs, v) < 0);
+    return !v || !*v || !bbc_fnedit_consumed(flow, v, r);
 }
 
 static int stamp(bbc_state *st, bbc_partition *p, bb_node *n, const char *key, const char *val)
@@ -73,21 +100,30 @@ static int stamp(bbc_state *st, bbc_partition *p, bb_node *n, const char *key, c
 int bbc_pass_analyze_wire_edges(bbc_state *st)
 {
     int rc;
+    bbc_map by_name;
+    node_refs refs = {0};
+    bbc_fnedit **flows = bb_arena_calloc(st->arena, st->parts.n + 1, sizeof *flows);
+    if (!flows || index_nodes(st, &by_name, &refs) != BB_OK)
+        return bbc_oom(st);
+    for (size_t k = 0; k < st->parts.n; k++)
+        if (!(flows[k] = bbc_fnedit_new(st->arena, st->parts.v[k]->model->arena,
+                                        st->parts.v[k]->fn)))
+            return bbc_oom(st);
     /* Edges with both ends in this program. */
     for (size_t i = 0; i < st->edges.n; i++) {
         bbc_wire_edge *e = &st->edges.v[i];
-        bbc_partition *sp = NULL, *rp = NULL;
-        bb_node *s = find_node(st, e->producer_class, e->send_node, &sp);
-        bb_node *r = find_node(st, e->consumer_class, e->recv_node, &rp);
+        size_t sp = 0, rp = 0;
+        bb_node *s = find_node(st, &by_name, refs.v, e->producer_class, e->send_node, &sp);
+        bb_node *r = find_node(st, &by_name, refs.v, e->consumer_class, e->recv_node, &rp);
         if (!s || !r)
             return bbc_fail(st, BBC_E_INTERNAL, "wire edge '%s' -> '%s' lost its %s",
                             e->send_node, e->recv_node, s ? "receive" : "send");
         e->trigger_only = bbc_node_is(s, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_RESP)
                               ? false
-                              : send_is_trigger(sp->fn, s) || payload_unused(rp->fn, r);
+                              : send_is_trigger(flows[sp], s) || payload_unused(flows[rp], r);
         const char *t = e->trigger_only ? BB_WIRE_TRANSPORT_TRIGGER_ONLY : BB_WIRE_TRANSPORT_DATA;
-        if ((rc = stamp(st, sp, s, BB_META_WIRE_TRANSPORT, t)) != BB_OK ||
-            (rc = stamp(st, rp, r, BB_META_WIRE_TRANSPORT, t)) != BB_OK)
+        if ((rc = stamp(st, st->parts.v[sp], s, BB_META_WIRE_TRANSPORT, t)) != BB_OK ||
+            (rc = stamp(st, st->parts.v[rp], r, BB_META_WIRE_TRANSPORT, t)) != BB_OK)
             return rc;
     }
     /* Every wire node: correlation, one-sided transport, batching group. */
@@ -101,7 +137,8 @@ int bbc_pass_analyze_wire_edges(bbc_state *st)
                 (rc = stamp(st, p, n, BB_META_WIRE_CORRELATION, correlation(n))) != BB_OK)
                 return rc;
             if (!bbc_meta(n, BB_META_WIRE_TRANSPORT)) {
-                bool trig = bbc_is_wire_send(n) ? send_is_trigger(p->fn, n) : payload_unused(p->fn, n);
+                bool trig = bbc_is_wire_send(n) ? send_is_trigger(flows[k], n)
+                                                : payload_unused(flows[k], n);
                 if (bbc_node_is(n, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_RESP) ||
                     bbc_node_is(n, BB_DOMAIN_WIRE, BB_OP_WIRE_RECV_RESP_BATCHED))
                     trig = false;

@@ -77,9 +77,13 @@ static int home_classes(bbc_state *st, bb_function *f)
         return bbc_oom(st);
     for (size_t i = 0; i < total; i++)
         parent[i] = i;
-    bbc_map prod;
-    if (bbc_producers(a, f, &prod, NULL) != BB_OK)
+    bbc_map prod, net_in_of; /* net_in value -> index */
+    if (bbc_producers(a, f, &prod, NULL) != BB_OK ||
+        bbc_map_init(&net_in_of, a, st->net_ins.n) != BB_OK)
         return bbc_oom(st);
+    for (size_t k = st->net_ins.n; k-- > 0;)
+        if (st->net_ins.v[k].value && bbc_map_put(&net_in_of, st->net_ins.v[k].value, k) != BB_OK)
+            return bbc_oom(st);
     for (size_t i = 0; i < n; i++) {
         const bb_node *nd = f->nodes.v[i];
         for (size_t j = 0; j < nd->inputs.n; j++) {
@@ -91,9 +95,9 @@ static int home_classes(bbc_state *st, bb_function *f)
                 uf_union(parent, i, p);
                 continue;
             }
-            for (size_t k = 0; k < st->net_ins.n; k++)
-                if (bbc_str_eq(st->net_ins.v[k].value, v))
-                    uf_union(parent, i, n + k);
+            size_t k;
+            if (bbc_map_get(&net_in_of, v, &k))
+                uf_union(parent, i, n + k);
         }
     }
     const char *fn_class = bb_kv_get(&f->metadata, BB_META_HOME_CLASS);
@@ -143,7 +147,7 @@ static bool is_selector(const bb_node *n)
            bbc_meta(n, BB_META_PEER_CLASS) != NULL;
 }
 
-static const char *dest_class(bbc_state *st, bb_function *f, size_t si)
+static const char *dest_class(const bbc_wire_ix *x, bb_function *f, size_t si)
 {
     const bb_node *s = f->nodes.v[si];
     const char *d = bbc_meta(s, BB_META_DEST_CLASS);
@@ -151,7 +155,7 @@ static const char *dest_class(bbc_state *st, bb_function *f, size_t si)
         return d;
     const char *dest = s->inputs.n > BBC_SEND_DEST ? s->inputs.v[BBC_SEND_DEST] : NULL;
     if (dest && *dest) {
-        size_t p = bbc_trace_producer(f, dest, NULL);
+        size_t p = bbc_wire_trace(x, dest, NULL);
         if (p == SIZE_MAX)
             return NULL;
         const bb_node *pn = f->nodes.v[p];
@@ -162,24 +166,26 @@ static const char *dest_class(bbc_state *st, bb_function *f, size_t si)
         return NULL;
     }
     if (bbc_node_is(s, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_RESP) && s->inputs.n > 2) {
-        size_t q = bbc_trace_producer(f, s->inputs.v[2], NULL);
+        size_t q = bbc_wire_trace(x, s->inputs.v[2], NULL);
         if (q == SIZE_MAX)
             return NULL;
-        size_t req = bbc_wire_sender(f, q);
+        size_t req = bbc_wire_sender(x, q);
         if (req != SIZE_MAX)
             return bbc_meta(f->nodes.v[req], BB_META_HOME_CLASS);
-        (void)st;
     }
     return NULL;
 }
 
 static int dest_classes(bbc_state *st, bb_function *f, bool single)
 {
+    const bbc_wire_ix *x = single ? NULL : bbc_wire_ix_new(st->arena, f);
+    if (!single && !x)
+        return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
         bb_node *s = f->nodes.v[i];
         if (!bbc_is_wire_send(s) || bbc_meta(s, BB_META_DEST_CLASS))
             continue;
-        const char *d = single ? BB_SELF_CLASS : dest_class(st, f, i);
+        const char *d = single ? BB_SELF_CLASS : dest_class(x, f, i);
         if (!d) {
             const char *peer = s->inputs.n > BBC_SEND_DEST ? s->inputs.v[BBC_SEND_DEST] : "";
             return bbc_fail(st, BBC_E_UNRESOLVED_PEER_CLASS,
@@ -193,18 +199,81 @@ static int dest_classes(bbc_state *st, bb_function *f, bool single)
     return BB_OK;
 }
 
-/* Receives and lookups of a port must sit in the class the port is sent to. */
+/* Receives and lookups of a port must sit in the class the port is sent to.
+ * Indexed: lookups by port, receives by (op, port), sends by (op, port,
+ * dest class), so the check costs the wire ops sharing a port. */
+typedef struct port_index {
+    bbc_map lookups; /* port -> first net_in; next_lookup chains the rest */
+    size_t *next_lookup;
+    bbc_map recvs;   /* "<op>\x1f<port>" -> first receive; next_recv chains */
+    size_t *next_recv;
+    bbc_map sends;   /* "<op>\x1f<port>\x1f<dest>" -> how many sends */
+} port_index;
+
+static const char *key2(bb_arena *a, const char *x, const char *y)
+{
+    return bb_arena_sprintf(a, "%s\x1f%s", x, y);
+}
+
+static int index_ports(bbc_state *st, const bb_function *f, port_index *px)
+{
+    bb_arena *a = st->arena;
+    size_t n = f->nodes.n;
+    if (bbc_map_init(&px->lookups, a, st->net_ins.n) != BB_OK ||
+        bbc_map_init(&px->recvs, a, 16) != BB_OK || bbc_map_init(&px->sends, a, 16) != BB_OK ||
+        !(px->next_lookup = bb_arena_calloc(a, st->net_ins.n + 1, sizeof *px->next_lookup)) ||
+        !(px->next_recv = bb_arena_calloc(a, n + 1, sizeof *px->next_recv)))
+        return BB_ENOMEM;
+    for (size_t k = st->net_ins.n; k-- > 0;) {
+        const char *port = st->net_ins.v[k].port;
+        px->next_lookup[k] = SIZE_MAX;
+        bbc_map_get(&px->lookups, port, &px->next_lookup[k]);
+        if (bbc_map_put(&px->lookups, port, k) != BB_OK)
+            return BB_ENOMEM;
+    }
+    for (size_t i = n; i-- > 0;) {
+        const bb_node *nd = f->nodes.v[i];
+        const char *port = bbc_meta(nd, BBC_META_PORT);
+        if (!port || !bbc_is_wire(nd))
+            continue;
+        if (bbc_is_wire_recv(nd)) {
+            const char *k = key2(a, nd->op_type, port);
+            if (!k)
+                return BB_ENOMEM;
+            px->next_recv[i] = SIZE_MAX;
+            bbc_map_get(&px->recvs, k, &px->next_recv[i]);
+            if (bbc_map_put(&px->recvs, k, i) != BB_OK)
+                return BB_ENOMEM;
+        } else if (bbc_is_wire_send(nd) && bbc_meta(nd, BB_META_DEST_CLASS)) {
+            const char *k = bb_arena_sprintf(a, "%s\x1f%s\x1f%s", nd->op_type, port,
+                                             bbc_meta(nd, BB_META_DEST_CLASS));
+            size_t c = 0;
+            if (!k)
+                return BB_ENOMEM;
+            bbc_map_get(&px->sends, k, &c);
+            if (bbc_map_put(&px->sends, k, c + 1) != BB_OK)
+                return BB_ENOMEM;
+        }
+    }
+    return BB_OK;
+}
+
 static int check_ports(bbc_state *st, bb_function *f)
 {
+    port_index px;
+    if (index_ports(st, f, &px) != BB_OK)
+        return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *s = f->nodes.v[i];
         const char *port = bbc_meta(s, BBC_META_PORT);
         const char *dest = bbc_meta(s, BB_META_DEST_CLASS);
         if (!bbc_is_wire_send(s) || !port || !dest)
             continue;
-        for (size_t k = 0; k < st->net_ins.n; k++) {
+        size_t k = SIZE_MAX;
+        bbc_map_get(&px.lookups, port, &k);
+        for (; k != SIZE_MAX; k = px.next_lookup[k]) {
             const bbc_net_in *ni = &st->net_ins.v[k];
-            if (bbc_str_eq(ni->port, port) && ni->cls && !bbc_str_eq(ni->cls, dest))
+            if (ni->cls && !bbc_str_eq(ni->cls, dest))
                 return bbc_fail(st, BBC_E_CROSS_CLASS_DATAFLOW,
                                 "port '%s' is sent by '%s' to class %s but looked up in class %s",
                                 port, nm(s), dest, ni->cls);
@@ -214,22 +283,23 @@ static int check_ports(bbc_state *st, bb_function *f)
                               : bbc_node_is(s, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_REQ_BATCHED)
                                     ? BB_OP_WIRE_RECV_REQ
                                     : NULL;
-        for (size_t j = 0; rop && j < f->nodes.n; j++) {
+        const char *rk = rop ? key2(st->arena, rop, port) : NULL;
+        size_t j = SIZE_MAX;
+        if (rk)
+            bbc_map_get(&px.recvs, rk, &j);
+        for (; j != SIZE_MAX; j = px.next_recv[j]) {
             const bb_node *r = f->nodes.v[j];
-            if (!bbc_node_is(r, BB_DOMAIN_WIRE, rop) || !bbc_meta_is(r, BBC_META_PORT, port))
-                continue;
             const char *rc = bbc_meta(r, BB_META_HOME_CLASS);
-            bool claimed = false; /* another send of this port targets rc */
-            for (size_t k = 0; k < f->nodes.n; k++)
-                if (k != i && bbc_node_is(f->nodes.v[k], BB_DOMAIN_WIRE, s->op_type) &&
-                    bbc_meta_is(f->nodes.v[k], BBC_META_PORT, port) &&
-                    bbc_meta_is(f->nodes.v[k], BB_META_DEST_CLASS, rc))
-                    claimed = true;
-            if (rc && !bbc_str_eq(rc, dest) && !claimed)
-                return bbc_fail(st, BBC_E_CROSS_CLASS_DATAFLOW,
-                                "port '%s' is sent by '%s' to class %s but received by '%s' in "
-                                "class %s",
-                                port, nm(s), dest, nm(r), rc);
+            if (!rc || bbc_str_eq(rc, dest))
+                continue;
+            /* Another send of this port targets rc: that one feeds r. */
+            const char *sk = bb_arena_sprintf(st->arena, "%s\x1f%s\x1f%s", s->op_type, port, rc);
+            if (sk && bbc_map_get(&px.sends, sk, NULL))
+                continue;
+            return bbc_fail(st, BBC_E_CROSS_CLASS_DATAFLOW,
+                            "port '%s' is sent by '%s' to class %s but received by '%s' in "
+                            "class %s",
+                            port, nm(s), dest, nm(r), rc);
         }
     }
     return BB_OK;

@@ -11,6 +11,14 @@
  * turns an omitted lookup_output formal into a root net_in. Afterwards every
  * unnamed root node gets a stable name "<prefix>/<op_type>_<k>" (or
  * "<op_type>_<k>"): the gate passes and the wire sites address nodes by name.
+ *
+ * "Called from exactly one site" counts live sites: inlining a call removes
+ * its site and adds the sites its body holds; a function whose last call
+ * was inlined no longer counts its own body's calls. The root is rebuilt in
+ * one ordered pass (each inlined body is expanded in place, its own calls
+ * next), so the whole pass is linear in the nodes it produces. A function
+ * whose every call was inlined leaves the model: its body now lives in the
+ * root, and later passes (validate above all) need not walk it twice.
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,23 +31,108 @@
  * cycles in untrusted input; the recorder refuses cycles). */
 #define MAX_INLINES 100000
 
-static size_t call_sites(const bb_model *m, const bb_function *f)
+/* What the pass knows about every function of the model, by index. */
+typedef struct fn_facts {
+    bbc_fn_index ix;
+    size_t *sites;      /* live call sites */
+    uint8_t *wire;      /* touches the wire: 0 unknown, 1 visiting, 2 yes, 3 no */
+    uint8_t *onnx;      /* pure ONNX: same encoding */
+    bbc_map **vinfo;    /* value_info name -> index, built on first use */
+    bool *inlined;      /* some call of the function was inlined */
+} fn_facts;
+
+enum { UNKNOWN = 0, VISITING, YES, NO };
+
+/* Memoized closure property: every node (or any, for the wire) satisfies
+ * `own` or is a call of a function that has the property. */
+static bool closure(const fn_facts *ff, uint8_t *memo, size_t i, bool any, int depth)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < m->functions.n; i++) {
-        const bb_function *g = m->functions.v[i];
-        for (size_t j = 0; j < g->nodes.n; j++)
-            if (bbc_callee(m, g->nodes.v[j]) == f)
-                n++;
+    if (memo[i] == YES || memo[i] == NO)
+        return memo[i] == YES;
+    if (memo[i] == VISITING || depth > BBC_MAX_CALL_DEPTH)
+        return false; /* a call cycle adds nothing */
+    memo[i] = VISITING;
+    const bb_function *f = ff->ix.m->functions.v[i];
+    bool result = !any && f->nodes.n > 0;
+    for (size_t j = 0; j < f->nodes.n; j++) {
+        const bb_node *n = f->nodes.v[j];
+        bool own = any ? bbc_is_wire(n) : bb_domain_is_onnx(n->domain);
+        size_t c = own ? SIZE_MAX : bbc_fn_index_callee(&ff->ix, n);
+        bool hit = own || (c != SIZE_MAX && c != i && closure(ff, memo, c, any, depth + 1));
+        if (any && hit) {
+            result = true;
+            break;
+        }
+        if (!any && !hit) {
+            result = false;
+            break;
+        }
     }
-    return n;
+    memo[i] = result ? YES : NO;
+    return result;
 }
 
-static bool should_inline(const bb_model *m, const bb_function *f)
+static int facts_init(fn_facts *ff, bb_arena *a, const bb_model *m)
 {
+    size_t n = m->functions.n + 1;
+    if (bbc_fn_index_init(&ff->ix, a, m) != BB_OK ||
+        !(ff->sites = bb_arena_calloc(a, n, sizeof *ff->sites)) ||
+        !(ff->wire = bb_arena_calloc(a, n, 1)) || !(ff->onnx = bb_arena_calloc(a, n, 1)) ||
+        !(ff->vinfo = bb_arena_calloc(a, n, sizeof *ff->vinfo)) ||
+        !(ff->inlined = bb_arena_calloc(a, n, sizeof *ff->inlined)))
+        return BB_ENOMEM;
+    for (size_t i = 0; i < m->functions.n; i++) {
+        const bb_function *g = m->functions.v[i];
+        for (size_t j = 0; j < g->nodes.n; j++) {
+            size_t c = bbc_fn_index_callee(&ff->ix, g->nodes.v[j]);
+            if (c != SIZE_MAX)
+                ff->sites[c]++;
+        }
+    }
+    return BB_OK;
+}
+
+static bool should_inline(fn_facts *ff, size_t i)
+{
+    const bb_function *f = ff->ix.m->functions.v[i];
     if (bbc_is_bootstrap_fn(f))
         return false;
-    return bbc_fn_touches_wire(m, f, 0) || bbc_fn_pure_onnx(m, f, 0) || call_sites(m, f) == 1;
+    return closure(ff, ff->wire, i, true, 0) || closure(ff, ff->onnx, i, false, 0) ||
+           ff->sites[i] == 1;
+}
+
+/* The call site of function i was inlined: its body's calls now sit in the
+ * root (added by the caller as they are expanded); when that was the last
+ * site, the function's own body no longer calls anything. */
+static void site_inlined(fn_facts *ff, size_t i)
+{
+    ff->inlined[i] = true;
+    if (ff->sites[i] > 0 && --ff->sites[i] > 0)
+        return;
+    const bb_function *f = ff->ix.m->functions.v[i];
+    for (size_t j = 0; j < f->nodes.n; j++) {
+        size_t c = bbc_fn_index_callee(&ff->ix, f->nodes.v[j]);
+        if (c != SIZE_MAX && ff->sites[c] > 0)
+            ff->sites[c]--;
+    }
+}
+
+/* value_info of function i by name (index map built once). */
+static const bb_value_info *fn_value_info(fn_facts *ff, bb_arena *a, size_t i, const char *v)
+{
+    const bb_function *f = ff->ix.m->functions.v[i];
+    if (!ff->vinfo[i]) {
+        bbc_map *map = bb_arena_alloc(a, sizeof *map);
+        if (!map || bbc_map_init(map, a, f->value_info.n) != BB_OK)
+            return bb_value_info_find(&f->value_info, v);
+        for (size_t k = 0; k < f->value_info.n; k++)
+            if (f->value_info.v[k]->name && !bbc_map_get(map, f->value_info.v[k]->name, NULL) &&
+                bbc_map_put(map, f->value_info.v[k]->name, k) != BB_OK)
+                return bb_value_info_find(&f->value_info, v);
+        ff->vinfo[i] = map;
+    }
+    size_t k;
+    return bbc_map_get(ff->vinfo[i], v, &k) ? f->value_info.v[k] : NULL;
 }
 
 static bool has_prefix(const char *s, const char *p)
@@ -62,6 +155,9 @@ typedef struct inliner {
     bbc_state *st;
     bb_arena *a;
     bb_function *root;
+    fn_facts *ff;
+    bbc_map *root_vinfo;  /* root value_info names (shared by every call) */
+    size_t callee_index;
     const bb_function *callee;
     const bb_node *call;
     const char *prefix;
@@ -95,8 +191,8 @@ static int bind_value(inliner *in, const char *from, const char *to)
 
 static int add_value_info(inliner *in, const char *callee_value, const char *root_value)
 {
-    const bb_value_info *vi = bb_value_info_find(&in->callee->value_info, callee_value);
-    if (!vi || bb_value_info_find(&in->root->value_info, root_value))
+    const bb_value_info *vi = fn_value_info(in->ff, in->a, in->callee_index, callee_value);
+    if (!vi || bbc_map_get(in->root_vinfo, root_value, NULL))
         return BB_OK;
     bb_value_info *c = bb_value_info_clone(in->a, vi);
     bb_value_info **slot = c ? BB_VEC_PUSH(in->a, &in->root->value_info) : NULL;
@@ -104,7 +200,7 @@ static int add_value_info(inliner *in, const char *callee_value, const char *roo
         return BB_ENOMEM;
     c->name = root_value;
     *slot = c;
-    return BB_OK;
+    return bbc_map_put(in->root_vinfo, root_value, in->root->value_info.n - 1);
 }
 
 /* Formals -> actuals; omitted lookup_output formals become root net_ins. */
@@ -205,10 +301,15 @@ static bb_attr *resolve_attr_ref(inliner *in, const bb_attr *at)
     return c;
 }
 
-static int inline_call(bbc_state *st, size_t at, bb_function *callee, const char *prefix)
+/* The body of the call's callee as fresh root nodes (*out, *n_out), values
+ * renamed and formals bound; the call itself is dropped by the caller. */
+static int inline_call(bbc_state *st, fn_facts *ff, bbc_map *root_vinfo, const bb_node *call,
+                       size_t callee_index, const char *prefix, bb_node ***out, size_t *n_out)
 {
-    inliner in = {.st = st, .a = st->model->arena, .root = st->root, .callee = callee,
-                  .call = st->root->nodes.v[at], .prefix = prefix};
+    const bb_function *callee = ff->ix.m->functions.v[callee_index];
+    inliner in = {.st = st, .a = st->model->arena, .root = st->root, .ff = ff,
+                  .root_vinfo = root_vinfo, .callee_index = callee_index, .callee = callee,
+                  .call = call, .prefix = prefix};
     if (bbc_map_init(&in.map, st->arena, callee->nodes.n * 2) != BB_OK)
         return bbc_oom(st);
     int rc;
@@ -258,10 +359,8 @@ static int inline_call(bbc_state *st, size_t at, bb_function *callee, const char
             !(c->name = bb_arena_sprintf(in.a, "%s/", prefix)))
             return bbc_oom(st);
     }
-    BB_VEC_REMOVE(&st->root->nodes, at);
-    for (size_t i = 0; i < n; i++)
-        if (bbc_insert_node(in.a, st->root, at + i, fresh[i]) != BB_OK)
-            return bbc_oom(st);
+    *out = fresh;
+    *n_out = n;
     return BB_OK;
 }
 
@@ -275,69 +374,141 @@ static const char *call_prefix(bbc_state *st, const bb_function *callee, size_t 
     return bb_arena_sprintf(st->model->arena, "%s_%zu", callee->name, k);
 }
 
-static bool name_taken(const bb_function *f, const char *name)
-{
-    for (size_t i = 0; i < f->nodes.n; i++)
-        if (bbc_str_eq(f->nodes.v[i]->name, name))
-            return true;
-    return false;
-}
-
 /* Name every unnamed node (and every inlined node whose name is only its
- * prefix "<prefix>/"): "<prefix><op_type>_<k>". */
+ * prefix "<prefix>/"): "<prefix><op_type>_<k>", the lowest k not taken. */
 static int name_nodes(bbc_state *st, bb_function *f)
 {
     bb_arena *a = st->model->arena;
+    bbc_map taken, next; /* names in use; "<prefix><op>" -> next k to try */
+    if (bbc_map_init(&taken, st->arena, f->nodes.n) != BB_OK ||
+        bbc_map_init(&next, st->arena, 16) != BB_OK)
+        return bbc_oom(st);
+    bool any = false;
     for (size_t i = 0; i < f->nodes.n; i++) {
+        const char *nm = f->nodes.v[i]->name;
+        size_t len = nm ? strlen(nm) : 0;
+        if (len > 0 && nm[len - 1] != '/' && bbc_map_put(&taken, nm, i) != BB_OK)
+            return bbc_oom(st);
+        any |= len == 0 || nm[len - 1] == '/';
+    }
+    for (size_t i = 0; any && i < f->nodes.n; i++) {
         bb_node *n = f->nodes.v[i];
         size_t len = n->name ? strlen(n->name) : 0;
-        const char *prefix = "";
-        if (len > 0 && n->name[len - 1] == '/')
-            prefix = n->name;
-        else if (len > 0)
+        if (len > 0 && n->name[len - 1] != '/')
             continue;
         const char *op = n->op_type && *n->op_type ? n->op_type : "node";
-        for (size_t k = 0;; k++) {
-            char *cand = bb_arena_sprintf(a, "%s%s_%zu", prefix, op, k);
+        const char *stem = bb_arena_sprintf(a, "%s%s", len ? n->name : "", op);
+        if (!stem)
+            return bbc_oom(st);
+        size_t k = 0;
+        bbc_map_get(&next, stem, &k);
+        for (;; k++) {
+            char *cand = bb_arena_sprintf(a, "%s_%zu", stem, k);
             if (!cand)
                 return bbc_oom(st);
-            if (!name_taken(f, cand)) {
+            if (!bbc_map_get(&taken, cand, NULL)) {
                 n->name = cand;
                 break;
             }
         }
+        if (bbc_map_put(&taken, n->name, i) != BB_OK || bbc_map_put(&next, stem, k + 1) != BB_OK)
+            return bbc_oom(st);
     }
     return BB_OK;
 }
 
+/* The prefix of one inlined call: its own name, or (unnamed, or only the
+ * placeholder "<outer prefix>/" of a call inlined from another body) the
+ * callee's name numbered per callee, so two calls never share value names. */
+static const char *prefix_of(bbc_state *st, const bb_node *n, const bb_function *callee,
+                             size_t *counts, size_t idx)
+{
+    size_t nl = n->name ? strlen(n->name) : 0;
+    if (nl == 0)
+        return call_prefix(st, callee, counts, idx);
+    if (n->name[nl - 1] != '/')
+        return n->name;
+    const char *p = call_prefix(st, callee, counts, idx);
+    return p ? bb_arena_sprintf(st->model->arena, "%s%s", n->name, p) : NULL;
+}
+
+/* Pending node sequences: the root's own nodes, then each inlined body. */
+typedef struct frame {
+    bb_node **nodes;
+    size_t n, pos;
+} frame;
+
 int bbc_pass_inline_for_partition(bbc_state *st)
 {
     bb_model *m = st->model;
+    bb_function *root = st->root;
+    fn_facts ff;
+    bbc_map root_vinfo;
     size_t *counts = bb_arena_calloc(st->arena, m->functions.n + 1, sizeof *counts);
-    if (!counts)
+    if (!counts || facts_init(&ff, st->arena, m) != BB_OK ||
+        bbc_map_init(&root_vinfo, st->arena, root->value_info.n) != BB_OK)
         return bbc_oom(st);
+    for (size_t k = 0; k < root->value_info.n; k++)
+        if (root->value_info.v[k]->name &&
+            bbc_map_put(&root_vinfo, root->value_info.v[k]->name, k) != BB_OK)
+            return bbc_oom(st);
+    BB_VEC(frame) stack = {0};
+    bb_node_list out = {0};
+    frame *top = BB_VEC_PUSH(st->arena, &stack);
+    if (!top)
+        return bbc_oom(st);
+    *top = (frame){root->nodes.v, root->nodes.n, 0};
     size_t inlined = 0;
-    for (size_t i = 0; i < st->root->nodes.n;) {
-        bb_node *n = st->root->nodes.v[i];
-        bb_function *callee = bbc_callee(m, n);
-        if (!callee || callee == st->root || !should_inline(m, callee)) {
-            i++;
+    while (stack.n > 0) {
+        frame *fr = &stack.v[stack.n - 1];
+        if (fr->pos == fr->n) {
+            stack.n--;
             continue;
         }
+        bb_node *n = fr->nodes[fr->pos++];
+        size_t idx = bbc_fn_index_callee(&ff.ix, n);
+        if (idx == SIZE_MAX || m->functions.v[idx] == root || !should_inline(&ff, idx)) {
+            bb_node **slot = BB_VEC_PUSH(m->arena, &out);
+            if (!slot)
+                return bbc_oom(st);
+            *slot = n;
+            continue;
+        }
+        const bb_function *callee = m->functions.v[idx];
         if (++inlined > MAX_INLINES)
             return bbc_fail(st, BBC_E_INTERNAL,
                             "more than %d call sites inlined: call cycle through '%s'?",
                             MAX_INLINES, callee->name);
-        size_t idx = 0;
-        while (idx < m->functions.n && m->functions.v[idx] != callee)
-            idx++;
-        const char *prefix = n->name && *n->name ? n->name : call_prefix(st, callee, counts, idx);
-        if (!prefix)
-            return bbc_oom(st);
-        int rc = inline_call(st, i, callee, prefix);
+        const char *prefix = prefix_of(st, n, callee, counts, idx);
+        bb_node **body = NULL;
+        size_t n_body = 0;
+        int rc = prefix ? inline_call(st, &ff, &root_vinfo, n, idx, prefix, &body, &n_body)
+                        : bbc_oom(st);
         if (rc != BB_OK)
             return rc;
-        /* Re-scan from i: the inlined body may itself hold calls. */
+        /* The body's calls are live sites now; the call itself is gone. */
+        for (size_t j = 0; j < n_body; j++) {
+            size_t c = bbc_fn_index_callee(&ff.ix, body[j]);
+            if (c != SIZE_MAX)
+                ff.sites[c]++;
+        }
+        site_inlined(&ff, idx);
+        frame *next = BB_VEC_PUSH(st->arena, &stack);
+        if (!next)
+            return bbc_oom(st);
+        *next = (frame){body, n_body, 0};
+    }
+    if (inlined > 0) {
+        root->nodes = out;
+        /* Drop the functions whose last call site was inlined. */
+        size_t k = 0;
+        for (size_t i = 0; i < m->functions.n; i++) {
+            bb_function *f = m->functions.v[i];
+            bool gone = ff.inlined[i] && ff.sites[i] == 0 && f != root && !bbc_is_bootstrap_fn(f);
+            if (!gone)
+                m->functions.v[k++] = f;
+        }
+        m->functions.n = k;
     }
     /* Every function's nodes get names (bootstrap sites too). */
     for (size_t i = 0; i < m->functions.n; i++) {

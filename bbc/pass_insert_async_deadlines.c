@@ -21,6 +21,7 @@
 #include "bb/meta.h"
 #include "bb/opsets.h"
 #include "bbc/compiler.h"
+#include "bbc/fnedit.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
 
@@ -30,21 +31,20 @@ static bool async_wire(const bb_node *n)
            (bb_op_flags(n->domain, n->op_type) & BB_OPF_ASYNC);
 }
 
-/* The input whose value the check guards: follow the TX gates of n. */
-static bb_node *chain_head(bb_function *f, bb_node *n)
+/* The node (index) whose input[0] the check guards: follow the TX gates of
+ * carrier i. */
+static size_t chain_head(const bb_function *f, const bbc_fnedit *e, size_t i)
 {
-    bb_node *cur = n;
-    for (size_t hops = 0; hops < 8 && cur->inputs.n > 0; hops++) {
-        const char *v = cur->inputs.v[0];
-        bb_node *p = NULL;
-        for (size_t i = 0; i < f->nodes.n && !p; i++)
-            if (bb_str_list_find(&f->nodes.v[i]->outputs, v) >= 0)
-                p = f->nodes.v[i];
+    const bb_node *n = f->nodes.v[i];
+    size_t cur = i;
+    for (size_t hops = 0; hops < 8 && f->nodes.v[cur]->inputs.n > 0; hops++) {
+        size_t pi = bbc_fnedit_producer(e, f->nodes.v[cur]->inputs.v[0]);
+        const bb_node *p = pi == SIZE_MAX ? NULL : f->nodes.v[pi];
         if (!p || !bb_op_is_gate(p->domain, p->op_type) ||
             !(bbc_meta_is(p, BB_META_PEER_HEALTH_TX_SOURCE, n->name) ||
               bbc_meta_is(p, BB_META_BACKOFF_TX_SOURCE, n->name)))
             break;
-        cur = p;
+        cur = pi;
     }
     return cur;
 }
@@ -52,13 +52,16 @@ static bb_node *chain_head(bb_function *f, bb_node *n)
 static int stamp_deadlines(bbc_state *st, bbc_partition *p)
 {
     bb_function *f = p->fn;
+    const bbc_wire_ix *x = NULL;
     for (size_t i = 0; i < f->nodes.n; i++) {
         bb_node *n = f->nodes.v[i];
         if (!async_wire(n) || bb_node_attr(n, BB_ATTR_NAME_DEADLINE_NS))
             continue;
         int64_t d = (int64_t)st->opts->per_hop_budget_ns;
         if (bbc_node_is(n, BB_DOMAIN_WIRE, BB_OP_WIRE_RECV_RESP_BATCHED) && n->inputs.n > 0) {
-            size_t s = bbc_trace_producer(f, n->inputs.v[0], NULL);
+            if (!x && !(x = bbc_wire_ix_new(st->arena, f)))
+                return bbc_oom(st);
+            size_t s = bbc_wire_trace(x, n->inputs.v[0], NULL);
             if (s != SIZE_MAX)
                 d = bb_node_attr_int(f->nodes.v[s], BB_ATTR_NAME_DEADLINE_NS, d);
         }
@@ -68,9 +71,10 @@ static int stamp_deadlines(bbc_state *st, bbc_partition *p)
     return BB_OK;
 }
 
-static int pair(bbc_state *st, bbc_partition *p, bb_node *n)
+static int pair(bbc_state *st, bbc_partition *p, bbc_fnedit *e, size_t i)
 {
     bb_function *f = p->fn;
+    bb_node *n = f->nodes.v[i];
     bb_arena *a = p->model->arena;
     int64_t d = bb_node_attr_int(n, BB_ATTR_NAME_DEADLINE_NS, 0);
     bb_node *c = bb_node_new(a, BB_DOMAIN_SYSCALL, BB_OP_DEADLINE_CHECK);
@@ -82,24 +86,25 @@ static int pair(bbc_state *st, bbc_partition *p, bb_node *n)
          bbc_set_meta(a, c, BB_META_HOME_CLASS, bbc_meta(n, BB_META_HOME_CLASS)) != BB_OK) ||
         bb_str_list_push(a, &c->outputs, out) != BB_OK)
         return bbc_oom(st);
-    bb_node *head = chain_head(f, n);
+    size_t hi = chain_head(f, e, i);
+    bb_node *head = f->nodes.v[hi];
     const char *v;
     size_t at;
     if (head->inputs.n > 0 && head->inputs.v[0] && *head->inputs.v[0]) {
         v = head->inputs.v[0];
         head->inputs.v[0] = out;
-        at = bbc_node_index(f, head);
+        at = hi;
     } else if (n->outputs.n > 0 && n->outputs.v[0] && *n->outputs.v[0]) {
         v = n->outputs.v[0];
-        bbc_rewire_consumers(f, v, out, NULL);
-        at = bbc_node_index(f, n) + 1;
+        bbc_fnedit_rewire(e, v, out, NULL);
+        at = i + 1;
     } else {
         return BB_OK; /* nothing to guard: validate_runtime_complete reports it */
     }
     if (bb_str_list_push(a, &c->inputs, v) != BB_OK)
         return bbc_oom(st);
-    const bb_type_node *t = bbc_value_type(f, v);
-    if ((t && bbc_set_value_type(a, f, out, t) != BB_OK) || bbc_insert_node(a, f, at, c) != BB_OK ||
+    const bb_type_node *t = bbc_fnedit_type(e, v);
+    if ((t && bbc_fnedit_set_type(e, out, t) != BB_OK) || bbc_fnedit_insert(e, at, c) != BB_OK ||
         bbc_set_meta(a, n, BBC_META_DEADLINE_CHECK, c->name) != BB_OK)
         return bbc_oom(st);
     return BB_OK;
@@ -112,14 +117,19 @@ int bbc_pass_insert_async_deadlines(bbc_state *st)
         int rc = stamp_deadlines(st, p);
         if (rc != BB_OK)
             return rc;
+        bbc_fnedit *e = bbc_fnedit_new(st->arena, p->model->arena, p->fn);
+        if (!e)
+            return bbc_oom(st);
         for (size_t i = 0; i < p->fn->nodes.n; i++) {
             bb_node *n = p->fn->nodes.v[i];
             if (bbc_node_is(n, BB_DOMAIN_SYSCALL, BB_OP_DEADLINE_CHECK) ||
                 !bb_node_attr(n, BB_ATTR_NAME_DEADLINE_NS) || bbc_meta(n, BBC_META_DEADLINE_CHECK))
                 continue;
-            if ((rc = pair(st, p, n)) != BB_OK)
+            if ((rc = pair(st, p, e, i)) != BB_OK)
                 return rc;
         }
+        if (bbc_fnedit_commit(e) != BB_OK)
+            return bbc_oom(st);
     }
     return BB_OK;
 }

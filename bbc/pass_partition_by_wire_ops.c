@@ -33,6 +33,39 @@ static bool has_prefix(const char *s, const char *p)
     return s && strncmp(s, p, strlen(p)) == 0;
 }
 
+/* What the partition's own nodes name: values, slots, sent ports. */
+typedef struct part_sets {
+    bbc_map values; /* inputs and outputs of the partition's nodes */
+    bbc_map made;   /* outputs */
+    bbc_map slots;  /* "slot" stamps */
+    bbc_map ports;  /* ports of its wire sends */
+} part_sets;
+
+static int sets_init(bb_arena *a, const bb_function *pf, part_sets *ps)
+{
+    size_t n = pf->nodes.n;
+    if (bbc_map_init(&ps->values, a, n * 3) != BB_OK || bbc_map_init(&ps->made, a, n * 2) != BB_OK ||
+        bbc_map_init(&ps->slots, a, 8) != BB_OK || bbc_map_init(&ps->ports, a, 8) != BB_OK)
+        return BB_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const bb_node *nd = pf->nodes.v[i];
+        for (size_t j = 0; j < nd->inputs.n; j++)
+            if (nd->inputs.v[j] && *nd->inputs.v[j] &&
+                bbc_map_put(&ps->values, nd->inputs.v[j], i) != BB_OK)
+                return BB_ENOMEM;
+        for (size_t j = 0; j < nd->outputs.n; j++)
+            if (nd->outputs.v[j] && *nd->outputs.v[j] &&
+                (bbc_map_put(&ps->values, nd->outputs.v[j], i) != BB_OK ||
+                 bbc_map_put(&ps->made, nd->outputs.v[j], i) != BB_OK))
+                return BB_ENOMEM;
+        const char *slot = bbc_meta(nd, BB_META_SLOT), *port = bbc_meta(nd, BBC_META_PORT);
+        if ((slot && bbc_map_put(&ps->slots, slot, i) != BB_OK) ||
+            (port && bbc_is_wire_send(nd) && bbc_map_put(&ps->ports, port, i) != BB_OK))
+            return BB_ENOMEM;
+    }
+    return BB_OK;
+}
+
 static bool class_uses(const bb_node_list *nodes, const char *slot)
 {
     for (size_t i = 0; i < nodes->n; i++)
@@ -42,10 +75,10 @@ static bool class_uses(const bb_node_list *nodes, const char *slot)
 }
 
 /* Is the slot part of this partition? (Single-class programs keep all.) */
-static bool partition_slot(bbc_state *st, const char *cls, const bb_function *pf,
-                           const char *slot, bool single)
+static bool partition_slot(bbc_state *st, const char *cls, const part_sets *ps, const char *slot,
+                           bool single)
 {
-    if (single || bbc_state_class_declares(st, cls, slot) || class_uses(&pf->nodes, slot))
+    if (single || bbc_state_class_declares(st, cls, slot) || bbc_map_get(&ps->slots, slot, NULL))
         return true;
     /* Bootstrap bodies name slots too. */
     for (size_t i = 0; i < st->model->functions.n; i++) {
@@ -67,13 +100,8 @@ static const char *slot_of_key(const char *key)
     return NULL;
 }
 
-static int copy_value_info(bb_arena *a, const bb_function *root, bb_function *pf, const char *v)
+static int copy_value_info(bb_arena *a, bb_function *pf, const bb_value_info *vi)
 {
-    if (!v || !*v || bb_value_info_find(&pf->value_info, v))
-        return BB_OK;
-    const bb_value_info *vi = bb_value_info_find(&root->value_info, v);
-    if (!vi)
-        return BB_OK;
     bb_value_info *c = bb_value_info_clone(a, vi);
     bb_value_info **slot = c ? BB_VEC_PUSH(a, &pf->value_info) : NULL;
     if (!slot)
@@ -123,7 +151,8 @@ static bool bootstrap_of(const bb_function *f, const char *cls, const char *want
     return true;
 }
 
-static int build_partition(bbc_state *st, const char *cls, bool single)
+static int build_partition(bbc_state *st, const char *cls, const size_t *members,
+                           size_t n_members, bool single)
 {
     const bb_function *root = st->root;
     bb_model *pm = bb_model_new();
@@ -144,51 +173,48 @@ static int build_partition(bbc_state *st, const char *cls, bool single)
         return bbc_oom(st);
     }
     pf->doc_string = bb_model_str(pm, root->doc_string);
-    for (size_t i = 0; i < root->nodes.n; i++) {
-        const bb_node *n = root->nodes.v[i];
-        if (!bbc_meta_is(n, BB_META_HOME_CLASS, cls))
-            continue;
-        bb_node *c = bb_node_clone(a, n);
+    for (size_t m = 0; m < n_members; m++) {
+        bb_node *c = bb_node_clone(a, root->nodes.v[members[m]]);
         bb_node **slot = c ? BB_VEC_PUSH(a, &pf->nodes) : NULL;
         if (!slot)
             return bbc_oom(st);
         *slot = c;
     }
+    part_sets ps;
+    if (sets_init(st->arena, pf, &ps) != BB_OK)
+        return bbc_oom(st);
     /* Formals the nodes read, ports they produce. */
     for (size_t j = 0; j < root->inputs.n; j++) {
         const char *v = root->inputs.v[j];
-        bool used = false;
-        for (size_t i = 0; i < pf->nodes.n && !used; i++)
-            used = bb_str_list_find(&pf->nodes.v[i]->inputs, v) >= 0;
-        if (used && bb_str_list_push(a, &pf->inputs, v) != BB_OK)
+        if (v && bbc_map_get(&ps.values, v, NULL) && bb_str_list_push(a, &pf->inputs, v) != BB_OK)
             return bbc_oom(st);
     }
     for (size_t j = 0; j < root->outputs.n; j++) {
         const char *v = root->outputs.v[j];
-        bool made = false;
-        for (size_t i = 0; i < pf->nodes.n && !made; i++)
-            made = bb_str_list_find(&pf->nodes.v[i]->outputs, v) >= 0;
-        if (made && bb_str_list_push(a, &pf->outputs, v) != BB_OK)
+        if (v && bbc_map_get(&ps.made, v, NULL) && bb_str_list_push(a, &pf->outputs, v) != BB_OK)
             return bbc_oom(st);
     }
-    /* value_info in the root's order (stable when compiled again). */
+    /* value_info in the root's order (stable when compiled again), once each;
+     * the formals and ports are among the values the nodes name. */
+    bbc_map copied;
+    if (bbc_map_init(&copied, st->arena, ps.values.n) != BB_OK)
+        return bbc_oom(st);
     for (size_t j = 0; j < root->value_info.n; j++) {
-        const char *v = root->value_info.v[j]->name;
-        bool used = bb_str_list_find(&pf->inputs, v) >= 0 || bb_str_list_find(&pf->outputs, v) >= 0;
-        for (size_t i = 0; i < pf->nodes.n && !used; i++)
-            used = bb_str_list_find(&pf->nodes.v[i]->inputs, v) >= 0 ||
-                   bb_str_list_find(&pf->nodes.v[i]->outputs, v) >= 0;
-        if (used && copy_value_info(a, root, pf, v) != BB_OK)
+        const bb_value_info *vi = root->value_info.v[j];
+        if (!vi->name || !*vi->name || !bbc_map_get(&ps.values, vi->name, NULL) ||
+            bbc_map_get(&copied, vi->name, NULL))
+            continue;
+        if (bbc_map_put(&copied, vi->name, j) != BB_OK || copy_value_info(a, pf, vi) != BB_OK)
             return bbc_oom(st);
     }
     /* Slot declarations and metadata of the partition's slots. */
     for (size_t j = 0; j < root->attributes.n; j++)
-        if (partition_slot(st, cls, pf, root->attributes.v[j], single) &&
+        if (partition_slot(st, cls, &ps, root->attributes.v[j], single) &&
             bb_str_list_push(a, &pf->attributes, root->attributes.v[j]) != BB_OK)
             return bbc_oom(st);
     for (size_t j = 0; j < root->attribute_protos.n; j++) {
         const bb_attr *ap = root->attribute_protos.v[j];
-        if (!partition_slot(st, cls, pf, ap->name, single))
+        if (!partition_slot(st, cls, &ps, ap->name, single))
             continue;
         bb_attr *c = bb_attr_clone(a, ap);
         bb_attr **slot = c ? BB_VEC_PUSH(a, &pf->attribute_protos) : NULL;
@@ -201,17 +227,12 @@ static int build_partition(bbc_state *st, const char *cls, bool single)
         const char *slot = slot_of_key(kv->key);
         bool keep;
         if (slot)
-            keep = partition_slot(st, cls, pf, slot, single);
-        else if (has_prefix(kv->key, BBC_META_NET_OUT_PREFIX)) {
-            keep = false;
-            const char *port = kv->key + strlen(BBC_META_NET_OUT_PREFIX);
-            for (size_t i = 0; i < pf->nodes.n && !keep; i++)
-                keep = bbc_is_wire_send(pf->nodes.v[i]) &&
-                       bbc_meta_is(pf->nodes.v[i], BBC_META_PORT, port);
-        } else {
+            keep = partition_slot(st, cls, &ps, slot, single);
+        else if (has_prefix(kv->key, BBC_META_NET_OUT_PREFIX))
+            keep = bbc_map_get(&ps.ports, kv->key + strlen(BBC_META_NET_OUT_PREFIX), NULL);
+        else
             keep = !bbc_str_eq(kv->key, BB_META_HOME_CLASS) &&
                    !has_prefix(kv->key, BBC_META_NET_IN_PREFIX);
-        }
         if (keep && bb_kv_set(a, &pf->metadata, kv->key, kv->value) != BB_OK)
             return bbc_oom(st);
     }
@@ -235,9 +256,12 @@ static int build_partition(bbc_state *st, const char *cls, bool single)
     }
     /* Sub-functions the partition calls, and the class's bootstrap. */
     int rc;
+    bbc_fn_index ix;
+    if (bbc_fn_index_init(&ix, st->arena, st->model) != BB_OK)
+        return bbc_oom(st);
     for (size_t i = 0; i < pf->nodes.n; i++) {
-        const bb_function *callee = bbc_callee(st->model, pf->nodes.v[i]);
-        if (callee && (rc = clone_function_into(st, pm, callee, 0)) != BB_OK)
+        size_t c = bbc_fn_index_callee(&ix, pf->nodes.v[i]);
+        if (c != SIZE_MAX && (rc = clone_function_into(st, pm, st->model->functions.v[c], 0)) != BB_OK)
             return rc;
     }
     char want[512], root_boot[512];
@@ -263,11 +287,14 @@ static int record_edges(bbc_state *st)
 {
     const bb_function *f = st->root;
     size_t rx[16];
+    const bbc_wire_ix *x = bbc_wire_ix_new(st->arena, f);
+    if (!x)
+        return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *s = f->nodes.v[i];
         if (!bbc_is_wire_send(s))
             continue;
-        size_t k = bbc_wire_receivers(f, i, rx, 16);
+        size_t k = bbc_wire_receivers(x, i, rx, 16);
         for (size_t r = 0; r < k && r < 16; r++) {
             const bb_node *rn = f->nodes.v[rx[r]];
             bbc_wire_edge *e = BB_VEC_PUSH(st->arena, &st->edges);
@@ -292,23 +319,27 @@ int bbc_pass_partition_by_wire_ops(bbc_state *st)
     if (st->parts.n > 0)
         return BB_OK;
     const bb_function *root = st->root;
+    size_t n = root->nodes.n;
+    /* Classes in order of first appearance; every node's class index. */
     BB_VEC(const char *) classes = {0};
-    for (size_t i = 0; i < root->nodes.n; i++) {
-        const bb_node *n = root->nodes.v[i];
-        const char *c = bbc_meta(n, BB_META_HOME_CLASS);
+    bbc_map by_name;
+    size_t *cls_of = bb_arena_calloc(st->arena, n + 1, sizeof *cls_of);
+    if (!cls_of || bbc_map_init(&by_name, st->arena, 8) != BB_OK)
+        return bbc_oom(st);
+    for (size_t i = 0; i < n; i++) {
+        const bb_node *nd = root->nodes.v[i];
+        const char *c = bbc_meta(nd, BB_META_HOME_CLASS);
         if (!c)
             return bbc_fail(st, BBC_E_INTERNAL,
                             "node '%s' (%s::%s) has no home_class (did infer_peer_classes run?)",
-                            n->name ? n->name : "", n->domain ? n->domain : "", n->op_type);
-        bool seen = false;
-        for (size_t k = 0; k < classes.n && !seen; k++)
-            seen = bbc_str_eq(classes.v[k], c);
-        if (seen)
-            continue;
-        const char **slot = BB_VEC_PUSH(st->arena, &classes);
-        if (!slot)
-            return bbc_oom(st);
-        *slot = c;
+                            nd->name ? nd->name : "", nd->domain ? nd->domain : "", nd->op_type);
+        if (!bbc_map_get(&by_name, c, &cls_of[i])) {
+            const char **slot = BB_VEC_PUSH(st->arena, &classes);
+            if (!slot || bbc_map_put(&by_name, c, classes.n - 1) != BB_OK)
+                return bbc_oom(st);
+            *slot = c;
+            cls_of[i] = classes.n - 1;
+        }
     }
     if (classes.n == 0) {
         /* An empty body still yields its (empty) partition. */
@@ -318,12 +349,27 @@ int bbc_pass_partition_by_wire_ops(bbc_state *st)
             return bbc_oom(st);
         *slot = c ? c : BB_SELF_CLASS;
     }
+    /* Members of every class, in root order: counting sort by class. */
+    size_t *start = bb_arena_calloc(st->arena, classes.n + 1, sizeof *start);
+    size_t *members = bb_arena_calloc(st->arena, n + 1, sizeof *members);
+    if (!start || !members)
+        return bbc_oom(st);
+    for (size_t i = 0; i < n; i++)
+        start[cls_of[i] + 1]++;
+    for (size_t k = 0; k < classes.n; k++)
+        start[k + 1] += start[k];
+    size_t *fill = bb_arena_memdup(st->arena, start, (classes.n + 1) * sizeof *start);
+    if (!fill)
+        return bbc_oom(st);
+    for (size_t i = 0; i < n; i++)
+        members[fill[cls_of[i]]++] = i;
     bool single = classes.n == 1 && bbc_str_eq(classes.v[0], BB_SELF_CLASS);
     int rc;
     if ((rc = record_edges(st)) != BB_OK)
         return rc;
     for (size_t k = 0; k < classes.n; k++)
-        if ((rc = build_partition(st, classes.v[k], single)) != BB_OK)
+        if ((rc = build_partition(st, classes.v[k], members + start[k], start[k + 1] - start[k],
+                                  single)) != BB_OK)
             return rc;
     return BB_OK;
 }

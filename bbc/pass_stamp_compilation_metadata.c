@@ -197,21 +197,29 @@ static int stamp_bindings(bbc_state *st, bbc_partition *p)
     return BB_OK;
 }
 
-/* slot_id of the first role node reading v (or NULL). */
-static const char *role_consumer_slot(const bb_function *f, const char *v)
+/* slot_id of the first role node reading v (or NULL), from the index. */
+static const char *role_consumer_slot(const bb_function *f, const bbc_map *readers, const char *v)
 {
-    for (size_t i = 0; i < f->nodes.n; i++) {
-        const bb_node *n = f->nodes.v[i];
-        if (bbc_is_role_node(n) && !bbc_is_wire(n) && bb_str_list_find(&n->inputs, v) >= 0 &&
-            bbc_meta(n, BB_META_SLOT_ID))
-            return bbc_meta(n, BB_META_SLOT_ID);
-    }
-    return NULL;
+    size_t i;
+    return v && bbc_map_get(readers, v, &i) ? bbc_meta(f->nodes.v[i], BB_META_SLOT_ID) : NULL;
 }
 
 static int stamp_recv_slots(bbc_state *st, bbc_partition *p)
 {
     bb_function *f = p->fn;
+    /* value -> the first role node (with a slot_id) reading it. */
+    bbc_map readers;
+    if (bbc_map_init(&readers, st->arena, f->nodes.n) != BB_OK)
+        return bbc_oom(st);
+    for (size_t i = f->nodes.n; i-- > 0;) {
+        const bb_node *n = f->nodes.v[i];
+        if (!bbc_is_role_node(n) || bbc_is_wire(n) || !bbc_meta(n, BB_META_SLOT_ID))
+            continue;
+        for (size_t j = 0; j < n->inputs.n; j++)
+            if (n->inputs.v[j] && *n->inputs.v[j] &&
+                bbc_map_put(&readers, n->inputs.v[j], i) != BB_OK)
+                return bbc_oom(st);
+    }
     for (size_t i = 0; i < f->nodes.n; i++) {
         bb_node *r = f->nodes.v[i];
         /* Inbound fill sites only (Recv, RecvReq): a RecvRespBatched
@@ -219,9 +227,9 @@ static int stamp_recv_slots(bbc_state *st, bbc_partition *p)
         if (!bbc_rx_routed(r) || r->outputs.n <= BBC_RECV_PAYLOAD)
             continue;
         const char *head = bbc_meta(r, BB_META_RX_CHAIN_HEAD);
-        const char *sid = head ? role_consumer_slot(f, head) : NULL;
+        const char *sid = head ? role_consumer_slot(f, &readers, head) : NULL;
         if (!sid)
-            sid = role_consumer_slot(f, r->outputs.v[BBC_RECV_PAYLOAD]);
+            sid = role_consumer_slot(f, &readers, r->outputs.v[BBC_RECV_PAYLOAD]);
         if (sid && !bbc_meta_is(r, BB_META_RECV_SLOT_ID, sid) &&
             bbc_set_meta(p->model->arena, r, BB_META_RECV_SLOT_ID, sid) != BB_OK)
             return bbc_oom(st);

@@ -19,86 +19,132 @@
 
 #include "bb/meta.h"
 #include "bbc/compiler.h"
+#include "bbc/fnedit.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
 
-static bool name_taken(const bb_function *f, const char *name)
+/* What materializing looks up, indexed once for all the net_ins. */
+typedef struct synth {
+    bbc_state *st;
+    bb_function *f;
+    bb_arena *a;        /* the model's (IR objects) */
+    bbc_fnedit *e;      /* types, consumers, queued insertions */
+    bbc_map names;      /* node names taken */
+    bbc_map values;     /* value names used */
+    bbc_map recvs;      /* "<port>\x1f<class>" -> index into made[] */
+    bbc_map first_use;  /* value -> first node reading it */
+    bbc_map sends;      /* port -> first Send with it; next_send chains the rest */
+    size_t *next_send;
+    bbc_map drop;       /* formals and metadata keys to remove */
+    BB_VEC(bb_node *) made;
+} synth;
+
+static int synth_init(synth *y, bbc_state *st)
 {
-    for (size_t i = 0; i < f->nodes.n; i++)
-        if (bbc_str_eq(f->nodes.v[i]->name, name))
-            return true;
-    return false;
+    bb_function *f = st->root;
+    bb_arena *side = st->arena;
+    size_t n = f->nodes.n;
+    y->st = st;
+    y->f = f;
+    y->a = st->model->arena;
+    if (!(y->e = bbc_fnedit_new(side, y->a, f)) || bbc_map_init(&y->names, side, n) != BB_OK ||
+        bbc_map_init(&y->values, side, n * 2) != BB_OK || bbc_map_init(&y->recvs, side, 8) != BB_OK ||
+        bbc_map_init(&y->first_use, side, n * 2) != BB_OK ||
+        bbc_map_init(&y->sends, side, 8) != BB_OK || bbc_map_init(&y->drop, side, 8) != BB_OK ||
+        !(y->next_send = bb_arena_calloc(side, n + 1, sizeof *y->next_send)))
+        return BB_ENOMEM;
+    const bb_str_list *ports[2] = {&f->inputs, &f->outputs};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < ports[k]->n; i++)
+            if (ports[k]->v[i] && bbc_map_put(&y->values, ports[k]->v[i], 0) != BB_OK)
+                return BB_ENOMEM;
+    for (size_t i = n; i-- > 0;) {
+        bb_node *nd = f->nodes.v[i];
+        if (nd->name && bbc_map_put(&y->names, nd->name, i) != BB_OK)
+            return BB_ENOMEM;
+        for (size_t j = 0; j < nd->outputs.n; j++)
+            if (nd->outputs.v[j] && bbc_map_put(&y->values, nd->outputs.v[j], i) != BB_OK)
+                return BB_ENOMEM;
+        for (size_t j = 0; j < nd->inputs.n; j++)
+            if (nd->inputs.v[j] && (bbc_map_put(&y->values, nd->inputs.v[j], i) != BB_OK ||
+                                    bbc_map_put(&y->first_use, nd->inputs.v[j], i) != BB_OK))
+                return BB_ENOMEM;
+        const char *port = bbc_meta(nd, BBC_META_PORT);
+        if (port && bbc_node_is(nd, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND)) {
+            y->next_send[i] = SIZE_MAX;
+            bbc_map_get(&y->sends, port, &y->next_send[i]);
+            if (bbc_map_put(&y->sends, port, i) != BB_OK)
+                return BB_ENOMEM;
+        }
+    }
+    /* Existing receives, the first per (port, class). */
+    for (size_t i = 0; i < n; i++) {
+        bb_node *r = f->nodes.v[i];
+        const char *port = bbc_meta(r, BBC_META_PORT), *cls = bbc_meta(r, BB_META_HOME_CLASS);
+        if (!port || !cls || !bbc_node_is(r, BB_DOMAIN_WIRE, BB_OP_WIRE_RECV))
+            continue;
+        const char *k = bb_arena_sprintf(side, "%s\x1f%s", port, cls);
+        bb_node **slot = k && !bbc_map_get(&y->recvs, k, NULL) ? BB_VEC_PUSH(side, &y->made) : NULL;
+        if (!k)
+            return BB_ENOMEM;
+        if (!slot)
+            continue;
+        *slot = r;
+        if (bbc_map_put(&y->recvs, k, y->made.n - 1) != BB_OK)
+            return BB_ENOMEM;
+    }
+    return BB_OK;
 }
 
-static const char *fresh_node_name(bb_arena *a, const bb_function *f, const char *base)
+/* base, else base_1, base_2, ... not in taken; recorded as taken. */
+static const char *fresh_in(bb_arena *a, bbc_map *taken, const char *base)
 {
-    if (!name_taken(f, base))
-        return bb_arena_strdup(a, base);
-    for (unsigned k = 1;; k++) {
-        char *s = bb_arena_sprintf(a, "%s_%u", base, k);
-        if (!s || !name_taken(f, s))
-            return s;
-    }
+    const char *s = bb_arena_strdup(a, base);
+    for (unsigned k = 1; s && bbc_map_get(taken, s, NULL); k++)
+        s = bb_arena_sprintf(a, "%s_%u", base, k);
+    return s && bbc_map_put(taken, s, 0) == BB_OK ? s : NULL;
 }
 
 /* The Send (index) with this port whose dest class is cls, or SIZE_MAX. */
-static size_t port_sender(const bb_function *f, const char *port, const char *cls)
+static size_t port_sender(const synth *y, const char *port, const char *cls)
 {
-    for (size_t i = 0; i < f->nodes.n; i++) {
-        const bb_node *s = f->nodes.v[i];
-        if (bbc_node_is(s, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND) && bbc_meta_is(s, BBC_META_PORT, port) &&
-            (!cls || !bbc_meta(s, BB_META_DEST_CLASS) || bbc_meta_is(s, BB_META_DEST_CLASS, cls)))
+    size_t i = SIZE_MAX;
+    bbc_map_get(&y->sends, port, &i);
+    for (; i != SIZE_MAX; i = y->next_send[i]) {
+        const bb_node *s = y->f->nodes.v[i];
+        if (!cls || !bbc_meta(s, BB_META_DEST_CLASS) || bbc_meta_is(s, BB_META_DEST_CLASS, cls))
             return i;
     }
     return SIZE_MAX;
 }
 
-/* An existing Recv of port in class cls, or NULL. */
-static bb_node *existing_recv(const bb_function *f, const char *port, const char *cls)
+static int materialize(synth *y, const bbc_net_in *ni)
 {
-    for (size_t i = 0; i < f->nodes.n; i++) {
-        bb_node *r = f->nodes.v[i];
-        if (bbc_node_is(r, BB_DOMAIN_WIRE, BB_OP_WIRE_RECV) && bbc_meta_is(r, BBC_META_PORT, port) &&
-            (!cls || bbc_meta_is(r, BB_META_HOME_CLASS, cls)))
-            return r;
-    }
-    return NULL;
-}
-
-static size_t first_consumer(const bb_function *f, const char *v)
-{
-    for (size_t i = 0; i < f->nodes.n; i++)
-        if (bb_str_list_find(&f->nodes.v[i]->inputs, v) >= 0)
-            return i;
-    return f->nodes.n;
-}
-
-static int materialize(bbc_state *st, const bbc_net_in *ni)
-{
-    bb_function *f = st->root;
-    bb_arena *a = st->model->arena;
+    bbc_state *st = y->st;
+    bb_function *f = y->f;
+    bb_arena *a = y->a;
     const char *cls = ni->cls ? ni->cls : BB_SELF_CLASS;
-    bb_node *have = existing_recv(f, ni->port, cls);
-    long fi = bb_str_list_find(&f->inputs, ni->value);
-    if (fi >= 0)
-        BB_VEC_REMOVE(&f->inputs, (size_t)fi);
-    char key[1100];
-    snprintf(key, sizeof key, "%s%s", BBC_META_NET_IN_PREFIX, ni->port);
-    bb_kv_remove(&f->metadata, key);
-    if (have) {
+    const char *rkey = bb_arena_sprintf(st->arena, "%s\x1f%s", ni->port, cls);
+    const char *mkey = bb_arena_sprintf(st->arena, "%s%s", BBC_META_NET_IN_PREFIX, ni->port);
+    if (!rkey || !mkey || bbc_map_put(&y->drop, ni->value, 0) != BB_OK ||
+        bbc_map_put(&y->drop, mkey, 0) != BB_OK)
+        return bbc_oom(st);
+    size_t have;
+    if (bbc_map_get(&y->recvs, rkey, &have)) {
         /* A second lookup of the port in this class shares the Recv. */
-        if (have->outputs.n > BBC_RECV_PAYLOAD &&
-            !bbc_str_eq(have->outputs.v[BBC_RECV_PAYLOAD], ni->value))
-            bbc_rewire_consumers(f, ni->value, have->outputs.v[BBC_RECV_PAYLOAD], NULL);
+        const bb_node *r = y->made.v[have];
+        if (r->outputs.n > BBC_RECV_PAYLOAD &&
+            !bbc_str_eq(r->outputs.v[BBC_RECV_PAYLOAD], ni->value))
+            bbc_fnedit_rewire(y->e, ni->value, r->outputs.v[BBC_RECV_PAYLOAD], NULL);
         return BB_OK;
     }
     char base[1100];
     snprintf(base, sizeof base, "%s/Recv_%s", cls, ni->port);
     bb_node *r = bb_node_new(a, BB_DOMAIN_WIRE, BB_OP_WIRE_RECV);
-    const char *name = fresh_node_name(a, f, base);
+    const char *name = fresh_in(a, &y->names, base);
     char tb[1100];
     snprintf(tb, sizeof tb, "%s.trigger", ni->value);
-    const char *trig = bbc_fresh_value(a, f, tb);
+    const char *trig = fresh_in(a, &y->values, tb);
     if (!r || !name || !trig || bb_str_list_push(a, &r->outputs, trig) != BB_OK ||
         bb_str_list_push(a, &r->outputs, ni->value) != BB_OK)
         return bbc_oom(st);
@@ -107,14 +153,14 @@ static int materialize(bbc_state *st, const bbc_net_in *ni)
         bbc_set_meta(a, r, BBC_META_PORT, ni->port) != BB_OK ||
         bbc_set_meta(a, r, BB_META_WIRE_CORRELATION, BB_WIRE_CORRELATION_NONE) != BB_OK ||
         bbc_set_meta(a, r, BBC_META_SYNTHESIZED, "true") != BB_OK ||
-        bbc_set_value_type(a, f, trig, &BB_TYPE_TRIGGER) != BB_OK)
+        bbc_fnedit_set_type(y->e, trig, &BB_TYPE_TRIGGER) != BB_OK)
         return bbc_oom(st);
     /* The lookup's own type when it is a leaf, else the send's when it fits;
      * a contradiction is left to the storage check. */
-    size_t s = port_sender(f, ni->port, cls);
-    const bb_type_node *pt = bbc_value_type(f, ni->value);
+    size_t s = port_sender(y, ni->port, cls);
+    const bb_type_node *pt = bbc_fnedit_type(y->e, ni->value);
     if ((!pt || !bb_type_is_leaf(pt)) && s != SIZE_MAX && f->nodes.v[s]->inputs.n > 0) {
-        const bb_type_node *st_ = bbc_value_type(f, f->nodes.v[s]->inputs.v[BBC_SEND_DATA]);
+        const bb_type_node *st_ = bbc_fnedit_type(y->e, f->nodes.v[s]->inputs.v[BBC_SEND_DATA]);
         if (st_ && (!pt || bb_type_is_a(st_, pt)))
             pt = st_;
     }
@@ -123,9 +169,30 @@ static int materialize(bbc_state *st, const bbc_net_in *ni)
         if (!at || !(at->tp = bb_type_to_proto(a, pt)))
             return bbc_oom(st);
     }
-    if (bbc_insert_node(a, f, first_consumer(f, ni->value), r) != BB_OK)
+    size_t at = f->nodes.n;
+    bbc_map_get(&y->first_use, ni->value, &at);
+    bb_node **slot = BB_VEC_PUSH(st->arena, &y->made);
+    if (!slot || bbc_map_put(&y->recvs, rkey, y->made.n - 1) != BB_OK ||
+        bbc_fnedit_insert(y->e, at, r) != BB_OK)
         return bbc_oom(st);
+    *slot = r;
     return BB_OK;
+}
+
+/* Drop the materialized formals and their net_in metadata, in one pass. */
+static void drop_formals(synth *y)
+{
+    bb_function *f = y->f;
+    size_t k = 0;
+    for (size_t i = 0; i < f->inputs.n; i++)
+        if (!bbc_map_get(&y->drop, f->inputs.v[i], NULL))
+            f->inputs.v[k++] = f->inputs.v[i];
+    f->inputs.n = k;
+    k = 0;
+    for (size_t i = 0; i < f->metadata.n; i++)
+        if (!bbc_map_get(&y->drop, f->metadata.v[i].key, NULL))
+            f->metadata.v[k++] = f->metadata.v[i];
+    f->metadata.n = k;
 }
 
 /* dest_site / src_site on every matched pair. */
@@ -134,11 +201,14 @@ static int link_pairs(bbc_state *st)
     bb_function *f = st->root;
     bb_arena *a = st->model->arena;
     size_t rx[16];
+    const bbc_wire_ix *x = bbc_wire_ix_new(st->arena, f);
+    if (!x)
+        return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
         bb_node *s = f->nodes.v[i];
         if (!bbc_is_wire_send(s))
             continue;
-        size_t k = bbc_wire_receivers(f, i, rx, 16);
+        size_t k = bbc_wire_receivers(x, i, rx, 16);
         if (k == 0)
             continue;
         if (k > 1 && !bbc_meta(s, BBC_META_DEST_SITE)) {
@@ -165,10 +235,18 @@ int bbc_pass_synthesize_wire_recvs(bbc_state *st)
 {
     if (st->parts.n > 0)
         return BB_OK;
-    for (size_t i = 0; i < st->net_ins.n; i++) {
-        int rc = materialize(st, &st->net_ins.v[i]);
-        if (rc != BB_OK)
-            return rc;
+    if (st->net_ins.n > 0) {
+        synth y = {0};
+        if (synth_init(&y, st) != BB_OK)
+            return bbc_oom(st);
+        for (size_t i = 0; i < st->net_ins.n; i++) {
+            int rc = materialize(&y, &st->net_ins.v[i]);
+            if (rc != BB_OK)
+                return rc;
+        }
+        drop_formals(&y);
+        if (bbc_fnedit_commit(y.e) != BB_OK)
+            return bbc_oom(st);
     }
     st->net_ins.n = 0;
     return link_pairs(st);

@@ -31,6 +31,7 @@
 #include "bb/meta.h"
 #include "bb/opsets.h"
 #include "bbc/compiler.h"
+#include "bbc/fnedit.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
 
@@ -41,6 +42,20 @@ typedef struct solver {
     BB_VEC(const char *) names;
     const bb_type_node **t;
     bool changed;
+    /* The worklist: a value whose type narrows re-queues every node that
+     * reads or writes it, so a fixpoint costs the ports times the depth of
+     * the type tree, whatever the node order. */
+    size_t *user_head, *user_next, *user_node; /* value -> nodes touching it */
+    size_t n_users;
+    size_t *queue;                  /* ring of node indices */
+    size_t q_head, q_len;
+    bool *queued;
+    bool *consumed;                 /* per value: read by a node or a port */
+    bbc_map vinfo;                  /* value -> index in f->value_info */
+    const bbc_wire_ix *wx;          /* the wire pairs (built on first use) */
+    bbc_map by_port;                /* lookup_output formals by port */
+    size_t *next_port;
+    bbc_type_cache tc;              /* TypeProto -> type node */
 } solver;
 
 static const char *nm(const bb_node *n)
@@ -70,17 +85,48 @@ static long vindex(const solver *s, const char *v)
     return (v && *v && bbc_map_get(&s->idx, v, &i)) ? (long)i : -1;
 }
 
+static void enqueue(solver *s, size_t node)
+{
+    size_t cap = s->f->nodes.n;
+    if (s->queued[node] || s->q_len == cap)
+        return;
+    s->queue[(s->q_head + s->q_len++) % cap] = node;
+    s->queued[node] = true;
+}
+
+/* Value i narrowed: every node touching it is looked at again. */
+static void narrowed(solver *s, size_t i)
+{
+    s->changed = true;
+    for (size_t u = s->user_head[i]; u != SIZE_MAX; u = s->user_next[u])
+        enqueue(s, s->user_node[u]);
+}
+
+static const bb_type_node *declared_type(solver *s, const char *v)
+{
+    size_t k;
+    if (!bbc_map_get(&s->vinfo, v, &k) || !s->f->value_info.v[k]->type)
+        return NULL;
+    return bbc_type_cache_get(&s->tc, s->f->value_info.v[k]->type);
+}
+
 static int setup(solver *s)
 {
     bb_function *f = s->f;
     bb_arena *a = s->st->arena;
-    if (bbc_map_init(&s->idx, a, f->nodes.n * 2 + f->inputs.n) != BB_OK)
+    size_t ports = 0;
+    if (bbc_map_init(&s->idx, a, f->nodes.n * 2 + f->inputs.n) != BB_OK ||
+        bbc_map_init(&s->vinfo, a, f->value_info.n) != BB_OK)
         return BB_ENOMEM;
+    for (size_t k = f->value_info.n; k-- > 0;)
+        if (f->value_info.v[k]->name && bbc_map_put(&s->vinfo, f->value_info.v[k]->name, k) != BB_OK)
+            return BB_ENOMEM;
     for (size_t i = 0; i < f->inputs.n; i++)
         if (add_value(s, f->inputs.v[i]) != BB_OK)
             return BB_ENOMEM;
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *n = f->nodes.v[i];
+        ports += n->outputs.n + n->inputs.n;
         for (size_t j = 0; j < n->outputs.n; j++)
             if (add_value(s, n->outputs.v[j]) != BB_OK)
                 return BB_ENOMEM;
@@ -88,12 +134,39 @@ static int setup(solver *s)
             if (add_value(s, n->inputs.v[j]) != BB_OK)
                 return BB_ENOMEM;
     }
-    s->t = bb_arena_calloc(a, s->names.n + 1, sizeof *s->t);
-    if (!s->t)
+    size_t nv = s->names.n + 1, nn = f->nodes.n + 1;
+    s->t = bb_arena_calloc(a, nv, sizeof *s->t);
+    s->consumed = bb_arena_calloc(a, nv, sizeof *s->consumed);
+    s->user_head = bb_arena_calloc(a, nv, sizeof *s->user_head);
+    s->user_next = bb_arena_calloc(a, ports + 1, sizeof *s->user_next);
+    s->user_node = bb_arena_calloc(a, ports + 1, sizeof *s->user_node);
+    s->queue = bb_arena_calloc(a, nn, sizeof *s->queue);
+    s->queued = bb_arena_calloc(a, nn, sizeof *s->queued);
+    if (!s->t || !s->consumed || !s->user_head || !s->user_next || !s->user_node || !s->queue ||
+        !s->queued)
         return BB_ENOMEM;
     for (size_t i = 0; i < s->names.n; i++) {
-        const bb_type_node *t = bbc_value_type(f, s->names.v[i]);
+        const bb_type_node *t = declared_type(s, s->names.v[i]);
         s->t[i] = t ? t : &BB_TYPE_ANY;
+        s->user_head[i] = SIZE_MAX;
+    }
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *n = f->nodes.v[i];
+        for (size_t j = 0; j < n->outputs.n + n->inputs.n; j++) {
+            bool in = j >= n->outputs.n;
+            long v = vindex(s, in ? n->inputs.v[j - n->outputs.n] : n->outputs.v[j]);
+            if (v < 0)
+                continue;
+            s->user_node[s->n_users] = i;
+            s->user_next[s->n_users] = s->user_head[v];
+            s->user_head[v] = s->n_users++;
+            s->consumed[v] |= in;
+        }
+    }
+    for (size_t i = 0; i < f->inputs.n + f->outputs.n; i++) {
+        long v = vindex(s, i < f->inputs.n ? f->inputs.v[i] : f->outputs.v[i - f->inputs.n]);
+        if (v >= 0)
+            s->consumed[v] = true;
     }
     return BB_OK;
 }
@@ -113,7 +186,7 @@ static int constrain(solver *s, const bb_node *n, const char *what, size_t pos,
                         s->t[i]->name);
     if (m != s->t[i]) {
         s->t[i] = m;
-        s->changed = true;
+        narrowed(s, (size_t)i);
     }
     return BB_OK;
 }
@@ -129,9 +202,13 @@ static int unify(solver *s, const bb_node *n, const char *a, const char *b)
         return bbc_fail(s->st, BBC_E_TYPE_CONSTRAINT_FAILED,
                         "node '%s' (%s::%s) forwards '%s' (%s) as '%s' (%s): the types differ",
                         nm(n), dom(n), n->op_type, a, s->t[i]->name, b, s->t[j]->name);
-    if (m != s->t[i] || m != s->t[j]) {
-        s->t[i] = s->t[j] = m;
-        s->changed = true;
+    if (m != s->t[i]) {
+        s->t[i] = m;
+        narrowed(s, (size_t)i);
+    }
+    if (m != s->t[j]) {
+        s->t[j] = m;
+        narrowed(s, (size_t)j);
     }
     return BB_OK;
 }
@@ -248,21 +325,38 @@ static void adopt(solver *s, const char *from, const char *to)
         return;
     if (bb_type_is_a(s->t[i], s->t[j])) {
         s->t[j] = s->t[i];
-        s->changed = true;
+        narrowed(s, (size_t)j);
     }
 }
 
-static void edge_rules(solver *s)
+static int edge_rules(solver *s)
 {
     bb_function *f = s->f;
     size_t rx[16];
+    const bbc_state *st = s->st;
+    if (!s->wx) {
+        /* lookup_output formals by port (the net_ins of the root). */
+        if (!(s->wx = bbc_wire_ix_new(st->arena, f)) ||
+            bbc_map_init(&s->by_port, st->arena, st->net_ins.n) != BB_OK ||
+            !(s->next_port = bb_arena_calloc(st->arena, st->net_ins.n + 1, sizeof *s->next_port)))
+            return BB_ENOMEM;
+        for (size_t k = st->net_ins.n; s->f == st->root && k-- > 0;) {
+            s->next_port[k] = SIZE_MAX;
+            bbc_map_get(&s->by_port, st->net_ins.v[k].port, &s->next_port[k]);
+            if (bbc_map_put(&s->by_port, st->net_ins.v[k].port, k) != BB_OK)
+                return BB_ENOMEM;
+        }
+    }
+    const bbc_wire_ix *x = s->wx;
+    const bbc_map *by_port = &s->by_port;
+    const size_t *next = s->next_port;
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *n = f->nodes.v[i];
         if (!bbc_is_wire_send(n) || n->inputs.n == 0)
             continue;
         if (bbc_node_is(n, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_RESP))
             continue; /* responses arrive as a ResponseBatch */
-        size_t k = bbc_wire_receivers(f, i, rx, 16);
+        size_t k = bbc_wire_receivers(x, i, rx, 16);
         for (size_t r = 0; r < k && r < 16; r++) {
             const bb_node *rn = f->nodes.v[rx[r]];
             if (rn->outputs.n > BBC_RECV_PAYLOAD)
@@ -271,20 +365,16 @@ static void edge_rules(solver *s)
         /* lookup_output formals not yet materialized as a Recv. */
         const char *port = bbc_meta(n, BBC_META_PORT);
         const char *dest = bbc_meta(n, BB_META_DEST_CLASS);
-        if (!port || s->f != s->st->root)
-            continue;
-        for (size_t k2 = 0; k2 < s->st->net_ins.n; k2++) {
-            const bbc_net_in *ni = &s->st->net_ins.v[k2];
-            if (bbc_str_eq(ni->port, port) && (!dest || !ni->cls || bbc_str_eq(dest, ni->cls)))
+        size_t k2 = SIZE_MAX;
+        if (port && s->f == st->root)
+            bbc_map_get(by_port, port, &k2);
+        for (; k2 != SIZE_MAX; k2 = next[k2]) {
+            const bbc_net_in *ni = &st->net_ins.v[k2];
+            if (!dest || !ni->cls || bbc_str_eq(dest, ni->cls))
                 adopt(s, n->inputs.v[BBC_SEND_DATA], ni->value);
         }
     }
-}
-
-static bool consumed_or_port(const bb_function *f, const char *v)
-{
-    return bbc_value_consumed(f, v, NULL) || bb_str_list_find(&f->outputs, v) >= 0 ||
-           bb_str_list_find(&f->inputs, v) >= 0;
+    return BB_OK;
 }
 
 static const char *producer_label(bb_arena *a, const bb_function *f, const char *v)
@@ -297,45 +387,80 @@ static const char *producer_label(bb_arena *a, const bb_function *f, const char 
     return "a function input";
 }
 
-/* Solve f; strict: every consumed value must end on a leaf. */
-static int solve(bbc_state *st, bb_function *f, bool strict)
+/* Solve f and write the types back to value_info; s keeps what the strict
+ * check needs. */
+static int solve_types(bbc_state *st, bb_function *f, solver *s)
 {
-    solver s = {.st = st, .f = f};
-    if (setup(&s) != BB_OK)
+    *s = (solver){.st = st, .f = f};
+    if (bbc_type_cache_init(&s->tc, st->arena) != BB_OK || setup(s) != BB_OK)
         return bbc_oom(st);
-    size_t limit = s.names.n * 8 + 16;
+    /* Types only narrow: each value changes at most the depth of the type
+     * tree times, so this bound is never reached by a correct solver. */
+    size_t limit = (s->n_users + f->nodes.n + 1) * 16;
+    size_t steps = 0;
     int rc;
-    for (size_t round = 0;; round++) {
-        if (round > limit)
-            return bbc_fail(st, BBC_E_INTERNAL, "type solver did not converge in function '%s'",
-                            f->name);
-        s.changed = false;
-        for (size_t i = 0; i < f->nodes.n; i++) {
+    for (size_t i = 0; i < f->nodes.n; i++)
+        enqueue(s, i);
+    for (;;) {
+        while (s->q_len > 0) {
+            size_t i = s->queue[s->q_head];
+            s->q_head = (s->q_head + 1) % f->nodes.n;
+            s->q_len--;
+            s->queued[i] = false;
+            if (++steps > limit)
+                return bbc_fail(st, BBC_E_INTERNAL,
+                                "type solver did not converge in function '%s'", f->name);
             const bb_node *n = f->nodes.v[i];
-            if ((rc = port_rules(&s, n)) != BB_OK || (rc = op_rules(&s, n)) != BB_OK)
+            if ((rc = port_rules(s, n)) != BB_OK || (rc = op_rules(s, n)) != BB_OK)
                 return rc;
         }
-        if (s.changed)
-            continue;
-        edge_rules(&s);
-        if (!s.changed)
+        s->changed = false;
+        if (edge_rules(s) != BB_OK)
+            return bbc_oom(st);
+        if (!s->changed)
             break;
     }
-    for (size_t i = 0; i < s.names.n; i++) {
-        const char *v = s.names.v[i];
-        const bb_type_node *t = s.t[i];
-        if (strict && !bb_type_is_leaf(t) && consumed_or_port(f, v))
-            return bbc_fail(st, BBC_E_UNRESOLVED_TYPE,
-                            "function '%s': value '%s' (from %s) stays %s; a port or a binding "
-                            "must narrow it (or compile with --permissive-types)",
-                            f->name, v, producer_label(st->arena, f, v), t->name);
-        const bb_type_node *old = bbc_value_type(f, v);
-        if (old == t)
+    for (size_t i = 0; i < s->names.n; i++) {
+        const char *v = s->names.v[i];
+        const bb_type_node *t = s->t[i];
+        if (declared_type(s, v) == t)
             continue;
-        if (bbc_set_value_type(st->model->arena, f, v, t) != BB_OK)
+        size_t k;
+        bb_type_proto *tp = bb_type_to_proto(st->model->arena, t);
+        if (!tp)
             return bbc_oom(st);
+        if (bbc_map_get(&s->vinfo, v, &k)) {
+            f->value_info.v[k]->type = tp;
+            continue;
+        }
+        bb_value_info *vi = bb_value_info_new(st->model->arena, v, tp);
+        bb_value_info **slot = vi ? BB_VEC_PUSH(st->model->arena, &f->value_info) : NULL;
+        if (!slot)
+            return bbc_oom(st);
+        *slot = vi;
     }
     return BB_OK;
+}
+
+/* Strict mode: every consumed value (and every function port) must sit on a
+ * leaf of the type tree. */
+static int check_resolved(const solver *s)
+{
+    for (size_t i = 0; i < s->names.n; i++)
+        if (!bb_type_is_leaf(s->t[i]) && s->consumed[i])
+            return bbc_fail(s->st, BBC_E_UNRESOLVED_TYPE,
+                            "function '%s': value '%s' (from %s) stays %s; a port or a binding "
+                            "must narrow it (or compile with --permissive-types)",
+                            s->f->name, s->names.v[i],
+                            producer_label(s->st->arena, s->f, s->names.v[i]), s->t[i]->name);
+    return BB_OK;
+}
+
+static int solve(bbc_state *st, bb_function *f, bool strict)
+{
+    solver s;
+    int rc = solve_types(st, f, &s);
+    return rc == BB_OK && strict ? check_resolved(&s) : rc;
 }
 
 int bbc_pass_type_solver(bbc_state *st)
@@ -372,22 +497,27 @@ static const char *codec_hint(const bb_type_node *from, const bb_type_node *to)
 int bbc_check_wire_storage(bbc_state *st)
 {
     bb_function *f = st->root;
-    int rc = solve(st, f, false);
+    solver sv;
+    int rc = solve_types(st, f, &sv);
     if (rc != BB_OK)
         return rc;
     size_t rx[16];
+    const bbc_wire_ix *x = bbc_wire_ix_new(st->arena, f);
+    bbc_fnedit *types = x ? bbc_fnedit_new(st->arena, st->model->arena, f) : NULL;
+    if (!types)
+        return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *s = f->nodes.v[i];
         if (!bbc_is_wire_send(s) || s->inputs.n == 0 ||
             bbc_node_is(s, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_RESP))
             continue;
-        size_t k = bbc_wire_receivers(f, i, rx, 16);
+        size_t k = bbc_wire_receivers(x, i, rx, 16);
         for (size_t r = 0; r < k && r < 16; r++) {
             bb_node *rn = f->nodes.v[rx[r]];
             if (rn->outputs.n <= BBC_RECV_PAYLOAD)
                 continue;
             const char *sv = s->inputs.v[BBC_SEND_DATA], *rv = rn->outputs.v[BBC_RECV_PAYLOAD];
-            const bb_type_node *ts = bbc_value_type(f, sv), *tr = bbc_value_type(f, rv);
+            const bb_type_node *ts = bbc_fnedit_type(types, sv), *tr = bbc_fnedit_type(types, rv);
             if (!ts)
                 ts = &BB_TYPE_ANY;
             if (!tr)
@@ -421,5 +551,7 @@ int bbc_check_wire_storage(bbc_state *st)
             }
         }
     }
-    return st->opts->permissive_types ? BB_OK : solve(st, f, true);
+    /* The receives' types are settled: strictness after the edge check, so
+     * a mismatched edge is reported as such. */
+    return st->opts->permissive_types ? BB_OK : check_resolved(&sv);
 }

@@ -75,12 +75,10 @@ static int rule1_known_op(bbc_state *st, const bb_function *f, const bb_node *n)
                     f->name, nm(n), dom(n), n->op_type ? n->op_type : "");
 }
 
-static int rule23_producers(bbc_state *st, const bb_function *f)
+static int rule23_producers(bbc_state *st, const bb_function *f, const bbc_map *producers,
+                            const char *dup)
 {
-    bbc_map prod;
-    const char *dup = NULL;
-    if (bbc_producers(st->arena, f, &prod, &dup) != BB_OK)
-        return bbc_oom(st);
+    const bbc_map prod = *producers;
     if (dup) {
         const char *a = NULL, *b = NULL;
         if (bb_str_list_find(&f->inputs, dup) >= 0)
@@ -117,6 +115,8 @@ static int rule23_producers(bbc_state *st, const bb_function *f)
 
 static int rule4_pairing(bbc_state *st, const bb_function *f)
 {
+    size_t *answers = NULL;
+    const bbc_wire_ix *x = NULL;
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *s = f->nodes.v[i];
         if (!bbc_node_is(s, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_REQ_BATCHED))
@@ -125,31 +125,38 @@ static int rule4_pairing(bbc_state *st, const bb_function *f)
          * network_client); only engine-native requests must pair here. */
         if (bbc_meta(s, BB_META_CONCRETE_TYPE) || bbc_meta(s, BB_META_SLOT))
             continue;
-        size_t answers = 0;
-        for (size_t j = 0; j < f->nodes.n; j++) {
-            const bb_node *r = f->nodes.v[j];
-            if (!bbc_node_is(r, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_RESP) || r->inputs.n < 3)
-                continue;
-            size_t port = 0;
-            size_t p = bbc_trace_producer(f, r->inputs.v[2], &port);
-            if (p == SIZE_MAX)
-                continue;
-            /* Same-function pairing: the req_id output itself. */
-            if (p == i && port == 0) {
-                answers++;
-                continue;
+        if (!answers) {
+            /* answers[req] = SendResp nodes whose req_id traces back to req:
+             * directly (same function) or across the wire via its RecvReq. */
+            answers = bb_arena_calloc(st->arena, f->nodes.n + 1, sizeof *answers);
+            x = answers ? bbc_wire_ix_new(st->arena, f) : NULL;
+            if (!x)
+                return bbc_oom(st);
+            for (size_t j = 0; j < f->nodes.n; j++) {
+                const bb_node *r = f->nodes.v[j];
+                if (!bbc_node_is(r, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_RESP) || r->inputs.n < 3)
+                    continue;
+                size_t port = 0;
+                size_t p = bbc_wire_trace(x, r->inputs.v[2], &port);
+                if (p == SIZE_MAX)
+                    continue;
+                size_t req = SIZE_MAX;
+                if (bbc_node_is(f->nodes.v[p], BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_REQ_BATCHED) &&
+                    port == 0)
+                    req = p;
+                else if (bbc_node_is(f->nodes.v[p], BB_DOMAIN_WIRE, BB_OP_WIRE_RECV_REQ))
+                    req = bbc_wire_sender(x, p);
+                if (req != SIZE_MAX)
+                    answers[req]++;
             }
-            if (bbc_node_is(f->nodes.v[p], BB_DOMAIN_WIRE, BB_OP_WIRE_RECV_REQ) &&
-                bbc_wire_sender(f, p) == i)
-                answers++;
         }
-        if (answers != 1) {
+        if (answers[i] != 1) {
             const char *port = bbc_meta(s, BBC_META_PORT);
             return bbc_fail(st, BBC_E_UNPAIRED_WIRE_REQUEST,
                             "function '%s': SendReqBatched '%s'%s%s%s is answered by %zu "
                             "SendResp nodes whose req_id traces back to it (exactly 1 required)",
                             f->name, nm(s), port ? " (port '" : "", port ? port : "",
-                            port ? "')" : "", answers);
+                            port ? "')" : "", answers[i]);
         }
     }
     return BB_OK;
@@ -162,11 +169,20 @@ static bool has_type(const bb_value_info *vi)
 
 static int rule5_types(bbc_state *st, const bb_function *f)
 {
+    if (f->inputs.n == 0)
+        return BB_OK;
+    bbc_map vi; /* value_info by name (the first of duplicates) */
+    if (bbc_map_init(&vi, st->arena, f->value_info.n) != BB_OK)
+        return bbc_oom(st);
+    for (size_t k = f->value_info.n; k-- > 0;)
+        if (f->value_info.v[k]->name && bbc_map_put(&vi, f->value_info.v[k]->name, k) != BB_OK)
+            return bbc_oom(st);
     for (size_t j = 0; j < f->inputs.n; j++) {
         const char *v = f->inputs.v[j];
         if (!v || !*v)
             continue;
-        if (!has_type(bb_value_info_find(&f->value_info, v)))
+        size_t k;
+        if (!bbc_map_get(&vi, v, &k) || !has_type(f->value_info.v[k]))
             return bbc_fail(st, BBC_E_MISSING_TYPE_INFO,
                             "function '%s': input '%s' has no value_info type", f->name, v);
     }
@@ -208,7 +224,7 @@ static int rule6_slot_meta(bbc_state *st, const bb_function *f, const bb_node *n
                     f->name, nm(n), dom(n), n->op_type, detail);
 }
 
-static int rule7_acyclic(bbc_state *st, const bb_function *f)
+static int rule7_acyclic(bbc_state *st, const bb_function *f, const bbc_map *prod)
 {
     size_t n = f->nodes.n;
     size_t *order = bb_arena_calloc(st->arena, n + 1, sizeof *order);
@@ -216,7 +232,7 @@ static int rule7_acyclic(bbc_state *st, const bb_function *f)
     if (!order || !sorted)
         return bbc_oom(st);
     size_t k = 0;
-    int rc = bbc_topo_order(st->arena, f, order, &k);
+    int rc = bbc_topo_order_with(st->arena, f, prod, order, &k);
     if (rc == BB_ENOMEM)
         return bbc_oom(st);
     if (rc == BB_OK)
@@ -259,7 +275,11 @@ static int validate_function(bbc_state *st, const bb_function *f, bool is_root)
     for (size_t i = 0; i < f->nodes.n; i++)
         if ((rc = rule1_known_op(st, f, f->nodes.v[i])) != BB_OK)
             return rc;
-    if ((rc = rule23_producers(st, f)) != BB_OK)
+    bbc_map prod;
+    const char *dup = NULL;
+    if (bbc_producers(st->arena, f, &prod, &dup) != BB_OK)
+        return bbc_oom(st);
+    if ((rc = rule23_producers(st, f, &prod, dup)) != BB_OK)
         return rc;
     if (is_root && (rc = rule4_pairing(st, f)) != BB_OK)
         return rc;
@@ -268,7 +288,7 @@ static int validate_function(bbc_state *st, const bb_function *f, bool is_root)
     for (size_t i = 0; i < f->nodes.n; i++)
         if ((rc = rule6_slot_meta(st, f, f->nodes.v[i])) != BB_OK)
             return rc;
-    if ((rc = rule7_acyclic(st, f)) != BB_OK)
+    if ((rc = rule7_acyclic(st, f, &prod)) != BB_OK)
         return rc;
     for (size_t i = 0; i < f->nodes.n; i++)
         if ((rc = rule8_opsets(st, f, f->nodes.v[i])) != BB_OK)

@@ -111,8 +111,9 @@ int bbc_map_init(bbc_map *m, bb_arena *a, size_t hint)
     while (cap < hint * 2 + 1)
         cap *= 2;
     m->keys = bb_arena_calloc(a, cap, sizeof *m->keys);
-    m->vals = bb_arena_calloc(a, cap, sizeof *m->vals);
-    if (!m->keys || !m->vals)
+    m->vals = bb_arena_alloc(a, cap * sizeof *m->vals);
+    m->hashes = bb_arena_alloc(a, cap * sizeof *m->hashes);
+    if (!m->keys || !m->vals || !m->hashes)
         return BB_ENOMEM;
     m->cap = cap;
     return BB_OK;
@@ -123,9 +124,17 @@ static int map_grow(bbc_map *m)
     bbc_map bigger;
     if (bbc_map_init(&bigger, m->a, m->cap) != BB_OK)
         return BB_ENOMEM;
-    for (size_t i = 0; i < m->cap; i++)
-        if (m->keys[i] && bbc_map_put(&bigger, m->keys[i], m->vals[i]) != BB_OK)
-            return BB_ENOMEM;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i])
+            continue;
+        size_t j = m->hashes[i] & (bigger.cap - 1);
+        while (bigger.keys[j])
+            j = (j + 1) & (bigger.cap - 1);
+        bigger.keys[j] = m->keys[i];
+        bigger.vals[j] = m->vals[i];
+        bigger.hashes[j] = m->hashes[i];
+        bigger.n++;
+    }
     *m = bigger;
     return BB_OK;
 }
@@ -134,9 +143,10 @@ int bbc_map_put(bbc_map *m, const char *key, size_t val)
 {
     if ((m->n + 1) * 2 > m->cap && map_grow(m) != BB_OK)
         return BB_ENOMEM;
-    size_t i = (size_t)hash_str(key) & (m->cap - 1);
+    uint32_t h = (uint32_t)hash_str(key);
+    size_t i = h & (m->cap - 1);
     while (m->keys[i]) {
-        if (strcmp(m->keys[i], key) == 0) {
+        if (m->hashes[i] == h && strcmp(m->keys[i], key) == 0) {
             m->vals[i] = val;
             return BB_OK;
         }
@@ -144,6 +154,7 @@ int bbc_map_put(bbc_map *m, const char *key, size_t val)
     }
     m->keys[i] = key;
     m->vals[i] = val;
+    m->hashes[i] = h;
     m->n++;
     return BB_OK;
 }
@@ -152,9 +163,10 @@ bool bbc_map_get(const bbc_map *m, const char *key, size_t *val)
 {
     if (!key || m->cap == 0)
         return false;
-    size_t i = (size_t)hash_str(key) & (m->cap - 1);
+    uint32_t h = (uint32_t)hash_str(key);
+    size_t i = h & (m->cap - 1);
     while (m->keys[i]) {
-        if (strcmp(m->keys[i], key) == 0) {
+        if (m->hashes[i] == h && strcmp(m->keys[i], key) == 0) {
             if (val)
                 *val = m->vals[i];
             return true;
@@ -162,6 +174,49 @@ bool bbc_map_get(const bbc_map *m, const char *key, size_t *val)
         i = (i + 1) & (m->cap - 1);
     }
     return false;
+}
+
+/* ---- function index ------------------------------------------------------------ */
+
+/* "domain\x1fname\x1foverload" into buf; false when it does not fit. */
+static bool fn_key(char *buf, size_t cap, const char *domain, const char *name,
+                   const char *overload)
+{
+    int n = snprintf(buf, cap, "%s\x1f%s\x1f%s", domain ? domain : "", name ? name : "",
+                     overload ? overload : "");
+    return n >= 0 && (size_t)n < cap;
+}
+
+#define FN_KEY_MAX 1024
+
+int bbc_fn_index_init(bbc_fn_index *ix, bb_arena *a, const bb_model *m)
+{
+    ix->m = m;
+    if (bbc_map_init(&ix->map, a, m->functions.n) != BB_OK)
+        return BB_ENOMEM;
+    char key[FN_KEY_MAX];
+    for (size_t i = 0; i < m->functions.n; i++) {
+        const bb_function *f = m->functions.v[i];
+        if (!fn_key(key, sizeof key, f->domain, f->name, f->overload) ||
+            bbc_map_get(&ix->map, key, NULL))
+            continue; /* an absurdly long name is never called by a fitting key */
+        const char *k = bb_arena_strdup(a, key);
+        if (!k || bbc_map_put(&ix->map, k, i) != BB_OK)
+            return BB_ENOMEM;
+    }
+    return BB_OK;
+}
+
+size_t bbc_fn_index_callee(const bbc_fn_index *ix, const bb_node *n)
+{
+    if (!n->op_type || bb_opset_is_reserved(n->domain))
+        return SIZE_MAX;
+    char key[FN_KEY_MAX];
+    size_t i;
+    if (!fn_key(key, sizeof key, n->domain, n->op_type, n->overload) ||
+        !bbc_map_get(&ix->map, key, &i))
+        return SIZE_MAX;
+    return i;
 }
 
 /* ---- producers / consumers -------------------------------------------------- */
@@ -278,14 +333,21 @@ const char *bbc_fresh_value(bb_arena *a, const bb_function *f, const char *base)
 
 int bbc_topo_order(bb_arena *a, const bb_function *f, size_t *order, size_t *n_sorted)
 {
+    bbc_map prod;
+    if (f->nodes.n > 0 && bbc_producers(a, f, &prod, NULL) != BB_OK)
+        return BB_ENOMEM;
+    return bbc_topo_order_with(a, f, &prod, order, n_sorted);
+}
+
+int bbc_topo_order_with(bb_arena *a, const bb_function *f, const bbc_map *producers,
+                        size_t *order, size_t *n_sorted)
+{
     size_t n = f->nodes.n;
     if (n_sorted)
         *n_sorted = 0;
     if (n == 0)
         return BB_OK;
-    bbc_map prod;
-    if (bbc_producers(a, f, &prod, NULL) != BB_OK)
-        return BB_ENOMEM;
+    const bbc_map prod = *producers;
     /* indegree = number of inputs produced by a node; edges producer->consumer. */
     size_t *indeg = bb_arena_calloc(a, n, sizeof *indeg);
     size_t *head = bb_arena_calloc(a, n, sizeof *head);  /* adjacency via linked edges */
@@ -358,6 +420,26 @@ int bbc_set_value_type(bb_arena *a, bb_function *f, const char *value, const bb_
         return BB_ENOMEM;
     *slot = vi;
     return BB_OK;
+}
+
+int bbc_type_cache_init(bbc_type_cache *c, bb_arena *a)
+{
+    return bbc_map_init(&c->by_denotation, a, 32);
+}
+
+const bb_type_node *bbc_type_cache_get(bbc_type_cache *c, const bb_type_proto *tp)
+{
+    if (!tp || !tp->denotation)
+        return bb_type_from_proto(tp);
+    size_t v;
+    if (bbc_map_get(&c->by_denotation, tp->denotation, &v))
+        return (const bb_type_node *)(uintptr_t)v;
+    /* Only a denotation the tree knows decides the type by itself. */
+    const bb_type_node *t = bb_type_by_denotation(tp->denotation);
+    if (!t)
+        return bb_type_from_proto(tp);
+    bbc_map_put(&c->by_denotation, tp->denotation, (size_t)(uintptr_t)t); /* OOM: no cache */
+    return t;
 }
 
 /* ---- signatures ---------------------------------------------------------------- */
@@ -487,7 +569,6 @@ uint64_t bbc_hash_nodes(const bb_function *f)
 
 /* ---- function classification ---------------------------------------------------- */
 
-#define BBC_MAX_CALL_DEPTH 64
 
 bool bbc_fn_touches_wire(const bb_model *m, const bb_function *f, int depth)
 {

@@ -41,12 +41,26 @@ typedef struct bbc_map {
     bb_arena *a;
     const char **keys;
     size_t *vals;
+    uint32_t *hashes; /* of each key: most probes are told apart without strcmp */
     size_t cap, n;
 } bbc_map;
 
 int bbc_map_init(bbc_map *m, bb_arena *a, size_t hint);
 int bbc_map_put(bbc_map *m, const char *key, size_t val); /* key borrowed */
 bool bbc_map_get(const bbc_map *m, const char *key, size_t *val);
+
+/* ---- model-local functions by (domain, name, overload) --------------------------- */
+
+typedef struct bbc_fn_index {
+    const bb_model *m;
+    bbc_map map; /* "domain\x1fname\x1foverload" -> index in m->functions */
+} bbc_fn_index;
+
+/* Index m's functions (the first of duplicates wins). Borrows m. */
+int bbc_fn_index_init(bbc_fn_index *ix, bb_arena *a, const bb_model *m);
+/* Index of the model-local function node n calls (non-reserved domain), or
+ * SIZE_MAX. Never allocates. */
+size_t bbc_fn_index_callee(const bbc_fn_index *ix, const bb_node *n);
 
 /* ---- producers and consumers ---------------------------------------------- */
 
@@ -74,6 +88,9 @@ bool bbc_value_used(const bb_function *f, const char *value);
  * NULL) receives how many were ordered; on a cycle returns BB_EVALIDATE and
  * the nodes missing from order[0..*n_sorted) sit on or behind the cycle. */
 int bbc_topo_order(bb_arena *a, const bb_function *f, size_t *order, size_t *n_sorted);
+/* The same with f's producer map already built (bbc_producers). */
+int bbc_topo_order_with(bb_arena *a, const bb_function *f, const bbc_map *producers,
+                        size_t *order, size_t *n_sorted);
 
 /* ---- value types ------------------------------------------------------------ */
 
@@ -81,6 +98,15 @@ int bbc_topo_order(bb_arena *a, const bb_function *f, size_t *order, size_t *n_s
 const bb_type_node *bbc_value_type(const bb_function *f, const char *value);
 /* Set (replace or add) value's value_info to t. */
 int bbc_set_value_type(bb_arena *a, bb_function *f, const char *value, const bb_type_node *t);
+
+/* TypeProto -> type tree node, memoized by denotation (the tree's own lookup
+ * compares the denotation with every type name). */
+typedef struct bbc_type_cache {
+    bbc_map by_denotation; /* denotation -> (uintptr_t) type node */
+} bbc_type_cache;
+int bbc_type_cache_init(bbc_type_cache *c, bb_arena *a);
+/* bb_type_from_proto(tp), from the cache when tp's denotation was seen. */
+const bb_type_node *bbc_type_cache_get(bbc_type_cache *c, const bb_type_proto *tp);
 
 /* ---- node signatures -------------------------------------------------------- */
 
@@ -106,6 +132,9 @@ const bb_port_decl *bbc_sig_out(const bbc_sig *s, size_t pos);
 /* FNV-1a-64 over the canonical text of f's node bodies (domain, op_type,
  * inputs, outputs, attributes, metadata). */
 uint64_t bbc_hash_nodes(const bb_function *f);
+
+/* Call chains deeper than this are not followed (the model is untrusted). */
+#define BBC_MAX_CALL_DEPTH 64
 
 /* Does any node in f (or transitively called functions of m) sit in the
  * wire domain? visited guards recursion (may be NULL at the top). */

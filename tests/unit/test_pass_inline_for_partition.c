@@ -115,6 +115,43 @@ static void test_pure_onnx_inlined(void **state)
     bbc_state_free(&x.st);
 }
 
+/* A class module that calls one pure-ONNX function twice: inlining the
+ * class module leaves its two calls with the placeholder name "Server/";
+ * each must still get its own prefix ("Server/Sq", "Server/Sq_1") so the
+ * two inlined bodies never write the same value. */
+static void test_nested_calls_get_distinct_prefixes(void **state)
+{
+    (void)state;
+    t x = {0};
+    x.m = fx_model(&x.f);
+    bb_function *sq = bb_model_add_function(x.m, "user.app", "Sq");
+    bb_str_list_push(x.m->arena, &sq->inputs, "x");
+    bb_str_list_push(x.m->arena, &sq->outputs, "y");
+    fx_node(x.m, sq, NULL, "", "Mul", FX_L("x", "x"), FX_L("t"));
+    fx_node(x.m, sq, NULL, "", "Relu", FX_L("t"), FX_L("y"));
+    bb_function *srv = bb_model_add_function(x.m, "user.app", "Server");
+    bb_kv_set(x.m->arena, &srv->metadata, BB_META_HOME_CLASS, "Server");
+    bb_str_list_push(x.m->arena, &srv->inputs, "v");
+    fx_type(x.m, srv, "v", &BB_TYPE_TENSOR_F32);
+    fx_node(x.m, srv, NULL, "user.app", "Sq", FX_L("v"), FX_L("v2"));
+    fx_node(x.m, srv, NULL, "user.app", "Sq", FX_L("v2"), FX_L("v4"));
+    fx_node(x.m, srv, NULL, BB_DOMAIN_SYSCALL, "AppEmit", FX_L("v4"), FX_NOL);
+    bb_str_list_push(x.m->arena, &x.f->inputs, "in");
+    fx_type(x.m, x.f, "in", &BB_TYPE_TENSOR_F32);
+    fx_node(x.m, x.f, NULL, "user.app", "Server", FX_L("in"), FX_NOL);
+    assert_int_equal(run_inline(&x), BB_OK);
+    const bb_function *r = x.st.root;
+    assert_int_equal(fx_count(r, "Sq"), 0);
+    assert_int_equal(fx_count(r, "Mul"), 2);
+    assert_string_equal(fx_find(r, "Mul", 0)->outputs.v[0], "Server/Sq/t");
+    assert_string_equal(fx_find(r, "Mul", 1)->outputs.v[0], "Server/Sq_1/t");
+    assert_string_equal(fx_find(r, "Mul", 1)->inputs.v[0], "Server/v2");
+    assert_string_equal(fx_find(r, "Mul", 0)->name, "Server/Sq/Mul_0");
+    char why[256];
+    assert_int_equal(bbc_verify_function(r, why, sizeof why), BB_OK);
+    bbc_state_free(&x.st);
+}
+
 static void test_net_in_formal(void **state)
 {
     (void)state;
@@ -146,6 +183,7 @@ int main(void)
         cmocka_unit_test(test_multi_call_survives_unless_wire),
         cmocka_unit_test(test_pure_onnx_inlined),
         cmocka_unit_test(test_net_in_formal),
+        cmocka_unit_test(test_nested_calls_get_distinct_prefixes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
