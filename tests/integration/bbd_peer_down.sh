@@ -23,6 +23,9 @@ cat >"$TMP/ping.json" <<JSON
 JSON
 start_node ping --config "$TMP/ping.json" "$TMP/ping_pong.onnx" || not_ok "Pinger starts" "$TMP/ping.log"
 
+ctl ping --timeout 20 watch --kind peer --count 1 >"$TMP/watch.out" 2>&1 &
+WATCH=$!
+wait_until 10 watchers_are ping 1 || not_ok "the watch is registered"
 peer_down_logged() {
     ctl ping invoke Pinger 'x=[1]' >/dev/null 2>&1
     grep -q 'comp=engine msg=PeerDown peer='"$PONG_ID" "$TMP/ping.log"
@@ -32,6 +35,8 @@ if wait_until 20 peer_down_logged; then
 else
     not_ok "no PeerDown" "$TMP/ping.log"
 fi
+wait "$WATCH" && grep -q "^PeerDown peer=$PONG_ID\$" "$TMP/watch.out" &&
+    ok "watch --kind peer streams the PeerDown" || not_ok "PeerDown streamed" "$TMP/watch.out"
 ctl ping --json peers >"$TMP/peers.json"
 if jget '[p for p in d["peers"] if p["peer"] == "'"$PONG_ID"'"][0]' <"$TMP/peers.json" >"$TMP/pong-entry.json" &&
     jget 'd["down"] and d["failures"] >= 5 and d["backoff_attempts"] >= 5 and not d["connected"]' \

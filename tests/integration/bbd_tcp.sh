@@ -84,6 +84,8 @@ rc=$?
 ctl ping invoke Pinger 'x=[1,"a"]' >"$TMP/err.out" 2>&1
 grep -q "bbctl: error: invoke Pinger: input 'x': element 1 is not a float" "$TMP/err.out" &&
     ok "a malformed input is refused, naming the input" || not_ok "bad input" "$TMP/err.out"
+ctl ping event Pinger 'x=[5]' >"$TMP/event.out" 2>&1 && grep -q '^exec [0-9]*$' "$TMP/event.out" &&
+    ok "event pushes a value into an input (a fresh execution)" || not_ok "event" "$TMP/event.out"
 ctl ping event Pinger 'nosuch=[1]' >"$TMP/err.out" 2>&1
 [ $? -eq 1 ] && grep -q 'bbctl: error: event Pinger.nosuch' "$TMP/err.out" &&
     ok "event on an unknown input: exit 1" || not_ok "event unknown input" "$TMP/err.out"
