@@ -106,6 +106,11 @@ typedef struct bb__opst {
     uint64_t wire_site;  /* Recv / RecvReq routable id */
     bool has_peer;       /* TX gates: peer attribute */
     bb_peerid peer;
+    /* Event sources: the zero-input ops (BB__OPF_SOURCE) of the part of the
+     * graph this source is connected to, pushed when it starts an
+     * execution (a round started by Interval runs its Model.Params). */
+    const uint32_t *companions;
+    uint32_t n_companions;
 } bb__opst;
 
 struct bb__op { /* hot fields first */

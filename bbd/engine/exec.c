@@ -242,6 +242,9 @@ bb__exec *bb__fire_op_output(bb_engine *e, uint32_t opi, bb_value *v, uint32_t k
         bb__write(e, x, op->out[k], v, 0);
     else
         bb_value_unref(v);
+    if (op->st)
+        for (uint32_t i = 0; i < op->st->n_companions; i++)
+            bb__frontier_push(e, op->st->companions[i], x);
     bb__exec_unref(e, x);
     return x;
 }

@@ -856,6 +856,71 @@ static int classify(bb__install *ins, bb__op *op, uint32_t opi)
     return 0;
 }
 
+
+/* Union-find root with path halving. */
+static uint32_t uf_root(uint32_t *parent, uint32_t x)
+{
+    while (parent[x] != x) {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    return x;
+}
+
+/* For each event source of g, the zero-input ops weakly connected to it
+ * (through non-constant sites): an execution that source starts pushes them,
+ * as invoke pushes all of g's sources. Ops in unrelated parts of the graph
+ * (another Interval's branch, a request handler) do not run. */
+static int companion_sources(bb__install *ins, bb__graph *g, const uint8_t *is_const)
+{
+    bb_engine *e = ins->e;
+    uint32_t nops = g->op_end - g->op_begin, n = nops + g->n_sites;
+    if (!g->n_sources)
+        return BB_OK;
+    uint32_t *parent = malloc((size_t)n * sizeof *parent);
+    if (!parent)
+        return BB_ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        parent[i] = i;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+        const bb__op *op = &e->ops[k];
+        uint32_t a = uf_root(parent, k - g->op_begin);
+        for (uint32_t i = 0; i < op->n_in + op->n_out; i++) {
+            uint32_t s = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+            if (s == BB__NONE || is_const[s] == 2)
+                continue;
+            uint32_t b = uf_root(parent, nops + s);
+            if (a != b)
+                parent[b] = a;
+        }
+    }
+    int rc = BB_OK;
+    for (uint32_t k = g->op_begin; k < g->op_end && !rc; k++) {
+        bb__op *op = &e->ops[k];
+        if (!(op->flags & BB__OPF_EVENT_SOURCE))
+            continue;
+        uint32_t root = uf_root(parent, k - g->op_begin), m = 0;
+        for (uint32_t i = 0; i < g->n_sources; i++)
+            m += uf_root(parent, g->sources[i] - g->op_begin) == root;
+        if (!m)
+            continue;
+        bb__opst *st = bb__opst_new(ins, op);
+        uint32_t *v = bb_arena_calloc(ins->a, m, sizeof *v);
+        if (!st || !v) {
+            rc = BB_ENOMEM;
+            break;
+        }
+        m = 0;
+        for (uint32_t i = 0; i < g->n_sources; i++)
+            if (uf_root(parent, g->sources[i] - g->op_begin) == root)
+                v[m++] = g->sources[i];
+        st->companions = v;
+        st->n_companions = m;
+    }
+    free(parent);
+    return rc;
+}
+
 static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
 {
     bb_engine *e = ins->e;
@@ -1039,6 +1104,9 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
             goto out;
         }
     }
+    rc = companion_sources(ins, g, is_const);
+    if (rc)
+        goto out;
     /* consumers (CSR), each op once per distinct input site */
     uint32_t *cnt = g->cons_off + 1;
     size_t total = 0;

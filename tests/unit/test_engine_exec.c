@@ -849,6 +849,43 @@ static void test_poll_phases_in_order(void **state)
     bb_model_free(m);
 }
 
+
+/* An Interval tick runs the zero-input ops connected to it (a round's
+ * Model.Params), not those of an unrelated part of the graph. */
+static void test_event_source_runs_connected_sources(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "", "");
+    bb_node *n = fx_op(m, f, FX_SYS, "Interval", "", "tick");
+    fx_int(m, n, "period_ns", 100);
+    n = fx_op(m, f, "test.echo", "Count", "", "c");        /* connected via Gate */
+    fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    fx_op(m, f, FX_SYS, "Gate", "c,tick", "gated");
+    n = fx_op(m, f, FX_SYS, "AppEmit", "gated", "");
+    fx_str(m, n, "name", "round");
+    n = fx_op(m, f, "test.echo", "Count", "", "other");    /* unrelated */
+    fx_meta(m, n, "ai.bytesandbrains.slot", "echo");
+    n = fx_op(m, f, FX_SYS, "AppEmit", "other", "");
+    fx_str(m, n, "name", "other");
+    fx_bind(m, "Main", "echo", "Protocol|test::Echo|1");
+    bb_engine *e = make(m, "Main", NULL);
+    fx_log log = {0};
+    fx_run(e, &log, 1000, 5); /* arms the timer */
+    fx_run(e, &log, 1100, 5);
+    fx_run(e, &log, 1200, 5);
+    assert_int_equal(fx_log_count(&log, BB_STEP_APP_EVENT), 2);
+    assert_non_null(fx_log_app(&log, "round", 0));
+    assert_non_null(fx_log_app(&log, "round", 1));
+    assert_null(fx_log_app(&log, "other", 0));
+    assert_int_equal(fx_echo_at(0)->calls, 2);
+    assert_int_equal(bb_engine_live_executions(e), 0);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -869,6 +906,7 @@ int main(void)
         cmocka_unit_test(test_entry_point_spans),
         cmocka_unit_test(test_op_steps_opt_in),
         cmocka_unit_test(test_poll_phases_in_order),
+        cmocka_unit_test(test_event_source_runs_connected_sources),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
