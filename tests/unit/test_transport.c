@@ -354,6 +354,56 @@ static void test_raw_peer_abuse(void **state)
     assert_loop_empty();
 }
 
+/* A peer that handshakes and then never reads: the sender's memory for it
+ * stays within the per-peer bound and further sends are refused. */
+static void test_slow_reader_bounded(void **state)
+{
+    (void)state;
+    bbd_transport_config cfg;
+    bbd_transport_config_init(&cfg);
+    cfg.max_queue_per_peer_bytes = 4u << 20;
+    node a;
+    node_start(&a, 1, "A", &cfg);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sl), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+    fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
+    uint8_t addr[64];
+    size_t alen;
+    char text[64];
+    snprintf(text, sizeof text, "/ip4/127.0.0.1/tcp/%u", ntohs(sa.sin_port));
+    assert_int_equal(bb_multiaddr_parse(text, addr, sizeof addr, &alen, NULL), BB_OK);
+    bbd_addr to = {addr, alen};
+    bb_peerid seven = peer_of(7);
+    assert_int_equal(send_to(&a, &seven, &to, 10, 1), BB_OK);
+    int fd = -1;
+    WAIT_FOR((fd = accept(lfd, NULL, NULL)) >= 0, 3000);
+    uint8_t hs[600];
+    raw_send(fd, hs, handshake_frame(7, hs, sizeof hs));
+    WAIT_FOR(a.n_connected == 1 && a.n_ok == 1, 3000);
+    int sent = 0, rc = BB_OK;
+    while (rc == BB_OK && sent < 256) {
+        rc = send_to(&a, &seven, &to, 1u << 20, 2);
+        sent += rc == BB_OK;
+        run_for(2);
+    }
+    assert_int_equal(rc, BB_EFULL);
+    assert_true(sent < 64); /* the socket buffers plus 4 MiB, not everything */
+    bbd_peer_stats ps;
+    assert_true(bbd_transport_peer_stats_at(a.t, 0, &ps));
+    assert_true(ps.queued_bytes <= 4u << 20);
+    assert_int_equal(stats_of(&a).queue_dropped, 1);
+    assert_int_equal(a.n_fail, 1);
+    close(fd);
+    close(lfd);
+    WAIT_FOR(a.n_disconnected == 1, 3000);
+    node_close(&a);
+    assert_loop_empty();
+}
+
 /* max_connections: the connection over the limit is accepted and closed. */
 static void test_connection_limit(void **state)
 {
@@ -465,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_receive_budget),
         cmocka_unit_test(test_wrong_peer_at_address),
         cmocka_unit_test(test_raw_peer_abuse),
+        cmocka_unit_test(test_slow_reader_bounded),
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_clean_close),
         cmocka_unit_test(test_ipv6),
