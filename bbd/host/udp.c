@@ -104,9 +104,29 @@ static udp_session *session_find(bbd_transport *t, const struct sockaddr *sa)
 
 static void arm_tick(bbd_transport *t, uint64_t ms);
 
+static void session_free(bbd_transport *t, udp_session *s);
+
+/* The table is full: make room by dropping the session heard from least
+ * recently that no send waits on, so HELLOs from ever new (or spoofed)
+ * addresses cannot lock out new peers. False if every session is dialing. */
+static bool session_evict(bbd_transport *t)
+{
+    udp_session *victim = NULL;
+    for (udp_session *s = t->sessions; s; s = s->next) {
+        uint64_t seen = s->established ? s->last_rx_ms : s->created_ms;
+        uint64_t best = victim ? (victim->established ? victim->last_rx_ms : victim->created_ms)
+                               : UINT64_MAX;
+        if (!s->expected && seen < best)
+            victim = s;
+    }
+    if (victim)
+        session_free(t, victim);
+    return victim != NULL;
+}
+
 static udp_session *session_new(bbd_transport *t, udp_sock *sock, const struct sockaddr *sa)
 {
-    if (t->n_sessions >= t->cfg.max_connections)
+    if (t->n_sessions >= t->cfg.max_connections && !session_evict(t))
         return NULL;
     udp_session *s = calloc(1, sizeof *s);
     if (!s)

@@ -257,6 +257,39 @@ static void test_udp_raw_peer(void **state)
     assert_loop_empty();
 }
 
+/* A full session table makes room by dropping the least recently heard
+ * session: new peers are never locked out by old (or spoofed) ones. */
+static void test_udp_session_table_full(void **state)
+{
+    (void)state;
+    bbd_transport_config cfg;
+    bbd_transport_config_init(&cfg);
+    cfg.max_connections = 2;
+    node b;
+    node_start(&b, 2, "B", &cfg);
+    node_listen(&b, UDP0);
+    bbd_addr ba = node_addr(&b, BB_MA_UDP);
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = raw_connect(&ba);
+        raw_hello(fds[i], (uint8_t)(10 + i), BBD_DGRAM_HELLO);
+        WAIT_FOR(raw_got_kind(fds[i], BBD_DGRAM_HELLO_ACK), 3000);
+        run_for(2); /* distinct arrival times */
+    }
+    assert_int_equal(b.n_connected, 3);
+    WAIT_FOR(b.n_disconnected == 1, 3000); /* the first, evicted */
+    /* The newest session still carries envelopes. */
+    uint8_t env[] = {BBD_DGRAM_MAGIC, BBD_DGRAM_ENVELOPE, 'z'};
+    raw_send(fds[2], env, sizeof env);
+    WAIT_FOR(b.n_env == 1, 3000);
+    bb_peerid twelve = peer_of(12);
+    assert_true(bb_peerid_equal(&b.env[0].from, &twelve));
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+    node_close(&b);
+    assert_loop_empty();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_udp_peer_restart),
         cmocka_unit_test(test_udp_session_expiry),
         cmocka_unit_test(test_udp_raw_peer),
+        cmocka_unit_test(test_udp_session_table_full),
     };
     return cmocka_run_group_tests(tests, harness_setup, harness_teardown);
 }
