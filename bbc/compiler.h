@@ -257,7 +257,9 @@ typedef struct bbc_wire_edge {
 typedef struct bbc_partition {
     const char *cls;    /* the peer class = target = function name */
     char hash[17];      /* 16-hex content hash of the node bodies */
-    bb_model *model;    /* owned: fn + sub-functions + bootstraps */
+    bb_model *model;    /* owned: fn + sub-functions + bootstraps; fn's nodes and
+                         * value_info are the root's objects moved here (they
+                         * live in st->model's arena, which outlives this) */
     bb_function *fn;    /* the partition's main function (in model) */
 } bbc_partition;
 
@@ -387,9 +389,9 @@ int bbc_run_pass(bbc_state *st, const bbc_pass *p);
 /* validate_bootstrap_composition + the 17 canonical passes (honouring
  * opts->without), with the wire-edge storage check after synthesis. */
 int bbc_run_pipeline(bbc_state *st);
-/* The re-run type check of every wire edge after synthesize_wire_recvs:
- * adopts the send's type on unconstrained receives, IncompatibleStorageOnEdge
- * (with a suggested codec) on a mismatch. */
+/* The type check of every wire edge after synthesize_wire_recvs, on the
+ * solved types: records the accepted payload_type on each receive,
+ * IncompatibleStorageOnEdge (with a suggested codec) on a mismatch. */
 int bbc_check_wire_storage(bbc_state *st);
 /* Structural well-formedness of one function (producers, unique outputs,
  * acyclic); the verify-after-each-pass check. */

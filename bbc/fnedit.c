@@ -50,7 +50,7 @@ static int add_use(bbc_fnedit *e, const char *v, bb_node *n, size_t pos)
     return bbc_map_put(&e->heads, v, e->uses.n - 1);
 }
 
-bbc_fnedit *bbc_fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f)
+static bbc_fnedit *fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f, bool flow)
 {
     bbc_fnedit *e = bb_arena_alloc(side, sizeof *e);
     if (!e)
@@ -58,7 +58,7 @@ bbc_fnedit *bbc_fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f)
     e->side = side;
     e->ir = ir;
     e->f = f;
-    size_t n = f->nodes.n;
+    size_t n = flow ? f->nodes.n : 0;
     if (bbc_map_init(&e->prod, side, n) != BB_OK || bbc_map_init(&e->heads, side, n) != BB_OK ||
         bbc_map_init(&e->vinfo, side, f->value_info.n) != BB_OK ||
         bbc_map_init(&e->outs, side, f->outputs.n) != BB_OK ||
@@ -73,7 +73,7 @@ bbc_fnedit *bbc_fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f)
             return NULL;
     }
     /* Backwards, so the first producer wins and uses list in node order. */
-    for (size_t i = n; i-- > 0;) {
+    for (size_t i = n; flow && i-- > 0;) {
         bb_node *nd = f->nodes.v[i];
         for (size_t j = 0; j < nd->outputs.n; j++)
             if (nd->outputs.v[j] && *nd->outputs.v[j] &&
@@ -84,6 +84,16 @@ bbc_fnedit *bbc_fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f)
                 return NULL;
     }
     return e;
+}
+
+bbc_fnedit *bbc_fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f)
+{
+    return fnedit_new(side, ir, f, true);
+}
+
+bbc_fnedit *bbc_fnedit_new_types(bb_arena *side, bb_arena *ir, bb_function *f)
+{
+    return fnedit_new(side, ir, f, false);
 }
 
 size_t bbc_fnedit_producer(const bbc_fnedit *e, const char *v)

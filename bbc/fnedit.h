@@ -25,6 +25,10 @@ typedef struct bbc_fnedit bbc_fnedit;
 /* Index f. side: the arena for the index itself (freed with it); ir: the
  * arena new IR objects (value_info, node lists) come from. NULL on OOM. */
 bbc_fnedit *bbc_fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f);
+/* The same for a pass that only types values and queues insertions: no
+ * producer or consumer index (producer / consumed / rewire must not be
+ * called on it). */
+bbc_fnedit *bbc_fnedit_new_types(bb_arena *side, bb_arena *ir, bb_function *f);
 
 /* Index of the node producing v (as indexed), SIZE_MAX for a formal, an
  * unknown value or a value only a queued node produces. */

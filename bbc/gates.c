@@ -105,7 +105,7 @@ static int insert_tx(bbc_state *st, bbc_partition *p, const bbc_gate_contract *g
 {
     bb_function *f = p->fn;
     bb_arena *a = p->model->arena;
-    bbc_fnedit *e = bbc_fnedit_new(st->arena, a, f);
+    bbc_fnedit *e = bbc_fnedit_new_types(st->arena, a, f);
     if (!e)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {

@@ -233,8 +233,8 @@ static int index_ports(bbc_state *st, const bb_function *f, port_index *px)
     }
     for (size_t i = n; i-- > 0;) {
         const bb_node *nd = f->nodes.v[i];
-        const char *port = bbc_meta(nd, BBC_META_PORT);
-        if (!port || !bbc_is_wire(nd))
+        const char *port = bbc_is_wire(nd) ? bbc_meta(nd, BBC_META_PORT) : NULL;
+        if (!port)
             continue;
         if (bbc_is_wire_recv(nd)) {
             const char *k = key2(a, nd->op_type, port);

@@ -172,7 +172,7 @@ static const char *map_value(inliner *in, const char *v)
     size_t idx;
     if (bbc_map_get(&in->map, v, &idx))
         return in->names.v[idx];
-    const char *nv = bb_arena_sprintf(in->a, "%s/%s", in->prefix, v);
+    const char *nv = bbc_join(in->a, in->prefix, "/", v);
     const char **slot = nv ? BB_VEC_PUSH(in->a, &in->names) : NULL;
     if (!slot || bbc_map_put(&in->map, v, in->names.n - 1) != BB_OK)
         return NULL;
@@ -344,7 +344,7 @@ static int inline_call(bbc_state *st, fn_facts *ff, bbc_map *root_vinfo, const b
                 c->attrs.v[j] = r;
         }
         if (c->name && *c->name)
-            c->name = bb_arena_sprintf(in.a, "%s/%s", prefix, c->name);
+            c->name = bbc_join(in.a, prefix, "/", c->name);
         if (cls && !bbc_meta(c, BB_META_HOME_CLASS) &&
             bbc_set_meta(in.a, c, BB_META_HOME_CLASS, cls) != BB_OK)
             return bbc_oom(st);
@@ -355,8 +355,7 @@ static int inline_call(bbc_state *st, fn_facts *ff, bbc_map *root_vinfo, const b
             return bbc_oom(st);
         fresh[i] = c;
         /* Unnamed nodes keep "<prefix>/" until name_nodes completes it. */
-        if ((!c->name || !*c->name) &&
-            !(c->name = bb_arena_sprintf(in.a, "%s/", prefix)))
+        if ((!c->name || !*c->name) && !(c->name = bbc_join(in.a, prefix, "/", NULL)))
             return bbc_oom(st);
     }
     *out = fresh;
@@ -397,13 +396,13 @@ static int name_nodes(bbc_state *st, bb_function *f)
         if (len > 0 && n->name[len - 1] != '/')
             continue;
         const char *op = n->op_type && *n->op_type ? n->op_type : "node";
-        const char *stem = bb_arena_sprintf(a, "%s%s", len ? n->name : "", op);
+        const char *stem = bbc_join(a, len ? n->name : NULL, NULL, op);
         if (!stem)
             return bbc_oom(st);
         size_t k = 0;
         bbc_map_get(&next, stem, &k);
         for (;; k++) {
-            char *cand = bb_arena_sprintf(a, "%s_%zu", stem, k);
+            char *cand = bbc_join_num(a, stem, k);
             if (!cand)
                 return bbc_oom(st);
             if (!bbc_map_get(&taken, cand, NULL)) {

@@ -9,7 +9,8 @@
  * appearance, which keeps partition order stable when a compiled model is
  * compiled again.
  *
- * Each partition is its own model whose functions[0] is the partition
+ * Each partition is its own model (borrowing the root's node and value_info
+ * objects, which move into it) whose functions[0] is the partition
  * function named after the class (SELF_CLASS "@self" for a program without
  * classes), with the root formals, ports, value_info, slot declarations and
  * slot metadata it uses, plus clones of the sub-functions its call nodes
@@ -58,9 +59,10 @@ static int sets_init(bb_arena *a, const bb_function *pf, part_sets *ps)
                 (bbc_map_put(&ps->values, nd->outputs.v[j], i) != BB_OK ||
                  bbc_map_put(&ps->made, nd->outputs.v[j], i) != BB_OK))
                 return BB_ENOMEM;
-        const char *slot = bbc_meta(nd, BB_META_SLOT), *port = bbc_meta(nd, BBC_META_PORT);
+        const char *slot = bbc_meta(nd, BB_META_SLOT);
+        const char *port = bbc_is_wire_send(nd) ? bbc_meta(nd, BBC_META_PORT) : NULL;
         if ((slot && bbc_map_put(&ps->slots, slot, i) != BB_OK) ||
-            (port && bbc_is_wire_send(nd) && bbc_map_put(&ps->ports, port, i) != BB_OK))
+            (port && bbc_map_put(&ps->ports, port, i) != BB_OK))
             return BB_ENOMEM;
     }
     return BB_OK;
@@ -100,13 +102,13 @@ static const char *slot_of_key(const char *key)
     return NULL;
 }
 
-static int copy_value_info(bb_arena *a, bb_function *pf, const bb_value_info *vi)
+/* value_info moves like the nodes: each value lives in one partition. */
+static int copy_value_info(bb_arena *a, bb_function *pf, bb_value_info *vi)
 {
-    bb_value_info *c = bb_value_info_clone(a, vi);
-    bb_value_info **slot = c ? BB_VEC_PUSH(a, &pf->value_info) : NULL;
+    bb_value_info **slot = BB_VEC_PUSH(a, &pf->value_info);
     if (!slot)
         return BB_ENOMEM;
-    *slot = c;
+    *slot = vi;
     return BB_OK;
 }
 
@@ -173,13 +175,15 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
         return bbc_oom(st);
     }
     pf->doc_string = bb_model_str(pm, root->doc_string);
-    for (size_t m = 0; m < n_members; m++) {
-        bb_node *c = bb_node_clone(a, root->nodes.v[members[m]]);
-        bb_node **slot = c ? BB_VEC_PUSH(a, &pf->nodes) : NULL;
-        if (!slot)
-            return bbc_oom(st);
-        *slot = c;
-    }
+    /* The root's nodes move into their partition (see compiler.h: partition
+     * models borrow from the working model, which outlives them). */
+    pf->nodes.v = bb_arena_calloc(a, n_members + 1, sizeof *pf->nodes.v);
+    if (!pf->nodes.v)
+        return bbc_oom(st);
+    for (size_t m = 0; m < n_members; m++)
+        pf->nodes.v[m] = root->nodes.v[members[m]];
+    pf->nodes.n = n_members;
+    pf->nodes.cap = n_members + 1;
     part_sets ps;
     if (sets_init(st->arena, pf, &ps) != BB_OK)
         return bbc_oom(st);
@@ -200,7 +204,7 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
     if (bbc_map_init(&copied, st->arena, ps.values.n) != BB_OK)
         return bbc_oom(st);
     for (size_t j = 0; j < root->value_info.n; j++) {
-        const bb_value_info *vi = root->value_info.v[j];
+        bb_value_info *vi = root->value_info.v[j];
         if (!vi->name || !*vi->name || !bbc_map_get(&ps.values, vi->name, NULL) ||
             bbc_map_get(&copied, vi->name, NULL))
             continue;

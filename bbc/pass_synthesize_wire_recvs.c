@@ -69,8 +69,10 @@ static int synth_init(synth *y, bbc_state *st)
             if (nd->inputs.v[j] && (bbc_map_put(&y->values, nd->inputs.v[j], i) != BB_OK ||
                                     bbc_map_put(&y->first_use, nd->inputs.v[j], i) != BB_OK))
                 return BB_ENOMEM;
-        const char *port = bbc_meta(nd, BBC_META_PORT);
-        if (port && bbc_node_is(nd, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND)) {
+        const char *port = bbc_node_is(nd, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND)
+                               ? bbc_meta(nd, BBC_META_PORT)
+                               : NULL;
+        if (port) {
             y->next_send[i] = SIZE_MAX;
             bbc_map_get(&y->sends, port, &y->next_send[i]);
             if (bbc_map_put(&y->sends, port, i) != BB_OK)

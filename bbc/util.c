@@ -19,6 +19,30 @@ bool bbc_str_eq(const char *a, const char *b)
     return strcmp(a, b) == 0;
 }
 
+char *bbc_join(bb_arena *a, const char *x, const char *sep, const char *y)
+{
+    size_t nx = x ? strlen(x) : 0, ns = sep ? strlen(sep) : 0, ny = y ? strlen(y) : 0;
+    char *s = bb_arena_alloc(a, nx + ns + ny + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, x ? x : "", nx);
+    memcpy(s + nx, sep ? sep : "", ns);
+    memcpy(s + nx + ns, y ? y : "", ny);
+    s[nx + ns + ny] = '\0';
+    return s;
+}
+
+char *bbc_join_num(bb_arena *a, const char *stem, size_t k)
+{
+    char digits[24];
+    size_t d = sizeof digits;
+    digits[--d] = '\0';
+    do
+        digits[--d] = (char)('0' + k % 10);
+    while ((k /= 10) > 0);
+    return bbc_join(a, stem, "_", digits + d);
+}
+
 const char *bbc_meta(const bb_node *n, const char *key)
 {
     return n ? bb_kv_get(&n->metadata, key) : NULL;
@@ -98,9 +122,24 @@ const char *bbc_node_label(bb_arena *a, const bb_node *n, size_t index)
 
 /* ---- map --------------------------------------------------------------------- */
 
+/* A string hash for the maps (not a wire hash: it never leaves the
+ * process): eight bytes a step, then a final mix. */
 static uint64_t hash_str(const char *s)
 {
-    return bb_fnv1a64(s, strlen(s));
+    size_t n = strlen(s);
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    for (; n >= 8; n -= 8, s += 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, s, n);
+    h = (h ^ tail) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
 }
 
 int bbc_map_init(bbc_map *m, bb_arena *a, size_t hint)

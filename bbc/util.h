@@ -23,6 +23,10 @@ bool bbc_meta_is(const bb_node *n, const char *key, const char *value);
 int bbc_set_meta(bb_arena *a, bb_node *n, const char *key, const char *value);
 
 bool bbc_str_eq(const char *a, const char *b); /* NULL-safe */
+/* x + sep + y as a new arena string (NULL on OOM; NULL parts count as ""). */
+char *bbc_join(bb_arena *a, const char *x, const char *sep, const char *y);
+/* "<stem>_<k>" as a new arena string. */
+char *bbc_join_num(bb_arena *a, const char *stem, size_t k);
 bool bbc_node_is(const bb_node *n, const char *domain, const char *op_type);
 bool bbc_is_wire(const bb_node *n);
 bool bbc_is_wire_send(const bb_node *n);

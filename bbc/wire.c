@@ -151,6 +151,8 @@ bbc_wire_ix *bbc_wire_ix_new(bb_arena *a, const bb_function *f)
         }
         if (nd->name && *nd->name && bbc_map_put(&x->names, nd->name, k) != BB_OK)
             return NULL;
+        if (!bbc_str_eq(nd->domain, BB_DOMAIN_WIRE))
+            continue;
         const char *port = bbc_meta(nd, BBC_META_PORT);
         int rc = BB_OK;
         if (is_pair_recv(nd)) {
@@ -216,7 +218,8 @@ static void hit(hits *h, size_t i)
 
 static size_t emit(hits *h, size_t *out, size_t cap)
 {
-    qsort(h->v, h->n, sizeof *h->v, cmp_size);
+    if (h->n > 1)
+        qsort(h->v, h->n, sizeof *h->v, cmp_size);
     for (size_t k = 0; k < h->n && k < cap; k++)
         out[k] = h->v[k];
     size_t n = h->n;

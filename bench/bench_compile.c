@@ -238,7 +238,7 @@ static void print_pass_split(const bb_model *m, int reps)
                 if ((check ? bbc_check_wire_storage(&st) : bbc_run_pass(&st, p)) != BB_OK)
                     die(p->name, err.msg);
                 double dt = now_s() - t0;
-                name[rows] = check ? "  (wire storage check: type solver)" : p->name;
+                name[rows] = check ? "  (wire storage check)" : p->name;
                 best[rows] = r == 0 || dt < best[rows] ? dt : best[rows];
                 rows++;
             }
@@ -280,7 +280,7 @@ int main(int argc, char **argv)
         bb_error e = {0};
         if (bb_model_save_mem(m, &bytes, &len, &e) != BB_OK)
             die("save", e.msg);
-        int reps = SIZES[s] >= 100000 ? 2 : SIZES[s] >= 10000 ? 5 : 20;
+        int reps = SIZES[s] >= 100000 ? 3 : SIZES[s] >= 10000 ? 10 : 30;
         double base = time_load_save(bytes, len, reps);
         double comp = time_compile(m, reps, &out_nodes);
         free(bytes);
