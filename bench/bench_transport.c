@@ -9,9 +9,11 @@
  *   throughput    256 MiB as 1 MiB envelopes A -> B (up to 8 in flight,
  *                 the next sent on on_send_result), next to a raw socket
  *                 writing the same bytes in 1 MiB write() calls, timed until
- *                 the receiver acknowledges the last byte; 5 alternating
- *                 rounds each, the best of each counts (other load on the
- *                 machine only ever slows a round down)
+ *                 the receiver acknowledges the last byte; 5 rounds, each
+ *                 a raw run then a transport run back to back: the ratio is
+ *                 the median of the rounds' ratios (load from elsewhere on
+ *                 the machine drifts slowly, so a pair sees the same load),
+ *                 MiB/s the best round of each
  *
  * Each side is its own process (fork): that is how two bbd meet, each with
  * its own loop, heap and scheduler entity, and the raw baseline uses the
@@ -451,19 +453,23 @@ int main(void)
                t99 / 1e3, t50 / r50, ok ? "<=1.5 ok" : "<=1.5 MISS");
     }
     place(false);
-    double raw = 0, tr = 0;
+    double raw = 0, tr = 0, ratios[STREAM_ROUNDS];
     for (int r = 0; r < STREAM_ROUNDS; r++) {
         double x = raw_stream(), y = transport_stream();
         raw = x > raw ? x : raw;
         tr = y > tr ? y : tr;
+        ratios[r] = y / x;
     }
-    bool tok = tr >= 0.7 * raw;
-    printf("\nthroughput, unpinned, %d MiB as 1 MiB messages, best of %d rounds\n", STREAM_MIB,
+    double ratio = percentile(ratios, STREAM_ROUNDS, 0.5);
+    bool tok = ratio >= 0.7;
+    printf("\nthroughput, unpinned, %d MiB as 1 MiB messages, %d rounds\n", STREAM_MIB,
            STREAM_ROUNDS);
     printf("%-49s %9s %10s %8s\n", "path", "MiB/s", "ratio", "target");
     printf("%-49s %9.0f %10s %8s\n", "raw socket stream (1 MiB write calls)", raw, "1.00", "");
-    printf("%-49s %9.0f %10.2f %8s\n", "transport, 1 MiB envelopes, 8 in flight", tr, tr / raw,
+    printf("%-49s %9.0f %10.2f %8s\n", "transport, 1 MiB envelopes, 8 in flight", tr, ratio,
            tok ? ">=0.70 ok" : ">=0.70 MISS");
+    printf("(MiB/s: the best round of each; ratio: the median of the rounds' transport/raw,\n"
+           " each pair run back to back)\n");
     printf("\ntargets: %s\n", all_ok && tok ? "all met" : "NOT all met");
     free(rl);
     free(tl);

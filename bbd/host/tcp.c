@@ -165,14 +165,18 @@ static void write_cb(uv_write_t *req, int status)
     bbd_transport *t = c->t;
     if (status == 0)
         t->stats.bytes_out += w->wire;
-    if (w->peer) {
-        if (status == 0)
-            w->peer->bytes_out += w->wire;
-        w->peer->refs--;
-        bbd__send_done(t, w->peer, w->len, status == 0);
-    }
+    bbd_peer *p = w->peer;
+    size_t len = w->len, wire = w->wire;
+    /* Free before reporting: a sender that answers the report with its next
+     * envelope gets this (cache-warm) memory back from malloc. */
     free(w->bytes);
     free(w);
+    if (p) {
+        if (status == 0)
+            p->bytes_out += wire;
+        p->refs--;
+        bbd__send_done(t, p, len, status == 0);
+    }
     if (status < 0 && status != UV_ECANCELED && c->state != CONN_CLOSING) {
         char why[128];
         snprintf(why, sizeof why, "write failed: %s", uv_strerror(status));

@@ -215,9 +215,11 @@ static void msg_done(bbd_transport *t, udp_msg *m)
         p->bytes_out += m->wire;
     }
     p->refs--;
-    free(m->bytes);
-    bbd__send_done(t, p, m->len, !m->failed);
+    size_t len = m->len;
+    bool ok = !m->failed;
+    free(m->bytes); /* before the report: the next send may reuse it */
     free(m);
+    bbd__send_done(t, p, len, ok);
 }
 
 static void send_cb(uv_udp_send_t *req, int status)
