@@ -11,17 +11,21 @@
  *
  * TCP: one connection per peer pair, reused in both directions. The first
  * frame each side writes is a handshake (its PeerId, its listen multiaddrs,
- * the targets it runs); then frames of uvarint length + WireEnvelope. A
+ * the targets it runs); then envelope frames — uvarint length + the
+ * bb_envelope.proto Frame holding the WireEnvelope (frame.h). A
  * simultaneous connect in both directions keeps exactly one connection (the
- * one initiated by the smaller PeerId). Frames over cfg.max_frame_bytes are
- * refused before allocating and the connection is closed. Envelopes queued
- * for a peer that is not connected are bounded (per peer and in total) and
- * dropped with a counter; reconnects follow the backoff the daemon asks for.
+ * one initiated by the smaller PeerId; the other is drained, not cut).
+ * Frames over cfg.max_frame_bytes are refused before allocating and the
+ * connection is closed. Envelopes queued for a peer that is not connected
+ * are bounded (per peer and in total) and dropped with a counter;
+ * reconnects follow the backoff the daemon asks for (a send to a peer
+ * without a connection dials it).
  *
  * UDP: one envelope per datagram; envelopes above the datagram payload size
  * are split into fragments and reassembled with bounded memory, a timeout
- * and duplicate fragments ignored. The first datagram exchange carries the
- * same handshake so the receiver learns the sender's PeerId.
+ * and duplicate fragments ignored (fragment.h). A HELLO / HELLO_ACK
+ * exchange carries the same handshake so the receiver learns the sender's
+ * PeerId; UDP gives no delivery feedback beyond it.
  *
  * Layering (DESIGN.md "Where this is going"): framing, then a channel that
  * may seal/open frames (identity today; Noise later), then the socket.
