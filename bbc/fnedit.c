@@ -50,7 +50,13 @@ static int add_use(bbc_fnedit *e, const char *v, bb_node *n, size_t pos)
     return bbc_map_put(&e->heads, v, e->uses.n - 1);
 }
 
-static bbc_fnedit *fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f, bool flow)
+static bool in_focus(const bbc_map *focus, const char *v)
+{
+    return v && *v && (!focus || bbc_map_get(focus, v, NULL));
+}
+
+static bbc_fnedit *fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f, bool flow,
+                              const bbc_map *focus)
 {
     bbc_fnedit *e = bb_arena_alloc(side, sizeof *e);
     if (!e)
@@ -59,8 +65,10 @@ static bbc_fnedit *fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f, bool
     e->ir = ir;
     e->f = f;
     size_t n = flow ? f->nodes.n : 0;
-    if (bbc_map_init(&e->prod, side, n) != BB_OK || bbc_map_init(&e->heads, side, n) != BB_OK ||
-        bbc_map_init(&e->vinfo, side, f->value_info.n) != BB_OK ||
+    size_t hint = focus ? focus->n : n, vhint = focus ? focus->n : f->value_info.n;
+    if (bbc_map_init(&e->prod, side, hint) != BB_OK ||
+        bbc_map_init(&e->heads, side, hint) != BB_OK ||
+        bbc_map_init(&e->vinfo, side, vhint) != BB_OK ||
         bbc_map_init(&e->outs, side, f->outputs.n) != BB_OK ||
         bbc_type_cache_init(&e->tc, side) != BB_OK)
         return NULL;
@@ -69,18 +77,19 @@ static bbc_fnedit *fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f, bool
             return NULL;
     for (size_t i = 0; i < f->value_info.n; i++) {
         const char *v = f->value_info.v[i]->name;
-        if (v && !bbc_map_get(&e->vinfo, v, NULL) && bbc_map_put(&e->vinfo, v, i) != BB_OK)
+        if (in_focus(focus, v) && !bbc_map_get(&e->vinfo, v, NULL) &&
+            bbc_map_put(&e->vinfo, v, i) != BB_OK)
             return NULL;
     }
     /* Backwards, so the first producer wins and uses list in node order. */
     for (size_t i = n; flow && i-- > 0;) {
         bb_node *nd = f->nodes.v[i];
         for (size_t j = 0; j < nd->outputs.n; j++)
-            if (nd->outputs.v[j] && *nd->outputs.v[j] &&
+            if (in_focus(focus, nd->outputs.v[j]) &&
                 bbc_map_put(&e->prod, nd->outputs.v[j], i) != BB_OK)
                 return NULL;
         for (size_t j = nd->inputs.n; j-- > 0;)
-            if (add_use(e, nd->inputs.v[j], nd, j) != BB_OK)
+            if (in_focus(focus, nd->inputs.v[j]) && add_use(e, nd->inputs.v[j], nd, j) != BB_OK)
                 return NULL;
     }
     return e;
@@ -88,12 +97,19 @@ static bbc_fnedit *fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f, bool
 
 bbc_fnedit *bbc_fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f)
 {
-    return fnedit_new(side, ir, f, true);
+    return fnedit_new(side, ir, f, true, NULL);
 }
 
-bbc_fnedit *bbc_fnedit_new_types(bb_arena *side, bb_arena *ir, bb_function *f)
+bbc_fnedit *bbc_fnedit_new_focused(bb_arena *side, bb_arena *ir, bb_function *f,
+                                   const bbc_map *focus)
 {
-    return fnedit_new(side, ir, f, false);
+    return fnedit_new(side, ir, f, true, focus);
+}
+
+bbc_fnedit *bbc_fnedit_new_types(bb_arena *side, bb_arena *ir, bb_function *f,
+                                 const bbc_map *focus)
+{
+    return fnedit_new(side, ir, f, false, focus);
 }
 
 size_t bbc_fnedit_producer(const bbc_fnedit *e, const char *v)

@@ -4,6 +4,10 @@
  * value_info by name, so lookups, rewires and insertions cost what they
  * touch instead of a scan of the function.
  *
+ * A focused index (bbc_fnedit_new_focused) covers only the values a pass
+ * asks about, plus those it types or inserts itself: much cheaper on a big
+ * function; questions about other values answer "unknown" / "not read".
+ *
  * Insertions are queued (bbc_fnedit_insert) and applied in one rebuild of
  * the node list (bbc_fnedit_commit); until then node indices are those of
  * the function as indexed. Rewires and value types apply at once. The index
@@ -21,14 +25,19 @@
 #include "bb/types.h"
 
 typedef struct bbc_fnedit bbc_fnedit;
+struct bbc_map; /* bbc/util.h */
 
 /* Index f. side: the arena for the index itself (freed with it); ir: the
  * arena new IR objects (value_info, node lists) come from. NULL on OOM. */
 bbc_fnedit *bbc_fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f);
-/* The same for a pass that only types values and queues insertions: no
+/* Only the values in focus (a set; borrowed for the call only). */
+bbc_fnedit *bbc_fnedit_new_focused(bb_arena *side, bb_arena *ir, bb_function *f,
+                                   const struct bbc_map *focus);
+/* For a pass that only types the values in focus and queues insertions: no
  * producer or consumer index (producer / consumed / rewire must not be
  * called on it). */
-bbc_fnedit *bbc_fnedit_new_types(bb_arena *side, bb_arena *ir, bb_function *f);
+bbc_fnedit *bbc_fnedit_new_types(bb_arena *side, bb_arena *ir, bb_function *f,
+                                 const struct bbc_map *focus);
 
 /* Index of the node producing v (as indexed), SIZE_MAX for a formal, an
  * unknown value or a value only a queued node produces. */

@@ -76,7 +76,23 @@ static int insert_rx(bbc_state *st, bbc_partition *p, const bbc_gate_contract *g
 {
     bb_function *f = p->fn;
     bb_arena *a = p->model->arena;
-    bbc_fnedit *e = bbc_fnedit_new(st->arena, a, f);
+    /* The index covers the values a chain head can be. */
+    bbc_map focus;
+    if (bbc_map_init(&focus, st->arena, 16) != BB_OK)
+        return bbc_oom(st);
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *r = f->nodes.v[i];
+        if (!bbc_rx_routed(r) || bbc_meta(r, g->gated_key))
+            continue;
+        for (size_t j = 0; j < r->outputs.n && j <= BBC_RECV_PAYLOAD; j++)
+            if (bbc_set_add(&focus, r->outputs.v[j]) != BB_OK)
+                return bbc_oom(st);
+        if (bbc_set_add(&focus, bbc_meta(r, BB_META_RX_CHAIN_HEAD)) != BB_OK)
+            return bbc_oom(st);
+    }
+    if (focus.n == 0)
+        return BB_OK;
+    bbc_fnedit *e = bbc_fnedit_new_focused(st->arena, a, f, &focus);
     if (!e)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
@@ -105,7 +121,18 @@ static int insert_tx(bbc_state *st, bbc_partition *p, const bbc_gate_contract *g
 {
     bb_function *f = p->fn;
     bb_arena *a = p->model->arena;
-    bbc_fnedit *e = bbc_fnedit_new_types(st->arena, a, f);
+    bbc_map focus; /* the values the TX gates take */
+    if (bbc_map_init(&focus, st->arena, 16) != BB_OK)
+        return bbc_oom(st);
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *s = f->nodes.v[i];
+        if (bbc_tx_routed(s) && !bbc_meta(s, g->gated_key) &&
+            bbc_set_add(&focus, s->inputs.v[0]) != BB_OK)
+            return bbc_oom(st);
+    }
+    if (focus.n == 0)
+        return BB_OK;
+    bbc_fnedit *e = bbc_fnedit_new_types(st->arena, a, f, &focus);
     if (!e)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
@@ -159,9 +186,18 @@ static const char *gate_key(bb_arena *a, const char *op, const char *wire)
 bbc_gate_index *bbc_gate_index_new(bb_arena *a, const bb_function *f)
 {
     bbc_gate_index *gx = bb_arena_alloc(a, sizeof *gx);
+    bbc_map focus; /* what the checks ask: are the gates' and checks' outputs read? */
+    if (!gx || bbc_map_init(&gx->gates, a, 16) != BB_OK || bbc_map_init(&focus, a, 16) != BB_OK)
+        return NULL;
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *n = f->nodes.v[i];
+        if (bb_op_is_gate(n->domain, n->op_type) || bbc_node_is(n, BB_DOMAIN_SYSCALL, BB_OP_DEADLINE_CHECK))
+            for (size_t j = 0; j < n->outputs.n; j++)
+                if (bbc_set_add(&focus, n->outputs.v[j]) != BB_OK)
+                    return NULL;
+    }
     /* Read-only use: the editor never edits here. */
-    if (!gx || bbc_map_init(&gx->gates, a, 16) != BB_OK ||
-        !(gx->flow = bbc_fnedit_new(a, a, (bb_function *)f)))
+    if (!(gx->flow = bbc_fnedit_new_focused(a, a, (bb_function *)f, &focus)))
         return NULL;
     gx->f = f;
     for (size_t i = f->nodes.n; i-- > 0;) {

@@ -32,7 +32,7 @@ static const char *correlation(const bb_node *n)
     return BB_WIRE_CORRELATION_NONE;
 }
 
-/* Every partition function's nodes by "<class>\x1f<name>" (the first). */
+/* Every partition function's wire ops by "<class>\x1f<name>" (the first). */
 typedef struct node_ref {
     size_t part;
     bb_node *n;
@@ -47,9 +47,9 @@ static int index_nodes(bbc_state *st, bbc_map *by_name, node_refs *refs)
         bbc_partition *p = st->parts.v[k];
         for (size_t i = 0; i < p->fn->nodes.n; i++) {
             bb_node *n = p->fn->nodes.v[i];
-            if (!n->name)
+            if (!n->name || !bbc_is_wire(n)) /* edges join wire ops only */
                 continue;
-            const char *key = bb_arena_sprintf(st->arena, "%s\x1f%s", p->cls, n->name);
+            const char *key = bbc_join(st->arena, p->cls, "\x1f", n->name);
             if (!key)
                 return BB_ENOMEM;
             if (bbc_map_get(by_name, key, NULL))
@@ -67,7 +67,7 @@ static bb_node *find_node(bbc_state *st, const bbc_map *by_name, const node_ref 
                           const char *cls, const char *name, size_t *part)
 {
     size_t i;
-    const char *key = bb_arena_sprintf(st->arena, "%s\x1f%s", cls ? cls : "", name ? name : "");
+    const char *key = bbc_join(st->arena, cls, "\x1f", name);
     if (!key || !bbc_map_get(by_name, key, &i))
         return NULL;
     *part = refs[i].part;
@@ -105,10 +105,26 @@ int bbc_pass_analyze_wire_edges(bbc_state *st)
     bbc_fnedit **flows = bb_arena_calloc(st->arena, st->parts.n + 1, sizeof *flows);
     if (!flows || index_nodes(st, &by_name, &refs) != BB_OK)
         return bbc_oom(st);
-    for (size_t k = 0; k < st->parts.n; k++)
-        if (!(flows[k] = bbc_fnedit_new(st->arena, st->parts.v[k]->model->arena,
-                                        st->parts.v[k]->fn)))
+    for (size_t k = 0; k < st->parts.n; k++) {
+        /* What the classification asks: sends' data types, receives' payloads. */
+        const bb_function *f = st->parts.v[k]->fn;
+        bbc_map focus;
+        if (bbc_map_init(&focus, st->arena, 16) != BB_OK)
             return bbc_oom(st);
+        for (size_t i = 0; i < f->nodes.n; i++) {
+            const bb_node *n = f->nodes.v[i];
+            const char *v = NULL;
+            if (bbc_is_wire_send(n) && n->inputs.n > 0)
+                v = n->inputs.v[BBC_SEND_DATA];
+            else if (bbc_is_wire_recv(n) && n->outputs.n > BBC_RECV_PAYLOAD)
+                v = n->outputs.v[BBC_RECV_PAYLOAD];
+            if (bbc_set_add(&focus, v) != BB_OK)
+                return bbc_oom(st);
+        }
+        if (!(flows[k] = bbc_fnedit_new_focused(st->arena, st->parts.v[k]->model->arena,
+                                                st->parts.v[k]->fn, &focus)))
+            return bbc_oom(st);
+    }
     /* Edges with both ends in this program. */
     for (size_t i = 0; i < st->edges.n; i++) {
         bbc_wire_edge *e = &st->edges.v[i];

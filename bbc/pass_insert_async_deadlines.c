@@ -117,7 +117,21 @@ int bbc_pass_insert_async_deadlines(bbc_state *st)
         int rc = stamp_deadlines(st, p);
         if (rc != BB_OK)
             return rc;
-        bbc_fnedit *e = bbc_fnedit_new(st->arena, p->model->arena, p->fn);
+        /* What pairing touches: the carriers' input[0] / output[0] and the TX
+         * gate chains in front of them. */
+        bbc_map focus;
+        if (bbc_map_init(&focus, st->arena, 16) != BB_OK)
+            return bbc_oom(st);
+        for (size_t i = 0; i < p->fn->nodes.n; i++) {
+            const bb_node *n = p->fn->nodes.v[i];
+            bool gate = bb_op_is_gate(n->domain, n->op_type);
+            if (!gate && !bb_node_attr(n, BB_ATTR_NAME_DEADLINE_NS))
+                continue;
+            if ((n->inputs.n && bbc_set_add(&focus, n->inputs.v[0]) != BB_OK) ||
+                (n->outputs.n && bbc_set_add(&focus, n->outputs.v[0]) != BB_OK))
+                return bbc_oom(st);
+        }
+        bbc_fnedit *e = bbc_fnedit_new_focused(st->arena, p->model->arena, p->fn, &focus);
         if (!e)
             return bbc_oom(st);
         for (size_t i = 0; i < p->fn->nodes.n; i++) {

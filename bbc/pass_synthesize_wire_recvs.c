@@ -47,7 +47,21 @@ static int synth_init(synth *y, bbc_state *st)
     y->st = st;
     y->f = f;
     y->a = st->model->arena;
-    if (!(y->e = bbc_fnedit_new(side, y->a, f)) || bbc_map_init(&y->names, side, n) != BB_OK ||
+    /* The editor covers the lookup values and what Sends send. */
+    bbc_map focus;
+    if (bbc_map_init(&focus, side, st->net_ins.n + 16) != BB_OK)
+        return BB_ENOMEM;
+    for (size_t k = 0; k < st->net_ins.n; k++)
+        if (bbc_set_add(&focus, st->net_ins.v[k].value) != BB_OK)
+            return BB_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const bb_node *nd = f->nodes.v[i];
+        if (bbc_is_wire_send(nd) && nd->inputs.n > 0 &&
+            bbc_set_add(&focus, nd->inputs.v[BBC_SEND_DATA]) != BB_OK)
+            return BB_ENOMEM;
+    }
+    if (!(y->e = bbc_fnedit_new_focused(side, y->a, f, &focus)) ||
+        bbc_map_init(&y->names, side, n) != BB_OK ||
         bbc_map_init(&y->values, side, n * 2) != BB_OK || bbc_map_init(&y->recvs, side, 8) != BB_OK ||
         bbc_map_init(&y->first_use, side, n * 2) != BB_OK ||
         bbc_map_init(&y->sends, side, 8) != BB_OK || bbc_map_init(&y->drop, side, 8) != BB_OK ||

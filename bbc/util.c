@@ -178,6 +178,11 @@ static int map_grow(bbc_map *m)
     return BB_OK;
 }
 
+int bbc_set_add(bbc_map *m, const char *v)
+{
+    return v && *v ? bbc_map_put(m, v, 0) : BB_OK;
+}
+
 int bbc_map_put(bbc_map *m, const char *key, size_t val)
 {
     if ((m->n + 1) * 2 > m->cap && map_grow(m) != BB_OK)

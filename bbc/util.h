@@ -50,6 +50,8 @@ typedef struct bbc_map {
 } bbc_map;
 
 int bbc_map_init(bbc_map *m, bb_arena *a, size_t hint);
+/* Add v to a map used as a set (NULL and "" are skipped). */
+int bbc_set_add(bbc_map *m, const char *v);
 int bbc_map_put(bbc_map *m, const char *key, size_t val); /* key borrowed */
 bool bbc_map_get(const bbc_map *m, const char *key, size_t *val);
 
