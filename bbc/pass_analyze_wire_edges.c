@@ -109,18 +109,8 @@ int bbc_pass_analyze_wire_edges(bbc_state *st)
         /* What the classification asks: sends' data types, receives' payloads. */
         const bb_function *f = st->parts.v[k]->fn;
         bbc_map focus;
-        if (bbc_map_init(&focus, st->arena, 16) != BB_OK)
+        if (bbc_map_init(&focus, st->arena, 16) != BB_OK || bbc_wire_ends(f, &focus) != BB_OK)
             return bbc_oom(st);
-        for (size_t i = 0; i < f->nodes.n; i++) {
-            const bb_node *n = f->nodes.v[i];
-            const char *v = NULL;
-            if (bbc_is_wire_send(n) && n->inputs.n > 0)
-                v = n->inputs.v[BBC_SEND_DATA];
-            else if (bbc_is_wire_recv(n) && n->outputs.n > BBC_RECV_PAYLOAD)
-                v = n->outputs.v[BBC_RECV_PAYLOAD];
-            if (bbc_set_add(&focus, v) != BB_OK)
-                return bbc_oom(st);
-        }
         if (!(flows[k] = bbc_fnedit_new_focused(st->arena, st->parts.v[k]->model->arena,
                                                 st->parts.v[k]->fn, &focus)))
             return bbc_oom(st);

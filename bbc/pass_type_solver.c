@@ -504,18 +504,8 @@ int bbc_check_wire_storage(bbc_state *st)
     size_t rx[16];
     const bbc_wire_ix *x = bbc_wire_ix_new(st->arena, f);
     bbc_map focus; /* the two ends' values */
-    if (!x || bbc_map_init(&focus, st->arena, 16) != BB_OK)
+    if (!x || bbc_map_init(&focus, st->arena, 16) != BB_OK || bbc_wire_ends(f, &focus) != BB_OK)
         return bbc_oom(st);
-    for (size_t i = 0; i < f->nodes.n; i++) {
-        const bb_node *n = f->nodes.v[i];
-        const char *v = NULL;
-        if (bbc_is_wire_send(n) && n->inputs.n > 0)
-            v = n->inputs.v[BBC_SEND_DATA];
-        else if (bbc_is_wire_recv(n) && n->outputs.n > BBC_RECV_PAYLOAD)
-            v = n->outputs.v[BBC_RECV_PAYLOAD];
-        if (bbc_set_add(&focus, v) != BB_OK)
-            return bbc_oom(st);
-    }
     bbc_fnedit *types = bbc_fnedit_new_types(st->arena, st->model->arena, f, &focus);
     if (!types)
         return bbc_oom(st);

@@ -278,3 +278,18 @@ size_t bbc_wire_sender(const bbc_wire_ix *x, size_t r)
     }
     return NONE;
 }
+
+int bbc_wire_ends(const bb_function *f, bbc_map *set)
+{
+    for (size_t i = 0; i < f->nodes.n; i++) {
+        const bb_node *n = f->nodes.v[i];
+        const char *v = NULL;
+        if (bbc_is_wire_send(n) && n->inputs.n > 0)
+            v = n->inputs.v[BBC_SEND_DATA];
+        else if (bbc_is_wire_recv(n) && n->outputs.n > BBC_RECV_PAYLOAD)
+            v = n->outputs.v[BBC_RECV_PAYLOAD];
+        if (bbc_set_add(set, v) != BB_OK)
+            return BB_ENOMEM;
+    }
+    return BB_OK;
+}

@@ -30,6 +30,7 @@
 #include "bbc/compiler.h"
 
 typedef struct bbc_wire_ix bbc_wire_ix;
+struct bbc_map; /* bbc/util.h */
 
 /* Index f (allocated in a). NULL when out of memory. */
 bbc_wire_ix *bbc_wire_ix_new(bb_arena *a, const bb_function *f);
@@ -47,6 +48,10 @@ size_t bbc_wire_receivers(const bbc_wire_ix *x, size_t s, size_t *out, size_t ca
 /* The send feeding receive node index r (the first in node order), or
  * SIZE_MAX. */
 size_t bbc_wire_sender(const bbc_wire_ix *x, size_t r);
+
+/* Add to set the values on the two ends of f's wire edges: every send's
+ * data input and every receive's payload output. BB_OK / BB_ENOMEM. */
+int bbc_wire_ends(const bb_function *f, struct bbc_map *set);
 
 /* The payload output position of a receive op (1), the data input of a
  * send (0); the request id positions. */
