@@ -239,9 +239,11 @@ typedef struct bbc_net_in {
 } bbc_net_in;
 
 /* A slot a class declares (its class module, or its partition function in
- * a compiled input). */
+ * a compiled input), with the class's own construction state for a
+ * concrete slot: two classes may configure one slot name differently. */
 typedef struct bbc_class_slot {
     const char *cls, *slot;
+    const bb_attr *attr; /* the class's attribute_proto, or NULL (generic) */
 } bbc_class_slot;
 
 /* A matched send/receive pair between two partitions. */
@@ -303,6 +305,8 @@ bbc_partition *bbc_state_add_partition(bbc_state *st, const char *cls, bb_model 
 bbc_slot *bbc_state_slot(bbc_state *st, const char *name);
 /* Does class cls declare slot (see bbc_class_slot)? */
 bool bbc_state_class_declares(const bbc_state *st, const char *cls, const char *slot);
+/* The construction state class cls gives slot, or NULL. */
+const bb_attr *bbc_state_class_attr(const bbc_state *st, const char *cls, const char *slot);
 /* The slot a role node runs on (by its "slot" stamp, or unique match), or NULL. */
 bbc_slot *bbc_state_node_slot(bbc_state *st, const bb_node *n);
 

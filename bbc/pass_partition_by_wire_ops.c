@@ -220,7 +220,10 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
         const bb_attr *ap = root->attribute_protos.v[j];
         if (!partition_slot(st, cls, &ps, ap->name, single))
             continue;
-        bb_attr *c = bb_attr_clone(a, ap);
+        /* The class's own construction state when it declares the slot (the
+         * root holds the first class's). */
+        const bb_attr *own = bbc_state_class_attr(st, cls, ap->name);
+        bb_attr *c = bb_attr_clone(a, own ? own : ap);
         bb_attr **slot = c ? BB_VEC_PUSH(a, &pf->attribute_protos) : NULL;
         if (!slot)
             return bbc_oom(st);

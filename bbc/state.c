@@ -233,8 +233,17 @@ static int note_class_slots(bbc_state *st, const bb_function *f)
             return bbc_oom(st);
         cs->cls = cls;
         cs->slot = slot;
+        cs->attr = i < na ? NULL : f->attribute_protos.v[i - na];
     }
     return BB_OK;
+}
+
+const bb_attr *bbc_state_class_attr(const bbc_state *st, const char *cls, const char *slot)
+{
+    for (size_t i = 0; i < st->class_slots.n; i++)
+        if (bbc_str_eq(st->class_slots.v[i].cls, cls) && bbc_str_eq(st->class_slots.v[i].slot, slot))
+            return st->class_slots.v[i].attr;
+    return NULL;
 }
 
 bool bbc_state_class_declares(const bbc_state *st, const char *cls, const char *slot)

@@ -1,8 +1,9 @@
 /*
- * test_compile_examples.c — the whole compiler (bbc_compile) over the
- * recorded examples in testdata/ (written by examples/federated and
- * examples/split_learning), with component types supplied in-process
- * (bbc_fixture.h): partitions, gate chains, deadlines, binding metadata,
+ * test_compile_examples.c — the whole compiler (bbc_compile) over the two
+ * example programs (the federated round and split learning, recorded by
+ * bbc_programs.h as the examples first recorded them), with component
+ * types supplied in-process (bbc_fixture.h): partitions, gate chains,
+ * deadlines, binding metadata,
  * passport, idempotence (the whole pipeline on its own output, and every
  * pass run twice in a row), stages, bindings files and the error surface.
  */
@@ -15,13 +16,20 @@
 #include <cmocka.h>
 
 #include "bbc_fixture.h"
+#include "bbc_programs.h"
 
-static bb_model *load(const char *path)
+/* A fixture program (bbc_programs.h), as saved and loaded back. */
+static bb_model *load(const char *program)
 {
-    bb_model *m = NULL;
     bb_error e = {0};
-    if (bb_model_load_file(path, &m, &e) != BB_OK)
-        fail_msg("%s (run `make` to record the examples)", e.msg);
+    bb_model *rec = fx_program(program, &e), *m = NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (!rec || bb_model_save_mem(rec, &buf, &len, &e) != BB_OK ||
+        bb_model_load_mem(buf, len, program, &m, &e) != BB_OK)
+        fail_msg("%s: %s", program, e.msg);
+    free(buf);
+    bb_model_free(rec);
     return m;
 }
 
@@ -79,7 +87,7 @@ static void test_federated_partitions(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/federated.onnx");
+    setup_compile(&c, "federated");
     compile_ok(&c);
     bb_model *o = c.out;
     assert_non_null(fx_fn(o, "Server"));
@@ -121,7 +129,7 @@ static void test_federated_bindings(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/federated.onnx");
+    setup_compile(&c, "federated");
     compile_ok(&c);
     bb_model *o = c.out;
     const char *model = meta(o, "ai.bytesandbrains.binding.Server.model");
@@ -189,7 +197,7 @@ static void test_federated_rx_chain(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/federated.onnx");
+    setup_compile(&c, "federated");
     compile_ok(&c);
     const bb_function *f = fx_fn(c.out, "Client");
     /* LoadParameters <- BackoffGateRx <- PeerHealthGateRx <- DedupGateRx <- RecvReq.payload */
@@ -233,7 +241,7 @@ static void test_federated_tx_chains(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/federated.onnx");
+    setup_compile(&c, "federated");
     compile_ok(&c);
     check_tx_chain(fx_fn(c.out, "Server"), "SendReqBatched");
     check_tx_chain(fx_fn(c.out, "Client"), "SendResp");
@@ -247,11 +255,55 @@ static void test_federated_tx_chains(void **state)
     teardown_compile(&c);
 }
 
+static const bb_attr *slot_state(const bb_function *f, const char *slot)
+{
+    for (size_t i = 0; f && i < f->attribute_protos.n; i++)
+        if (bbc_str_eq(f->attribute_protos.v[i]->name, slot))
+            return f->attribute_protos.v[i];
+    return NULL;
+}
+
+static void assert_state(const bb_function *f, const char *slot, const char *json)
+{
+    const bb_attr *a = slot_state(f, slot);
+    assert_non_null(a);
+    assert_int_equal(a->s.len, strlen(json));
+    assert_memory_equal(a->s.data, json, a->s.len);
+}
+
+/* Two classes configuring one slot name differently each keep their own
+ * construction state, also when the output is compiled again. */
+static void test_per_class_construction_state(void **state)
+{
+    (void)state;
+    compiled c;
+    setup_compile(&c, "federated");
+    static const char CLIENT_CFG[] = "{\"layers\":[4,8,3],\"seed\":11}";
+    bb_attr *a = (bb_attr *)slot_state(fx_fn(c.in, "Client"), "model");
+    assert_non_null(a);
+    a->s.data = (uint8_t *)bb_model_str(c.in, CLIENT_CFG);
+    a->s.len = strlen(CLIENT_CFG);
+    const bb_attr *server = slot_state(fx_fn(c.in, "Server"), "model");
+    char server_cfg[256];
+    snprintf(server_cfg, sizeof server_cfg, "%.*s", (int)server->s.len, (const char *)server->s.data);
+    compile_ok(&c);
+    assert_state(fx_fn(c.out, "Server"), "model", server_cfg);
+    assert_state(fx_fn(c.out, "Client"), "model", CLIENT_CFG);
+    /* Compiled again: still per class. */
+    bb_model *again = NULL;
+    bbc_error err;
+    assert_int_equal(bbc_compile(c.out, &c.o, &c.b, &c.ts, NULL, 0, &again, &err), BB_OK);
+    assert_state(fx_fn(again, "Server"), "model", server_cfg);
+    assert_state(fx_fn(again, "Client"), "model", CLIENT_CFG);
+    bb_model_free(again);
+    teardown_compile(&c);
+}
+
 static void test_federated_deadlines(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/federated.onnx");
+    setup_compile(&c, "federated");
     compile_ok(&c);
     const bb_function *s = fx_fn(c.out, "Server");
     const bb_node *req = fx_find(s, "SendReqBatched", 0);
@@ -385,20 +437,20 @@ static void each_pass_idempotent(const char *path, const char *bind)
 static void test_each_pass_idempotent(void **state)
 {
     (void)state;
-    each_pass_idempotent("testdata/federated.onnx", NULL);
-    each_pass_idempotent("testdata/split_learning.onnx", "backend=cpu::CpuBackend");
+    each_pass_idempotent("federated", NULL);
+    each_pass_idempotent("split_learning", "backend=cpu::CpuBackend");
 }
 
 static void test_idempotent_federated(void **state)
 {
     (void)state;
-    idempotent("testdata/federated.onnx", NULL);
+    idempotent("federated", NULL);
 }
 
 static void test_idempotent_split_learning(void **state)
 {
     (void)state;
-    idempotent("testdata/split_learning.onnx", "backend=cpu::CpuBackend");
+    idempotent("split_learning", "backend=cpu::CpuBackend");
 }
 
 /* ---- split learning ------------------------------------------------------------- */
@@ -407,7 +459,7 @@ static void test_split_learning_unbound_backend(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/split_learning.onnx");
+    setup_compile(&c, "split_learning");
     assert_int_equal(run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_UNBOUND_SLOT);
     assert_string_equal(c.err.pass, "validate_all_slots_bound");
@@ -420,7 +472,7 @@ static void test_split_learning_partitions(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/split_learning.onnx");
+    setup_compile(&c, "split_learning");
     assert_int_equal(bbc_bindings_add_arg(&c.b, "backend=cpu::CpuBackend", NULL), BB_OK);
     compile_ok(&c);
     /* No peer classes: one partition on SELF_CLASS. */
@@ -445,7 +497,7 @@ static void test_bindings_file_config(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/split_learning.onnx");
+    setup_compile(&c, "split_learning");
     static const char JSON[] =
         "{\"bindings\": {\"backend\": {\"type\": \"cpu::CpuBackend\", \"config\": {\"threads\": 2}}}}";
     bb_error e = {0};
@@ -469,7 +521,7 @@ static void test_wrong_role(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/split_learning.onnx");
+    setup_compile(&c, "split_learning");
     assert_int_equal(bbc_bindings_add_arg(&c.b, "backend=nn::Mlp", NULL), BB_OK);
     assert_int_equal(run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_WRONG_ROLE);
@@ -483,7 +535,7 @@ static void test_unknown_type(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/split_learning.onnx");
+    setup_compile(&c, "split_learning");
     assert_int_equal(bbc_bindings_add_arg(&c.b, "backend=nope::Nothing", NULL), BB_OK);
     assert_int_equal(run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_UNKNOWN_COMPONENT_TYPE);
@@ -495,7 +547,7 @@ static void test_ir_version_mismatch(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/federated.onnx");
+    setup_compile(&c, "federated");
     c.o.target_ir_version = 11;
     assert_int_equal(run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_IR_VERSION_MISMATCH);
@@ -552,7 +604,7 @@ static void test_user_stages(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/federated.onnx");
+    setup_compile(&c, "federated");
     stage_log log = {0};
     bb_stage s1 = {sizeof s1, "stamp_tracing_ids", tracing_stage, &log};
     bb_stage s2 = {sizeof s2, "second", second_stage, &log};
@@ -591,7 +643,7 @@ static void test_without_canonical_pass(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/federated.onnx");
+    setup_compile(&c, "federated");
     /* Without the TX backoff gate the final pre-flight names the gap. */
     const char *without[] = {"insert_backoff_gate_tx"};
     c.o.without = without;
@@ -615,7 +667,7 @@ static void test_check_and_error_print(void **state)
 {
     (void)state;
     compiled c;
-    setup_compile(&c, "testdata/federated.onnx");
+    setup_compile(&c, "federated");
     bbc_error err;
     assert_int_equal(bbc_check(c.in, NULL, &c.ts, &err), BB_OK);
     /* The printed form. */
@@ -638,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_federated_rx_chain),
         cmocka_unit_test(test_federated_tx_chains),
         cmocka_unit_test(test_federated_deadlines),
+        cmocka_unit_test(test_per_class_construction_state),
         cmocka_unit_test(test_idempotent_federated),
         cmocka_unit_test(test_idempotent_split_learning),
         cmocka_unit_test(test_each_pass_idempotent),
