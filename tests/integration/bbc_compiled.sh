@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # bbc_compiled.sh — compiled models are plain ONNX and the inspection
 # commands work on them, with the real programs:
-#   - the federated and split-learning examples are compiled (bbc_compile
-#     with the fixture component types, built here from
-#     tests/integration/bbc_compile_fixture.c against the build's libbbc.a);
+#   - the federated example (testdata/federated.onnx) is compiled by
+#     `bbc compile` with the real plugins; the fixture programs of
+#     tests/unit/bbc_programs.h (federated, and split learning, whose types no
+#     plugin exports) by bbc_compile with the fixture types
+#     (tests/integration/bbc_compile_fixture.c, built here against libbbc.a);
 #   - protoc --decode=onnx.ModelProto (our schema) decodes each one;
 #   - `bbc dump --json` equals python's MessageToDict, and Debian's python3-onnx
 #     loads it with the same model-local functions (onnx_schema_compare.py);
 #   - python3-onnx sees every target `bbc targets --json` lists as a
 #     model-local function with the same node count, the passport, an empty
-#     graph;
+#     graph, and in every partition the gate chains
+#     Recv -> DedupGateRx -> PeerHealthGateRx -> BackoffGateRx and
+#     PeerHealthGateTx -> BackoffGateTx -> Send;
 #   - `bbc targets` lists Server and Client for the federated example;
 #   - `bbc dot ... | dot -Tsvg` renders, with a cluster per partition and the
 #     gates drawn; recorded (uncompiled) models are refused with exit 1.
@@ -57,19 +61,23 @@ check "build the fixture compiler" "$TMP/cc.log" \
     tests/integration/bbc_compile_fixture.c "$BB_BUILD/lib/libbbc.a" -L"$BB_BUILD/lib" -lbbir \
     $(pkg-config --libs libcjson) -ldl -Wl,-rpath,"$BB_BUILD/lib" -o "$TMP/compile"
 compiled=()
-for spec in "federated" "split_learning backend=cpu::CpuBackend"; do
-    read -r name bind <<<"$spec"
-    if [ ! -f "testdata/$name.onnx" ]; then
-        fail "testdata/$name.onnx exists (run make to record the examples)"
-        continue
-    fi
-    if "$TMP/compile" "testdata/$name.onnx" "$TMP/$name.onnx" ${bind:+"$bind"} >"$TMP/c.log" 2>&1; then
-        ok "compile $name"
-        compiled+=("$TMP/$name.onnx")
+for spec in "federated_fx federated" "split_learning_fx split_learning backend=cpu::CpuBackend"; do
+    read -r out program bind <<<"$spec"
+    if "$TMP/compile" --program "$program" "$TMP/$out.onnx" ${bind:+"$bind"} >"$TMP/c.log" 2>&1; then
+        ok "compile the fixture program $program"
+        compiled+=("$TMP/$out.onnx")
     else
-        fail "compile $name" "$TMP/c.log"
+        fail "compile the fixture program $program" "$TMP/c.log"
     fi
 done
+if [ ! -f testdata/federated.onnx ]; then
+    fail "testdata/federated.onnx exists (run make to record the examples)"
+elif "$BBC" compile testdata/federated.onnx -o "$TMP/federated.onnx" >"$TMP/c.log" 2>&1; then
+    ok "bbc compile testdata/federated.onnx (the real plugins)"
+    compiled+=("$TMP/federated.onnx")
+else
+    fail "bbc compile testdata/federated.onnx (the real plugins)" "$TMP/c.log"
+fi
 
 # ---- plain ONNX ---------------------------------------------------------------------
 check "protoc --python_out proto/onnx-ml.proto" "$TMP/protoc.log" \
@@ -88,7 +96,8 @@ for f in "${compiled[@]}"; do
     check "$name: python3-onnx loads it (same model-local functions)" "$TMP/o.log" \
         "$PY" "$COMPARE" onnx --pb2-dir "$TMP" "$f"
     if "$BBC" targets --json "$f" >"$TMP/targets.json" 2>"$TMP/t.log"; then
-        check "$name: python3-onnx sees every target as a model-local function" "$TMP/p.log" \
+        check "$name: python3-onnx sees every target as a model-local function, gate chains" \
+            "$TMP/p.log" \
             "$PY" - "$f" "$TMP/targets.json" <<'EOF'
 import json, sys
 import onnx
@@ -110,7 +119,39 @@ for t in targets:
     for b in t["bindings"]:
         k = "ai.bytesandbrains.binding.%s.%s" % (t["name"], b["slot"])
         assert meta.get(k) == b["binding"], (k, meta.get(k))
-print("ok: %d targets, onnx %s" % (len(targets), onnx.__version__))
+# The gate chains, by dataflow: every receive's payload (or trigger) goes
+# through the three RX gates, every send's data comes through the two TX gates.
+WIRE, SYS = "ai.bytesandbrains.wire", "ai.bytesandbrains.syscall"
+chains = 0
+for t in targets:
+    f = funcs[(t["entry"]["domain"], t["entry"]["name"])]
+    producer = {o: n for n in f.node for o in n.output}
+    consumers = {}
+    for n in f.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    for n in f.node:
+        if n.domain == WIRE and n.op_type in ("Recv", "RecvReq"):
+            outs = [o for o in n.output[:2] if consumers.get(o)]
+            assert outs, "%s %s: nothing reads it" % (n.op_type, n.name)
+            cur = outs[-1]
+            for gate in ("DedupGateRx", "PeerHealthGateRx", "BackoffGateRx"):
+                nxt = [c for c in consumers.get(cur, []) if c.domain == SYS]
+                assert len(nxt) == 1 and nxt[0].op_type == gate, \
+                    "%s %s: after %s comes %s, not %s" % (n.op_type, n.name, cur,
+                                                          [c.op_type for c in nxt], gate)
+                cur = nxt[0].output[0]
+            chains += 1
+        if n.domain == WIRE and n.op_type in ("Send", "SendReqBatched", "SendResp"):
+            cur = n
+            for gate in ("BackoffGateTx", "PeerHealthGateTx"):
+                p = producer.get(cur.input[0])
+                assert p is not None and p.op_type == gate, \
+                    "%s %s: input comes from %s, not %s" % (n.op_type, n.name,
+                                                           p.op_type if p else None, gate)
+                cur = p
+            chains += 1
+print("ok: %d targets, %d gate chains, onnx %s" % (len(targets), chains, onnx.__version__))
 EOF
     else
         fail "$name: bbc targets --json" "$TMP/t.log"
@@ -134,6 +175,7 @@ if [ -f "$fed" ]; then
 fi
 for f in "${compiled[@]}"; do
     name=$(basename "$f" .onnx)
+    [ "$name" = federated_fx ] && continue
     if "$BBC" dot "$f" >"$TMP/$name.dot" 2>"$TMP/dot.log" &&
        dot -Tsvg "$TMP/$name.dot" >"$TMP/$name.svg" 2>>"$TMP/dot.log" &&
        grep -q '<svg' "$TMP/$name.svg" && grep -q 'cluster_t0' "$TMP/$name.svg" &&
@@ -149,9 +191,9 @@ else
     fail "federated picture has two clusters"
 fi
 for cmd in targets dot; do
-    "$BBC" "$cmd" testdata/federated.onnx >"$TMP/out" 2>"$TMP/err"
+    "$BBC" "$cmd" testdata/bad/compile/unbound_slot.onnx >"$TMP/out" 2>"$TMP/err"
     rc=$?
-    if [ "$rc" -eq 1 ] && grep -q 'bbc: error: testdata/federated.onnx: not a compiled model' "$TMP/err"; then
+    if [ "$rc" -eq 1 ] && grep -q 'unbound_slot.onnx: not a compiled model' "$TMP/err"; then
         ok "bbc $cmd refuses a recorded model"
     else
         echo "exit $rc" >>"$TMP/err"

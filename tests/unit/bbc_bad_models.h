@@ -27,6 +27,7 @@
 #include "bb/meta.h"
 #include "bb/recorder.h"
 #include "bb/types.h"
+#include "bbc_programs.h"
 
 #define BM_DIR "testdata/bad/compile"
 #define BM_TYPES "@TYPES" /* replaced by the path of bbc_types.so */
@@ -41,15 +42,6 @@ typedef struct bm_case {
 } bm_case;
 
 /* ---- helpers ---------------------------------------------------------------- */
-
-static bb_model *bm_build(bb_recorder *r, bb_module *root, bb_error *err)
-{
-    bb_model *m = NULL;
-    if (!root || bb_recorder_build(r, root, &m, err) != BB_OK)
-        m = NULL;
-    bb_recorder_free(r);
-    return m;
-}
 
 static bb_function *bm_fn(bb_model *m, const char *name)
 {
@@ -76,7 +68,7 @@ static bb_model *bm_ticker(bb_error *err)
     bb_module *m = bb_rec_module(r, "Ticker");
     bb_rec *g = bb_module_body(m);
     bb_sys_app_notify(g, bb_sys_interval(g, 1000000000), "tick");
-    return bm_build(r, m, err);
+    return fx_build(r, m, err);
 }
 
 /* A single-class program "Sender": Send(x, peers) on port "out", both formals. */
@@ -88,7 +80,7 @@ static bb_model *bm_sender(bb_error *err)
     bb_val x = bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32);
     bb_val peers = bb_rec_input(g, "peers", &BB_TYPE_PEER_ID_VEC);
     bb_wire_send(g, NULL, "out", x, peers);
-    return bm_build(r, m, err);
+    return fx_build(r, m, err);
 }
 
 /* ---- ValidationError (the validate pass) ------------------------------------------ */
@@ -118,7 +110,7 @@ static bb_model *bm_duplicate_output(bb_error *err)
     bb_rec *g = bb_module_body(mod);
     bb_sys_app_notify(g, bb_sys_interval(g, 1000000000), "a");
     bb_sys_app_notify(g, bb_sys_interval(g, 2000000000), "b");
-    bb_model *m = bm_build(r, mod, err);
+    bb_model *m = fx_build(r, mod, err);
     bb_node *a = m ? bm_node(m, "Twice", "Interval", 0) : NULL;
     bb_node *b = m ? bm_node(m, "Twice", "Interval", 1) : NULL;
     if (a && b)
@@ -137,7 +129,7 @@ static bb_model *bm_unpaired_request(bb_error *err)
     bb_wire_send_req_batched(g, NULL, "ask", x, peers, 0, &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
     bb_sys_app_emit(g, responses, "answers");
-    return bm_build(r, mod, err);
+    return fx_build(r, mod, err);
 }
 
 static bb_model *bm_missing_type_info(bb_error *err)
@@ -146,7 +138,7 @@ static bb_model *bm_missing_type_info(bb_error *err)
     bb_module *mod = bb_rec_module(r, "Echo");
     bb_rec *g = bb_module_body(mod);
     bb_sys_app_emit(g, bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32), "x");
-    bb_model *m = bm_build(r, mod, err);
+    bb_model *m = fx_build(r, mod, err);
     bb_function *f = m ? bm_fn(m, "Echo") : NULL;
     for (size_t i = 0; f && i < f->value_info.n; i++)
         if (strcmp(f->value_info.v[i]->name, "x") == 0)
@@ -162,7 +154,7 @@ static bb_model *bm_malformed_slot_metadata(bb_error *err)
     bb_rec *g = bb_module_body(mod);
     bb_val x = bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32);
     bb_sys_app_emit(g, bb_role_aggregator_contribute(g, agg, x, BB_VAL_OMIT), "done");
-    bb_model *m = bm_build(r, mod, err);
+    bb_model *m = fx_build(r, mod, err);
     bb_node *n = m ? bm_node(m, "Collector", "Contribute", 0) : NULL;
     if (n) {
         bb_kv_remove(&n->metadata, BB_META_REQUIRED_TRAIT);
@@ -178,7 +170,7 @@ static bb_model *bm_cyclic_graph(bb_error *err)
     bb_rec *g = bb_module_body(mod);
     bb_val a = bb_sys_pass_through(g, bb_sys_interval(g, 1000000000));
     bb_sys_app_notify(g, bb_sys_pass_through(g, a), "tick");
-    bb_model *m = bm_build(r, mod, err);
+    bb_model *m = fx_build(r, mod, err);
     bb_node *first = m ? bm_node(m, "Loop", "PassThrough", 0) : NULL;
     bb_node *second = m ? bm_node(m, "Loop", "PassThrough", 1) : NULL;
     if (first && second)
@@ -222,7 +214,7 @@ static bb_model *bm_role_method_failed(bb_error *err)
     bb_rec *g = bb_module_body(mod);
     bb_val p = bb_role_model_params(g, model);
     bb_sys_app_emit(g, bb_role_model_load_parameters(g, model, p), "loaded");
-    return bm_build(r, mod, err);
+    return fx_build(r, mod, err);
 }
 
 /* Two slots hold cpu::CpuBackend and the Add names neither. */
@@ -236,7 +228,7 @@ static bb_model *bm_ambiguous_role(bb_error *err)
     bb_val x = bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32);
     bb_rec_output(g, "y", bb_onnx_add(g, a, x, x));
     bb_rec_output(g, "z", bb_onnx_mul(g, b, x, x));
-    bb_model *m = bm_build(r, mod, err);
+    bb_model *m = fx_build(r, mod, err);
     bb_node *n = m ? bm_node(m, "TwoBackends", "Add", 0) : NULL;
     if (n)
         bb_kv_remove(&n->metadata, BB_META_SLOT);
@@ -258,7 +250,7 @@ static bb_model *bm_unresolved_peer_class(bb_error *err)
     bb_rec *g = bb_module_body(root);
     bb_call_build(bb_rec_call(g, server));
     bb_call_build(bb_rec_call(g, helper));
-    return bm_build(r, root, err);
+    return fx_build(r, root, err);
 }
 
 /* A Server value handed to a Client node through the root, not the wire. */
@@ -278,7 +270,7 @@ static bb_model *bm_cross_class_dataflow(bb_error *err)
     bb_call *cc = bb_rec_call(g, client);
     bb_call_input(cc, "tick", bb_call_output(cs, "tick"));
     bb_call_build(cc);
-    return bm_build(r, root, err);
+    return fx_build(r, root, err);
 }
 
 static bb_model *bm_ir_version_mismatch(bb_error *err)
@@ -354,7 +346,7 @@ static bb_model *bm_type_constraint_failed(bb_error *err)
     bb_val count = bb_rec_input(g, "count", &BB_TYPE_U64);
     bb_val x = bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32);
     bb_rec_output(g, "y", bb_onnx_add(g, be, count, x));
-    return bm_build(r, mod, err);
+    return fx_build(r, mod, err);
 }
 
 /* An input of the polymorphic tensor type nothing narrows. */
@@ -365,7 +357,7 @@ static bb_model *bm_unresolved_type(bb_error *err)
     bb_rec *g = bb_module_body(mod);
     bb_sys_app_emit(g, bb_sys_pass_through(g, bb_rec_input(g, "anything", &BB_TYPE_TENSOR)),
                     "out");
-    return bm_build(r, mod, err);
+    return fx_build(r, mod, err);
 }
 
 /* bbctest::Dependent needs a Backend at slot "backend"; none is declared. */
@@ -376,7 +368,7 @@ static bb_model *bm_unbound_dependency(bb_error *err)
     bb_slot *model = bb_rec_concrete(mod, BB_ROLE_MODEL, "model", "bbctest::Dependent", "{}", NULL);
     bb_rec *g = bb_module_body(mod);
     bb_sys_app_emit(g, bb_role_model_params(g, model), "params");
-    return bm_build(r, mod, err);
+    return fx_build(r, mod, err);
 }
 
 /* A generic Backend slot "compute" no binding fills. */
@@ -389,7 +381,7 @@ static bb_model *bm_unbound_slot(bb_error *err)
     bb_val x = bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32);
     bb_val y = bb_rec_input(g, "y", &BB_TYPE_TENSOR_F32);
     bb_rec_output(g, "z", bb_onnx_add(g, be, x, y));
-    return bm_build(r, mod, err);
+    return fx_build(r, mod, err);
 }
 
 /* The Server sends f32 on port "w"; the Client looks it up as u8. */
@@ -415,7 +407,7 @@ static bb_model *bm_incompatible_storage(bb_error *err)
     bb_rec *g = bb_module_body(root);
     bb_call_build(bb_rec_call(g, server));
     bb_call_build(bb_rec_call(g, client));
-    return bm_build(r, root, err);
+    return fx_build(r, root, err);
 }
 
 /* The bootstrap calls user.app::Ghost, which no function defines. */
@@ -427,7 +419,7 @@ static bb_model *bm_bootstrap_gap(bb_error *err)
     bb_sys_app_notify(g, bb_sys_interval(g, 1000000000), "tick");
     bb_rec *boot = bb_module_bootstrap(mod);
     bb_sys_app_notify(boot, bb_sys_pulse(boot), "booted");
-    bb_model *m = bm_build(r, mod, err);
+    bb_model *m = fx_build(r, mod, err);
     bb_node *n = m ? bm_node(m, "Starter__bootstrap", "AppNotify", 0) : NULL;
     if (n) {
         n->domain = bb_model_str(m, "user.app");
@@ -462,7 +454,7 @@ static bb_model *bm_wrong_role(bb_error *err)
     bb_rec *g = bb_module_body(mod);
     bb_val x = bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32);
     bb_sys_app_emit(g, bb_role_aggregator_contribute(g, agg, x, BB_VAL_OMIT), "done");
-    return bm_build(r, mod, err);
+    return fx_build(r, mod, err);
 }
 
 static bb_model *bm_unknown_component_type(bb_error *err)
@@ -473,7 +465,7 @@ static bb_model *bm_unknown_component_type(bb_error *err)
     bb_rec *g = bb_module_body(mod);
     bb_val x = bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32);
     bb_sys_app_emit(g, bb_role_aggregator_contribute(g, agg, x, BB_VAL_OMIT), "done");
-    return bm_build(r, mod, err);
+    return fx_build(r, mod, err);
 }
 
 /* Server and Client both declare slot "agg", with different types. */
@@ -492,7 +484,7 @@ static bb_model *bm_slot_conflict(bb_error *err)
         bb_sys_app_emit(gm, x, "current");
         bb_call_build(bb_rec_call(g, m));
     }
-    return bm_build(r, root, err);
+    return fx_build(r, root, err);
 }
 
 /* ---- the table ------------------------------------------------------------------ */

@@ -1,7 +1,7 @@
 /*
  * test_bbc_inspect.c — `bbc targets` and `bbc dot` (and the artifact view
- * under them) over the two examples, compiled in-process with the fixture
- * component types (bbc_fixture.h): the federated example lists Client and
+ * under them) over the two example programs (bbc_programs.h), compiled
+ * in-process with the fixture component types: the federated one lists Client and
  * Server with their entry functions, bindings and the two wire edges; the
  * dot output has one cluster per target, every gate drawn, the wire edges
  * between the clusters; a recorded (uncompiled) model and bad usage fail
@@ -20,18 +20,19 @@
 #include "bbc/artifact.h"
 #include "bbc/bbc.h"
 #include "bbc_fixture.h"
+#include "bbc_programs.h"
 
 static char dir[64];
-static char fed[128], split[128];
+static char fed[128], split[128], recorded[128];
 static char out[1 << 16], err[4096];
 
-/* Compile testdata/<name>.onnx with the fixture types into path. */
+/* Compile a fixture program (bbc_programs.h) with the fixture types into path. */
 static void compile_example(const char *in, const char *bind, const char *path)
 {
     bb_model *m = NULL, *c = NULL;
     bb_error e = {0};
-    if (bb_model_load_file(in, &m, &e) != BB_OK)
-        fail_msg("%s (run `make` to record the examples)", e.msg);
+    if (!(m = fx_program(in, &e)))
+        fail_msg("%s: %s", in, e.msg);
     bbc_bindings b;
     assert_int_equal(bbc_bindings_init(&b), BB_OK);
     if (bind)
@@ -55,8 +56,15 @@ static int setup(void **state)
         return -1;
     snprintf(fed, sizeof fed, "%s/federated.onnx", dir);
     snprintf(split, sizeof split, "%s/split_learning.onnx", dir);
-    compile_example("testdata/federated.onnx", NULL, fed);
-    compile_example("testdata/split_learning.onnx", "backend=cpu::CpuBackend", split);
+    compile_example("federated", NULL, fed);
+    compile_example("split_learning", "backend=cpu::CpuBackend", split);
+    /* The recorded (uncompiled) form, for the refusals. */
+    bb_error e = {0};
+    bb_model *m = fx_federated(&e);
+    snprintf(recorded, sizeof recorded, "%s/recorded.onnx", dir);
+    if (!m || bb_model_save_file(m, recorded, &e) != BB_OK)
+        return -1;
+    bb_model_free(m);
     return 0;
 }
 
@@ -125,7 +133,7 @@ static void test_artifact_view(void **state)
     bb_model_free(m);
 
     /* A recording has no passport. */
-    assert_int_equal(bb_model_load_file("testdata/federated.onnx", &m, &e), BB_OK);
+    assert_int_equal(bb_model_load_file(recorded, &m, &e), BB_OK);
     a = bb_arena_create();
     assert_int_equal(bbc_artifact_read(m, "rec.onnx", a, &v, &e), BB_EINVAL);
     assert_non_null(strstr(e.msg, "rec.onnx: not a compiled model"));
@@ -238,10 +246,10 @@ static void test_targets_split_learning(void **state)
 static void test_targets_errors(void **state)
 {
     (void)state;
-    assert_int_equal(fx_run_cli(bbc_cmd_targets, FX_ARGV("targets", "testdata/federated.onnx"),
-                                out, sizeof out, err, sizeof err),
+    assert_int_equal(fx_run_cli(bbc_cmd_targets, FX_ARGV("targets", recorded), out, sizeof out,
+                                err, sizeof err),
                      1);
-    assert_has(err, "bbc: error: testdata/federated.onnx: not a compiled model");
+    assert_has(err, "recorded.onnx: not a compiled model");
     assert_string_equal(out, "");
     assert_int_equal(fx_run_cli(bbc_cmd_targets, FX_ARGV("targets", "/nonexistent.onnx"), out,
                                 sizeof out, err, sizeof err),
@@ -316,8 +324,8 @@ static void test_dot_split_and_errors(void **state)
     /* Three one-sided edges, each to or from an outside node. */
     assert_int_equal(count(out, "[style=bold"), 3);
     assert_int_equal(count(out, "label=\"(outside this program)\""), 3);
-    assert_int_equal(fx_run_cli(bbc_cmd_dot, FX_ARGV("dot", "testdata/split_learning.onnx"), out,
-                                sizeof out, err, sizeof err),
+    assert_int_equal(fx_run_cli(bbc_cmd_dot, FX_ARGV("dot", recorded), out, sizeof out, err,
+                                sizeof err),
                      1);
     assert_has(err, "not a compiled model");
     assert_int_equal(fx_run_cli(bbc_cmd_dot, FX_ARGV("dot"), out, sizeof out, err, sizeof err), 2);
