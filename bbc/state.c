@@ -297,6 +297,9 @@ static int reassemble_compiled(bbc_state *st)
         return bbc_oom(st);
     root->name = bb_arena_strdup(a, "__bbc_root");
     root->domain = NULL; /* the partitions' domain (the recorded root's), below */
+    bbc_map seen_vi; /* value_info names already taken (the first wins) */
+    if (bbc_map_init(&seen_vi, st->arena, 64) != BB_OK)
+        return bbc_oom(st);
     size_t kept = 0;
     for (size_t i = 0; i < m->functions.n; i++) {
         bb_function *f = m->functions.v[i];
@@ -337,10 +340,10 @@ static int reassemble_compiled(bbc_state *st)
         }
         for (size_t j = 0; j < f->value_info.n; j++) {
             bb_value_info *vi = f->value_info.v[j];
-            if (bb_value_info_find(&root->value_info, vi->name))
+            if (!vi->name || bbc_map_get(&seen_vi, vi->name, NULL))
                 continue;
             bb_value_info **slot = BB_VEC_PUSH(a, &root->value_info);
-            if (!slot)
+            if (!slot || bbc_map_put(&seen_vi, vi->name, j) != BB_OK)
                 return bbc_oom(st);
             *slot = vi;
         }
