@@ -1,125 +1,290 @@
 /*
  * federated.c — records the federated round of DESIGN.md ("The federated
- * round, as a graph") and writes it to argv[1].
+ * round, as a graph") and writes it to OUT.onnx: one program, two peer
+ * classes, compiled once by bbc and run by one bbd per node.
  *
- * Root module "Federated" composes one class module per peer class:
- *
- * Server                                            Client
- *   Interval(period) -> Limit.Acquire("round", 1)
- *   Gate(Model.Params, acquired)
- *   Sample(K, of_class Client)
- *   SendReqBatched(params, peers) --- port "params" ---> RecvReq -> (params, req_id)
- *                                                        Model.LoadParameters(params)
- *                                                        Model.Train(E epochs) -> (params, n)
- *                                                        Bundle(params, n)
- *   RecvRespBatched(req_id) <------- response -------- SendResp(bundle, req_id)
- *   Aggregator.Contribute(responses) -> Aggregate -> Model.LoadParameters(result)
- *   Model.EvaluateMetrics -> Bundle(loss, accuracy) -> AppEmit("round")
+ * Server (one round = one execution started by the Interval)
+ *   tick  = Interval(period)
+ *   go    = Limit.Acquire(tick, "round", 1)      one round at a time
+ *   t0    = Clock(go)
+ *   sent  = Mlp.ParamsOn(go)                    the global parameters now
+ *   peers = Sample(K, of_class Client)           peers::Connected
+ *   req   = SendReqBatched(sent, peers, quorum)  port "params", round deadline
+ *   resp  = RecvRespBatched(req)    all K answered, or >= quorum at the deadline
+ *   n     = Aggregator.Contribute(resp)           contributions in the round
+ *   (global, samples) = Aggregator.Aggregate(n)
+ *   round = Aggregator.Rounds(global)            survives a restart (snapshot)
+ *   Model.LoadParameters(global) -> Model.EvaluateMetrics -> (loss, accuracy)
+ *   t1    = Clock(accuracy)
+ *   AppEmit("round", Bundle(round, participants n, samples, loss, accuracy,
+ *                           t0, t1, digest before, digest after))
  *   Limit.Release("round")
- * Server bootstrap: Model.Params -> AppEmit("initial_params").
+ * Server bootstrap: AppEmit("initial", digest of the initial parameters).
  *
- * Wire shape: the request/response pair is user-authored (SendReqBatched /
- * RecvReq / SendResp / RecvRespBatched), paired by the port name "params"
- * and by req_id; the destination class comes from the selector's of_class
- * tag. "Contribute each": Contribute takes the whole ResponseBatch, whose
- * elements are Composite(params, num_samples); the aggregator contributes
- * each element with its num_samples as weight.
+ * Client (one execution per inbound request)
+ *   (params, req) = RecvReq("params") -> Model.LoadParameters(params)
+ *   (params, num_samples) = Model.Train(E epochs on its "data" shard)
+ *   SendResp(Bundle(params, num_samples), req)
+ *
+ * Knobs (argv, so no C is edited): --clients K, --quorum FRACTION (of K,
+ * rounded up), --period-ms, --deadline-ms (authored on SendReqBatched as
+ * deadline_ns: bbc keeps an authored deadline), --epochs E (the Train
+ * attribute; a node's "model": {"epochs": N} overrides it), --aggregator
+ * TYPE, --data TYPE. Everything else a node needs — the data file and its
+ * shard, the model's hyper-parameters, the selector's target — is
+ * per-slot JSON config of each bbd (bbd.json(5) "components"), over the
+ * construction states recorded here.
  */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "bb/model_io.h"
 #include "bb/recorder.h"
 
-#define ROUND_PERIOD_NS 5000000000LL /* one round every 5 s */
-#define COHORT 3                     /* clients asked per round (K) */
-#define QUORUM 2                     /* answers needed at the deadline */
-#define LOCAL_EPOCHS 1
+#define AGG_ATOMIC "bb-agg.Aggregator.atomic"
+#define MLP_ATOMIC "bb-nn.Mlp.atomic"
 
-/* Component configs (construction state, JSON). */
-#define MLP_CONFIG "{\"layers\":[4,16,3],\"learning_rate\":0.05,\"batch_size\":16,\"seed\":7}"
-#define FEDAVG_CONFIG "{}"
-#define CSV_CONFIG "{}"
+/* The digits MLP of the centralized baseline (tests/unit/test_nn_engine.c). */
+#define MLP_CONFIG                                                                             \
+    "{\"layers\":[64,32,10],\"activation\":\"relu\",\"optimizer\":\"adam\","                  \
+    "\"learning_rate\":0.003,\"batch_size\":32,\"seed\":1}"
+/* What every node's data source shares: the same held-out 20%, the same
+ * normalization. Each node's config adds its file, part and shard. */
+#define DATA_CONFIG                                                                            \
+    "{\"holdout\":0.2,\"split_seed\":0,\"normalization\":\"min-max\",\"batch_size\":32}"
 #define CONNECTED_CONFIG "{\"target\":\"Client\"}"
-#define CPU_CONFIG "{}"
 
-static bb_module *record_server(bb_recorder *r)
+typedef struct fed_knobs {
+    long clients;        /* K: clients asked per round */
+    double quorum;       /* fraction of K that must answer by the deadline */
+    long period_ms;      /* one round every period */
+    long deadline_ms;    /* a round's answers are awaited this long */
+    long epochs;         /* local epochs per round */
+    const char *aggregator;
+    const char *data;
+} fed_knobs;
+
+static long quorum_of(const fed_knobs *k)
+{
+    long q = (long)ceil(k->quorum * (double)k->clients - 1e-9);
+    return q < 1 ? 1 : q > k->clients ? k->clients : q;
+}
+
+/* One op of a component's own (atomic) domain, with one output. */
+static bb_val ext_op(bb_rec *g, bb_slot *slot, const char *domain, const char *op, bb_val in,
+                     const bb_type_node *out_type)
+{
+    bb_val out = BB_VAL_NONE;
+    bb_rec_op(g, slot, domain, op, &in, 1, NULL, 0, &out_type, &out, 1);
+    return out;
+}
+
+static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *m = bb_rec_class_module(r, "Server");
-    bb_rec_concrete(m, BB_ROLE_BACKEND, "backend", "cpu::CpuBackend", CPU_CONFIG, NULL);
     bb_slot *model = bb_rec_concrete(m, BB_ROLE_MODEL, "model", "nn::Mlp", MLP_CONFIG, NULL);
+    const char *agg_config = strcmp(k->aggregator, "agg::TrimmedMean") == 0
+                                 ? "{\"trim\":0.25}" /* one of four cut at each end */
+                                 : "{}";
     bb_slot *agg =
-        bb_rec_concrete(m, BB_ROLE_AGGREGATOR, "aggregator", "agg::FedAvg", FEDAVG_CONFIG, NULL);
+        bb_rec_concrete(m, BB_ROLE_AGGREGATOR, "aggregator", k->aggregator, agg_config, NULL);
     bb_slot *selector = bb_rec_concrete(m, BB_ROLE_PEER_SELECTOR, "selector",
                                         "peers::Connected", CONNECTED_CONFIG, NULL);
     /* The held-out evaluation set EvaluateMetrics reads. */
-    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", "data::Csv", CSV_CONFIG, NULL);
+    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, DATA_CONFIG, NULL);
 
     bb_rec *g = bb_module_body(m);
-    bb_val tick = bb_sys_interval(g, ROUND_PERIOD_NS);
+    bb_val tick = bb_sys_interval(g, (int64_t)k->period_ms * 1000000);
     bb_val go = bb_sys_limit_acquire(g, tick, "round", 1);
-    bb_val params = bb_sys_gate(g, bb_role_model_params(g, model), go);
-    bb_val peers = bb_role_peer_selector_sample(g, selector, COHORT, "Client");
+    bb_val started = bb_sys_clock(g, go);
+    bb_val before = ext_op(g, model, MLP_ATOMIC, "ParamsDigest", go, &BB_TYPE_U64);
+    bb_val params = ext_op(g, model, MLP_ATOMIC, "ParamsOn", go, &BB_TYPE_TENSOR_F32);
+    bb_val peers = bb_role_peer_selector_sample(g, selector, k->clients, "Client");
     bb_val req_id, responses;
-    bb_wire_send_req_batched(g, NULL, "params", params, peers, QUORUM, &req_id, NULL);
+    bb_wire_send_req_batched(g, NULL, "params", params, peers, quorum_of(k), &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
-    bb_val contributed = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
-    bb_val global = bb_role_aggregator_aggregate(g, agg, contributed, NULL);
+    bb_val participants = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
+    bb_val samples, global = bb_role_aggregator_aggregate(g, agg, participants, &samples);
+    bb_val round = ext_op(g, agg, AGG_ATOMIC, "Rounds", global, &BB_TYPE_U64);
     bb_val loaded = bb_role_model_load_parameters(g, model, global);
-    bb_val metric[2];
-    bb_role_model_evaluate_metrics(g, model, loaded, &metric[0], &metric[1]);
-    bb_val metrics = bb_rec_bundle(g, metric, 2);
+    bb_val loss, accuracy;
+    bb_role_model_evaluate_metrics(g, model, loaded, &loss, &accuracy);
+    bb_val after = ext_op(g, model, MLP_ATOMIC, "ParamsDigest", loaded, &BB_TYPE_U64);
+    bb_val finished = bb_sys_clock(g, accuracy);
+    bb_val report[] = {round, participants, samples, loss, accuracy,
+                       started, finished, before, after};
+    bb_val metrics = bb_rec_bundle(g, report, sizeof report / sizeof *report);
     bb_sys_app_emit(g, metrics, "round");
     bb_sys_limit_release(g, metrics, "round");
 
-    /* Bootstrap: the initial global parameters come from the model. */
+    /* Bootstrap: which initial parameters this server starts from. */
     bb_rec *boot = bb_module_bootstrap(m);
-    bb_sys_app_emit(boot, bb_role_model_params(boot, model), "initial_params");
+    bb_val initial = bb_role_model_params(boot, model);
+    bb_sys_app_emit(boot, ext_op(boot, model, MLP_ATOMIC, "ParamsDigest", initial, &BB_TYPE_U64),
+                    "initial");
     return m;
 }
 
-static bb_module *record_client(bb_recorder *r)
+static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *m = bb_rec_class_module(r, "Client");
-    bb_rec_concrete(m, BB_ROLE_BACKEND, "backend", "cpu::CpuBackend", CPU_CONFIG, NULL);
     bb_slot *model = bb_rec_concrete(m, BB_ROLE_MODEL, "model", "nn::Mlp", MLP_CONFIG, NULL);
     /* The local training shard Train reads. */
-    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", "data::Csv", CSV_CONFIG, NULL);
+    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, DATA_CONFIG, NULL);
 
     bb_rec *g = bb_module_body(m);
     bb_val params, req_id;
     bb_wire_recv_req(g, NULL, "params", &BB_TYPE_TENSOR_F32, NULL, &params, &req_id);
     bb_val loaded = bb_role_model_load_parameters(g, model, params);
     bb_val update[2];
-    bb_role_model_train(g, model, loaded, LOCAL_EPOCHS, &update[0], &update[1]);
-    bb_val reply = bb_rec_bundle(g, update, 2);
-    bb_wire_send_resp(g, NULL, reply, BB_VAL_OMIT, req_id);
+    bb_role_model_train(g, model, loaded, k->epochs, &update[0], &update[1]);
+    bb_wire_send_resp(g, NULL, bb_rec_bundle(g, update, 2), BB_VAL_OMIT, req_id);
     return m;
 }
 
-static bb_module *record(bb_recorder *r)
+static bb_module *record(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *root = bb_rec_module(r, "Federated");
-    bb_module *server = record_server(r);
-    bb_module *client = record_client(r);
+    bb_module *server = record_server(r, k);
+    bb_module *client = record_client(r, k);
     bb_rec *g = bb_module_body(root);
     bb_call_build(bb_rec_call(g, server));
     bb_call_build(bb_rec_call(g, client));
     return root;
 }
 
-int main(int argc, char **argv)
+/* The round deadline, authored on the server's SendReqBatched (bbc's
+ * derive_wire_deadlines keeps a deadline a send already carries). */
+static int author_deadline(bb_model *m, long deadline_ms, bb_error *err)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s OUT.onnx\n", argv[0]);
+    for (size_t f = 0; f < m->functions.n; f++) {
+        bb_function *fn = m->functions.v[f];
+        for (size_t i = 0; i < fn->nodes.n; i++) {
+            bb_node *n = fn->nodes.v[i];
+            if (!n->domain || strcmp(n->domain, BB_DOMAIN_WIRE) ||
+                strcmp(n->op_type, BB_OP_WIRE_SEND_REQ_BATCHED))
+                continue;
+            if (!bb_node_set_attr_int(m->arena, n, BB_ATTR_NAME_DEADLINE_NS,
+                                      (int64_t)deadline_ms * 1000000))
+                return bb_error_set(err, BB_ENOMEM, "out of memory");
+            return BB_OK;
+        }
+    }
+    return bb_error_set(err, BB_ENOTFOUND, "no SendReqBatched in the recorded program");
+}
+
+static void usage(FILE *f, const char *prog)
+{
+    fprintf(f,
+            "usage: %s OUT.onnx [--clients K] [--quorum FRACTION] [--period-ms MS]\n"
+            "       [--deadline-ms MS] [--epochs E] [--aggregator TYPE] [--data TYPE]\n"
+            "  --clients K         clients asked per round (default 4)\n"
+            "  --quorum FRACTION   fraction of K that must answer by the deadline, rounded\n"
+            "                      up (default 0.75)\n"
+            "  --period-ms MS      a round starts every MS (default 1000)\n"
+            "  --deadline-ms MS    a round waits at most MS for answers (default 800)\n"
+            "  --epochs E          local epochs per round (default 5)\n"
+            "  --aggregator TYPE   agg::FedAvg (default), agg::TrimmedMean, agg::Median,\n"
+            "                      agg::WeightAggregator\n"
+            "  --data TYPE         data::Csv (default) or data::Synthetic\n",
+            prog);
+}
+
+/* A whole number in [lo, hi] from argv, or -1 after printing why. */
+static long parse_long(const char *prog, const char *opt, const char *s, long lo, long hi)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !*s || *end || v < lo || v > hi) {
+        fprintf(stderr, "%s: error: %s: '%s' is not a whole number in [%ld, %ld]\n", prog, opt,
+                s, lo, hi);
+        return -1;
+    }
+    return v;
+}
+
+static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
+{
+    *k = (fed_knobs){4, 0.75, 1000, 800, 5, "agg::FedAvg", "data::Csv"};
+    *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout, argv[0]);
+            exit(0);
+        }
+        if (a[0] != '-') {
+            if (*out) {
+                fprintf(stderr, "%s: error: two output files ('%s', '%s')\n", argv[0], *out, a);
+                return 2;
+            }
+            *out = a;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "%s: error: %s needs a value\n", argv[0], a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        long *dst = !strcmp(a, "--clients")       ? &k->clients
+                    : !strcmp(a, "--period-ms")   ? &k->period_ms
+                    : !strcmp(a, "--deadline-ms") ? &k->deadline_ms
+                    : !strcmp(a, "--epochs")      ? &k->epochs
+                                                  : NULL;
+        if (dst) {
+            long hi = dst == &k->clients ? 65536 : dst == &k->epochs ? 1000000 : 86400000;
+            if ((*dst = parse_long(argv[0], a, v, 1, hi)) < 0)
+                return 2;
+        } else if (!strcmp(a, "--quorum")) {
+            char *end = NULL;
+            k->quorum = strtod(v, &end);
+            if (!*v || *end || !(k->quorum > 0 && k->quorum <= 1)) {
+                fprintf(stderr, "%s: error: --quorum: '%s' is not a fraction in (0, 1]\n",
+                        argv[0], v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--aggregator")) {
+            k->aggregator = v;
+        } else if (!strcmp(a, "--data")) {
+            k->data = v;
+        } else {
+            fprintf(stderr, "%s: error: unknown option '%s'\n", argv[0], a);
+            usage(stderr, argv[0]);
+            return 2;
+        }
+    }
+    if (!*out) {
+        usage(stderr, argv[0]);
         return 2;
     }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    fed_knobs k;
+    const char *out;
+    int rc = parse_args(argc, argv, &k, &out);
+    if (rc)
+        return rc;
     bb_recorder *r = bb_recorder_new("user.app");
     if (!r) {
         fprintf(stderr, "%s: error: out of memory\n", argv[0]);
         return 1;
     }
     bb_error err = {0};
-    int rc = bb_recorder_write(r, record(r), argv[1], &err);
+    bb_model *m = NULL;
+    rc = bb_recorder_build(r, record(r, &k), &m, &err);
     bb_recorder_free(r);
+    if (!rc)
+        rc = author_deadline(m, k.deadline_ms, &err);
+    if (!rc)
+        rc = bb_model_save_file(m, out, &err);
+    bb_model_free(m);
     if (rc) {
         fprintf(stderr, "%s: error: %s\n", argv[0], err.msg);
         return 1;

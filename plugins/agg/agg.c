@@ -15,6 +15,9 @@
  *   Aggregate(trigger) -> (result, metadata: U64 summed num_samples)
  *   CurrentTensor(trigger) -> tensor  (the current round reduced without
  *       closing it; the last result when the round is empty)
+ * bb-agg.Aggregator.atomic:
+ *   Rounds(trigger) -> rounds U64   (Aggregates so far, snapshotted: the
+ *       round number a federated server reports, which survives a restart)
  *
  * A round runs from one Aggregate to the next. A sender that contributes
  * twice in a round replaces its earlier contribution. Everything runs
@@ -410,6 +413,8 @@ static int current_tensor(agg *a, bb_value **out, bb_error *err)
 /* ---- dispatch --------------------------------------------------------------------- */
 
 enum { OP_AGGREGATE, OP_CONTRIBUTE, OP_CURRENT_TENSOR, N_OPS };
+enum { EXT_OP_ROUNDS, N_EXT_OPS };
+#define EXT_DOMAIN "bb-agg.Aggregator.atomic"
 
 static bb_dispatch_result agg_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
                                        bb_value **outputs, bb_error *err)
@@ -420,8 +425,15 @@ static bb_dispatch_result agg_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
     const bb_value *in0 = call->n_inputs > 0 ? call->inputs[0] : NULL;
     const bb_value *in1 = call->n_inputs > 1 ? call->inputs[1] : NULL;
     int rc;
+    bool ext = call->domain && strcmp(call->domain, EXT_DOMAIN) == 0;
     if (call->n_outputs < 1)
         rc = bb_error_set(err, BB_EINVAL, "%s: %s needs an output", a->type_name, call->op_type);
+    else if (ext && call->op_index == EXT_OP_ROUNDS)
+        rc = (outputs[0] = bb_value_u64(&BB_TYPE_U64, a->rounds))
+                 ? BB_OK
+                 : bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
+    else if (ext)
+        rc = bb_error_set(err, BB_EUNSUPPORTED, "%s: no op %s", a->type_name, call->op_type);
     else if (call->op_index == OP_CONTRIBUTE)
         rc = contribute(a, in0, in1, &outputs[0], err);
     else if (call->op_index == OP_AGGREGATE)
@@ -458,7 +470,15 @@ static const bb_op_decl OPS[N_OPS] = {
                            "the open round reduced without closing it, else the last result"},
 };
 
-static const bb_opset_decl OPSETS[] = {{"ai.bytesandbrains.role.aggregator", 1, OPS, N_OPS}};
+static const bb_port_decl ROUNDS_OUT[] = {{.name = "rounds", .type = &BB_TYPE_U64}};
+static const bb_op_decl EXT_OPS[N_EXT_OPS] = {
+    [EXT_OP_ROUNDS] = {"Rounds", TRIGGER_IN, 1, ROUNDS_OUT, 1,
+                       "Aggregates so far (kept in the snapshot): the number of the round "
+                       "just aggregated"},
+};
+
+static const bb_opset_decl OPSETS[] = {{"ai.bytesandbrains.role.aggregator", 1, OPS, N_OPS},
+                                       {EXT_DOMAIN, 1, EXT_OPS, N_EXT_OPS}};
 
 #define AGG_TYPE(sym, name, docstr, createfn, decls)                                   \
     static const bb_component_type sym = {                                             \
@@ -467,7 +487,7 @@ static const bb_opset_decl OPSETS[] = {{"ai.bytesandbrains.role.aggregator", 1, 
         .role = BB_ROLE_AGGREGATOR,                                                    \
         .doc = docstr,                                                                 \
         .opsets = OPSETS,                                                              \
-        .n_opsets = 1,                                                                 \
+        .n_opsets = BBP_COUNT(OPSETS),                                                 \
         .config = decls,                                                               \
         .n_config = sizeof decls / sizeof *decls,                                      \
         .create = createfn,                                                            \

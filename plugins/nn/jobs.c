@@ -248,6 +248,11 @@ static void job_finish(mlp_job *j)
         int64_t dim = (int64_t)m->shape.n_params;
         out[0] = bb_value_tensor_copy(BB_DT_FLOAT, 1, &dim, m->params,
                                       m->shape.n_params * sizeof(float));
+        if (out[0] && m->update_scale != 1.0f) { /* attack simulation: j->params = start */
+            float *o = bb_tensor_f32(out[0]);
+            for (size_t i = 0; i < m->shape.n_params; i++)
+                o[i] = j->params[i] + m->update_scale * (o[i] - j->params[i]);
+        }
         out[1] = bb_value_u64(&BB_TYPE_U64, j->st.rows);
     } else if (!j->rc) {
         double rows = j->st.rows ? (double)j->st.rows : 1.0;

@@ -21,6 +21,11 @@
  * bb-nn.Mlp.atomic:
  *   Gradients(input, target) -> grads [P]   the mean loss's gradient
  *       (FedSGD-style updates; the gradient check of the tests)
+ *   ParamsOn(trigger) -> params [P]   Params, read when the trigger arrives
+ *       (Params has no input, so it runs when its execution starts: a
+ *       round that waited for a Limit would send stale parameters)
+ *   ParamsDigest(trigger) -> digest U64   a digest of the committed
+ *       parameters (which model version a node holds, e.g. across a restart)
  *
  * Targets: class ids [B] (any numeric dtype) or f32 [B, out]. While a Train
  * runs, ops that change the model (LoadParameters, ApplyDelta, Step,
@@ -63,6 +68,10 @@ static const bb_config_decl CONFIG[] = {
      "(default: the attribute, 1 when absent)"},
     {"batches_per_epoch", "int", "0",
      "epoch length in batches for data sources without a NumSamples op (0: ask the source)"},
+    {"attack_update_scale", "float", "1",
+     "attack simulation for tests and demos, not for training: Train answers start + scale x "
+     "(trained - start), a poisoned client's update (e.g. 1e6); the node keeps the trained "
+     "parameters itself"},
 };
 
 /* ---- create / destroy ------------------------------------------------------------ */
@@ -106,7 +115,7 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     static const char *const OPT[] = {"sgd", "adam"};
     uint32_t sizes[MLP_MAX_LAYERS + 1], n = 0;
     int act = 0, loss = 0, opt = 0;
-    double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0;
+    double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0, scale = 1;
     bool has_seed = false, has_epochs = false;
     int rc = read_layers(cfg, sizes, &n, err);
     if (!rc)
@@ -134,6 +143,8 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     if (!rc)
         rc = bbp_config_int(cfg, "batches_per_epoch", 0, INT64_C(1) << 40, &m->batches_per_epoch,
                             err);
+    if (!rc)
+        rc = bbp_config_double(cfg, "attack_update_scale", -1e12, 1e12, &scale, err);
     if (!rc && loss == LOSS_CE && sizes[n - 1] < 2)
         rc = bb_error_set(err, BB_ECONFIG,
                           "%s: softmax cross-entropy needs at least 2 outputs (layers ends in 1)",
@@ -148,6 +159,7 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     m->opt.beta2 = (float)b2;
     m->opt.eps = (float)eps;
     m->epochs_cfg = has_epochs ? (int64_t)ep : -1;
+    m->update_scale = (float)scale;
     *seed = has_seed ? (uint64_t)s : host_seed;
     return BB_OK;
 }
@@ -372,7 +384,11 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
     bool changes = false; /* the op answers a CommandId */
     switch (op) {
     case OP_PARAMS:
+    case OP_PARAMS_ON:
         return (out[0] = params_copy(m)) ? BB_OK : oom(m, err);
+    case OP_PARAMS_DIGEST:
+        out[0] = bb_value_u64(&BB_TYPE_U64, mlp_params_digest(m->params, m->shape.n_params));
+        return out[0] ? BB_OK : oom(m, err);
     case OP_LOAD_PARAMETERS:
         if (!(rc = check_flat(m, "LoadParameters", a, false, err))) {
             memcpy(m->params, bb_tensor_f32(a), m->shape.n_params * sizeof(float));
@@ -442,6 +458,7 @@ static const char *const OP_NAMES[N_MLP_OPS] = {
     [OP_FORWARD] = "Forward",          [OP_LOAD_PARAMETERS] = "LoadParameters",
     [OP_PARAMS] = "Params",            [OP_STEP] = "Step",
     [OP_TRAIN] = "Train",              [OP_GRADIENTS] = "Gradients",
+    [OP_PARAMS_ON] = "ParamsOn",       [OP_PARAMS_DIGEST] = "ParamsDigest",
 };
 
 static bool changes_model(mlp_op op)
@@ -628,6 +645,7 @@ static const bb_port_decl OUT_PARAMS[] = {P("params", TENSOR_F32)};
 static const bb_port_decl OUT_GRADS[] = {P("grads", TENSOR_F32)};
 static const bb_port_decl OUT_TRAIN[] = {P("params", TENSOR_F32), P_OPT("num_samples", U64)};
 static const bb_port_decl OUT_METRICS[] = {P("loss", TENSOR_F32), P_OPT("accuracy", TENSOR_F32)};
+static const bb_port_decl OUT_DIGEST[] = {P("digest", U64)};
 
 #define OPD(name, in, out, doc) {name, in, BBP_COUNT(in), out, BBP_COUNT(out), doc}
 static const bb_op_decl ROLE_OPS[] = {
@@ -651,6 +669,12 @@ static const bb_op_decl ROLE_OPS[] = {
 };
 static const bb_op_decl EXT_OPS[] = {
     OPD("Gradients", IN_EVAL, OUT_GRADS, "the mean loss's gradient on (input, target)"),
+    OPD("ParamsOn", IN_TRIGGER, OUT_PARAMS,
+        "the flat parameter vector, read when the trigger arrives (Params runs when its "
+        "execution starts)"),
+    OPD("ParamsDigest", IN_TRIGGER, OUT_DIGEST,
+        "FNV-1a-64 of the committed parameters' 64-bit words: which model version this "
+        "node holds"),
 };
 static const bb_opset_decl OPSETS[] = {
     {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS)},

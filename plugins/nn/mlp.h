@@ -108,7 +108,8 @@ int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, mlp_ws *w, float *grad,
 
 typedef enum mlp_op {
     OP_APPLY_DELTA, OP_BACKWARD, OP_EVALUATE, OP_EVALUATE_METRICS, OP_FORWARD,
-    OP_LOAD_PARAMETERS, OP_PARAMS, OP_STEP, OP_TRAIN, OP_GRADIENTS, N_MLP_OPS
+    OP_LOAD_PARAMETERS, OP_PARAMS, OP_STEP, OP_TRAIN, OP_GRADIENTS, OP_PARAMS_ON,
+    OP_PARAMS_DIGEST, N_MLP_OPS
 } mlp_op;
 
 /* An op that waits for the running Train (ops that change the model). */
@@ -130,6 +131,7 @@ typedef struct mlp {
     int64_t batch_size;        /* training minibatch */
     int64_t epochs_cfg;        /* config epochs, or -1: the node's attribute */
     int64_t batches_per_epoch; /* epoch length for sources without NumSamples */
+    float update_scale;        /* attack simulation: Train answers start + scale x update */
     mlp_ws ws;                 /* engine-thread ops */
     bb_value *fwd_input;       /* the input of the cached Forward (ws.a[0]) */
     bool fwd_cached;
@@ -143,6 +145,9 @@ typedef struct mlp {
     mlp_deferred *queue;       /* FIFO of ops waiting for busy */
     size_t q_head, q_n, q_cap;
 } mlp;
+
+/* FNV-1a-64 over the parameters' 64-bit little-endian words (ParamsDigest). */
+uint64_t mlp_params_digest(const float *p, size_t n);
 
 /* Runs every queued op that can run now (after a Train finished). */
 void mlp_drain(mlp *m);

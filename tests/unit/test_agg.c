@@ -6,7 +6,8 @@
  * wrapped responses), replacement within a round, hierarchical FedAvg, the
  * error surface (shape mismatch naming the peer and both shapes, empty
  * round, caps, bad config), a poisoned client against the robust
- * aggregators, the kernels against a naive reference, and snapshots.
+ * aggregators, the kernels against a naive reference, snapshots, and the
+ * round count (bb-agg.Aggregator.atomic::Rounds) surviving one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -630,6 +631,50 @@ static void test_snapshot_roundtrip_and_truncation(void **state)
     drop(&b);
 }
 
+/* Rounds: the Aggregates so far, on every aggregator, kept by a snapshot. */
+static uint64_t rounds_of(agg_t *a)
+{
+    bb_value *trig = bb_value_trigger(), *out = NULL;
+    bb_error err = {0};
+    if (pfx_call(a->t, a->inst, NULL, "Rounds", NULL, &trig, 1, &out, 1, &err))
+        fail_msg("Rounds: %s", err.msg);
+    bb_value_unref(trig);
+    assert_ptr_equal(out->type, &BB_TYPE_U64);
+    uint64_t n = out->u.u64;
+    bb_value_unref(out);
+    return n;
+}
+
+static void test_rounds_counted_and_snapshotted(void **state)
+{
+    (void)state;
+    const char *types[] = {"agg::FedAvg", "agg::WeightAggregator", "agg::TrimmedMean",
+                           "agg::Median"};
+    for (size_t k = 0; k < 4; k++) {
+        agg_t a = make(types[k], NULL);
+        assert_int_equal(rounds_of(&a), 0);
+        for (int r = 1; r <= 3; r++) {
+            contribute_ok(&a, VEC(1, 2), u64(1));
+            assert_int_equal(rounds_of(&a), (uint64_t)r - 1); /* a contribution is no round */
+            bb_value_unref(aggregate_ok(&a, NULL));
+            assert_int_equal(rounds_of(&a), (uint64_t)r);
+        }
+        bb_error err = {0};
+        bb_value *r = NULL;
+        assert_int_not_equal(aggregate(&a, &r, NULL, &err), BB_OK); /* empty: no round */
+        assert_int_equal(rounds_of(&a), 3);
+        uint8_t *snap = NULL;
+        size_t len = 0;
+        assert_int_equal(a.t->snapshot(a.inst, &snap, &len, &err), BB_OK);
+        agg_t b = make(types[k], NULL);
+        assert_int_equal(b.t->restore(b.inst, snap, len, &err), BB_OK);
+        assert_int_equal(rounds_of(&b), 3);
+        free(snap);
+        drop(&a);
+        drop(&b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -652,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_nan_sender_is_an_outlier),
         cmocka_unit_test(test_kernels_match_reference),
         cmocka_unit_test(test_snapshot_roundtrip_and_truncation),
+        cmocka_unit_test(test_rounds_counted_and_snapshotted),
     };
     return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
 }

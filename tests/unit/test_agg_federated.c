@@ -9,10 +9,9 @@
  * ResponseBatch of Composite(params, num_samples)), loads the result and
  * evaluates it on the held-out rows no client reads (EvaluateMetrics).
  *
- * The round is the example's body without its Interval / Limit / Gate
- * prelude: an Interval firing starts an execution that does not run the
- * zero-input ops (Model.Params, Sample), so here each round is one
- * invocation of Server, which does run them.
+ * Each round here is one invocation of Server (a round without the
+ * example's Interval / Limit prelude): the invoke path. test_federated.c runs
+ * the example itself, its rounds started by the Interval.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -101,22 +100,16 @@ static bb_model *compile_round(void)
 static bb_engine *node(fx_net *net, uint8_t seed, bb_model *m, const char *target,
                        const pfx_slot_config *cfg, size_t n_cfg)
 {
-    bb_engine *e = fx_engine(seed, (uint16_t)(7000 + seed), NULL);
-    assert_non_null(e);
-    bb_engine_registry reg = pfx_registry(cfg, n_cfg);
     bb_error err = {0};
-    if (bb_engine_install(e, m, &target, 1, &reg, &err))
-        fail_msg("install %s: %s", target, err.msg);
-    fx_net_add(net, e);
+    bb_engine *e = pfx_net_node(net, seed, m, target, cfg, n_cfg, NULL, &err);
+    if (!e)
+        fail_msg("%s", err.msg);
     return e;
 }
 
 static void know(bb_engine *e, uint8_t seed)
 {
-    bb_peerid p = fx_peer(seed);
-    uint8_t a[32];
-    bb_engine_addr addr = {a, fx_addr((uint16_t)(7000 + seed), a)};
-    assert_int_equal(bb_engine_add_peer(e, &p, &addr, 1, NULL), BB_OK);
+    assert_int_equal(pfx_net_know(e, seed), BB_OK);
 }
 
 static void test_federated_round_learns_iris(void **state)

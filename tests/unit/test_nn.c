@@ -5,7 +5,8 @@
  * initialization, construction weights, a hand-computed forward pass, the
  * gradient of every activation x loss combination against central finite
  * differences, Backward + Step against Gradients, the optimizers against
- * hand-computed steps, the error surface and snapshots.
+ * hand-computed steps, the error surface, snapshots, and the extension
+ * reads ParamsOn / ParamsDigest.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -479,6 +480,55 @@ static void test_snapshot_roundtrip(void **state)
     drop(&c);
 }
 
+/* ParamsOn answers Params when its trigger arrives; ParamsDigest names the
+ * parameters: equal vectors give equal digests, one flipped bit another. */
+static void test_params_on_and_digest(void **state)
+{
+    (void)state;
+    net a = make("{\"layers\": [3, 4, 2], \"seed\": 5}");
+    net b = make("{\"layers\": [3, 4, 2], \"seed\": 6}");
+    bb_value *trig = bb_value_trigger();
+    bb_value *pa = call_ok(&a, "Params", NULL, NULL), *on = call_ok(&a, "ParamsOn", trig, NULL);
+    assert_true(bb_value_equal(pa, on));
+    bb_value *da = call_ok(&a, "ParamsDigest", trig, NULL);
+    bb_value *db = call_ok(&b, "ParamsDigest", trig, NULL);
+    assert_ptr_equal(da->type, &BB_TYPE_U64);
+    assert_true(da->u.u64 != db->u.u64); /* other seed, other weights */
+    bb_value_unref(call_ok(&b, "LoadParameters", pa, NULL));
+    bb_value *db2 = call_ok(&b, "ParamsDigest", trig, NULL);
+    assert_true(da->u.u64 == db2->u.u64); /* same weights, same digest */
+    size_t n = bb_tensor_numel(pa);
+    for (size_t i = 0; i < n; i += n - 1) { /* first and last word: every word counts */
+        float *w = malloc(n * sizeof *w);
+        memcpy(w, bb_tensor_f32(pa), n * sizeof *w);
+        uint32_t bits;
+        memcpy(&bits, &w[i], 4);
+        bits ^= 1u; /* the lowest mantissa bit */
+        memcpy(&w[i], &bits, 4);
+        load(&b, w, n);
+        bb_value *d = call_ok(&b, "ParamsDigest", trig, NULL);
+        assert_true(d->u.u64 != da->u.u64);
+        bb_value_unref(d);
+        free(w);
+    }
+    bb_value *bad = NULL;
+    bb_error err = {0};
+    net c = make("{\"layers\": [3, 4, 2], \"attack_update_scale\": 1e6}");
+    assert_int_equal(call(&c, "Params", NULL, NULL, &bad, &err), BB_OK); /* a valid knob */
+    bb_value_unref(bad);
+    assert_null(try_make("{\"layers\": [3, 2], \"attack_update_scale\": 1e13}", NULL, &err));
+    assert_non_null(strstr(err.msg, "attack_update_scale"));
+    bb_value_unref(trig);
+    bb_value_unref(pa);
+    bb_value_unref(on);
+    bb_value_unref(da);
+    bb_value_unref(db);
+    bb_value_unref(db2);
+    drop(&a);
+    drop(&b);
+    drop(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_optimizers_by_hand),
         cmocka_unit_test(test_error_surface),
         cmocka_unit_test(test_snapshot_roundtrip),
+        cmocka_unit_test(test_params_on_and_digest),
     };
     return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
 }

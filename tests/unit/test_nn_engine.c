@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include <cblas.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -406,9 +407,70 @@ static void test_train_errors_fail_the_op(void **state)
     bb_model_free(m);
 }
 
+/* attack_update_scale (a poisoned client, for tests and demos): Train
+ * answers start + scale x (trained - start); the node keeps the trained
+ * parameters. Two nodes, same seeds, same data: one honest, one scaled. */
+static void test_attack_update_scale(void **state)
+{
+    (void)state;
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "TrainOut", "go", "params");
+    bb_node *n = fx_op(m, f, MODEL, "Train", "go", "params");
+    fx_meta(m, n, SLOT, "model");
+    bb_function *p = fx_fn(m, "Peek", "go", "p");
+    fx_meta(m, fx_op(m, p, MODEL, "Params", "", "p"), SLOT, "model");
+    const char *targets[2] = {"TrainOut", "Peek"};
+    for (int i = 0; i < 2; i++) {
+        fx_bind(m, targets[i], "model", "Model|nn::Mlp|0");
+        fx_bind(m, targets[i], "data", "DataSource|data::Synthetic|1");
+    }
+    const char *data = "{\"samples\": 200, \"features\": 4, \"classes\": 3, \"seed\": 3}";
+    const char *cfg[2] = {"{\"layers\": [4, 8, 3], \"learning_rate\": 0.05, \"seed\": 2}",
+                          "{\"layers\": [4, 8, 3], \"learning_rate\": 0.05, \"seed\": 2, "
+                          "\"attack_update_scale\": 1000}"};
+    bb_value *start[2], *trained[2], *kept[2];
+    for (int k = 0; k < 2; k++) {
+        bb_engine *e = fx_engine(1, 7001, NULL);
+        pfx_slot_config sc[2] = {{"model", cfg[k]}, {"data", data}};
+        bb_engine_registry reg = pfx_registry(sc, 2);
+        bb_error err = {0};
+        if (bb_engine_install(e, m, targets, 2, &reg, &err) != BB_OK)
+            fail_msg("install: %s", err.msg);
+        fx_log log = {0};
+        invoke(e, "Peek", "go", bb_value_trigger());
+        start[k] = bb_value_ref(run_until(e, &log, "p", 10)->value);
+        invoke(e, "TrainOut", "go", bb_value_trigger());
+        trained[k] = bb_value_ref(run_until(e, &log, "params", 10)->value);
+        invoke(e, "Peek", "go", bb_value_trigger());
+        fx_run(e, &log, 1, 10);
+        kept[k] = bb_value_ref(fx_log_app(&log, "p", 1)->value);
+        fx_log_free(&log);
+        bb_engine_free(e);
+    }
+    assert_true(bb_value_equal(start[0], start[1]));
+    assert_true(bb_value_equal(kept[0], trained[0]));  /* honest: answers what it keeps */
+    assert_true(bb_value_equal(kept[1], trained[0]));  /* the attacker keeps the honest result */
+    const float *s0 = bb_tensor_f32(start[0]), *h = bb_tensor_f32(trained[0]);
+    const float *a = bb_tensor_f32(trained[1]);
+    size_t moved = 0;
+    for (size_t i = 0; i < bb_tensor_numel(start[0]); i++) {
+        float want = s0[i] + 1000.0f * (h[i] - s0[i]);
+        assert_true(fabsf(a[i] - want) <= 1e-3f * (1.0f + fabsf(want)));
+        moved += h[i] != s0[i];
+    }
+    assert_true(moved > 0);
+    for (int k = 0; k < 2; k++) {
+        bb_value_unref(start[k]);
+        bb_value_unref(trained[k]);
+        bb_value_unref(kept[k]);
+    }
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_attack_update_scale),
         cmocka_unit_test(test_digits_centralized_baseline),
         cmocka_unit_test(test_train_on_a_worker_while_the_node_serves),
         cmocka_unit_test(test_train_and_evaluate_synthetic_inline),

@@ -1655,12 +1655,13 @@ static void test_federated_example_shape(void **state)
     for (size_t i = 0; i < 4; i++)
         assert_string_equal(m->functions.v[i]->name, names[i]);
     const bb_function *s = fn(m, "Server"), *c = fn(m, "Client");
-    const char *server_ops[] = {"Interval", "Limit.Acquire", "Params", "Gate", "Sample",
-                                "SendReqBatched", "RecvRespBatched", "Contribute",
-                                "Aggregate", "LoadParameters", "EvaluateMetrics", "Bundle",
+    const char *server_ops[] = {"Interval", "Limit.Acquire", "Clock", "ParamsDigest",
+                                "ParamsOn", "Sample", "SendReqBatched", "RecvRespBatched",
+                                "Contribute", "Aggregate", "Rounds", "LoadParameters",
+                                "EvaluateMetrics", "ParamsDigest", "Clock", "Bundle",
                                 "AppEmit", "Limit.Release"};
-    assert_int_equal(s->nodes.n, 14);
-    for (size_t i = 0; i < 14; i++)
+    assert_int_equal(s->nodes.n, 18);
+    for (size_t i = 0; i < 18; i++)
         assert_string_equal(s->nodes.v[i]->op_type, server_ops[i]);
     const bb_node *sample = node_of(s, "Sample");
     assert_meta(sample, BB_META_PEER_CLASS, "Client");
@@ -1668,7 +1669,9 @@ static void test_federated_example_shape(void **state)
     const bb_node *srb = node_of(s, "SendReqBatched");
     assert_meta(srb, BB_REC_META_PORT, "params");
     assert_meta(srb, BB_META_DEST_CLASS, "Client");
-    assert_string_equal(srb->inputs.v[0], node_of(s, "Gate")->outputs.v[0]);
+    assert_string_equal(srb->inputs.v[0], node_of(s, "ParamsOn")->outputs.v[0]);
+    assert_string_equal(node_of(s, "ParamsOn")->domain, "bb-nn.Mlp.atomic");
+    assert_int_equal(bb_node_attr_int(srb, "deadline_ns", 0), 800000000); /* authored */
     assert_string_equal(srb->inputs.v[1], sample->outputs.v[0]);
     assert_string_equal(node_of(s, "RecvRespBatched")->inputs.v[0], srb->outputs.v[0]);
     assert_string_equal(bb_node_attr_string(node_of(s, "AppEmit"), "name", ""), "round");
@@ -1683,10 +1686,9 @@ static void test_federated_example_shape(void **state)
     assert_meta(rr, BB_REC_META_PORT, "params");
     assert_string_equal(sr->inputs.v[0], node_of(c, "Bundle")->outputs.v[0]);
     assert_string_equal(sr->inputs.v[2], rr->outputs.v[2]);
-    const char *types[] = {"cpu::CpuBackend", "nn::Mlp", "agg::FedAvg", "peers::Connected",
-                           "data::Csv"};
-    const char *slots[] = {"backend", "model", "aggregator", "selector", "data"};
-    for (size_t i = 0; i < 5; i++) {
+    const char *types[] = {"nn::Mlp", "agg::FedAvg", "peers::Connected", "data::Csv"};
+    const char *slots[] = {"model", "aggregator", "selector", "data"};
+    for (size_t i = 0; i < 4; i++) {
         char key[128];
         snprintf(key, sizeof key, "%s%s", BB_META_SLOT_CONCRETE_TYPE_PREFIX, slots[i]);
         assert_string_equal(fmeta(s, key), types[i]);

@@ -209,6 +209,34 @@ bb_value *pfx_tensor(const float *v, uint32_t nd, const int64_t *dims)
     return bb_value_tensor_copy(BB_DT_FLOAT, nd, dims, v, n * sizeof(float));
 }
 
+bb_engine *pfx_net_node(struct fx_net *net, uint8_t seed, bb_model *m, const char *target,
+                        const pfx_slot_config *cfg, size_t n_cfg, const bb_engine_config *ecfg,
+                        bb_error *err)
+{
+    bb_engine *e = fx_engine(seed, (uint16_t)(7000 + seed), ecfg);
+    if (!e) {
+        bb_error_set(err, BB_ENOMEM, "engine %u: cannot create it", seed);
+        return NULL;
+    }
+    bb_engine_registry reg = pfx_registry(cfg, n_cfg);
+    if (net->n >= (int)(sizeof net->e / sizeof *net->e))
+        bb_error_set(err, BB_EFULL, "engine %u: the network is full", seed);
+    else if (bb_engine_install(e, m, &target, 1, &reg, err) == BB_OK) {
+        fx_net_add(net, e);
+        return e;
+    }
+    bb_engine_free(e);
+    return NULL;
+}
+
+int pfx_net_know(bb_engine *e, uint8_t seed)
+{
+    bb_peerid p = fx_peer(seed);
+    uint8_t a[32];
+    bb_engine_addr addr = {a, fx_addr((uint16_t)(7000 + seed), a)};
+    return bb_engine_add_peer(e, &p, &addr, 1, NULL);
+}
+
 bb_value *pfx_peer(uint8_t seed)
 {
     bb_peerid id = fx_peer(seed);

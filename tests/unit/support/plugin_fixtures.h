@@ -50,6 +50,18 @@ typedef struct pfx_slot_config {
  * alive while the engine installs). */
 bb_engine_registry pfx_registry(const pfx_slot_config *cfg, size_t n);
 
+/* ---- nodes of an in-memory network (engine_fixtures.h's fx_net) -------------------- */
+/* An engine with PeerId fx_peer(seed) and address port 7000 + seed (ecfg may
+ * be NULL: defaults), `target` of the compiled m installed with the build's
+ * plugins and the slot configs cfg[0..n_cfg), added to net. NULL with err
+ * filled when it cannot be created or installed. */
+struct fx_net;
+bb_engine *pfx_net_node(struct fx_net *net, uint8_t seed, bb_model *m, const char *target,
+                        const pfx_slot_config *cfg, size_t n_cfg, const bb_engine_config *ecfg,
+                        bb_error *err);
+/* e learns the address of fx_peer(seed) (port 7000 + seed). A bb status. */
+int pfx_net_know(bb_engine *e, uint8_t seed);
+
 /* ---- the repository ------------------------------------------------------------- */
 /* Absolute path of rel inside the repository (static buffer). */
 const char *pfx_repo_path(const char *rel);
