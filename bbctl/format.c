@@ -181,7 +181,8 @@ void bbctl_print_event(FILE *out, const cJSON *ev)
     fputs(str(ev, "event") ? str(ev, "event") : "?", out);
     const cJSON *x;
     cJSON_ArrayForEach(x, ev) {
-        if (!strcmp(x->string, "event") || !strcmp(x->string, "value"))
+        if (!strcmp(x->string, "event") || !strcmp(x->string, "value") || cJSON_IsObject(x) ||
+            cJSON_IsArray(x)) /* nested fields (an AppEvent's transport totals): --json */
             continue;
         fprintf(out, " %s=", x->string);
         if (cJSON_IsString(x) && strpbrk(x->valuestring, " \t\""))

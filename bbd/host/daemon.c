@@ -184,6 +184,16 @@ static void step_app(bbd_daemon *d, bb_step *s)
     add_str(ev, "topic", s->u.app.topic);
     if (ev)
         cJSON_AddItemToObject(ev, "value", bbd_value_to_json(s->u.app.value, EVENT_JSON_MAX_ELEMS));
+    /* the node's transport totals when the event happened: a watcher gets the
+     * bytes between two events (e.g. per federated round) by subtraction */
+    bbd_transport_stats ts = {0};
+    if (d->transport)
+        bbd_transport_stats_get(d->transport, &ts);
+    cJSON *tj = ev ? cJSON_AddObjectToObject(ev, "transport") : NULL;
+    if (tj) {
+        cJSON_AddNumberToObject(tj, "bytes_in", (double)ts.bytes_in);
+        cJSON_AddNumberToObject(tj, "bytes_out", (double)ts.bytes_out);
+    }
     publish(d, BBD_WATCH_APP, s->u.app.topic, ev);
 }
 
@@ -399,6 +409,7 @@ static void tr_disconnected(void *ud, const bb_peerid *peer)
     if (d->stopping)
         return;
     bb_engine_peer_disconnected(d->engine, peer);
+    bbd_daemon_dial_lost(d, peer);
     bbd_logline l;
     if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "transport", "peer disconnected")) {
         bbd_log_str(&l, "peer", peer_str(peer, pb));
@@ -546,6 +557,7 @@ static void close_all(bbd_daemon *d)
         close_handle(d, (uv_handle_t *)&d->sig_term);
         close_handle(d, (uv_handle_t *)&d->sig_int);
         close_handle(d, (uv_handle_t *)&d->sig_hup);
+        close_handle(d, (uv_handle_t *)&d->dial_timer);
     }
     bbd_daemon_waits_free(d);
     for (bbd_job *j = d->jobs; j; j = j->next)
@@ -816,6 +828,7 @@ static void init_handles(bbd_daemon *d)
                          (uv_handle_t *)&d->sig_int,  (uv_handle_t *)&d->sig_hup};
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
         hs[i]->data = d;
+    bbd_daemon_dial_init(d);
     d->handles_open = true;
     uv_signal_start(&d->sig_term, on_signal, SIGTERM);
     uv_signal_start(&d->sig_int, on_signal, SIGINT);
@@ -943,6 +956,7 @@ static void finish(bbd_daemon *d)
         uv_loop_close(&d->loop);
     }
     bb_steps_free(&d->steps);
+    free(d->dial);
     bb_engine_free(d->engine);
     bbd_registry_free(d->reg);
     bb_model_free(d->model);
@@ -974,6 +988,7 @@ int bbd_daemon_main(bbd_config *cfg)
         return BBD_EXIT_FAIL;
     }
     announce_ready(&d);
+    bbd_daemon_dial(&d);
     poll_engine(&d);
     uv_run(&d.loop, UV_RUN_DEFAULT);
     finish(&d);

@@ -37,6 +37,7 @@ enum { BBD_EXIT_OK = 0, BBD_EXIT_FAIL = 1, BBD_EXIT_USAGE = 2 };
 
 typedef struct bbd_wait bbd_wait;   /* an invoke waiting for an AppEvent */
 typedef struct bbd_job bbd_job;     /* a worker-pool job */
+typedef struct bbd_dial_peer bbd_dial_peer; /* a configured peer kept connected */
 
 typedef struct bbd_daemon {
     bbd_config *cfg;
@@ -82,6 +83,9 @@ typedef struct bbd_daemon {
 
     bbd_wait *waits;
     bbd_job *jobs;
+
+    uv_timer_t dial_timer;     /* daemon_dial.c */
+    bbd_dial_peer *dial;       /* one per cfg->peers entry */
 } bbd_daemon;
 
 /* Run a node with a finished config (bbd_config_finish). Returns the exit
@@ -106,6 +110,13 @@ void bbd_daemon_waits_free(bbd_daemon *d);
 /* JSON objects describing peers and counters (status, peers). */
 cJSON *bbd_daemon_peers_json(bbd_daemon *d);
 cJSON *bbd_daemon_counters_json(const bbd_daemon *d);
+
+/* daemon_dial.c: keep a connection to every configured peer. init with the
+ * other handles; dial when ready (and from its timer); dial_lost when a
+ * connection to a peer closed. */
+void bbd_daemon_dial_init(bbd_daemon *d);
+void bbd_daemon_dial(bbd_daemon *d);
+void bbd_daemon_dial_lost(bbd_daemon *d, const bb_peerid *peer);
 
 /* daemon_metrics.c */
 void bbd_daemon_render_metrics(void *daemon, bbd_mtext *out);

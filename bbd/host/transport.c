@@ -270,6 +270,32 @@ int bbd_transport_send(bbd_transport *t, const bb_peerid *peer, const bbd_addr *
     return BB_OK;
 }
 
+int bbd_transport_connect(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
+                          size_t n_addrs, bool *open)
+{
+    if (open)
+        *open = false;
+    if (t->closing || bb_peerid_equal(peer, &t->cfg.self))
+        return t->closing ? BB_ESTATE : BB_EINVAL;
+    bbd_peer *p = bbd__peer_get(t, peer);
+    if (!p)
+        return BB_EFULL;
+    if (p->active || p->udp) {
+        if (open)
+            *open = true;
+        return BB_OK;
+    }
+    if (p->dialing || p->udp_dialing)
+        return BB_OK;
+    bb_ma_transport ma = {0};
+    int rc = BB_ENOTFOUND;
+    if (pick_address(t, addrs, n_addrs, &ma))
+        rc = ma.proto == BB_MA_TCP ? bbd__tcp_dial(t, p, &ma) : bbd__udp_dial(t, p, &ma);
+    if (rc != BB_OK)
+        bbd__peer_update(t, p);
+    return rc;
+}
+
 /* ---- counters ---------------------------------------------------------------------- */
 
 void bbd_transport_stats_get(const bbd_transport *t, bbd_transport_stats *out)

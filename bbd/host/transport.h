@@ -126,6 +126,15 @@ size_t bbd_transport_listen_addrs(const bbd_transport *t, const bbd_addr **out);
 int bbd_transport_send(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
                        size_t n_addrs, uint8_t *bytes, size_t len);
 
+/* Open a channel to peer unless one is open or being opened: dial the first
+ * address of addrs the transport supports (as a send would, without an
+ * envelope). *open (may be NULL) tells whether a channel is open now.
+ * BB_OK when open or opening; BB_ENOTFOUND when no address is usable;
+ * BB_EINVAL (peer is this node), BB_ESTATE (closing), BB_EFULL / BB_EIO
+ * when the dial cannot start. A failed dial reports no send result. */
+int bbd_transport_connect(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
+                          size_t n_addrs, bool *open);
+
 /* Counters for metrics and status. */
 typedef struct bbd_peer_stats {
     bb_peerid peer;
