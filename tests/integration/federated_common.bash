@@ -1,0 +1,100 @@
+# federated_common.bash — shared by the federated_*.sh acceptance tests
+# (sourced, not run). Builds on bbd_common.bash (real bbd processes on
+# 127.0.0.1, port 0, a temporary directory, every process killed on exit,
+# waits bounded by deadlines) with the real component plugins and the
+# program of examples/federated:
+#
+#   record NAME ARGS...          record with the example's knobs and compile
+#                                with bbc -> $TMP/NAME.onnx
+#   start_server NAME ONNX [JSON_EXTRA] [LISTEN]
+#                                a Server on the held-out 20% of digits;
+#                                JSON_EXTRA adds top-level config keys
+#   start_client NAME ONNX SERVER I N [PARTITION] [MODEL_JSON]
+#                                client I of N (its shard of the training
+#                                rows), connected to node SERVER
+#   watch_rounds NAME            stream NAME's events into $TMP/NAME.events
+#   wait_rounds NAME N SECONDS   until N round events arrived
+#   round_of NAME I EXPR         python EXPR over round I (0-based) of NAME's
+#                                events: r (round, participants, samples,
+#                                loss, accuracy, ms, before, after)
+source "$(dirname "$0")/bbd_common.bash"
+
+PLUG=$BB_BUILD/lib/bytesandbrains/plugins
+FED=$BB_BUILD/examples/federated
+DIGITS=$PWD/data/digits.csv.gz
+if [ ! -x "$FED" ] || ! scripts/fetch-data >"$TMP/fetch.log" 2>&1; then
+    echo "FAIL $FED is not built or scripts/fetch-data failed"
+    cat "$TMP/fetch.log" 2>/dev/null
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+record() { # NAME ARGS...
+    local name=$1
+    shift
+    "$FED" "$TMP/$name.rec.onnx" "$@" >"$TMP/record-$name.log" 2>&1 &&
+        "$BBC" compile "$TMP/$name.rec.onnx" -o "$TMP/$name.onnx" --plugin-path "$PLUG" \
+            >>"$TMP/record-$name.log" 2>&1
+}
+
+start_server() { # NAME ONNX [JSON_EXTRA] [LISTEN]
+    local name=$1 onnx=$2 extra=${3:-} listen=${4:-/ip4/127.0.0.1/tcp/0}
+    cat >"$TMP/$name.json" <<JSON
+{"components": {"data": {"path": "$DIGITS", "part": "holdout"}}${extra:+, $extra}}
+JSON
+    start_node "$name" --config "$TMP/$name.json" --targets Server --listen "$listen" "$onnx"
+}
+
+start_client() { # NAME ONNX SERVER I N [PARTITION] [MODEL_JSON]
+    local name=$1 onnx=$2 server=$3 i=$4 n=$5 partition=${6:-iid} model=${7:-}
+    local model_cfg=""
+    [ -n "$model" ] && model_cfg=", \"model\": $model"
+    cat >"$TMP/$name.json" <<JSON
+{"components": {"data": {"path": "$DIGITS", "shard_count": $n, "shard_index": $i,
+                         "partition": "$partition", "seed": $((10 + i))}$model_cfg}}
+JSON
+    start_node "$name" --config "$TMP/$name.json" --targets Client --listen /ip4/127.0.0.1/tcp/0 \
+        --peer "$SERVER_ID=$SERVER_ADDR" "$onnx"
+}
+
+# The server's identity for the clients' --peer (after start_server).
+server_identity() { # NAME
+    SERVER_ID=$(node_peer "$1")
+    SERVER_ADDR=$(node_addr "$1" tcp)
+}
+
+declare -A WATCH_PID=()
+watch_rounds() { # NAME
+    ctl "$1" --json watch --kind app --kind peer --kind failure >>"$TMP/$1.events" 2>&1 &
+    WATCH_PID[$1]=$!
+    wait_until 10 watchers_are "$1" 1
+}
+
+stop_watch() { # NAME
+    kill "${WATCH_PID[$1]}" 2>/dev/null
+    wait "${WATCH_PID[$1]}" 2>/dev/null
+    unset "WATCH_PID[$1]"
+}
+
+rounds_seen() {
+    local n
+    n=$(grep -c '"topic":"round"' "$TMP/$1.events" 2>/dev/null)
+    echo "${n:-0}"
+}
+has_rounds() { [ "$(rounds_seen "$1")" -ge "$2" ]; }
+wait_rounds() { wait_until "$3" has_rounds "$1" "$2"; }
+
+# python EXPR over round I (0-based) of NAME's events, as r: a dict.
+round_of() { # NAME I EXPR
+    "$PY" - "$TMP/$1.events" "$2" "$3" <<'PY'
+import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1]) if '"topic":"round"' in l]
+it = [x.get("value") if "value" in x else x.get("data", [None])[0]
+      for x in evs[int(sys.argv[2])]["value"]["items"]]
+it = [int(v) if isinstance(v, str) else v for v in it]
+r = dict(round=it[0], participants=it[1], samples=it[2], loss=it[3], accuracy=it[4],
+         ms=(it[6] - it[5]) / 1e6, before=it[7], after=it[8])
+v = eval(sys.argv[3])
+print(json.dumps(v) if isinstance(v, (bool, list, dict)) else v)
+PY
+}
