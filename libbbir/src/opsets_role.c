@@ -73,7 +73,7 @@ BB__ROLE_OPSET(bb__opset_role_model, BB_DOMAIN_ROLE_MODEL, BB_ROLE_MODEL, MODEL_
 #define BB__DOM BB_DOMAIN_ROLE_AGGREGATOR
 static const bb_op_schema AGGREGATOR_OPS[] = {
     BB__OP("Aggregate", BB__PORTS(BB__P("trigger", TRIGGER)),
-           BB__PORTS(BB__P("result", TENSOR), BB__P("metadata", ANY)), BB__NONE, ASYNC,
+           BB__PORTS(BB__P("result", TENSOR), BB__P_OPT("metadata", ANY)), BB__NONE, ASYNC,
            "Reduces the contributions; emits the result and its typed metadata"),
     BB__OP("Contribute", BB__PORTS(BB__P("contribution", TENSOR), BB__P_OPT("metadata", ANY)),
            BB__PORTS(BB__P("cmd", COMMAND_ID)), BB__NONE, ASYNC,

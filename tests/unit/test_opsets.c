@@ -178,7 +178,7 @@ static const sig SIGS[] = {
     {BB_DOMAIN_ROLE_MODEL, "Train", "trigger -> params,num_samples | epochs:INT=1"},
     {BB_DOMAIN_ROLE_MODEL, "EvaluateMetrics", "trigger -> loss,accuracy | -"},
     {BB_DOMAIN_ROLE_AGGREGATOR, "Contribute", "contribution,metadata? -> cmd | -"},
-    {BB_DOMAIN_ROLE_AGGREGATOR, "Aggregate", "trigger -> result,metadata | -"},
+    {BB_DOMAIN_ROLE_AGGREGATOR, "Aggregate", "trigger -> result,metadata? | -"},
     {BB_DOMAIN_ROLE_AGGREGATOR, "CurrentTensor", "trigger -> tensor | -"},
     {BB_DOMAIN_ROLE_COMPRESSOR, "TrainCodebook", "training -> cmd | -"},
     {BB_DOMAIN_ROLE_COMPRESSOR, "Compress", "t -> code | -"},
