@@ -17,7 +17,7 @@
 #   tests/plugins/NAME/*.c   -> tests/plugins/NAME.so
 #   tests/unit/test_X.c      -> tests/test_X (cmocka; + tests/unit/support/*.c)
 #   examples/NAME/*.c        -> examples/NAME, run to write testdata/NAME.onnx
-#   bench/bench_X.c          -> bench/bench_X
+#   bench/bench_X.c          -> bench/bench_X     (+ bench/support/*.c)
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -90,6 +90,7 @@ EXAMPLE_ONNX = $(patsubst %,testdata/%.onnx,$(EXAMPLE_NAMES))
 
 BENCH_SRC    = $(wildcard bench/bench_*.c)
 BENCHES      = $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+BENCH_SUPPORT_O = $(patsubst %.c,$(B)/obj/%.o,$(wildcard bench/support/*.c))
 
 BINS =
 ifneq ($(wildcard bbc/main.c),)
@@ -199,9 +200,9 @@ $(B)/examples/%: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard examples/$$*/
 testdata/%.onnx: $(B)/examples/%
 	$< $@
 
-$(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+$(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) \
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) \
 		-L$(B)/lib -lbbir $(SYS_LIBS)
 
 examples: $(EXAMPLE_ONNX)

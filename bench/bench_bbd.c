@@ -14,19 +14,14 @@
  *
  * Targets: start to ready < 50 ms, idle RSS < 8 MB.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,17 +30,10 @@
 #include <uv.h>
 
 #include "bb/status.h"
+#include "bench/support/bbd_nodes.h"
+#include "bench/support/bench_util.h"
 
 #define RUNS 15
-
-extern char **environ;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 /* ---- the baseline child: same libraries, a loop, a listener, READY=1 ---- */
 
@@ -100,95 +88,18 @@ static long rss_kb(pid_t pid)
     return kb;
 }
 
-/* Spawn argv with NOTIFY_SOCKET, wait for READY=1: *ready_ms and *rss.
- * Returns 0, or -1 when the child died or timed out. */
+/* Start argv, wait for READY=1 (*ready_ms), let it settle idle, read its
+ * resident set (*rss), stop it. Returns 0, or -1 when it never got ready. */
 static int measure(char *const argv[], const char *notify_path, double *ready_ms, long *rss)
 {
-    unlink(notify_path);
-    int ns = socket(AF_UNIX, SOCK_DGRAM, 0);
-    struct sockaddr_un un = {.sun_family = AF_UNIX};
-    snprintf(un.sun_path, sizeof un.sun_path, "%s", notify_path);
-    if (bind(ns, (struct sockaddr *)&un, sizeof un) != 0)
+    pid_t pid = bench_spawn_ready(argv, notify_path, NULL, 10000, ready_ms);
+    if (pid < 0)
         return -1;
-    setenv("NOTIFY_SOCKET", notify_path, 1);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    pid_t pid;
-    double t0 = now_ms();
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    unsetenv("NOTIFY_SOCKET");
-    if (rc != 0) {
-        close(ns);
-        return -1;
-    }
-    int ok = -1;
-    for (;;) {
-        struct pollfd p = {.fd = ns, .events = POLLIN};
-        if (poll(&p, 1, 10000) <= 0)
-            break;
-        char buf[512];
-        ssize_t n = recv(ns, buf, sizeof buf - 1, 0);
-        if (n <= 0)
-            break;
-        buf[n] = '\0';
-        if (strstr(buf, "READY=1")) {
-            *ready_ms = now_ms() - t0;
-            ok = 0;
-            break;
-        }
-    }
-    if (ok == 0) {
-        /* idle: let it settle, then read the resident set */
-        struct timespec ts = {0, 300000000};
-        nanosleep(&ts, NULL);
-        *rss = rss_kb(pid);
-    }
-    kill(pid, SIGTERM);
-    int st;
-    waitpid(pid, &st, 0);
-    close(ns);
-    unlink(notify_path);
-    return ok;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static int run_cmd(char *const argv[])
-{
-    pid_t pid;
-    if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) != 0)
-        return -1;
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int copy_file(const char *from, const char *to)
-{
-    FILE *a = fopen(from, "rb"), *b = a ? fopen(to, "wb") : NULL;
-    char buf[65536];
-    size_t n;
-    int rc = a && b ? 0 : -1;
-    while (rc == 0 && (n = fread(buf, 1, sizeof buf, a)) > 0)
-        rc = fwrite(buf, 1, n, b) == n ? 0 : -1;
-    if (a)
-        fclose(a);
-    if (b)
-        fclose(b);
-    return rc;
+    struct timespec ts = {0, 300000000};
+    nanosleep(&ts, NULL);
+    *rss = rss_kb(pid);
+    bench_stop(pid);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -196,38 +107,20 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "--baseline-child") == 0)
         return baseline_child(argv[2]);
 
-    /* BUILD/bench/bench_bbd -> BUILD */
     char self[PATH_MAX], build[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
+    if (bench_build_dir(build, self, sizeof self) != 0)
         return 1;
-    self[n] = '\0';
-    snprintf(build, sizeof build, "%s", self);
-    for (int i = 0; i < 2; i++)
-        *strrchr(build, '/') = '\0';
-    char bbd[PATH_MAX + 16], bbc[PATH_MAX + 16], plugin[PATH_MAX + 64];
+    char bbd[PATH_MAX + 16], tmp[] = "/tmp/bench-bbd-XXXXXX";
     snprintf(bbd, sizeof bbd, "%s/bin/bbd", build);
-    snprintf(bbc, sizeof bbc, "%s/bin/bbc", build);
-    snprintf(plugin, sizeof plugin, "%s/tests/plugins/bbd_test.so", build);
-
-    char tmp[] = "/tmp/bench-bbd-XXXXXX";
     if (!mkdtemp(tmp))
         return 1;
-    char plugdir[64], plugcopy[96], artifact[64], state[64], notify[64], baseline_sock[64];
+    char plugdir[64], artifact[64], state[64], notify[64], baseline_sock[64];
     snprintf(plugdir, sizeof plugdir, "%s/plugins", tmp);
-    snprintf(plugcopy, sizeof plugcopy, "%s/bbd_test.so", plugdir);
-    snprintf(artifact, sizeof artifact, "%s/pp.onnx", tmp);
     snprintf(state, sizeof state, "%s/state", tmp);
     snprintf(notify, sizeof notify, "%s/notify", tmp);
     snprintf(baseline_sock, sizeof baseline_sock, "%s/baseline.sock", tmp);
-    mkdir(plugdir, 0700);
-    char *compile[] = {bbc, "compile", "testdata/ping_pong.onnx", "-o", artifact,
-                       "--plugin-path", plugdir, NULL};
-    if (copy_file(plugin, plugcopy) != 0 || run_cmd(compile) != 0) {
-        fprintf(stderr, "bench_bbd: error: cannot compile testdata/ping_pong.onnx with %s "
-                        "(run from the repository root after make)\n", plugin);
+    if (bench_compile_example(build, tmp, "ping_pong", artifact, sizeof artifact) != 0)
         return 1;
-    }
     char *node[] = {bbd, "--state-dir", state, "--plugin-path", plugdir, "--targets", "Ponger",
                     "--listen", "/ip4/127.0.0.1/tcp/0", "--listen", "/ip4/127.0.0.1/udp/0",
                     "--fresh", artifact, NULL};
@@ -249,8 +142,8 @@ int main(int argc, char **argv)
         }
         r_base[i] = rss / 1024.0;
     }
-    double tb = median(t_bbd, RUNS), tr = median(t_base, RUNS);
-    double rb = median(r_bbd, RUNS), rr = median(r_base, RUNS);
+    double tb = bench_median(t_bbd, RUNS), tr = bench_median(t_base, RUNS);
+    double rb = bench_median(r_bbd, RUNS), rr = bench_median(r_base, RUNS);
     printf("bbd start and idle cost (median of %d runs; baseline: a minimal daemon linking\n"
            "the same libraries, re-executed from this binary)\n\n", RUNS);
     printf("%-28s %10s %10s %8s  %s\n", "", "bbd", "baseline", "ratio", "target");

@@ -28,22 +28,18 @@
  * them) but not filled: producing the bytes is the engine's cost, not the
  * transport's. Exit 1 only when a run fails (timeout, wrong data).
  */
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bb/multiaddr.h"
 #include "bb/peerid.h"
 #include "bbd/host/transport.h"
+#include "bench/support/bench_util.h"
+#include "bench/support/raw_tcp.h"
 
 #define SMALL 64
 #define ROUNDS 4     /* raw and transport runs alternate, so load hits both */
@@ -53,158 +49,6 @@
 #define STREAM_MIB 256 /* per round; the best round counts */
 #define STREAM_ROUNDS 5
 #define WINDOW 8
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static void die(const char *what)
-{
-    fprintf(stderr, "bench_transport: %s: %s\n", what, strerror(errno));
-    exit(1);
-}
-
-static void place(bool pinned)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (pinned) {
-        CPU_SET(0, &set);
-    } else {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        for (long i = 0; i < n && i < CPU_SETSIZE; i++)
-            CPU_SET((int)i, &set);
-    }
-    if (sched_setaffinity(0, sizeof set, &set) != 0)
-        die("sched_setaffinity");
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double percentile(double *v, size_t n, double p)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
-    return v[i];
-}
-
-static void full_io(int fd, void *buf, size_t n, bool writing)
-{
-    uint8_t *p = buf;
-    while (n) {
-        ssize_t r = writing ? write(fd, p, n) : read(fd, p, n);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r == 0)
-                exit(0); /* the other side is done */
-            die(writing ? "write" : "read");
-        }
-        p += r;
-        n -= (size_t)r;
-    }
-}
-
-/* ---- raw sockets ------------------------------------------------------------------------ */
-
-static int raw_listener(uint16_t *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sl) != 0 || listen(fd, 4) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0)
-        die("raw listen");
-    *port = ntohs(sa.sin_port);
-    return fd;
-}
-
-static int raw_dial(uint16_t port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-        die("raw connect");
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-static int raw_accept(int lfd)
-{
-    int fd = accept(lfd, NULL, NULL);
-    if (fd < 0)
-        die("accept");
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-/* Raw ping-pong; fills lat[TRIPS] with round trips in ns. */
-static void raw_pingpong(double *lat)
-{
-    uint16_t port;
-    int lfd = raw_listener(&port);
-    pid_t pid = fork();
-    if (pid == 0) {
-        alarm(120);
-        int fd = raw_accept(lfd);
-        uint8_t buf[SMALL];
-        for (;;) {
-            full_io(fd, buf, SMALL, false);
-            full_io(fd, buf, SMALL, true);
-        }
-    }
-    close(lfd);
-    int fd = raw_dial(port);
-    uint8_t buf[SMALL] = {0};
-    for (int i = 0; i < WARMUP + TRIPS; i++) {
-        double t0 = now_ns();
-        full_io(fd, buf, SMALL, true);
-        full_io(fd, buf, SMALL, false);
-        if (i >= WARMUP)
-            lat[i - WARMUP] = now_ns() - t0;
-    }
-    close(fd);
-    waitpid(pid, NULL, 0);
-}
-
-/* Raw stream of STREAM_MIB MiB in 1 MiB writes; MiB/s. */
-static double raw_stream(void)
-{
-    uint16_t port;
-    int lfd = raw_listener(&port);
-    pid_t pid = fork();
-    if (pid == 0) {
-        alarm(120);
-        int fd = raw_accept(lfd);
-        uint8_t *buf = malloc(BIG);
-        for (int i = 0; i < STREAM_MIB; i++)
-            full_io(fd, buf, BIG, false);
-        full_io(fd, buf, 1, true);
-        exit(0);
-    }
-    close(lfd);
-    int fd = raw_dial(port);
-    uint8_t *buf = calloc(1, BIG);
-    double t0 = now_ns();
-    for (int i = 0; i < STREAM_MIB; i++)
-        full_io(fd, buf, BIG, true);
-    full_io(fd, buf, 1, false);
-    double secs = (now_ns() - t0) / 1e9;
-    close(fd);
-    free(buf);
-    waitpid(pid, NULL, 0);
-    return STREAM_MIB / secs;
-}
 
 /* ---- the transport ------------------------------------------------------------------------ */
 
@@ -235,7 +79,7 @@ static void send_bytes(side *s, const bbd_addr *to, size_t len)
 {
     uint8_t *b = malloc(len);
     if (!b)
-        die("malloc");
+        bench_die("malloc");
     memset(b, 0x5a, len < 64 ? len : 64);
     int rc = bbd_transport_send(s->t, &s->peer, to, to ? 1 : 0, b, len);
     if (rc != BB_OK) {
@@ -263,14 +107,14 @@ static void on_env(void *ud, const bb_peerid *from, const bbd_addr *obs, const u
         return;
     }
     if (s->lat) { /* A, round trips */
-        double t = now_ns();
+        double t = bench_now_ns();
         if (s->trips >= WARMUP)
             s->lat[s->trips - WARMUP] = t - s->t_sent;
         if (++s->trips == WARMUP + TRIPS) {
             s->done = true;
             return;
         }
-        s->t_sent = now_ns();
+        s->t_sent = bench_now_ns();
         send_bytes(s, NULL, SMALL);
         return;
     }
@@ -321,8 +165,8 @@ static void side_init(side *s, uint8_t self, uint8_t peer)
 
 static void side_run(side *s)
 {
-    double deadline = now_ns() + 120e9;
-    while (!s->done && !s->failed && now_ns() < deadline)
+    double deadline = bench_now_ns() + 120e9;
+    while (!s->done && !s->failed && bench_now_ns() < deadline)
         uv_run(&s->loop, UV_RUN_ONCE);
     if (!s->done || s->failed) {
         fprintf(stderr, "bench_transport: run %s\n", s->failed ? "failed" : "timed out");
@@ -343,7 +187,7 @@ static pid_t spawn_b(bool echo, size_t count_only, uint8_t *addr, size_t *addr_l
 {
     int p[2];
     if (pipe(p) != 0)
-        die("pipe");
+        bench_die("pipe");
     pid_t pid = fork();
     if (pid == 0) {
         alarm(120);
@@ -361,7 +205,7 @@ static pid_t spawn_b(bool echo, size_t count_only, uint8_t *addr, size_t *addr_l
         const bbd_addr *la;
         bbd_transport_listen_addrs(b.t, &la);
         if (write(p[1], &la[0].len, sizeof la[0].len) < 0 || write(p[1], la[0].data, la[0].len) < 0)
-            die("pipe write");
+            bench_die("pipe write");
         close(p[1]);
         side_run(&b);
         side_close(&b);
@@ -370,7 +214,7 @@ static pid_t spawn_b(bool echo, size_t count_only, uint8_t *addr, size_t *addr_l
     close(p[1]);
     if (read(p[0], addr_len, sizeof *addr_len) != sizeof *addr_len || *addr_len > 64 ||
         read(p[0], addr, *addr_len) != (ssize_t)*addr_len)
-        die("pipe read");
+        bench_die("pipe read");
     close(p[0]);
     return pid;
 }
@@ -384,37 +228,39 @@ static void wait_child(pid_t pid)
     }
 }
 
-static void transport_rtt(double *lat)
+static void transport_rtt(double *lat, void *ud)
 {
+    (void)ud;
     uint8_t addr[64];
     size_t alen;
     pid_t pid = spawn_b(true, 0, addr, &alen);
     side a = {.lat = lat};
     side_init(&a, 1, 2);
     bbd_addr to = {addr, alen};
-    a.t_sent = now_ns();
+    a.t_sent = bench_now_ns();
     send_bytes(&a, &to, SMALL);
     side_run(&a);
     side_close(&a);
     wait_child(pid);
 }
 
-static double transport_stream(void)
+static double transport_stream(void *ud)
 {
+    (void)ud;
     uint8_t addr[64];
     size_t alen;
     pid_t pid = spawn_b(false, STREAM_MIB, addr, &alen);
     side a = {.to_send = STREAM_MIB};
     side_init(&a, 1, 2);
     bbd_addr to = {addr, alen};
-    double t0 = now_ns();
+    double t0 = bench_now_ns();
     for (int i = 0; i < WINDOW; i++) {
         a.sent++;
         a.in_flight++;
         send_bytes(&a, &to, BIG);
     }
     side_run(&a);
-    double secs = (now_ns() - t0) / 1e9;
+    double secs = (bench_now_ns() - t0) / 1e9;
     side_close(&a);
     wait_child(pid);
     return STREAM_MIB / secs;
@@ -426,52 +272,25 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0); /* nothing buffered is copied by fork */
-    double *rl = malloc(ROUNDS * TRIPS * sizeof *rl), *tl = malloc(ROUNDS * TRIPS * sizeof *tl);
     printf("bench_transport: loopback TCP between two processes; %d-byte envelopes, %d round "
            "trips (%d alternating rounds)\n\n",
            SMALL, ROUNDS * TRIPS, ROUNDS);
-    printf("%-22s %-26s %9s %9s %10s %8s\n", "placement", "path", "p50 us", "p99 us",
-           "p50 ratio", "target");
+    bench_rtt_header();
     bool all_ok = true;
     /* BENCH_TRANSPORT_ONLY=stream skips the round trips. */
     const char *only = getenv("BENCH_TRANSPORT_ONLY");
     for (int pinned = 1; pinned >= 0 && !(only && strcmp(only, "stream") == 0); pinned--) {
-        place(pinned);
-        const char *where = pinned ? "same core (cpu 0)" : "unpinned";
-        for (int r = 0; r < ROUNDS; r++) {
-            raw_pingpong(rl + r * TRIPS);
-            transport_rtt(tl + r * TRIPS);
-        }
-        size_t n = ROUNDS * TRIPS;
-        double r50 = percentile(rl, n, 0.50), r99 = percentile(rl, n, 0.99);
-        double t50 = percentile(tl, n, 0.50), t99 = percentile(tl, n, 0.99);
-        bool ok = t50 <= 1.5 * r50;
-        all_ok = all_ok && ok;
-        printf("%-22s %-26s %9.1f %9.1f %10s %8s\n", where, "raw C TCP ping-pong", r50 / 1e3,
-               r99 / 1e3, "1.00", "");
-        printf("%-22s %-26s %9.1f %9.1f %10.2f %8s\n", where, "transport envelope", t50 / 1e3,
-               t99 / 1e3, t50 / r50, ok ? "<=1.5 ok" : "<=1.5 MISS");
+        bench_place(pinned);
+        all_ok &= bench_rtt_compare(pinned ? "same core (cpu 0)" : "unpinned",
+                                    "transport envelope", SMALL, ROUNDS, WARMUP, TRIPS,
+                                    transport_rtt, NULL);
     }
-    place(false);
-    double raw = 0, tr = 0, ratios[STREAM_ROUNDS];
-    for (int r = 0; r < STREAM_ROUNDS; r++) {
-        double x = raw_stream(), y = transport_stream();
-        raw = x > raw ? x : raw;
-        tr = y > tr ? y : tr;
-        ratios[r] = y / x;
-    }
-    double ratio = percentile(ratios, STREAM_ROUNDS, 0.5);
-    bool tok = ratio >= 0.7;
-    printf("\nthroughput, unpinned, %d MiB as 1 MiB messages, %d rounds\n", STREAM_MIB,
-           STREAM_ROUNDS);
-    printf("%-49s %9s %10s %8s\n", "path", "MiB/s", "ratio", "target");
-    printf("%-49s %9.0f %10s %8s\n", "raw socket stream (1 MiB write calls)", raw, "1.00", "");
-    printf("%-49s %9.0f %10.2f %8s\n", "transport, 1 MiB envelopes, 8 in flight", tr, ratio,
-           tok ? ">=0.70 ok" : ">=0.70 MISS");
-    printf("(MiB/s: the best round of each; ratio: the median of the rounds' transport/raw,\n"
-           " each pair run back to back)\n");
+    bench_place(false);
+    char title[96];
+    snprintf(title, sizeof title, "throughput, unpinned, %d MiB as 1 MiB messages, %d rounds",
+             STREAM_MIB, STREAM_ROUNDS);
+    bool tok = bench_stream_compare(title, "transport, 1 MiB envelopes, 8 in flight", NULL,
+                                    STREAM_MIB, STREAM_ROUNDS, transport_stream, NULL);
     printf("\ntargets: %s\n", all_ok && tok ? "all met" : "NOT all met");
-    free(rl);
-    free(tl);
     return 0;
 }

@@ -11,9 +11,8 @@
  * `--bind compute=cpu::CpuBackend`, `bbd run` runs it (tests/integration/
  * bbd_run.sh checks the result against numpy reading the same file).
  */
-#include <stdio.h>
-
 #include "bb/recorder.h"
+#include "examples/record_main.h"
 
 enum { IN = 16, HID = 8, OUT = 4 };
 
@@ -57,23 +56,4 @@ static bb_module *record(bb_recorder *r)
     return m;
 }
 
-int main(int argc, char **argv)
-{
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s OUT.onnx\n", argv[0]);
-        return 2;
-    }
-    bb_recorder *r = bb_recorder_new("user.app");
-    if (!r) {
-        fprintf(stderr, "%s: error: out of memory\n", argv[0]);
-        return 1;
-    }
-    bb_error err = {0};
-    int rc = bb_recorder_write(r, record(r), argv[1], &err);
-    bb_recorder_free(r);
-    if (rc) {
-        fprintf(stderr, "%s: error: %s\n", argv[0], err.msg);
-        return 1;
-    }
-    return 0;
-}
+int main(int argc, char **argv) { return bb_example_main(argc, argv, record); }

@@ -1,0 +1,353 @@
+/*
+ * bench_bbd_wire.c — the whole wire path between two bbd processes on
+ * loopback TCP, engine to engine, next to raw sockets measured in the same
+ * run with the same CPU placement.
+ *
+ * The program is examples/wire_loop (compiled with bbc against the bbd_test
+ * plugin): node Source runs target Source, node Sink runs target Sink, each
+ * a real bbd with its own state directory, control socket and TCP listener.
+ * One invoke of Source puts one request in flight; from then on every
+ * response that lands at Source starts the next request, inside bbd, with
+ * no client in the loop:
+ *
+ *   Source engine: Sample, SendReqBatched -> transport -> Sink engine:
+ *   RecvReq (+ the compiler's RX gates), Clock, SendResp -> transport ->
+ *   Source engine: RecvRespBatched, Clock, AppEmit("ack"); the bus event
+ *   WireResponseLanded starts the next execution -> SendReqBatched ...
+ *
+ *   round trip    one 64-byte tensor in flight. Each "ack" AppEvent carries
+ *                 Source's Clock (the time its poll began) when a response
+ *                 landed; consecutive stamps are exactly one round trip
+ *                 apart. 4 rounds of 5000 trips (after 500 warm-up trips),
+ *                 each with fresh nodes, alternating with a raw C TCP
+ *                 ping-pong of 64 bytes (bench/support/raw_tcp.c). The
+ *                 stamps reach this program through a control-socket watch
+ *                 that it reads in bulk every 10 ms (no wakeup per event);
+ *                 the cost bbd pays for them (one JSON event per trip) is
+ *                 shown by the "unwatched" mean: the trips counted over
+ *                 300 ms with the watch closed.
+ *   throughput    1 MiB f32 tensors, 8 requests in flight (8 invokes): the
+ *                 "got" AppEvents carry Sink's Clock when each tensor was
+ *                 received; 256 MiB measured at Sink once the window is
+ *                 full, next to a raw socket stream of 256 MiB in 1 MiB
+ *                 write() calls; 5 rounds, each a raw run then a bbd run
+ *                 back to back, the ratio the median of the rounds' ratios,
+ *                 MiB/s the best round of each.
+ *
+ * Placements: everything pinned to CPU 0 (every message a context switch on
+ * one core), and unpinned; throughput runs unpinned. Targets: bbd p50 <=
+ * 1.5x raw in each placement; bbd throughput >= 70% of raw. Exit 1 only
+ * when a run fails (a node does not start, a flow stalls).
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "bench/support/bbd_nodes.h"
+#include "bench/support/bench_util.h"
+#include "bench/support/raw_tcp.h"
+
+#define SMALL_FLOATS 16 /* a 64-byte payload */
+#define ROUNDS 4        /* raw and bbd runs alternate, so load hits both */
+#define TRIPS 5000      /* per round */
+#define WARMUP 500      /* per round, not recorded */
+#define UNWATCHED_MS 300
+#define BIG_FLOATS (1u << 18) /* 1 MiB */
+#define STREAM_MIB 256
+#define STREAM_ROUNDS 5
+#define WINDOW 8
+#define READ_EVERY_MS 10
+#define FLOW_TIMEOUT_S 60
+
+typedef struct node {
+    pid_t pid;
+    char dir[PATH_MAX], sock[PATH_MAX + 16], log[PATH_MAX + 8];
+} node;
+
+typedef struct bench {
+    char build[PATH_MAX], self[PATH_MAX], bbd[PATH_MAX + 16];
+    char tmp[32], plugdir[64], artifact[PATH_MAX];
+    pid_t main_pid;      /* forked raw baselines must not run cleanup() */
+    int run;             /* numbers each pair's state directories */
+    node source, sink;   /* the pair running now */
+    bench_ctl watch;     /* its watch connection */
+} bench;
+
+static bench B = {.watch = {.fd = -1}};
+
+static void cleanup(void)
+{
+    if (getpid() != B.main_pid)
+        return;
+    bench_ctl_close(&B.watch);
+    if (B.source.pid > 0)
+        kill(B.source.pid, SIGKILL);
+    if (B.sink.pid > 0)
+        kill(B.sink.pid, SIGKILL);
+    if (B.tmp[0]) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", B.tmp);
+        if (system(cmd) != 0)
+            fprintf(stderr, "bench_bbd_wire: cannot remove %s\n", B.tmp);
+    }
+}
+
+_Noreturn static void fail(const char *fmt, const char *what, const node *n)
+{
+    fprintf(stderr, "bench_bbd_wire: error: ");
+    fprintf(stderr, fmt, what);
+    fprintf(stderr, "\n");
+    if (n) {
+        char cmd[PATH_MAX + 32];
+        snprintf(cmd, sizeof cmd, "tail -n 20 %s >&2", n->log);
+        if (system(cmd) != 0)
+            fprintf(stderr, "(no log at %s)\n", n->log);
+    }
+    exit(1);
+}
+
+/* ---- the two nodes ----------------------------------------------------------------- */
+
+/* Start node n (target), with peer "ID=ADDR" when given; wait for READY=1. */
+static void node_start(node *n, const char *target, const char *peer)
+{
+    snprintf(n->dir, sizeof n->dir, "%s/%s-%d", B.tmp, target, B.run);
+    snprintf(n->sock, sizeof n->sock, "%s/control.sock", n->dir);
+    snprintf(n->log, sizeof n->log, "%s.log", n->dir);
+    char notify[PATH_MAX + 8];
+    snprintf(notify, sizeof notify, "%s.notify", n->dir);
+    char *argv[32] = {B.bbd, "--state-dir", n->dir, "--control", n->sock, "--plugin-path",
+                      B.plugdir, "--targets", (char *)target, "--listen",
+                      "/ip4/127.0.0.1/tcp/0", "--log-level", "warn", "--fresh"};
+    int k = 14;
+    if (peer) {
+        argv[k++] = "--peer";
+        argv[k++] = (char *)peer;
+    }
+    argv[k++] = B.artifact;
+    argv[k] = NULL;
+    n->pid = bench_spawn_ready(argv, notify, n->log, 10000, NULL);
+    if (n->pid < 0)
+        fail("bbd --targets %s did not become ready", target, n);
+}
+
+/* One control request to n; the reply (free it), or the run fails. */
+static cJSON *node_request(const node *n, const char *request)
+{
+    bench_ctl c;
+    if (bench_ctl_open(&c, n->sock) != 0)
+        fail("cannot connect to %s", n->sock, n);
+    cJSON *r = bench_ctl_request(&c, request, 30000);
+    bench_ctl_close(&c);
+    if (!r)
+        fail("%s: the request failed", n->sock, n);
+    return r;
+}
+
+static uint64_t node_counter(const node *n, const char *name)
+{
+    cJSON *st = node_request(n, "{\"cmd\":\"status\"}");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(st, "counters"), name);
+    uint64_t x = cJSON_IsNumber(v) ? (uint64_t)v->valuedouble : 0;
+    cJSON_Delete(st);
+    return x;
+}
+
+/* Start Sink, then Source knowing Sink's address, and watch one topic of
+ * the AppEvents of one of them. */
+static void pair_start(bool watch_sink, const char *topic)
+{
+    B.run++;
+    node_start(&B.sink, "Sink", NULL);
+    cJSON *st = node_request(&B.sink, "{\"cmd\":\"status\"}");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(st, "peer_id");
+    const cJSON *la = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st, "listen"), 0);
+    if (!cJSON_IsString(id) || !cJSON_IsString(la))
+        fail("%s: status has no peer_id or listen address", B.sink.sock, &B.sink);
+    char peer[512];
+    snprintf(peer, sizeof peer, "%s=%s", id->valuestring, la->valuestring);
+    cJSON_Delete(st);
+    node_start(&B.source, "Source", peer);
+    const node *w = watch_sink ? &B.sink : &B.source;
+    char req[128];
+    snprintf(req, sizeof req, "{\"cmd\":\"watch\",\"kinds\":[\"app\"],\"topics\":[\"%s\"]}", topic);
+    cJSON *r = NULL;
+    if (bench_ctl_open(&B.watch, w->sock) != 0 || !(r = bench_ctl_request(&B.watch, req, 10000)))
+        fail("cannot watch %s", w->sock, w);
+    cJSON_Delete(r);
+}
+
+static void pair_stop(void)
+{
+    bench_ctl_close(&B.watch);
+    node *n[2] = {&B.source, &B.sink};
+    for (int i = 0; i < 2; i++) {
+        int rc = bench_stop(n[i]->pid);
+        n[i]->pid = 0;
+        if (rc != 0)
+            fail("%s did not stop cleanly", n[i]->dir, n[i]);
+    }
+}
+
+/* Invoke Source once with x = n floats of value 1. */
+static void invoke_source(size_t n)
+{
+    size_t cap = 64 + 2 * n;
+    char *req = malloc(cap);
+    if (!req)
+        bench_die("malloc");
+    size_t k = (size_t)snprintf(req, cap, "{\"cmd\":\"invoke\",\"target\":\"Source\","
+                                          "\"inputs\":{\"x\":[");
+    for (size_t i = 0; i < n; i++) {
+        req[k++] = '1';
+        req[k++] = i + 1 < n ? ',' : ']';
+    }
+    snprintf(req + k, cap - k, "}}");
+    cJSON_Delete(node_request(&B.source, req));
+    free(req);
+}
+
+/* Wait for the watch to hold at least n more event lines than `skip`
+ * (reading in bulk, READ_EVERY_MS apart, so this process does not wake
+ * once per event and compete with the nodes), then parse the Clock stamps
+ * of lines skip .. skip+n-1 into stamps[n]. */
+static void collect_stamps(size_t skip, size_t n, uint64_t *stamps)
+{
+    double deadline = bench_now_ns() + FLOW_TIMEOUT_S * 1e9;
+    struct timespec pause = {0, READ_EVERY_MS * 1000000L};
+    for (;;) {
+        size_t lines = bench_ctl_fill(&B.watch);
+        if (lines == (size_t)-1)
+            fail("%s", "the watch connection closed", &B.source);
+        if (lines >= skip + n)
+            break;
+        if (bench_now_ns() > deadline)
+            fail("%s", "the flow stalled (not enough events before the deadline)", &B.source);
+        nanosleep(&pause, NULL);
+    }
+    for (size_t i = 0; i < skip + n; i++) {
+        const char *line = bench_ctl_line(&B.watch, 0);
+        if (i < skip)
+            continue;
+        cJSON *ev = cJSON_Parse(line);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(ev, "value"), "value");
+        if (!cJSON_IsString(v))
+            fail("an event without a Clock stamp: %s", line, NULL);
+        stamps[i - skip] = strtoull(v->valuestring, NULL, 10);
+        cJSON_Delete(ev);
+    }
+}
+
+/* ---- the runs ------------------------------------------------------------------------ */
+
+/* The mean round trip of each round with nobody watching (ns). */
+typedef struct unwatched {
+    double mean[ROUNDS];
+    int rounds;
+} unwatched;
+
+/* One round of bbd round trips: lat[TRIPS] in ns; appends the round's
+ * unwatched mean to *ud. */
+static void bbd_rtt(double *lat, void *ud)
+{
+    unwatched *u = ud;
+    pair_start(false, "ack");
+    invoke_source(SMALL_FLOATS);
+    uint64_t *stamps = malloc((TRIPS + 1) * sizeof *stamps);
+    if (!stamps)
+        bench_die("malloc");
+    collect_stamps(WARMUP, TRIPS + 1, stamps);
+    for (int i = 0; i < TRIPS; i++)
+        lat[i] = (double)(stamps[i + 1] - stamps[i]);
+    free(stamps);
+    bench_ctl_close(&B.watch);
+    struct timespec pause = {0, UNWATCHED_MS * 1000000L};
+    double t0 = bench_now_ns();
+    uint64_t n0 = node_counter(&B.source, "daemon.app_events");
+    nanosleep(&pause, NULL);
+    uint64_t n1 = node_counter(&B.source, "daemon.app_events");
+    double t1 = bench_now_ns();
+    if (n1 <= n0)
+        fail("%s", "the loop stopped once nobody watched", &B.source);
+    u->mean[u->rounds++ % ROUNDS] = (t1 - t0) / (double)(n1 - n0);
+    pair_stop();
+}
+
+/* One round of bbd throughput; MiB/s measured at Sink. */
+static double bbd_stream(void *ud)
+{
+    (void)ud;
+    pair_start(true, "got");
+    for (int i = 0; i < WINDOW; i++)
+        invoke_source(BIG_FLOATS);
+    /* the window is full now: skip what arrived so far and one more window */
+    size_t seen = bench_ctl_fill(&B.watch);
+    if (seen == (size_t)-1)
+        fail("%s", "the watch connection closed", &B.sink);
+    uint64_t stamps[STREAM_MIB + 1];
+    collect_stamps(seen + WINDOW, STREAM_MIB + 1, stamps);
+    pair_stop();
+    return STREAM_MIB / ((double)(stamps[STREAM_MIB] - stamps[0]) / 1e9);
+}
+
+/* ---- report ----------------------------------------------------------------------------- */
+
+static void setup(void)
+{
+    if (bench_build_dir(B.build, B.self, sizeof B.self) != 0)
+        bench_die("/proc/self/exe");
+    snprintf(B.bbd, sizeof B.bbd, "%s/bin/bbd", B.build);
+    snprintf(B.tmp, sizeof B.tmp, "/tmp/bench-wire-XXXXXX");
+    if (!mkdtemp(B.tmp))
+        bench_die("mkdtemp");
+    B.main_pid = getpid();
+    atexit(cleanup);
+    snprintf(B.plugdir, sizeof B.plugdir, "%s/plugins", B.tmp);
+    if (bench_compile_example(B.build, B.tmp, "wire_loop", B.artifact, sizeof B.artifact) != 0)
+        exit(1);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setup();
+    printf("bench_bbd_wire: two bbd processes on loopback TCP (examples/wire_loop), engine to "
+           "engine;\n%d-byte tensors, %d round trips per placement (%d rounds, fresh nodes "
+           "each, alternating with the raw runs)\n\n",
+           SMALL_FLOATS * 4, ROUNDS * TRIPS, ROUNDS);
+    bench_rtt_header();
+    bool all_ok = true;
+    for (int pinned = 1; pinned >= 0; pinned--) {
+        bench_place(pinned);
+        const char *where = pinned ? "same core (cpu 0)" : "unpinned";
+        unwatched u = {.rounds = 0};
+        all_ok &= bench_rtt_compare(where, "bbd -> bbd, watched", SMALL_FLOATS * 4, ROUNDS,
+                                    WARMUP, TRIPS, bbd_rtt, &u);
+        bench_rtt_row(where, "bbd -> bbd, unwatched", -1, -1,
+                      bench_median(u.mean, ROUNDS) / 1e3, -1, NULL);
+    }
+    printf("(watched: every trip's stamp; unwatched: the median round's mean trip with no\n"
+           " watcher, counted over %d ms)\n",
+           UNWATCHED_MS);
+    bench_place(false);
+    char title[96];
+    snprintf(title, sizeof title, "throughput, unpinned, %d MiB as 1 MiB tensors, %d rounds",
+             STREAM_MIB, STREAM_ROUNDS);
+    bool tok = bench_stream_compare(title, "bbd -> bbd, 1 MiB tensors, 8 in flight",
+                                    "(bbd's MiB/s measured at Sink, from its receive stamps)",
+                                    STREAM_MIB, STREAM_ROUNDS, bbd_stream, NULL);
+    printf("\ntargets: %s\n", all_ok && tok ? "all met" : "NOT all met");
+    return 0;
+}

@@ -1,0 +1,224 @@
+/*
+ * raw_tcp.c — the raw loopback TCP ping-pong and stream, and the
+ * comparison harness of raw_tcp.h.
+ */
+#include "bench/support/raw_tcp.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/support/bench_util.h"
+
+#define MIB (1u << 20)
+#define CHILD_ALARM_S 120 /* a child whose parent died does not linger */
+
+static void full_io(int fd, void *buf, size_t n, bool writing)
+{
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t r = writing ? write(fd, p, n) : read(fd, p, n);
+        if (r <= 0) {
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r == 0)
+                _exit(0); /* the other side is done (only the child sees EOF) */
+            bench_die(writing ? "write" : "read");
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+static void nodelay(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static int listener(uint16_t *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sl) != 0 || listen(fd, 4) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0)
+        bench_die("raw listen");
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+static int dial(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        bench_die("raw connect");
+    nodelay(fd);
+    return fd;
+}
+
+/* Fork the peer: it accepts one connection on a fresh listener and runs
+ * serve(fd, arg) until the connection ends. Returns its pid; *fd gets this
+ * side's connected socket. */
+static pid_t fork_peer(void (*serve)(int fd, int arg), int arg, int *fd)
+{
+    uint16_t port;
+    int lfd = listener(&port);
+    pid_t pid = fork();
+    if (pid < 0)
+        bench_die("fork");
+    if (pid == 0) {
+        alarm(CHILD_ALARM_S);
+        int cfd = accept(lfd, NULL, NULL);
+        if (cfd < 0)
+            bench_die("accept");
+        nodelay(cfd);
+        serve(cfd, arg);
+        _exit(0); /* not exit(): the parent's atexit handlers are not the child's */
+    }
+    close(lfd);
+    *fd = dial(port);
+    return pid;
+}
+
+static void echo(int fd, int size)
+{
+    uint8_t buf[4096];
+    for (;;) {
+        full_io(fd, buf, (size_t)size, false);
+        full_io(fd, buf, (size_t)size, true);
+    }
+}
+
+void bench_raw_pingpong(size_t size, int warmup, int n, double *lat)
+{
+    if (size > 4096)
+        size = 4096;
+    int fd;
+    pid_t pid = fork_peer(echo, (int)size, &fd);
+    uint8_t buf[4096] = {0};
+    for (int i = 0; i < warmup + n; i++) {
+        double t0 = bench_now_ns();
+        full_io(fd, buf, size, true);
+        full_io(fd, buf, size, false);
+        if (i >= warmup)
+            lat[i - warmup] = bench_now_ns() - t0;
+    }
+    close(fd);
+    waitpid(pid, NULL, 0);
+}
+
+static void drain(int fd, int mib)
+{
+    uint8_t *buf = malloc(MIB);
+    if (!buf)
+        bench_die("malloc");
+    for (int i = 0; i < mib; i++)
+        full_io(fd, buf, MIB, false);
+    full_io(fd, buf, 1, true);
+    free(buf);
+}
+
+double bench_raw_stream(int mib)
+{
+    int fd;
+    pid_t pid = fork_peer(drain, mib, &fd);
+    uint8_t *buf = calloc(1, MIB);
+    if (!buf)
+        bench_die("calloc");
+    double t0 = bench_now_ns();
+    for (int i = 0; i < mib; i++)
+        full_io(fd, buf, MIB, true);
+    full_io(fd, buf, 1, false);
+    double secs = (bench_now_ns() - t0) / 1e9;
+    close(fd);
+    free(buf);
+    waitpid(pid, NULL, 0);
+    return mib / secs;
+}
+
+/* ---- comparing a path with the baselines ---------------------------------------- */
+
+void bench_rtt_header(void)
+{
+    printf("%-18s %-26s %8s %8s %8s %9s %11s\n", "placement", "path", "p50 us", "p99 us",
+           "mean us", "p50 ratio", "target");
+}
+
+static void num(double v, const char *fmt)
+{
+    if (v < 0)
+        printf(" %8s", "");
+    else
+        printf(fmt, v);
+}
+
+void bench_rtt_row(const char *placement, const char *path, double p50_us, double p99_us,
+                   double mean_us, double ratio, const char *target)
+{
+    printf("%-18s %-26s", placement, path);
+    num(p50_us, " %8.1f");
+    num(p99_us, " %8.1f");
+    num(mean_us, " %8.1f");
+    if (ratio < 0)
+        printf(" %9s", "");
+    else
+        printf(" %9.2f", ratio);
+    printf(" %11s\n", target ? target : "");
+}
+
+bool bench_rtt_compare(const char *placement, const char *path_name, size_t size, int rounds,
+                       int warmup, int trips, void (*path)(double *lat, void *ud), void *ud)
+{
+    size_t n = (size_t)rounds * (size_t)trips;
+    double *rl = malloc(n * sizeof *rl), *pl = malloc(n * sizeof *pl);
+    if (!rl || !pl)
+        bench_die("malloc");
+    for (int r = 0; r < rounds; r++) {
+        bench_raw_pingpong(size, warmup, trips, rl + (size_t)r * trips);
+        path(pl + (size_t)r * trips, ud);
+    }
+    double rmean = bench_mean(rl, n), pmean = bench_mean(pl, n);
+    double r50 = bench_percentile(rl, n, 0.50), r99 = bench_percentile(rl, n, 0.99);
+    double p50 = bench_percentile(pl, n, 0.50), p99 = bench_percentile(pl, n, 0.99);
+    bool ok = p50 <= 1.5 * r50;
+    bench_rtt_row(placement, "raw C TCP ping-pong", r50 / 1e3, r99 / 1e3, rmean / 1e3, 1, NULL);
+    bench_rtt_row(placement, path_name, p50 / 1e3, p99 / 1e3, pmean / 1e3, p50 / r50,
+                  ok ? "<=1.5 ok" : "<=1.5 MISS");
+    free(rl);
+    free(pl);
+    return ok;
+}
+
+bool bench_stream_compare(const char *title, const char *path_name, const char *note, int mib,
+                          int rounds, double (*path)(void *ud), void *ud)
+{
+    double raw = 0, best = 0, *ratios = malloc((size_t)rounds * sizeof *ratios);
+    if (!ratios)
+        bench_die("malloc");
+    for (int r = 0; r < rounds; r++) {
+        double x = bench_raw_stream(mib), y = path(ud);
+        raw = x > raw ? x : raw;
+        best = y > best ? y : best;
+        ratios[r] = y / x;
+    }
+    double ratio = bench_median(ratios, (size_t)rounds);
+    free(ratios);
+    bool ok = ratio >= 0.7;
+    printf("\n%s\n", title);
+    printf("%-49s %9s %10s %11s\n", "path", "MiB/s", "ratio", "target");
+    printf("%-49s %9.0f %10s %11s\n", "raw socket stream (1 MiB write calls)", raw, "1.00", "");
+    printf("%-49s %9.0f %10.2f %11s\n", path_name, best, ratio, ok ? ">=0.70 ok" : ">=0.70 MISS");
+    printf("(MiB/s: the best round of each; ratio: the median of the rounds' path/raw, each\n"
+           " pair run back to back)%s%s\n", note ? "\n" : "", note ? note : "");
+    return ok;
+}

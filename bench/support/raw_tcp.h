@@ -1,0 +1,49 @@
+/*
+ * raw_tcp.h — the raw socket baselines the wire benchmarks compare with,
+ * and the harness that runs a measured path against them round by round
+ * and prints the table rows.
+ *
+ * A baseline is two processes (this one and a forked child, so both pay
+ * the same wakeups as two daemons) on loopback TCP with TCP_NODELAY, plain
+ * blocking read() and write(), nothing else. The child inherits this
+ * process's CPU placement (bench_place). A socket error exits the
+ * benchmark.
+ */
+#ifndef BB_BENCH_RAW_TCP_H
+#define BB_BENCH_RAW_TCP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A ping-pong of size-byte messages: warmup round trips, then n more whose
+ * durations (ns) go to lat[n]. */
+void bench_raw_pingpong(size_t size, int warmup, int n, double *lat);
+
+/* mib MiB written in 1 MiB write() calls, timed until the child has read
+ * the last byte and answered one byte; MiB/s. */
+double bench_raw_stream(int mib);
+
+/* ---- comparing a path with the baselines ---- */
+
+/* The round-trip table: bench_rtt_header, then rows. A negative figure
+ * prints blank. */
+void bench_rtt_header(void);
+void bench_rtt_row(const char *placement, const char *path, double p50_us, double p99_us,
+                   double mean_us, double ratio, const char *target);
+
+/* In the current placement, `rounds` rounds, each a raw ping-pong of size
+ * bytes (warmup + trips round trips) then path(lat, ud) filling lat[trips]
+ * (ns); prints the raw row and the path's row (p50, p99, mean, p50 ratio,
+ * target p50 <= 1.5x raw). Returns whether the target was met. */
+bool bench_rtt_compare(const char *placement, const char *path_name, size_t size, int rounds,
+                       int warmup, int trips, void (*path)(double *lat, void *ud), void *ud);
+
+/* `rounds` rounds, each a raw stream of mib MiB then path(ud) (MiB/s),
+ * back to back so a pair sees the same load from elsewhere; prints the
+ * table under title: MiB/s the best round of each, the ratio the median
+ * of the rounds' path/raw (target >= 0.70), then note. Returns whether the
+ * target was met. */
+bool bench_stream_compare(const char *title, const char *path_name, const char *note, int mib,
+                          int rounds, double (*path)(void *ud), void *ud);
+
+#endif
