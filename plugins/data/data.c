@@ -126,6 +126,8 @@ static int create_source(const bb_create_args *args, const char *type_name,
     bbp_rng_seed(&s->rng, o.seed);
     s->cursor = s->n; /* the first NextBatch opens epoch 1 */
     s->epoch = 0;
+    for (size_t i = 0; i < s->n; i++) /* a snapshot before that holds a valid order */
+        s->order[i] = (uint32_t)i;
     *out = s;
     return BB_OK;
 }
