@@ -753,7 +753,11 @@ fail:
 
 bool bb_domain_is_onnx(const char *domain)
 {
-    return !domain || !domain[0] || strcmp(domain, "ai.onnx") == 0;
+    /* Called per node by every pass; most domains are "ai.bytesandbrains.*",
+     * told apart by their fourth byte without a call. */
+    return !domain || !domain[0] ||
+           (domain[0] == 'a' && domain[1] == 'i' && domain[2] == '.' && domain[3] == 'o' &&
+            strcmp(domain + 3, "onnx") == 0);
 }
 
 /* ---- dtypes ------------------------------------------------------------- */

@@ -2,14 +2,18 @@
  * opsets.c — lookups over the built-in opset catalogs (the data lives in
  * opsets_syscall.c, opsets_wire.c, opsets_role.c, opsets_onnx.c).
  *
- * Domains and each domain's ops are sorted by strcmp, so a lookup is two
- * binary searches (11 domains, at most 51 ops each): cheap enough for a
- * validator that calls it once per node. Nothing here allocates or keeps
- * state.
+ * Domains and each domain's ops are sorted by strcmp (test_opsets checks
+ * it). An op lookup goes through a hash table of every (domain, op_type),
+ * built once on first use: the compiler classifies every node several
+ * times per pass (bb_op_flags), and two binary searches of strcmp over
+ * domains sharing the long "ai.bytesandbrains." prefix cost ~370
+ * instructions a lookup. Nothing here allocates.
  */
 #include "opsets_internal.h"
 
 #include <assert.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 /* Sorted by domain (strcmp); test_opsets checks the order. */
@@ -82,12 +86,97 @@ static const bb_op_schema *opset_op(const bb_opset_schema *os, const char *op_ty
     return NULL;
 }
 
+/* ---- the (domain, op_type) hash table --------------------------------------- */
+
+#define OP_TABLE_CAP 2048u /* a power of two, over twice the catalog's op count */
+
+typedef struct op_entry {
+    const bb_op_schema *op;
+    uint64_t hash;
+    uint32_t domain_len, op_len;
+} op_entry;
+
+static op_entry g_op_table[OP_TABLE_CAP];
+static bool g_op_table_ok; /* false: more ops than fit, lookups use the binary searches */
+static bool g_onnx_flagless; /* no ai.onnx op has flags: bb_op_flags needs no lookup */
+static pthread_once_t g_op_table_once = PTHREAD_ONCE_INIT;
+
+/* The bytes s[at..n) as a word when there are at most eight, else the
+ * eight from `at`; short tails read two overlapping pieces (no byte loop). */
+static uint64_t word_at(const char *s, size_t n, size_t at)
+{
+    s += at;
+    n -= at;
+    uint64_t w = 0;
+    if (n >= 8) {
+        memcpy(&w, s, 8);
+    } else if (n >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, s, 4);
+        memcpy(&hi, s + n - 4, 4);
+        w = (uint64_t)hi << 32 | lo;
+    } else if (n > 0) {
+        w = (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[n / 2] << 8 |
+            (unsigned char)s[n - 1];
+    }
+    return w;
+}
+
+/* A fixed-cost hash: the lengths, the domain's last eight bytes (which tell
+ * every catalog domain apart) and the op_type's first and last eight. A
+ * collision only costs a probe: entries are compared in full. */
+static uint64_t op_hash(const char *domain, size_t dn, const char *op_type, size_t on)
+{
+    uint64_t h = (dn << 32 | on) * 0x9e3779b97f4a7c15ull;
+    h = (h ^ word_at(domain, dn, dn > 8 ? dn - 8 : 0)) * 0xff51afd7ed558ccdull;
+    h = (h ^ (h >> 29) ^ word_at(op_type, on, 0)) * 0xc4ceb9fe1a85ec53ull;
+    h = (h ^ (h >> 31) ^ word_at(op_type, on, on > 8 ? on - 8 : 0)) * 0x94d049bb133111ebull;
+    return h ^ (h >> 32);
+}
+
+static void op_table_build(void)
+{
+    g_onnx_flagless = true;
+    for (size_t i = 0; i < N_OPSETS; i++)
+        for (uint32_t k = 0; k < OPSETS[i]->n_ops; k++)
+            if (OPSETS[i]->ops[k].flags && bb_domain_is_onnx(OPSETS[i]->domain))
+                g_onnx_flagless = false;
+    if (bb_op_schema_total() * 2 > OP_TABLE_CAP)
+        return;
+    for (size_t i = 0; i < N_OPSETS; i++) {
+        const bb_opset_schema *os = OPSETS[i];
+        for (uint32_t k = 0; k < os->n_ops; k++) {
+            const bb_op_schema *op = &os->ops[k];
+            size_t dn = strlen(op->domain), on = strlen(op->op_type);
+            uint64_t h = op_hash(op->domain, dn, op->op_type, on);
+            size_t j = h & (OP_TABLE_CAP - 1);
+            while (g_op_table[j].op)
+                j = (j + 1) & (OP_TABLE_CAP - 1);
+            g_op_table[j] = (op_entry){op, h, (uint32_t)dn, (uint32_t)on};
+        }
+    }
+    g_op_table_ok = true;
+}
+
 const bb_op_schema *bb_op_schema_find(const char *domain, const char *op_type)
 {
     if (!op_type)
         return NULL;
-    const bb_opset_schema *os = bb_opset_find(domain);
-    return os ? opset_op(os, op_type) : NULL;
+    pthread_once(&g_op_table_once, op_table_build);
+    if (!g_op_table_ok) {
+        const bb_opset_schema *os = bb_opset_find(domain);
+        return os ? opset_op(os, op_type) : NULL;
+    }
+    domain = canon_domain(domain);
+    size_t dn = strlen(domain), on = strlen(op_type);
+    uint64_t h = op_hash(domain, dn, op_type, on);
+    for (size_t j = h & (OP_TABLE_CAP - 1); g_op_table[j].op; j = (j + 1) & (OP_TABLE_CAP - 1)) {
+        const op_entry *e = &g_op_table[j];
+        if (e->hash == h && e->domain_len == dn && e->op_len == on &&
+            memcmp(e->op->op_type, op_type, on) == 0 && memcmp(e->op->domain, domain, dn) == 0)
+            return e->op;
+    }
+    return NULL;
 }
 
 size_t bb_op_schema_total(void)
@@ -243,6 +332,9 @@ void bb_op_output_arity(const bb_op_schema *op, uint32_t *min, uint32_t *max)
 
 uint32_t bb_op_flags(const char *domain, const char *op_type)
 {
+    pthread_once(&g_op_table_once, op_table_build);
+    if (g_onnx_flagless && bb_domain_is_onnx(domain))
+        return 0;
     const bb_op_schema *op = bb_op_schema_find(domain, op_type);
     return op ? op->flags : 0;
 }
