@@ -19,8 +19,12 @@
  * per-pass split of the largest compile. Targets: a 10k-node compile under
  * 200 ms; growth no faster than n log n (ratio <= 1.5 allowing noise).
  *
- *   bench_compile [--quick | --size N]   (--quick: 1k and 10k only;
- *                                         --size N: one program of ~N nodes)
+ *   bench_compile [--quick | --size N [--once] [--save OUT.onnx]]
+ *     --quick   1k and 10k only
+ *     --size N  one program of ~N nodes
+ *     --once    compile it once, print nothing else (for perf / callgrind)
+ *     --save    also write its compiled model to OUT.onnx (to compare the
+ *               output of two builds byte for byte)
  */
 #include <math.h>
 #include <stdio.h>
@@ -253,14 +257,57 @@ static void print_pass_split(const bb_model *m, int reps)
         printf("  %-36s %9.2f ms %5.1f%%\n", name[i], best[i] * 1e3, 100.0 * best[i] / total);
 }
 
+/* --once / --save: one compile of a program of ~n nodes, no table. */
+static int compile_once(size_t n, bool time_it, const char *save_path)
+{
+    size_t ports = 0;
+    bb_model *m = generate(n, &ports), *out = NULL;
+    bbc_error err = {0};
+    double t0 = now_s();
+    if (bbc_compile(m, NULL, NULL, &g_types, NULL, 0, &out, &err) != BB_OK)
+        die(err.pass, err.msg);
+    double dt = now_s() - t0;
+    bb_error e = {0};
+    if (save_path && bb_model_save_file(out, save_path, &e) != BB_OK)
+        die(save_path, e.msg);
+    if (time_it)
+        printf("%zu nodes -> %zu: compile %.2f ms\n", count_nodes(m), count_nodes(out), dt * 1e3);
+    bb_model_free(out);
+    bb_model_free(m);
+    return 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench_compile [--quick | --size N [--once] [--save OUT.onnx]]\n");
+    exit(2);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
-    size_t only = argc > 2 && strcmp(argv[1], "--size") == 0 ? strtoul(argv[2], NULL, 10) : 0;
+    bool quick = false, once = false;
+    size_t only = 0;
+    const char *save_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            quick = true;
+        else if (strcmp(argv[i], "--once") == 0)
+            once = true;
+        else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc)
+            only = strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--save") == 0 && i + 1 < argc)
+            save_path = argv[++i];
+        else
+            usage();
+    }
+    if ((once || save_path) && !only)
+        usage();
     g_arr.types = TYPES;
     g_arr.n = sizeof TYPES / sizeof *TYPES;
     bbc_type_source_from_array(&g_types, &g_arr);
+    if (once || save_path)
+        return compile_once(only, !once, save_path);
     size_t SIZES[] = {1000, 10000, 100000};
     size_t n_sizes = quick ? 2 : 3;
     if (only) {
