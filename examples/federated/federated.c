@@ -17,7 +17,8 @@
  *   Model.LoadParameters(global) -> Model.EvaluateMetrics -> (loss, accuracy)
  *   t1    = Clock(accuracy)
  *   AppEmit("round", Bundle(round, participants n, samples, loss, accuracy,
- *                           t0, t1, digest before, digest after))
+ *                           t0, t1, digest before, digest after,
+ *                           Clock when the answers were in, Clock after Aggregate))
  *   Limit.Release("round")
  * Server bootstrap: AppEmit("initial", digest of the initial parameters).
  *
@@ -25,6 +26,7 @@
  *   (params, req) = RecvReq("params") -> Model.LoadParameters(params)
  *   (params, num_samples) = Model.Train(E epochs on its "data" shard)
  *   SendResp(Bundle(params, num_samples), req)
+ *   AppEmit("trained", Bundle(num_samples, Clock on arrival, Clock after Train))
  *
  * Knobs (argv, so no C is edited): --clients K, --quorum FRACTION (of K,
  * rounded up), --period-ms, --deadline-ms (authored on SendReqBatched as
@@ -106,16 +108,18 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     bb_val req_id, responses;
     bb_wire_send_req_batched(g, NULL, "params", params, peers, quorum_of(k), &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
+    bb_val collected = bb_sys_clock(g, responses);
     bb_val participants = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
     bb_val samples, global = bb_role_aggregator_aggregate(g, agg, participants, &samples);
+    bb_val aggregated = bb_sys_clock(g, global);
     bb_val round = ext_op(g, agg, AGG_ATOMIC, "Rounds", global, &BB_TYPE_U64);
     bb_val loaded = bb_role_model_load_parameters(g, model, global);
     bb_val loss, accuracy;
     bb_role_model_evaluate_metrics(g, model, loaded, &loss, &accuracy);
     bb_val after = ext_op(g, model, MLP_ATOMIC, "ParamsDigest", loaded, &BB_TYPE_U64);
     bb_val finished = bb_sys_clock(g, accuracy);
-    bb_val report[] = {round, participants, samples, loss, accuracy,
-                       started, finished, before, after};
+    bb_val report[] = {round,   participants, samples, loss,      accuracy,  started,
+                       finished, before,      after,   collected, aggregated};
     bb_val metrics = bb_rec_bundle(g, report, sizeof report / sizeof *report);
     bb_sys_app_emit(g, metrics, "round");
     bb_sys_limit_release(g, metrics, "round");
@@ -138,10 +142,15 @@ static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
     bb_rec *g = bb_module_body(m);
     bb_val params, req_id;
     bb_wire_recv_req(g, NULL, "params", &BB_TYPE_TENSOR_F32, NULL, &params, &req_id);
+    bb_val received = bb_sys_clock(g, params);
     bb_val loaded = bb_role_model_load_parameters(g, model, params);
     bb_val update[2];
     bb_role_model_train(g, model, loaded, k->epochs, &update[0], &update[1]);
     bb_wire_send_resp(g, NULL, bb_rec_bundle(g, update, 2), BB_VAL_OMIT, req_id);
+    /* the client's own record of its round: when the parameters came, when
+     * its training ended (where a round's time goes, seen from a client) */
+    bb_val local[] = {update[1], received, bb_sys_clock(g, update[1])};
+    bb_sys_app_emit(g, bb_rec_bundle(g, local, 3), "trained");
     return m;
 }
 

@@ -43,7 +43,7 @@
 
 /* Items of the "round" report (examples/federated/federated.c). */
 enum { R_ROUND, R_PARTICIPANTS, R_SAMPLES, R_LOSS, R_ACCURACY, R_STARTED, R_FINISHED,
-       R_BEFORE, R_AFTER, R_N };
+       R_BEFORE, R_AFTER, R_COLLECTED, R_AGGREGATED, R_N };
 
 /* Record the example with its knobs (argv), then compile it as bbc does. */
 static bb_model *compile_example(const char *const *knobs)
@@ -245,7 +245,9 @@ static void test_federated_iid_digits_by_interval(void **state)
         assert_int_equal(u64_of(ev, R_ROUND), r + 1);
         assert_int_equal(u64_of(ev, R_PARTICIPANTS), N_CLIENTS);
         samples = u64_of(ev, R_SAMPLES);
-        assert_true(u64_of(ev, R_FINISHED) >= u64_of(ev, R_STARTED));
+        assert_true(u64_of(ev, R_STARTED) <= u64_of(ev, R_COLLECTED));
+        assert_true(u64_of(ev, R_COLLECTED) <= u64_of(ev, R_AGGREGATED));
+        assert_true(u64_of(ev, R_AGGREGATED) <= u64_of(ev, R_FINISHED));
         if (prev_started) /* rounds start on the Interval: one per period */
             assert_int_equal(u64_of(ev, R_STARTED) - prev_started, PERIOD_MS * MS);
         prev_started = u64_of(ev, R_STARTED);
@@ -254,6 +256,16 @@ static void test_federated_iid_digits_by_interval(void **state)
         prev_after = u64_of(ev, R_AFTER);
         assert_true(u64_of(ev, R_BEFORE) != u64_of(ev, R_AFTER));
     }
+    /* each client reports its own rounds: samples, arrival, end of training */
+    uint64_t trained = 0;
+    for (int c = 1; c <= N_CLIENTS; c++) {
+        const fx_rec *t = fx_log_app(&f.net.log[c], "trained", ROUNDS - 1);
+        assert_non_null(t);
+        assert_int_equal(t->value->u.list.n, 3);
+        trained += t->value->u.list.items[0]->u.u64;
+        assert_true(t->value->u.list.items[2]->u.u64 >= t->value->u.list.items[1]->u.u64);
+    }
+    assert_int_equal(trained, 5 * 1438); /* the shards add up to the training rows */
     const fx_rec *last = round_ev(&f, ROUNDS - 1);
     float acc = f32_of(last, R_ACCURACY);
     print_message("  digits, centralized baseline (one client, 40 epochs): %.2f%%; federated, "

@@ -1657,11 +1657,11 @@ static void test_federated_example_shape(void **state)
     const bb_function *s = fn(m, "Server"), *c = fn(m, "Client");
     const char *server_ops[] = {"Interval", "Limit.Acquire", "Clock", "ParamsDigest",
                                 "ParamsOn", "Sample", "SendReqBatched", "RecvRespBatched",
-                                "Contribute", "Aggregate", "Rounds", "LoadParameters",
-                                "EvaluateMetrics", "ParamsDigest", "Clock", "Bundle",
-                                "AppEmit", "Limit.Release"};
-    assert_int_equal(s->nodes.n, 18);
-    for (size_t i = 0; i < 18; i++)
+                                "Clock", "Contribute", "Aggregate", "Clock", "Rounds",
+                                "LoadParameters", "EvaluateMetrics", "ParamsDigest", "Clock",
+                                "Bundle", "AppEmit", "Limit.Release"};
+    assert_int_equal(s->nodes.n, 20);
+    for (size_t i = 0; i < 20; i++)
         assert_string_equal(s->nodes.v[i]->op_type, server_ops[i]);
     const bb_node *sample = node_of(s, "Sample");
     assert_meta(sample, BB_META_PEER_CLASS, "Client");
@@ -1676,15 +1676,16 @@ static void test_federated_example_shape(void **state)
     assert_string_equal(node_of(s, "RecvRespBatched")->inputs.v[0], srb->outputs.v[0]);
     assert_string_equal(bb_node_attr_string(node_of(s, "AppEmit"), "name", ""), "round");
     assert_string_equal(fmeta(fn(m, "Server__bootstrap"), BB_META_MODULE_PHASE), "bootstrap");
-    const char *client_ops[] = {"RecvReq", "LoadParameters", "Train", "Bundle", "SendResp"};
-    assert_int_equal(c->nodes.n, 5);
-    for (size_t i = 0; i < 5; i++) {
+    const char *client_ops[] = {"RecvReq", "Clock",  "LoadParameters", "Train",  "Bundle",
+                                "SendResp", "Clock", "Bundle",         "AppEmit"};
+    assert_int_equal(c->nodes.n, 9);
+    for (size_t i = 0; i < 9; i++) {
         assert_string_equal(c->nodes.v[i]->op_type, client_ops[i]);
         assert_meta(c->nodes.v[i], BB_META_HOME_CLASS, "Client");
     }
     const bb_node *rr = node_of(c, "RecvReq"), *sr = node_of(c, "SendResp");
     assert_meta(rr, BB_REC_META_PORT, "params");
-    assert_string_equal(sr->inputs.v[0], node_of(c, "Bundle")->outputs.v[0]);
+    assert_string_equal(sr->inputs.v[0], c->nodes.v[4]->outputs.v[0]); /* the first Bundle */
     assert_string_equal(sr->inputs.v[2], rr->outputs.v[2]);
     const char *types[] = {"nn::Mlp", "agg::FedAvg", "peers::Connected", "data::Csv"};
     const char *slots[] = {"model", "aggregator", "selector", "data"};
