@@ -23,9 +23,12 @@ static void test_alloc_is_zeroed_and_aligned(void **state)
         memset(p, 0xab, i);
     }
     /* a request larger than any chunk gets its own */
-    void *big = bb_arena_alloc(a, 10u << 20);
+    unsigned char *big = bb_arena_alloc(a, 10u << 20);
     assert_non_null(big);
     assert_true(bb_arena_used(a) >= (10u << 20));
+    for (size_t j = 0; j < (10u << 20); j += 4093)
+        assert_int_equal(big[j], 0);
+    assert_int_equal(big[(10u << 20) - 1], 0);
     assert_null(bb_arena_alloc(a, SIZE_MAX - 3));
     assert_null(bb_arena_calloc(a, SIZE_MAX / 2, 4));
     bb_arena_destroy(a);
