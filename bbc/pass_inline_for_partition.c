@@ -194,7 +194,7 @@ static int add_value_info(inliner *in, const char *callee_value, const char *roo
     const bb_value_info *vi = fn_value_info(in->ff, in->a, in->callee_index, callee_value);
     if (!vi || bbc_map_get(in->root_vinfo, root_value, NULL))
         return BB_OK;
-    bb_value_info *c = bb_value_info_clone(in->a, vi);
+    bb_value_info *c = bbc_value_info_copy(in->a, vi);
     bb_value_info **slot = c ? BB_VEC_PUSH(in->a, &in->root->value_info) : NULL;
     if (!slot)
         return BB_ENOMEM;
@@ -324,7 +324,7 @@ static int inline_call(bbc_state *st, fn_facts *ff, bbc_map *root_vinfo, const b
     if (!fresh)
         return bbc_oom(st);
     for (size_t i = 0; i < n; i++) {
-        bb_node *c = bb_node_clone(in.a, callee->nodes.v[i]);
+        bb_node *c = bbc_node_copy(in.a, callee->nodes.v[i]);
         if (!c)
             return bbc_oom(st);
         for (size_t j = 0; j < c->inputs.n; j++)

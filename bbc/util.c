@@ -120,6 +120,37 @@ const char *bbc_node_label(bb_arena *a, const bb_node *n, size_t index)
     return bb_arena_sprintf(a, "#%zu", index);
 }
 
+/* ---- copies within one model ---------------------------------------------------- */
+
+/* Give a copied vec its own array (same elements); false on OOM. */
+#define OWN_ARRAY(a, vec)                                                                  \
+    ((vec)->cap = (vec)->n,                                                                \
+     !(vec)->n || ((vec)->v = bb_arena_memdup((a), (vec)->v, (vec)->n * sizeof *(vec)->v)))
+
+bb_node *bbc_node_copy(bb_arena *a, const bb_node *n)
+{
+    bb_node *c = bb_arena_alloc(a, sizeof *c);
+    if (!c)
+        return NULL;
+    *c = *n;
+    if (!OWN_ARRAY(a, &c->inputs) || !OWN_ARRAY(a, &c->outputs) || !OWN_ARRAY(a, &c->attrs) ||
+        !OWN_ARRAY(a, &c->metadata) || !OWN_ARRAY(a, &c->device_configurations))
+        return NULL;
+    for (size_t i = 0; i < c->attrs.n; i++)
+        if (c->attrs.v[i] && !(c->attrs.v[i] = bb_attr_clone(a, n->attrs.v[i])))
+            return NULL;
+    return c;
+}
+
+bb_value_info *bbc_value_info_copy(bb_arena *a, const bb_value_info *vi)
+{
+    bb_value_info *c = bb_arena_alloc(a, sizeof *c);
+    if (!c)
+        return NULL;
+    *c = *vi;
+    return OWN_ARRAY(a, &c->metadata) ? c : NULL;
+}
+
 /* ---- map --------------------------------------------------------------------- */
 
 /* A string hash for the maps (not a wire hash: it never leaves the

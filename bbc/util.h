@@ -39,6 +39,18 @@ bool bbc_is_bootstrap_fn(const bb_function *f);
 /* "name" or "#<index>" when the node is unnamed, for messages (arena copy). */
 const char *bbc_node_label(bb_arena *a, const bb_node *n, size_t index);
 
+/* ---- copies within one model ---------------------------------------------- */
+
+/* A copy of n for the model whose arena a holds n's strings: its own lists
+ * (inputs, outputs, attributes, metadata entries) and attribute objects
+ * (attributes are set in place), sharing the strings and byte buffers,
+ * which the IR never writes into. Cheaper than bb_node_clone, which copies
+ * every string. NULL when out of memory. */
+bb_node *bbc_node_copy(bb_arena *a, const bb_node *n);
+/* The same for a value_info: its own metadata entries; name, doc and the
+ * TypeProto shared (passes replace a type, never edit one). */
+bb_value_info *bbc_value_info_copy(bb_arena *a, const bb_value_info *vi);
+
 /* ---- string -> size_t map (open addressing, arena-backed) ---------------- */
 
 typedef struct bbc_map {
