@@ -757,7 +757,7 @@ bool bb_domain_is_onnx(const char *domain)
      * told apart by their fourth byte without a call. */
     return !domain || !domain[0] ||
            (domain[0] == 'a' && domain[1] == 'i' && domain[2] == '.' && domain[3] == 'o' &&
-            strcmp(domain + 3, "onnx") == 0);
+            domain[4] == 'n' && domain[5] == 'n' && domain[6] == 'x' && domain[7] == '\0');
 }
 
 /* ---- dtypes ------------------------------------------------------------- */
