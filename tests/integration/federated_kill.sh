@@ -17,9 +17,9 @@ watch_rounds srv
 for i in 0 1 2; do
     start_client "c$i" "$TMP/fed.onnx" srv "$i" 4 || not_ok "client $i starts" "$TMP/c$i.log"
 done
-# the victim trains 300 epochs a round (a few hundred ms): long enough to be
-# caught training, far below the deadline
-start_client c3 "$TMP/fed.onnx" srv 3 4 iid '{"epochs": 300}' || not_ok "client 3 starts" "$TMP/c3.log"
+# the victim trains 1000 epochs a round (about half a second): long enough to
+# be caught training, well below the deadline
+start_client c3 "$TMP/fed.onnx" srv 3 4 iid '{"epochs": 1000}' || not_ok "client 3 starts" "$TMP/c3.log"
 VICTIM=$(node_peer c3)
 
 wait_rounds srv 4 40 && ok "rounds 1-4" || not_ok "rounds 1-4 ($(rounds_seen srv))" "$TMP/srv.log"

@@ -15,12 +15,14 @@ run() { # NAME AGGREGATOR: ROUNDS rounds with client 0 poisoned; prints the last
     start_server "$name" "$TMP/$name.onnx" || not_ok "$agg: server starts" "$TMP/$name.log"
     server_identity "$name"
     watch_rounds "$name"
-    start_client "${name}_c0" "$TMP/$name.onnx" "$name" 0 4 iid '{"attack_update_scale": 1e6}' ||
-        not_ok "$agg: the poisoned client starts" "$TMP/${name}_c0.log"
+    # the honest clients first: a round with the attacker and fewer than three
+    # honest clients would trim nothing (k = floor(0.25 n))
     for i in 1 2 3; do
         start_client "${name}_c$i" "$TMP/$name.onnx" "$name" "$i" 4 ||
             not_ok "$agg: client $i starts" "$TMP/${name}_c$i.log"
     done
+    start_client "${name}_c0" "$TMP/$name.onnx" "$name" 0 4 iid '{"attack_update_scale": 1e6}' ||
+        not_ok "$agg: the poisoned client starts" "$TMP/${name}_c0.log"
     wait_rounds "$name" $ROUNDS 60
     stop_watch "$name"
     for i in 0 1 2 3; do stop_node "${name}_c$i"; done
