@@ -320,6 +320,12 @@ typedef struct bb_engine_input {
 int bb_engine_deliver_envelope(bb_engine *e, const bb_peerid *src_peer,
                                const bb_engine_addr *observed, const uint8_t *bytes,
                                size_t len, bb_error *err);
+/* The same, taking bytes (malloc'd) instead of copying them: freed by the
+ * engine on every path, errors included. For a host whose transport already
+ * holds a frame in a buffer of its own (large envelopes: no second copy). */
+int bb_engine_deliver_envelope_owned(bb_engine *e, const bb_peerid *src_peer,
+                                     const bb_engine_addr *observed, uint8_t *bytes, size_t len,
+                                     bb_error *err);
 /* Invoke target with named inputs as ONE execution; *exec_id (may be NULL)
  * gets its id. Besides the consumers of the given inputs, the target's
  * zero-input ops (component ops such as Model.Params, calls) run at the start

@@ -53,6 +53,10 @@ bool bb__map_get(const bb__map *m, uint64_t k, uint64_t *v);
 int bb__map_put(bb__map *m, uint64_t k, uint64_t v);
 bool bb__map_del(bb__map *m, uint64_t k);
 void bb__map_free(bb__map *m);
+/* A 64-bit hash of bytes, one 64x64->128-bit multiply per 16 bytes in
+ * three independent lanes (wyhash's folding): for whole envelopes, where a
+ * byte-at-a-time hash costs more than receiving them. Not cryptographic. */
+uint64_t bb__hash_bytes(const void *data, size_t len);
 static inline uint64_t bb__mix64(uint64_t x)
 {
     x ^= x >> 33;
@@ -734,6 +738,9 @@ typedef struct bb__fill {
     size_t suffix_len;
     const uint8_t *payload;
     size_t payload_len;
+    /* Outbound: when set, the payload is this value's encoding
+     * (payload_len bytes), written straight into the envelope. */
+    const bb_value *value;
     bool trigger_only;
 } bb__fill;
 

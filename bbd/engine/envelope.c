@@ -368,8 +368,19 @@ int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len)
         p = put_varint(p, fill_size(f));
         if (f->suffix_len)
             p = put_bytes(p, 0x0a, f->suffix, f->suffix_len);
-        if (f->payload_len)
+        if (f->payload_len && f->value) { /* encoded in place: no second copy */
+            size_t n;
+            *p++ = 0x12;
+            p = put_varint(p, f->payload_len);
+            if (bb_value_encode_into(f->value, p, f->payload_len, &n, NULL) != BB_OK ||
+                n != f->payload_len) {
+                free(buf);
+                return BB_ERUNTIME;
+            }
+            p += n;
+        } else if (f->payload_len) {
             p = put_bytes(p, 0x12, f->payload, f->payload_len);
+        }
         if (f->trigger_only) {
             *p++ = 0x18;
             *p++ = 1;

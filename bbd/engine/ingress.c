@@ -225,27 +225,33 @@ void bb__notice(bb_engine *e, int infra, int sub, const char *fmt, ...)
 
 /* ---- entry points ------------------------------------------------------------------ */
 
-int bb_engine_deliver_envelope(bb_engine *e, const bb_peerid *src, const bb_engine_addr *observed,
-                               const uint8_t *bytes, size_t len, bb_error *err)
+/* Queue one inbound envelope. owned: the bytes (malloc'd), taken on every
+ * path; NULL: copy bytes[0..len). */
+static int deliver_envelope(bb_engine *e, const bb_peerid *src, const bb_engine_addr *observed,
+                            const uint8_t *bytes, uint8_t *owned, size_t len, bb_error *err)
 {
+    int rc = BB_OK;
     if (!src || bb_peerid_validate(src->bytes, src->len, NULL) != BB_OK)
-        return bb_error_set(err, BB_EINVAL, "deliver_envelope: invalid source PeerId");
-    if (len && !bytes)
-        return bb_error_set(err, BB_EINVAL, "deliver_envelope: NULL bytes");
-    if (len > e->caps.max_envelope_bytes) {
+        rc = bb_error_set(err, BB_EINVAL, "deliver_envelope: invalid source PeerId");
+    else if (len && !bytes)
+        rc = bb_error_set(err, BB_EINVAL, "deliver_envelope: NULL bytes");
+    else if (len > e->caps.max_envelope_bytes) {
         bb__notice(e, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED,
                    "envelope of %zu bytes exceeds max_envelope_bytes %zu", len,
                    e->caps.max_envelope_bytes);
-        return bb_error_set(err, BB_ELIMIT, "deliver_envelope: %zu bytes exceeds the %zu cap", len,
-                            e->caps.max_envelope_bytes);
-    }
-    if (!bb__budget_charge(e, len)) {
+        rc = bb_error_set(err, BB_ELIMIT, "deliver_envelope: %zu bytes exceeds the %zu cap", len,
+                          e->caps.max_envelope_bytes);
+    } else if (!bb__budget_charge(e, len)) {
         bb__notice(e, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED,
                    "envelope of %zu bytes exceeds the ingress byte budget", len);
-        return bb_error_set(err, BB_EBUDGET, "deliver_envelope: ingress byte budget exhausted");
+        rc = bb_error_set(err, BB_EBUDGET, "deliver_envelope: ingress byte budget exhausted");
+    }
+    if (rc) {
+        free(owned);
+        return rc;
     }
     bb__ingress_ev *ev = calloc(1, sizeof *ev);
-    uint8_t *copy = malloc(len ? len : 1);
+    uint8_t *copy = owned ? owned : malloc(len ? len : 1);
     uint8_t *obs = NULL;
     size_t obs_len = 0;
     if (observed && observed->len && observed->len <= 1024) {
@@ -262,7 +268,7 @@ int bb_engine_deliver_envelope(bb_engine *e, const bb_peerid *src, const bb_engi
         bb__budget_release(e, len);
         return bb_error_set(err, BB_ENOMEM, "deliver_envelope: out of memory");
     }
-    if (len)
+    if (len && !owned)
         memcpy(copy, bytes, len);
     ev->kind = BB__IN_ENVELOPE;
     ev->charged = len;
@@ -271,13 +277,26 @@ int bb_engine_deliver_envelope(bb_engine *e, const bb_peerid *src, const bb_engi
     ev->u.env.len = len;
     ev->u.env.obs = obs;
     ev->u.env.obs_len = obs_len;
-    int rc = bb__ingress_push(e, ev);
+    rc = bb__ingress_push(e, ev);
     if (rc) {
         bb__ingress_ev_free(e, ev);
         return bb_error_set(err, rc, "deliver_envelope: ingress full (%zu events)",
                             e->ing.capacity);
     }
     return BB_OK;
+}
+
+int bb_engine_deliver_envelope(bb_engine *e, const bb_peerid *src, const bb_engine_addr *observed,
+                               const uint8_t *bytes, size_t len, bb_error *err)
+{
+    return deliver_envelope(e, src, observed, bytes, NULL, len, err);
+}
+
+int bb_engine_deliver_envelope_owned(bb_engine *e, const bb_peerid *src,
+                                     const bb_engine_addr *observed, uint8_t *bytes, size_t len,
+                                     bb_error *err)
+{
+    return deliver_envelope(e, src, observed, bytes, bytes, len, err);
 }
 
 static const bb__target *target_find(const bb_engine *e, const char *name)

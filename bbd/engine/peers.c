@@ -18,7 +18,7 @@
 #define MAX_TARGETS 64
 #define MAX_TARGET_LEN 256
 
-static size_t peer_hash(const bb_peerid *id) { return (size_t)bb_fnv1a64(id->bytes, id->len); }
+static size_t peer_hash(const bb_peerid *id) { return (size_t)bb__hash_bytes(id->bytes, id->len); }
 
 bb__peer *bb__peer_find(const bb_engine *e, const bb_peerid *id)
 {

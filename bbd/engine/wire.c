@@ -221,14 +221,14 @@ static int dests_of(bb_engine *e, const bb_value *d, dests *out)
     }
 }
 
-/* The fills of a Send: one per data input. payloads[] are malloc'd. */
+/* The fills of a Send: one per data input, each encoded from its value when
+ * an envelope is written. */
 static int build_fills(bb_engine *e, uint32_t opi, bb_value *const *in, uint32_t n_data,
-                       const dests *d, bb__fill *fills, uint8_t (*suffix)[16], uint8_t **payloads)
+                       const dests *d, bb__fill *fills, uint8_t (*suffix)[16])
 {
     const bb__op *op = &e->ops[opi];
     const bb__opst *st = op->st;
     for (uint32_t i = 0; i < n_data; i++) {
-        payloads[i] = NULL;
         memset(&fills[i], 0, sizeof fills[i]);
         if (i < st->n_dest_sites) {
             size_t sl;
@@ -251,9 +251,9 @@ static int build_fills(bb_engine *e, uint32_t opi, bb_value *const *in, uint32_t
         }
         size_t len;
         bb_error err;
-        if (bb_value_encode(in[i], &payloads[i], &len, &err))
+        if (bb_value_encoded_size(in[i], &len, &err))
             return bb__fail(e, "cannot encode data input %u: %s", i, err.msg);
-        fills[i].payload = payloads[i];
+        fills[i].value = in[i]; /* encoded into each envelope: no copy of its own */
         fills[i].payload_len = len;
     }
     return BB__R_DONE;
@@ -271,12 +271,11 @@ static int send_common(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const 
         return r;
     bb__fill *fills = calloc(n_data, sizeof *fills);
     uint8_t (*sfx)[16] = calloc(n_data, sizeof *sfx);
-    uint8_t **payloads = calloc(n_data, sizeof *payloads);
-    if (!fills || !sfx || !payloads) {
+    if (!fills || !sfx) {
         r = bb__fail(e, "out of memory");
         goto out;
     }
-    r = build_fills(e, opi, in, n_data, &d, fills, sfx, payloads);
+    r = build_fills(e, opi, in, n_data, &d, fills, sfx);
     if (r != BB__R_DONE)
         goto out;
     if (sent) {
@@ -305,9 +304,6 @@ static int send_common(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const 
     if (d.n == 0)
         resolve_failed(e, opi, x, NULL);
 out:
-    for (uint32_t i = 0; payloads && i < n_data; i++)
-        free(payloads[i]);
-    free(payloads);
     free(sfx);
     free(fills);
     free(d.peers);
@@ -521,24 +517,24 @@ BB__SYSCALL(bb__sys_send_resp)
     bb_value *wrap = bb_value_list(&BB_TYPE_COMPOSITE, &one, 1);
     if (!wrap)
         return bb__fail(e, "SendResp: out of memory");
-    uint8_t *payload;
     size_t plen;
     bb_error err;
-    int rc = bb_value_encode(wrap, &payload, &plen, &err);
-    bb_value_unref(wrap);
-    if (rc)
+    int rc = bb_value_encoded_size(wrap, &plen, &err);
+    if (rc) {
+        bb_value_unref(wrap);
         return bb__fail(e, "SendResp: cannot encode data: %s", err.msg);
+    }
     uint8_t sfx[16];
     size_t sl = 0;
     bb_suffix_site(rq->site, sfx, sizeof sfx, &sl, NULL);
-    bb__fill f = {.suffix = sfx, .suffix_len = sl, .payload = payload, .payload_len = plen};
+    bb__fill f = {.suffix = sfx, .suffix_len = sl, .value = wrap, .payload_len = plen};
     bb__envelope env = {.fills = &f, .n_fills = 1, .corr_kind = 2, .wire_req_id = rq->wire_req_id,
                         .echo_sent_at_ns = rq->sent_at_ns,
                         .echo_delay_ns = e->now_ns - rq->recv_at_ns};
     bb_peerid peer = rq->peer;
     bb__map_del(&e->inreq_map, rq->id);
     rc = emit(e, &peer, NULL, 0, &env, x->id);
-    free(payload);
+    bb_value_unref(wrap);
     if (rc == BB_ENOTFOUND)
         resolve_failed(e, opi, x, &peer);
     else if (rc)
@@ -1142,7 +1138,7 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
         return;
     }
     inbound_ctx c = {.e = e, .src = src, .env = &env, .buf = buf,
-                     .env_hash = bb_fnv1a64(bytes, len)};
+                     .env_hash = bb__hash_bytes(bytes, len)};
     if (env.corr_kind == 2) {
         deliver_response(&c);
     } else {

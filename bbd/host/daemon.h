@@ -58,6 +58,7 @@ typedef struct bbd_daemon {
     char snapshot_path[4096];
 
     uv_async_t wake;
+    uv_thread_t loop_thread; /* engine_wake from it needs no uv_async */
     uv_idle_t repoll;
     uv_timer_t deadline;
     uv_timer_t watchdog;

@@ -5,9 +5,10 @@
  * read callback at a time); every frame wholly inside it is delivered from
  * there without a copy. A frame that continues past the read gets its own
  * buffer, sized from the header only after the header passed its cap:
- * first min(size, 1 MiB), then doubled as bytes actually arrive, so a peer
- * that announces a large frame and sends little holds little. Once the
- * header is known, further reads go straight into that buffer.
+ * first min(size, BBD_RX_EAGER: 1 MiB + 64 KiB), then doubled as bytes
+ * actually arrive, so a peer that announces a large frame and sends little
+ * holds little. Once the header is known, further reads go straight into
+ * that buffer.
  *
  * All partial-frame buffers together are charged against
  * max_rx_buffer_total_bytes. Bytes already read are always kept (so a
@@ -117,21 +118,29 @@ static void refuse(tcp_conn *c, const bb_error *err)
     bbd__tcp_close(c, err->msg);
 }
 
-/* One whole frame's payload (borrowed for the call). */
-static void deliver(tcp_conn *c, bbd_frame_kind kind, const uint8_t *payload, size_t len)
+/* One whole frame's payload: borrowed for the call, or owned (malloc'd,
+ * the same bytes) and handed on to on_envelope_owned when there is one, else
+ * freed here. */
+static void deliver(tcp_conn *c, bbd_frame_kind kind, const uint8_t *payload, uint8_t *owned,
+                    size_t len)
 {
     bbd_transport *t = c->t;
     if (kind == BBD_FRAME_HANDSHAKE) {
         bbd__tcp_on_handshake(c, payload, len);
+        free(owned);
         return;
     }
     bbd_peer *p = c->peer;
     p->envelopes_in++;
     t->stats.envelopes_in++;
-    if (t->cb.on_envelope) {
-        bbd_addr obs = {c->observed, c->observed_len};
-        t->cb.on_envelope(t->cb.ud, &p->id, c->observed_len ? &obs : NULL, payload, len);
+    bbd_addr obs = {c->observed, c->observed_len};
+    if (owned && t->cb.on_envelope_owned) {
+        t->cb.on_envelope_owned(t->cb.ud, &p->id, c->observed_len ? &obs : NULL, owned, len);
+        return;
     }
+    if (t->cb.on_envelope)
+        t->cb.on_envelope(t->cb.ud, &p->id, c->observed_len ? &obs : NULL, payload, len);
+    free(owned);
 }
 
 static bool alive(const tcp_conn *c)
@@ -144,14 +153,13 @@ static void finish_body(tcp_conn *c)
     bbd_frame_kind kind = c->body_kind;
     uint8_t *body = c->body;
     size_t len = c->body_len, cap = c->body_cap;
-    c->body = NULL; /* keep it through the callback, then free */
+    c->body = NULL; /* goes with the frame */
     c->body_len = c->body_cap = c->body_want = 0;
     c->in_body = false;
     if (c->t->rx_owner == c)
         c->t->rx_owner = NULL;
-    deliver(c, kind, body, len);
-    free(body);
     c->t->rx_charged -= cap;
+    deliver(c, kind, body, body, len);
     if (c->t->n_paused && !c->t->closing)
         resume_paused(c->t);
 }
@@ -168,7 +176,7 @@ static void header_limits(const tcp_conn *c, bbd_frame_limits *lim)
 static void begin_body(tcp_conn *c, const bbd_frame_header *h)
 {
     if (h->payload_len == 0) {
-        deliver(c, h->kind, NULL, 0);
+        deliver(c, h->kind, NULL, NULL, 0);
         return;
     }
     c->in_body = true;
@@ -213,7 +221,7 @@ static void parse_shared(tcp_conn *c, const uint8_t *data, size_t n)
             }
             pos += h.header_len;
             if (h.payload_len <= n - pos) { /* the whole frame is here: no copy */
-                deliver(c, h.kind, data + pos, h.payload_len);
+                deliver(c, h.kind, data + pos, NULL, h.payload_len);
                 pos += h.payload_len;
             } else {
                 begin_body(c, &h);

@@ -72,6 +72,13 @@ typedef struct bbd_transport_callbacks {
      * are rate-limited. */
     void (*on_log)(void *ud, int level, const char *msg);
     void *ud;
+    /* Optional: on_envelope, but bytes (malloc'd) are given to the callee,
+     * which frees them. Used instead of on_envelope for a TCP frame that
+     * arrived in a buffer of its own (one that spanned reads: every large
+     * frame), so a receiver that keeps the bytes needs no copy. (Last, so
+     * positional initializers of the fields above stay valid.) */
+    void (*on_envelope_owned)(void *ud, const bb_peerid *from, const bbd_addr *observed,
+                              uint8_t *bytes, size_t len);
 } bbd_transport_callbacks;
 
 typedef struct bbd_transport_config {

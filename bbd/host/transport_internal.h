@@ -33,7 +33,9 @@
 #define BBD_ADDR_BYTES 24          /* a binary /ip6/../tcp/.. is 21 bytes */
 #define BBD_MAX_LISTEN BBD_HANDSHAKE_MAX_ADDRS
 #define BBD_RX_SHARED (64 * 1024)  /* one read into the shared buffer */
-#define BBD_RX_EAGER (1024 * 1024) /* first allocation for a large frame */
+/* First allocation for a large frame: 1 MiB of payload and room for the
+ * envelope around it, so a 1 MiB tensor lands without a realloc copy. */
+#define BBD_RX_EAGER (1024 * 1024 + 64 * 1024)
 #define BBD_UDP_TICK_MS 50         /* session and reassembly housekeeping */
 #define BBD_LOG_BURST 20           /* peer-caused log lines per second */
 

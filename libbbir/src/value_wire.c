@@ -276,6 +276,26 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w)
     return w;
 }
 
+int bb_value_encode_into(const bb_value *v, uint8_t *out, size_t cap, size_t *len,
+                         bb_error *err)
+{
+    if (!out || !len)
+        return bb_error_set(err, BB_EINVAL, "encode: NULL output");
+    size_t n;
+    int rc = bb_value_encoded_size(v, &n, err);
+    if (rc)
+        return rc;
+    if (n > cap)
+        return bb_error_set(err, BB_ELIMIT, "encode: a %s value needs %zu bytes, %zu given",
+                            v->type->name, n, cap);
+    uint8_t *end = enc_write(v, out);
+    if ((size_t)(end - out) != n) /* a bug, not an input: sizes must agree */
+        return bb_error_set(err, BB_ERUNTIME, "encode: %s wrote %zu bytes, sized %zu",
+                            v->type->name, (size_t)(end - out), n);
+    *len = n;
+    return BB_OK;
+}
+
 int bb_value_encode(const bb_value *v, uint8_t **out, size_t *out_len, bb_error *err)
 {
     if (!out || !out_len)
@@ -290,14 +310,11 @@ int bb_value_encode(const bb_value *v, uint8_t **out, size_t *out_len, bb_error 
     if (!buf)
         return bb_error_set(err, BB_ENOMEM, "encode: out of memory for %zu bytes of a %s value",
                             n, v->type->name);
-    uint8_t *end = enc_write(v, buf);
-    if ((size_t)(end - buf) != n) { /* a bug, not an input: sizes must agree */
+    if ((rc = bb_value_encode_into(v, buf, n, out_len, err))) {
         free(buf);
-        return bb_error_set(err, BB_ERUNTIME, "encode: %s wrote %zu bytes, sized %zu",
-                            v->type->name, (size_t)(end - buf), n);
+        return rc;
     }
     *out = buf;
-    *out_len = n;
     return BB_OK;
 }
 

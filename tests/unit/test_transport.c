@@ -123,6 +123,29 @@ static void test_big_envelope(void **state)
     pair_close(&a, &b);
 }
 
+/* A receiver with on_envelope_owned is handed the buffer of every frame
+ * that spanned reads (no copy), and still gets small frames borrowed. */
+static void test_large_frames_handed_over(void **state)
+{
+    (void)state;
+    node a, b;
+    node_start(&a, 1, "A", NULL);
+    node_open(&b, 2, "B", NULL, true);
+    node_listen(&b, TCP0);
+    bbd_addr ba = node_addr(&b, BB_MA_TCP);
+    assert_int_equal(send_to(&a, &b.id, &ba, 17, 1), BB_OK);
+    assert_int_equal(send_to(&a, &b.id, &ba, (1u << 20) + 100, 2), BB_OK);
+    assert_int_equal(send_to(&a, &b.id, &ba, 3u << 20, 3), BB_OK);
+    assert_int_equal(send_to(&a, &b.id, &ba, 5, 4), BB_OK);
+    WAIT_FOR(b.n_env == 4, 10000);
+    assert_true(env_is(&b.env[0], 17, 1));
+    assert_true(env_is(&b.env[1], (1u << 20) + 100, 2));
+    assert_true(env_is(&b.env[2], 3u << 20, 3));
+    assert_true(env_is(&b.env[3], 5, 4));
+    assert_int_equal(b.n_owned, 2);
+    pair_close(&a, &b);
+}
+
 /* A frame over the receiver's cap is refused from its header: counted,
  * logged, connection closed; the next connection works. */
 static void test_oversize_frame_refused(void **state)
@@ -509,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_both_directions_one_connection),
         cmocka_unit_test(test_simultaneous_connect),
         cmocka_unit_test(test_big_envelope),
+        cmocka_unit_test(test_large_frames_handed_over),
         cmocka_unit_test(test_oversize_frame_refused),
         cmocka_unit_test(test_peer_down_then_up),
         cmocka_unit_test(test_queue_bound),

@@ -46,6 +46,7 @@ typedef struct node {
     const char *target;
     rx_env env[MAX_ENV];
     size_t n_env;
+    size_t n_owned; /* of those, handed over by on_envelope_owned */
     size_t n_connected, n_disconnected;
     bb_peerid conn_peer;
     uint8_t conn_addrs[8][64];
@@ -110,24 +111,38 @@ HARNESS void run_for(uint64_t ms)
 
 /* ---- callbacks ------------------------------------------------------------------------ */
 
-HARNESS void cb_envelope(void *ud, const bb_peerid *from, const bbd_addr *observed,
-                        const uint8_t *bytes, size_t len)
+/* The next received envelope's record, with its sender and observed address. */
+HARNESS rx_env *env_add(node *n, const bb_peerid *from, const bbd_addr *observed, size_t len)
 {
-    node *n = ud;
     assert_true(n->n_env < MAX_ENV);
     rx_env *e = &n->env[n->n_env++];
     e->from = *from;
     e->len = len;
-    e->bytes = malloc(len ? len : 1);
-    assert_non_null(e->bytes);
-    if (len)
-        memcpy(e->bytes, bytes, len);
     e->obs_len = 0;
     if (observed) {
         assert_true(observed->len <= sizeof e->obs);
         memcpy(e->obs, observed->data, observed->len);
         e->obs_len = observed->len;
     }
+    return e;
+}
+
+HARNESS void cb_envelope(void *ud, const bb_peerid *from, const bbd_addr *observed,
+                        const uint8_t *bytes, size_t len)
+{
+    rx_env *e = env_add(ud, from, observed, len);
+    e->bytes = malloc(len ? len : 1);
+    assert_non_null(e->bytes);
+    if (len)
+        memcpy(e->bytes, bytes, len);
+}
+
+/* Keeps the bytes it is given (freed with the node's other envelopes). */
+HARNESS void cb_envelope_owned(void *ud, const bb_peerid *from, const bbd_addr *observed,
+                              uint8_t *bytes, size_t len)
+{
+    ((node *)ud)->n_owned++;
+    env_add(ud, from, observed, len)->bytes = bytes;
 }
 
 HARNESS void cb_connected(void *ud, const bb_peerid *peer, const bbd_addr *addrs, size_t n_addrs,
@@ -185,8 +200,10 @@ HARNESS bb_peerid peer_of(uint8_t seed_byte)
     return id;
 }
 
-/* A node with identity seed, announcing target; cfg NULL = defaults. */
-HARNESS void node_start(node *n, uint8_t seed, const char *target, const bbd_transport_config *cfg)
+/* A node with identity seed, announcing target; cfg NULL = defaults.
+ * take_owned: it takes large frames' buffers (on_envelope_owned). */
+HARNESS void node_open(node *n, uint8_t seed, const char *target, const bbd_transport_config *cfg,
+                       bool take_owned)
 {
     memset(n, 0, sizeof *n);
     n->id = peer_of(seed);
@@ -200,11 +217,16 @@ HARNESS void node_start(node *n, uint8_t seed, const char *target, const bbd_tra
     c.targets = &n->target;
     c.n_targets = 1;
     bbd_transport_callbacks cb = {cb_envelope, cb_connected, cb_disconnected, cb_send_result,
-                                  cb_log, n};
+                                  cb_log, n, take_owned ? cb_envelope_owned : NULL};
     bb_error err = {0};
     n->t = bbd_transport_new(&loop, &c, &cb, &err);
     if (!n->t)
         fail_msg("bbd_transport_new: %s", err.msg);
+}
+
+HARNESS void node_start(node *n, uint8_t seed, const char *target, const bbd_transport_config *cfg)
+{
+    node_open(n, seed, target, cfg, false);
 }
 
 HARNESS void node_listen(node *n, const char *text)

@@ -155,6 +155,12 @@ extern const bb_decode_limits BB_DECODE_LIMITS_DEFAULT; /* 256 MiB, 65536, 16 */
 int bb_value_encoded_size(const bb_value *v, size_t *out, bb_error *err);
 /* Append the encoding to a malloc'd buffer: *out is new. */
 int bb_value_encode(const bb_value *v, uint8_t **out, size_t *out_len, bb_error *err);
+/* Write the encoding into out[0..cap) (*len: its size, as
+ * bb_value_encoded_size says); BB_ELIMIT when it does not fit. For an
+ * encoder that places a value inside a larger message without copying it
+ * twice. */
+int bb_value_encode_into(const bb_value *v, uint8_t *out, size_t cap, size_t *len,
+                         bb_error *err);
 /* Decode bytes as a value of the type whose wire hash is type_hash. */
 int bb_value_decode(uint64_t type_hash, const uint8_t *data, size_t len,
                     const bb_decode_limits *lim, bb_value **out, bb_error *err);
