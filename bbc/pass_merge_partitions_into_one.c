@@ -8,6 +8,11 @@
  * name) at the highest version imported; metadata holds the input's own
  * entries, the passport and every partition's binding triples; the graph
  * is empty (bodies live in functions[]). ir_version is the target version.
+ *
+ * The functions move into the output as they are, not copied: the output
+ * adopts the memory of the partition models and of the working model (whose
+ * nodes and value_info the partitions borrow), which the state then frees
+ * as empty shells. A deep copy of every body was the pass's whole cost.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +64,7 @@ static int add_opsets(bbc_state *st, bb_model *out, const bb_function *f)
     return BB_OK;
 }
 
-static int add_function(bbc_state *st, bb_model *out, const bb_function *f, const char *part)
+static int add_function(bbc_state *st, bb_model *out, bb_function *f, const char *part)
 {
     const bb_function *have = bb_model_find_function(out, f->domain, f->name, f->overload);
     if (have) {
@@ -70,11 +75,10 @@ static int add_function(bbc_state *st, bb_model *out, const bb_function *f, cons
                             f->domain ? f->domain : "", f->name, part);
         return BB_OK;
     }
-    bb_function *c = bb_function_clone(out->arena, f);
-    bb_function **slot = c ? BB_VEC_PUSH(out->arena, &out->functions) : NULL;
+    bb_function **slot = BB_VEC_PUSH(out->arena, &out->functions);
     if (!slot)
         return bbc_oom(st);
-    *slot = c;
+    *slot = f;
     return add_opsets(st, out, f);
 }
 
@@ -85,6 +89,13 @@ int bbc_pass_merge_partitions_into_one(bbc_state *st)
     bb_model *out = bb_model_new();
     if (!out)
         return bbc_oom(st);
+    /* What the output takes as it is lives in these arenas (a previous
+     * output may hold them already: it hands them on). */
+    bb_arena_adopt(out->arena, st->model->arena);
+    for (size_t k = 0; k < st->parts.n; k++)
+        bb_arena_adopt(out->arena, st->parts.v[k]->model->arena);
+    if (st->out)
+        bb_arena_adopt(out->arena, st->out->arena);
     bb_model_free(st->out);
     st->out = out;
     const bb_model *in = st->model;

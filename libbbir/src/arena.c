@@ -150,6 +150,25 @@ size_t bb_arena_used(const bb_arena *a)
     return a->total;
 }
 
+void bb_arena_adopt(bb_arena *dst, bb_arena *src)
+{
+    if (dst == src || !src->head)
+        return;
+    /* src's chunks go behind dst's current one, which keeps serving. */
+    chunk *last = src->head;
+    while (last->next)
+        last = last->next;
+    if (dst->head) {
+        last->next = dst->head->next;
+        dst->head->next = src->head;
+    } else {
+        dst->head = src->head;
+    }
+    dst->total += src->total;
+    src->head = NULL;
+    src->total = 0;
+}
+
 /* Layout shared by every BB_VEC(T). */
 typedef struct {
     void *v;

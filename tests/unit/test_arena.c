@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -45,6 +46,45 @@ static void test_strings(void **state)
     const char raw[4] = {1, 0, 2, 3};
     assert_memory_equal(bb_arena_memdup(a, raw, 4), raw, 4);
     bb_arena_destroy(a);
+}
+
+static void test_adopt_moves_the_memory(void **state)
+{
+    (void)state;
+    bb_arena *dst = bb_arena_create(), *src = bb_arena_create();
+    assert_non_null(dst);
+    assert_non_null(src);
+    char *kept = bb_arena_strdup(dst, "dst's own");
+    const char *moved[64];
+    for (int i = 0; i < 64; i++) /* several chunks of src, a big one among them */
+        moved[i] = bb_arena_sprintf(src, "%d %0*d", i, i == 7 ? 300000 : 4000, i);
+    size_t before = bb_arena_used(dst) + bb_arena_used(src);
+    bb_arena_adopt(dst, src);
+    bb_arena_adopt(dst, dst); /* no-op */
+    assert_int_equal(bb_arena_used(dst), before);
+    assert_int_equal(bb_arena_used(src), 0);
+    /* src stays usable: its new memory is its own */
+    char *fresh = bb_arena_alloc(src, 100);
+    assert_non_null(fresh);
+    assert_int_equal(fresh[99], 0);
+    bb_arena_destroy(src);
+    /* dst still serves from its current chunk, and holds what src made */
+    char *more = bb_arena_strdup(dst, "after");
+    assert_string_equal(more, "after");
+    assert_string_equal(kept, "dst's own");
+    for (int i = 0; i < 64; i++) {
+        char head[16];
+        snprintf(head, sizeof head, "%d ", i);
+        assert_memory_equal(moved[i], head, strlen(head));
+    }
+    bb_arena_destroy(dst);
+    /* adopting into an arena that never allocated */
+    bb_arena *empty = bb_arena_create(), *other = bb_arena_create();
+    const char *s = bb_arena_strdup(other, "x");
+    bb_arena_adopt(empty, other);
+    bb_arena_destroy(other);
+    assert_string_equal(s, "x");
+    bb_arena_destroy(empty);
 }
 
 static void test_vec_push_insert_remove(void **state)
@@ -99,6 +139,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_is_zeroed_and_aligned),
         cmocka_unit_test(test_strings),
+        cmocka_unit_test(test_adopt_moves_the_memory),
         cmocka_unit_test(test_vec_push_insert_remove),
         cmocka_unit_test(test_error_values),
     };

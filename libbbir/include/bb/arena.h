@@ -30,6 +30,11 @@ char *bb_arena_sprintf(bb_arena *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Bytes handed out so far (for budgets and benchmarks). */
 size_t bb_arena_used(const bb_arena *a);
+/* Move every chunk of src into dst: what src handed out now lives until dst
+ * is destroyed. src stays a valid, empty arena (new allocations get new
+ * chunks of its own). Lets a model keep objects another arena built
+ * instead of deep-copying them; no-op when dst == src. */
+void bb_arena_adopt(bb_arena *dst, bb_arena *src);
 
 /*
  * Growable arrays inside an arena. Every BB_VEC(T) has the layout
