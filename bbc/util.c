@@ -573,13 +573,28 @@ typedef struct hasher {
     uint64_t h;
 } hasher;
 
+#define FNV_PRIME 0x100000001b3ull
+#define FNV_STEP(x, byte) ((x) = ((x) ^ (byte)) * FNV_PRIME)
+
+/* FNV-1a, eight bytes a round (the same hash, half the instructions of a
+ * byte loop: two passes hash every node body). */
 static void h_bytes(hasher *h, const void *p, size_t n)
 {
     const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h->h ^= b[i];
-        h->h *= 0x100000001b3ull;
+    uint64_t x = h->h;
+    for (; n >= 8; n -= 8, b += 8) {
+        FNV_STEP(x, b[0]);
+        FNV_STEP(x, b[1]);
+        FNV_STEP(x, b[2]);
+        FNV_STEP(x, b[3]);
+        FNV_STEP(x, b[4]);
+        FNV_STEP(x, b[5]);
+        FNV_STEP(x, b[6]);
+        FNV_STEP(x, b[7]);
     }
+    for (; n > 0; n--, b++)
+        FNV_STEP(x, *b);
+    h->h = x;
 }
 
 static void h_str(hasher *h, const char *s)
