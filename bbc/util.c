@@ -154,20 +154,24 @@ bb_value_info *bbc_value_info_copy(bb_arena *a, const bb_value_info *vi)
 /* ---- map --------------------------------------------------------------------- */
 
 /* A string hash for the maps (not a wire hash: it never leaves the
- * process): eight bytes a step, then a final mix. */
+ * process): eight bytes a step, the last step reading the final eight
+ * (overlapping the one before; no variable-length memcpy), then a mix. */
 static uint64_t hash_str(const char *s)
 {
     size_t n = strlen(s);
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-    for (; n >= 8; n -= 8, s += 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w = 0;
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            w = w << 8 | (unsigned char)s[i];
+    } else {
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&w, s + i, 8);
+            h = (h ^ w) * 0xff51afd7ed558ccdull;
+            h ^= h >> 32;
+        }
+        memcpy(&w, s + n - 8, 8);
     }
-    uint64_t tail = 0;
-    memcpy(&tail, s, n);
-    h = (h ^ tail) * 0xc4ceb9fe1a85ec53ull;
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
     h ^= h >> 29;
     h *= 0x94d049bb133111ebull;
     return h ^ (h >> 31);
