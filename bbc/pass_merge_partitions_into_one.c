@@ -51,9 +51,13 @@ static int64_t version_of(const bbc_state *st, const bb_function *f, const char 
 
 static int add_opsets(bbc_state *st, bb_model *out, const bb_function *f)
 {
+    const char *prev = NULL; /* runs of one domain are looked up once */
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *n = f->nodes.v[i];
         const char *d = bb_domain_is_onnx(n->domain) ? BB_DOMAIN_ONNX : n->domain;
+        if (bbc_str_eq(d, prev))
+            continue;
+        prev = d;
         int64_t v = version_of(st, f, d);
         int64_t have = bb_opset_list_version(&out->opset_imports, d);
         if (have >= v)

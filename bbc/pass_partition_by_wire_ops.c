@@ -245,10 +245,15 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
     }
     if (bb_kv_set(a, &pf->metadata, BB_META_HOME_CLASS, cls) != BB_OK)
         return bbc_oom(st);
-    /* Opsets the body uses, at the version the root / model imports. */
+    /* Opsets the body uses, at the version the root / model imports (runs
+     * of one domain looked up once). */
+    const char *prev = NULL;
     for (size_t i = 0; i < pf->nodes.n; i++) {
         const bb_node *n = pf->nodes.v[i];
         const char *d = bb_domain_is_onnx(n->domain) ? BB_DOMAIN_ONNX : n->domain;
+        if (bbc_str_eq(d, prev))
+            continue;
+        prev = d;
         if (bb_opset_list_version(&pf->opset_imports, d) >= 0)
             continue;
         int64_t v = bb_opset_list_version(&root->opset_imports, d);

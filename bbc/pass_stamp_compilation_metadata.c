@@ -102,9 +102,13 @@ static int rebuild_opsets(bbc_state *st, bbc_partition *p)
     bb_function *f = p->fn;
     bb_opset_list fresh = {0};
     bb_arena *a = p->model->arena;
+    const char *prev = NULL; /* runs of one domain are looked up once */
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *n = f->nodes.v[i];
         const char *d = bb_domain_is_onnx(n->domain) ? BB_DOMAIN_ONNX : n->domain;
+        if (bbc_str_eq(d, prev))
+            continue;
+        prev = d;
         if (bb_opset_list_version(&fresh, d) >= 0)
             continue;
         /* The highest version the program imports anywhere (stable when the
