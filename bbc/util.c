@@ -12,13 +12,6 @@
 
 /* ---- metadata, classification ---------------------------------------------- */
 
-bool bbc_str_eq(const char *a, const char *b)
-{
-    if (!a || !b)
-        return a == b;
-    return strcmp(a, b) == 0;
-}
-
 char *bbc_join(bb_arena *a, const char *x, const char *sep, const char *y)
 {
     size_t nx = x ? strlen(x) : 0, ns = sep ? strlen(sep) : 0, ny = y ? strlen(y) : 0;
@@ -60,13 +53,16 @@ int bbc_set_meta(bb_arena *a, bb_node *n, const char *key, const char *value)
 
 bool bbc_node_is(const bb_node *n, const char *domain, const char *op_type)
 {
+    /* The op first: it tells most nodes apart by its first byte. */
+    if (!bbc_str_eq(n->op_type, op_type))
+        return false;
     if (bb_domain_is_onnx(domain)) {
         if (!bb_domain_is_onnx(n->domain))
             return false;
     } else if (!bbc_str_eq(n->domain, domain)) {
         return false;
     }
-    return bbc_str_eq(n->op_type, op_type);
+    return true;
 }
 
 bool bbc_is_wire(const bb_node *n)

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "bb/ir.h"
 #include "bb/opsets.h"
@@ -22,7 +23,14 @@ const char *bbc_meta(const bb_node *n, const char *key);
 bool bbc_meta_is(const bb_node *n, const char *key, const char *value);
 int bbc_set_meta(bb_arena *a, bb_node *n, const char *key, const char *value);
 
-bool bbc_str_eq(const char *a, const char *b); /* NULL-safe */
+/* NULL-safe string equality; inline, and most unequal strings differ in
+ * their first byte, which needs no strcmp call. */
+static inline bool bbc_str_eq(const char *a, const char *b)
+{
+    if (!a || !b)
+        return a == b;
+    return a[0] == b[0] && strcmp(a, b) == 0;
+}
 /* x + sep + y as a new arena string (NULL on OOM; NULL parts count as ""). */
 char *bbc_join(bb_arena *a, const char *x, const char *sep, const char *y);
 /* "<stem>_<k>" as a new arena string. */
