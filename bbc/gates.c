@@ -206,8 +206,8 @@ bbc_gate_index *bbc_gate_index_new(bb_arena *a, const bb_function *f)
             continue;
         for (size_t g = 0; g < BBC_N_GATE_CONTRACTS; g++) {
             const bbc_gate_contract *c = &BBC_GATE_CONTRACTS[g];
-            const char *src = bbc_meta(n, c->source_key);
-            if (!bbc_str_eq(n->op_type, c->op) || !src)
+            const char *src = bbc_str_eq(n->op_type, c->op) ? bbc_meta(n, c->source_key) : NULL;
+            if (!src)
                 continue;
             const char *k = gate_key(a, c->op, src);
             if (!k || bbc_map_put(&gx->gates, k, i) != BB_OK)

@@ -73,7 +73,8 @@ static int home_classes(bbc_state *st, bb_function *f)
     size_t *parent = bb_arena_calloc(a, total + 1, sizeof *parent);
     const char **cls = bb_arena_calloc(a, total + 1, sizeof *cls);
     const char **who = bb_arena_calloc(a, total + 1, sizeof *who);
-    if (!parent || !cls || !who)
+    const char **own = bb_arena_calloc(a, n + 1, sizeof *own); /* each node's stamped class */
+    if (!parent || !cls || !who || !own)
         return bbc_oom(st);
     for (size_t i = 0; i < total; i++)
         parent[i] = i;
@@ -102,11 +103,12 @@ static int home_classes(bbc_state *st, bb_function *f)
     }
     const char *fn_class = bb_kv_get(&f->metadata, BB_META_HOME_CLASS);
     for (size_t i = 0; i < total; i++) {
-        const char *c = i < n ? bbc_meta(f->nodes.v[i], BB_META_HOME_CLASS) : st->net_ins.v[i - n].cls;
-        const char *label = i < n ? nm(f->nodes.v[i])
-                                  : bb_arena_sprintf(a, "lookup_output '%s'", st->net_ins.v[i - n].port);
+        const char *c = i < n ? (own[i] = bbc_meta(f->nodes.v[i], BB_META_HOME_CLASS))
+                              : st->net_ins.v[i - n].cls;
         if (!c)
             continue;
+        const char *label = i < n ? nm(f->nodes.v[i])
+                                  : bb_arena_sprintf(a, "lookup_output '%s'", st->net_ins.v[i - n].port);
         size_t r = uf_find(parent, i);
         if (!cls[r]) {
             cls[r] = c;
@@ -120,7 +122,7 @@ static int home_classes(bbc_state *st, bb_function *f)
     }
     for (size_t i = 0; i < n; i++) {
         bb_node *nd = f->nodes.v[i];
-        if (bbc_meta(nd, BB_META_HOME_CLASS))
+        if (own[i])
             continue;
         const char *c = cls[uf_find(parent, i)];
         if (!c)
@@ -265,9 +267,11 @@ static int check_ports(bbc_state *st, bb_function *f)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *s = f->nodes.v[i];
+        if (!bbc_is_wire_send(s))
+            continue;
         const char *port = bbc_meta(s, BBC_META_PORT);
         const char *dest = bbc_meta(s, BB_META_DEST_CLASS);
-        if (!bbc_is_wire_send(s) || !port || !dest)
+        if (!port || !dest)
             continue;
         size_t k = SIZE_MAX;
         bbc_map_get(&px.lookups, port, &k);

@@ -318,6 +318,7 @@ static int inline_call(bbc_state *st, fn_facts *ff, bbc_map *root_vinfo, const b
     const char *call_class = bbc_meta(in.call, BB_META_HOME_CLASS);
     const char *fn_class = bb_kv_get(&callee->metadata, BB_META_HOME_CLASS);
     const char *cls = fn_class ? fn_class : call_class;
+    const char *call_instance = bbc_meta(in.call, BB_META_MODULE_INSTANCE);
     /* Build the inlined nodes, then splice them in place of the call. */
     size_t n = callee->nodes.n;
     bb_node **fresh = bb_arena_calloc(in.a, n ? n : 1, sizeof *fresh);
@@ -349,9 +350,8 @@ static int inline_call(bbc_state *st, fn_facts *ff, bbc_map *root_vinfo, const b
             bbc_set_meta(in.a, c, BB_META_HOME_CLASS, cls) != BB_OK)
             return bbc_oom(st);
         /* The inlined body remembers which call it came from (naming). */
-        if (!bbc_meta(c, BB_META_MODULE_INSTANCE) && bbc_meta(in.call, BB_META_MODULE_INSTANCE) &&
-            bbc_set_meta(in.a, c, BB_META_MODULE_INSTANCE,
-                         bbc_meta(in.call, BB_META_MODULE_INSTANCE)) != BB_OK)
+        if (call_instance && !bbc_meta(c, BB_META_MODULE_INSTANCE) &&
+            bbc_set_meta(in.a, c, BB_META_MODULE_INSTANCE, call_instance) != BB_OK)
             return bbc_oom(st);
         fresh[i] = c;
         /* Unnamed nodes keep "<prefix>/" until name_nodes completes it. */

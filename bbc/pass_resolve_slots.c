@@ -70,8 +70,8 @@ static int resolve_node(bbc_state *st, bb_model *pm, const bb_function *f, bb_no
                         "and no binding supplies",
                         f->name, nm(n), dom(n), n->op_type, what ? what : "?");
     }
-    char id[16];
-    snprintf(id, sizeof id, "%u", s->slot_id);
+    char buf[BBC_DECIMAL_MAX];
+    const char *id = bbc_decimal(buf, s->slot_id);
     if ((!named && bbc_set_meta(pm->arena, n, BB_META_SLOT, s->name) != BB_OK) ||
         (!bbc_meta_is(n, BB_META_SLOT_ID, id) &&
          bbc_set_meta(pm->arena, n, BB_META_SLOT_ID, id) != BB_OK))

@@ -25,15 +25,20 @@ char *bbc_join(bb_arena *a, const char *x, const char *sep, const char *y)
     return s;
 }
 
+const char *bbc_decimal(char buf[BBC_DECIMAL_MAX], size_t k)
+{
+    size_t d = BBC_DECIMAL_MAX;
+    buf[--d] = '\0';
+    do
+        buf[--d] = (char)('0' + k % 10);
+    while ((k /= 10) > 0);
+    return buf + d;
+}
+
 char *bbc_join_num(bb_arena *a, const char *stem, size_t k)
 {
-    char digits[24];
-    size_t d = sizeof digits;
-    digits[--d] = '\0';
-    do
-        digits[--d] = (char)('0' + k % 10);
-    while ((k /= 10) > 0);
-    return bbc_join(a, stem, "_", digits + d);
+    char digits[BBC_DECIMAL_MAX];
+    return bbc_join(a, stem, "_", bbc_decimal(digits, k));
 }
 
 const char *bbc_meta(const bb_node *n, const char *key)

@@ -35,6 +35,10 @@ static inline bool bbc_str_eq(const char *a, const char *b)
 char *bbc_join(bb_arena *a, const char *x, const char *sep, const char *y);
 /* "<stem>_<k>" as a new arena string. */
 char *bbc_join_num(bb_arena *a, const char *stem, size_t k);
+/* k in decimal, written at the end of buf; returns where the digits start
+ * (no printf: ids are formatted per node). */
+#define BBC_DECIMAL_MAX 24
+const char *bbc_decimal(char buf[BBC_DECIMAL_MAX], size_t k);
 bool bbc_node_is(const bb_node *n, const char *domain, const char *op_type);
 bool bbc_is_wire(const bb_node *n);
 bool bbc_is_wire_send(const bb_node *n);
