@@ -10,10 +10,13 @@
  * response that lands at Source starts the next request, inside bbd, with
  * no client in the loop:
  *
- *   Source engine: Sample, SendReqBatched -> transport -> Sink engine:
- *   RecvReq (+ the compiler's RX gates), Clock, SendResp -> transport ->
- *   Source engine: RecvRespBatched, Clock, AppEmit("ack"); the bus event
- *   WireResponseLanded starts the next execution -> SendReqBatched ...
+ *   Source engine: the bus event WireResponseLanded starts an execution:
+ *   Serialize.Dequeue, Any, Serialize.Enqueue, Sample (bbdtest::Peers), the
+ *   compiler's TX gates, SendReqBatched -> TCP transport -> Sink engine:
+ *   RecvReq, the RX gates (DedupGateRx, PeerHealthGateRx, BackoffGateRx),
+ *   Hold.Stash, Clock, AppEmit("got"), SendResp -> TCP transport -> Source
+ *   engine: RecvRespBatched completes the batch, Clock, AppEmit("ack"), and
+ *   WireResponseLanded starts the next round trip.
  *
  *   round trip    one 64-byte tensor in flight. Each "ack" AppEvent carries
  *                 Source's Clock (the time its poll began) when a response
@@ -38,6 +41,7 @@
  * one core), and unpinned; throughput runs unpinned. Targets: bbd p50 <=
  * 1.5x raw in each placement; bbd throughput >= 70% of raw. Exit 1 only
  * when a run fails (a node does not start, a flow stalls).
+ * BENCH_WIRE_ONLY=rtt or =stream runs one half.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -329,23 +333,30 @@ int main(void)
            SMALL_FLOATS * 4, ROUNDS * TRIPS, ROUNDS);
     bench_rtt_header();
     bool all_ok = true;
-    for (int pinned = 1; pinned >= 0; pinned--) {
+    /* BENCH_WIRE_ONLY=stream skips the round trips, =rtt the throughput. */
+    const char *only = getenv("BENCH_WIRE_ONLY");
+    bool rtt = !only || strcmp(only, "stream") != 0, stream = !only || strcmp(only, "rtt") != 0;
+    for (int pinned = 1; pinned >= 0 && rtt; pinned--) {
         bench_place(pinned);
         const char *where = pinned ? "same core (cpu 0)" : "unpinned";
         unwatched u = {.rounds = 0};
+        double raw_mean;
         all_ok &= bench_rtt_compare(where, "bbd -> bbd, watched", SMALL_FLOATS * 4, ROUNDS,
-                                    WARMUP, TRIPS, bbd_rtt, &u);
-        bench_rtt_row(where, "bbd -> bbd, unwatched", -1, -1,
-                      bench_median(u.mean, ROUNDS) / 1e3, -1, NULL);
+                                    WARMUP, TRIPS, bbd_rtt, &u, &raw_mean);
+        double um = bench_median(u.mean, ROUNDS);
+        bench_rtt_row(where, "bbd -> bbd, unwatched", -1, -1, um / 1e3, um / raw_mean,
+                      "(of mean)");
     }
-    printf("(watched: every trip's stamp; unwatched: the median round's mean trip with no\n"
-           " watcher, counted over %d ms)\n",
+    printf("(watched: every trip's stamp, one JSON AppEvent per trip to the watch; unwatched:\n"
+           " the median round's mean trip with nobody watching, counted over %d ms, and its\n"
+           " ratio to the raw mean)\n",
            UNWATCHED_MS);
     bench_place(false);
     char title[96];
     snprintf(title, sizeof title, "throughput, unpinned, %d MiB as 1 MiB tensors, %d rounds",
              STREAM_MIB, STREAM_ROUNDS);
-    bool tok = bench_stream_compare(title, "bbd -> bbd, 1 MiB tensors, 8 in flight",
+    bool tok = !stream ||
+               bench_stream_compare(title, "bbd -> bbd, 1 MiB tensors, 8 in flight",
                                     "(bbd's MiB/s measured at Sink, from its receive stamps)",
                                     STREAM_MIB, STREAM_ROUNDS, bbd_stream, NULL);
     printf("\ntargets: %s\n", all_ok && tok ? "all met" : "NOT all met");

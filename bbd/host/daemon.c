@@ -348,8 +348,14 @@ static void poll_engine(bbd_daemon *d)
     uv_idle_stop(&d->repoll);
     bb_engine_poll(d->engine, bbd_now_ns(), &d->steps);
     d->polls++;
+    /* Envelopes first (in their order): the peer starts on its part while
+     * this node logs and writes events for watchers. */
     for (size_t i = 0; i < d->steps.n; i++)
-        act(d, &d->steps.v[i]);
+        if (d->steps.v[i].kind == BB_STEP_SEND_ENVELOPE)
+            act(d, &d->steps.v[i]);
+    for (size_t i = 0; i < d->steps.n; i++)
+        if (d->steps.v[i].kind != BB_STEP_SEND_ENVELOPE)
+            act(d, &d->steps.v[i]);
     d->polling = false;
     schedule(d);
 }

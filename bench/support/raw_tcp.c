@@ -177,7 +177,8 @@ void bench_rtt_row(const char *placement, const char *path, double p50_us, doubl
 }
 
 bool bench_rtt_compare(const char *placement, const char *path_name, size_t size, int rounds,
-                       int warmup, int trips, void (*path)(double *lat, void *ud), void *ud)
+                       int warmup, int trips, void (*path)(double *lat, void *ud), void *ud,
+                       double *raw_mean)
 {
     size_t n = (size_t)rounds * (size_t)trips;
     double *rl = malloc(n * sizeof *rl), *pl = malloc(n * sizeof *pl);
@@ -191,6 +192,8 @@ bool bench_rtt_compare(const char *placement, const char *path_name, size_t size
     double r50 = bench_percentile(rl, n, 0.50), r99 = bench_percentile(rl, n, 0.99);
     double p50 = bench_percentile(pl, n, 0.50), p99 = bench_percentile(pl, n, 0.99);
     bool ok = p50 <= 1.5 * r50;
+    if (raw_mean)
+        *raw_mean = rmean;
     bench_rtt_row(placement, "raw C TCP ping-pong", r50 / 1e3, r99 / 1e3, rmean / 1e3, 1, NULL);
     bench_rtt_row(placement, path_name, p50 / 1e3, p99 / 1e3, pmean / 1e3, p50 / r50,
                   ok ? "<=1.5 ok" : "<=1.5 MISS");

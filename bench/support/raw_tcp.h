@@ -34,9 +34,11 @@ void bench_rtt_row(const char *placement, const char *path, double p50_us, doubl
 /* In the current placement, `rounds` rounds, each a raw ping-pong of size
  * bytes (warmup + trips round trips) then path(lat, ud) filling lat[trips]
  * (ns); prints the raw row and the path's row (p50, p99, mean, p50 ratio,
- * target p50 <= 1.5x raw). Returns whether the target was met. */
+ * target p50 <= 1.5x raw). *raw_mean (when not NULL) gets the raw mean
+ * round trip (ns). Returns whether the target was met. */
 bool bench_rtt_compare(const char *placement, const char *path_name, size_t size, int rounds,
-                       int warmup, int trips, void (*path)(double *lat, void *ud), void *ud);
+                       int warmup, int trips, void (*path)(double *lat, void *ud), void *ud,
+                       double *raw_mean);
 
 /* `rounds` rounds, each a raw stream of mib MiB then path(ud) (MiB/s),
  * back to back so a pair sees the same load from elsewhere; prints the
