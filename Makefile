@@ -2,7 +2,8 @@
 #
 #   make            build everything into build/
 #   make check      install missing packages, build, run every test
-#   make demo       install missing packages, build, run the federated demo
+#   make demo       install missing packages, build the programs, run the federated demo
+#   make programs   libbbir, bbc, bbd, bbctl and the plugins only
 #   make bench      run the benchmarks (tables of ratios against baselines)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
@@ -39,6 +40,8 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 BLAS_LIBS  := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
 OPT     ?= -O2
+# check / demo / bench build in parallel on every core.
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -pthread \
 	-Wall -Wextra -Werror -Wno-missing-field-initializers \
 	-I. -Ilibbbir/include -I$(BUILD)/gen $(PKG_CFLAGS) $(SANFLAGS) \
@@ -107,7 +110,7 @@ endif
 #   PLUGIN_CFLAGS_NAME and PLUGIN_LIBS_NAME
 -include $(wildcard plugins/*/build.mk)
 
-.PHONY: all deps check check-unit check-integration demo bench install clean examples
+.PHONY: all deps check check-unit check-integration demo bench install clean examples programs
 .SECONDARY:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
@@ -209,15 +212,19 @@ examples: $(EXAMPLE_ONNX)
 
 # ---- entry points ------------------------------------------------------------
 check: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@BUILD=$(B) scripts/run-tests
 
+# The demo needs the programs, the plugins and the federated recorder, not
+# the test and bench binaries: a newcomer waits for a third of the build.
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/federated
 	@BUILD=$(B) scripts/demo
 
+programs: $(LIBBBIR_SO) $(LIBBBIR_A) $(BINS) $(PLUGINS)
+
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 
 install: all
