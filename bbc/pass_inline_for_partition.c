@@ -38,8 +38,17 @@ typedef struct fn_facts {
     uint8_t *wire;      /* touches the wire: 0 unknown, 1 visiting, 2 yes, 3 no */
     uint8_t *onnx;      /* pure ONNX: same encoding */
     bbc_map **vinfo;    /* value_info name -> index, built on first use */
+    bbc_map **net_in;   /* net_in formal -> metadata index, built on first use */
     bool *inlined;      /* some call of the function was inlined */
 } fn_facts;
+
+/* The root's value_info names and metadata keys -> index: a callee's
+ * value_info and carried metadata (one net_out key per port) cost a lookup
+ * each, never a scan of the root's growing lists. */
+typedef struct root_maps {
+    bbc_map vinfo;
+    bbc_map meta;
+} root_maps;
 
 enum { UNKNOWN = 0, VISITING, YES, NO };
 
@@ -79,6 +88,7 @@ static int facts_init(fn_facts *ff, bb_arena *a, const bb_model *m)
         !(ff->sites = bb_arena_calloc(a, n, sizeof *ff->sites)) ||
         !(ff->wire = bb_arena_calloc(a, n, 1)) || !(ff->onnx = bb_arena_calloc(a, n, 1)) ||
         !(ff->vinfo = bb_arena_calloc(a, n, sizeof *ff->vinfo)) ||
+        !(ff->net_in = bb_arena_calloc(a, n, sizeof *ff->net_in)) ||
         !(ff->inlined = bb_arena_calloc(a, n, sizeof *ff->inlined)))
         return BB_ENOMEM;
     for (size_t i = 0; i < m->functions.n; i++) {
@@ -140,15 +150,25 @@ static bool has_prefix(const char *s, const char *p)
     return s && strncmp(s, p, strlen(p)) == 0;
 }
 
-/* The net_in port of formal v in f, or NULL. */
-static const char *net_in_port(const bb_function *f, const char *v)
+/* The net_in port of formal v in function i (the first such entry), or
+ * NULL; the function's net_in entries are indexed by value on first use. */
+static const char *net_in_port(fn_facts *ff, bb_arena *a, size_t i, const char *v)
 {
-    size_t pl = strlen(BBC_META_NET_IN_PREFIX);
-    for (size_t i = 0; i < f->metadata.n; i++)
-        if (has_prefix(f->metadata.v[i].key, BBC_META_NET_IN_PREFIX) &&
-            bbc_str_eq(f->metadata.v[i].value, v))
-            return f->metadata.v[i].key + pl;
-    return NULL;
+    const bb_function *f = ff->ix.m->functions.v[i];
+    size_t pl = strlen(BBC_META_NET_IN_PREFIX), k;
+    if (!ff->net_in[i]) {
+        bbc_map *map = bb_arena_alloc(a, sizeof *map);
+        if (!map || bbc_map_init(map, a, 16) != BB_OK)
+            return NULL;
+        for (k = 0; k < f->metadata.n; k++) {
+            const bb_kv *kv = &f->metadata.v[k];
+            if (kv->value && has_prefix(kv->key, BBC_META_NET_IN_PREFIX) &&
+                !bbc_map_get(map, kv->value, NULL) && bbc_map_put(map, kv->value, k) != BB_OK)
+                return NULL;
+        }
+        ff->net_in[i] = map;
+    }
+    return v && bbc_map_get(ff->net_in[i], v, &k) ? f->metadata.v[k].key + pl : NULL;
 }
 
 typedef struct inliner {
@@ -156,7 +176,7 @@ typedef struct inliner {
     bb_arena *a;
     bb_function *root;
     fn_facts *ff;
-    bbc_map *root_vinfo;  /* root value_info names (shared by every call) */
+    root_maps *rm;        /* shared by every call */
     size_t callee_index;
     const bb_function *callee;
     const bb_node *call;
@@ -192,7 +212,7 @@ static int bind_value(inliner *in, const char *from, const char *to)
 static int add_value_info(inliner *in, const char *callee_value, const char *root_value)
 {
     const bb_value_info *vi = fn_value_info(in->ff, in->a, in->callee_index, callee_value);
-    if (!vi || bbc_map_get(in->root_vinfo, root_value, NULL))
+    if (!vi || bbc_map_get(&in->rm->vinfo, root_value, NULL))
         return BB_OK;
     bb_value_info *c = bbc_value_info_copy(in->a, vi);
     bb_value_info **slot = c ? BB_VEC_PUSH(in->a, &in->root->value_info) : NULL;
@@ -200,7 +220,7 @@ static int add_value_info(inliner *in, const char *callee_value, const char *roo
         return BB_ENOMEM;
     c->name = root_value;
     *slot = c;
-    return bbc_map_put(in->root_vinfo, root_value, in->root->value_info.n - 1);
+    return bbc_map_put(&in->rm->vinfo, root_value, in->root->value_info.n - 1);
 }
 
 /* Formals -> actuals; omitted lookup_output formals become root net_ins. */
@@ -221,7 +241,7 @@ static int bind_formals(inliner *in)
         if (!nv || bb_str_list_push(in->a, &in->root->inputs, nv) != BB_OK ||
             add_value_info(in, formal, nv) != BB_OK)
             return bbc_oom(st);
-        const char *port = net_in_port(f, formal);
+        const char *port = net_in_port(in->ff, st->arena, in->callee_index, formal);
         if (port) {
             bbc_net_in *ni = BB_VEC_PUSH(st->arena, &st->net_ins);
             if (!ni)
@@ -270,9 +290,19 @@ static int carry_declarations(inliner *in)
         bool carry = false;
         for (size_t k = 0; k < sizeof CARRIED / sizeof *CARRIED; k++)
             carry |= has_prefix(kv->key, CARRIED[k]);
-        if (!carry || bb_kv_get(&r->metadata, kv->key))
+        size_t at;
+        bool have = bbc_map_get(&in->rm->meta, kv->key, &at);
+        if (!carry || (have && r->metadata.v[at].value))
             continue;
-        if (bb_kv_set(in->a, &r->metadata, kv->key, kv->value) != BB_OK)
+        if (have) { /* the key is there without a value */
+            if (bb_kv_set(in->a, &r->metadata, kv->key, kv->value) != BB_OK)
+                return bbc_oom(st);
+            continue;
+        }
+        bb_kv *e = BB_VEC_PUSH(in->a, &r->metadata);
+        if (!e || !(e->key = bb_arena_strdup(in->a, kv->key)) ||
+            (kv->value && !(e->value = bb_arena_strdup(in->a, kv->value))) ||
+            bbc_map_put(&in->rm->meta, e->key, r->metadata.n - 1) != BB_OK)
             return bbc_oom(st);
     }
     for (size_t i = 0; i < f->opset_imports.n; i++)
@@ -303,12 +333,12 @@ static bb_attr *resolve_attr_ref(inliner *in, const bb_attr *at)
 
 /* The body of the call's callee as fresh root nodes (*out, *n_out), values
  * renamed and formals bound; the call itself is dropped by the caller. */
-static int inline_call(bbc_state *st, fn_facts *ff, bbc_map *root_vinfo, const bb_node *call,
+static int inline_call(bbc_state *st, fn_facts *ff, root_maps *rm, const bb_node *call,
                        size_t callee_index, const char *prefix, bb_node ***out, size_t *n_out)
 {
     const bb_function *callee = ff->ix.m->functions.v[callee_index];
     inliner in = {.st = st, .a = st->model->arena, .root = st->root, .ff = ff,
-                  .root_vinfo = root_vinfo, .callee_index = callee_index, .callee = callee,
+                  .rm = rm, .callee_index = callee_index, .callee = callee,
                   .call = call, .prefix = prefix};
     if (bbc_map_init(&in.map, st->arena, callee->nodes.n * 2) != BB_OK)
         return bbc_oom(st);
@@ -442,14 +472,19 @@ int bbc_pass_inline_for_partition(bbc_state *st)
     bb_model *m = st->model;
     bb_function *root = st->root;
     fn_facts ff;
-    bbc_map root_vinfo;
+    root_maps rm;
     size_t *counts = bb_arena_calloc(st->arena, m->functions.n + 1, sizeof *counts);
     if (!counts || facts_init(&ff, st->arena, m) != BB_OK ||
-        bbc_map_init(&root_vinfo, st->arena, root->value_info.n) != BB_OK)
+        bbc_map_init(&rm.vinfo, st->arena, root->value_info.n) != BB_OK ||
+        bbc_map_init(&rm.meta, st->arena, root->metadata.n) != BB_OK)
         return bbc_oom(st);
     for (size_t k = 0; k < root->value_info.n; k++)
         if (root->value_info.v[k]->name &&
-            bbc_map_put(&root_vinfo, root->value_info.v[k]->name, k) != BB_OK)
+            bbc_map_put(&rm.vinfo, root->value_info.v[k]->name, k) != BB_OK)
+            return bbc_oom(st);
+    for (size_t k = 0; k < root->metadata.n; k++) /* the first of a key counts */
+        if (root->metadata.v[k].key && !bbc_map_get(&rm.meta, root->metadata.v[k].key, NULL) &&
+            bbc_map_put(&rm.meta, root->metadata.v[k].key, k) != BB_OK)
             return bbc_oom(st);
     BB_VEC(frame) stack = {0};
     bb_node_list out = {0};
@@ -481,7 +516,7 @@ int bbc_pass_inline_for_partition(bbc_state *st)
         const char *prefix = prefix_of(st, n, callee, counts, idx);
         bb_node **body = NULL;
         size_t n_body = 0;
-        int rc = prefix ? inline_call(st, &ff, &root_vinfo, n, idx, prefix, &body, &n_body)
+        int rc = prefix ? inline_call(st, &ff, &rm, n, idx, prefix, &body, &n_body)
                         : bbc_oom(st);
         if (rc != BB_OK)
             return rc;
