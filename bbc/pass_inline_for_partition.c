@@ -291,18 +291,9 @@ static int carry_declarations(inliner *in)
         for (size_t k = 0; k < sizeof CARRIED / sizeof *CARRIED; k++)
             carry |= has_prefix(kv->key, CARRIED[k]);
         size_t at;
-        bool have = bbc_map_get(&in->rm->meta, kv->key, &at);
-        if (!carry || (have && r->metadata.v[at].value))
+        if (!carry || (bbc_map_get(&in->rm->meta, kv->key, &at) && r->metadata.v[at].value))
             continue;
-        if (have) { /* the key is there without a value */
-            if (bb_kv_set(in->a, &r->metadata, kv->key, kv->value) != BB_OK)
-                return bbc_oom(st);
-            continue;
-        }
-        bb_kv *e = BB_VEC_PUSH(in->a, &r->metadata);
-        if (!e || !(e->key = bb_arena_strdup(in->a, kv->key)) ||
-            (kv->value && !(e->value = bb_arena_strdup(in->a, kv->value))) ||
-            bbc_map_put(&in->rm->meta, e->key, r->metadata.n - 1) != BB_OK)
+        if (bbc_kv_set_indexed(in->a, &r->metadata, &in->rm->meta, kv->key, kv->value) != BB_OK)
             return bbc_oom(st);
     }
     for (size_t i = 0; i < f->opset_imports.n; i++)

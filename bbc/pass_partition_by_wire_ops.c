@@ -229,6 +229,9 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
             return bbc_oom(st);
         *slot = c;
     }
+    bbc_map meta_keys; /* pf's metadata (one net_out key per port it sends) */
+    if (bbc_map_init(&meta_keys, st->arena, 16) != BB_OK)
+        return bbc_oom(st);
     for (size_t j = 0; j < root->metadata.n; j++) {
         const bb_kv *kv = &root->metadata.v[j];
         const char *slot = slot_of_key(kv->key);
@@ -240,10 +243,10 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
         else
             keep = !bbc_str_eq(kv->key, BB_META_HOME_CLASS) &&
                    !has_prefix(kv->key, BBC_META_NET_IN_PREFIX);
-        if (keep && bb_kv_set(a, &pf->metadata, kv->key, kv->value) != BB_OK)
+        if (keep && bbc_kv_set_indexed(a, &pf->metadata, &meta_keys, kv->key, kv->value) != BB_OK)
             return bbc_oom(st);
     }
-    if (bb_kv_set(a, &pf->metadata, BB_META_HOME_CLASS, cls) != BB_OK)
+    if (bbc_kv_set_indexed(a, &pf->metadata, &meta_keys, BB_META_HOME_CLASS, cls) != BB_OK)
         return bbc_oom(st);
     /* Opsets the body uses, at the version the root / model imports (runs
      * of one domain looked up once). */

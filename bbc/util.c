@@ -256,6 +256,26 @@ bool bbc_map_get(const bbc_map *m, const char *key, size_t *val)
     return false;
 }
 
+int bbc_kv_set_indexed(bb_arena *a, bb_kv_list *l, bbc_map *index, const char *key,
+                       const char *value)
+{
+    size_t at;
+    if (!key) /* not indexed (and never in a recorded program) */
+        return bb_kv_set(a, l, key, value);
+    const char *v = value ? bb_arena_strdup(a, value) : NULL;
+    if (value && !v)
+        return BB_ENOMEM;
+    if (bbc_map_get(index, key, &at)) {
+        l->v[at].value = v;
+        return BB_OK;
+    }
+    bb_kv *e = BB_VEC_PUSH(a, l);
+    if (!e || !(e->key = bb_arena_strdup(a, key)))
+        return BB_ENOMEM;
+    e->value = v;
+    return bbc_map_put(index, e->key, l->n - 1);
+}
+
 /* ---- function index ------------------------------------------------------------ */
 
 /* "domain\x1fname\x1foverload" into buf; false when it does not fit. */

@@ -79,6 +79,12 @@ int bbc_set_add(bbc_map *m, const char *v);
 int bbc_map_put(bbc_map *m, const char *key, size_t val); /* key borrowed */
 bool bbc_map_get(const bbc_map *m, const char *key, size_t *val);
 
+/* bb_kv_set through an index of l's keys (key -> entry of the first of
+ * each), kept up to date: for lists that grow with the program (one
+ * net_out key per port), where bb_kv_set's scan would be quadratic. */
+int bbc_kv_set_indexed(bb_arena *a, bb_kv_list *l, bbc_map *index, const char *key,
+                       const char *value);
+
 /* ---- model-local functions by (domain, name, overload) --------------------------- */
 
 typedef struct bbc_fn_index {
