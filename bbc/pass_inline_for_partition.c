@@ -331,7 +331,8 @@ static int inline_call(bbc_state *st, fn_facts *ff, root_maps *rm, const bb_node
     inliner in = {.st = st, .a = st->model->arena, .root = st->root, .ff = ff,
                   .rm = rm, .callee_index = callee_index, .callee = callee,
                   .call = call, .prefix = prefix};
-    if (bbc_map_init(&in.map, st->arena, callee->nodes.n * 2) != BB_OK)
+    if (bbc_map_init(&in.map, st->arena, callee->nodes.n + callee->inputs.n + callee->outputs.n) !=
+        BB_OK)
         return bbc_oom(st);
     int rc;
     if ((rc = bind_formals(&in)) != BB_OK || (rc = carry_declarations(&in)) != BB_OK)

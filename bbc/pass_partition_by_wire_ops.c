@@ -45,7 +45,8 @@ typedef struct part_sets {
 static int sets_init(bb_arena *a, const bb_function *pf, part_sets *ps)
 {
     size_t n = pf->nodes.n;
-    if (bbc_map_init(&ps->values, a, n * 3) != BB_OK || bbc_map_init(&ps->made, a, n * 2) != BB_OK ||
+    /* About one value per node (the maps grow when there are more). */
+    if (bbc_map_init(&ps->values, a, n + 16) != BB_OK || bbc_map_init(&ps->made, a, n) != BB_OK ||
         bbc_map_init(&ps->slots, a, 8) != BB_OK || bbc_map_init(&ps->ports, a, 8) != BB_OK)
         return BB_ENOMEM;
     for (size_t i = 0; i < n; i++) {

@@ -62,8 +62,9 @@ static int synth_init(synth *y, bbc_state *st)
     }
     if (!(y->e = bbc_fnedit_new_focused(side, y->a, f, &focus)) ||
         bbc_map_init(&y->names, side, n) != BB_OK ||
-        bbc_map_init(&y->values, side, n * 2) != BB_OK || bbc_map_init(&y->recvs, side, 8) != BB_OK ||
-        bbc_map_init(&y->first_use, side, n * 2) != BB_OK ||
+        /* About one value per node (the maps grow when there are more). */
+        bbc_map_init(&y->values, side, n + f->inputs.n + f->outputs.n) != BB_OK ||
+        bbc_map_init(&y->recvs, side, 8) != BB_OK || bbc_map_init(&y->first_use, side, n) != BB_OK ||
         bbc_map_init(&y->sends, side, 8) != BB_OK || bbc_map_init(&y->drop, side, 8) != BB_OK ||
         !(y->next_send = bb_arena_calloc(side, n + 1, sizeof *y->next_send)))
         return BB_ENOMEM;

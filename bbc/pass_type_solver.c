@@ -119,7 +119,7 @@ static int setup(solver *s)
     bb_function *f = s->f;
     bb_arena *a = s->st->arena;
     size_t ports = 0;
-    if (bbc_map_init(&s->idx, a, f->nodes.n * 2 + f->inputs.n) != BB_OK ||
+    if (bbc_map_init(&s->idx, a, f->nodes.n + f->inputs.n) != BB_OK || /* ~a value per node */
         bbc_map_init(&s->vinfo, a, f->value_info.n) != BB_OK)
         return BB_ENOMEM;
     for (size_t k = f->value_info.n; k-- > 0;)

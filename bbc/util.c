@@ -325,7 +325,10 @@ int bbc_producers(bb_arena *a, const bb_function *f, bbc_map *out, const char **
 {
     if (dup)
         *dup = NULL;
-    if (bbc_map_init(out, a, f->nodes.n * 2 + f->inputs.n) != BB_OK)
+    size_t values = f->inputs.n;
+    for (size_t i = 0; i < f->nodes.n; i++)
+        values += f->nodes.v[i]->outputs.n;
+    if (bbc_map_init(out, a, values) != BB_OK)
         return BB_ENOMEM;
     for (size_t i = 0; i < f->inputs.n; i++) {
         const char *v = f->inputs.v[i];
