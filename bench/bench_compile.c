@@ -13,11 +13,14 @@
  * port up, runs two backend ops on it and emits it. So the wire edges, gate
  * chains, deadlines and partitions grow with n, like the node count.
  *
- * Prints, per size: nodes, baseline and compile time, ns per node, the ratio
- * to the baseline, and the growth of compile time against n log n from the
- * previous size (1.0 = exactly n log n; > 1 grows faster), then the
- * per-pass split of the largest compile. Targets: a 10k-node compile under
- * 200 ms; growth no faster than n log n (ratio <= 1.5 allowing noise).
+ * Prints, per size: nodes, baseline and compile time (the best of several
+ * runs, and the first run, which like a `bbc compile` process grows the
+ * heap and faults its pages in), ns per node, the ratio to the baseline,
+ * and the growth of compile time against n log n from the previous size
+ * (1.0 = exactly n log n; > 1 grows faster), then the per-pass split of the
+ * largest compile, and one met / MISSED line per target: a 10k-node compile
+ * under 200 ms (best and first run); growth no faster than n log n (ratio
+ * <= 1.5 allowing noise).
  *
  *   bench_compile [--quick | --size N [--once] [--save OUT.onnx]]
  *     --quick   1k and 10k only
@@ -26,11 +29,14 @@
  *     --save    also write its compiled model to OUT.onnx (to compare the
  *               output of two builds byte for byte)
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bb/model_io.h"
 #include "bb/recorder.h"
@@ -199,21 +205,55 @@ static double time_load_save(const uint8_t *bytes, size_t len, int reps)
     return best;
 }
 
-static double time_compile(const bb_model *m, int reps, size_t *out_nodes)
+/* One compile: its CPU time; *out receives the compiled model. */
+static double compile_timed(const bb_model *m, bb_model **out)
+{
+    bbc_error err = {0};
+    double t0 = now_s();
+    if (bbc_compile(m, NULL, NULL, &g_types, NULL, 0, out, &err) != BB_OK)
+        die(err.pass, err.msg);
+    return now_s() - t0;
+}
+
+/* Best of `reps` compiles. */
+static double time_compile(const bb_model *m, int reps)
 {
     double best = 1e9;
     for (int r = 0; r < reps; r++) {
         bb_model *out = NULL;
-        bbc_error err = {0};
-        double t0 = now_s();
-        if (bbc_compile(m, NULL, NULL, &g_types, NULL, 0, &out, &err) != BB_OK)
-            die(err.pass, err.msg);
-        double dt = now_s() - t0;
-        *out_nodes = count_nodes(out);
+        double dt = compile_timed(m, &out);
         bb_model_free(out);
         best = dt < best ? dt : best;
     }
     return best;
+}
+
+/* The first compile of a fresh process, as `bbc compile` pays it (heap
+ * growth, every page faulted in): a child forked before this process
+ * allocated much records the program and compiles it once. */
+static double time_first_compile(size_t n)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        die("pipe", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork", strerror(errno));
+    if (pid == 0) {
+        close(fd[0]);
+        size_t ports = 0;
+        bb_model *m = generate(n, &ports), *out = NULL;
+        double dt = compile_timed(m, &out);
+        _exit(write(fd[1], &dt, sizeof dt) == (ssize_t)sizeof dt ? 0 : 1);
+    }
+    close(fd[1]);
+    double dt = -1;
+    if (read(fd[0], &dt, sizeof dt) != (ssize_t)sizeof dt)
+        die("first compile", "the child reported nothing");
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return dt;
 }
 
 /* The per-pass split of a compile (the best of `reps` runs per row), in the
@@ -262,11 +302,7 @@ static int compile_once(size_t n, bool time_it, const char *save_path)
 {
     size_t ports = 0;
     bb_model *m = generate(n, &ports), *out = NULL;
-    bbc_error err = {0};
-    double t0 = now_s();
-    if (bbc_compile(m, NULL, NULL, &g_types, NULL, 0, &out, &err) != BB_OK)
-        die(err.pass, err.msg);
-    double dt = now_s() - t0;
+    double dt = compile_timed(m, &out);
     bb_error e = {0};
     if (save_path && bb_model_save_file(out, save_path, &e) != BB_OK)
         die(save_path, e.msg);
@@ -314,12 +350,16 @@ int main(int argc, char **argv)
         SIZES[0] = only;
         n_sizes = 1;
     }
-    double prev_t = 0, prev_n = 0, ms_10k = 0, worst_growth = 0;
+    /* First compiles before this process allocates (each in a fresh child). */
+    double first[3];
+    for (size_t s = 0; s < n_sizes; s++)
+        first[s] = time_first_compile(SIZES[s]);
+    double prev_t = 0, prev_n = 0, best_10k = 0, first_10k = 0, worst_growth = 0;
     bb_model *largest = NULL;
-    printf("%-8s %8s %6s %12s %12s %10s %8s %14s\n", "program", "nodes", "ports", "load+save ms",
-           "compile ms", "ns/node", "ratio", "growth/nlogn");
+    printf("%-8s %8s %6s %12s %12s %10s %10s %8s %14s\n", "program", "nodes", "ports",
+           "load+save ms", "compile ms", "first ms", "ns/node", "ratio", "growth/nlogn");
     for (size_t s = 0; s < n_sizes; s++) {
-        size_t ports = 0, out_nodes = 0;
+        size_t ports = 0;
         bb_model *m = generate(SIZES[s], &ports);
         size_t nodes = count_nodes(m);
         uint8_t *bytes = NULL;
@@ -329,7 +369,7 @@ int main(int argc, char **argv)
             die("save", e.msg);
         int reps = SIZES[s] >= 100000 ? 3 : SIZES[s] >= 10000 ? 10 : 30;
         double base = time_load_save(bytes, len, reps);
-        double comp = time_compile(m, reps, &out_nodes);
+        double comp = time_compile(m, reps);
         free(bytes);
         char growth[32] = "-";
         if (prev_n > 0) {
@@ -339,25 +379,29 @@ int main(int argc, char **argv)
         }
         char label[32];
         snprintf(label, sizeof label, "%zuk", SIZES[s] / 1000);
-        printf("%-8s %8zu %6zu %12.2f %12.2f %10.0f %8.2f %14s\n", label, nodes, ports,
-               base * 1e3, comp * 1e3, comp / (double)nodes * 1e9, comp / base, growth);
-        if (SIZES[s] == 10000)
-            ms_10k = comp * 1e3;
+        printf("%-8s %8zu %6zu %12.2f %12.2f %10.2f %10.0f %8.2f %14s\n", label, nodes, ports,
+               base * 1e3, comp * 1e3, first[s] * 1e3, comp / (double)nodes * 1e9, comp / base,
+               growth);
+        if (SIZES[s] == 10000) {
+            best_10k = comp * 1e3;
+            first_10k = first[s] * 1e3;
+        }
         prev_t = comp;
         prev_n = (double)nodes;
         bb_model_free(largest);
         largest = m;
-        (void)out_nodes;
     }
     print_pass_split(largest, count_nodes(largest) >= 50000 ? 2 : 5);
     bb_model_free(largest);
-    printf("\nCPU time of this process (best of several runs); ratio: compile / load+save\n");
+    printf("\nCPU time of this process; compile: best of several runs, first: the first compile\n"
+           "of a fresh process (like bbc compile); ratio: compile / load+save\n");
     printf("growth/nlogn: (t2/t1) / (n2 log n2 / n1 log n1) against the previous size\n");
-    if (ms_10k > 0)
-        printf("10k-node compile: %.1f ms (target < %.0f ms) %s\n", ms_10k, TARGET_10K_MS,
-               ms_10k < TARGET_10K_MS ? "ok" : "MISSED");
+    if (best_10k > 0)
+        printf("target: 10k-node compile under %.0f ms: best %.1f ms %s, first run %.1f ms %s\n",
+               TARGET_10K_MS, best_10k, best_10k < TARGET_10K_MS ? "met" : "MISSED", first_10k,
+               first_10k < TARGET_10K_MS ? "met" : "MISSED");
     if (n_sizes > 1)
-        printf("worst growth against n log n: %.2f (target <= %.1f) %s\n", worst_growth,
-               GROWTH_LIMIT, worst_growth <= GROWTH_LIMIT ? "ok" : "MISSED");
+        printf("target: growth no faster than n log n (worst ratio <= %.1f): %.2f %s\n",
+               GROWTH_LIMIT, worst_growth, worst_growth <= GROWTH_LIMIT ? "met" : "MISSED");
     return 0;
 }
