@@ -266,7 +266,8 @@ typedef struct bbc_partition {
 } bbc_partition;
 
 typedef struct bbc_state {
-    bb_arena *arena;              /* side tables */
+    bb_arena *arena;              /* state kept across passes (slots, ports, edges, ...) */
+    bb_arena *scratch;            /* a pass's own tables: reset before every pass */
     bb_model *model;              /* owned working copy of the input */
     bb_function *root;            /* the root function (in model) */
     const bbc_options *opts;      /* borrowed */

@@ -78,7 +78,7 @@ static int insert_rx(bbc_state *st, bbc_partition *p, const bbc_gate_contract *g
     bb_arena *a = p->model->arena;
     /* The index covers the values a chain head can be. */
     bbc_map focus;
-    if (bbc_map_init(&focus, st->arena, 16) != BB_OK)
+    if (bbc_map_init(&focus, st->scratch, 16) != BB_OK)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *r = f->nodes.v[i];
@@ -92,7 +92,7 @@ static int insert_rx(bbc_state *st, bbc_partition *p, const bbc_gate_contract *g
     }
     if (focus.n == 0)
         return BB_OK;
-    bbc_fnedit *e = bbc_fnedit_new_focused(st->arena, a, f, &focus);
+    bbc_fnedit *e = bbc_fnedit_new_focused(st->scratch, a, f, &focus);
     if (!e)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
@@ -122,7 +122,7 @@ static int insert_tx(bbc_state *st, bbc_partition *p, const bbc_gate_contract *g
     bb_function *f = p->fn;
     bb_arena *a = p->model->arena;
     bbc_map focus; /* the values the TX gates take */
-    if (bbc_map_init(&focus, st->arena, 16) != BB_OK)
+    if (bbc_map_init(&focus, st->scratch, 16) != BB_OK)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *s = f->nodes.v[i];
@@ -132,7 +132,7 @@ static int insert_tx(bbc_state *st, bbc_partition *p, const bbc_gate_contract *g
     }
     if (focus.n == 0)
         return BB_OK;
-    bbc_fnedit *e = bbc_fnedit_new_types(st->arena, a, f, &focus);
+    bbc_fnedit *e = bbc_fnedit_new_types(st->scratch, a, f, &focus);
     if (!e)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {

@@ -41,7 +41,7 @@ typedef BB_VEC(node_ref) node_refs;
 
 static int index_nodes(bbc_state *st, bbc_map *by_name, node_refs *refs)
 {
-    if (bbc_map_init(by_name, st->arena, 64) != BB_OK)
+    if (bbc_map_init(by_name, st->scratch, 64) != BB_OK)
         return BB_ENOMEM;
     for (size_t k = 0; k < st->parts.n; k++) {
         bbc_partition *p = st->parts.v[k];
@@ -49,12 +49,12 @@ static int index_nodes(bbc_state *st, bbc_map *by_name, node_refs *refs)
             bb_node *n = p->fn->nodes.v[i];
             if (!n->name || !bbc_is_wire(n)) /* edges join wire ops only */
                 continue;
-            const char *key = bbc_join(st->arena, p->cls, "\x1f", n->name);
+            const char *key = bbc_join(st->scratch, p->cls, "\x1f", n->name);
             if (!key)
                 return BB_ENOMEM;
             if (bbc_map_get(by_name, key, NULL))
                 continue;
-            node_ref *r = BB_VEC_PUSH(st->arena, refs);
+            node_ref *r = BB_VEC_PUSH(st->scratch, refs);
             if (!r || bbc_map_put(by_name, key, refs->n - 1) != BB_OK)
                 return BB_ENOMEM;
             *r = (node_ref){k, n};
@@ -67,7 +67,7 @@ static bb_node *find_node(bbc_state *st, const bbc_map *by_name, const node_ref 
                           const char *cls, const char *name, size_t *part)
 {
     size_t i;
-    const char *key = bbc_join(st->arena, cls, "\x1f", name);
+    const char *key = bbc_join(st->scratch, cls, "\x1f", name);
     if (!key || !bbc_map_get(by_name, key, &i))
         return NULL;
     *part = refs[i].part;
@@ -102,16 +102,16 @@ int bbc_pass_analyze_wire_edges(bbc_state *st)
     int rc;
     bbc_map by_name;
     node_refs refs = {0};
-    bbc_fnedit **flows = bb_arena_calloc(st->arena, st->parts.n + 1, sizeof *flows);
+    bbc_fnedit **flows = bb_arena_calloc(st->scratch, st->parts.n + 1, sizeof *flows);
     if (!flows || index_nodes(st, &by_name, &refs) != BB_OK)
         return bbc_oom(st);
     for (size_t k = 0; k < st->parts.n; k++) {
         /* What the classification asks: sends' data types, receives' payloads. */
         const bb_function *f = st->parts.v[k]->fn;
         bbc_map focus;
-        if (bbc_map_init(&focus, st->arena, 16) != BB_OK || bbc_wire_ends(f, &focus) != BB_OK)
+        if (bbc_map_init(&focus, st->scratch, 16) != BB_OK || bbc_wire_ends(f, &focus) != BB_OK)
             return bbc_oom(st);
-        if (!(flows[k] = bbc_fnedit_new_focused(st->arena, st->parts.v[k]->model->arena,
+        if (!(flows[k] = bbc_fnedit_new_focused(st->scratch, st->parts.v[k]->model->arena,
                                                 st->parts.v[k]->fn, &focus)))
             return bbc_oom(st);
     }

@@ -67,7 +67,7 @@ static bool any_class(const bbc_state *st, const bb_function *f)
 static int home_classes(bbc_state *st, bb_function *f)
 {
     size_t n = f->nodes.n;
-    bb_arena *a = st->arena;
+    bb_arena *a = st->scratch;
     /* Components over nodes plus one pseudo-node per net_in value. */
     size_t total = n + st->net_ins.n;
     size_t *parent = bb_arena_calloc(a, total + 1, sizeof *parent);
@@ -180,7 +180,7 @@ static const char *dest_class(const bbc_wire_ix *x, bb_function *f, size_t si)
 
 static int dest_classes(bbc_state *st, bb_function *f, bool single)
 {
-    const bbc_wire_ix *x = single ? NULL : bbc_wire_ix_new(st->arena, f);
+    const bbc_wire_ix *x = single ? NULL : bbc_wire_ix_new(st->scratch, f);
     if (!single && !x)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
@@ -219,7 +219,7 @@ static const char *key2(bb_arena *a, const char *x, const char *y)
 
 static int index_ports(bbc_state *st, const bb_function *f, port_index *px)
 {
-    bb_arena *a = st->arena;
+    bb_arena *a = st->scratch;
     size_t n = f->nodes.n;
     if (bbc_map_init(&px->lookups, a, st->net_ins.n) != BB_OK ||
         bbc_map_init(&px->recvs, a, 16) != BB_OK || bbc_map_init(&px->sends, a, 16) != BB_OK ||
@@ -287,7 +287,7 @@ static int check_ports(bbc_state *st, bb_function *f)
                               : bbc_node_is(s, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_REQ_BATCHED)
                                     ? BB_OP_WIRE_RECV_REQ
                                     : NULL;
-        const char *rk = rop ? key2(st->arena, rop, port) : NULL;
+        const char *rk = rop ? key2(st->scratch, rop, port) : NULL;
         size_t j = SIZE_MAX;
         if (rk)
             bbc_map_get(&px.recvs, rk, &j);
@@ -297,7 +297,7 @@ static int check_ports(bbc_state *st, bb_function *f)
             if (!rc || bbc_str_eq(rc, dest))
                 continue;
             /* Another send of this port targets rc: that one feeds r. */
-            const char *sk = bb_arena_sprintf(st->arena, "%s\x1f%s\x1f%s", s->op_type, port, rc);
+            const char *sk = bb_arena_sprintf(st->scratch, "%s\x1f%s\x1f%s", s->op_type, port, rc);
             if (sk && bbc_map_get(&px.sends, sk, NULL))
                 continue;
             return bbc_fail(st, BBC_E_CROSS_CLASS_DATAFLOW,

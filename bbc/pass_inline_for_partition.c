@@ -241,7 +241,7 @@ static int bind_formals(inliner *in)
         if (!nv || bb_str_list_push(in->a, &in->root->inputs, nv) != BB_OK ||
             add_value_info(in, formal, nv) != BB_OK)
             return bbc_oom(st);
-        const char *port = net_in_port(in->ff, st->arena, in->callee_index, formal);
+        const char *port = net_in_port(in->ff, st->scratch, in->callee_index, formal);
         if (port) {
             bbc_net_in *ni = BB_VEC_PUSH(st->arena, &st->net_ins);
             if (!ni)
@@ -331,7 +331,7 @@ static int inline_call(bbc_state *st, fn_facts *ff, root_maps *rm, const bb_node
     inliner in = {.st = st, .a = st->model->arena, .root = st->root, .ff = ff,
                   .rm = rm, .callee_index = callee_index, .callee = callee,
                   .call = call, .prefix = prefix};
-    if (bbc_map_init(&in.map, st->arena, callee->nodes.n + callee->inputs.n + callee->outputs.n) !=
+    if (bbc_map_init(&in.map, st->scratch, callee->nodes.n + callee->inputs.n + callee->outputs.n) !=
         BB_OK)
         return bbc_oom(st);
     int rc;
@@ -401,8 +401,8 @@ static int name_nodes(bbc_state *st, bb_function *f)
 {
     bb_arena *a = st->model->arena;
     bbc_map taken, next; /* names in use; "<prefix><op>" -> next k to try */
-    if (bbc_map_init(&taken, st->arena, f->nodes.n) != BB_OK ||
-        bbc_map_init(&next, st->arena, 16) != BB_OK)
+    if (bbc_map_init(&taken, st->scratch, f->nodes.n) != BB_OK ||
+        bbc_map_init(&next, st->scratch, 16) != BB_OK)
         return bbc_oom(st);
     bool any = false;
     for (size_t i = 0; i < f->nodes.n; i++) {
@@ -465,10 +465,10 @@ int bbc_pass_inline_for_partition(bbc_state *st)
     bb_function *root = st->root;
     fn_facts ff;
     root_maps rm;
-    size_t *counts = bb_arena_calloc(st->arena, m->functions.n + 1, sizeof *counts);
-    if (!counts || facts_init(&ff, st->arena, m) != BB_OK ||
-        bbc_map_init(&rm.vinfo, st->arena, root->value_info.n) != BB_OK ||
-        bbc_map_init(&rm.meta, st->arena, root->metadata.n) != BB_OK)
+    size_t *counts = bb_arena_calloc(st->scratch, m->functions.n + 1, sizeof *counts);
+    if (!counts || facts_init(&ff, st->scratch, m) != BB_OK ||
+        bbc_map_init(&rm.vinfo, st->scratch, root->value_info.n) != BB_OK ||
+        bbc_map_init(&rm.meta, st->scratch, root->metadata.n) != BB_OK)
         return bbc_oom(st);
     for (size_t k = 0; k < root->value_info.n; k++)
         if (root->value_info.v[k]->name &&
@@ -480,7 +480,7 @@ int bbc_pass_inline_for_partition(bbc_state *st)
             return bbc_oom(st);
     BB_VEC(frame) stack = {0};
     bb_node_list out = {0};
-    frame *top = BB_VEC_PUSH(st->arena, &stack);
+    frame *top = BB_VEC_PUSH(st->scratch, &stack);
     if (!top)
         return bbc_oom(st);
     *top = (frame){root->nodes.v, root->nodes.n, 0};
@@ -519,7 +519,7 @@ int bbc_pass_inline_for_partition(bbc_state *st)
                 ff.sites[c]++;
         }
         site_inlined(&ff, idx);
-        frame *next = BB_VEC_PUSH(st->arena, &stack);
+        frame *next = BB_VEC_PUSH(st->scratch, &stack);
         if (!next)
             return bbc_oom(st);
         *next = (frame){body, n_body, 0};

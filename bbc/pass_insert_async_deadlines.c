@@ -59,7 +59,7 @@ static int stamp_deadlines(bbc_state *st, bbc_partition *p)
             continue;
         int64_t d = (int64_t)st->opts->per_hop_budget_ns;
         if (bbc_node_is(n, BB_DOMAIN_WIRE, BB_OP_WIRE_RECV_RESP_BATCHED) && n->inputs.n > 0) {
-            if (!x && !(x = bbc_wire_ix_new(st->arena, f)))
+            if (!x && !(x = bbc_wire_ix_new(st->scratch, f)))
                 return bbc_oom(st);
             size_t s = bbc_wire_trace(x, n->inputs.v[0], NULL);
             if (s != SIZE_MAX)
@@ -120,7 +120,7 @@ int bbc_pass_insert_async_deadlines(bbc_state *st)
         /* What pairing touches: the carriers' input[0] / output[0] and the TX
          * gate chains in front of them. */
         bbc_map focus;
-        if (bbc_map_init(&focus, st->arena, 16) != BB_OK)
+        if (bbc_map_init(&focus, st->scratch, 16) != BB_OK)
             return bbc_oom(st);
         for (size_t i = 0; i < p->fn->nodes.n; i++) {
             const bb_node *n = p->fn->nodes.v[i];
@@ -131,7 +131,7 @@ int bbc_pass_insert_async_deadlines(bbc_state *st)
                 (n->outputs.n && bbc_set_add(&focus, n->outputs.v[0]) != BB_OK))
                 return bbc_oom(st);
         }
-        bbc_fnedit *e = bbc_fnedit_new_focused(st->arena, p->model->arena, p->fn, &focus);
+        bbc_fnedit *e = bbc_fnedit_new_focused(st->scratch, p->model->arena, p->fn, &focus);
         if (!e)
             return bbc_oom(st);
         for (size_t i = 0; i < p->fn->nodes.n; i++) {

@@ -186,7 +186,7 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
     pf->nodes.n = n_members;
     pf->nodes.cap = n_members + 1;
     part_sets ps;
-    if (sets_init(st->arena, pf, &ps) != BB_OK)
+    if (sets_init(st->scratch, pf, &ps) != BB_OK)
         return bbc_oom(st);
     /* Formals the nodes read, ports they produce. */
     for (size_t j = 0; j < root->inputs.n; j++) {
@@ -202,7 +202,7 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
     /* value_info in the root's order (stable when compiled again), once each;
      * the formals and ports are among the values the nodes name. */
     bbc_map copied;
-    if (bbc_map_init(&copied, st->arena, ps.values.n) != BB_OK)
+    if (bbc_map_init(&copied, st->scratch, ps.values.n) != BB_OK)
         return bbc_oom(st);
     for (size_t j = 0; j < root->value_info.n; j++) {
         bb_value_info *vi = root->value_info.v[j];
@@ -231,7 +231,7 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
         *slot = c;
     }
     bbc_map meta_keys; /* pf's metadata (one net_out key per port it sends) */
-    if (bbc_map_init(&meta_keys, st->arena, 16) != BB_OK)
+    if (bbc_map_init(&meta_keys, st->scratch, 16) != BB_OK)
         return bbc_oom(st);
     for (size_t j = 0; j < root->metadata.n; j++) {
         const bb_kv *kv = &root->metadata.v[j];
@@ -273,7 +273,7 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
     /* Sub-functions the partition calls, and the class's bootstrap. */
     int rc;
     bbc_fn_index ix;
-    if (bbc_fn_index_init(&ix, st->arena, st->model) != BB_OK)
+    if (bbc_fn_index_init(&ix, st->scratch, st->model) != BB_OK)
         return bbc_oom(st);
     for (size_t i = 0; i < pf->nodes.n; i++) {
         size_t c = bbc_fn_index_callee(&ix, pf->nodes.v[i]);
@@ -303,7 +303,7 @@ static int record_edges(bbc_state *st)
 {
     const bb_function *f = st->root;
     size_t rx[16];
-    const bbc_wire_ix *x = bbc_wire_ix_new(st->arena, f);
+    const bbc_wire_ix *x = bbc_wire_ix_new(st->scratch, f);
     if (!x)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {
@@ -339,8 +339,8 @@ int bbc_pass_partition_by_wire_ops(bbc_state *st)
     /* Classes in order of first appearance; every node's class index. */
     BB_VEC(const char *) classes = {0};
     bbc_map by_name;
-    size_t *cls_of = bb_arena_calloc(st->arena, n + 1, sizeof *cls_of);
-    if (!cls_of || bbc_map_init(&by_name, st->arena, 8) != BB_OK)
+    size_t *cls_of = bb_arena_calloc(st->scratch, n + 1, sizeof *cls_of);
+    if (!cls_of || bbc_map_init(&by_name, st->scratch, 8) != BB_OK)
         return bbc_oom(st);
     for (size_t i = 0; i < n; i++) {
         const bb_node *nd = root->nodes.v[i];
@@ -350,7 +350,7 @@ int bbc_pass_partition_by_wire_ops(bbc_state *st)
                             "node '%s' (%s::%s) has no home_class (did infer_peer_classes run?)",
                             nd->name ? nd->name : "", nd->domain ? nd->domain : "", nd->op_type);
         if (!bbc_map_get(&by_name, c, &cls_of[i])) {
-            const char **slot = BB_VEC_PUSH(st->arena, &classes);
+            const char **slot = BB_VEC_PUSH(st->scratch, &classes);
             if (!slot || bbc_map_put(&by_name, c, classes.n - 1) != BB_OK)
                 return bbc_oom(st);
             *slot = c;
@@ -360,21 +360,21 @@ int bbc_pass_partition_by_wire_ops(bbc_state *st)
     if (classes.n == 0) {
         /* An empty body still yields its (empty) partition. */
         const char *c = bb_kv_get(&root->metadata, BB_META_HOME_CLASS);
-        const char **slot = BB_VEC_PUSH(st->arena, &classes);
+        const char **slot = BB_VEC_PUSH(st->scratch, &classes);
         if (!slot)
             return bbc_oom(st);
         *slot = c ? c : BB_SELF_CLASS;
     }
     /* Members of every class, in root order: counting sort by class. */
-    size_t *start = bb_arena_calloc(st->arena, classes.n + 1, sizeof *start);
-    size_t *members = bb_arena_calloc(st->arena, n + 1, sizeof *members);
+    size_t *start = bb_arena_calloc(st->scratch, classes.n + 1, sizeof *start);
+    size_t *members = bb_arena_calloc(st->scratch, n + 1, sizeof *members);
     if (!start || !members)
         return bbc_oom(st);
     for (size_t i = 0; i < n; i++)
         start[cls_of[i] + 1]++;
     for (size_t k = 0; k < classes.n; k++)
         start[k + 1] += start[k];
-    size_t *fill = bb_arena_memdup(st->arena, start, (classes.n + 1) * sizeof *start);
+    size_t *fill = bb_arena_memdup(st->scratch, start, (classes.n + 1) * sizeof *start);
     if (!fill)
         return bbc_oom(st);
     for (size_t i = 0; i < n; i++)

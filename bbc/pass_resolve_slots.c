@@ -62,9 +62,9 @@ static int resolve_node(bbc_state *st, bb_model *pm, const bb_function *f, bb_no
                                 bbc_meta(n, BB_META_SLOT_ID) ? bbc_meta(n, BB_META_SLOT_ID) : "-");
         }
         const char *sid = bbc_meta(n, BB_META_SLOT_ID);
-        const char *what = named ? bb_arena_sprintf(st->arena, "slot '%s'", named)
-                           : ct  ? bb_arena_sprintf(st->arena, "a '%s' slot", ct)
-                                 : bb_arena_sprintf(st->arena, "slot_id %s", sid ? sid : "?");
+        const char *what = named ? bb_arena_sprintf(st->scratch, "slot '%s'", named)
+                           : ct  ? bb_arena_sprintf(st->scratch, "a '%s' slot", ct)
+                                 : bb_arena_sprintf(st->scratch, "slot_id %s", sid ? sid : "?");
         return bbc_fail(st, BBC_E_MISSING_BINDING,
                         "function '%s': node '%s' (%s::%s) runs on %s, which no module declares "
                         "and no binding supplies",

@@ -52,7 +52,7 @@ static int apply_config(bbc_state *st, bbc_partition *p, const bbc_slot *s)
     long gi = bb_str_list_find(&f->attributes, s->name);
     if (gi >= 0)
         BB_VEC_REMOVE(&f->attributes, (size_t)gi);
-    char *key = bb_meta_slot_concrete_type_key(st->arena, s->name);
+    char *key = bb_meta_slot_concrete_type_key(st->scratch, s->name);
     if (!key || bb_kv_set(a, &f->metadata, key, s->type_name) != BB_OK)
         return bbc_oom(st);
     return BB_OK;
@@ -213,7 +213,7 @@ static int stamp_recv_slots(bbc_state *st, bbc_partition *p)
     bb_function *f = p->fn;
     /* value -> the first role node (with a slot_id) reading it. */
     bbc_map readers;
-    if (bbc_map_init(&readers, st->arena, f->nodes.n) != BB_OK)
+    if (bbc_map_init(&readers, st->scratch, f->nodes.n) != BB_OK)
         return bbc_oom(st);
     for (size_t i = f->nodes.n; i-- > 0;) {
         const bb_node *n = f->nodes.v[i];

@@ -42,7 +42,7 @@ typedef struct synth {
 static int synth_init(synth *y, bbc_state *st)
 {
     bb_function *f = st->root;
-    bb_arena *side = st->arena;
+    bb_arena *side = st->scratch;
     size_t n = f->nodes.n;
     y->st = st;
     y->f = f;
@@ -141,8 +141,8 @@ static int materialize(synth *y, const bbc_net_in *ni)
     bb_function *f = y->f;
     bb_arena *a = y->a;
     const char *cls = ni->cls ? ni->cls : BB_SELF_CLASS;
-    const char *rkey = bb_arena_sprintf(st->arena, "%s\x1f%s", ni->port, cls);
-    const char *mkey = bb_arena_sprintf(st->arena, "%s%s", BBC_META_NET_IN_PREFIX, ni->port);
+    const char *rkey = bb_arena_sprintf(st->scratch, "%s\x1f%s", ni->port, cls);
+    const char *mkey = bb_arena_sprintf(st->scratch, "%s%s", BBC_META_NET_IN_PREFIX, ni->port);
     if (!rkey || !mkey || bbc_map_put(&y->drop, ni->value, 0) != BB_OK ||
         bbc_map_put(&y->drop, mkey, 0) != BB_OK)
         return bbc_oom(st);
@@ -188,7 +188,7 @@ static int materialize(synth *y, const bbc_net_in *ni)
     }
     size_t at = f->nodes.n;
     bbc_map_get(&y->first_use, ni->value, &at);
-    bb_node **slot = BB_VEC_PUSH(st->arena, &y->made);
+    bb_node **slot = BB_VEC_PUSH(st->scratch, &y->made);
     if (!slot || bbc_map_put(&y->recvs, rkey, y->made.n - 1) != BB_OK ||
         bbc_fnedit_insert(y->e, at, r) != BB_OK)
         return bbc_oom(st);
@@ -218,7 +218,7 @@ static int link_pairs(bbc_state *st)
     bb_function *f = st->root;
     bb_arena *a = st->model->arena;
     size_t rx[16];
-    const bbc_wire_ix *x = bbc_wire_ix_new(st->arena, f);
+    const bbc_wire_ix *x = bbc_wire_ix_new(st->scratch, f);
     if (!x)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {

@@ -76,7 +76,7 @@ static int add_value(solver *s, const char *v)
 {
     if (!v || !*v || bbc_map_get(&s->idx, v, NULL))
         return BB_OK;
-    const char **slot = BB_VEC_PUSH(s->st->arena, &s->names);
+    const char **slot = BB_VEC_PUSH(s->st->scratch, &s->names);
     if (!slot)
         return BB_ENOMEM;
     *slot = v;
@@ -117,7 +117,7 @@ static const bb_type_node *declared_type(solver *s, const char *v)
 static int setup(solver *s)
 {
     bb_function *f = s->f;
-    bb_arena *a = s->st->arena;
+    bb_arena *a = s->st->scratch;
     size_t ports = 0;
     if (bbc_map_init(&s->idx, a, f->nodes.n + f->inputs.n) != BB_OK || /* ~a value per node */
         bbc_map_init(&s->vinfo, a, f->value_info.n) != BB_OK)
@@ -340,9 +340,9 @@ static int edge_rules(solver *s)
     const bbc_state *st = s->st;
     if (!s->wx) {
         /* lookup_output formals by port (the net_ins of the root). */
-        if (!(s->wx = bbc_wire_ix_new(st->arena, f)) ||
-            bbc_map_init(&s->by_port, st->arena, st->net_ins.n) != BB_OK ||
-            !(s->next_port = bb_arena_calloc(st->arena, st->net_ins.n + 1, sizeof *s->next_port)))
+        if (!(s->wx = bbc_wire_ix_new(st->scratch, f)) ||
+            bbc_map_init(&s->by_port, st->scratch, st->net_ins.n) != BB_OK ||
+            !(s->next_port = bb_arena_calloc(st->scratch, st->net_ins.n + 1, sizeof *s->next_port)))
             return BB_ENOMEM;
         for (size_t k = st->net_ins.n; s->f == st->root && k-- > 0;) {
             s->next_port[k] = SIZE_MAX;
@@ -396,7 +396,7 @@ static const char *producer_label(bb_arena *a, const bb_function *f, const char 
 static int solve_types(bbc_state *st, bb_function *f, solver *s)
 {
     *s = (solver){.st = st, .f = f};
-    if (bbc_type_cache_init(&s->tc, st->arena) != BB_OK || setup(s) != BB_OK)
+    if (bbc_type_cache_init(&s->tc, st->scratch) != BB_OK || setup(s) != BB_OK)
         return bbc_oom(st);
     /* Types only narrow: each value changes at most the depth of the type
      * tree times, so this bound is never reached by a correct solver. */
@@ -456,7 +456,7 @@ static int check_resolved(const solver *s)
                             "function '%s': value '%s' (from %s) stays %s; a port or a binding "
                             "must narrow it (or compile with --permissive-types)",
                             s->f->name, s->names.v[i],
-                            producer_label(s->st->arena, s->f, s->names.v[i]), s->t[i]->name);
+                            producer_label(s->st->scratch, s->f, s->names.v[i]), s->t[i]->name);
     return BB_OK;
 }
 
@@ -502,11 +502,11 @@ int bbc_check_wire_storage(bbc_state *st)
 {
     bb_function *f = st->root;
     size_t rx[16];
-    const bbc_wire_ix *x = bbc_wire_ix_new(st->arena, f);
+    const bbc_wire_ix *x = bbc_wire_ix_new(st->scratch, f);
     bbc_map focus; /* the two ends' values */
-    if (!x || bbc_map_init(&focus, st->arena, 16) != BB_OK || bbc_wire_ends(f, &focus) != BB_OK)
+    if (!x || bbc_map_init(&focus, st->scratch, 16) != BB_OK || bbc_wire_ends(f, &focus) != BB_OK)
         return bbc_oom(st);
-    bbc_fnedit *types = bbc_fnedit_new_types(st->arena, st->model->arena, f, &focus);
+    bbc_fnedit *types = bbc_fnedit_new_types(st->scratch, st->model->arena, f, &focus);
     if (!types)
         return bbc_oom(st);
     for (size_t i = 0; i < f->nodes.n; i++) {

@@ -128,8 +128,8 @@ static int rule4_pairing(bbc_state *st, const bb_function *f)
         if (!answers) {
             /* answers[req] = SendResp nodes whose req_id traces back to req:
              * directly (same function) or across the wire via its RecvReq. */
-            answers = bb_arena_calloc(st->arena, f->nodes.n + 1, sizeof *answers);
-            x = answers ? bbc_wire_ix_new(st->arena, f) : NULL;
+            answers = bb_arena_calloc(st->scratch, f->nodes.n + 1, sizeof *answers);
+            x = answers ? bbc_wire_ix_new(st->scratch, f) : NULL;
             if (!x)
                 return bbc_oom(st);
             for (size_t j = 0; j < f->nodes.n; j++) {
@@ -172,7 +172,7 @@ static int rule5_types(bbc_state *st, const bb_function *f)
     if (f->inputs.n == 0)
         return BB_OK;
     bbc_map vi; /* value_info by name (the first of duplicates) */
-    if (bbc_map_init(&vi, st->arena, f->value_info.n) != BB_OK)
+    if (bbc_map_init(&vi, st->scratch, f->value_info.n) != BB_OK)
         return bbc_oom(st);
     for (size_t k = f->value_info.n; k-- > 0;)
         if (f->value_info.v[k]->name && bbc_map_put(&vi, f->value_info.v[k]->name, k) != BB_OK)
@@ -227,12 +227,12 @@ static int rule6_slot_meta(bbc_state *st, const bb_function *f, const bb_node *n
 static int rule7_acyclic(bbc_state *st, const bb_function *f, const bbc_map *prod)
 {
     size_t n = f->nodes.n;
-    size_t *order = bb_arena_calloc(st->arena, n + 1, sizeof *order);
-    bool *sorted = bb_arena_calloc(st->arena, n + 1, sizeof *sorted);
+    size_t *order = bb_arena_calloc(st->scratch, n + 1, sizeof *order);
+    bool *sorted = bb_arena_calloc(st->scratch, n + 1, sizeof *sorted);
     if (!order || !sorted)
         return bbc_oom(st);
     size_t k = 0;
-    int rc = bbc_topo_order_with(st->arena, f, prod, order, &k);
+    int rc = bbc_topo_order_with(st->scratch, f, prod, order, &k);
     if (rc == BB_ENOMEM)
         return bbc_oom(st);
     if (rc == BB_OK)
@@ -277,7 +277,7 @@ static int validate_function(bbc_state *st, const bb_function *f, bool is_root)
             return rc;
     bbc_map prod;
     const char *dup = NULL;
-    if (bbc_producers(st->arena, f, &prod, &dup) != BB_OK)
+    if (bbc_producers(st->scratch, f, &prod, &dup) != BB_OK)
         return bbc_oom(st);
     if ((rc = rule23_producers(st, f, &prod, dup)) != BB_OK)
         return rc;

@@ -16,7 +16,7 @@
  * only when well formed: one input, one output that something reads. */
 static int index_checks(bbc_state *st, const bb_function *f, const bbc_fnedit *flow, bbc_map *out)
 {
-    if (bbc_map_init(out, st->arena, 16) != BB_OK)
+    if (bbc_map_init(out, st->scratch, 16) != BB_OK)
         return BB_ENOMEM;
     for (size_t i = 0; i < f->nodes.n; i++) {
         const bb_node *c = f->nodes.v[i];
@@ -38,7 +38,7 @@ int bbc_pass_validate_runtime_complete(bbc_state *st)
     for (size_t k = 0; k < st->parts.n; k++) {
         const bbc_partition *p = st->parts.v[k];
         const bb_function *f = p->fn;
-        bbc_gate_index *gx = bbc_gate_index_new(st->arena, f);
+        bbc_gate_index *gx = bbc_gate_index_new(st->scratch, f);
         bbc_map checks;
         if (!gx || index_checks(st, f, bbc_gate_index_flow(gx), &checks) != BB_OK)
             return bbc_oom(st);
@@ -46,7 +46,7 @@ int bbc_pass_validate_runtime_complete(bbc_state *st)
             const bb_node *n = f->nodes.v[i];
             if (bbc_is_wire(n)) {
                 for (size_t g = 0; g < BBC_N_GATE_CONTRACTS; g++) {
-                    const char *why = bbc_gate_missing(st->arena, gx, n, &BBC_GATE_CONTRACTS[g]);
+                    const char *why = bbc_gate_missing(st->scratch, gx, n, &BBC_GATE_CONTRACTS[g]);
                     if (why)
                         return bbc_fail(st, BBC_E_INTERNAL, "partition `%s`: %s", p->cls, why);
                 }

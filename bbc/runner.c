@@ -4,7 +4,9 @@
  * the 17 canonical passes in CANONICAL_PASS_NAMES order, skipping the ones
  * named in --without-stage, re-checks wire-edge storage after synthesis and,
  * with verify_each, checks every function's well-formedness after each pass
- * so a pass that breaks the IR is named.
+ * so a pass that breaks the IR is named. Each pass starts with the state's
+ * scratch arena reset: pass-local tables reuse one block of memory instead
+ * of piling up (they were most of a compile's memory).
  */
 #include <stdio.h>
 #include <string.h>
@@ -118,6 +120,9 @@ static int verify_state(bbc_state *st, const char *after)
 int bbc_run_pass(bbc_state *st, const bbc_pass *p)
 {
     st->pass = p->name;
+    /* What the last pass indexed is dead: its memory (already faulted in,
+     * likely cached) serves this one. */
+    bb_arena_reset(st->scratch);
     int rc = p->run(st);
     if (rc != BB_OK)
         return rc;

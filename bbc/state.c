@@ -451,7 +451,8 @@ int bbc_state_init(bbc_state *st, bb_model *model, const bbc_options *opts,
     st->bindings = bindings;
     st->types = types;
     st->arena = bb_arena_create();
-    if (!st->arena || !model)
+    st->scratch = bb_arena_create();
+    if (!st->arena || !st->scratch || !model)
         return bbc_error_set(err, BBC_E_INTERNAL, BIND_PASS, "out of memory");
     int rc;
     st->pass = "pipeline";
@@ -479,6 +480,7 @@ void bbc_state_free(bbc_state *st)
     bb_model_free(st->model);
     bb_model_free(st->out);
     bb_arena_destroy(st->arena);
+    bb_arena_destroy(st->scratch);
     memset(st, 0, sizeof *st);
 }
 

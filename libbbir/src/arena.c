@@ -15,6 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Under AddressSanitizer, memory a reset forgot is poisoned until handed out
+ * again, so a pointer kept across bb_arena_reset is caught when used. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #define ALIGN 16u
 #define MIN_CHUNK (64u * 1024u)
 #define MAX_CHUNK (4u * 1024u * 1024u)
@@ -25,14 +36,38 @@ typedef struct chunk {
     struct chunk *next;
     size_t size, used;
     size_t zeroed; /* data[0..zeroed) is zero beyond what was handed out */
+    bool poisoned; /* reset once: what is not handed out is poisoned (ASan) */
     _Alignas(16) unsigned char data[];
 } chunk;
 
 struct bb_arena {
-    chunk *head;
+    chunk *head;  /* serving; the chunks behind it are full */
+    chunk *spare; /* kept by bb_arena_reset for reuse */
     size_t next_size;
     size_t total;
 };
+
+static void free_chunks(chunk *c)
+{
+    while (c) {
+        chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+}
+
+/* A spare chunk of at least `need` bytes, unlinked, or NULL. */
+static chunk *take_spare(bb_arena *a, size_t need)
+{
+    for (chunk **pp = &a->spare; *pp; pp = &(*pp)->next) {
+        chunk *c = *pp;
+        if (c->size >= need) {
+            *pp = c->next;
+            return c;
+        }
+    }
+    return NULL;
+}
 
 bb_arena *bb_arena_create(void)
 {
@@ -46,13 +81,8 @@ void bb_arena_destroy(bb_arena *a)
 {
     if (!a)
         return;
-    if (getenv("BB_ARENA_DEBUG")) fprintf(stderr, "arena %zu\n", a->total);
-    chunk *c = a->head;
-    while (c) {
-        chunk *n = c->next;
-        free(c);
-        c = n;
-    }
+    free_chunks(a->head);
+    free_chunks(a->spare);
     free(a);
 }
 
@@ -64,7 +94,10 @@ void *bb_arena_alloc(bb_arena *a, size_t size)
     if (need == 0)
         need = ALIGN;
     chunk *c = a->head;
-    if (!c || c->size - c->used < need) {
+    if ((!c || c->size - c->used < need) && (c = take_spare(a, need)) != NULL) {
+        c->next = a->head;
+        a->head = c;
+    } else if (!c || c->size - c->used < need) {
         size_t sz = a->next_size;
         if (sz < need)
             sz = need;
@@ -79,6 +112,7 @@ void *bb_arena_alloc(bb_arena *a, size_t size)
         c->size = sz;
         c->used = 0;
         c->zeroed = big ? sz : 0;
+        c->poisoned = false;
         c->next = a->head;
         a->head = c;
         if (a->next_size < MAX_CHUNK)
@@ -92,9 +126,13 @@ void *bb_arena_alloc(bb_arena *a, size_t size)
         z = z - z % ZERO_STEP;
         if (z > c->size)
             z = c->size;
+        UNPOISON(c->data + c->zeroed, z - c->zeroed);
         memset(c->data + c->zeroed, 0, z - c->zeroed);
+        if (c->poisoned)
+            POISON(c->data + c->used, z - c->used);
         c->zeroed = z;
     }
+    UNPOISON(p, need);
     return p;
 }
 
@@ -148,6 +186,21 @@ char *bb_arena_sprintf(bb_arena *a, const char *fmt, ...)
 size_t bb_arena_used(const bb_arena *a)
 {
     return a->total;
+}
+
+void bb_arena_reset(bb_arena *a)
+{
+    /* Handed-out memory is dirty again: zeroed lazily as it is reused. */
+    while (a->head) {
+        chunk *c = a->head;
+        a->head = c->next;
+        c->used = c->zeroed = 0;
+        c->poisoned = true;
+        POISON(c->data, c->size);
+        c->next = a->spare;
+        a->spare = c;
+    }
+    a->total = 0;
 }
 
 void bb_arena_adopt(bb_arena *dst, bb_arena *src)

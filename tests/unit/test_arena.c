@@ -87,6 +87,38 @@ static void test_adopt_moves_the_memory(void **state)
     bb_arena_destroy(empty);
 }
 
+static void test_reset_reuses_zeroed_memory(void **state)
+{
+    (void)state;
+    bb_arena *a = bb_arena_create();
+    assert_non_null(a);
+    unsigned char *first = bb_arena_alloc(a, 100);
+    memset(first, 0xab, 100);
+    for (int i = 0; i < 40; i++) { /* several chunks, dirty, a big one among them */
+        unsigned char *p = bb_arena_alloc(a, i == 20 ? 600000 : 20000);
+        assert_non_null(p);
+        memset(p, 0xcd, i == 20 ? 600000 : 20000);
+    }
+    bb_arena_reset(a);
+    assert_int_equal(bb_arena_used(a), 0);
+    /* the same memory serves again, zeroed */
+    unsigned char *again = bb_arena_alloc(a, 100);
+    assert_ptr_equal(again, first);
+    for (size_t j = 0; j < 100; j++)
+        assert_int_equal(again[j], 0);
+    for (int i = 0; i < 40; i++) {
+        size_t n = i == 20 ? 600000 : 20000;
+        unsigned char *p = bb_arena_alloc(a, n);
+        assert_non_null(p);
+        for (size_t j = 0; j < n; j += 997)
+            assert_int_equal(p[j], 0);
+        assert_int_equal(p[n - 1], 0);
+    }
+    bb_arena_reset(a);
+    bb_arena_reset(a); /* twice: nothing to forget */
+    bb_arena_destroy(a);
+}
+
 static void test_vec_push_insert_remove(void **state)
 {
     (void)state;
@@ -140,6 +172,7 @@ int main(void)
         cmocka_unit_test(test_alloc_is_zeroed_and_aligned),
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_adopt_moves_the_memory),
+        cmocka_unit_test(test_reset_reuses_zeroed_memory),
         cmocka_unit_test(test_vec_push_insert_remove),
         cmocka_unit_test(test_error_values),
     };

@@ -30,10 +30,16 @@ char *bb_arena_sprintf(bb_arena *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Bytes handed out so far (for budgets and benchmarks). */
 size_t bb_arena_used(const bb_arena *a);
+/* Forget every allocation, keeping the memory for the next ones (already
+ * faulted in and likely cached): for scratch tables rebuilt over and over.
+ * Every pointer the arena handed out is invalid afterwards; bb_arena_used
+ * counts from zero again. */
+void bb_arena_reset(bb_arena *a);
 /* Move every chunk of src into dst: what src handed out now lives until dst
  * is destroyed. src stays a valid, empty arena (new allocations get new
  * chunks of its own). Lets a model keep objects another arena built
- * instead of deep-copying them; no-op when dst == src. */
+ * instead of deep-copying them; no-op when dst == src. Chunks src keeps
+ * from a reset stay with src. */
 void bb_arena_adopt(bb_arena *dst, bb_arena *src);
 
 /*
