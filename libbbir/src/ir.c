@@ -11,6 +11,7 @@
 #include "bb/ir.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -36,6 +37,100 @@ static bool dup_str(bb_arena *a, const char **dst, const char *s)
     if (!s)
         return true;
     *dst = bb_arena_strdup(a, s);
+    return *dst != NULL;
+}
+
+/* ---- one copy of each repeated string while a model is cloned ----------
+ *
+ * bb_model_clone copies domains, op types, metadata keys and values and type
+ * denotations once each: a program repeats a few dozen of them on every
+ * node, and one copy per node scattered them over the heap, where every
+ * pass reading a node's domain or metadata missed the cache. IR strings are
+ * const (nothing writes into one), so nodes can share them. The pool lives
+ * for one bb_model_clone call on its thread; other copies are plain. */
+
+#define SHARED_MAX 64 /* longer strings are names, rarely repeated */
+
+typedef struct str_pool {
+    bb_arena *a; /* the clone's arena: what the pool hands out lives there */
+    const char **v;
+    uint32_t *hash;
+    size_t cap, n;
+} str_pool;
+
+static _Thread_local str_pool *t_pool;
+
+static bool pool_grow(str_pool *p)
+{
+    size_t cap = p->cap ? p->cap * 2 : 256;
+    const char **v = calloc(cap, sizeof *v);
+    uint32_t *hash = calloc(cap, sizeof *hash);
+    if (!v || !hash) {
+        free(v);
+        free(hash);
+        return false;
+    }
+    for (size_t i = 0; i < p->cap; i++) {
+        if (!p->v[i])
+            continue;
+        size_t j = p->hash[i] & (cap - 1);
+        while (v[j])
+            j = (j + 1) & (cap - 1);
+        v[j] = p->v[i];
+        hash[j] = p->hash[i];
+    }
+    free(p->v);
+    free(p->hash);
+    p->v = v;
+    p->hash = hash;
+    p->cap = cap;
+    return true;
+}
+
+/* The pool's copy of s (len n, hash h), made on first sight; NULL on OOM. */
+static const char *pool_get(str_pool *p, const char *s, size_t n, uint32_t h)
+{
+    if ((p->n + 1) * 2 > p->cap && !pool_grow(p))
+        return NULL;
+    size_t j = h & (p->cap - 1);
+    for (; p->v[j]; j = (j + 1) & (p->cap - 1))
+        if (p->hash[j] == h && memcmp(p->v[j], s, n + 1) == 0)
+            return p->v[j];
+    const char *c = bb_arena_strndup(p->a, s, n);
+    if (c) {
+        p->v[j] = c;
+        p->hash[j] = h;
+        p->n++;
+    }
+    return c;
+}
+
+/* A fixed-cost hash of a short string: its length, first and last eight
+ * bytes (the pool compares in full, so look-alikes only cost a probe). */
+static uint32_t short_hash(const char *s, size_t n)
+{
+    uint64_t head = 0, tail = 0;
+    if (n >= 8) {
+        memcpy(&head, s, 8);
+        memcpy(&tail, s + n - 8, 8);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            head = head << 8 | (unsigned char)s[i];
+    }
+    uint64_t h = (head ^ n) * 0x9e3779b97f4a7c15ull ^ tail * 0xc2b2ae3d27d4eb4full;
+    return (uint32_t)(h ^ h >> 29);
+}
+
+/* dup_str, sharing one copy per distinct short string while a model is
+ * cloned into a. */
+static bool dup_shared(bb_arena *a, const char **dst, const char *s)
+{
+    if (!s || !t_pool || t_pool->a != a)
+        return dup_str(a, dst, s);
+    size_t n = strlen(s);
+    if (n > SHARED_MAX)
+        return dup_str(a, dst, s);
+    *dst = pool_get(t_pool, s, n, short_hash(s, n));
     return *dst != NULL;
 }
 
@@ -96,8 +191,8 @@ static bool kv_list_copy(bb_arena *a, bb_kv_list *dst, const bb_kv_list *src)
     if (!VEC_COPY(a, dst, src))
         return false;
     for (size_t i = 0; i < dst->n; i++)
-        if (!dup_str(a, &dst->v[i].key, src->v[i].key) ||
-            !dup_str(a, &dst->v[i].value, src->v[i].value))
+        if (!dup_shared(a, &dst->v[i].key, src->v[i].key) ||
+            !dup_shared(a, &dst->v[i].value, src->v[i].value))
             return false;
     return true;
 }
@@ -557,9 +652,9 @@ bb_type_proto *bb_type_proto_clone(bb_arena *a, const bb_type_proto *t)
         return NULL;
     *c = *t;
     c->elem = NULL;
-    if (!dup_str(a, &c->denotation, t->denotation) ||
-        !dup_str(a, &c->opaque_domain, t->opaque_domain) ||
-        !dup_str(a, &c->opaque_name, t->opaque_name) || !VEC_COPY(a, &c->shape, &t->shape))
+    if (!dup_shared(a, &c->denotation, t->denotation) ||
+        !dup_shared(a, &c->opaque_domain, t->opaque_domain) ||
+        !dup_shared(a, &c->opaque_name, t->opaque_name) || !VEC_COPY(a, &c->shape, &t->shape))
         return NULL;
     for (size_t i = 0; i < c->shape.n; i++)
         if (!dup_str(a, &c->shape.v[i].param, t->shape.v[i].param) ||
@@ -627,8 +722,8 @@ bb_node *bb_node_clone(bb_arena *a, const bb_node *n)
     if (!c)
         return NULL;
     *c = *n;
-    if (!dup_str(a, &c->name, n->name) || !dup_str(a, &c->op_type, n->op_type) ||
-        !dup_str(a, &c->domain, n->domain) || !dup_str(a, &c->overload, n->overload) ||
+    if (!dup_str(a, &c->name, n->name) || !dup_shared(a, &c->op_type, n->op_type) ||
+        !dup_shared(a, &c->domain, n->domain) || !dup_shared(a, &c->overload, n->overload) ||
         !dup_str(a, &c->doc_string, n->doc_string) ||
         !str_list_copy(a, &c->inputs, &n->inputs) ||
         !str_list_copy(a, &c->outputs, &n->outputs) ||
@@ -722,11 +817,24 @@ bb_function *bb_function_clone(bb_arena *a, const bb_function *f)
     return c;
 }
 
+static bb_model *model_clone_into(bb_model *c, const bb_model *m);
+
 bb_model *bb_model_clone(const bb_model *m)
 {
     bb_model *c = bb_model_new();
     if (!c)
         return NULL;
+    str_pool pool = {.a = c->arena}, *outer = t_pool;
+    t_pool = &pool;
+    bb_model *r = model_clone_into(c, m);
+    t_pool = outer;
+    free(pool.v);
+    free(pool.hash);
+    return r;
+}
+
+static bb_model *model_clone_into(bb_model *c, const bb_model *m)
+{
     bb_arena *a = c->arena;
     *c = *m;
     c->arena = a;

@@ -420,6 +420,46 @@ static void test_clones(void **state)
     bb_arena_destroy(a);
 }
 
+/* A model clone keeps one copy of each repeated short string (domains, op
+ * types, metadata) in its own arena; long strings are copied per use. */
+static void test_clone_shares_repeated_strings(void **state)
+{
+    (void)state;
+    bb_model *m = bb_model_new();
+    bb_arena *a = m->arena;
+    bb_function *f = bb_model_add_function(m, "user.app", "F");
+    char long_value[100];
+    memset(long_value, 'x', sizeof long_value - 1);
+    long_value[sizeof long_value - 1] = '\0';
+    for (int i = 0; i < 3; i++) {
+        bb_node *n = bb_function_add_node(m, f, "ai.bytesandbrains.syscall", "PassThrough");
+        bb_kv_set(a, &n->metadata, "ai.bytesandbrains.home_class", "Client");
+        bb_kv_set(a, &n->metadata, "long", long_value);
+    }
+    bb_model *c = bb_model_clone(m);
+    assert_non_null(c);
+    bb_model_free(m); /* the clone owns what it shares */
+    const bb_function *cf = c->functions.v[0];
+    const bb_node *n0 = cf->nodes.v[0];
+    for (int i = 1; i < 3; i++) {
+        const bb_node *n = cf->nodes.v[i];
+        assert_ptr_equal(n->domain, n0->domain);
+        assert_ptr_equal(n->op_type, n0->op_type);
+        assert_ptr_equal(n->metadata.v[0].key, n0->metadata.v[0].key);
+        assert_ptr_equal(n->metadata.v[0].value, n0->metadata.v[0].value);
+        assert_ptr_not_equal(n->metadata.v[1].value, n0->metadata.v[1].value);
+        assert_string_equal(n->metadata.v[1].value, long_value);
+    }
+    assert_string_equal(n0->domain, "ai.bytesandbrains.syscall");
+    assert_string_equal(bb_kv_get(&n0->metadata, "ai.bytesandbrains.home_class"), "Client");
+    /* a plain per-object clone shares nothing */
+    bb_arena *b = bb_arena_create();
+    bb_node *x = bb_node_clone(b, n0), *y = bb_node_clone(b, n0);
+    assert_ptr_not_equal(x->domain, y->domain);
+    bb_arena_destroy(b);
+    bb_model_free(c);
+}
+
 static void test_domain_is_onnx(void **state)
 {
     (void)state;
@@ -427,6 +467,9 @@ static void test_domain_is_onnx(void **state)
     assert_true(bb_domain_is_onnx(""));
     assert_true(bb_domain_is_onnx("ai.onnx"));
     assert_false(bb_domain_is_onnx("ai.onnx.ml"));
+    assert_false(bb_domain_is_onnx("ai.onnxx"));
+    assert_false(bb_domain_is_onnx("ai.onn"));
+    assert_false(bb_domain_is_onnx("ai.o"));
     assert_false(bb_domain_is_onnx("ai.bytesandbrains.syscall"));
 }
 
@@ -488,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_type_equal),
         cmocka_unit_test(test_find_function),
         cmocka_unit_test(test_clones),
+        cmocka_unit_test(test_clone_shares_repeated_strings),
         cmocka_unit_test(test_domain_is_onnx),
         cmocka_unit_test(test_dtypes),
     };
