@@ -301,7 +301,7 @@ static uint64_t counter_value(const bb_engine *e, size_t i)
     }
 }
 
-#define N_EXTRA 3
+#define N_EXTRA 4
 bool bb_engine_counter_at(const bb_engine *e, size_t i, const char **name, uint64_t *value)
 {
     if (i < BB__C_COUNT) {
@@ -320,9 +320,13 @@ bool bb_engine_counter_at(const bb_engine *e, size_t i, const char **name, uint6
             *name = "ingress.bytes_in_flight";
             *value = atomic_load(&((bb_engine *)e)->bytes_in_flight);
             break;
-        default:
+        case 2:
             *name = "slots.live";
             *value = e->live_slots;
+            break;
+        default:
+            *name = "timers.count"; /* scheduled, dead deadlines included */
+            *value = e->timers.n;
             break;
         }
         return true;

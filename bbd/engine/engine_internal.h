@@ -565,6 +565,7 @@ struct bb_engine {
     /* timers */
     BB__ARR(bb__timer) timers;   /* binary min-heap on (at, seq) */
     uint64_t timer_seq;
+    size_t timers_compact_at;    /* compact dead deadlines at this size (timers.c) */
     bool intervals_armed;
 
     /* bus */
@@ -702,6 +703,8 @@ int bb__timer_add(bb_engine *e, uint64_t at, uint32_t kind, uint32_t op, uint32_
                   void *p);
 void bb__poll_timers(bb_engine *e);
 uint64_t bb__timer_next(const bb_engine *e);
+/* Restore the heap order of timers.v (after a restore filled it). */
+void bb__timers_heapify(bb_engine *e);
 void bb__timers_free(bb_engine *e);
 
 /* ---- bus.c ------------------------------------------------------------------------------------------------------ */
@@ -773,6 +776,8 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
 void bb__flush_outbound(bb_engine *e);
 void bb__drain_loopback(bb_engine *e);
 void bb__batch_deadline(bb_engine *e, uint64_t id);
+/* A request batch with this id exists and still waits for answers. */
+bool bb__batch_pending(const bb_engine *e, uint64_t id);
 /* Routable id of a site: FNV-1a-64 of "<function name>/<value name>". */
 uint64_t bb__site_wire_id(const char *fn_name, const char *value);
 /* Routable id of a wire port: FNV-1a-64 of "port:<port>". */

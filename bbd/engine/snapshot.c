@@ -846,12 +846,14 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
             r->bad = true;
             break;
         }
-        /* the snapshot wrote the heap array in order: it stays a heap */
         if (BB__ARR_PUSH(&e->timers, t)) {
             nomem(r);
             break;
         }
     }
+    /* the snapshot left out the handle deadlines: what remains of the heap
+     * array is not a heap in general (and a snapshot is input) */
+    bb__timers_heapify(e);
     /* semaphores, queues, holds */
     if (r_u(r) != e->n_semas)
         r->bad = true;

@@ -3,20 +3,80 @@
  * ordered by (at, seq), so equal deadlines fire in scheduling order.
  * Polled in phase 4 of each cycle with the host's now_ns; the host learns
  * the earliest deadline from bb_engine_next_deadline.
+ *
+ * Deadline timers are not cancelled when what they guard ends first (a
+ * request batch answered, a completion handle done): they stay in the heap
+ * and fire as no-ops. So that a node sending requests faster than their
+ * deadline does not grow the heap without bound (one dead timer per
+ * request, for deadline_ns), the heap is compacted — dead timers dropped,
+ * the rest re-heapified — whenever it doubled since the last compaction:
+ * O(1) amortized per timer, and the heap stays within twice its live
+ * timers.
  */
 #include <stdlib.h>
 
 #include "bbd/engine/syscalls.h"
+
+#define COMPACT_MIN 64 /* timers before the first compaction */
 
 static bool before(const bb__timer *a, const bb__timer *b)
 {
     return a->at < b->at || (a->at == b->at && a->seq < b->seq);
 }
 
+static void sift_down(bb__timer *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && before(&h[l], &h[m]))
+            m = l;
+        if (r < n && before(&h[r], &h[m]))
+            m = r;
+        if (m == i)
+            return;
+        bb__timer tmp = h[i];
+        h[i] = h[m];
+        h[m] = tmp;
+        i = m;
+    }
+}
+
+void bb__timers_heapify(bb_engine *e)
+{
+    for (size_t i = e->timers.n / 2; i-- > 0;)
+        sift_down(e->timers.v, e->timers.n, i);
+}
+
+/* False for a deadline whose batch or handle already ended: firing it
+ * would do nothing. */
+static bool timer_live(const bb_engine *e, const bb__timer *t)
+{
+    if (t->kind == BB__T_BATCH_DEADLINE)
+        return bb__batch_pending(e, t->b);
+    if (t->kind == BB__T_HANDLE_DEADLINE) {
+        const bb__handle *h = t->p;
+        return h->gen == t->a && h->attached;
+    }
+    return true;
+}
+
+static void compact(bb_engine *e)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < e->timers.n; i++)
+        if (timer_live(e, &e->timers.v[i]))
+            e->timers.v[k++] = e->timers.v[i];
+    e->timers.n = k;
+    bb__timers_heapify(e);
+    e->timers_compact_at = k * 2 > COMPACT_MIN ? k * 2 : COMPACT_MIN;
+}
+
 int bb__timer_add(bb_engine *e, uint64_t at, uint32_t kind, uint32_t op, uint32_t a, uint64_t b,
                   void *p)
 {
     bb__timer t = {.at = at, .seq = e->timer_seq++, .kind = kind, .op = op, .a = a, .b = b, .p = p};
+    if (e->timers.n >= e->timers_compact_at && e->timers.n >= COMPACT_MIN)
+        compact(e);
     if (BB__ARR_PUSH(&e->timers, t))
         return BB_ENOMEM;
     bb__timer *h = e->timers.v;
@@ -38,20 +98,7 @@ static bb__timer pop(bb_engine *e)
     bb__timer *h = e->timers.v;
     bb__timer top = h[0];
     h[0] = h[--e->timers.n];
-    size_t i = 0, n = e->timers.n;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && before(&h[l], &h[m]))
-            m = l;
-        if (r < n && before(&h[r], &h[m]))
-            m = r;
-        if (m == i)
-            break;
-        bb__timer tmp = h[i];
-        h[i] = h[m];
-        h[m] = tmp;
-        i = m;
-    }
+    sift_down(h, e->timers.n, 0);
     return top;
 }
 

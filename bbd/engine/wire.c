@@ -322,10 +322,16 @@ BB__SYSCALL(bb__sys_send)
 
 /* ---- request batches ---------------------------------------------------------------- */
 
-static bb__batch *batch_find(bb_engine *e, uint64_t id)
+static bb__batch *batch_find(const bb_engine *e, uint64_t id)
 {
     uint64_t p;
     return bb__map_get(&e->batches, id, &p) ? (bb__batch *)(uintptr_t)p : NULL;
+}
+
+bool bb__batch_pending(const bb_engine *e, uint64_t id)
+{
+    const bb__batch *b = batch_find(e, id);
+    return b && !b->done;
 }
 
 static void batch_free(bb__batch *b)

@@ -471,6 +471,42 @@ static void test_batch_deadline_and_quorum(void **state)
     }
 }
 
+/* A batch answered before its deadline leaves a dead deadline timer behind;
+ * a client sending far more requests than fit in one deadline keeps the
+ * heap bounded (dead timers are compacted away) and every answer lands. */
+static void test_answered_batches_do_not_pile_up_timers(void **state)
+{
+    (void)state;
+    bb_model *m = rr_model(1000000000, -1); /* 1 s: never reached below */
+    bb_engine *a = node(1, m, "Client", NULL);
+    bb_engine *b = node(2, m, "Server", NULL);
+    know(a, 2);
+    fx_net net = {0};
+    net.now = 10;
+    fx_net_add(&net, a);
+    fx_net_add(&net, b);
+    uint8_t srv = 2;
+    size_t peak = 0;
+    for (int i = 0; i < 1000; i++) {
+        invoke2(a, "Client", "x", bb_value_u64(&BB_TYPE_U64, (uint64_t)i), "peers",
+                peers_of(&srv, 1));
+        fx_net_run(&net, 20);
+        net.now += 1000; /* 1 us per request: 1000 requests in 1 ms */
+        size_t n = (size_t)bb_engine_counter(a, "timers.count");
+        peak = n > peak ? n : peak;
+        assert_non_null(fx_log_app(&net.log[0], "batch", (size_t)i));
+    }
+    assert_true(peak <= 128);
+    assert_int_equal(bb_engine_live_executions(a), 0);
+    /* the dead deadlines that remain fire as no-ops */
+    net.now += 2000000000;
+    fx_net_run(&net, 20);
+    assert_int_equal(bb_engine_counter(a, "timers.count"), 0);
+    assert_null(fx_log_infra(&net.log[0], BB_INFRA_QUORUM_FAILED, -1));
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
 /* The server's side of Part 18: the response envelope's correlation echoes
  * the request's id and goes to the address the request claimed; a requester
  * with no known address gets PeerResolveFailed; open requests are bounded. */
@@ -668,6 +704,7 @@ int main(void)
         cmocka_unit_test(test_control_plane_and_backend_fill),
         cmocka_unit_test(test_unknown_correlation),
         cmocka_unit_test(test_batch_deadline_and_quorum),
+        cmocka_unit_test(test_answered_batches_do_not_pile_up_timers),
         cmocka_unit_test(test_federated_round_three_engines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
