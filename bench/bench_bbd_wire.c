@@ -14,23 +14,24 @@
  *   Serialize.Dequeue, Any, Serialize.Enqueue, Sample (bbdtest::Peers), the
  *   compiler's TX gates, SendReqBatched -> TCP transport -> Sink engine:
  *   RecvReq, the RX gates (DedupGateRx, PeerHealthGateRx, BackoffGateRx),
- *   Hold.Stash, Clock, AppEmit("got"), SendResp -> TCP transport -> Source
- *   engine: RecvRespBatched completes the batch, Clock, AppEmit("ack"), and
+ *   Hold.Stash, Clock, Record("got"), SendResp -> TCP transport -> Source
+ *   engine: RecvRespBatched completes the batch, Clock, Record("ack"), and
  *   WireResponseLanded starts the next round trip.
  *
- *   round trip    one 64-byte tensor in flight. Each "ack" AppEvent carries
+ * The stamps stay in the nodes while the loop runs (their Record rings,
+ * caps.record_ring raised to RECORD_RING) and are read in one control
+ * request ("records") once enough trips happened: nobody watches, no event
+ * is written per trip, and this program only asks for a node's status
+ * every POLL_MS meanwhile.
+ *
+ *   round trip    one 64-byte tensor in flight. Each "ack" record is
  *                 Source's Clock (the time its poll began) when a response
  *                 landed; consecutive stamps are exactly one round trip
  *                 apart. 4 rounds of 5000 trips (after 500 warm-up trips),
  *                 each with fresh nodes, alternating with a raw C TCP
- *                 ping-pong of 64 bytes (bench/support/raw_tcp.c). The
- *                 stamps reach this program through a control-socket watch
- *                 that it reads in bulk every 10 ms (no wakeup per event);
- *                 the cost bbd pays for them (one JSON event per trip) is
- *                 shown by the "unwatched" mean: the trips counted over
- *                 300 ms with the watch closed.
+ *                 ping-pong of 64 bytes (bench/support/raw_tcp.c).
  *   throughput    1 MiB f32 tensors, 8 requests in flight (8 invokes): the
- *                 "got" AppEvents carry Sink's Clock when each tensor was
+ *                 "got" records are Sink's Clock when each tensor was
  *                 received; 256 MiB measured at Sink once the window is
  *                 full, next to a raw socket stream of 256 MiB in 1 MiB
  *                 write() calls; 5 rounds, each a raw run then a bbd run
@@ -63,13 +64,13 @@
 #define SMALL_FLOATS 16 /* a 64-byte payload */
 #define ROUNDS 4        /* raw and bbd runs alternate, so load hits both */
 #define TRIPS 5000      /* per round */
-#define WARMUP 500      /* per round, not recorded */
-#define UNWATCHED_MS 300
+#define WARMUP 500      /* per round, not measured */
 #define BIG_FLOATS (1u << 18) /* 1 MiB */
 #define STREAM_MIB 256
 #define STREAM_ROUNDS 5
 #define WINDOW 8
-#define READ_EVERY_MS 10
+#define RECORD_RING 16384 /* stamps a node keeps: every one of a round's */
+#define POLL_MS 50        /* status requests while the loop runs */
 #define FLOW_TIMEOUT_S 60
 
 typedef struct node {
@@ -79,20 +80,18 @@ typedef struct node {
 
 typedef struct bench {
     char build[PATH_MAX], self[PATH_MAX], bbd[PATH_MAX + 16];
-    char tmp[32], plugdir[64], artifact[PATH_MAX];
+    char tmp[32], plugdir[64], artifact[PATH_MAX], config[64];
     pid_t main_pid;      /* forked raw baselines must not run cleanup() */
     int run;             /* numbers each pair's state directories */
     node source, sink;   /* the pair running now */
-    bench_ctl watch;     /* its watch connection */
 } bench;
 
-static bench B = {.watch = {.fd = -1}};
+static bench B;
 
 static void cleanup(void)
 {
     if (getpid() != B.main_pid)
         return;
-    bench_ctl_close(&B.watch);
     if (B.source.pid > 0)
         kill(B.source.pid, SIGKILL);
     if (B.sink.pid > 0)
@@ -129,10 +128,10 @@ static void node_start(node *n, const char *target, const char *peer)
     snprintf(n->log, sizeof n->log, "%s.log", n->dir);
     char notify[PATH_MAX + 8];
     snprintf(notify, sizeof notify, "%s.notify", n->dir);
-    char *argv[32] = {B.bbd, "--state-dir", n->dir, "--control", n->sock, "--plugin-path",
-                      B.plugdir, "--targets", (char *)target, "--listen",
+    char *argv[32] = {B.bbd, "--config", B.config, "--state-dir", n->dir, "--control", n->sock,
+                      "--plugin-path", B.plugdir, "--targets", (char *)target, "--listen",
                       "/ip4/127.0.0.1/tcp/0", "--log-level", "warn", "--fresh"};
-    int k = 14;
+    int k = 16;
     if (peer) {
         argv[k++] = "--peer";
         argv[k++] = (char *)peer;
@@ -167,9 +166,8 @@ static uint64_t node_counter(const node *n, const char *name)
     return x;
 }
 
-/* Start Sink, then Source knowing Sink's address, and watch one topic of
- * the AppEvents of one of them. */
-static void pair_start(bool watch_sink, const char *topic)
+/* Start Sink, then Source knowing Sink's address. */
+static void pair_start(void)
 {
     B.run++;
     node_start(&B.sink, "Sink", NULL);
@@ -182,18 +180,10 @@ static void pair_start(bool watch_sink, const char *topic)
     snprintf(peer, sizeof peer, "%s=%s", id->valuestring, la->valuestring);
     cJSON_Delete(st);
     node_start(&B.source, "Source", peer);
-    const node *w = watch_sink ? &B.sink : &B.source;
-    char req[128];
-    snprintf(req, sizeof req, "{\"cmd\":\"watch\",\"kinds\":[\"app\"],\"topics\":[\"%s\"]}", topic);
-    cJSON *r = NULL;
-    if (bench_ctl_open(&B.watch, w->sock) != 0 || !(r = bench_ctl_request(&B.watch, req, 10000)))
-        fail("cannot watch %s", w->sock, w);
-    cJSON_Delete(r);
 }
 
 static void pair_stop(void)
 {
-    bench_ctl_close(&B.watch);
     node *n[2] = {&B.source, &B.sink};
     for (int i = 0; i < 2; i++) {
         int rc = bench_stop(n[i]->pid);
@@ -221,86 +211,70 @@ static void invoke_source(size_t n)
     free(req);
 }
 
-/* Wait for the watch to hold at least n more event lines than `skip`
- * (reading in bulk, READ_EVERY_MS apart, so this process does not wake
- * once per event and compete with the nodes), then parse the Clock stamps
- * of lines skip .. skip+n-1 into stamps[n]. */
-static void collect_stamps(size_t skip, size_t n, uint64_t *stamps)
+/* Wait until n's engine received at least `envelopes` envelopes (asking
+ * for its status every POLL_MS), then read the stamps of its Record ring
+ * named `name`: records skip .. skip+n_stamps-1 into stamps[n_stamps]. */
+static void collect_stamps(const node *n, uint64_t envelopes, const char *name, size_t skip,
+                           size_t n_stamps, uint64_t *stamps)
 {
     double deadline = bench_now_ns() + FLOW_TIMEOUT_S * 1e9;
-    struct timespec pause = {0, READ_EVERY_MS * 1000000L};
-    for (;;) {
-        size_t lines = bench_ctl_fill(&B.watch);
-        if (lines == (size_t)-1)
-            fail("%s", "the watch connection closed", &B.source);
-        if (lines >= skip + n)
-            break;
+    struct timespec pause = {0, POLL_MS * 1000000L};
+    while (node_counter(n, "envelopes.in") < envelopes) {
         if (bench_now_ns() > deadline)
-            fail("%s", "the flow stalled (not enough events before the deadline)", &B.source);
+            fail("%s", "the flow stalled (not enough envelopes before the deadline)", n);
         nanosleep(&pause, NULL);
     }
-    for (size_t i = 0; i < skip + n; i++) {
-        const char *line = bench_ctl_line(&B.watch, 0);
-        if (i < skip)
-            continue;
-        cJSON *ev = cJSON_Parse(line);
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(ev, "value"), "value");
-        if (!cJSON_IsString(v))
-            fail("an event without a Clock stamp: %s", line, NULL);
-        stamps[i - skip] = strtoull(v->valuestring, NULL, 10);
-        cJSON_Delete(ev);
+    char req[96];
+    snprintf(req, sizeof req, "{\"cmd\":\"records\",\"name\":\"%s\"}", name);
+    cJSON *r = node_request(n, req);
+    const cJSON *recs = cJSON_GetObjectItemCaseSensitive(r, "records");
+    if ((size_t)cJSON_GetArraySize(recs) < skip + n_stamps)
+        fail("%s: fewer records than envelopes received", name, n);
+    size_t i = 0;
+    const cJSON *rec;
+    cJSON_ArrayForEach(rec, recs)
+    {
+        if (i >= skip && i < skip + n_stamps) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(rec, "value"), "value");
+            if (!cJSON_IsString(v))
+                fail("%s: a record without a Clock stamp", name, n);
+            stamps[i - skip] = strtoull(v->valuestring, NULL, 10);
+        }
+        i++;
     }
+    cJSON_Delete(r);
 }
 
 /* ---- the runs ------------------------------------------------------------------------ */
 
-/* The mean round trip of each round with nobody watching (ns). */
-typedef struct unwatched {
-    double mean[ROUNDS];
-    int rounds;
-} unwatched;
-
-/* One round of bbd round trips: lat[TRIPS] in ns; appends the round's
- * unwatched mean to *ud. */
+/* One round of bbd round trips: lat[TRIPS] in ns. */
 static void bbd_rtt(double *lat, void *ud)
 {
-    unwatched *u = ud;
-    pair_start(false, "ack");
+    (void)ud;
+    pair_start();
     invoke_source(SMALL_FLOATS);
     uint64_t *stamps = malloc((TRIPS + 1) * sizeof *stamps);
     if (!stamps)
         bench_die("malloc");
-    collect_stamps(WARMUP, TRIPS + 1, stamps);
+    collect_stamps(&B.source, WARMUP + TRIPS + 1, "ack", WARMUP, TRIPS + 1, stamps);
     for (int i = 0; i < TRIPS; i++)
         lat[i] = (double)(stamps[i + 1] - stamps[i]);
     free(stamps);
-    bench_ctl_close(&B.watch);
-    struct timespec pause = {0, UNWATCHED_MS * 1000000L};
-    double t0 = bench_now_ns();
-    uint64_t n0 = node_counter(&B.source, "daemon.app_events");
-    nanosleep(&pause, NULL);
-    uint64_t n1 = node_counter(&B.source, "daemon.app_events");
-    double t1 = bench_now_ns();
-    if (n1 <= n0)
-        fail("%s", "the loop stopped once nobody watched", &B.source);
-    u->mean[u->rounds++ % ROUNDS] = (t1 - t0) / (double)(n1 - n0);
     pair_stop();
 }
 
-/* One round of bbd throughput; MiB/s measured at Sink. */
+/* One round of bbd throughput; MiB/s measured at Sink, once the window is
+ * full (past the first two windows of tensors). */
 static double bbd_stream(void *ud)
 {
     (void)ud;
-    pair_start(true, "got");
+    pair_start();
     for (int i = 0; i < WINDOW; i++)
         invoke_source(BIG_FLOATS);
-    /* the window is full now: skip what arrived so far and one more window */
-    size_t seen = bench_ctl_fill(&B.watch);
-    if (seen == (size_t)-1)
-        fail("%s", "the watch connection closed", &B.sink);
     uint64_t stamps[STREAM_MIB + 1];
-    collect_stamps(seen + WINDOW, STREAM_MIB + 1, stamps);
+    collect_stamps(&B.sink, 2 * WINDOW + STREAM_MIB + 1, "got", 2 * WINDOW, STREAM_MIB + 1,
+                   stamps);
     pair_stop();
     return STREAM_MIB / ((double)(stamps[STREAM_MIB] - stamps[0]) / 1e9);
 }
@@ -318,6 +292,10 @@ static void setup(void)
     B.main_pid = getpid();
     atexit(cleanup);
     snprintf(B.plugdir, sizeof B.plugdir, "%s/plugins", B.tmp);
+    snprintf(B.config, sizeof B.config, "%s/bbd.json", B.tmp);
+    FILE *f = fopen(B.config, "w");
+    if (!f || fprintf(f, "{\"caps\": {\"record_ring\": %d}}\n", RECORD_RING) < 0 || fclose(f) != 0)
+        bench_die(B.config);
     if (bench_compile_example(B.build, B.tmp, "wire_loop", B.artifact, sizeof B.artifact) != 0)
         exit(1);
 }
@@ -339,25 +317,18 @@ int main(void)
     for (int pinned = 1; pinned >= 0 && rtt; pinned--) {
         bench_place(pinned);
         const char *where = pinned ? "same core (cpu 0)" : "unpinned";
-        unwatched u = {.rounds = 0};
-        double raw_mean;
-        all_ok &= bench_rtt_compare(where, "bbd -> bbd, watched", SMALL_FLOATS * 4, ROUNDS,
-                                    WARMUP, TRIPS, bbd_rtt, &u, &raw_mean);
-        double um = bench_median(u.mean, ROUNDS);
-        bench_rtt_row(where, "bbd -> bbd, unwatched", -1, -1, um / 1e3, um / raw_mean,
-                      "(of mean)");
+        all_ok &= bench_rtt_compare(where, "bbd -> bbd", SMALL_FLOATS * 4, ROUNDS, WARMUP, TRIPS,
+                                    bbd_rtt, NULL, NULL);
     }
-    printf("(watched: every trip's stamp, one JSON AppEvent per trip to the watch; unwatched:\n"
-           " the median round's mean trip with nobody watching, counted over %d ms, and its\n"
-           " ratio to the raw mean)\n",
-           UNWATCHED_MS);
+    printf("(bbd: consecutive Clock stamps of Source's \"ack\" records, read from its Record\n"
+           " ring after the run)\n");
     bench_place(false);
     char title[96];
     snprintf(title, sizeof title, "throughput, unpinned, %d MiB as 1 MiB tensors, %d rounds",
              STREAM_MIB, STREAM_ROUNDS);
     bool tok = !stream ||
                bench_stream_compare(title, "bbd -> bbd, 1 MiB tensors, 8 in flight",
-                                    "(bbd's MiB/s measured at Sink, from its receive stamps)",
+                                    "(bbd's MiB/s measured at Sink, from its \"got\" records)",
                                     STREAM_MIB, STREAM_ROUNDS, bbd_stream, NULL);
     printf("\ntargets: %s\n", all_ok && tok ? "all met" : "NOT all met");
     return 0;

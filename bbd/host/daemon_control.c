@@ -1,8 +1,9 @@
 /*
  * daemon_control.c — what the control socket's commands do (bbd(8),
  * "CONTROL SOCKET"): status, peers, invoke, event, bootstrap, snapshot,
- * watch, log_level. Requests are untrusted JSON: every field is checked and
- * a bad one is an error reply naming it; nothing here can stop the daemon.
+ * watch, log_level, records. Requests are untrusted JSON: every field is
+ * checked and a bad one is an error reply naming it; nothing here can stop
+ * the daemon.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #define WAIT_MAX_MS 3600000
 #define MAX_INPUTS 1024
 #define MAX_NAMES 256
+#define RECORD_JSON_MAX_ELEMS 4096 /* tensor elements printed inline per record */
 
 struct bbd_wait {
     bbd_daemon *d;
@@ -582,6 +584,38 @@ static cJSON *cmd_log_level(bbd_daemon *d, const cJSON *req)
     return r;
 }
 
+/* The Record ring, oldest first (only the records named "name" when
+ * given): what a program recorded without anybody watching it, read in
+ * one reply. */
+static cJSON *cmd_records(bbd_daemon *d, const cJSON *req)
+{
+    const cJSON *nj = cJSON_GetObjectItemCaseSensitive(req, "name");
+    if (nj && !cJSON_IsString(nj))
+        return reply_err("records: \"name\" must be a string");
+    const char *only = nj ? nj->valuestring : NULL;
+    cJSON *r = reply_ok();
+    cJSON *arr = r ? cJSON_AddArrayToObject(r, "records") : NULL;
+    const char *name;
+    const bb_value *v;
+    for (size_t i = 0; arr && bb_engine_record_at(d->engine, i, &name, &v); i++) {
+        if (only && strcmp(name, only) != 0)
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "name", name) ||
+            !cJSON_AddItemToObject(o, "value", bbd_value_to_json(v, RECORD_JSON_MAX_ELEMS))) {
+            cJSON_Delete(o);
+            arr = NULL;
+            break;
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    if (!arr) {
+        cJSON_Delete(r);
+        return reply_err("records: out of memory");
+    }
+    return r;
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------ */
 
 static cJSON *handle(void *ud, bbd_control_client *c, const cJSON *req, bool *deferred)
@@ -593,7 +627,7 @@ static cJSON *handle(void *ud, bbd_control_client *c, const cJSON *req, bool *de
         r = reply_err("the daemon is stopping");
     else if (!cmd)
         r = reply_err("request needs \"cmd\" (status, peers, invoke, event, bootstrap, "
-                      "snapshot, watch, log_level)");
+                      "snapshot, watch, log_level, records)");
     else if (!strcmp(cmd, "status"))
         r = cmd_status(d);
     else if (!strcmp(cmd, "peers"))
@@ -610,6 +644,8 @@ static cJSON *handle(void *ud, bbd_control_client *c, const cJSON *req, bool *de
         r = cmd_watch(c, req);
     else if (!strcmp(cmd, "log_level"))
         r = cmd_log_level(d, req);
+    else if (!strcmp(cmd, "records"))
+        r = cmd_records(d, req);
     else
         r = reply_err("unknown command '%.64s'", cmd);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(req, "id");

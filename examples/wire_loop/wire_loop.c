@@ -10,9 +10,9 @@
  *     Sample(1, of_class Sink) ─┐   │
  *     SendReqBatched(data, peers) ── port "data" ──► RecvReq -> (tensor, req_id)
  *                                                      Hold.Stash(tensor)
- *                                                      Clock ── AppEmit("got")
+ *                                                      Clock ── Record("got")
  *     RecvRespBatched(req_id) ◄───── response ─────── SendResp(Clock, req_id)
- *     Clock ── AppEmit("ack")
+ *     Clock ── Record("ack")
  *
  * Each invoke of Source puts one tensor in flight. Every response that
  * lands raises the bus event WireResponseLanded, which starts a new Source
@@ -21,11 +21,13 @@
  * nodes run, one invoke is a ping-pong. The "window" queue only recycles
  * the W tensors; the responses are the flow control.
  *
- * The AppEvents carry Clock stamps (the host's time at the start of the
- * poll that ran the op): consecutive "ack" stamps are one round trip apart
- * with one request in flight, and the span of N "got" stamps is Sink's
- * receive rate with many. Sink keeps the last tensor (Hold.Stash), so the
- * payload is used and really crosses the wire.
+ * The nodes Record Clock stamps (the host's time at the start of the poll
+ * that ran the op) in their Record rings, read after the run through the
+ * control socket ("records"), so nobody watches while the loop runs:
+ * consecutive "ack" stamps are one round trip apart with one request in
+ * flight, and the span of N "got" stamps is Sink's receive rate with many.
+ * Sink keeps the last tensor (Hold.Stash), so the payload is used and
+ * really crosses the wire.
  *
  * The selector is bbdtest::Peers (tests/plugins/bbd_test): compile with
  *   bbc compile wire_loop.onnx -o out.onnx --plugin-path BUILD/tests/plugins
@@ -51,7 +53,7 @@ static bb_module *record_source(bb_recorder *r)
     bb_val req_id, landed;
     bb_wire_send_req_batched(g, NULL, "data", data, peers, 0, &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, &landed, NULL);
-    bb_sys_app_emit(g, bb_sys_clock(g, landed), "ack");
+    bb_sys_record(g, bb_sys_clock(g, landed), "ack");
     return m;
 }
 
@@ -63,7 +65,7 @@ static bb_module *record_sink(bb_recorder *r)
     bb_wire_recv_req(g, NULL, "data", &BB_TYPE_TENSOR_F32, &got, &tensor, &req_id);
     bb_sys_hold_stash(g, tensor, "last");
     bb_val stamp = bb_sys_clock(g, got);
-    bb_sys_app_emit(g, stamp, "got");
+    bb_sys_record(g, stamp, "got");
     bb_wire_send_resp(g, NULL, stamp, BB_VAL_OMIT, req_id);
     return m;
 }

@@ -114,10 +114,14 @@ cat >"$TMP/raw.in" <<'REQ'
 {"cmd": "bootstrap", "modules": ["Nosuch"]}
 {"cmd": "watch", "kinds": ["nope"]}
 {"cmd": "log_level", "level": "chatty"}
+{"cmd": "records", "name": 5}
+{"cmd": "records", "name": "none"}
 {"cmd": "status", "id": "abc"}
 REQ
 "$PY" "$TMP/raw.py" "$TMP/ping/control.sock" <"$TMP/raw.in" >"$TMP/raw.out" 2>&1
-if [ "$(grep -c '"ok":false' "$TMP/raw.out")" = 13 ] &&
+if [ "$(grep -c '"ok":false' "$TMP/raw.out")" = 14 ] &&
+    grep -q '"name\\" must be a string' "$TMP/raw.out" &&
+    grep -q '^{"ok":true,"records":\[\]}$' "$TMP/raw.out" &&
     grep -q '"error":"unknown command .frobnicate.","id":7' "$TMP/raw.out" &&
     grep -q '"inputs\\" must be an object' "$TMP/raw.out" &&
     grep -q 'unknown kind .nope.' "$TMP/raw.out" &&
