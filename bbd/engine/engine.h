@@ -95,6 +95,13 @@ typedef struct bb_engine_config {
     /* Optional sink for component ctx->log (engine thread). */
     void (*log)(void *ud, bb_log_level level, const char *slot, const char *msg);
     void *log_ud;
+    /* Hand large payloads to the host without copying them into the
+     * envelope: a SendEnvelope whose values hold a payload (tensor data,
+     * bytes) of at least gather_min_bytes comes as u.send.gather instead of
+     * u.send.bytes (for a host that writes with a scatter list). Off by
+     * default; gather_min_bytes 0 means 64 KiB. */
+    bool send_gather;
+    size_t gather_min_bytes;
 } bb_engine_config;
 
 /* Zeroed config with default caps. */
@@ -203,6 +210,25 @@ typedef enum bb_app_ingress_error {
 const char *bb_infra_kind_name(bb_infra_kind k);
 const char *bb_wire_rx_error_name(bb_wire_rx_error k); /* "DecodeFailed", ... */
 
+/* An outbound WireEnvelope in pieces (config.send_gather): the envelope is
+ * iov[0] .. iov[n_iov-1] end to end, len bytes in all. The pieces are the
+ * envelope's own small parts and the large payloads of the values sent,
+ * which the gather keeps alive (values are immutable once written) until
+ * bb_send_gather_free. Nothing in it is engine state: it may be written and
+ * freed on any thread, after the engine is gone too. */
+typedef struct bb_send_iov {
+    const uint8_t *data;
+    size_t len;
+} bb_send_iov;
+typedef struct bb_send_gather {
+    const bb_send_iov *iov;
+    size_t n_iov;
+    size_t len;
+    bb_value **held;   /* private: the values whose memory iov points into */
+    size_t n_held;
+} bb_send_gather;
+void bb_send_gather_free(bb_send_gather *g);
+
 /* One step. Strings and values are owned by the bb_steps buffer and valid
  * until the next poll (or bb_steps_clear); copy or take what you keep. */
 typedef struct bb_step {
@@ -214,7 +240,11 @@ typedef struct bb_step {
             bb_engine_addr *addrs; /* resolved address list (also in the envelope) */
             size_t n_addrs;
             uint8_t *bytes;      /* WireEnvelope; malloc'd: set to NULL to take it */
-            size_t len;
+            size_t len;          /* its size (also with gather) */
+            /* config.send_gather: an envelope with a large payload comes
+             * as a gather list instead (bytes NULL); set to NULL to take
+             * it, release it with bb_send_gather_free. */
+            bb_send_gather *gather;
         } send;
         struct {                 /* APP_EVENT */
             const char *target;  /* module (install target) */

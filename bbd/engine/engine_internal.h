@@ -769,6 +769,11 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
 void bb__envelope_release(bb__envelope *env);
 /* Encode into a new malloc'd buffer. */
 int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len);
+/* Would a gather encode leave a payload of at least min_ref bytes in place? */
+bool bb__envelope_gathers(const bb__envelope *env, size_t min_ref);
+/* Encode as a gather list: small parts copied, payloads of at least
+ * min_ref bytes left in the values (bb_send_gather_free releases). */
+int bb__envelope_encode_gather(const bb__envelope *env, size_t min_ref, bb_send_gather **out);
 
 /* ---- wire.c ---------------------------------------------------------------------------------------------------------- */
 void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,

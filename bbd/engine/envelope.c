@@ -337,7 +337,7 @@ static size_t corr_size(const bb__envelope *env)
     return s;
 }
 
-int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len)
+static size_t envelope_size(const bb__envelope *env, size_t *corr)
 {
     size_t size = 0;
     for (size_t i = 0; i < env->n_dest; i++)
@@ -356,9 +356,54 @@ int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len)
             size += 1 + vlen(u[i]);
     for (size_t i = 0; i < env->n_src; i++)
         size += 1 + vlen(env->src[i].len) + env->src[i].len;
-    uint8_t *buf = malloc(size ? size : 1);
-    if (!buf)
-        return BB_ENOMEM;
+    *corr = cs;
+    return size;
+}
+
+#define GATHER_MAX_REFS 64 /* payloads left in place per envelope; more are copied */
+
+/* Where a gather encode puts its pieces (NULL for a contiguous encode). */
+typedef struct gather_w {
+    size_t min_ref;
+    bb_send_iov *iov;
+    size_t n_iov, refs_left;
+    const uint8_t *piece; /* start of the small part being written */
+    bb_value **held;
+    size_t n_held;
+} gather_w;
+
+static void piece_end(gather_w *g, const uint8_t *at)
+{
+    if (at > g->piece)
+        g->iov[g->n_iov++] = (bb_send_iov){g->piece, (size_t)(at - g->piece)};
+    g->piece = at;
+}
+
+/* A fill's value encoded at p; with g, its large payloads become pieces of
+ * their own. The end, or NULL when the sizes disagree (a bug). */
+static uint8_t *put_value(const bb__fill *f, uint8_t *p, gather_w *g)
+{
+    size_t n, nr = 0;
+    bb_encode_ref refs[GATHER_MAX_REFS];
+    int rc = g ? bb_value_encode_gather(f->value, p, f->payload_len, g->min_ref, refs,
+                                        g->refs_left, &nr, &n, NULL)
+               : bb_value_encode_into(f->value, p, f->payload_len, &n, NULL);
+    if (rc != BB_OK || (!g && n != f->payload_len))
+        return NULL;
+    for (size_t i = 0; i < nr; i++) {
+        piece_end(g, p + refs[i].at);
+        g->iov[g->n_iov++] = (bb_send_iov){refs[i].data, refs[i].len};
+    }
+    if (nr) {
+        g->refs_left -= nr;
+        g->held[g->n_held++] = bb_value_ref((bb_value *)f->value);
+    }
+    return p + n;
+}
+
+/* Write env at buf (room for its size, less what g leaves in place). */
+static uint8_t *write_envelope(const bb__envelope *env, size_t cs, uint8_t *buf, gather_w *g)
+{
     uint8_t *p = buf;
     for (size_t i = 0; i < env->n_dest; i++)
         p = put_bytes(p, 0x0a, env->dest[i].data, env->dest[i].len);
@@ -369,15 +414,10 @@ int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len)
         if (f->suffix_len)
             p = put_bytes(p, 0x0a, f->suffix, f->suffix_len);
         if (f->payload_len && f->value) { /* encoded in place: no second copy */
-            size_t n;
             *p++ = 0x12;
             p = put_varint(p, f->payload_len);
-            if (bb_value_encode_into(f->value, p, f->payload_len, &n, NULL) != BB_OK ||
-                n != f->payload_len) {
-                free(buf);
-                return BB_ERUNTIME;
-            }
-            p += n;
+            if (!(p = put_value(f, p, g)))
+                return NULL;
         } else if (f->payload_len) {
             p = put_bytes(p, 0x12, f->payload, f->payload_len);
         }
@@ -398,6 +438,8 @@ int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len)
             p = put_varint(p, env->wire_req_id);
         }
     }
+    const uint64_t u[4] = {env->deadline_ns, env->sent_at_ns, env->echo_sent_at_ns,
+                           env->echo_delay_ns};
     for (int i = 0; i < 4; i++) {
         if (u[i]) {
             *p++ = (uint8_t)((4 + i) << 3);
@@ -406,7 +448,81 @@ int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len)
     }
     for (size_t i = 0; i < env->n_src; i++)
         p = put_bytes(p, 0x42, env->src[i].data, env->src[i].len);
+    return p;
+}
+
+int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len)
+{
+    size_t cs, size = envelope_size(env, &cs);
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf)
+        return BB_ENOMEM;
+    uint8_t *end = write_envelope(env, cs, buf, NULL);
+    if (!end) {
+        free(buf);
+        return BB_ERUNTIME;
+    }
     *out = buf;
-    *out_len = (size_t)(p - buf);
+    *out_len = (size_t)(end - buf);
     return BB_OK;
+}
+
+bool bb__envelope_gathers(const bb__envelope *env, size_t min_ref)
+{
+    size_t copied, nr;
+    for (size_t i = 0; i < env->n_fills; i++)
+        if (env->fills[i].value && env->fills[i].payload_len >= min_ref &&
+            bb_value_gather_size(env->fills[i].value, min_ref, GATHER_MAX_REFS, &copied, &nr,
+                                 NULL) == BB_OK && nr)
+            return true;
+    return false;
+}
+
+int bb__envelope_encode_gather(const bb__envelope *env, size_t min_ref, bb_send_gather **out)
+{
+    size_t cs, size = envelope_size(env, &cs), small = size, n_refs = 0, n_valued = 0;
+    for (size_t i = 0; i < env->n_fills && n_refs < GATHER_MAX_REFS; i++) {
+        const bb__fill *f = &env->fills[i];
+        size_t copied, nr;
+        if (!f->value || !f->payload_len)
+            continue;
+        if (bb_value_gather_size(f->value, min_ref, GATHER_MAX_REFS - n_refs, &copied, &nr,
+                                 NULL) != BB_OK)
+            return BB_ERUNTIME;
+        small -= f->payload_len - copied;
+        n_refs += nr;
+        n_valued++;
+    }
+    /* one block: the gather, its pieces, the values it holds, the small parts */
+    size_t max_iov = 2 * n_refs + 1;
+    size_t head = sizeof(bb_send_gather) + max_iov * sizeof(bb_send_iov) +
+                  n_valued * sizeof(bb_value *);
+    bb_send_gather *gs = malloc(head + small);
+    if (!gs)
+        return BB_ENOMEM;
+    bb_send_iov *iov = (bb_send_iov *)(gs + 1);
+    bb_value **held = (bb_value **)(iov + max_iov);
+    uint8_t *buf = (uint8_t *)(held + n_valued);
+    gather_w g = {.min_ref = min_ref, .iov = iov, .refs_left = GATHER_MAX_REFS, .piece = buf,
+                  .held = held};
+    uint8_t *end = write_envelope(env, cs, buf, &g);
+    *gs = (bb_send_gather){.iov = iov, .held = held, .n_held = g.n_held, .len = size};
+    if (!end || (size_t)(end - buf) != small) {
+        gs->n_iov = 0;
+        bb_send_gather_free(gs);
+        return BB_ERUNTIME;
+    }
+    piece_end(&g, end);
+    gs->n_iov = g.n_iov;
+    *out = gs;
+    return BB_OK;
+}
+
+void bb_send_gather_free(bb_send_gather *g)
+{
+    if (!g)
+        return;
+    for (size_t i = 0; i < g->n_held; i++)
+        bb_value_unref(g->held[i]);
+    free(g);
 }

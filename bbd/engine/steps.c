@@ -68,8 +68,10 @@ void bb__steps_release(bb_step *st)
     switch (st->kind) {
     case BB_STEP_SEND_ENVELOPE:
         free(st->u.send.bytes);
+        bb_send_gather_free(st->u.send.gather);
         free(st->u.send.addrs); /* one block: the array and the address bytes */
         st->u.send.bytes = NULL;
+        st->u.send.gather = NULL;
         st->u.send.addrs = NULL;
         break;
     case BB_STEP_APP_EVENT:

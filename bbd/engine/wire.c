@@ -26,6 +26,7 @@
 #include "bbd/engine/syscalls.h"
 
 #define LARGE_PAYLOAD 4096
+#define GATHER_MIN_DEFAULT (64 * 1024) /* config.gather_min_bytes 0 */
 
 /* ---- inbound requests (RecvReq -> SendResp) ----------------------------------- */
 
@@ -98,12 +99,21 @@ static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direc
     env->src = e->local_addrs;
     env->n_src = e->n_local_addrs;
     env->sent_at_ns = sent_at(e);
-    uint8_t *bytes;
+    uint8_t *bytes = NULL;
     size_t len;
-    if (bb__envelope_encode(env, &bytes, &len))
-        return BB_ENOMEM;
+    bb_send_gather *gather = NULL;
+    size_t min_ref = e->cfg.gather_min_bytes ? e->cfg.gather_min_bytes : GATHER_MIN_DEFAULT;
+    int rc;
+    if (e->cfg.send_gather && !self && bb__envelope_gathers(env, min_ref)) {
+        rc = bb__envelope_encode_gather(env, min_ref, &gather);
+        len = gather ? gather->len : 0;
+    } else {
+        rc = bb__envelope_encode(env, &bytes, &len);
+    }
     env->dest = NULL;
     env->src = NULL;
+    if (rc)
+        return BB_ENOMEM;
     if (self) {
         if (BB__ARR_PUSH(&e->loopback, ((struct bb__loop){bytes, len}))) {
             free(bytes);
@@ -119,6 +129,7 @@ static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direc
     if (!copy || BB__ARR_PUSH(&e->outbound, (bb_step){0})) {
         free(copy);
         free(bytes);
+        bb_send_gather_free(gather);
         return BB_ENOMEM;
     }
     uint8_t *p = (uint8_t *)(copy + n);
@@ -136,6 +147,7 @@ static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direc
     st->u.send.n_addrs = n;
     st->u.send.bytes = bytes;
     st->u.send.len = len;
+    st->u.send.gather = gather;
     e->c[BB__C_ENVELOPES_OUT]++;
     if (BB__TRACING(e, BB_TRACE_WIRE))
         bb__trace(e, BB_TRACE_WIRE, "send_envelope", exec, BB__NONE, NULL, len);

@@ -132,6 +132,8 @@ static void add_str(cJSON *j, const char *k, const char *v)
         cJSON_AddStringToObject(j, k, v);
 }
 
+static void gather_release(void *ud) { bb_send_gather_free(ud); }
+
 static void step_send(bbd_daemon *d, bb_step *s)
 {
     char pb[BB_PEERID_TEXT_MAX];
@@ -151,11 +153,20 @@ static void step_send(bbd_daemon *d, bb_step *s)
         }
         return;
     }
-    uint8_t *bytes = s->u.send.bytes;
-    s->u.send.bytes = NULL; /* the transport takes it */
-    int rc = bbd_transport_send(d->transport, &s->u.send.peer,
-                                (const bbd_addr *)s->u.send.addrs, s->u.send.n_addrs, bytes,
+    const bbd_addr *addrs = (const bbd_addr *)s->u.send.addrs;
+    int rc;
+    if (s->u.send.gather) { /* pieces: a large payload is written from the value itself */
+        bb_send_gather *g = s->u.send.gather;
+        s->u.send.gather = NULL; /* the transport releases it */
+        rc = bbd_transport_send_gather(d->transport, &s->u.send.peer, addrs, s->u.send.n_addrs,
+                                       (const bbd_iov *)g->iov, g->n_iov, g->len,
+                                       gather_release, g);
+    } else {
+        uint8_t *bytes = s->u.send.bytes;
+        s->u.send.bytes = NULL; /* the transport takes it */
+        rc = bbd_transport_send(d->transport, &s->u.send.peer, addrs, s->u.send.n_addrs, bytes,
                                 s->u.send.len);
+    }
     if (rc == BB_OK)
         return;
     d->send_errors++;
@@ -807,6 +818,7 @@ static int start_engine(bbd_daemon *d, bb_error *err)
     ec.submit_work_ud = d;
     ec.log = component_log;
     ec.log_ud = d;
+    ec.send_gather = true; /* the TCP transport writes pieces: no copy of a large payload */
     if (!(d->engine = bb_engine_new(&ec, err)))
         return err->code ? err->code : BB_ERUNTIME;
     bb_engine_set_wake(d->engine, engine_wake, d);

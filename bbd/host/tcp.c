@@ -23,12 +23,13 @@
 
 typedef struct tcp_write {
     uv_write_t req;
-    bbd_peer *peer; /* NULL for our handshake */
-    uint8_t *bytes;
-    size_t len;     /* envelope (or handshake) bytes */
-    size_t wire;    /* with the frame header */
+    bbd_peer *peer;  /* NULL for our handshake */
+    bbd_payload pl;  /* envelope (or handshake) bytes */
+    size_t wire;     /* with the frame header */
     uint8_t hdr[BBD_FRAME_HEADER_MAX];
 } tcp_write;
+
+#define BUFS_ON_STACK 8 /* header + pieces of a frame without a malloc */
 
 static int peerid_cmp(const bb_peerid *a, const bb_peerid *b)
 {
@@ -166,10 +167,10 @@ static void write_cb(uv_write_t *req, int status)
     if (status == 0)
         t->stats.bytes_out += w->wire;
     bbd_peer *p = w->peer;
-    size_t len = w->len, wire = w->wire;
+    size_t len = w->pl.len, wire = w->wire;
     /* Free before reporting: a sender that answers the report with its next
      * envelope gets this (cache-warm) memory back from malloc. */
-    free(w->bytes);
+    bbd__payload_free(&w->pl);
     free(w);
     if (p) {
         if (status == 0)
@@ -184,40 +185,112 @@ static void write_cb(uv_write_t *req, int status)
     }
 }
 
-/* Queue a frame on c; takes bytes. peer NULL: a handshake (no report). */
-static void write_frame(tcp_conn *c, bbd_frame_kind kind, bbd_peer *peer, uint8_t *bytes,
-                        size_t len)
+/* The frame as uv bufs: the header, then the payload's bytes or pieces. */
+static size_t frame_bufs(const uint8_t *hdr, size_t hl, const bbd_payload *pl, uv_buf_t *bufs)
 {
-    bbd_transport *t = c->t;
-    tcp_write *w = malloc(sizeof *w);
-    int rc = UV_ENOMEM;
-    if (w) {
-        *w = (tcp_write){.peer = peer, .bytes = bytes, .len = len};
-        size_t hl = bbd_frame_header_encode(kind, len, w->hdr);
-        w->wire = hl + len;
-        uv_buf_t bufs[2] = {uv_buf_init((char *)w->hdr, (unsigned)hl),
-                            uv_buf_init((char *)bytes, (unsigned)len)};
-        if (peer)
-            peer->refs++;
-        rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, write_cb);
-        if (rc == 0)
-            return;
-        if (peer)
-            peer->refs--;
-        free(w);
+    size_t n = 0;
+    bufs[n++] = uv_buf_init((char *)hdr, (unsigned)hl);
+    if (pl->bytes && pl->len)
+        bufs[n++] = uv_buf_init((char *)pl->bytes, (unsigned)pl->len);
+    for (size_t i = 0; !pl->bytes && i < pl->n_iov; i++)
+        if (pl->iov[i].len)
+            bufs[n++] = uv_buf_init((char *)pl->iov[i].data, (unsigned)pl->iov[i].len);
+    return n;
+}
+
+/* Drop the first `done` bytes of bufs[0..*n): what the socket already took. */
+static uv_buf_t *skip_written(uv_buf_t *bufs, size_t *n, size_t done)
+{
+    while (*n && done >= bufs->len) {
+        done -= bufs->len;
+        bufs++;
+        (*n)--;
     }
-    free(bytes);
+    if (*n) {
+        bufs->base += done;
+        bufs->len -= done;
+    }
+    return bufs;
+}
+
+/* A frame failed before it was queued: release it, report, close c. */
+static void write_failed(tcp_conn *c, bbd_peer *peer, bbd_payload *pl, int rc)
+{
+    size_t len = pl->len;
+    bbd__payload_free(pl);
     if (peer)
-        bbd__send_done(t, peer, len, false);
+        bbd__send_done(c->t, peer, len, false);
     char why[128];
     snprintf(why, sizeof why, "write failed: %s", uv_strerror(rc));
     bbd__tcp_close(c, why);
 }
 
-void bbd__tcp_send(bbd_transport *t, tcp_conn *c, uint8_t *bytes, size_t len)
+/* Write a frame on c; takes pl. peer NULL: a handshake (no report). With
+ * nothing queued before it the frame goes to the socket right away
+ * (uv_try_write): a frame the kernel takes whole needs no write request,
+ * and no epoll_ctl, which libuv makes after every queued write; the rest of
+ * a partial write is queued. */
+static void write_frame(tcp_conn *c, bbd_frame_kind kind, bbd_peer *peer, bbd_payload *pl)
+{
+    bbd_transport *t = c->t;
+    uint8_t hdr[BBD_FRAME_HEADER_MAX];
+    size_t hl = bbd_frame_header_encode(kind, pl->len, hdr), wire = hl + pl->len;
+    size_t max = 1 + (pl->bytes ? 1 : pl->n_iov);
+    uv_buf_t stack[BUFS_ON_STACK], *bufs = max <= BUFS_ON_STACK ? stack : malloc(max * sizeof *bufs);
+    if (!bufs) {
+        write_failed(c, peer, pl, UV_ENOMEM);
+        return;
+    }
+    size_t n = frame_bufs(hdr, hl, pl, bufs);
+    int rc = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)n);
+    size_t done = rc > 0 ? (size_t)rc : 0;
+    if (rc < 0 && rc != UV_EAGAIN) {
+        if (bufs != stack)
+            free(bufs);
+        write_failed(c, peer, pl, rc);
+        return;
+    }
+    if (done == wire) {
+        if (bufs != stack)
+            free(bufs);
+        t->stats.bytes_out += wire;
+        size_t len = pl->len;
+        bbd__payload_free(pl);
+        if (peer) {
+            peer->bytes_out += wire;
+            bbd__send_done_later(t, peer, len);
+        }
+        return;
+    }
+    tcp_write *w = malloc(sizeof *w);
+    if (!w) {
+        if (bufs != stack)
+            free(bufs);
+        write_failed(c, peer, pl, UV_ENOMEM);
+        return;
+    }
+    *w = (tcp_write){.peer = peer, .pl = *pl, .wire = wire};
+    memcpy(w->hdr, hdr, hl);
+    bufs[0].base = (char *)w->hdr; /* the header must outlive this call */
+    uv_buf_t *rest = skip_written(bufs, &n, done);
+    if (peer)
+        peer->refs++;
+    rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, rest, (unsigned)n, write_cb);
+    if (bufs != stack)
+        free(bufs);
+    if (rc == 0)
+        return;
+    if (peer)
+        peer->refs--;
+    bbd_payload taken = w->pl;
+    free(w);
+    write_failed(c, peer, &taken, rc);
+}
+
+void bbd__tcp_send(bbd_transport *t, tcp_conn *c, bbd_payload *pl)
 {
     (void)t;
-    write_frame(c, BBD_FRAME_ENVELOPE, c->peer, bytes, len);
+    write_frame(c, BBD_FRAME_ENVELOPE, c->peer, pl);
 }
 
 static void start_handshake(tcp_conn *c)
@@ -233,7 +306,8 @@ static void start_handshake(tcp_conn *c)
         return;
     }
     memcpy(copy, t->hs, t->hs_len);
-    write_frame(c, BBD_FRAME_HANDSHAKE, NULL, copy, t->hs_len);
+    bbd_payload pl = {.bytes = copy, .len = t->hs_len};
+    write_frame(c, BBD_FRAME_HANDSHAKE, NULL, &pl);
 }
 
 /* ---- draining a losing connection ---------------------------------------------------- */

@@ -111,6 +111,7 @@ static void free_transport(bbd_transport *t)
         free(t->targets[i]);
     free(t->targets);
     free(t->hs);
+    free(t->reports);
     free(t);
 }
 
@@ -145,7 +146,7 @@ bbd_transport *bbd_transport_new(uv_loop_t *loop, const bbd_transport_config *cf
                            .timeout_ms = t->cfg.udp_reassembly_timeout_ms,
                            .max_messages = 1024};
     if (build_handshake(t, err) || bbd__peers_init(t) || !(t->reasm = bbd_reasm_new(&rc)) ||
-        bbd__udp_init(t)) {
+        bbd__udp_init(t) || bbd__reports_init(t)) {
         if (!err || err->code == BB_OK)
             bb_error_set(err, BB_ENOMEM, "transport: out of memory");
         free_transport(t);
@@ -225,16 +226,27 @@ static bool pick_address(const bbd_transport *t, const bbd_addr *addrs, size_t n
     return false;
 }
 
-int bbd_transport_send(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
-                       size_t n_addrs, uint8_t *bytes, size_t len)
+void bbd__payload_free(bbd_payload *pl)
+{
+    free(pl->bytes);
+    pl->bytes = NULL;
+    if (pl->release)
+        pl->release(pl->ud);
+    pl->release = NULL;
+}
+
+/* Both send calls: takes pl in every case. */
+static int send_payload(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
+                        size_t n_addrs, bbd_payload *pl)
 {
     char pt[BB_PEERID_TEXT_MAX];
+    size_t len = pl->len;
     if (t->closing || bb_peerid_equal(peer, &t->cfg.self)) {
-        free(bytes);
+        bbd__payload_free(pl);
         return t->closing ? BB_ESTATE : BB_EINVAL;
     }
     if (len > t->cfg.max_frame_bytes) {
-        free(bytes);
+        bbd__payload_free(pl);
         bbd__log(t, BB_LOG_WARN, "send to %s: envelope of %zu bytes over max_frame_bytes %zu",
                  bbd__peer_text(peer, pt, sizeof pt), len, t->cfg.max_frame_bytes);
         return BB_ELIMIT;
@@ -244,12 +256,12 @@ int bbd_transport_send(bbd_transport *t, const bb_peerid *peer, const bbd_addr *
     bool dialing = p && (p->dialing || p->udp_dialing);
     bb_ma_transport ma = {0};
     if (p && !has_channel && !dialing && !pick_address(t, addrs, n_addrs, &ma)) {
-        free(bytes);
+        bbd__payload_free(pl);
         bbd__peer_update(t, p);
         return BB_ENOTFOUND;
     }
     if (!p || !bbd__peer_admit(t, p, len)) {
-        free(bytes);
+        bbd__payload_free(pl);
         t->stats.queue_dropped++;
         if (p)
             p->dropped++;
@@ -258,16 +270,32 @@ int bbd_transport_send(bbd_transport *t, const bb_peerid *peer, const bbd_addr *
         return BB_EFULL;
     }
     if (has_channel) {
-        bbd__peer_channel_send(t, p, bytes, len);
+        bbd__peer_channel_send(t, p, pl);
         return BB_OK;
     }
-    bbd__peer_enqueue(t, p, bytes, len);
+    bbd__peer_enqueue(t, p, pl);
     if (!dialing) {
         int rc = ma.proto == BB_MA_TCP ? bbd__tcp_dial(t, p, &ma) : bbd__udp_dial(t, p, &ma);
         if (rc != BB_OK)
             bbd__peer_update(t, p); /* nothing carries the queue: it fails */
     }
     return BB_OK;
+}
+
+int bbd_transport_send(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
+                       size_t n_addrs, uint8_t *bytes, size_t len)
+{
+    bbd_payload pl = {.bytes = bytes, .len = len};
+    return send_payload(t, peer, addrs, n_addrs, &pl);
+}
+
+int bbd_transport_send_gather(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
+                              size_t n_addrs, const bbd_iov *iov, size_t n_iov, size_t len,
+                              void (*release)(void *ud), void *release_ud)
+{
+    bbd_payload pl = {.iov = iov, .n_iov = n_iov, .len = len, .release = release,
+                      .ud = release_ud};
+    return send_payload(t, peer, addrs, n_addrs, &pl);
 }
 
 int bbd_transport_connect(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
@@ -400,6 +428,11 @@ void bbd__handle_closed(bbd_transport *t)
         done(ud);
 }
 
+static void prepare_closed(uv_handle_t *h)
+{
+    bbd__handle_closed(h->data);
+}
+
 void bbd_transport_close(bbd_transport *t, void (*done)(void *ud), void *ud)
 {
     if (t->closing)
@@ -408,5 +441,7 @@ void bbd_transport_close(bbd_transport *t, void (*done)(void *ud), void *ud)
     t->done = done;
     t->done_ud = ud;
     bbd__tcp_close_all(t); /* listeners and connections */
+    bbd__reports_flush(t);
+    uv_close((uv_handle_t *)&t->report_prepare, prepare_closed);
     bbd__udp_close_all(t); /* closes the UDP timer too: the last handle */
 }

@@ -128,10 +128,29 @@ size_t bbd_transport_listen_addrs(const bbd_transport *t, const bbd_addr **out);
  * address is usable. Also BB_ELIMIT (len over max_frame_bytes), BB_EINVAL
  * (peer is this node), BB_ESTATE (closing). BB_OK means accepted: the
  * outcome comes later through on_send_result (also for a connection that
- * cannot even be started); BB_EFULL is reported there too, the other
- * errors only by the return value. */
+ * cannot even be started; a frame the socket took at once is reported
+ * from the loop's prepare phase, after the caller's work and before the
+ * loop waits again); BB_EFULL is reported there too, the other errors
+ * only by the return value. */
 int bbd_transport_send(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
                        size_t n_addrs, uint8_t *bytes, size_t len);
+
+/* A piece of an envelope (bbd_transport_send_gather). */
+typedef struct bbd_iov {
+    const uint8_t *data;
+    size_t len;
+} bbd_iov;
+
+/* bbd_transport_send for an envelope in pieces: iov[0..n_iov) end to end,
+ * len bytes in all, so that a large payload goes out from where it is
+ * instead of being copied into one buffer first (TCP writes the pieces as
+ * they are; UDP copies them into its datagrams). The transport borrows
+ * iov and the memory it points into until it calls release(release_ud):
+ * exactly once, on every path (errors too, possibly before this returns).
+ * Results as for bbd_transport_send. */
+int bbd_transport_send_gather(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
+                              size_t n_addrs, const bbd_iov *iov, size_t n_iov, size_t len,
+                              void (*release)(void *ud), void *release_ud);
 
 /* Open a channel to peer unless one is open or being opened: dial the first
  * address of addrs the transport supports (as a send would, without an

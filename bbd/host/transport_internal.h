@@ -43,12 +43,31 @@ typedef struct tcp_conn tcp_conn;
 typedef struct udp_sock udp_sock;
 typedef struct udp_session udp_session;
 
+/* An envelope on its way out: one malloc'd buffer (bytes), or pieces
+ * borrowed until release(ud) (bytes NULL). len: its size. */
+typedef struct bbd_payload {
+    uint8_t *bytes;
+    const bbd_iov *iov;
+    size_t n_iov;
+    size_t len;
+    void (*release)(void *ud);
+    void *ud;
+} bbd_payload;
+
+/* Free the bytes or release the pieces. */
+void bbd__payload_free(bbd_payload *pl);
+
 /* An envelope waiting for a channel to its peer. */
 typedef struct bbd_pending {
     struct bbd_pending *next;
-    uint8_t *bytes;
-    size_t len;
+    bbd_payload pl;
 } bbd_pending;
+
+/* A send that completed inside the call that made it, reported later. */
+typedef struct bbd_report {
+    struct bbd_peer *peer;
+    size_t len;
+} bbd_report;
 
 typedef struct bbd_peer {
     bb_peerid id;
@@ -172,6 +191,9 @@ struct bbd_transport {
     unsigned probes_in_window;
 
     size_t held_total;            /* queued + being written, all peers */
+    uv_prepare_t report_prepare;  /* reports sends that completed at once */
+    bbd_report *reports;
+    size_t n_reports, cap_reports;
     bbd_transport_stats stats;
 
     uint64_t log_window_ms;
@@ -206,15 +228,22 @@ bbd_peer *bbd__peer_find(const bbd_transport *t, const bb_peerid *id);
 bbd_peer *bbd__peer_get(bbd_transport *t, const bb_peerid *id);
 /* Reserve len bytes of the peer's and the total bound (false: over). */
 bool bbd__peer_admit(bbd_transport *t, bbd_peer *p, size_t len);
-void bbd__peer_enqueue(bbd_transport *t, bbd_peer *p, uint8_t *bytes, size_t len);
+void bbd__peer_enqueue(bbd_transport *t, bbd_peer *p, bbd_payload *pl);
 /* Give up every queued envelope (on_send_result false for each). */
 void bbd__peer_fail_queue(bbd_transport *t, bbd_peer *p);
 /* Send the queue through the peer's open channel, in order. */
 void bbd__peer_flush(bbd_transport *t, bbd_peer *p);
-/* Send one admitted envelope through the peer's open channel (takes bytes). */
-void bbd__peer_channel_send(bbd_transport *t, bbd_peer *p, uint8_t *bytes, size_t len);
+/* Send one admitted envelope through the peer's open channel (takes pl). */
+void bbd__peer_channel_send(bbd_transport *t, bbd_peer *p, bbd_payload *pl);
 /* An admitted send finished (written, or failed): release and report. */
 void bbd__send_done(bbd_transport *t, bbd_peer *p, size_t len, bool ok);
+/* An admitted send was written within the call that made it: report it
+ * from the prepare phase (the sender is not re-entered mid-work, and the
+ * loop does not wait first). */
+void bbd__send_done_later(bbd_transport *t, bbd_peer *p, size_t len);
+int bbd__reports_init(bbd_transport *t);
+/* Report what is pending (transport closing: no callbacks). */
+void bbd__reports_flush(bbd_transport *t);
 /* After a channel change: fail the queue if nothing can carry it and
  * report a disconnect when the last channel went. */
 void bbd__peer_update(bbd_transport *t, bbd_peer *p);
@@ -223,8 +252,8 @@ void bbd__peer_update(bbd_transport *t, bbd_peer *p);
 int bbd__tcp_listen(bbd_transport *t, const struct sockaddr *sa, const char *text,
                     bb_error *err);
 int bbd__tcp_dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma);
-/* Write one admitted envelope as a frame (takes bytes). */
-void bbd__tcp_send(bbd_transport *t, tcp_conn *c, uint8_t *bytes, size_t len);
+/* Write one admitted envelope as a frame (takes pl). */
+void bbd__tcp_send(bbd_transport *t, tcp_conn *c, bbd_payload *pl);
 void bbd__tcp_on_handshake(tcp_conn *c, const uint8_t *payload, size_t len);
 void bbd__tcp_on_eof(tcp_conn *c);
 /* Close (why: log line, NULL for none). */
@@ -244,7 +273,7 @@ int bbd__udp_listen(bbd_transport *t, const struct sockaddr *sa, const char *tex
                     bb_error *err);
 bool bbd__udp_can_reach(const bbd_transport *t, int family);
 int bbd__udp_dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma);
-void bbd__udp_send(bbd_transport *t, udp_session *s, uint8_t *bytes, size_t len);
+void bbd__udp_send(bbd_transport *t, udp_session *s, bbd_payload *pl);
 void bbd__udp_close_all(bbd_transport *t);
 
 #endif

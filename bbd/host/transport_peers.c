@@ -35,9 +35,9 @@ static void queue_free(bbd_transport *t, bbd_peer *p)
     while (p->q_head) {
         bbd_pending *q = p->q_head;
         p->q_head = q->next;
-        t->held_total -= q->len;
-        p->held_bytes -= q->len;
-        free(q->bytes);
+        t->held_total -= q->pl.len;
+        p->held_bytes -= q->pl.len;
+        bbd__payload_free(&q->pl);
         free(q);
     }
     p->q_tail = NULL;
@@ -146,15 +146,16 @@ bool bbd__peer_admit(bbd_transport *t, bbd_peer *p, size_t len)
     return true;
 }
 
-void bbd__peer_enqueue(bbd_transport *t, bbd_peer *p, uint8_t *bytes, size_t len)
+void bbd__peer_enqueue(bbd_transport *t, bbd_peer *p, bbd_payload *pl)
 {
     bbd_pending *q = malloc(sizeof *q);
     if (!q) {
-        free(bytes);
+        size_t len = pl->len;
+        bbd__payload_free(pl);
         bbd__send_done(t, p, len, false);
         return;
     }
-    *q = (bbd_pending){NULL, bytes, len};
+    *q = (bbd_pending){NULL, *pl};
     if (p->q_tail)
         p->q_tail->next = q;
     else
@@ -172,20 +173,21 @@ void bbd__peer_fail_queue(bbd_transport *t, bbd_peer *p)
     p->refs++; /* keep p through the reports */
     while (q) {
         bbd_pending *next = q->next;
-        free(q->bytes);
-        bbd__send_done(t, p, q->len, false);
+        size_t len = q->pl.len;
+        bbd__payload_free(&q->pl);
+        bbd__send_done(t, p, len, false);
         free(q);
         q = next;
     }
     p->refs--;
 }
 
-void bbd__peer_channel_send(bbd_transport *t, bbd_peer *p, uint8_t *bytes, size_t len)
+void bbd__peer_channel_send(bbd_transport *t, bbd_peer *p, bbd_payload *pl)
 {
     if (p->active)
-        bbd__tcp_send(t, p->active, bytes, len);
+        bbd__tcp_send(t, p->active, pl);
     else
-        bbd__udp_send(t, p->udp, bytes, len);
+        bbd__udp_send(t, p->udp, pl);
 }
 
 void bbd__peer_flush(bbd_transport *t, bbd_peer *p)
@@ -196,10 +198,11 @@ void bbd__peer_flush(bbd_transport *t, bbd_peer *p)
     while (q) {
         bbd_pending *next = q->next;
         if (p->active || p->udp) {
-            bbd__peer_channel_send(t, p, q->bytes, q->len);
+            bbd__peer_channel_send(t, p, &q->pl);
         } else { /* the channel went away while flushing */
-            free(q->bytes);
-            bbd__send_done(t, p, q->len, false);
+            size_t len = q->pl.len;
+            bbd__payload_free(&q->pl);
+            bbd__send_done(t, p, len, false);
         }
         free(q);
         q = next;
@@ -218,6 +221,54 @@ void bbd__send_done(bbd_transport *t, bbd_peer *p, size_t len, bool ok)
     }
     if (!t->closing && t->cb.on_send_result)
         t->cb.on_send_result(t->cb.ud, &p->id, ok);
+}
+
+/* ---- sends that completed at once ----------------------------------------------------- */
+
+/* Report every pending send, also those that a report's callback adds by
+ * sending again (by index: the array may grow meanwhile), so a sender that
+ * answers each report with its next envelope never waits for the loop. */
+static void on_reports(uv_prepare_t *h)
+{
+    bbd_transport *t = h->data;
+    for (size_t i = 0; i < t->n_reports; i++) {
+        bbd_report r = t->reports[i];
+        r.peer->refs--;
+        bbd__send_done(t, r.peer, r.len, true);
+    }
+    t->n_reports = 0;
+    uv_prepare_stop(h);
+}
+
+int bbd__reports_init(bbd_transport *t)
+{
+    if (uv_prepare_init(t->loop, &t->report_prepare) != 0)
+        return BB_ENOMEM;
+    t->report_prepare.data = t;
+    bbd__handle_init(t);
+    return BB_OK;
+}
+
+void bbd__send_done_later(bbd_transport *t, bbd_peer *p, size_t len)
+{
+    if (t->n_reports == t->cap_reports) {
+        size_t cap = t->cap_reports ? 2 * t->cap_reports : 16;
+        bbd_report *r = realloc(t->reports, cap * sizeof *r);
+        if (!r) { /* report now rather than lose it */
+            bbd__send_done(t, p, len, true);
+            return;
+        }
+        t->reports = r;
+        t->cap_reports = cap;
+    }
+    p->refs++;
+    t->reports[t->n_reports++] = (bbd_report){p, len};
+    uv_prepare_start(&t->report_prepare, on_reports);
+}
+
+void bbd__reports_flush(bbd_transport *t)
+{
+    on_reports(&t->report_prepare);
 }
 
 void bbd__peer_update(bbd_transport *t, bbd_peer *p)

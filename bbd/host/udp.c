@@ -289,10 +289,29 @@ static void send_handshake(bbd_transport *t, udp_session *s, bbd_dgram_kind kind
     s->hello_sent_ms = uv_now(t->loop);
 }
 
-void bbd__udp_send(bbd_transport *t, udp_session *s, uint8_t *bytes, size_t len)
+/* The envelope as one malloc'd buffer: datagrams are cut from it (pieces
+ * are copied together and released). NULL when out of memory. */
+static uint8_t *payload_bytes(bbd_payload *pl)
+{
+    uint8_t *bytes = pl->bytes;
+    pl->bytes = NULL;
+    if (!bytes && (bytes = malloc(pl->len ? pl->len : 1))) {
+        size_t off = 0;
+        for (size_t i = 0; i < pl->n_iov; i++) {
+            memcpy(bytes + off, pl->iov[i].data, pl->iov[i].len);
+            off += pl->iov[i].len;
+        }
+    }
+    bbd__payload_free(pl);
+    return bytes;
+}
+
+void bbd__udp_send(bbd_transport *t, udp_session *s, bbd_payload *pl)
 {
     bbd_peer *p = s->peer;
-    udp_msg *m = malloc(sizeof *m);
+    size_t len = pl->len;
+    uint8_t *bytes = payload_bytes(pl);
+    udp_msg *m = bytes ? malloc(sizeof *m) : NULL;
     if (!m) {
         free(bytes);
         bbd__send_done(t, p, len, false);

@@ -204,9 +204,31 @@ int bb_value_encoded_size(const bb_value *v, size_t *out, bb_error *err)
 
 /* ---- encode -------------------------------------------------------------- */
 
+/* Where large payloads go (bb_value_encode_gather): listed as refs
+ * instead of copied. NULL everywhere for a plain encode. */
+typedef struct enc_refs {
+    const uint8_t *base; /* the output buffer: a ref's `at` counts from here */
+    size_t min_ref;
+    bb_encode_ref *refs;
+    size_t max_refs, n_refs, ref_bytes;
+} enc_refs;
+
+/* n payload bytes at w: copied, or listed as a ref (w does not move). */
+static uint8_t *put_payload(enc_refs *g, uint8_t *w, const uint8_t *data, size_t n)
+{
+    if (g && n >= g->min_ref && g->n_refs < g->max_refs) {
+        g->refs[g->n_refs++] = (bb_encode_ref){(size_t)(w - g->base), data, n};
+        g->ref_bytes += n;
+        return w;
+    }
+    if (n)
+        memcpy(w, data, n);
+    return w + n;
+}
+
 /* Writes v at w (room for its encoded size, checked by the caller);
  * returns the end. Child sizes are recomputed per level: nesting is shallow. */
-static uint8_t *enc_write(const bb_value *v, uint8_t *w)
+static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
 {
     size_t c;
     switch (v->type->kind) {
@@ -228,23 +250,20 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w)
         w += bb_varint_put(w, (uint64_t)(uint32_t)t->dtype);
         *w++ = (TP_RAW_DATA << 3) | WT_LEN;
         w += bb_varint_put(w, t->nbytes);
-        if (t->nbytes)
-            memcpy(w, t->data, t->nbytes);
-        w += t->nbytes;
+        w = put_payload(g, w, t->data, t->nbytes);
         break;
     }
     case BB_VK_BYTES:
     case BB_VK_PEER_ID:
     case BB_VK_ADDRESS:
-        if (v->u.bytes.len)
-            memcpy(w, v->u.bytes.data, v->u.bytes.len);
-        w += v->u.bytes.len;
+        w = put_payload(g, w, v->u.bytes.data, v->u.bytes.len);
         break;
     case BB_VK_PEER_ID_VEC:
     case BB_VK_ADDRESS_VEC:
         w += bb_varint_put(w, v->u.list.n);
         for (size_t i = 0; i < v->u.list.n; i++)
-            w = enc_write(v->u.list.items[i], w + bb_varint_put(w, v->u.list.items[i]->u.bytes.len));
+            w = enc_write(v->u.list.items[i],
+                          w + bb_varint_put(w, v->u.list.items[i]->u.bytes.len), g);
         break;
     case BB_VK_COMPOSITE:
         w += bb_varint_put(w, v->u.list.n);
@@ -254,7 +273,7 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w)
             put_le(w, ch->type->wire_hash, 8);
             w += 8;
             w += bb_varint_put(w, c);
-            w = enc_write(ch, w);
+            w = enc_write(ch, w, g);
         }
         break;
     case BB_VK_RESPONSE_BATCH:
@@ -262,12 +281,12 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w)
         for (size_t i = 0; i < v->u.batch.n; i++) {
             const bb_value *peer = v->u.batch.peers[i], *it = v->u.batch.items[i];
             w += bb_varint_put(w, peer->u.bytes.len);
-            w = enc_write(peer, w);
+            w = enc_write(peer, w, g);
             enc_size(it, &c);
             put_le(w, it->type->wire_hash, 8);
             w += 8;
             w += bb_varint_put(w, c);
-            w = enc_write(it, w);
+            w = enc_write(it, w, g);
         }
         break;
     default:
@@ -276,24 +295,113 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w)
     return w;
 }
 
-int bb_value_encode_into(const bb_value *v, uint8_t *out, size_t cap, size_t *len,
-                         bb_error *err)
+/* Visit v's payloads in encoding order as enc_write does: how many of
+ * them (at most max_refs) become refs and their bytes. */
+static void count_payload(size_t len, size_t min_ref, size_t max_refs, size_t *n, size_t *bytes)
+{
+    if (len >= min_ref && *n < max_refs) {
+        (*n)++;
+        *bytes += len;
+    }
+}
+
+static void count_refs_in(const bb_value *v, size_t min_ref, size_t max_refs, size_t *n,
+                          size_t *bytes)
+{
+    switch (v->type->kind) {
+    case BB_VK_TENSOR:
+        count_payload(v->u.tensor.nbytes, min_ref, max_refs, n, bytes);
+        break;
+    case BB_VK_BYTES:
+    case BB_VK_PEER_ID:
+    case BB_VK_ADDRESS:
+        count_payload(v->u.bytes.len, min_ref, max_refs, n, bytes);
+        break;
+    case BB_VK_PEER_ID_VEC:
+    case BB_VK_ADDRESS_VEC:
+    case BB_VK_COMPOSITE:
+        for (size_t i = 0; i < v->u.list.n; i++)
+            count_refs_in(v->u.list.items[i], min_ref, max_refs, n, bytes);
+        break;
+    case BB_VK_RESPONSE_BATCH:
+        for (size_t i = 0; i < v->u.batch.n; i++) {
+            count_refs_in(v->u.batch.peers[i], min_ref, max_refs, n, bytes);
+            count_refs_in(v->u.batch.items[i], min_ref, max_refs, n, bytes);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static void count_refs(const bb_value *v, size_t min_ref, size_t max_refs, size_t *n,
+                       size_t *bytes)
+{
+    *n = *bytes = 0;
+    count_refs_in(v, min_ref, max_refs, n, bytes);
+}
+
+/* The encoding into out, large payloads as refs when g is set (out must
+ * then hold the copied part only). */
+static int encode_to(const bb_value *v, uint8_t *out, size_t cap, enc_refs *g, size_t *len,
+                     bb_error *err)
 {
     if (!out || !len)
         return bb_error_set(err, BB_EINVAL, "encode: NULL output");
-    size_t n;
+    size_t n, n_refs, ref_bytes = 0;
     int rc = bb_value_encoded_size(v, &n, err);
     if (rc)
         return rc;
-    if (n > cap)
+    if (g) {
+        g->base = out;
+        g->n_refs = g->ref_bytes = 0;
+        count_refs(v, g->min_ref, g->max_refs, &n_refs, &ref_bytes);
+    }
+    size_t copied = n - ref_bytes;
+    if (copied > cap)
         return bb_error_set(err, BB_ELIMIT, "encode: a %s value needs %zu bytes, %zu given",
-                            v->type->name, n, cap);
-    uint8_t *end = enc_write(v, out);
-    if ((size_t)(end - out) != n) /* a bug, not an input: sizes must agree */
+                            v->type->name, copied, cap);
+    uint8_t *end = enc_write(v, out, g);
+    size_t wrote = (size_t)(end - out) + (g ? g->ref_bytes : 0);
+    if (wrote != n) /* a bug, not an input: sizes must agree */
         return bb_error_set(err, BB_ERUNTIME, "encode: %s wrote %zu bytes, sized %zu",
-                            v->type->name, (size_t)(end - out), n);
-    *len = n;
+                            v->type->name, wrote, n);
+    *len = (size_t)(end - out);
     return BB_OK;
+}
+
+int bb_value_encode_into(const bb_value *v, uint8_t *out, size_t cap, size_t *len,
+                         bb_error *err)
+{
+    return encode_to(v, out, cap, NULL, len, err);
+}
+
+int bb_value_gather_size(const bb_value *v, size_t min_ref, size_t max_refs, size_t *copied,
+                         size_t *n_refs, bb_error *err)
+{
+    if (!copied || !n_refs)
+        return bb_error_set(err, BB_EINVAL, "encode: NULL output");
+    size_t n, bytes;
+    int rc = bb_value_encoded_size(v, &n, err);
+    if (rc)
+        return rc;
+    count_refs(v, min_ref ? min_ref : 1, max_refs, n_refs, &bytes);
+    *copied = n - bytes;
+    return BB_OK;
+}
+
+int bb_value_encode_gather(const bb_value *v, uint8_t *out, size_t cap, size_t min_ref,
+                           bb_encode_ref *refs, size_t max_refs, size_t *n_refs, size_t *len,
+                           bb_error *err)
+{
+    if (!n_refs || (max_refs && !refs))
+        return bb_error_set(err, BB_EINVAL, "encode: NULL refs");
+    enc_refs g = {.min_ref = min_ref ? min_ref : 1, .refs = refs, .max_refs = max_refs};
+    *n_refs = 0;
+    int rc = encode_to(v, out, cap, &g, len, err);
+    if (rc == BB_OK)
+        *n_refs = g.n_refs;
+    return rc;
 }
 
 int bb_value_encode(const bb_value *v, uint8_t **out, size_t *out_len, bb_error *err)

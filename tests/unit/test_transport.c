@@ -146,6 +146,38 @@ static void test_large_frames_handed_over(void **state)
     pair_close(&a, &b);
 }
 
+/* Envelopes in pieces arrive whole and in order with the others, queued
+ * behind a dial or written at once, small and large; the transport
+ * releases each exactly once, also when it cannot send it. A send the
+ * socket takes at once is reported from the loop, not inside the call. */
+static void test_gather_send(void **state)
+{
+    (void)state;
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, NULL, NULL, TCP0);
+    size_t released = 0;
+    assert_int_equal(send_gather_to(&a, &b.id, &ba, 3u << 20, 1, 3, &released), BB_OK);
+    assert_int_equal(send_to(&a, &b.id, &ba, 40, 2), BB_OK);
+    WAIT_FOR(b.n_env == 2 && a.n_ok == 2 && released == 1, 10000);
+    assert_true(env_is(&b.env[0], 3u << 20, 1));
+    assert_true(env_is(&b.env[1], 40, 2));
+    size_t ok = a.n_ok;
+    assert_int_equal(send_gather_to(&a, &b.id, &ba, 500, 3, 5, &released), BB_OK);
+    assert_int_equal(a.n_ok, ok); /* not from inside the call */
+    assert_int_equal(send_gather_to(&a, &b.id, &ba, 2u << 20, 4, 2, &released), BB_OK);
+    assert_int_equal(send_to(&a, &b.id, &ba, 7, 5), BB_OK);
+    assert_int_equal(a.n_ok, ok);
+    WAIT_FOR(b.n_env == 5 && a.n_ok == ok + 3 && released == 3, 10000);
+    assert_true(env_is(&b.env[2], 500, 3));
+    assert_true(env_is(&b.env[3], 2u << 20, 4));
+    assert_true(env_is(&b.env[4], 7, 5));
+    bb_peerid nobody = peer_of(9);
+    assert_int_equal(send_gather_to(&a, &nobody, NULL, 100, 6, 2, &released), BB_ENOTFOUND);
+    assert_int_equal(send_gather_to(&a, &a.id, NULL, 100, 6, 2, &released), BB_EINVAL);
+    assert_int_equal(released, 5);
+    pair_close(&a, &b);
+}
+
 /* A frame over the receiver's cap is refused from its header: counted,
  * logged, connection closed; the next connection works. */
 static void test_oversize_frame_refused(void **state)
@@ -533,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_simultaneous_connect),
         cmocka_unit_test(test_big_envelope),
         cmocka_unit_test(test_large_frames_handed_over),
+        cmocka_unit_test(test_gather_send),
         cmocka_unit_test(test_oversize_frame_refused),
         cmocka_unit_test(test_peer_down_then_up),
         cmocka_unit_test(test_queue_bound),

@@ -61,8 +61,13 @@ typedef struct node {
 
 /* ---- deadlines ---------------------------------------------------------------------- */
 
-static uv_timer_t deadline_timer;
+static uv_timer_t deadline_timer, tick_timer;
 static bool deadline_passed;
+
+HARNESS void tick_cb(uv_timer_t *h)
+{
+    (void)h;
+}
 
 HARNESS void deadline_cb(uv_timer_t *h)
 {
@@ -78,16 +83,22 @@ HARNESS void deadline_start(uint64_t ms)
     deadline_passed = false;
     uv_timer_init(&loop, &deadline_timer);
     uv_timer_start(&deadline_timer, deadline_cb, ms, 0);
+    uv_timer_init(&loop, &tick_timer);
+    uv_timer_start(&tick_timer, tick_cb, 1, 1);
 }
 
 HARNESS void deadline_stop(void)
 {
     uv_close((uv_handle_t *)&deadline_timer, NULL);
+    uv_close((uv_handle_t *)&tick_timer, NULL);
     uv_run(&loop, UV_RUN_NOWAIT);
 }
 
 /* Run the loop until expr holds; fail the test after ms. expr is evaluated
- * once per loop turn (it may consume, e.g. read a socket). */
+ * once per loop turn (it may consume, e.g. read a socket). A tick timer
+ * ends a turn at least every millisecond: callbacks the loop runs before
+ * it waits (the transport reports a send the socket took at once from its
+ * prepare phase) are seen without an unrelated event to wake it. */
 #define WAIT_FOR(expr, ms)                                                          \
     do {                                                                            \
         bool wait_ok_;                                                              \
@@ -284,6 +295,43 @@ HARNESS bool env_is(const rx_env *e, size_t len, uint8_t seed)
 HARNESS int send_to(node *a, const bb_peerid *peer, const bbd_addr *addr, size_t len, uint8_t seed)
 {
     return bbd_transport_send(a->t, peer, addr, addr ? 1 : 0, pattern(len, seed), len);
+}
+
+/* An envelope sent in pieces: the pattern's bytes, the pieces and the
+ * count of releases, freed by the transport's release call. */
+typedef struct gathered {
+    uint8_t *bytes;
+    bbd_iov iov[8];
+    size_t *released;
+} gathered;
+
+HARNESS void gathered_release(void *ud)
+{
+    gathered *g = ud;
+    ++*g->released;
+    free(g->bytes);
+    free(g);
+}
+
+/* Send len pattern bytes from a to peer in n_pieces pieces (<= 8, uneven:
+ * each half of what is left, the last one the rest); *released counts the
+ * transport's release calls. */
+HARNESS int send_gather_to(node *a, const bb_peerid *peer, const bbd_addr *addr, size_t len,
+                           uint8_t seed, size_t n_pieces, size_t *released)
+{
+    gathered *g = malloc(sizeof *g);
+    assert_non_null(g);
+    assert_true(n_pieces >= 1 && n_pieces <= 8);
+    g->bytes = pattern(len, seed);
+    g->released = released;
+    size_t at = 0;
+    for (size_t i = 0; i < n_pieces; i++) {
+        size_t n = i + 1 == n_pieces ? len - at : (len - at) / 2;
+        g->iov[i] = (bbd_iov){g->bytes + at, n};
+        at += n;
+    }
+    return bbd_transport_send_gather(a->t, peer, addr, addr ? 1 : 0, g->iov, n_pieces, len,
+                                     gathered_release, g);
 }
 
 HARNESS bbd_transport_stats stats_of(node *n)

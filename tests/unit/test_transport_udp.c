@@ -60,6 +60,12 @@ static void test_udp_fragmented(void **state)
     assert_int_equal(stats_of(&b).udp_fragments_in, (big + chunk - 1) / chunk + 2);
     assert_int_equal(stats_of(&b).udp_reassembly_dropped, 0);
     assert_int_equal(a.n_ok, 3);
+    /* an envelope in pieces goes out as the same datagrams */
+    size_t released = 0;
+    assert_int_equal(send_gather_to(&a, &b.id, &ba, 5000, 6, 3, &released), BB_OK);
+    assert_int_equal(released, 1); /* copied into datagrams at once */
+    WAIT_FOR(b.n_env == 4 && a.n_ok == 4, 3000);
+    assert_true(env_is(&b.env[3], 5000, 6));
     pair_close(&a, &b);
 }
 

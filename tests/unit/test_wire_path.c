@@ -1,8 +1,10 @@
 /*
  * test_wire_path.c — the large-envelope paths of the wire: the byte hash
  * DedupGateRx keys on (bb__hash_bytes), envelopes handed to the engine
- * without a copy (bb_engine_deliver_envelope_owned) and values encoded in
- * place (bb_value_encode_into, which the engine's Send uses).
+ * without a copy (bb_engine_deliver_envelope_owned), values encoded in
+ * place (bb_value_encode_into, which the engine's Send uses) or with their
+ * large payloads left in place (bb_value_encode_gather), and the engine's
+ * SendEnvelope as a gather list (config.send_gather).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -160,12 +162,183 @@ static void test_encode_into(void **state)
     }
 }
 
+/* The refs' bytes put back where they belong: the whole encoding. */
+static uint8_t *reassemble(const uint8_t *out, size_t len, const bb_encode_ref *refs, size_t n,
+                           size_t total)
+{
+    uint8_t *w = malloc(total);
+    assert_non_null(w);
+    size_t at = 0, k = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(w + k, out + at, refs[i].at - at);
+        k += refs[i].at - at;
+        memcpy(w + k, refs[i].data, refs[i].len);
+        k += refs[i].len;
+        at = refs[i].at;
+    }
+    memcpy(w + k, out + at, len - at);
+    assert_int_equal(k + len - at, total);
+    return w;
+}
+
+/* Payloads of min_ref bytes and more stay where they are, pointing into
+ * the value; put back in place they give bb_value_encode's bytes; max_refs
+ * bounds them (the rest are copied); a cap under the copied part is
+ * refused. */
+static void test_encode_gather(void **state)
+{
+    (void)state;
+    float big[3000] = {0}, small[4] = {1, 2, 3, 4};
+    for (int i = 0; i < 3000; i++)
+        big[i] = (float)i;
+    bb_value *parts[3] = {fx_f32(big, 3000), fx_f32(small, 4), fx_f32(big, 2000)};
+    const uint8_t *data0 = parts[0]->u.tensor.data, *data2 = parts[2]->u.tensor.data;
+    bb_value *v = bb_value_list(&BB_TYPE_COMPOSITE, parts, 3);
+    uint8_t *want;
+    size_t wlen, copied, nr, len;
+    bb_error err = {0};
+    assert_int_equal(bb_value_encode(v, &want, &wlen, &err), BB_OK);
+    struct { size_t max_refs, n_refs; } cases[] = {{8, 2}, {1, 1}, {0, 0}};
+    for (size_t c = 0; c < 3; c++) {
+        bb_encode_ref refs[8];
+        assert_int_equal(bb_value_gather_size(v, 1024, cases[c].max_refs, &copied, &nr, &err),
+                         BB_OK);
+        assert_int_equal(nr, cases[c].n_refs);
+        uint8_t *out = malloc(copied);
+        assert_non_null(out);
+        if (copied)
+            assert_int_equal(bb_value_encode_gather(v, out, copied - 1, 1024, refs,
+                                                    cases[c].max_refs, &nr, &len, &err),
+                             BB_ELIMIT);
+        assert_int_equal(bb_value_encode_gather(v, out, copied, 1024, refs, cases[c].max_refs,
+                                                &nr, &len, &err), BB_OK);
+        assert_int_equal(nr, cases[c].n_refs);
+        assert_int_equal(len, copied);
+        if (nr >= 1)
+            assert_ptr_equal(refs[0].data, data0); /* no copy: the tensor's own bytes */
+        if (nr == 2)
+            assert_ptr_equal(refs[1].data, data2);
+        uint8_t *w = reassemble(out, len, refs, nr, wlen);
+        assert_memory_equal(w, want, wlen);
+        free(w);
+        free(out);
+    }
+    free(want);
+    bb_value_unref(v);
+}
+
+/* Tx: Send(x) to /site/301 of the peers given. */
+static bb_engine *tx_engine(bool gather, bb_model **mp)
+{
+    bb_model *m = *mp = fx_model();
+    bb_function *f = fx_fn(m, "Tx", "x,peers", "");
+    bb_node *s = fx_op(m, f, FX_WIRE, "Send", "x,peers", "");
+    fx_meta(m, s, "ai.bytesandbrains.wire_dest_site", "301");
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    cfg.send_gather = gather;
+    bb_engine *e = fx_engine(1, 7001, &cfg);
+    bb_error err = {0};
+    if (fx_install(e, m, "Tx", &err))
+        fail_msg("%s", err.msg);
+    uint8_t a[32];
+    bb_engine_addr addr = {a, fx_addr(7002, a)};
+    bb_peerid to = fx_peer(2);
+    assert_int_equal(bb_engine_add_peer(e, &to, &addr, 1, NULL), BB_OK);
+    return e;
+}
+
+/* Send x from a fresh Tx engine at time 100; its one SendEnvelope step. */
+static void send_once(bb_engine *e, bb_value *x, bb_steps *s)
+{
+    bb_peerid to = fx_peer(2);
+    bb_value *items[1] = {bb_value_bytes(&BB_TYPE_PEER_ID, to.bytes, to.len)};
+    bb_value *peers = bb_value_list(&BB_TYPE_PEER_ID_VEC, items, 1);
+    bb_engine_input in[2] = {{.name = "x", .value = x}, {.name = "peers", .value = peers}};
+    assert_int_equal(bb_engine_invoke(e, "Tx", in, 2, NULL, NULL), BB_OK);
+    bb_value_unref(peers);
+    bb_steps_init(s);
+    bb_engine_poll(e, 100, s);
+    assert_int_equal(s->n, 1);
+    assert_int_equal(s->v[0].kind, BB_STEP_SEND_ENVELOPE);
+}
+
+/* With send_gather, a large tensor's envelope comes in pieces: the tensor
+ * data is one piece (its own memory, not a copy) and the pieces end to end
+ * are the bytes an engine without it sends. The gather keeps the tensor
+ * alive after the engine and every other reference are gone. Small
+ * envelopes still come as bytes. */
+static void test_send_gather(void **state)
+{
+    (void)state;
+    size_t n = 1 << 18; /* 1 MiB of floats */
+    float *f = malloc(n * sizeof *f);
+    assert_non_null(f);
+    for (size_t i = 0; i < n; i++)
+        f[i] = (float)i;
+    bb_model *m1, *m2;
+    bb_engine *plain = tx_engine(false, &m1), *gather = tx_engine(true, &m2);
+    bb_value *x = fx_f32(f, n);
+    const uint8_t *data = x->u.tensor.data;
+    bb_steps a, b;
+    send_once(plain, x, &a);
+    send_once(gather, x, &b);
+    assert_null(a.v[0].u.send.gather);
+    bb_send_gather *g = b.v[0].u.send.gather;
+    assert_non_null(g);
+    assert_null(b.v[0].u.send.bytes);
+    assert_int_equal(g->len, a.v[0].u.send.len);
+    assert_int_equal(b.v[0].u.send.len, g->len);
+    b.v[0].u.send.gather = NULL; /* taken */
+    bb_steps_free(&b);
+    bb_engine_free(gather);
+    bb_model_free(m2);
+    bb_value_unref(x); /* the gather's reference is the last one */
+    size_t at = 0, pieces_in_tensor = 0;
+    for (size_t i = 0; i < g->n_iov; i++) {
+        assert_memory_equal(g->iov[i].data, a.v[0].u.send.bytes + at, g->iov[i].len);
+        pieces_in_tensor += g->iov[i].data == data;
+        at += g->iov[i].len;
+    }
+    assert_int_equal(at, g->len);
+    assert_int_equal(pieces_in_tensor, 1);
+    bb_send_gather_free(g);
+    bb_steps_free(&a);
+    bb_engine_free(plain);
+    bb_model_free(m1);
+    /* a small value: contiguous bytes as before */
+    bb_steps c;
+    plain = tx_engine(false, &m1);
+    x = fx_f32(f, 16);
+    send_once(plain, x, &c);
+    bb_value_unref(x);
+    bb_engine_free(plain);
+    bb_model_free(m1);
+    bb_model *m3;
+    bb_engine *small = tx_engine(true, &m3);
+    x = fx_f32(f, 16);
+    bb_steps d;
+    send_once(small, x, &d);
+    bb_value_unref(x);
+    assert_null(d.v[0].u.send.gather);
+    assert_non_null(d.v[0].u.send.bytes);
+    assert_int_equal(d.v[0].u.send.len, c.v[0].u.send.len);
+    assert_memory_equal(d.v[0].u.send.bytes, c.v[0].u.send.bytes, c.v[0].u.send.len);
+    bb_steps_free(&c);
+    bb_steps_free(&d); /* an untaken gather or bytes are freed with the steps */
+    bb_engine_free(small);
+    bb_model_free(m3);
+    free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash_bytes),
         cmocka_unit_test(test_deliver_owned),
         cmocka_unit_test(test_encode_into),
+        cmocka_unit_test(test_encode_gather),
+        cmocka_unit_test(test_send_gather),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

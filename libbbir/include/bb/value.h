@@ -161,6 +161,30 @@ int bb_value_encode(const bb_value *v, uint8_t **out, size_t *out_len, bb_error 
  * twice. */
 int bb_value_encode_into(const bb_value *v, uint8_t *out, size_t cap, size_t *len,
                          bb_error *err);
+/* A part of a value's encoding left in the value's own memory
+ * (bb_value_encode_gather): len bytes at data, which come right after the
+ * first `at` bytes the encoder wrote to its output. */
+typedef struct bb_encode_ref {
+    size_t at;
+    const uint8_t *data;
+    size_t len;
+} bb_encode_ref;
+/* bb_value_encode_into, except that each tensor raw_data and Bytes-like
+ * payload of at least min_ref bytes is not copied but listed in
+ * refs[0..*n_refs), in encoding order (at most max_refs; further ones are
+ * copied). The encoding is then out[0, refs[0].at), refs[0]'s bytes,
+ * out[refs[0].at, refs[1].at), ..., out[refs[k-1].at, *len). The refs
+ * borrow v's memory: hold a reference on v while they are in use. cap
+ * must hold the copied part (bb_value_gather_size); *len is what was
+ * written to out. For a sender that hands large payloads to a scatter
+ * write instead of copying them. */
+int bb_value_encode_gather(const bb_value *v, uint8_t *out, size_t cap, size_t min_ref,
+                           bb_encode_ref *refs, size_t max_refs, size_t *n_refs, size_t *len,
+                           bb_error *err);
+/* What bb_value_encode_gather(v, .., min_ref, .., max_refs, ..) writes:
+ * *copied bytes to out and *n_refs refs. */
+int bb_value_gather_size(const bb_value *v, size_t min_ref, size_t max_refs, size_t *copied,
+                         size_t *n_refs, bb_error *err);
 /* Decode bytes as a value of the type whose wire hash is type_hash. */
 int bb_value_decode(uint64_t type_hash, const uint8_t *data, size_t len,
                     const bb_decode_limits *lim, bb_value **out, bb_error *err);
