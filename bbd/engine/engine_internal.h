@@ -180,7 +180,7 @@ typedef struct bb__slot {
 
 typedef struct bb__inbound { /* set on executions started by an envelope */
     bb_peerid src;
-    uint64_t env_hash;    /* FNV-1a of the envelope bytes (dedup) */
+    uint64_t env_hash;    /* bb__envelope_dedup_key (DedupGateRx) */
     uint64_t deadline_ns; /* absolute, 0 = none */
 } bb__inbound;
 
@@ -767,6 +767,12 @@ typedef struct bb__env_limits {
 int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *lim,
                         bb__envelope *out, bb_error *err);
 void bb__envelope_release(bb__envelope *env);
+/* DedupGateRx's identity of a decoded envelope (env: views into bytes):
+ * the sender's PeerId and the envelope's bytes, of a payload over 4 KiB
+ * only its first and last 2 KiB (sent_at_ns, which every node makes
+ * strictly increasing, already tells two sends apart). */
+uint64_t bb__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size_t len,
+                                const bb__envelope *env);
 /* Encode into a new malloc'd buffer. */
 int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len);
 /* Would a gather encode leave a payload of at least min_ref bytes in place? */

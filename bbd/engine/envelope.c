@@ -284,6 +284,38 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
     return BB_OK;
 }
 
+/* ---- the dedup key ------------------------------------------------------------- */
+
+#define DEDUP_WHOLE_MAX 4096 /* payloads up to this size are hashed whole */
+#define DEDUP_END_SPAN 2048  /* of a larger one, this many bytes at each end */
+
+static uint64_t chain(uint64_t h, const uint8_t *p, size_t n)
+{
+    return bb__mix64(h ^ bb__hash_bytes(p, n));
+}
+
+uint64_t bb__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size_t len,
+                                const bb__envelope *env)
+{
+    uint64_t h = chain(0x6465647570ULL, src->bytes, src->len);
+    size_t pos = 0;
+    /* the envelope's bytes in order, each large payload's middle left out
+     * (its length is in the bytes before it); fills are views into bytes,
+     * in order */
+    for (size_t i = 0; i < env->n_fills; i++) {
+        const bb__fill *f = &env->fills[i];
+        if (f->payload_len <= DEDUP_WHOLE_MAX || f->payload < bytes ||
+            f->payload + f->payload_len > bytes + len)
+            continue;
+        size_t start = (size_t)(f->payload - bytes), end = start + f->payload_len;
+        if (start < pos)
+            continue;
+        h = chain(h, bytes + pos, start + DEDUP_END_SPAN - pos);
+        pos = end - DEDUP_END_SPAN;
+    }
+    return chain(h, bytes + pos, len - pos);
+}
+
 /* ---- encode -------------------------------------------------------------------- */
 
 static size_t vlen(uint64_t v)

@@ -1156,7 +1156,7 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
         return;
     }
     inbound_ctx c = {.e = e, .src = src, .env = &env, .buf = buf,
-                     .env_hash = bb__hash_bytes(bytes, len)};
+                     .env_hash = bb__envelope_dedup_key(src, bytes, len, &env)};
     if (env.corr_kind == 2) {
         deliver_response(&c);
     } else {

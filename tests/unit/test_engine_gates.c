@@ -93,6 +93,78 @@ static void test_dedup_gate(void **state)
     bb_model_free(m);
 }
 
+/* Rx2: a Bytes site 202 behind DedupGateRx only. */
+static bb_model *bytes_rx_model(void)
+{
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Rx", "", "out");
+    fx_recv(m, f, 202, "t", "p", &BB_TYPE_BYTES);
+    fx_op(m, f, FX_SYS, "DedupGateRx", "p", "out");
+    return m;
+}
+
+/* Deliver an envelope with payload[0..n) for site 202 from peer `from`. */
+static void send_bytes(bb_engine *e, uint8_t from, const uint8_t *payload, size_t n,
+                       uint64_t sent_at)
+{
+    fx_fill f = {.site = 202, .payload = payload, .len = n};
+    fx_env env = {.fills = &f, .n_fills = 1, .sent_at_ns = sent_at};
+    size_t len;
+    uint8_t *buf = fx_envelope(&env, &len);
+    bb_peerid p = fx_peer(from);
+    assert_int_equal(bb_engine_deliver_envelope(e, &p, NULL, buf, len, NULL), BB_OK);
+    free(buf);
+}
+
+/* The dedup key hashes a large payload's ends only (docs/DECISIONS.md):
+ * a replayed envelope is still dropped, envelopes that differ anywhere in
+ * the hashed part or in their sender are not, and a payload that differs
+ * only in its middle is told apart by sent_at_ns, as every sender makes it
+ * strictly increasing. */
+static void test_dedup_large_payloads(void **state)
+{
+    (void)state;
+    bb_model *m = bytes_rx_model();
+    bb_engine *e = install(m, "Rx", NULL);
+    size_t n = 1 << 20;
+    uint8_t *a = calloc(1, n), *b = calloc(1, n);
+    assert_non_null(a);
+    assert_non_null(b);
+    b[n / 2] = 1; /* differs from a in the middle only */
+    send_bytes(e, 1, a, n, 100);
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    send_bytes(e, 1, a, n, 100); /* replayed */
+    assert_int_equal(outcome(e, 1, "DedupGateRx dropped envelope: reason=duplicate"), 0);
+    send_bytes(e, 2, a, n, 100); /* the same bytes from another peer */
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    send_bytes(e, 1, b, n, 101); /* a new send */
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    send_bytes(e, 1, b, n, 101); /* replayed */
+    assert_int_equal(outcome(e, 1, "reason=duplicate"), 0);
+    b[n / 2] = 0;
+    b[10] = 1; /* differs in the first 2 KiB */
+    send_bytes(e, 1, b, n, 100);
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    b[10] = 0;
+    b[n - 10] = 1; /* in the last 2 KiB */
+    send_bytes(e, 1, b, n, 100);
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    send_bytes(e, 1, a, n - 1, 100); /* a different length */
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    send_bytes(e, 1, a, 4096, 100); /* small payloads are hashed whole */
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    a[2048] = 1;
+    send_bytes(e, 1, a, 4096, 100);
+    assert_int_equal(outcome(e, 1, NULL), 1);
+    send_bytes(e, 1, a, 4096, 100);
+    assert_int_equal(outcome(e, 1, "reason=duplicate"), 0);
+    assert_int_equal(bb_engine_counter(e, "gate.denied"), 3);
+    free(a);
+    free(b);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
 static void test_peer_health_rx(void **state)
 {
     (void)state;
@@ -425,6 +497,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dedup_gate),
+        cmocka_unit_test(test_dedup_large_payloads),
         cmocka_unit_test(test_peer_health_rx),
         cmocka_unit_test(test_backoff_rx),
         cmocka_unit_test(test_deadline_check),
