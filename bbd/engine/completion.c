@@ -169,7 +169,7 @@ static int complete_common(bb__handle *h, int status, bb_value **outputs, uint32
             return BB_OK;
         /* fall through to the ingress on OOM */
     }
-    bb__ingress_ev *iev = calloc(1, sizeof *iev);
+    bb__ingress_ev *iev = bb__zalloc(sizeof *iev);
     if (!iev) {
         release_outs(ev.outs, ev.n);
         free(ev.outs);

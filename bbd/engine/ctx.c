@@ -258,7 +258,7 @@ void bb__ctx_init(bb_engine *e, uint32_t comp)
 
 int bb_engine_work_done(bb_engine *e, uint64_t token)
 {
-    bb__ingress_ev *ev = calloc(1, sizeof *ev);
+    bb__ingress_ev *ev = bb__zalloc(sizeof *ev);
     if (!ev)
         return BB_ENOMEM;
     ev->kind = BB__IN_WORK_DONE;

@@ -36,6 +36,9 @@
     }
 /* Make room for `need` elements; 0 or BB_ENOMEM. */
 int bb__arr_reserve(void *arr, size_t elem, size_t need);
+/* n zeroed bytes (malloc'd; at least 1): calloc for the per-message path,
+ * where glibc's calloc, which bypasses the per-thread cache, costs ~10x. */
+void *bb__zalloc(size_t n);
 #define BB__ARR_PUSH(a, x)                                                         \
     (((a)->n < (a)->cap || bb__arr_reserve((a), sizeof *(a)->v, (a)->n + 1) == 0) \
          ? ((a)->v[(a)->n++] = (x), 0)                                             \
@@ -373,6 +376,7 @@ typedef struct bb__peers {
     size_t n_free;
     size_t n_addr_peers;  /* peers with at least one address */
     size_t n_allowed;
+    uint32_t last;        /* entry bb__peer_find found last (a hint) */
 } bb__peers;
 
 typedef struct bb__sema {
@@ -747,6 +751,8 @@ typedef struct bb__fill {
     bool trigger_only;
 } bb__fill;
 
+#define BB__ENV_INLINE 2 /* decoded addresses / fills held without a malloc */
+
 typedef struct bb__envelope {
     bb_engine_addr *dest;   /* borrowed views */
     size_t n_dest;
@@ -757,13 +763,18 @@ typedef struct bb__envelope {
     uint64_t deadline_ns, sent_at_ns, echo_sent_at_ns, echo_delay_ns;
     bb_engine_addr *src;
     size_t n_src;
+    /* decode: the first BB__ENV_INLINE of each list live here (so a
+     * decoded envelope must not be copied) */
+    bb_engine_addr dest_inline[BB__ENV_INLINE], src_inline[BB__ENV_INLINE];
+    bb__fill fills_inline[BB__ENV_INLINE];
 } bb__envelope;
 
 typedef struct bb__env_limits {
     size_t max_fills, max_addrs;
 } bb__env_limits;
 
-/* Decode (views into data; free with bb__envelope_release). */
+/* Decode (views into data; free with bb__envelope_release; do not copy
+ * the struct: its first lists live inside it). */
 int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *lim,
                         bb__envelope *out, bb_error *err);
 void bb__envelope_release(bb__envelope *env);

@@ -27,7 +27,7 @@ typedef struct rd {
     size_t len, pos;
 } rd;
 
-static int get_varint(rd *r, uint64_t *v)
+static int get_varint_long(rd *r, uint64_t *v)
 {
     uint64_t x = 0;
     for (int shift = 0; shift < 64; shift += 7) {
@@ -43,6 +43,16 @@ static int get_varint(rd *r, uint64_t *v)
         }
     }
     return BB_EDECODE;
+}
+
+/* Tags and most lengths are one byte. */
+static inline int get_varint(rd *r, uint64_t *v)
+{
+    if (r->pos < r->len && r->p[r->pos] < 0x80) {
+        *v = r->p[r->pos++];
+        return 0;
+    }
+    return get_varint_long(r, v);
 }
 
 static int get_bytes(rd *r, const uint8_t **data, size_t *n)
@@ -97,17 +107,29 @@ static int get_tag(rd *r, uint32_t *field, unsigned *wt)
     return 0;
 }
 
-static int push_addr(bb_engine_addr **arr, size_t *n, size_t max, const uint8_t *d, size_t len)
+/* Make room for one more element in an array that starts in the
+ * envelope's inline storage (inl, BB__ENV_INLINE of them) and moves to the
+ * heap when it outgrows it, doubling from there. */
+static int grow(void **arr, size_t n, size_t elem, const void *inl)
+{
+    if (n < BB__ENV_INLINE || (n & (n - 1)) != 0)
+        return 0;
+    void *a = *arr == inl ? malloc(2 * n * elem) : realloc(*arr, 2 * n * elem);
+    if (!a)
+        return BB_ENOMEM;
+    if (*arr == inl)
+        memcpy(a, inl, n * elem);
+    *arr = a;
+    return 0;
+}
+
+static int push_addr(bb_engine_addr **arr, size_t *n, size_t max, const uint8_t *d, size_t len,
+                     const bb_engine_addr *inl)
 {
     if (*n >= max)
         return BB_ELIMIT;
-    if ((*n & (*n - 1)) == 0 || *n == 0) { /* grow at powers of two */
-        size_t cap = *n ? *n * 2 : 4;
-        bb_engine_addr *a = realloc(*arr, cap * sizeof *a);
-        if (!a)
-            return BB_ENOMEM;
-        *arr = a;
-    }
+    if (grow((void **)arr, *n, sizeof **arr, inl))
+        return BB_ENOMEM;
     (*arr)[*n].data = d;
     (*arr)[*n].len = len;
     (*n)++;
@@ -176,18 +198,25 @@ static int decode_corr(const uint8_t *d, size_t n, bb__envelope *env, size_t *er
 
 void bb__envelope_release(bb__envelope *env)
 {
-    free(env->dest);
-    free(env->src);
-    free(env->fills);
-    memset(env, 0, sizeof *env);
+    if (env->dest != env->dest_inline)
+        free(env->dest);
+    if (env->src != env->src_inline)
+        free(env->src);
+    if (env->fills != env->fills_inline)
+        free(env->fills);
+    env->dest = env->src = NULL;
+    env->fills = NULL;
+    env->n_dest = env->n_src = env->n_fills = 0;
 }
 
 int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *lim,
                         bb__envelope *out, bb_error *err)
 {
     memset(out, 0, sizeof *out);
+    out->dest = out->dest_inline;
+    out->src = out->src_inline;
+    out->fills = out->fills_inline;
     rd r = {data, len, 0};
-    size_t fill_cap = 0;
     while (r.pos < r.len) {
         size_t at = r.pos;
         uint32_t field = 0;
@@ -211,8 +240,10 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
         case 8:
             if ((rc = get_bytes(&r, &d, &n)))
                 goto bad;
-            rc = field == 1 ? push_addr(&out->dest, &out->n_dest, lim->max_addrs, d, n)
-                            : push_addr(&out->src, &out->n_src, lim->max_addrs, d, n);
+            rc = field == 1 ? push_addr(&out->dest, &out->n_dest, lim->max_addrs, d, n,
+                                        out->dest_inline)
+                            : push_addr(&out->src, &out->n_src, lim->max_addrs, d, n,
+                                        out->src_inline);
             if (rc) {
                 bb__envelope_release(out);
                 return bb_error_set(err, rc, "envelope: more than %zu %s addresses at byte %zu",
@@ -227,14 +258,9 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
                 return bb_error_set(err, BB_ELIMIT, "envelope: more than %zu fills at byte %zu",
                                     lim->max_fills, at);
             }
-            if (out->n_fills == fill_cap) {
-                fill_cap = fill_cap ? fill_cap * 2 : 4;
-                bb__fill *f = realloc(out->fills, fill_cap * sizeof *f);
-                if (!f) {
-                    bb__envelope_release(out);
-                    return bb_error_set(err, BB_ENOMEM, "envelope: out of memory");
-                }
-                out->fills = f;
+            if (grow((void **)&out->fills, out->n_fills, sizeof *out->fills, out->fills_inline)) {
+                bb__envelope_release(out);
+                return bb_error_set(err, BB_ENOMEM, "envelope: out of memory");
             }
             if ((rc = decode_fill(d, n, &out->fills[out->n_fills], &sub_off))) {
                 r.pos = (size_t)(d - data) + sub_off;

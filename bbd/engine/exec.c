@@ -38,7 +38,7 @@ bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id)
         g->pool = x->next;
         g->pool_n--;
     } else {
-        x = calloc(1, frame_size(g));
+        x = bb__zalloc(frame_size(g));
         if (!x)
             return NULL;
         x->written = (uint32_t *)(x->slots + g->n_sites);

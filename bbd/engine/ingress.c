@@ -209,7 +209,7 @@ void bb__ingress_process(bb_engine *e, bb__ingress_ev *ev)
 
 void bb__notice(bb_engine *e, int infra, int sub, const char *fmt, ...)
 {
-    bb__ingress_ev *ev = calloc(1, sizeof *ev);
+    bb__ingress_ev *ev = bb__zalloc(sizeof *ev);
     if (!ev)
         return;
     ev->kind = BB__IN_NOTICE;
@@ -250,7 +250,7 @@ static int deliver_envelope(bb_engine *e, const bb_peerid *src, const bb_engine_
         free(owned);
         return rc;
     }
-    bb__ingress_ev *ev = calloc(1, sizeof *ev);
+    bb__ingress_ev *ev = bb__zalloc(sizeof *ev);
     uint8_t *copy = owned ? owned : malloc(len ? len : 1);
     uint8_t *obs = NULL;
     size_t obs_len = 0;
@@ -394,7 +394,7 @@ static int push_invoke(bb_engine *e, const char *target, const bb_engine_input *
                             total);
     }
     /* one allocation: the event and its inputs */
-    bb__ingress_ev *ev = calloc(1, sizeof *ev + n * sizeof(bb__in_value));
+    bb__ingress_ev *ev = bb__zalloc(sizeof *ev + n * sizeof(bb__in_value));
     bb__in_value *iv = ev ? (bb__in_value *)(ev + 1) : NULL;
     if (!ev) {
         bb__budget_release(e, total);
@@ -473,7 +473,7 @@ int bb_engine_deliver_event(bb_engine *e, const char *target, const char *input,
 
 int bb_engine_fire_lifecycle(bb_engine *e, int64_t phase, bb_error *err)
 {
-    bb__ingress_ev *ev = calloc(1, sizeof *ev);
+    bb__ingress_ev *ev = bb__zalloc(sizeof *ev);
     if (!ev)
         return bb_error_set(err, BB_ENOMEM, "fire_lifecycle: out of memory");
     ev->kind = BB__IN_LIFECYCLE;

@@ -1,7 +1,8 @@
 /*
  * map.c — the engine's small containers: a u64 -> u64 open-addressing hash
  * map (linear probing, power-of-two capacity, tombstones), the growable
- * malloc array helper behind BB__ARR, and the byte hash of whole envelopes.
+ * malloc array helper behind BB__ARR, zeroed allocations for the per-message
+ * path, and the byte hash of whole envelopes.
  *
  * Used on warm paths only (wire site ids, request ids, dedup window): the
  * per-op hot path indexes arrays resolved at install.
@@ -10,6 +11,17 @@
 #include <string.h>
 
 #include "bbd/engine/engine_internal.h"
+
+void *bb__zalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        return NULL;
+    /* keeps the compiler from fusing malloc + memset into calloc, which
+     * glibc serves without its per-thread cache */
+    __asm__ volatile("" ::: "memory");
+    return memset(p, 0, n);
+}
 
 int bb__arr_reserve(void *arr, size_t elem, size_t need)
 {

@@ -22,16 +22,25 @@ static size_t peer_hash(const bb_peerid *id) { return (size_t)bb__hash_bytes(id-
 
 bb__peer *bb__peer_find(const bb_engine *e, const bb_peerid *id)
 {
-    const bb__peers *t = &e->peers;
+    /* A message names its peer several times on its way (sender checks,
+     * address merge, gates, the answer, the transport's report): the last
+     * entry found is tried first. The cache is a hint: checked, never
+     * trusted, so no table change has to invalidate it. */
+    bb__peers *t = (bb__peers *)&e->peers;
     if (!t->nslots || !id)
         return NULL;
+    if (t->last < t->n && t->v[t->last].live && t->v[t->last].id.len == id->len &&
+        memcmp(t->v[t->last].id.bytes, id->bytes, id->len) == 0)
+        return &t->v[t->last];
     for (size_t i = peer_hash(id) & (t->nslots - 1), k = 0; k < t->nslots;
          i = (i + 1) & (t->nslots - 1), k++) {
         int32_t s = t->slots[i];
         if (s == -1)
             return NULL;
-        if (s >= 0 && bb_peerid_equal(&t->v[s].id, id))
+        if (s >= 0 && bb_peerid_equal(&t->v[s].id, id)) {
+            t->last = (uint32_t)s;
             return &t->v[s];
+        }
     }
     return NULL;
 }
@@ -151,11 +160,15 @@ void bb__peers_free(bb_engine *e)
 
 int bb__peer_add_addr(bb_engine *e, bb__peer *p, const uint8_t *a, size_t len)
 {
-    if (!a || !len || bb_multiaddr_validate(a, len, NULL) != BB_OK)
+    if (!a || !len)
         return BB_EPARSE;
+    /* known already (every envelope repeats its sender's): the stored copy
+     * was validated when it was added */
     for (uint32_t i = 0; i < p->n_addrs; i++)
         if (p->addrs[i].len == len && memcmp(p->addrs[i].data, a, len) == 0)
             return BB_OK;
+    if (bb_multiaddr_validate(a, len, NULL) != BB_OK)
+        return BB_EPARSE;
     if (p->n_addrs >= e->caps.address_book_max_addrs)
         return BB_EFULL;
     bb_engine_addr *na = realloc(p->addrs, (p->n_addrs + 1) * sizeof *na);

@@ -27,6 +27,7 @@
 
 #define LARGE_PAYLOAD 4096
 #define GATHER_MIN_DEFAULT (64 * 1024) /* config.gather_min_bytes 0 */
+#define SEND_FILLS_LOCAL 4                /* data inputs of a Send kept on the stack */
 
 /* ---- inbound requests (RecvReq -> SendResp) ----------------------------------- */
 
@@ -214,7 +215,7 @@ static int dests_of(bb_engine *e, const bb_value *d, dests *out)
             memcpy(out->suffix, d->u.bytes.data + tl, d->u.bytes.len - tl);
             out->suffix_len = d->u.bytes.len - tl;
         }
-        out->peers = calloc(1, sizeof *out->peers);
+        out->peers = bb__zalloc(sizeof *out->peers);
         if (!out->peers)
             return bb__fail(e, "out of memory");
         out->n = 1;
@@ -281,8 +282,12 @@ static int send_common(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const 
     int r = dests_of(e, in[op->n_in - 1], &d);
     if (r != BB__R_DONE)
         return r;
-    bb__fill *fills = calloc(n_data, sizeof *fills);
-    uint8_t (*sfx)[16] = calloc(n_data, sizeof *sfx);
+    /* a Send has few data inputs: on the stack unless it has many */
+    bb__fill fills_local[SEND_FILLS_LOCAL];
+    uint8_t sfx_local[SEND_FILLS_LOCAL][16];
+    bool heap = n_data > SEND_FILLS_LOCAL;
+    bb__fill *fills = heap ? bb__zalloc(n_data * sizeof *fills) : fills_local;
+    uint8_t (*sfx)[16] = heap ? bb__zalloc(n_data * sizeof *sfx) : sfx_local;
     if (!fills || !sfx) {
         r = bb__fail(e, "out of memory");
         goto out;
@@ -291,7 +296,7 @@ static int send_common(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const 
     if (r != BB__R_DONE)
         goto out;
     if (sent) {
-        *sent = calloc(d.n ? d.n : 1, sizeof **sent);
+        *sent = malloc((d.n ? d.n : 1) * sizeof **sent);
         *n_sent = 0;
         if (!*sent) {
             r = bb__fail(e, "out of memory");
@@ -316,8 +321,10 @@ static int send_common(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const 
     if (d.n == 0)
         resolve_failed(e, opi, x, NULL);
 out:
-    free(sfx);
-    free(fills);
+    if (heap) {
+        free(sfx);
+        free(fills);
+    }
     free(d.peers);
     if (r != BB__R_DONE && sent) {
         free(*sent);
@@ -429,7 +436,7 @@ BB__SYSCALL(bb__sys_send_req)
     int r = send_common(e, opi, x, in, 1, wire_id, &sent, &n_sent);
     if (r != BB__R_DONE)
         return r;
-    bb__batch *b = calloc(1, sizeof *b);
+    bb__batch *b = bb__zalloc(sizeof *b);
     if (!b) {
         free(sent);
         return bb__fail(e, "out of memory");
@@ -440,7 +447,7 @@ BB__SYSCALL(bb__sys_send_req)
     b->x = x;
     b->cohort = sent;
     b->expected = (uint32_t)n_sent;
-    b->answered = calloc(n_sent ? n_sent : 1, sizeof *b->answered);
+    b->answered = bb__zalloc((n_sent ? n_sent : 1) * sizeof *b->answered);
     int64_t q = op->st->i;
     b->quorum = q < 0 || q > (int64_t)n_sent ? (uint32_t)n_sent : (uint32_t)q;
     out[0] = bb_value_u64(&BB_TYPE_REQUEST_ID, b->id);
@@ -992,7 +999,7 @@ static void deliver_control_fill(inbound_ctx *c, const bb__fill *f, const bb_suf
     bb_value *ins[2] = {bb_value_bytes(&BB_TYPE_BYTES, f->payload, f->payload_len),
                         bb_value_u64(&BB_TYPE_CORRELATION_TOKEN, c->env->wire_req_id)};
     uint32_t n_out = decl->n_outputs;
-    bb_value **outs = calloc(n_out ? n_out : 1, sizeof *outs);
+    bb_value **outs = bb__zalloc((n_out ? n_out : 1) * sizeof *outs);
     bb__handle *h = bb__handle_new(e, BB__HK_FREE);
     if (ins[0] && ins[1] && outs && h) {
         bb_dispatch_call call = {.domain = domain ? domain : "", .op_type = sfx->op,
