@@ -429,6 +429,7 @@ static void tr_connected(void *ud, const bb_peerid *peer, const bbd_addr *addrs,
     /* claimed addresses merge into the book; a full book is not fatal */
     bb_engine_add_peer(d->engine, peer, (const bb_engine_addr *)addrs, n_addrs, NULL);
     int rc = bb_engine_peer_connected(d->engine, peer, targets, n_targets, &err);
+    bbd_daemon_dial_found(d, peer);
     bbd_logline l;
     if (bbd_log_begin(&l, &d->log, rc ? BB_LOG_WARN : BB_LOG_INFO, "transport",
                       "peer connected")) {

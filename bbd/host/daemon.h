@@ -37,7 +37,7 @@ enum { BBD_EXIT_OK = 0, BBD_EXIT_FAIL = 1, BBD_EXIT_USAGE = 2 };
 
 typedef struct bbd_wait bbd_wait;   /* an invoke waiting for an AppEvent */
 typedef struct bbd_job bbd_job;     /* a worker-pool job */
-typedef struct bbd_dial_peer bbd_dial_peer; /* a configured peer kept connected */
+typedef struct bbd_dial_peer bbd_dial_peer; /* a peer kept connected (daemon_dial.c) */
 
 typedef struct bbd_daemon {
     bbd_config *cfg;
@@ -86,7 +86,9 @@ typedef struct bbd_daemon {
     bbd_job *jobs;
 
     uv_timer_t dial_timer;     /* daemon_dial.c */
-    bbd_dial_peer *dial;       /* one per cfg->peers entry */
+    bbd_dial_peer *dial;       /* configured peers first, then dropped ones */
+    size_t n_dial, dial_cap;
+    bool dial_seeded;
 } bbd_daemon;
 
 /* Run a node with a finished config (bbd_config_finish). Returns the exit
@@ -112,12 +114,14 @@ void bbd_daemon_waits_free(bbd_daemon *d);
 cJSON *bbd_daemon_peers_json(bbd_daemon *d);
 cJSON *bbd_daemon_counters_json(const bbd_daemon *d);
 
-/* daemon_dial.c: keep a connection to every configured peer. init with the
- * other handles; dial when ready (and from its timer); dial_lost when a
- * connection to a peer closed. */
+/* daemon_dial.c: keep a connection to every configured peer and redial
+ * dropped ones for a while, reporting failed dials to the engine. init with
+ * the other handles; dial when ready (and from its timer); dial_lost when
+ * the last connection to a peer closed, dial_found when one opened. */
 void bbd_daemon_dial_init(bbd_daemon *d);
 void bbd_daemon_dial(bbd_daemon *d);
 void bbd_daemon_dial_lost(bbd_daemon *d, const bb_peerid *peer);
+void bbd_daemon_dial_found(bbd_daemon *d, const bb_peerid *peer);
 
 /* daemon_metrics.c */
 void bbd_daemon_render_metrics(void *daemon, bbd_mtext *out);

@@ -27,7 +27,7 @@ cleanup() {
         kill -KILL "${NODE_PID[$n]}" 2>/dev/null
     done
     wait 2>/dev/null
-    rm -rf "$TMP"
+    [ -n "${BB_KEEP_TMP:-}" ] && echo "kept $TMP" || rm -rf "$TMP"
 }
 trap cleanup EXIT
 
