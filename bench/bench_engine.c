@@ -12,7 +12,9 @@
  *                     PassThrough -> GateManyDispatch(8) -> out, interleaved
  *                     on one frontier (20 waves, averaged); every slot must
  *                     be freed afterwards and the heap must come back to
- *                     where it was (frames pooled up to 1 MiB per graph)
+ *                     where it was (pooled frames are freed when the last
+ *                     execution ends; the frontier and ingress rings keep
+ *                     the size of the peak: at most 512 KiB here)
  *
  * Times are the CPU time of invoking and polling (ingress, dispatch, GC).
  * Targets: cascade <= 40 ns/op; the 1k fan-in per op within 2x of the same
@@ -191,11 +193,12 @@ int main(void)
     printf("fan-in 1k / cascade 1 exec x 1M:      %.2f\n", f1 / c1);
     printf("fan-in 1k / cascade 1k x 1k:          %.2f\n", f1 / c2);
     printf("cascade ns/op: %.2f (target <= 40)\n", c1 < c2 ? c1 : c2);
-    printf("heap after the fan-in waves: %+lld KiB (pooled frames, bounded at 1 MiB)\n",
+    printf("heap after the fan-in waves: %+lld KiB (frames are freed when the last execution "
+           "ends; what stays is the frontier and ingress rings, sized by the peak)\n",
            ((long long)heap1 - (long long)heap0) / 1024);
     int bad = 0;
     if (c1_live || c2_live || f1_live || f1_execs || s1_live ||
-        (heap1 > heap0 && heap1 - heap0 > (2u << 20))) {
+        (heap1 > heap0 && heap1 - heap0 > (512u << 10))) {
         printf("FAIL: slots or executions left after the runs\n");
         bad = 1;
     }

@@ -301,7 +301,7 @@ static uint64_t counter_value(const bb_engine *e, size_t i)
     }
 }
 
-#define N_EXTRA 4
+#define N_EXTRA 5
 bool bb_engine_counter_at(const bb_engine *e, size_t i, const char **name, uint64_t *value)
 {
     if (i < BB__C_COUNT) {
@@ -324,9 +324,13 @@ bool bb_engine_counter_at(const bb_engine *e, size_t i, const char **name, uint6
             *name = "slots.live";
             *value = e->live_slots;
             break;
-        default:
+        case 3:
             *name = "timers.count"; /* scheduled, dead deadlines included */
             *value = e->timers.n;
+            break;
+        default:
+            *name = "frames.pooled_extra"; /* pooled beyond one per graph */
+            *value = e->pool_extra;
             break;
         }
         return true;

@@ -475,7 +475,8 @@ uint64_t bb_engine_incarnation(const bb_engine *e);
 
 /* Counter by name ("frontier.depth_peak", "ingress.dropped", "bus.dropped",
  * "pending_async.count", "ops.invoked", "exec.live", "ingress.bytes_in_flight",
- * "timers.count", or any IncrMetric name). 0 if unknown. */
+ * "timers.count", "frames.pooled_extra" (pooled frames beyond one per graph:
+ * 0 whenever no execution is live), or any IncrMetric name). 0 if unknown. */
 uint64_t bb_engine_counter(const bb_engine *e, const char *name);
 /* Iterate counters: returns false past the end. */
 bool bb_engine_counter_at(const bb_engine *e, size_t i, const char **name, uint64_t *value);

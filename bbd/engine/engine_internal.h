@@ -518,6 +518,7 @@ struct bb_engine {
     bb_arena *arena;             /* immutable install tables */
     bb__graph *graphs;
     uint32_t n_graphs;
+    size_t pool_extra; /* pooled frames beyond the first of each graph (exec.c) */
     bb__op *ops;
     uint32_t n_ops;
     bb__target *targets;

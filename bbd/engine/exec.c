@@ -11,8 +11,9 @@
  * A frame is one allocation: the header, slots[n_sites] and the list of
  * written sites (each site enters it once, so n_sites entries suffice).
  * Freed frames go to a per-graph pool bounded in bytes (one frame of any size
- * is always kept), so steady-state traffic does not call malloc and a burst
- * of concurrent executions gives its memory back.
+ * is always kept), so steady-state traffic does not call malloc; when the
+ * last live execution finishes, every pool shrinks back to one frame, so a
+ * burst of concurrent executions gives all its memory back.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id)
     bb__exec *x = g->pool;
     if (x) {
         g->pool = x->next;
-        g->pool_n--;
+        e->pool_extra -= --g->pool_n > 0;
     } else {
         x = bb__zalloc(frame_size(g));
         if (!x)
@@ -96,16 +97,32 @@ static void unlink_live(bb_engine *e, bb__exec *x)
     e->n_live--;
 }
 
-static void frame_recycle(bb__exec *x)
+static void frame_recycle(bb_engine *e, bb__exec *x)
 {
     bb__graph *g = x->g;
     if (!g->pool_n || (g->pool_n + 1) * frame_size(g) <= POOL_BYTES) {
         x->next = g->pool;
         g->pool = x;
-        g->pool_n++;
+        e->pool_extra += g->pool_n++ > 0;
     } else {
         free(x->limits);
         free(x);
+    }
+}
+
+/* Nothing runs: keep one pooled frame per graph, free the rest of a burst. */
+static void pools_trim(bb_engine *e)
+{
+    for (uint32_t i = 0; i < e->n_graphs && e->pool_extra; i++) {
+        bb__graph *g = &e->graphs[i];
+        while (g->pool_n > 1) {
+            bb__exec *x = g->pool;
+            g->pool = x->next;
+            g->pool_n--;
+            e->pool_extra--;
+            free(x->limits);
+            free(x);
+        }
     }
 }
 
@@ -124,7 +141,9 @@ void bb__exec_gc(bb_engine *e, bb__exec *x)
     unlink_live(e, x);
     uint32_t boot = x->boot;
     bb__exec *parent = x->parent;
-    frame_recycle(x);
+    frame_recycle(e, x);
+    if (!e->n_live && e->pool_extra)
+        pools_trim(e);
     if (boot)
         bb__boot_frame_done(e, boot);
     if (parent)
@@ -273,4 +292,5 @@ void bb__exec_free_all(bb_engine *e)
         }
         g->pool_n = 0;
     }
+    e->pool_extra = 0;
 }

@@ -886,6 +886,43 @@ static void test_event_source_runs_connected_sources(void **state)
     bb_model_free(m);
 }
 
+
+/* Frames of finished executions are pooled while others run, and every pool
+ * shrinks back to one frame when the last execution ends (a burst gives its
+ * memory back). */
+static void test_frame_pools_shrink_when_idle(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = async_model(0);
+    bb_engine *e = make(m, "Main", NULL);
+    fx_log log = {0};
+    for (uint64_t i = 0; i < 10; i++)
+        invoke1(e, "Main", "x", u64v(i));
+    fx_run(e, &log, 1, 10);
+    fx_echo *echo = fx_echo_at(0);
+    assert_int_equal(echo->n_pending, 10);
+    assert_int_equal(bb_engine_live_executions(e), 10);
+    for (int i = 0; i < 6; i++) { /* six finish, four still run */
+        bb_value *v = u64v(100 + (uint64_t)i);
+        assert_int_equal(bb_complete_ok(echo->pending[i], &v, 1), BB_OK);
+    }
+    fx_run(e, &log, 2, 10);
+    assert_int_equal(bb_engine_live_executions(e), 4);
+    assert_int_equal(bb_engine_counter(e, "frames.pooled_extra"), 5); /* 6 pooled, 1 kept */
+    for (int i = 6; i < 10; i++) {
+        bb_value *v = u64v(100 + (uint64_t)i);
+        assert_int_equal(bb_complete_ok(echo->pending[i], &v, 1), BB_OK);
+    }
+    fx_run(e, &log, 3, 10);
+    assert_int_equal(bb_engine_live_executions(e), 0);
+    assert_int_equal(bb_engine_counter(e, "frames.pooled_extra"), 0);
+    assert_int_equal(fx_log_count(&log, BB_STEP_APP_EVENT), 10);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -907,6 +944,7 @@ int main(void)
         cmocka_unit_test(test_op_steps_opt_in),
         cmocka_unit_test(test_poll_phases_in_order),
         cmocka_unit_test(test_event_source_runs_connected_sources),
+        cmocka_unit_test(test_frame_pools_shrink_when_idle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
