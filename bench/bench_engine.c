@@ -16,7 +16,9 @@
  *                     execution ends; the frontier and ingress rings keep
  *                     the size of the peak: at most 512 KiB here)
  *
- * Times are the CPU time of invoking and polling (ingress, dispatch, GC).
+ * Times are the CPU time of invoking and polling (ingress, dispatch, GC),
+ * each the best of TRIALS runs (BENCH_TRIALS_VERBOSE=1 prints every trial:
+ * on a shared VM one run can be 40% slower than the next).
  * Targets: cascade <= 40 ns/op; the 1k fan-in per op within 2x of the same
  * graph run one execution at a time (also printed: against the cascades).
  */
@@ -149,24 +151,43 @@ static double run(bb_engine *e, const char *input, size_t execs, int rounds, siz
     return dt / (double)ops * 1e9;
 }
 
+#define TRIALS 5 /* each figure is the best of TRIALS runs: the machine is shared */
+
+static double best_run(bb_engine *e, const char *input, size_t execs, int rounds,
+                       size_t *ops_out, size_t *live_slots)
+{
+    double best = 0;
+    for (int t = 0; t < TRIALS; t++) {
+        double v = run(e, input, execs, rounds, ops_out, live_slots);
+        if (getenv("BENCH_TRIALS_VERBOSE"))
+            fprintf(stderr, "  trial %d: %.2f ns/op\n", t, v);
+        if (t == 0 || v < best)
+            best = v;
+    }
+    return best;
+}
+
 int main(void)
 {
     g_v = bb_value_u64(&BB_TYPE_U64, 7);
     size_t ops, live;
     /* warm-up + the baseline */
-    bench_indirect(1000000);
     double base = bench_indirect(1000000);
+    for (int t = 0; t < TRIALS; t++) {
+        double v = bench_indirect(1000000);
+        base = v < base ? v : base;
+    }
 
     bb_model *m1 = chain_model(1000000);
     bb_engine *e1 = engine_for(m1);
     run(e1, "v0", 1, 1, &ops, &live); /* warm frames and frontier */
-    double c1 = run(e1, "v0", 1, 1, &ops, &live);
+    double c1 = best_run(e1, "v0", 1, 1, &ops, &live);
     size_t c1_ops = ops, c1_live = live;
 
     bb_model *m2 = chain_model(1000);
     bb_engine *e2 = engine_for(m2);
     run(e2, "v0", 1000, 1, &ops, &live);
-    double c2 = run(e2, "v0", 1000, 1, &ops, &live);
+    double c2 = best_run(e2, "v0", 1000, 1, &ops, &live);
     size_t c2_ops = ops, c2_live = live;
 
     bb_model *m3 = fanin_model();
@@ -175,12 +196,12 @@ int main(void)
     size_t heap0 = heap_in_use();
     run(e3, "x", 1000, 1, &ops, &live);
     /* 20 waves of 1000 concurrent executions */
-    double f1 = run(e3, "x", 1000, 20, &ops, &live);
+    double f1 = best_run(e3, "x", 1000, 20, &ops, &live);
     size_t f1_ops = ops, f1_live = live;
     size_t f1_execs = bb_engine_live_executions(e3);
     size_t heap1 = heap_in_use();
     /* the same graph, one execution in flight at a time */
-    double s1 = run(e3, "x", 1, 20000, &ops, &live);
+    double s1 = best_run(e3, "x", 1, 20000, &ops, &live);
     size_t s1_ops = ops, s1_live = live;
 
     printf("%-34s %12s %10s %10s %12s\n", "benchmark", "ops", "ns/op", "ratio", "live slots");
