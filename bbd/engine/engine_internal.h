@@ -303,9 +303,10 @@ typedef struct bb__ingress_ev {
     union {
         struct {
             bb_peerid src;
-            uint8_t *obs;
+            bb_buffer *buf;  /* owns the event (see bb__envelope_ev_new) and the bytes */
+            uint8_t *obs;    /* in buf's block */
             size_t obs_len;
-            uint8_t *bytes;
+            uint8_t *bytes;  /* buf->data */
             size_t len;
         } env;
         struct {
@@ -718,6 +719,14 @@ void bb__route_bus(bb_engine *e);
 
 /* ---- ingress.c --------------------------------------------------------------------------------------------------- */
 int bb__ingress_push(bb_engine *e, bb__ingress_ev *ev);
+/* An envelope event in one block with its buffer: the bb_buffer header,
+ * the event, obs[obs_len], then bytes[len] (copied from `bytes`; NULL
+ * leaves them unset) or, with owned, the caller's malloc'd bytes, freed
+ * with the buffer. The event lives as long as the buffer: freeing the
+ * event drops the event's reference, and values decoded in place keep
+ * theirs. NULL on OOM (owned is then freed). */
+bb__ingress_ev *bb__envelope_ev_new(const uint8_t *bytes, uint8_t *owned, size_t len,
+                                    const uint8_t *obs, size_t obs_len);
 bb__ingress_ev *bb__ingress_take(bb_engine *e);
 void bb__ingress_process(bb_engine *e, bb__ingress_ev *ev);
 void bb__ingress_ev_free(bb_engine *e, bb__ingress_ev *ev);
@@ -794,8 +803,10 @@ bool bb__envelope_gathers(const bb__envelope *env, size_t min_ref);
 int bb__envelope_encode_gather(const bb__envelope *env, size_t min_ref, bb_send_gather **out);
 
 /* ---- wire.c ---------------------------------------------------------------------------------------------------------- */
+/* Route one inbound envelope (ENGINE.md 6.2): buf holds its bytes; the
+ * caller keeps its reference. */
 void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
-                          uint8_t *bytes, size_t len);
+                          bb_buffer *buf);
 void bb__flush_outbound(bb_engine *e);
 void bb__drain_loopback(bb_engine *e);
 void bb__batch_deadline(bb_engine *e, uint64_t id);

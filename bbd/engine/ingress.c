@@ -18,6 +18,7 @@
  * decode on the calling thread, so errors come back synchronously.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,9 +86,8 @@ void bb__ingress_ev_free(bb_engine *e, bb__ingress_ev *ev)
     bb__budget_release(e, ev->charged);
     switch (ev->kind) {
     case BB__IN_ENVELOPE:
-        free(ev->u.env.bytes);
-        free(ev->u.env.obs);
-        break;
+        bb_buffer_unref(ev->u.env.buf); /* the event is in the buffer's block */
+        return;
     case BB__IN_INVOKE:
         if (ev->u.inv.in_inline)
             in_values_release(e, ev->u.inv.in, ev->u.inv.n);
@@ -178,9 +178,7 @@ void bb__ingress_process(bb_engine *e, bb__ingress_ev *ev)
     case BB__IN_ENVELOPE:
         bb__budget_release(e, ev->charged);
         ev->charged = 0;
-        bb__deliver_envelope(e, &ev->u.env.src, ev->u.env.obs, ev->u.env.obs_len,
-                             ev->u.env.bytes, ev->u.env.len);
-        ev->u.env.bytes = NULL;
+        bb__deliver_envelope(e, &ev->u.env.src, ev->u.env.obs, ev->u.env.obs_len, ev->u.env.buf);
         break;
     case BB__IN_INVOKE:
         process_invoke(e, ev);
@@ -225,13 +223,72 @@ void bb__notice(bb_engine *e, int infra, int sub, const char *fmt, ...)
 
 /* ---- entry points ------------------------------------------------------------------ */
 
+static void free_owned(void *ctx, uint8_t *data, size_t len)
+{
+    (void)ctx, (void)len;
+    free(data);
+}
+
+bb__ingress_ev *bb__envelope_ev_new(const uint8_t *bytes, uint8_t *owned, size_t len,
+                                    const uint8_t *obs, size_t obs_len)
+{
+    /* one malloc per envelope (was four: event, copy, observed address,
+     * buffer header); the header first, as bb_buffer_unref frees it */
+    size_t head = sizeof(bb_buffer) + sizeof(bb__ingress_ev);
+    size_t copied = owned ? 0 : len;
+    if (copied > SIZE_MAX - head - obs_len) {
+        free(owned);
+        return NULL;
+    }
+    bb_buffer *b = malloc(head + obs_len + copied);
+    if (!b) {
+        free(owned);
+        return NULL;
+    }
+    bb__ingress_ev *ev = (bb__ingress_ev *)(b + 1);
+    uint8_t *tail = (uint8_t *)(ev + 1);
+    atomic_init(&b->refs, 1);
+    b->data = owned ? owned : tail + obs_len;
+    b->len = len;
+    b->free_fn = owned ? free_owned : NULL;
+    b->free_ctx = NULL;
+    memset(ev, 0, offsetof(bb__ingress_ev, u));
+    ev->kind = BB__IN_ENVELOPE;
+    ev->u.env.buf = b;
+    ev->u.env.obs = obs_len ? tail : NULL;
+    ev->u.env.obs_len = obs_len;
+    if (obs_len)
+        memcpy(tail, obs, obs_len);
+    ev->u.env.bytes = b->data;
+    ev->u.env.len = len;
+    if (copied && bytes)
+        memcpy(b->data, bytes, copied);
+    return ev;
+}
+
+/* The sender's PeerId, checked once per distinct sender in a row: every
+ * envelope of a connection repeats the same one. Validity depends on the
+ * bytes alone, so the last valid one is remembered per thread (producers
+ * may be any thread). */
+static bool source_valid(const bb_peerid *src)
+{
+    static _Thread_local bb_peerid last_valid;
+    if (src->len && src->len == last_valid.len &&
+        memcmp(src->bytes, last_valid.bytes, src->len) == 0)
+        return true;
+    if (bb_peerid_validate(src->bytes, src->len, NULL) != BB_OK)
+        return false;
+    last_valid = *src;
+    return true;
+}
+
 /* Queue one inbound envelope. owned: the bytes (malloc'd), taken on every
  * path; NULL: copy bytes[0..len). */
 static int deliver_envelope(bb_engine *e, const bb_peerid *src, const bb_engine_addr *observed,
                             const uint8_t *bytes, uint8_t *owned, size_t len, bb_error *err)
 {
     int rc = BB_OK;
-    if (!src || bb_peerid_validate(src->bytes, src->len, NULL) != BB_OK)
+    if (!src || !source_valid(src))
         rc = bb_error_set(err, BB_EINVAL, "deliver_envelope: invalid source PeerId");
     else if (len && !bytes)
         rc = bb_error_set(err, BB_EINVAL, "deliver_envelope: NULL bytes");
@@ -250,33 +307,15 @@ static int deliver_envelope(bb_engine *e, const bb_peerid *src, const bb_engine_
         free(owned);
         return rc;
     }
-    bb__ingress_ev *ev = bb__zalloc(sizeof *ev);
-    uint8_t *copy = owned ? owned : malloc(len ? len : 1);
-    uint8_t *obs = NULL;
-    size_t obs_len = 0;
-    if (observed && observed->len && observed->len <= 1024) {
-        obs = malloc(observed->len);
-        if (obs) {
-            memcpy(obs, observed->data, observed->len);
-            obs_len = observed->len;
-        }
-    }
-    if (!ev || !copy) {
-        free(ev);
-        free(copy);
-        free(obs);
+    bool with_obs = observed && observed->len && observed->len <= 1024;
+    bb__ingress_ev *ev = bb__envelope_ev_new(bytes, owned, len, with_obs ? observed->data : NULL,
+                                             with_obs ? observed->len : 0);
+    if (!ev) {
         bb__budget_release(e, len);
         return bb_error_set(err, BB_ENOMEM, "deliver_envelope: out of memory");
     }
-    if (len && !owned)
-        memcpy(copy, bytes, len);
-    ev->kind = BB__IN_ENVELOPE;
     ev->charged = len;
     ev->u.env.src = *src;
-    ev->u.env.bytes = copy;
-    ev->u.env.len = len;
-    ev->u.env.obs = obs;
-    ev->u.env.obs_len = obs_len;
     rc = bb__ingress_push(e, ev);
     if (rc) {
         bb__ingress_ev_free(e, ev);

@@ -1129,37 +1129,35 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     /* ingress */
     size_t ni = r_count(r);
     for (size_t i = 0; i < ni && !r->bad; i++) {
-        bb__ingress_ev *ev = calloc(1, sizeof *ev);
+        int kind = (int)r_u(r);
+        size_t charged = (size_t)r_u(r);
+        size_t len;
+        const uint8_t *d;
+        bb__ingress_ev *ev;
+        if (kind == BB__IN_ENVELOPE) { /* one block with its bytes */
+            bb_peerid src;
+            size_t obs_len;
+            r_peer(r, &src);
+            const uint8_t *obs = r_bytes(r, &obs_len);
+            d = r_bytes(r, &len);
+            if (r->bad)
+                break;
+            ev = bb__envelope_ev_new(d, NULL, len, obs_len ? obs : NULL, obs_len);
+            if (ev)
+                ev->u.env.src = src;
+        } else {
+            ev = calloc(1, sizeof *ev);
+            if (ev)
+                ev->kind = kind;
+        }
         if (!ev) {
             nomem(r);
             break;
         }
-        ev->kind = (int)r_u(r);
-        ev->charged = (size_t)r_u(r);
+        ev->charged = charged;
         ev->must = true; /* restored work is never dropped */
-        size_t len;
-        const uint8_t *d;
         switch (ev->kind) {
         case BB__IN_ENVELOPE:
-            r_peer(r, &ev->u.env.src);
-            d = r_bytes(r, &len);
-            if (!r->bad && len) {
-                if ((ev->u.env.obs = malloc(len))) {
-                    memcpy(ev->u.env.obs, d, len);
-                    ev->u.env.obs_len = len;
-                } else {
-                    nomem(r);
-                }
-            }
-            d = r_bytes(r, &len);
-            if (r->bad)
-                break;
-            if ((ev->u.env.bytes = malloc(len ? len : 1))) {
-                memcpy(ev->u.env.bytes, d, len);
-                ev->u.env.len = len;
-            } else {
-                nomem(r);
-            }
             break;
         case BB__IN_INVOKE:
             ev->u.inv.target = r_idx(r, e->n_graphs);

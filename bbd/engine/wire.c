@@ -1120,15 +1120,11 @@ static void merge_addresses(bb_engine *e, const bb_peerid *src, const bb__envelo
     }
 }
 
-static void free_bytes(void *ctx, uint8_t *data, size_t len)
-{
-    (void)ctx, (void)len;
-    free(data);
-}
-
 void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
-                          uint8_t *bytes, size_t len)
+                          bb_buffer *buf)
 {
+    const uint8_t *bytes = buf->data;
+    size_t len = buf->len;
     e->c[BB__C_ENVELOPES_IN]++;
     bb__envelope env;
     bb_error err = {0};
@@ -1137,7 +1133,6 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
         e->c[BB__C_WIRE_RX_ERRORS]++;
         bb__step_infra(e, BB_INFRA_ENVELOPE_MALFORMED, 0, src, len, "%s", err.msg);
         bb__bus_publish(e, BB_EVENT_WIRE_RECEIVE_ERROR);
-        free(bytes);
         return;
     }
     if (BB__TRACING(e, BB_TRACE_INBOUND))
@@ -1155,12 +1150,6 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
             if (env.echo_sent_at_ns && e->now_ns > env.echo_sent_at_ns + env.echo_delay_ns)
                 p->rtt_ns = e->now_ns - env.echo_sent_at_ns - env.echo_delay_ns;
         }
-    }
-    bb_buffer *buf = bb_buffer_wrap(bytes, len, free_bytes, NULL);
-    if (!buf) {
-        bb__envelope_release(&env);
-        free(bytes);
-        return;
     }
     inbound_ctx c = {.e = e, .src = src, .env = &env, .buf = buf,
                      .env_hash = bb__envelope_dedup_key(src, bytes, len, &env)};
@@ -1191,7 +1180,6 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
     for (uint32_t i = 0; i < c.n_frames; i++)
         bb__exec_unref(e, c.frames[i]);
     bb__envelope_release(&env);
-    bb_buffer_unref(buf);
 }
 
 void bb__drain_loopback(bb_engine *e)
@@ -1202,8 +1190,15 @@ void bb__drain_loopback(bb_engine *e)
     struct bb__loop *l = e->loopback.v;
     e->loopback.v = NULL;
     e->loopback.n = e->loopback.cap = 0;
-    for (size_t i = 0; i < n; i++)
-        bb__deliver_envelope(e, &e->cfg.peer, NULL, 0, l[i].bytes, l[i].len);
+    for (size_t i = 0; i < n; i++) {
+        bb_buffer *b = bb_buffer_adopt(l[i].bytes, l[i].len);
+        if (!b) {
+            free(l[i].bytes);
+            continue;
+        }
+        bb__deliver_envelope(e, &e->cfg.peer, NULL, 0, b);
+        bb_buffer_unref(b);
+    }
     free(l);
 }
 
