@@ -7,11 +7,11 @@
 
 /* libbbir's varint codec (bb__: internal but shared): minimal encodings
  * only, never reads past the buffer. */
-#include "libbbir/src/uvarint.h"
+#include "bb/uvarint.h"
 
-static int bad_varint(bb_error *err, const char *what, bb__uvarint_rc rc)
+static int bad_varint(bb_error *err, const char *what, bb_uvarint_rc rc)
 {
-    return bb_error_set(err, BB_EPARSE, "frame: %s: %s", what, bb__uvarint_rc_str(rc));
+    return bb_error_set(err, BB_EPARSE, "frame: %s: %s", what, bb_uvarint_rc_str(rc));
 }
 
 int bbd_frame_header_decode(const uint8_t *p, size_t n, const bbd_frame_limits *lim,
@@ -21,10 +21,10 @@ int bbd_frame_header_decode(const uint8_t *p, size_t n, const bbd_frame_limits *
     uint64_t body_len, payload_len;
     size_t used_body, used_payload;
 
-    bb__uvarint_rc rc = bb__uvarint_decode(p, n, BB__UVARINT_MAX_U64, &body_len, &used_body);
-    if (rc == BB__UVARINT_TRUNC)
+    bb_uvarint_rc rc = bb_uvarint_decode(p, n, BB_UVARINT_MAX_U64, &body_len, &used_body);
+    if (rc == BB_UVARINT_TRUNC)
         return BB_OK;
-    if (rc != BB__UVARINT_OK)
+    if (rc != BB_UVARINT_OK)
         return bad_varint(err, "frame length", rc);
     if (body_len == 0)
         return bb_error_set(err, BB_EPARSE, "frame: empty frame");
@@ -53,11 +53,11 @@ int bbd_frame_header_decode(const uint8_t *p, size_t n, const bbd_frame_limits *
         return bb_error_set(err, BB_EPARSE, "frame: unexpected %s frame at this point",
                             kind_name);
 
-    rc = bb__uvarint_decode(p + used_body + 1, n - used_body - 1, BB__UVARINT_MAX_U64,
+    rc = bb_uvarint_decode(p + used_body + 1, n - used_body - 1, BB_UVARINT_MAX_U64,
                             &payload_len, &used_payload);
-    if (rc == BB__UVARINT_TRUNC)
+    if (rc == BB_UVARINT_TRUNC)
         return BB_OK;
-    if (rc != BB__UVARINT_OK)
+    if (rc != BB_UVARINT_OK)
         return bad_varint(err, "payload length", rc);
     /* The caps are checked before the consistency test so that a huge
      * length is always reported as what it is. */
@@ -94,9 +94,9 @@ int bbd_frame_decode(const uint8_t *p, size_t n, const bbd_frame_limits *lim,
 size_t bbd_frame_header_encode(bbd_frame_kind kind, size_t payload_len,
                                uint8_t out[BBD_FRAME_HEADER_MAX])
 {
-    uint64_t body_len = 1 + bb__uvarint_size(payload_len) + (uint64_t)payload_len;
-    size_t n = bb__uvarint_encode(body_len, out);
+    uint64_t body_len = 1 + bb_uvarint_size(payload_len) + (uint64_t)payload_len;
+    size_t n = bb_uvarint_encode(body_len, out);
     out[n++] = kind == BBD_FRAME_HANDSHAKE ? 0x0a : 0x12;
-    n += bb__uvarint_encode(payload_len, out + n);
+    n += bb_uvarint_encode(payload_len, out + n);
     return n;
 }

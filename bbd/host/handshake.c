@@ -10,7 +10,7 @@
 
 /* libbbir's varint codec (bb__: internal but shared): minimal encodings
  * only, never reads past the buffer. */
-#include "libbbir/src/uvarint.h"
+#include "bb/uvarint.h"
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 enum { F_PEER_ID = 1, F_LISTEN = 2, F_TARGETS = 3, F_VERSION = 4 };
@@ -30,12 +30,12 @@ static int read_varint(const uint8_t *p, size_t n, size_t *pos, const char *what
                        uint64_t *v, bb_error *err)
 {
     size_t used;
-    bb__uvarint_rc rc = bb__uvarint_decode(p + *pos, n - *pos, BB__UVARINT_MAX_U64, v, &used);
-    if (rc == BB__UVARINT_TRUNC)
+    bb_uvarint_rc rc = bb_uvarint_decode(p + *pos, n - *pos, BB_UVARINT_MAX_U64, v, &used);
+    if (rc == BB_UVARINT_TRUNC)
         return bb_error_set(err, BB_ETRUNC, "handshake: %s truncated at byte %zu", what, *pos);
-    if (rc != BB__UVARINT_OK)
+    if (rc != BB_UVARINT_OK)
         return bb_error_set(err, BB_EPARSE, "handshake: %s at byte %zu: %s", what, *pos,
-                            bb__uvarint_rc_str(rc));
+                            bb_uvarint_rc_str(rc));
     *pos += used;
     return BB_OK;
 }
@@ -187,11 +187,11 @@ typedef struct wr {
 
 static void put_varint(wr *w, uint64_t v)
 {
-    if (w->cap - w->len < bb__uvarint_size(v)) {
+    if (w->cap - w->len < bb_uvarint_size(v)) {
         w->full = true;
         return;
     }
-    w->len += bb__uvarint_encode(v, w->p + w->len);
+    w->len += bb_uvarint_encode(v, w->p + w->len);
 }
 
 static void put_bytes(wr *w, unsigned field, const void *d, size_t n)

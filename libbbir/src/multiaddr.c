@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "bb/peerid.h"
-#include "uvarint.h"
+#include "bb/uvarint.h"
 
 /* ---- protocol table ------------------------------------------------------- */
 
@@ -110,10 +110,10 @@ void bb_multiaddr_iter_init(bb_multiaddr_iter *it, const uint8_t *addr, size_t l
     it->prev_code = 0;
 }
 
-static int varint_error(bb__uvarint_rc vr, bb_error *err, size_t off, const char *what)
+static int varint_error(bb_uvarint_rc vr, bb_error *err, size_t off, const char *what)
 {
-    return bb_error_set(err, vr == BB__UVARINT_TRUNC ? BB_ETRUNC : BB_EPARSE,
-                        "multiaddr byte %zu: %s in %s", off, bb__uvarint_rc_str(vr), what);
+    return bb_error_set(err, vr == BB_UVARINT_TRUNC ? BB_ETRUNC : BB_EPARSE,
+                        "multiaddr byte %zu: %s in %s", off, bb_uvarint_rc_str(vr), what);
 }
 
 int bb_multiaddr_iter_next(bb_multiaddr_iter *it, bb_multiaddr_component *c, bool *more,
@@ -143,8 +143,8 @@ int bb_multiaddr_iter_next(bb_multiaddr_iter *it, bb_multiaddr_component *c, boo
 
     uint64_t code;
     size_t used;
-    bb__uvarint_rc vr = bb__uvarint_decode(a + pos, len - pos, BB__UVARINT_MAX_SPEC, &code, &used);
-    if (vr != BB__UVARINT_OK)
+    bb_uvarint_rc vr = bb_uvarint_decode(a + pos, len - pos, BB_UVARINT_MAX_SPEC, &code, &used);
+    if (vr != BB_UVARINT_OK)
         return varint_error(vr, err, pos, "protocol code");
     const proto_info *p = proto_by_code(code);
     if (!p)
@@ -173,8 +173,8 @@ int bb_multiaddr_iter_next(bb_multiaddr_iter *it, bb_multiaddr_component *c, boo
     case VK_VARINT: {
         uint64_t v;
         size_t vu;
-        vr = bb__uvarint_decode(a + vpos, left, BB__UVARINT_MAX_U64, &v, &vu);
-        if (vr != BB__UVARINT_OK)
+        vr = bb_uvarint_decode(a + vpos, left, BB_UVARINT_MAX_U64, &v, &vu);
+        if (vr != BB_UVARINT_OK)
             return varint_error(vr, err, vpos, p->name);
         c->value = a + vpos;
         c->value_len = vu;
@@ -184,8 +184,8 @@ int bb_multiaddr_iter_next(bb_multiaddr_iter *it, bb_multiaddr_component *c, boo
     case VK_LENGTH: {
         uint64_t n;
         size_t lu;
-        vr = bb__uvarint_decode(a + vpos, left, BB__UVARINT_MAX_SPEC, &n, &lu);
-        if (vr != BB__UVARINT_OK)
+        vr = bb_uvarint_decode(a + vpos, left, BB_UVARINT_MAX_SPEC, &n, &lu);
+        if (vr != BB_UVARINT_OK)
             return varint_error(vr, err, vpos, "value length");
         if (n > left - lu)
             return bb_error_set(err, BB_ETRUNC,
@@ -358,7 +358,7 @@ static int encode_value(const text_ctx *t, const proto_info *p, const char *v, s
         if (!parse_u64(v, vn, UINT64_MAX, &id))
             return text_fail(t, BB_EPARSE, voff, "bad /%s id '%.*s' (decimal u64)", p->name,
                              (int)(vn > 24 ? 24 : vn), v);
-        tn = bb__uvarint_encode(id, tmp);
+        tn = bb_uvarint_encode(id, tmp);
         break;
     }
     case BB_MA_P2P: {
@@ -372,7 +372,7 @@ static int encode_value(const text_ctx *t, const proto_info *p, const char *v, s
         pt[vn] = '\0';
         if (bb_peerid_from_text(pt, &id, &sub) != BB_OK)
             return text_fail(t, BB_EPARSE, voff, "bad /p2p value: %s", sub.msg);
-        tn = bb__uvarint_encode(id.len, tmp);
+        tn = bb_uvarint_encode(id.len, tmp);
         memcpy(tmp + tn, id.bytes, id.len);
         tn += id.len;
         break;
@@ -386,7 +386,7 @@ static int encode_value(const text_ctx *t, const proto_info *p, const char *v, s
             return text_fail(t, BB_EPARSE, voff + bad,
                              "/%s name has byte 0x%02x (printable ASCII other than '/' only)",
                              p->name, (unsigned char)v[bad]);
-        tn = bb__uvarint_encode(vn, tmp);
+        tn = bb_uvarint_encode(vn, tmp);
         memcpy(tmp + tn, v, vn);
         tn += vn;
         break;
@@ -439,8 +439,8 @@ static int parse_text(const char *text, uint8_t *buf, size_t *out_len, bb_error 
             i++;
         if (i == vs)
             return text_fail(&t, BB_EPARSE, vs, "empty value for /%s", p->name);
-        uint8_t code[BB__UVARINT_MAX_SPEC];
-        size_t cn = bb__uvarint_encode(p->code, code);
+        uint8_t code[BB_UVARINT_MAX_SPEC];
+        size_t cn = bb_uvarint_encode(p->code, code);
         if (pos + cn > BB_MULTIADDR_MAX_LEN)
             return text_fail(&t, BB_ELIMIT, ns, "binary form exceeds %d bytes",
                              BB_MULTIADDR_MAX_LEN);
@@ -642,9 +642,9 @@ int bb_multiaddr_join(const uint8_t *a, size_t alen, const uint8_t *b, size_t bl
 
 int bb_suffix_site(uint64_t site_id, uint8_t *out, size_t cap, size_t *out_len, bb_error *err)
 {
-    uint8_t buf[2 * BB__UVARINT_MAX_U64];
-    size_t n = bb__uvarint_encode(BB_MA_SITE, buf);
-    n += bb__uvarint_encode(site_id, buf + n);
+    uint8_t buf[2 * BB_UVARINT_MAX_U64];
+    size_t n = bb_uvarint_encode(BB_MA_SITE, buf);
+    n += bb_uvarint_encode(site_id, buf + n);
     if (!out || n > cap)
         return bb_error_set(err, BB_EFULL, "suffix /site/%llu: needs %zu bytes, buffer has %zu",
                             (unsigned long long)site_id, n, out ? cap : 0);
@@ -672,11 +672,11 @@ int bb_suffix_component_op(uint64_t cref, const char *op, uint8_t *out, size_t c
                             "suffix /component/%llu/op/%s: byte 0x%02x at offset %zu (printable "
                             "ASCII other than '/' only)",
                             (unsigned long long)cref, op, (unsigned char)op[bad], bad);
-    uint8_t buf[4 * BB__UVARINT_MAX_U64 + BB_MULTIADDR_NAME_MAX];
-    size_t n = bb__uvarint_encode(BB_MA_COMPONENT, buf);
-    n += bb__uvarint_encode(cref, buf + n);
-    n += bb__uvarint_encode(BB_MA_OP, buf + n);
-    n += bb__uvarint_encode(on, buf + n);
+    uint8_t buf[4 * BB_UVARINT_MAX_U64 + BB_MULTIADDR_NAME_MAX];
+    size_t n = bb_uvarint_encode(BB_MA_COMPONENT, buf);
+    n += bb_uvarint_encode(cref, buf + n);
+    n += bb_uvarint_encode(BB_MA_OP, buf + n);
+    n += bb_uvarint_encode(on, buf + n);
     memcpy(buf + n, op, on);
     n += on;
     if (!out || n > cap)
@@ -757,11 +757,11 @@ int bb_ma_transport_encode(const bb_ma_transport *t, uint8_t *out, size_t cap,
         return bb_error_set(err, BB_EINVAL, "transport: address family %d is not IPv4/IPv6",
                             t->family);
     uint8_t buf[32];
-    size_t n = bb__uvarint_encode(t->family == AF_INET ? BB_MA_IP4 : BB_MA_IP6, buf);
+    size_t n = bb_uvarint_encode(t->family == AF_INET ? BB_MA_IP4 : BB_MA_IP6, buf);
     size_t iplen = t->family == AF_INET ? 4 : 16;
     memcpy(buf + n, t->ip, iplen);
     n += iplen;
-    n += bb__uvarint_encode((uint64_t)t->proto, buf + n);
+    n += bb_uvarint_encode((uint64_t)t->proto, buf + n);
     buf[n++] = (uint8_t)(t->port >> 8);
     buf[n++] = (uint8_t)t->port;
     if (!out || n > cap)

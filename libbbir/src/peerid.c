@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "uvarint.h"
+#include "bb/uvarint.h"
 
 /* ---- libsodium init ----------------------------------------------------- */
 
@@ -164,19 +164,19 @@ int bb_peerid_validate(const uint8_t *b, size_t n, bb_error *err)
         return bb_error_set(err, BB_ETRUNC, "PeerId: empty");
     uint64_t code, len;
     size_t u1, u2;
-    bb__uvarint_rc vr = bb__uvarint_decode(b, n, BB__UVARINT_MAX_SPEC, &code, &u1);
-    if (vr != BB__UVARINT_OK)
-        return bb_error_set(err, vr == BB__UVARINT_TRUNC ? BB_ETRUNC : BB_EPARSE,
-                            "PeerId byte 0: %s in multihash code", bb__uvarint_rc_str(vr));
+    bb_uvarint_rc vr = bb_uvarint_decode(b, n, BB_UVARINT_MAX_SPEC, &code, &u1);
+    if (vr != BB_UVARINT_OK)
+        return bb_error_set(err, vr == BB_UVARINT_TRUNC ? BB_ETRUNC : BB_EPARSE,
+                            "PeerId byte 0: %s in multihash code", bb_uvarint_rc_str(vr));
     if (code != BB_MULTIHASH_IDENTITY && code != BB_MULTIHASH_SHA2_256)
         return bb_error_set(err, BB_EUNSUPPORTED,
                             "PeerId byte 0: multihash code 0x%llx is neither identity (0x00) "
                             "nor sha2-256 (0x12)",
                             (unsigned long long)code);
-    vr = bb__uvarint_decode(b + u1, n - u1, BB__UVARINT_MAX_SPEC, &len, &u2);
-    if (vr != BB__UVARINT_OK)
-        return bb_error_set(err, vr == BB__UVARINT_TRUNC ? BB_ETRUNC : BB_EPARSE,
-                            "PeerId byte %zu: %s in digest length", u1, bb__uvarint_rc_str(vr));
+    vr = bb_uvarint_decode(b + u1, n - u1, BB_UVARINT_MAX_SPEC, &len, &u2);
+    if (vr != BB_UVARINT_OK)
+        return bb_error_set(err, vr == BB_UVARINT_TRUNC ? BB_ETRUNC : BB_EPARSE,
+                            "PeerId byte %zu: %s in digest length", u1, bb_uvarint_rc_str(vr));
     size_t off = u1 + u2;
     if (code == BB_MULTIHASH_IDENTITY && (len == 0 || len > BB_PEERID_INLINE_MAX))
         return bb_error_set(err, BB_EPARSE,

@@ -15,6 +15,7 @@
 
 #include "bb/multiaddr.h"
 #include "bb/peerid.h"
+#include "bb/uvarint.h"
 
 #define ED_ID "12D3KooWBtg3aaRMjxwedh83aGiUkwSxDwUZkzuJcfaqUmo7R3pq"
 #define SHA_ID "QmYyQSo1c1Ym7orWxLYvCrM2EmxFTANf8wXmmE7DWjhx5N"
@@ -863,9 +864,64 @@ static void test_fuzz_text(void **state)
     assert_true(n_ok > 5000); /* the round-trip property was really exercised */
 }
 
+/* ---- unsigned varints ----------------------------------------------------- */
+
+static void test_uvarint_roundtrip(void **state)
+{
+    (void)state;
+    const uint64_t values[] = {0, 1, 127, 128, 300, 16383, 16384, (1ull << 35) + 7,
+                               (1ull << 63) - 1, UINT64_MAX};
+    const size_t sizes[] = {1, 1, 1, 2, 2, 2, 3, 6, 9, 10};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        uint8_t buf[BB_UVARINT_MAX_U64];
+        assert_int_equal(bb_uvarint_size(values[i]), sizes[i]);
+        size_t n = bb_uvarint_encode(values[i], buf);
+        assert_int_equal(n, sizes[i]);
+        uint64_t v = 0;
+        size_t used = 0;
+        assert_int_equal(bb_uvarint_decode(buf, n, BB_UVARINT_MAX_U64, &v, &used), BB_UVARINT_OK);
+        assert_true(v == values[i]);
+        assert_int_equal(used, n);
+        /* one byte short is truncated, never a value */
+        assert_int_equal(bb_uvarint_decode(buf, n - 1, BB_UVARINT_MAX_U64, &v, &used),
+                         BB_UVARINT_TRUNC);
+    }
+    /* 300 is ac 02 (the multiformats example) */
+    uint8_t b[2];
+    assert_int_equal(bb_uvarint_encode(300, b), 2);
+    assert_int_equal(b[0], 0xac);
+    assert_int_equal(b[1], 0x02);
+}
+
+static void test_uvarint_rejects(void **state)
+{
+    (void)state;
+    uint64_t v = 42;
+    size_t used = 0;
+    const uint8_t nonminimal[] = {0x81, 0x00};
+    assert_int_equal(bb_uvarint_decode(nonminimal, 2, BB_UVARINT_MAX_SPEC, &v, &used),
+                     BB_UVARINT_NONMINIMAL);
+    const uint8_t ten[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    /* a full u64 needs 10 bytes: over the multiformats 9-byte cap, fine as u64 */
+    assert_int_equal(bb_uvarint_decode(ten, 10, BB_UVARINT_MAX_SPEC, &v, &used),
+                     BB_UVARINT_OVERLONG);
+    assert_int_equal(bb_uvarint_decode(ten, 10, BB_UVARINT_MAX_U64, &v, &used), BB_UVARINT_OK);
+    assert_true(v == UINT64_MAX);
+    const uint8_t overflow[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02};
+    assert_int_equal(bb_uvarint_decode(overflow, 10, BB_UVARINT_MAX_U64, &v, &used),
+                     BB_UVARINT_OVERLONG);
+    assert_int_equal(bb_uvarint_decode(ten, 0, BB_UVARINT_MAX_U64, &v, &used), BB_UVARINT_TRUNC);
+    assert_string_equal(bb_uvarint_rc_str(BB_UVARINT_OK), "ok");
+    assert_string_equal(bb_uvarint_rc_str(BB_UVARINT_TRUNC), "truncated varint");
+    assert_string_equal(bb_uvarint_rc_str(BB_UVARINT_OVERLONG), "overlong varint");
+    assert_string_equal(bb_uvarint_rc_str(BB_UVARINT_NONMINIMAL), "non-minimal varint");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uvarint_roundtrip),
+        cmocka_unit_test(test_uvarint_rejects),
         cmocka_unit_test(test_known_encodings),
         cmocka_unit_test(test_roundtrips),
         cmocka_unit_test(test_bad_text),
