@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/uvarint.h"
 #include "bbd/engine/engine_internal.h"
 
 /* ---- decode ------------------------------------------------------------------- */
@@ -346,22 +347,12 @@ uint64_t bb__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size
 
 static size_t vlen(uint64_t v)
 {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
+    return bb_uvarint_size(v);
 }
 
 static uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
+    return p + bb_uvarint_encode(v, p);
 }
 
 static uint8_t *put_bytes(uint8_t *p, uint8_t tag, const uint8_t *d, size_t n)

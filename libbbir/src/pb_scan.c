@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "onnx-ml.pb-c.h"
+#include "bb/uvarint.h"
 
 #define MAX_MSG_DEPTH BB__PB_MAX_MSG_DEPTH
 /* protobuf-c reads length prefixes as 32-bit varints of at most 5 bytes. */
@@ -47,13 +48,7 @@ static varint_rc read_varint(const uint8_t *p, size_t n, uint64_t *v, size_t *us
 
 size_t bb__pb_varint_encode(uint64_t v, uint8_t *p)
 {
-    size_t i = 0;
-    while (v >= 0x80) {
-        p[i++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[i++] = (uint8_t)v;
-    return i;
+    return bb_uvarint_encode(v, p); /* protobuf and multiformats agree on encoding */
 }
 
 /* "graph.node.attribute.g" for the current position; long paths keep their

@@ -10,6 +10,7 @@
  * enforced, and every error names the absolute byte offset it found.
  */
 #include "bb/value.h"
+#include "bb/uvarint.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -52,23 +53,12 @@ enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I
 
 size_t bb_varint_put(uint8_t *out, uint64_t v)
 {
-    size_t n = 0;
-    while (v >= 0x80) {
-        out[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    out[n++] = (uint8_t)v;
-    return n;
+    return bb_uvarint_encode(v, out);
 }
 
 size_t bb_varint_len(uint64_t v)
 {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
+    return bb_uvarint_size(v);
 }
 
 int bb_varint_get(const uint8_t *data, size_t len, size_t *pos, uint64_t *out)
