@@ -30,20 +30,12 @@ typedef struct rd {
 
 static int get_varint_long(rd *r, uint64_t *v)
 {
-    uint64_t x = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (r->pos >= r->len)
-            return BB_ETRUNC;
-        uint8_t b = r->p[r->pos++];
-        if (shift == 63 && b > 1)
-            return BB_EDECODE;
-        x |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = x;
-            return 0;
-        }
-    }
-    return BB_EDECODE;
+    size_t used;
+    bb_uvarint_rc rc = bb_uvarint_read_u64(r->p + r->pos, r->len - r->pos, v, &used);
+    if (rc)
+        return rc == BB_UVARINT_TRUNC ? BB_ETRUNC : BB_EDECODE;
+    r->pos += used;
+    return 0;
 }
 
 /* Tags and most lengths are one byte. */

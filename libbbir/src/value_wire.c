@@ -63,22 +63,16 @@ size_t bb_varint_len(uint64_t v)
 
 int bb_varint_get(const uint8_t *data, size_t len, size_t *pos, uint64_t *out)
 {
-    uint64_t v = 0;
-    size_t p = *pos;
-    for (unsigned i = 0; i < 10; i++) {
-        if (p >= len)
-            return BB_ETRUNC;
-        uint8_t b = data[p++];
-        if (i == 9 && b > 1)
-            return BB_EDECODE; /* more than 64 bits */
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *pos = p;
-            *out = v;
-            return BB_OK;
-        }
-    }
-    return BB_EDECODE; /* unreachable: i == 9 with b <= 1 ends the loop */
+    size_t used;
+    if (*pos > len)
+        return BB_ETRUNC;
+    bb_uvarint_rc rc = bb_uvarint_read_u64(data + *pos, len - *pos, out, &used);
+    if (rc == BB_UVARINT_TRUNC)
+        return BB_ETRUNC;
+    if (rc)
+        return BB_EDECODE; /* more than 64 bits */
+    *pos += used;
+    return BB_OK;
 }
 
 static uint64_t get_le(const uint8_t *p, size_t n)
@@ -446,12 +440,14 @@ static int dfail(dec *d, int code, size_t off, const char *fmt, ...)
 
 static int get_varint(dec *d, size_t *pos, size_t end, uint64_t *v, const char *what)
 {
-    size_t at = *pos;
-    int rc = bb_varint_get(d->p, end, pos, v);
-    if (rc == BB_ETRUNC)
+    size_t at = *pos, used;
+    bb_uvarint_rc rc = at <= end ? bb_uvarint_read_u64(d->p + at, end - at, v, &used)
+                                 : BB_UVARINT_TRUNC;
+    if (rc == BB_UVARINT_TRUNC)
         return dfail(d, BB_EDECODE, at, "%s: truncated varint", what);
     if (rc)
         return dfail(d, BB_EDECODE, at, "%s: varint longer than 64 bits", what);
+    *pos = at + used;
     return BB_OK;
 }
 

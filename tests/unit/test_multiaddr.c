@@ -917,11 +917,46 @@ static void test_uvarint_rejects(void **state)
     assert_string_equal(bb_uvarint_rc_str(BB_UVARINT_NONMINIMAL), "non-minimal varint");
 }
 
+/* Protobuf reading: non-minimal is fine, 10 bytes at most, and the fast
+ * paths (one byte; 10 bytes left) agree with the checked one. */
+static void test_uvarint_read_u64(void **state)
+{
+    (void)state;
+    uint64_t v = 0;
+    size_t used = 0;
+    const uint8_t nonminimal[] = {0x81, 0x00};
+    assert_int_equal(bb_uvarint_read_u64(nonminimal, 2, &v, &used), BB_UVARINT_OK);
+    assert_true(v == 1 && used == 2);
+    const uint8_t stamp[] = {0x80, 0xe0, 0xb1, 0xc8, 0xbd, 0xf6, 0xa1, 0xc5, 0x18, 0x07, 0x07};
+    uint64_t want = 0;
+    size_t want_used = 0;
+    assert_int_equal(bb_uvarint_decode(stamp, sizeof stamp, BB_UVARINT_MAX_U64, &want, &want_used),
+                     BB_UVARINT_OK);
+    for (size_t n = 0; n <= sizeof stamp; n++) { /* every buffer length, both paths */
+        bb_uvarint_rc rc = bb_uvarint_read_u64(stamp, n, &v, &used);
+        if (n < want_used) {
+            assert_int_equal(rc, BB_UVARINT_TRUNC);
+        } else {
+            assert_int_equal(rc, BB_UVARINT_OK);
+            assert_true(v == want && used == want_used);
+        }
+    }
+    const uint8_t eleven[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
+    assert_int_equal(bb_uvarint_read_u64(eleven, sizeof eleven, &v, &used), BB_UVARINT_OVERLONG);
+    assert_int_equal(bb_uvarint_read_u64(eleven, 9, &v, &used), BB_UVARINT_TRUNC);
+    const uint8_t bit64[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02};
+    assert_int_equal(bb_uvarint_read_u64(bit64, sizeof bit64, &v, &used), BB_UVARINT_OVERLONG);
+    const uint8_t one[] = {0x05};
+    assert_int_equal(bb_uvarint_read_u64(one, 1, &v, &used), BB_UVARINT_OK);
+    assert_true(v == 5 && used == 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uvarint_roundtrip),
         cmocka_unit_test(test_uvarint_rejects),
+        cmocka_unit_test(test_uvarint_read_u64),
         cmocka_unit_test(test_known_encodings),
         cmocka_unit_test(test_roundtrips),
         cmocka_unit_test(test_bad_text),

@@ -46,6 +46,34 @@ static inline bb_uvarint_rc bb_uvarint_decode(const uint8_t *p, size_t n, size_t
     return BB_UVARINT_OVERLONG;
 }
 
+/* Protobuf's reading (ONNX fields, envelopes, values): any encoding up to
+ * 10 bytes, non-minimal ones too. One-byte values (tags, short lengths) and
+ * inputs with 10 bytes left skip the per-byte bounds check: envelopes carry
+ * several 9-byte nanosecond stamps. */
+static inline bb_uvarint_rc bb_uvarint_read_u64(const uint8_t *p, size_t n, uint64_t *value,
+                                                size_t *used)
+{
+    if (n && p[0] < 0x80) {
+        *value = p[0];
+        *used = 1;
+        return BB_UVARINT_OK;
+    }
+    size_t lim = n < BB_UVARINT_MAX_U64 ? n : BB_UVARINT_MAX_U64;
+    uint64_t v = 0;
+    for (size_t i = 0; i < lim; i++) {
+        uint8_t b = p[i];
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            if (i == 9 && b > 1)
+                return BB_UVARINT_OVERLONG; /* would need bit 64 and up */
+            *value = v;
+            *used = i + 1;
+            return BB_UVARINT_OK;
+        }
+    }
+    return lim < BB_UVARINT_MAX_U64 ? BB_UVARINT_TRUNC : BB_UVARINT_OVERLONG;
+}
+
 /* Encoded size of v (1..10). */
 static inline size_t bb_uvarint_size(uint64_t v)
 {
