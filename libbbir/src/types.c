@@ -4,10 +4,12 @@
  *
  * Wire hashes are FNV-1a-64 of "<name>@1", precomputed because static
  * const initialisers need constants; test_types checks every one against
- * bb_wire_hash. The tree is tiny (30 nodes), so lookups are linear scans.
+ * bb_wire_hash. The tree is tiny (30 nodes): name lookups are linear scans,
+ * wire-hash lookups (one per decoded value) a small hash table.
  */
 #include "bb/types.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -157,12 +159,32 @@ const bb_type_node *bb_type_by_denotation(const char *denotation)
     return NULL;
 }
 
+/* Every decoded value names its type by wire hash: an open-addressed table
+ * (linear probing, at most half full) instead of a scan of every node. */
+#define BY_HASH_SLOTS 64
+static const bb_type_node *by_hash[BY_HASH_SLOTS];
+static pthread_once_t by_hash_once = PTHREAD_ONCE_INIT;
+
+static void by_hash_build(void)
+{
+    for (size_t i = 0; i < BB__NTYPES; i++) {
+        size_t k = all_types[i]->wire_hash & (BY_HASH_SLOTS - 1);
+        while (by_hash[k])
+            k = (k + 1) & (BY_HASH_SLOTS - 1);
+        by_hash[k] = all_types[i];
+    }
+}
+
 const bb_type_node *bb_type_by_wire_hash(uint64_t hash)
 {
-    for (size_t i = 0; i < BB__NTYPES; i++)
-        if (all_types[i]->wire_hash == hash)
-            return all_types[i];
-    return NULL;
+    _Static_assert(BB__NTYPES * 2 <= BY_HASH_SLOTS, "the wire-hash table is over half full");
+    pthread_once(&by_hash_once, by_hash_build);
+    for (size_t k = hash & (BY_HASH_SLOTS - 1);; k = (k + 1) & (BY_HASH_SLOTS - 1)) {
+        if (!by_hash[k])
+            return NULL;
+        if (by_hash[k]->wire_hash == hash)
+            return by_hash[k];
+    }
 }
 
 const bb_type_node *bb_type_tensor_of(int32_t dtype)
