@@ -12,6 +12,8 @@
  */
 #include "bb/value.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,11 +146,83 @@ static size_t tensor_nbytes(int32_t dtype, uint32_t ndim, const int64_t *dims)
 
 /* ---- values -------------------------------------------------------------- */
 
+/* Freed values wait in a per-thread stack for the next value_alloc: a
+ * message makes and drops ~15 values, more than glibc's per-thread cache
+ * keeps of one size (7), so most of their frees took malloc's slow path.
+ * Bounded per thread and freed at thread exit. ASan builds skip it, so a
+ * use after free stays visible there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define VALUE_CACHE_MAX 0u
+#else
+#define VALUE_CACHE_MAX 64u
+#endif
+
+typedef struct value_cache {
+    bb_value *top; /* linked through the first word of u */
+    unsigned n;
+    bool registered;
+} value_cache;
+
+/* initial-exec: a plain %fs-relative access; the general-dynamic default
+ * of a shared library calls __tls_get_addr on every use. libbbir is loaded
+ * with the program (plugins that link it find it loaded). */
+static _Thread_local value_cache cache __attribute__((tls_model("initial-exec")));
+static _Atomic unsigned cache_max = VALUE_CACHE_MAX;
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static bool cache_key_ok;
+
+static void cache_drain(void *arg)
+{
+    value_cache *c = arg;
+    while (c->top) {
+        bb_value *v = c->top;
+        memcpy(&c->top, &v->u, sizeof c->top);
+        free(v);
+    }
+    c->n = 0;
+}
+
+static void cache_key_init(void)
+{
+    cache_key_ok = pthread_key_create(&cache_key, cache_drain) == 0;
+}
+
+void bb__value_cache_limit(unsigned max)
+{
+    atomic_store_explicit(&cache_max, max < VALUE_CACHE_MAX ? max : VALUE_CACHE_MAX,
+                          memory_order_relaxed);
+    cache_drain(&cache);
+}
+
+static void value_release(bb_value *v)
+{
+    if (cache.n >= atomic_load_explicit(&cache_max, memory_order_relaxed)) {
+        free(v);
+        return;
+    }
+    if (!cache.registered) { /* so the thread's exit frees what it kept */
+        pthread_once(&cache_once, cache_key_init);
+        if (!cache_key_ok || pthread_setspecific(cache_key, &cache) != 0) {
+            free(v);
+            return;
+        }
+        cache.registered = true;
+    }
+    memcpy(&v->u, &cache.top, sizeof cache.top);
+    cache.top = v;
+    cache.n++;
+}
+
 static bb_value *value_alloc(const bb_type_node *type)
 {
-    bb_value *v = malloc(sizeof *v);
-    if (!v)
+    bb_value *v = cache.top;
+    if (v) {
+        memcpy(&cache.top, &v->u, sizeof cache.top);
+        cache.n--;
+    } else if (!(v = malloc(sizeof *v))) {
         return NULL;
+    }
     /* the payload zeroed field by field: a memset of the whole block right
      * after malloc is turned into calloc by the compiler, and glibc's
      * calloc skips the per-thread cache (~250 instructions a value, and
@@ -184,18 +258,21 @@ void bb_value__free(bb_value *v)
     case BB_VK_ADDRESS_VEC:
     case BB_VK_COMPOSITE:
         unref_array(v->u.list.items, v->u.list.n);
-        free(v->u.list.items);
+        if (v->u.list.items != v->u.list.small)
+            free(v->u.list.items);
         break;
     case BB_VK_RESPONSE_BATCH:
         unref_array(v->u.batch.items, v->u.batch.n);
         unref_array(v->u.batch.peers, v->u.batch.n);
-        free(v->u.batch.items);
-        free(v->u.batch.peers);
+        if (v->u.batch.items != v->u.batch.small) {
+            free(v->u.batch.items);
+            free(v->u.batch.peers);
+        }
         break;
     default:
         break;
     }
-    free(v);
+    value_release(v);
 }
 
 bb_value *bb_value_trigger(void)
@@ -305,17 +382,21 @@ bb_value *bb_value_tensor_copy(int32_t dtype, uint32_t ndim, const int64_t *dims
     return v;
 }
 
-/* Copy of the caller's pointer array (NULL for n == 0). */
-static bool dup_array(bb_value **src, size_t n, bb_value ***out)
+/* Copy of the caller's pointer array: into small (room for n_small) when
+ * it fits, else malloc'd (NULL for n == 0). */
+static bool dup_array(bb_value **src, size_t n, bb_value ***out, bb_value **small, size_t n_small)
 {
     *out = NULL;
     if (!n)
         return true;
-    if (n > SIZE_MAX / sizeof *src)
-        return false;
-    *out = malloc(n * sizeof *src);
-    if (!*out)
-        return false;
+    if (n <= n_small) {
+        *out = small;
+    } else {
+        if (n > SIZE_MAX / sizeof *src)
+            return false;
+        if (!(*out = malloc(n * sizeof *src)))
+            return false;
+    }
     memcpy(*out, src, n * sizeof *src);
     return true;
 }
@@ -347,7 +428,7 @@ bb_value *bb_value_list(const bb_type_node *type, bb_value **items, size_t n)
     }
     if (!items_ok(items, n, want) || !(v = value_alloc(type)))
         goto fail;
-    if (!dup_array(items, n, &v->u.list.items))
+    if (!dup_array(items, n, &v->u.list.items, v->u.list.small, BB_VALUE_LIST_INLINE))
         goto fail;
     v->u.list.n = n;
     return v;
@@ -367,7 +448,12 @@ bb_value *bb_value_response_batch(bb_value **items, bb_value **peers, size_t n)
         goto fail;
     if (!(v = value_alloc(&BB_TYPE_RESPONSE_BATCH)))
         goto fail;
-    if (!dup_array(items, n, &v->u.batch.items) || !dup_array(peers, n, &v->u.batch.peers)) {
+    if (n <= BB_VALUE_BATCH_INLINE) {
+        dup_array(items, n, &v->u.batch.items, v->u.batch.small, n);
+        dup_array(peers, n, &v->u.batch.peers, v->u.batch.small + n, n);
+        v->u.batch.items = v->u.batch.small; /* also for n == 0: bb_value__free's test */
+    } else if (!dup_array(items, n, &v->u.batch.items, NULL, 0) ||
+               !dup_array(peers, n, &v->u.batch.peers, NULL, 0)) {
         free(v->u.batch.items);
         goto fail;
     }

@@ -740,13 +740,29 @@ static int make_bytes(dec *d, const bb_type_node *t, size_t s, size_t len, bb_va
 }
 
 /* Frees a partially built array of n values. */
-static void drop(bb_value **items, size_t n)
+/* A decoder's scratch array of n item pointers: `stack` (room for cap)
+ * when it fits, as most lists and batches are short, else calloc'd. */
+static bb_value **items_new(size_t n, bb_value **stack, size_t cap)
+{
+    if (n <= cap)
+        return stack;
+    return calloc(n, sizeof(bb_value *));
+}
+
+static void items_free(bb_value **items, bb_value **stack)
+{
+    if (items != stack)
+        free(items);
+}
+
+/* Unref items[0..n) and free the array (unless it is `stack`). */
+static void drop(bb_value **items, size_t n, bb_value **stack)
 {
     if (!items)
         return;
     for (size_t i = 0; i < n; i++)
         bb_value_unref(items[i]);
-    free(items);
+    items_free(items, stack);
 }
 
 /* Reads a count and checks it against max_items and against the bytes left
@@ -776,8 +792,9 @@ static int decode_vec(dec *d, const bb_type_node *t, size_t s, size_t e, bb_valu
     int rc = get_count(d, t, &pos, e, 1, &n);
     if (rc)
         return rc;
-    bb_value **items = n ? calloc(n, sizeof *items) : NULL;
-    if (n && !items)
+    bb_value *stack[BB_VALUE_LIST_INLINE];
+    bb_value **items = items_new(n, stack, BB_VALUE_LIST_INLINE);
+    if (!items)
         return dfail(d, BB_ENOMEM, s, "%s: %zu items", t->name, n);
     for (; i < n; i++) {
         size_t len;
@@ -791,10 +808,10 @@ static int decode_vec(dec *d, const bb_type_node *t, size_t s, size_t e, bb_valu
         goto fail;
     }
     *out = bb_value_list(t, items, n); /* takes the item refs */
-    free(items);
+    items_free(items, stack);
     return *out ? BB_OK : dfail(d, BB_ENOMEM, s, "%s value", t->name);
 fail:
-    drop(items, i);
+    drop(items, i, stack);
     return rc;
 }
 
@@ -826,8 +843,9 @@ static int decode_composite(dec *d, const bb_type_node *t, size_t s, size_t e, u
     int rc = get_count(d, t, &pos, e, 9, &n); /* hash + 1-byte length */
     if (rc)
         return rc;
-    bb_value **items = n ? calloc(n, sizeof *items) : NULL;
-    if (n && !items)
+    bb_value *stack[BB_VALUE_LIST_INLINE];
+    bb_value **items = items_new(n, stack, BB_VALUE_LIST_INLINE);
+    if (!items)
         return dfail(d, BB_ENOMEM, s, "%s: %zu children", t->name, n);
     for (; i < n; i++)
         if ((rc = decode_tagged(d, "composite child", i, &pos, e, depth + 1, &items[i])))
@@ -837,10 +855,10 @@ static int decode_composite(dec *d, const bb_type_node *t, size_t s, size_t e, u
         goto fail;
     }
     *out = bb_value_list(t, items, n);
-    free(items);
+    items_free(items, stack);
     return *out ? BB_OK : dfail(d, BB_ENOMEM, s, "%s value", t->name);
 fail:
-    drop(items, i);
+    drop(items, i, stack);
     return rc;
 }
 
@@ -853,18 +871,17 @@ static int decode_batch(dec *d, const bb_type_node *t, size_t s, size_t e, uint3
     int rc = get_count(d, t, &pos, e, 10, &n); /* peer len + hash + value len */
     if (rc)
         return rc;
-    bb_value **items = NULL, **peers = NULL;
-    if (n) {
-        items = calloc(n, sizeof *items);
-        peers = calloc(n, sizeof *peers);
-        if (!items || !peers) {
-            free(items);
-            free(peers);
-            return dfail(d, BB_ENOMEM, s, "%s: %zu responses", t->name, n);
-        }
+    bb_value *stack_items[BB_VALUE_BATCH_INLINE], *stack_peers[BB_VALUE_BATCH_INLINE];
+    bb_value **items = items_new(n, stack_items, BB_VALUE_BATCH_INLINE);
+    bb_value **peers = items_new(n, stack_peers, BB_VALUE_BATCH_INLINE);
+    if (!items || !peers) {
+        items_free(items, stack_items);
+        items_free(peers, stack_peers);
+        return dfail(d, BB_ENOMEM, s, "%s: %zu responses", t->name, n);
     }
     for (; i < n; i++) {
         size_t len;
+        items[i] = NULL; /* the fail path below drops items[i] with peers[i] */
         if ((rc = get_len(d, &pos, e, &len, "response peer")) ||
             (rc = make_bytes(d, &BB_TYPE_PEER_ID, pos, len, &peers[i])))
             goto fail;
@@ -879,12 +896,12 @@ static int decode_batch(dec *d, const bb_type_node *t, size_t s, size_t e, uint3
         goto fail;
     }
     *out = bb_value_response_batch(items, peers, n);
-    free(items);
-    free(peers);
+    items_free(items, stack_items);
+    items_free(peers, stack_peers);
     return *out ? BB_OK : dfail(d, BB_ENOMEM, s, "%s value", t->name);
 fail:
-    drop(items, i);
-    drop(peers, i);
+    drop(items, i, stack_items);
+    drop(peers, i, stack_peers);
     return rc;
 }
 

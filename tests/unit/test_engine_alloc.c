@@ -341,6 +341,7 @@ static void test_snapshot_restore_under_failing_allocations(void **state)
 
 int main(void)
 {
+    bb__value_cache_limit(0); /* every value is a malloc the sweeps can fail and count */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wire_receive_under_failing_allocations),
         cmocka_unit_test(test_invoke_under_failing_allocations),

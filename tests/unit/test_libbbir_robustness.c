@@ -500,6 +500,7 @@ static void test_alloc_fail_value_decode(void **state)
 
 int main(void)
 {
+    bb__value_cache_limit(0); /* every value is a malloc the sweeps can fail */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fuzz_example_models),
         cmocka_unit_test(test_alloc_fail_load_save),

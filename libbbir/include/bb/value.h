@@ -70,6 +70,9 @@ typedef struct bb_tensor_view {
     bb_buffer *buf;
 } bb_tensor_view;
 
+#define BB_VALUE_LIST_INLINE 10 /* list items kept inside the value */
+#define BB_VALUE_BATCH_INLINE 4 /* batch (response, peer) pairs kept inside the value */
+
 struct bb_value {
     atomic_uint refs;
     const bb_type_node *type;
@@ -82,16 +85,22 @@ struct bb_value {
             bb_buffer *buf;
         } bytes;
         struct {                      /* PEER_ID_VEC, ADDRESS_VEC, COMPOSITE */
-            bb_value **items;
+            bb_value **items;         /* = small when n <= BB_VALUE_LIST_INLINE */
             size_t n;
+            bb_value *small[BB_VALUE_LIST_INLINE];
         } list;
         struct {                      /* RESPONSE_BATCH */
             bb_value **items;         /* the responses */
             bb_value **peers;         /* PeerId of each response's sender */
             size_t n;
+            bb_value *small[2 * BB_VALUE_BATCH_INLINE]; /* items, then peers */
         } batch;
     } u;
 };
+/* Short lists and batches live inside the value (the union is as large as
+ * a tensor view anyway): no array allocation per message. */
+_Static_assert(sizeof(((bb_value *)0)->u.list) <= sizeof(bb_tensor_view), "list fits the union");
+_Static_assert(sizeof(((bb_value *)0)->u.batch) <= sizeof(bb_tensor_view), "batch fits the union");
 
 /* ---- lifetime ---------------------------------------------------------- */
 static inline bb_value *bb_value_ref(bb_value *v)
@@ -101,6 +110,10 @@ static inline bb_value *bb_value_ref(bb_value *v)
     return v;
 }
 void bb_value__free(bb_value *v);
+/* Freed values are kept per thread for reuse (at most `max`, 64 by
+ * default). Tests that count allocations set 0; the calling thread's kept
+ * values are freed now. */
+void bb__value_cache_limit(unsigned max);
 static inline void bb_value_unref(bb_value *v)
 {
     if (v && atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1)
