@@ -417,15 +417,20 @@ typedef struct bb__batch {
     bb__exec *x;          /* origin execution */
     struct bb__batch *next_in_exec;
     uint32_t expected, quorum;
+    /* in the batch's own block (bb__batch_new), room for `expected` each:
+     * a cohort member answers once */
     bb_peerid *cohort;
     bool *answered;
-    BB__ARR(bb_value *) items;
-    BB__ARR(bb_value *) peers;
+    bb_value **items;     /* the responses so far [n_items] */
+    bb_value **peers;     /* PeerId of each response's sender */
+    size_t n_items;
     bool done, failed;
     bool holds_ref;       /* holds a ref on x until done */
     BB__ARR(struct bb__waiter) waiters;
     bb_value *result;
 } bb__batch;
+/* A zeroed batch for `expected` responses: one allocation. NULL on OOM. */
+bb__batch *bb__batch_new(uint32_t expected);
 
 typedef struct bb__inreq { /* an open inbound request (RecvReq) */
     uint64_t id;

@@ -393,10 +393,10 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
             w_peer(&w, &b->cohort[k]);
             w_u(&w, b->answered[k]);
         }
-        w_u(&w, b->items.n);
-        for (size_t k = 0; k < b->items.n; k++) {
-            w_value(&w, b->items.v[k]);
-            w_value(&w, b->peers.v[k]);
+        w_u(&w, b->n_items);
+        for (size_t k = 0; k < b->n_items; k++) {
+            w_value(&w, b->items[k]);
+            w_value(&w, b->peers[k]);
         }
         w_u(&w, (uint64_t)b->done | (uint64_t)b->failed << 1 | (uint64_t)b->holds_ref << 2);
         w_waiters(&w, &fm, b->waiters.v, b->waiters.n);
@@ -901,52 +901,51 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     /* batches */
     size_t nb = r_count(r);
     for (size_t i = 0; i < nb && !r->bad; i++) {
-        bb__batch *b = calloc(1, sizeof *b);
+        uint64_t id = r_u(r), wire_req_id = r_u(r);
+        uint32_t op = r_idx(r, e->n_ops);
+        bb__exec *x = frame_at(r, frames, nf);
+        uint64_t exp = r_u(r), quorum = r_u(r);
+        if (r->bad || exp > 65536 || quorum > exp || e->ops[op].graph != x->g->index) {
+            r->bad = true;
+            break;
+        }
+        bb__batch *b = bb__batch_new((uint32_t)exp);
         if (!b) {
             nomem(r);
             break;
         }
-        b->id = r_u(r);
-        b->wire_req_id = r_u(r);
-        b->op = r_idx(r, e->n_ops);
-        b->x = frame_at(r, frames, nf);
-        uint64_t exp = r_u(r);
-        b->quorum = (uint32_t)r_u(r);
-        if (r->bad || exp > 65536 || b->quorum > exp || e->ops[b->op].graph != b->x->g->index) {
-            free(b);
-            r->bad = true;
-            break;
-        }
-        b->expected = (uint32_t)exp;
-        b->cohort = calloc(exp ? exp : 1, sizeof *b->cohort);
-        b->answered = calloc(exp ? exp : 1, sizeof *b->answered);
+        b->id = id;
+        b->wire_req_id = wire_req_id;
+        b->op = op;
+        b->x = x;
+        b->quorum = (uint32_t)quorum;
         /* link first so a failure below frees it with the frame */
         b->next_in_exec = b->x->batches;
         b->x->batches = b;
-        if (!b->cohort || !b->answered || bb__map_put(&e->batches, b->id, (uint64_t)(uintptr_t)b)) {
+        if (bb__map_put(&e->batches, b->id, (uint64_t)(uintptr_t)b)) {
             nomem(r);
             break;
         }
+        size_t n_answered = 0;
         for (uint32_t k = 0; k < b->expected && !r->bad; k++) {
             r_peer(r, &b->cohort[k]);
             b->answered[k] = r_u(r) != 0;
+            n_answered += b->answered[k];
         }
+        /* one response per answered member: the arrays have room for the
+         * rest of the cohort's answers, no more */
         size_t ni = r_count(r);
+        if (ni != n_answered)
+            r->bad = true;
         for (size_t k = 0; k < ni && !r->bad; k++) {
             bb_value *it = r_value(r), *pv = r_value(r);
             if (!it || !pv) {
                 bb_value_unref(it);
                 bb_value_unref(pv);
                 r->bad = true;
-            } else if (BB__ARR_PUSH(&b->items, it)) {
-                bb_value_unref(it);
-                bb_value_unref(pv);
-                nomem(r);
-            } else if (BB__ARR_PUSH(&b->peers, pv)) {
-                b->items.n--;
-                bb_value_unref(it);
-                bb_value_unref(pv);
-                nomem(r);
+            } else {
+                b->items[b->n_items] = it;
+                b->peers[b->n_items++] = pv;
             }
         }
         uint64_t fl = r_u(r);

@@ -353,18 +353,31 @@ bool bb__batch_pending(const bb_engine *e, uint64_t id)
     return b && !b->done;
 }
 
+bb__batch *bb__batch_new(uint32_t expected)
+{
+    size_t n = expected ? expected : 1;
+    size_t per = sizeof(bb_peerid) + 2 * sizeof(bb_value *) + sizeof(bool);
+    if (n > (SIZE_MAX - sizeof(bb__batch)) / per)
+        return NULL;
+    bb__batch *b = bb__zalloc(sizeof *b + n * per);
+    if (!b)
+        return NULL;
+    b->expected = expected;
+    b->cohort = (bb_peerid *)(b + 1);
+    b->items = (bb_value **)(b->cohort + n);
+    b->peers = b->items + n;
+    b->answered = (bool *)(b->peers + n);
+    return b;
+}
+
 static void batch_free(bb__batch *b)
 {
-    for (size_t i = 0; i < b->items.n; i++)
-        bb_value_unref(b->items.v[i]);
-    for (size_t i = 0; i < b->peers.n; i++)
-        bb_value_unref(b->peers.v[i]);
-    BB__ARR_FREE(&b->items);
-    BB__ARR_FREE(&b->peers);
+    for (size_t i = 0; i < b->n_items; i++) {
+        bb_value_unref(b->items[i]);
+        bb_value_unref(b->peers[i]);
+    }
     BB__ARR_FREE(&b->waiters);
     bb_value_unref(b->result);
-    free(b->cohort);
-    free(b->answered);
     free(b);
 }
 
@@ -379,23 +392,18 @@ static void batch_complete(bb_engine *e, bb__batch *b, bool failed)
     bb__map_del(&e->batches_wire, b->wire_req_id);
     const bb__op *op = &e->ops[b->op];
     if (!failed) {
-        bb_value **items = malloc((b->items.n ? b->items.n : 1) * sizeof *items);
-        bb_value **peers = malloc((b->items.n ? b->items.n : 1) * sizeof *peers);
-        if (items && peers) {
-            for (size_t i = 0; i < b->items.n; i++) {
-                items[i] = bb_value_ref(b->items.v[i]);
-                peers[i] = bb_value_ref(b->peers.v[i]);
-            }
-            b->result = bb_value_response_batch(items, peers, b->items.n);
+        /* the batch value copies the arrays and takes these refs */
+        for (size_t i = 0; i < b->n_items; i++) {
+            bb_value_ref(b->items[i]);
+            bb_value_ref(b->peers[i]);
         }
-        free(items);
-        free(peers);
+        b->result = bb_value_response_batch(b->items, b->peers, b->n_items);
         if (!b->result)
             failed = b->failed = true;
     }
     if (failed) {
-        bb__step_infra(e, BB_INFRA_QUORUM_FAILED, 0, NULL, b->items.n,
-                       "%s: %zu of %u responses (quorum %u)", op->label, b->items.n, b->expected,
+        bb__step_infra(e, BB_INFRA_QUORUM_FAILED, 0, NULL, b->n_items,
+                       "%s: %zu of %u responses (quorum %u)", op->label, b->n_items, b->expected,
                        b->quorum);
         bb__bus_publish(e, BB_EVENT_QUORUM_FAILED);
     }
@@ -436,7 +444,7 @@ BB__SYSCALL(bb__sys_send_req)
     int r = send_common(e, opi, x, in, 1, wire_id, &sent, &n_sent);
     if (r != BB__R_DONE)
         return r;
-    bb__batch *b = bb__zalloc(sizeof *b);
+    bb__batch *b = n_sent <= UINT32_MAX ? bb__batch_new((uint32_t)n_sent) : NULL;
     if (!b) {
         free(sent);
         return bb__fail(e, "out of memory");
@@ -445,13 +453,13 @@ BB__SYSCALL(bb__sys_send_req)
     b->wire_req_id = wire_id;
     b->op = opi;
     b->x = x;
-    b->cohort = sent;
-    b->expected = (uint32_t)n_sent;
-    b->answered = bb__zalloc((n_sent ? n_sent : 1) * sizeof *b->answered);
+    if (n_sent)
+        memcpy(b->cohort, sent, n_sent * sizeof *sent);
+    free(sent);
     int64_t q = op->st->i;
     b->quorum = q < 0 || q > (int64_t)n_sent ? (uint32_t)n_sent : (uint32_t)q;
     out[0] = bb_value_u64(&BB_TYPE_REQUEST_ID, b->id);
-    if (!b->answered || !out[0] || bb__map_put(&e->batches, b->id, (uint64_t)(uintptr_t)b) ||
+    if (!out[0] || bb__map_put(&e->batches, b->id, (uint64_t)(uintptr_t)b) ||
         bb__map_put(&e->batches_wire, wire_id, b->id)) {
         bb__map_del(&e->batches, b->id);
         batch_free(b);
@@ -500,7 +508,7 @@ void bb__batch_deadline(bb_engine *e, uint64_t id)
     for (uint32_t i = 0; i < b->expected; i++)
         if (!b->answered[i])
             bb__peer_failure(e, &b->cohort[i]);
-    batch_complete(e, b, b->items.n < b->quorum);
+    batch_complete(e, b, b->n_items < b->quorum);
 }
 
 void bb__exec_drop_batches(bb_engine *e, bb__exec *x)
@@ -1080,21 +1088,16 @@ static void deliver_response(inbound_ctx *c)
         bb_value_unref(v);
     }
     bb_value *pv = bb__peerid_value(c->src);
-    if (!pv || BB__ARR_PUSH(&b->items, item)) {
-        bb_value_unref(pv);
+    if (!pv) {
         bb_value_unref(item);
         return;
     }
-    if (BB__ARR_PUSH(&b->peers, pv)) {
-        b->items.n--;
-        bb_value_unref(item);
-        bb_value_unref(pv);
-        return;
-    }
+    b->items[b->n_items] = item; /* room: each of `expected` answers once */
+    b->peers[b->n_items++] = pv;
     b->answered[who] = true;
     bb__peer_success(e, c->src);
     bb__bus_publish(e, BB_EVENT_WIRE_RESPONSE_LANDED);
-    if (b->items.n == b->expected)
+    if (b->n_items == b->expected)
         batch_complete(e, b, false);
 }
 
