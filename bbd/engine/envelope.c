@@ -6,14 +6,17 @@
  *   message SlotFill { bytes dest_suffix = 1; bytes payload = 2; bool trigger_only = 3; }
  *   message WireEnvelope {
  *     repeated bytes dest_peer_addresses = 1; repeated SlotFill fills = 2;
- *     WireCorrelation correlation = 3; uint64 deadline_ns = 4; uint64 sent_at_ns = 5;
- *     uint64 echo_sent_at_ns = 6; uint64 echo_delay_ns = 7;
+ *     WireCorrelation correlation = 3; fixed64 deadline_ns = 4; fixed64 sent_at_ns = 5;
+ *     fixed64 echo_sent_at_ns = 6; uint64 echo_delay_ns = 7;
  *     repeated bytes src_peer_addresses = 8; }
  *
  * Encoding is canonical proto3 (fields in number order, defaults omitted),
  * so bytes match what protobuf-c produces. Decoding is zero-copy (views
  * into the input), bounded by caps on fills and addresses, skips unknown
- * fields and rejects every malformed input with the byte offset.
+ * fields and rejects every malformed input with the byte offset. Fields
+ * 4-7 are also read as the other integer wire type (varint / fixed64), so
+ * envelopes queued in a snapshot from before the stamps became fixed64
+ * still decode.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,14 @@ static int get_varint_long(rd *r, uint64_t *v)
         return rc == BB_UVARINT_TRUNC ? BB_ETRUNC : BB_EDECODE;
     r->pos += used;
     return 0;
+}
+
+static inline uint64_t get_fixed64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
 }
 
 /* Tags and most lengths are one byte. */
@@ -224,7 +235,7 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
             rc = BB_EDECODE;
             goto bad;
         }
-        if (field >= 4 && field <= 7 && wt != 0) {
+        if (field >= 4 && field <= 7 && wt != 0 && wt != 1) {
             rc = BB_EDECODE;
             goto bad;
         }
@@ -273,8 +284,16 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
         case 5:
         case 6:
         case 7:
-            if ((rc = get_varint(&r, &v)))
+            if (wt == 1) {
+                if (r.len - r.pos < 8) {
+                    rc = BB_ETRUNC;
+                    goto bad;
+                }
+                v = get_fixed64(r.p + r.pos);
+                r.pos += 8;
+            } else if ((rc = get_varint(&r, &v))) {
                 goto bad;
+            }
             if (field == 4)
                 out->deadline_ns = v;
             else if (field == 5)
@@ -347,6 +366,13 @@ static uint8_t *put_varint(uint8_t *p, uint64_t v)
     return p + bb_uvarint_encode(v, p);
 }
 
+static uint8_t *put_fixed64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        *p++ = (uint8_t)(v >> 8 * i);
+    return p;
+}
+
 static uint8_t *put_bytes(uint8_t *p, uint8_t tag, const uint8_t *d, size_t n)
 {
     *p++ = tag;
@@ -390,11 +416,12 @@ static size_t envelope_size(const bb__envelope *env, size_t *corr)
     size_t cs = corr_size(env);
     if (cs)
         size += 1 + vlen(cs) + cs;
-    const uint64_t u[4] = {env->deadline_ns, env->sent_at_ns, env->echo_sent_at_ns,
-                           env->echo_delay_ns};
-    for (int i = 0; i < 4; i++)
-        if (u[i])
-            size += 1 + vlen(u[i]);
+    const uint64_t stamps[3] = {env->deadline_ns, env->sent_at_ns, env->echo_sent_at_ns};
+    for (int i = 0; i < 3; i++)
+        if (stamps[i])
+            size += 1 + 8;
+    if (env->echo_delay_ns)
+        size += 1 + vlen(env->echo_delay_ns);
     for (size_t i = 0; i < env->n_src; i++)
         size += 1 + vlen(env->src[i].len) + env->src[i].len;
     *corr = cs;
@@ -479,13 +506,16 @@ static uint8_t *write_envelope(const bb__envelope *env, size_t cs, uint8_t *buf,
             p = put_varint(p, env->wire_req_id);
         }
     }
-    const uint64_t u[4] = {env->deadline_ns, env->sent_at_ns, env->echo_sent_at_ns,
-                           env->echo_delay_ns};
-    for (int i = 0; i < 4; i++) {
-        if (u[i]) {
-            *p++ = (uint8_t)((4 + i) << 3);
-            p = put_varint(p, u[i]);
+    const uint64_t stamps[3] = {env->deadline_ns, env->sent_at_ns, env->echo_sent_at_ns};
+    for (int i = 0; i < 3; i++) {
+        if (stamps[i]) {
+            *p++ = (uint8_t)((4 + i) << 3 | 1); /* fixed64 */
+            p = put_fixed64(p, stamps[i]);
         }
+    }
+    if (env->echo_delay_ns) {
+        *p++ = 7 << 3;
+        p = put_varint(p, env->echo_delay_ns);
     }
     for (size_t i = 0; i < env->n_src; i++)
         p = put_bytes(p, 0x42, env->src[i].data, env->src[i].len);

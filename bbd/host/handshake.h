@@ -26,7 +26,7 @@
 #include "bb/peerid.h"
 #include "bb/status.h"
 
-#define BBD_HANDSHAKE_VERSION 1
+#define BBD_HANDSHAKE_VERSION 2 /* 2: envelope stamps (fields 4-6) are fixed64 */
 #define BBD_HANDSHAKE_MAX_BYTES 65536 /* one encoded Handshake */
 #define BBD_HANDSHAKE_MAX_ADDRS 32
 #define BBD_HANDSHAKE_MAX_TARGETS 64

@@ -30,6 +30,7 @@ F = dpb.FieldDescriptorProto
 OPT, REP = F.LABEL_OPTIONAL, F.LABEL_REPEATED
 T_STR, T_BYTES, T_MSG, T_ENUM = F.TYPE_STRING, F.TYPE_BYTES, F.TYPE_MESSAGE, F.TYPE_ENUM
 T_I32, T_I64, T_U64, T_BOOL = F.TYPE_INT32, F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_BOOL
+T_F64 = F.TYPE_FIXED64
 
 # Official ONNX fields, messages and enum values added after ONNX 1.12
 # (onnx/onnx.proto, IR versions 9-12). Field numbers are wire format.
@@ -101,9 +102,9 @@ ENVELOPE_FIELDS = {
         1: ("dest_peer_addresses", T_BYTES, REP, "", None),
         2: ("fills", T_MSG, REP, ".bb.core.SlotFill", None),
         3: ("correlation", T_MSG, OPT, ".bb.core.WireCorrelation", None),
-        4: ("deadline_ns", T_U64, OPT, "", None),
-        5: ("sent_at_ns", T_U64, OPT, "", None),
-        6: ("echo_sent_at_ns", T_U64, OPT, "", None),
+        4: ("deadline_ns", T_F64, OPT, "", None),  # stamps: fixed64 (9 varint bytes at ~2^61)
+        5: ("sent_at_ns", T_F64, OPT, "", None),
+        6: ("echo_sent_at_ns", T_F64, OPT, "", None),
         7: ("echo_delay_ns", T_U64, OPT, "", None),
         8: ("src_peer_addresses", T_BYTES, REP, "", None),
     },

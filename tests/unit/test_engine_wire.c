@@ -507,22 +507,31 @@ static void test_answered_batches_do_not_pile_up_timers(void **state)
     bb_model_free(m);
 }
 
+/* Client A (seed 1) invoked with x = 9 and polled at t = 100: s->v[0] is
+ * its request envelope to Server B (seed 2). */
+static void client_request(bb_model **m, bb_engine **a, bb_engine **b, bb_steps *s)
+{
+    *m = rr_model(0, -1);
+    *a = node(1, *m, "Client", NULL);
+    *b = node(2, *m, "Server", NULL);
+    know(*a, 2);
+    uint8_t srv = 2;
+    invoke2(*a, "Client", "x", bb_value_u64(&BB_TYPE_U64, 9), "peers", peers_of(&srv, 1));
+    bb_steps_init(s);
+    bb_engine_poll(*a, 100, s);
+    assert_int_equal(s->v[0].kind, BB_STEP_SEND_ENVELOPE);
+}
+
 /* The server's side of Part 18: the response envelope's correlation echoes
  * the request's id and goes to the address the request claimed; a requester
  * with no known address gets PeerResolveFailed; open requests are bounded. */
 static void test_response_envelope_and_request_tracking(void **state)
 {
     (void)state;
-    bb_model *m = rr_model(0, -1);
-    bb_engine *a = node(1, m, "Client", NULL);
-    bb_engine *b = node(2, m, "Server", NULL);
-    know(a, 2);
-    uint8_t srv = 2;
-    invoke2(a, "Client", "x", bb_value_u64(&BB_TYPE_U64, 9), "peers", peers_of(&srv, 1));
+    bb_model *m;
+    bb_engine *a, *b;
     bb_steps s;
-    bb_steps_init(&s);
-    bb_engine_poll(a, 100, &s);
-    assert_int_equal(s.v[0].kind, BB_STEP_SEND_ENVELOPE);
+    client_request(&m, &a, &b, &s);
     Bb__Core__WireEnvelope *rq = bb__core__wire_envelope__unpack(NULL, s.v[0].u.send.len, s.v[0].u.send.bytes);
     assert_non_null(rq);
     uint64_t req_id = rq->correlation->wire_req_id;
@@ -600,6 +609,46 @@ static void test_response_envelope_and_request_tracking(void **state)
     bb_engine_free(a);
     bb_engine_free(b);
     bb_engine_free(c);
+    bb_model_free(m);
+}
+
+/* Envelope stamps went from varint to fixed64 (handshake version 2); an
+ * envelope queued in an older snapshot carries varint stamps and must still
+ * decode, stamps and all: B echoes the request's sent_at back. */
+static void test_varint_stamps_still_decode(void **state)
+{
+    (void)state;
+    bb_model *m;
+    bb_engine *a, *b;
+    bb_steps s;
+    client_request(&m, &a, &b, &s);
+    /* sent_at_ns = 100 as fixed64 (tag 5 << 3 | 1), rewritten as a varint */
+    const uint8_t fixed[9] = {0x29, 100, 0, 0, 0, 0, 0, 0, 0};
+    const uint8_t *env = s.v[0].u.send.bytes;
+    size_t len = s.v[0].u.send.len, at = len;
+    for (size_t i = 0; i + sizeof fixed <= len; i++)
+        if (memcmp(env + i, fixed, sizeof fixed) == 0)
+            at = i;
+    assert_true(at < len);
+    uint8_t *old = malloc(len);
+    memcpy(old, env, at);
+    old[at] = 0x28; /* 5 << 3 | varint */
+    old[at + 1] = 100;
+    memcpy(old + at + 2, env + at + sizeof fixed, len - at - sizeof fixed);
+    size_t old_len = len - sizeof fixed + 2;
+    assert_int_equal(bb_engine_deliver_envelope(b, bb_engine_peer_id(a), NULL, old, old_len, NULL),
+                     BB_OK);
+    free(old);
+    bb_engine_poll(b, 150, &s);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.v[0].kind, BB_STEP_SEND_ENVELOPE);
+    Bb__Core__WireEnvelope *rs = bb__core__wire_envelope__unpack(NULL, s.v[0].u.send.len, s.v[0].u.send.bytes);
+    assert_non_null(rs);
+    assert_int_equal(rs->echo_sent_at_ns, 100);
+    bb__core__wire_envelope__free_unpacked(rs, NULL);
+    bb_steps_free(&s);
+    bb_engine_free(a);
+    bb_engine_free(b);
     bb_model_free(m);
 }
 
@@ -698,6 +747,7 @@ int main(void)
         cmocka_unit_test(test_request_response_round_trip),
         cmocka_unit_test(test_send_and_peer_resolve_failed),
         cmocka_unit_test(test_response_envelope_and_request_tracking),
+        cmocka_unit_test(test_varint_stamps_still_decode),
         cmocka_unit_test(test_trigger_only_and_loopback),
         cmocka_unit_test(test_partial_delivery_and_rx_errors),
         cmocka_unit_test(test_budget_exceeded_fill),

@@ -182,7 +182,7 @@ static hs_buf *valid_hs(void)
     size_t an = parse_addr("/ip4/127.0.0.1/tcp/7001", a);
     put_field(h, 2, a, an);
     put_field(h, 3, "Client", 6);
-    put_version(h, 1);
+    put_version(h, BBD_HANDSHAKE_VERSION);
     return h;
 }
 
@@ -204,7 +204,7 @@ static void test_handshake_roundtrip(void **state)
     bbd_handshake out;
     assert_int_equal(bbd_handshake_decode(buf, n, &out, &err), BB_OK);
     assert_true(bb_peerid_equal(&out.peer, &in.peer));
-    assert_int_equal(out.version, 1);
+    assert_int_equal(out.version, BBD_HANDSHAKE_VERSION);
     assert_int_equal(out.n_addrs, 2);
     assert_int_equal(out.addrs[1].len, in.addrs[1].len);
     assert_memory_equal(out.addrs[1].data, a2, in.addrs[1].len);
@@ -251,40 +251,45 @@ static void test_handshake_malformed(void **state)
     put_field(h, 1, id.bytes, id.len);
     expect_error(bbd_handshake_decode(h->b, h->n, &out, &err), BB_EUNSUPPORTED, &err,
                  "version 0");
-    put_version(h, 2);
+    size_t at = h->n;
+    put_version(h, BBD_HANDSHAKE_VERSION + 1);
     expect_error(bbd_handshake_decode(h->b, h->n, &out, &err), BB_EUNSUPPORTED, &err,
-                 "version 2");
+                 "version 3");
+    h->n = at; /* version 1 encoded the envelope stamps as varints */
+    put_version(h, 1);
+    expect_error(bbd_handshake_decode(h->b, h->n, &out, &err), BB_EUNSUPPORTED, &err,
+                 "version 1");
 
     h->n = 0;
     put_field(h, 1, id.bytes, id.len);
     put_field(h, 1, id.bytes, id.len);
-    put_version(h, 1);
+    put_version(h, BBD_HANDSHAKE_VERSION);
     expect_error(bbd_handshake_decode(h->b, h->n, &out, &err), BB_EPARSE, &err,
                  "peer_id repeated");
 
     h->n = 0;
     put_field(h, 1, "\x05\x02xy", 4); /* unknown multihash code */
-    put_version(h, 1);
+    put_version(h, BBD_HANDSHAKE_VERSION);
     expect_error(bbd_handshake_decode(h->b, h->n, &out, &err), BB_EUNSUPPORTED, &err,
                  "peer_id at byte 0");
 
     h->n = 0;
     put_field(h, 1, "\x00\x05xy", 4); /* identity multihash, wrong length */
-    put_version(h, 1);
+    put_version(h, BBD_HANDSHAKE_VERSION);
     assert_int_not_equal(bbd_handshake_decode(h->b, h->n, &out, &err), BB_OK);
     assert_non_null(strstr(err.msg, "peer_id at byte 0"));
 
     h->n = 0;
     put_field(h, 1, id.bytes, id.len);
     put_field(h, 2, "\x04\x7f", 2); /* ip4 cut short */
-    put_version(h, 1);
+    put_version(h, BBD_HANDSHAKE_VERSION);
     assert_int_not_equal(bbd_handshake_decode(h->b, h->n, &out, &err), BB_OK);
     assert_non_null(strstr(err.msg, "listen_addresses[0]"));
 
     h->n = 0;
     put_field(h, 1, id.bytes, id.len);
     put_field(h, 3, "two words", 9);
-    put_version(h, 1);
+    put_version(h, BBD_HANDSHAKE_VERSION);
     expect_error(bbd_handshake_decode(h->b, h->n, &out, &err), BB_EPARSE, &err, "targets[0]");
 
     h->n = 0;

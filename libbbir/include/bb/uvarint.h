@@ -58,20 +58,37 @@ static inline bb_uvarint_rc bb_uvarint_read_u64(const uint8_t *p, size_t n, uint
         *used = 1;
         return BB_UVARINT_OK;
     }
-    size_t lim = n < BB_UVARINT_MAX_U64 ? n : BB_UVARINT_MAX_U64;
-    uint64_t v = 0;
-    for (size_t i = 0; i < lim; i++) {
-        uint8_t b = p[i];
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            if (i == 9 && b > 1)
-                return BB_UVARINT_OVERLONG; /* would need bit 64 and up */
+    uint64_t v = 0, b;
+    if (n >= BB_UVARINT_MAX_U64) { /* unrolled: no bounds checks, constant shifts */
+#define BB_UVARINT_STEP(i)                   \
+    b = p[i];                                \
+    v |= (b & 0x7f) << (7 * (i));            \
+    if (b < 0x80) {                          \
+        *value = v;                          \
+        *used = (i) + 1;                     \
+        return BB_UVARINT_OK;                \
+    }
+        BB_UVARINT_STEP(0) BB_UVARINT_STEP(1) BB_UVARINT_STEP(2) BB_UVARINT_STEP(3)
+        BB_UVARINT_STEP(4) BB_UVARINT_STEP(5) BB_UVARINT_STEP(6) BB_UVARINT_STEP(7)
+        BB_UVARINT_STEP(8)
+#undef BB_UVARINT_STEP
+        b = p[9];
+        if (b > 1)
+            return BB_UVARINT_OVERLONG; /* would need bit 64 and up */
+        *value = v | b << 63;
+        *used = 10;
+        return BB_UVARINT_OK;
+    }
+    for (size_t i = 0; i < n; i++) { /* fewer than 10 bytes left */
+        b = p[i];
+        v |= (b & 0x7f) << (7 * i);
+        if (b < 0x80) {
             *value = v;
             *used = i + 1;
             return BB_UVARINT_OK;
         }
     }
-    return lim < BB_UVARINT_MAX_U64 ? BB_UVARINT_TRUNC : BB_UVARINT_OVERLONG;
+    return BB_UVARINT_TRUNC;
 }
 
 /* Encoded size of v (1..10). */
