@@ -106,7 +106,7 @@ static size_t ctx_peers_filtered(bb_engine *e, const char *target, bb_value **ou
 {
     size_t total = 0;
     for (size_t i = 0; i < e->peers.n; i++) {
-        const bb__peer *p = &e->peers.v[i];
+        bb__peer *p = &e->peers.v[i];
         if (!p->live || bb_peerid_equal(&p->id, &e->cfg.peer))
             continue;
         if (target) {
@@ -121,7 +121,7 @@ static size_t ctx_peers_filtered(bb_engine *e, const char *target, bb_value **ou
             continue;
         }
         if (out && total < cap)
-            out[total] = bb__peerid_value(&p->id);
+            out[total] = bb__peer_id_value(p);
         total++;
     }
     return total;

@@ -120,6 +120,8 @@ static void peer_clear(bb__peers *t, bb__peer *p)
     p->addrs = NULL;
     p->targets = NULL;
     p->n_addrs = p->n_targets = 0;
+    bb_value_unref(p->id_value);
+    p->id_value = NULL;
 }
 
 int bb_engine_remove_peer(bb_engine *e, const bb_peerid *peer)
@@ -393,6 +395,13 @@ bool bb__peerid_from_value(const bb_value *v, bb_peerid *out)
 bb_value *bb__peerid_value(const bb_peerid *id)
 {
     return bb_value_bytes(&BB_TYPE_PEER_ID, id->bytes, id->len);
+}
+
+bb_value *bb__peer_id_value(bb__peer *p)
+{
+    if (!p->id_value)
+        p->id_value = bb__peerid_value(&p->id);
+    return bb_value_ref(p->id_value);
 }
 
 bb_value *bb__addr_vec_value(const bb_engine_addr *a, size_t n)

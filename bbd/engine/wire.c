@@ -1087,7 +1087,8 @@ static void deliver_response(inbound_ctx *c)
         item = bb_value_ref(v->u.list.items[0]);
         bb_value_unref(v);
     }
-    bb_value *pv = bb__peerid_value(c->src);
+    bb__peer *sender = bb__peer_find(e, c->src);
+    bb_value *pv = sender ? bb__peer_id_value(sender) : bb__peerid_value(c->src);
     if (!pv) {
         bb_value_unref(item);
         return;
