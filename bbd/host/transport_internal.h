@@ -174,6 +174,8 @@ struct bbd_transport {
     size_t n_peers, cap_peers, max_peers;
     bbd_peer **peer_buckets;
     size_t n_peer_buckets;        /* power of two */
+    bbd_peer *last_found;         /* bbd__peer_find's hint: sends and reads name
+                                     the same peer in a row (NULL when removed) */
 
     tcp_conn *conns;
     size_t n_conns;               /* not yet closing */

@@ -52,13 +52,19 @@ void bbd__peers_free(bbd_transport *t)
     }
     free(t->peers);
     free(t->peer_buckets);
+    t->last_found = NULL;
 }
 
 bbd_peer *bbd__peer_find(const bbd_transport *t, const bb_peerid *id)
 {
-    bbd_peer *p = t->peer_buckets[peer_hash(id) & (t->n_peer_buckets - 1)];
+    bbd_peer *p = t->last_found;
+    if (p && bb_peerid_equal(&p->id, id))
+        return p;
+    p = t->peer_buckets[peer_hash(id) & (t->n_peer_buckets - 1)];
     while (p && !bb_peerid_equal(&p->id, id))
         p = p->hnext;
+    if (p)
+        ((bbd_transport *)t)->last_found = p; /* a hint, not state: const for callers */
     return p;
 }
 
@@ -74,6 +80,8 @@ static void peer_remove(bbd_transport *t, bbd_peer *p)
     while (*pp != p)
         pp = &(*pp)->hnext;
     *pp = p->hnext;
+    if (t->last_found == p)
+        t->last_found = NULL;
     t->peers[p->index] = t->peers[--t->n_peers];
     t->peers[p->index]->index = p->index;
     free(p);

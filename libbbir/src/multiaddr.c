@@ -691,6 +691,20 @@ int bb_suffix_component_op(uint64_t cref, const char *op, uint8_t *out, size_t c
 
 int bb_suffix_parse(const uint8_t *addr, size_t len, bb_suffix *out, bb_error *err)
 {
+    /* Every data fill names a bare /site/<id>: read it without the general
+     * component walk (same checks: minimal varints, nothing left over). */
+    uint64_t code, id;
+    size_t cu, iu;
+    if (addr && len <= BB_MULTIADDR_MAX_LEN &&
+        bb_uvarint_decode(addr, len, BB_UVARINT_MAX_SPEC, &code, &cu) == BB_UVARINT_OK &&
+        code == BB_MA_SITE &&
+        bb_uvarint_decode(addr + cu, len - cu, BB_UVARINT_MAX_U64, &id, &iu) == BB_UVARINT_OK &&
+        cu + iu == len) {
+        memset(out, 0, sizeof *out);
+        out->kind = BB_SUFFIX_SITE;
+        out->site_id = id;
+        return BB_OK;
+    }
     bb_multiaddr_component comps[BB_MULTIADDR_MAX_COMPONENTS];
     size_t nc, k, tlen;
     int rc = decode_all(addr, len, comps, BB_MULTIADDR_MAX_COMPONENTS, &nc, err);

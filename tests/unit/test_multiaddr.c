@@ -539,6 +539,17 @@ static void test_suffix(void **state)
     fn = parse_ok("/site/1/site/2", full);
     assert_int_equal(bb_suffix_parse(full, fn, &s, &err), BB_EPARSE);
     assert_non_null(strstr(err.msg, "suffix must be /site/<id> or"));
+    /* a bare /site (the fast path) with a non-minimal, overlong or cut id */
+    uint8_t odd[16];
+    size_t on = from_hex("8180c001 8100", odd, sizeof odd);
+    assert_int_not_equal(bb_suffix_parse(odd, on, &s, &err), BB_OK);
+    on = from_hex("8180c001 ffffffffffffffffff02", odd, sizeof odd);
+    assert_int_not_equal(bb_suffix_parse(odd, on, &s, &err), BB_OK);
+    on = from_hex("8180c001 ff", odd, sizeof odd);
+    assert_int_not_equal(bb_suffix_parse(odd, on, &s, &err), BB_OK);
+    on = from_hex("8180c001 05", odd, sizeof odd);
+    assert_int_equal(bb_suffix_parse(odd, on, &s, &err), BB_OK);
+    assert_int_equal(s.site_id, 5);
     op[BB_MULTIADDR_NAME_MAX] = 'o';
     op[BB_MULTIADDR_NAME_MAX + 1] = '\0';
     assert_int_equal(bb_suffix_component_op(5, op, b, sizeof b, &n, &err), BB_EINVAL);
