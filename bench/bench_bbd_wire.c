@@ -27,9 +27,12 @@
  *   round trip    one 64-byte tensor in flight. Each "ack" record is
  *                 Source's Clock (the time its poll began) when a response
  *                 landed; consecutive stamps are exactly one round trip
- *                 apart. 4 rounds of 5000 trips (after 500 warm-up trips),
+ *                 apart. 8 rounds of 5000 trips (after 500 warm-up trips),
  *                 each with fresh nodes, alternating with a raw C TCP
- *                 ping-pong of 64 bytes (bench/support/raw_tcp.c).
+ *                 ping-pong of 64 bytes (bench/support/raw_tcp.c); the
+ *                 ratio is the median of the rounds' p50 ratios, each pair
+ *                 run back to back (load on this shared machine drifts:
+ *                 pooled p50s of single runs swung 1.5-2.5x).
  *   throughput    1 MiB f32 tensors, 8 requests in flight (8 invokes): the
  *                 "got" records are Sink's Clock when each tensor was
  *                 received; 256 MiB measured at Sink once the window is
@@ -62,7 +65,7 @@
 #include "bench/support/raw_tcp.h"
 
 #define SMALL_FLOATS 16 /* a 64-byte payload */
-#define ROUNDS 4        /* raw and bbd runs alternate, so load hits both */
+#define ROUNDS 8        /* raw and bbd runs alternate, so load hits both */
 #define TRIPS 5000      /* per round */
 #define WARMUP 500      /* per round, not measured */
 #define BIG_FLOATS (1u << 18) /* 1 MiB */
@@ -322,7 +325,8 @@ int main(void)
                                     bbd_rtt, NULL, NULL);
     }
     printf("(bbd: consecutive Clock stamps of Source's \"ack\" records, read from its Record\n"
-           " ring after the run)\n");
+           " ring after the run; p50/p99/mean over all rounds, the ratio the median of the\n"
+           " rounds' p50 ratios, each raw/bbd pair run back to back)\n");
     bench_place(false);
     char title[96];
     snprintf(title, sizeof title, "throughput, unpinned, %d MiB as 1 MiB tensors, %d rounds",

@@ -5,7 +5,8 @@
  *   round trip    a 64-byte envelope A -> B -> A: p50 and p99 over 4
  *                 rounds of 5000 (each after 500 warm-up trips), next to a
  *                 minimal blocking C TCP ping-pong of 64 bytes (TCP_NODELAY
- *                 both ends) run in rounds alternating with them
+ *                 both ends) run in rounds alternating with them; the
+ *                 ratio is the median of the rounds' p50 ratios
  *   throughput    256 MiB as 1 MiB envelopes A -> B (up to 8 in flight,
  *                 the next sent on on_send_result), next to a raw socket
  *                 writing the same bytes in 1 MiB write() calls, timed until

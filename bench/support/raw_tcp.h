@@ -33,8 +33,9 @@ void bench_rtt_row(const char *placement, const char *path, double p50_us, doubl
 
 /* In the current placement, `rounds` rounds, each a raw ping-pong of size
  * bytes (warmup + trips round trips) then path(lat, ud) filling lat[trips]
- * (ns); prints the raw row and the path's row (p50, p99, mean, p50 ratio,
- * target p50 <= 1.5x raw). *raw_mean (when not NULL) gets the raw mean
+ * (ns); prints the raw row and the path's row (p50, p99 and mean over all
+ * rounds; the ratio is the median over rounds of path p50 / raw p50, each
+ * pair run back to back; target <= 1.5). *raw_mean (when not NULL) gets the raw mean
  * round trip (ns). Returns whether the target was met. */
 bool bench_rtt_compare(const char *placement, const char *path_name, size_t size, int rounds,
                        int warmup, int trips, void (*path)(double *lat, void *ud), void *ud,
