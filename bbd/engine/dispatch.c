@@ -160,11 +160,8 @@ static int run_call(bb_engine *e, uint32_t opi, const bb__op *op, bb__exec *x,
     if (c->boot)
         e->boot.inflight.v[c->boot - 1].live++;
     x->refs++;
-    if (x->inbound) {
-        c->inbound = malloc(sizeof *c->inbound);
-        if (c->inbound)
-            *c->inbound = *x->inbound;
-    }
+    if (x->inbound)
+        *bb__exec_set_inbound(c) = *x->inbound;
     uint32_t n = op->n_in < g->n_formals ? op->n_in : g->n_formals;
     for (uint32_t i = 0; i < n; i++)
         if (in[i])

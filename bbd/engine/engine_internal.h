@@ -197,12 +197,20 @@ struct bb__exec {
     uint32_t boot;       /* 1 + in-flight bootstrap slot, 0 = none */
     uint32_t n_written;
     uint32_t *written;   /* sites holding a value; inline after slots[] (n_sites) */
-    bb__inbound *inbound;
+    bb__inbound *inbound; /* NULL, or &inbound_store (bb__exec_set_inbound) */
+    bb__inbound inbound_store;
     struct bb__batch *batches; /* request batches started here */
     uint32_t n_limits;   /* Limit.Acquire holds */
     uint32_t *limits;
     bb__slot slots[];
 };
+
+/* Mark x as started by an envelope (kept in the frame: no allocation). */
+static inline bb__inbound *bb__exec_set_inbound(bb__exec *x)
+{
+    x->inbound = &x->inbound_store;
+    return x->inbound;
+}
 
 /* ---- components ------------------------------------------------------------------ */
 typedef struct bb__ctx {

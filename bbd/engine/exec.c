@@ -136,7 +136,6 @@ void bb__exec_gc(bb_engine *e, bb__exec *x)
         bb__exec_drop_batches(e, x);
     while (x->n_limits)
         bb__sema_release(e, x->limits[--x->n_limits]);
-    free(x->inbound);
     x->inbound = NULL;
     unlink_live(e, x);
     uint32_t boot = x->boot;
@@ -277,7 +276,6 @@ void bb__exec_free_all(bb_engine *e)
     while (e->live) {
         bb__exec *x = e->live;
         release_slots(e, x);
-        free(x->inbound);
         unlink_live(e, x);
         free(x->limits);
         free(x);

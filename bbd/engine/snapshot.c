@@ -739,11 +739,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         if (boot > 4096)
             r->bad = true;
         if (r_u(r)) {
-            x->inbound = calloc(1, sizeof *x->inbound);
-            if (!x->inbound) {
-                nomem(r);
-                break;
-            }
+            bb__exec_set_inbound(x);
             r_peer(r, &x->inbound->src);
             x->inbound->env_hash = r_u(r);
             x->inbound->deadline_ns = r_u(r);

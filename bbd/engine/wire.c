@@ -876,12 +876,10 @@ static bb__exec *frame_for(inbound_ctx *c, bb__graph *g)
     bb__exec *x = bb__exec_new(e, g, c->exec);
     if (!x)
         return NULL;
-    x->inbound = malloc(sizeof *x->inbound);
-    if (x->inbound) {
-        x->inbound->src = *c->src;
-        x->inbound->env_hash = c->env_hash;
-        x->inbound->deadline_ns = c->env->deadline_ns;
-    }
+    bb__inbound *in = bb__exec_set_inbound(x);
+    in->src = *c->src;
+    in->env_hash = c->env_hash;
+    in->deadline_ns = c->env->deadline_ns;
     if (c->n_frames == sizeof c->frames / sizeof c->frames[0]) {
         /* rare: many graphs in one envelope; release the oldest seed ref */
         bb__exec_unref(e, c->frames[0]);
