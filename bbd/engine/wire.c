@@ -362,11 +362,15 @@ bb__batch *bb__batch_new(uint32_t expected)
     bb__batch *b = bb__zalloc(sizeof *b + n * per);
     if (!b)
         return NULL;
+    /* pointer arrays first: after the struct they are aligned; a bb_peerid's
+     * size is not a multiple of 8 */
+    _Static_assert(sizeof(bb__batch) % _Alignof(bb_value *) == 0, "batch arrays aligned");
+    _Static_assert(_Alignof(bb_peerid) <= _Alignof(bb_value *), "cohort aligned");
     b->expected = expected;
-    b->cohort = (bb_peerid *)(b + 1);
-    b->items = (bb_value **)(b->cohort + n);
+    b->items = (bb_value **)(b + 1);
     b->peers = b->items + n;
-    b->answered = (bool *)(b->peers + n);
+    b->cohort = (bb_peerid *)(b->peers + n);
+    b->answered = (bool *)(b->cohort + n);
     return b;
 }
 

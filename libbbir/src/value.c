@@ -190,8 +190,10 @@ static void cache_key_init(void)
 
 void bb__value_cache_limit(unsigned max)
 {
-    atomic_store_explicit(&cache_max, max < VALUE_CACHE_MAX ? max : VALUE_CACHE_MAX,
-                          memory_order_relaxed);
+    unsigned limit = VALUE_CACHE_MAX; /* a variable: 0 under ASan */
+    if (max < limit)
+        limit = max;
+    atomic_store_explicit(&cache_max, limit, memory_order_relaxed);
     cache_drain(&cache);
 }
 
