@@ -311,11 +311,9 @@ typedef struct bb__ingress_ev {
     union {
         struct {
             bb_peerid src;
-            bb_buffer *buf;  /* owns the event (see bb__envelope_ev_new) and the bytes */
+            bb_buffer *buf;  /* the bytes; owns the event (see bb__envelope_ev_new) */
             uint8_t *obs;    /* in buf's block */
             size_t obs_len;
-            uint8_t *bytes;  /* buf->data */
-            size_t len;
         } env;
         struct {
             uint32_t target; /* graph index */
@@ -654,7 +652,6 @@ int bb__fail(bb_engine *e, const char *fmt, ...) __attribute__((format(printf, 2
 uint64_t bb__rng_next(bb_engine *e);
 /* Budget: charge n bytes (false when the budget would be exceeded). */
 bool bb__budget_charge(bb_engine *e, size_t n);
-static inline void bb__budget_release(bb_engine *e, size_t n);
 size_t bb__value_size(const bb_value *v);
 
 /* ---- steps.c ---------------------------------------------------------------------------------------- */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/le.h"
 #include "bb/uvarint.h"
 #include "bbd/engine/engine_internal.h"
 
@@ -39,14 +40,6 @@ static int get_varint_long(rd *r, uint64_t *v)
         return rc == BB_UVARINT_TRUNC ? BB_ETRUNC : BB_EDECODE;
     r->pos += used;
     return 0;
-}
-
-static inline uint64_t get_fixed64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
 }
 
 /* Tags and most lengths are one byte. */
@@ -289,7 +282,7 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
                     rc = BB_ETRUNC;
                     goto bad;
                 }
-                v = get_fixed64(r.p + r.pos);
+                v = bb_le_get(r.p + r.pos, 8);
                 r.pos += 8;
             } else if ((rc = get_varint(&r, &v))) {
                 goto bad;
@@ -356,21 +349,9 @@ uint64_t bb__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size
 
 /* ---- encode -------------------------------------------------------------------- */
 
-static size_t vlen(uint64_t v)
-{
-    return bb_uvarint_size(v);
-}
-
 static uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
     return p + bb_uvarint_encode(v, p);
-}
-
-static uint8_t *put_fixed64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        *p++ = (uint8_t)(v >> 8 * i);
-    return p;
 }
 
 static uint8_t *put_bytes(uint8_t *p, uint8_t tag, const uint8_t *d, size_t n)
@@ -386,9 +367,9 @@ static size_t fill_size(const bb__fill *f)
 {
     size_t s = 0;
     if (f->suffix_len)
-        s += 1 + vlen(f->suffix_len) + f->suffix_len;
+        s += 1 + bb_uvarint_size(f->suffix_len) + f->suffix_len;
     if (f->payload_len)
-        s += 1 + vlen(f->payload_len) + f->payload_len;
+        s += 1 + bb_uvarint_size(f->payload_len) + f->payload_len;
     if (f->trigger_only)
         s += 2;
     return s;
@@ -398,9 +379,9 @@ static size_t corr_size(const bb__envelope *env)
 {
     size_t s = 0;
     if (env->corr_kind)
-        s += 1 + vlen((uint64_t)env->corr_kind);
+        s += 1 + bb_uvarint_size((uint64_t)env->corr_kind);
     if (env->wire_req_id)
-        s += 1 + vlen(env->wire_req_id);
+        s += 1 + bb_uvarint_size(env->wire_req_id);
     return s;
 }
 
@@ -408,22 +389,22 @@ static size_t envelope_size(const bb__envelope *env, size_t *corr)
 {
     size_t size = 0;
     for (size_t i = 0; i < env->n_dest; i++)
-        size += 1 + vlen(env->dest[i].len) + env->dest[i].len;
+        size += 1 + bb_uvarint_size(env->dest[i].len) + env->dest[i].len;
     for (size_t i = 0; i < env->n_fills; i++) {
         size_t fs = fill_size(&env->fills[i]);
-        size += 1 + vlen(fs) + fs;
+        size += 1 + bb_uvarint_size(fs) + fs;
     }
     size_t cs = corr_size(env);
     if (cs)
-        size += 1 + vlen(cs) + cs;
+        size += 1 + bb_uvarint_size(cs) + cs;
     const uint64_t stamps[3] = {env->deadline_ns, env->sent_at_ns, env->echo_sent_at_ns};
     for (int i = 0; i < 3; i++)
         if (stamps[i])
             size += 1 + 8;
     if (env->echo_delay_ns)
-        size += 1 + vlen(env->echo_delay_ns);
+        size += 1 + bb_uvarint_size(env->echo_delay_ns);
     for (size_t i = 0; i < env->n_src; i++)
-        size += 1 + vlen(env->src[i].len) + env->src[i].len;
+        size += 1 + bb_uvarint_size(env->src[i].len) + env->src[i].len;
     *corr = cs;
     return size;
 }
@@ -510,7 +491,8 @@ static uint8_t *write_envelope(const bb__envelope *env, size_t cs, uint8_t *buf,
     for (int i = 0; i < 3; i++) {
         if (stamps[i]) {
             *p++ = (uint8_t)((4 + i) << 3 | 1); /* fixed64 */
-            p = put_fixed64(p, stamps[i]);
+            bb_le_put(p, stamps[i], 8);
+            p += 8;
         }
     }
     if (env->echo_delay_ns) {

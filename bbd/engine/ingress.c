@@ -259,8 +259,6 @@ bb__ingress_ev *bb__envelope_ev_new(const uint8_t *bytes, uint8_t *owned, size_t
     ev->u.env.obs_len = obs_len;
     if (obs_len)
         memcpy(tail, obs, obs_len);
-    ev->u.env.bytes = b->data;
-    ev->u.env.len = len;
     if (copied && bytes)
         memcpy(b->data, bytes, copied);
     return ev;

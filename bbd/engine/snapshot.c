@@ -490,7 +490,7 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
         case BB__IN_ENVELOPE:
             w_peer(&w, &ev->u.env.src);
             w_bytes(&w, ev->u.env.obs, ev->u.env.obs_len);
-            w_bytes(&w, ev->u.env.bytes, ev->u.env.len);
+            w_bytes(&w, ev->u.env.buf->data, ev->u.env.buf->len);
             break;
         case BB__IN_INVOKE:
             w_u(&w, ev->u.inv.target);

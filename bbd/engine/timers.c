@@ -138,7 +138,7 @@ static void fire(bb_engine *e, const bb__timer *t)
     }
     case BB__T_HANDLE_DEADLINE: {
         bb__handle *h = t->p;
-        if (h->gen == t->a && h->attached && bb__handle_drop(e, h)) {
+        if (timer_live(e, t) && bb__handle_drop(e, h)) {
             uint32_t op = h->op;
             bb__exec *x = h->x;
             h->attached = false;

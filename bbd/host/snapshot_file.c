@@ -12,24 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bb/le.h"
 #include "bb/types.h"
 
 static const uint8_t MAGIC[8] = {'B', 'B', 'D', 'S', 'N', 'A', 'P', 0};
 #define VERSION 1u
 
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 static int write_all(int fd, const uint8_t *p, size_t n)
 {
@@ -67,10 +55,10 @@ int bbd_snapshot_write(const char *path, const uint8_t *data, size_t len, bb_err
         return bb_error_set(err, BB_EINVAL, "snapshot path %s is too long", path);
     uint8_t h[BBD_SNAPSHOT_HEADER_LEN];
     memcpy(h, MAGIC, 8);
-    put_le(h + 8, VERSION, 4);
-    put_le(h + 12, 0, 4);
-    put_le(h + 16, len, 8);
-    put_le(h + 24, bb_fnv1a64(data, len), 8);
+    bb_le_put(h + 8, VERSION, 4);
+    bb_le_put(h + 12, 0, 4);
+    bb_le_put(h + 16, len, 8);
+    bb_le_put(h + 24, bb_fnv1a64(data, len), 8);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return bb_error_set(err, BB_EIO, "snapshot %s: %s", tmp, strerror(errno));
@@ -112,12 +100,12 @@ int bbd_snapshot_read(const char *path, size_t max_bytes, uint8_t **out, size_t 
         rc = bb_error_set(err, BB_EDECODE, "snapshot %s: not a bbd snapshot (bad header)", path);
         goto done;
     }
-    if (get_le(h + 8, 4) != VERSION) {
+    if (bb_le_get(h + 8, 4) != VERSION) {
         rc = bb_error_set(err, BB_EDECODE, "snapshot %s: version %llu, this bbd reads %u", path,
-                          (unsigned long long)get_le(h + 8, 4), VERSION);
+                          (unsigned long long)bb_le_get(h + 8, 4), VERSION);
         goto done;
     }
-    len = get_le(h + 16, 8);
+    len = bb_le_get(h + 16, 8);
     if (len != (uint64_t)st.st_size - sizeof h) {
         rc = bb_error_set(err, BB_EDECODE,
                           "snapshot %s: header says %llu bytes, the file holds %llu", path,
@@ -144,7 +132,7 @@ int bbd_snapshot_read(const char *path, size_t max_bytes, uint8_t **out, size_t 
         }
         got += (size_t)r;
     }
-    if (bb_fnv1a64(buf, len) != get_le(h + 24, 8))
+    if (bb_fnv1a64(buf, len) != bb_le_get(h + 24, 8))
         rc = bb_error_set(err, BB_EDECODE, "snapshot %s: checksum mismatch (damaged file)",
                           path);
 done:

@@ -38,6 +38,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "onnx-ml.pb-c.h"
+#include "bb/le.h"
 #include "pb_scan.h"
 
 #define MAX_MSG_DEPTH BB__PB_MAX_MSG_DEPTH
@@ -245,12 +246,6 @@ static size_t int32_data_width(int32_t dt)
     return 0;
 }
 
-static void put_le(uint8_t *p, uint64_t v, size_t width)
-{
-    for (size_t i = 0; i < width; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Normalise the typed payload fields into raw_data. */
 static int ld_tensor_payload(ld *c, bb_tensor_proto *t, const Onnx__TensorProto *p)
 {
@@ -313,7 +308,7 @@ static int ld_tensor_payload(ld *c, bb_tensor_proto *t, const Onnx__TensorProto 
         } else {
             v = p->uint64_data[i];
         }
-        put_le(q + i * width, v, width);
+        bb_le_put(q + i * width, v, width);
     }
     t->raw_data.data = q;
     t->raw_data.len = count * width;

@@ -10,6 +10,7 @@
  * enforced, and every error names the absolute byte offset it found.
  */
 #include "bb/value.h"
+#include "bb/le.h"
 #include "bb/uvarint.h"
 
 #include <inttypes.h>
@@ -73,20 +74,6 @@ int bb_varint_get(const uint8_t *data, size_t len, size_t *pos, uint64_t *out)
         return BB_EDECODE; /* more than 64 bits */
     *pos += used;
     return BB_OK;
-}
-
-static uint64_t get_le(const uint8_t *p, size_t n)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static void put_le(uint8_t *p, uint64_t v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* ---- encoded size ----------------------------------------------------------- */
@@ -219,7 +206,7 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
     case BB_VK_TRIGGER:
         break;
     case BB_VK_U64:
-        put_le(w, v->u.u64, 8);
+        bb_le_put(w, v->u.u64, 8);
         w += 8;
         break;
     case BB_VK_TENSOR: {
@@ -254,7 +241,7 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
         for (size_t i = 0; i < v->u.list.n; i++) {
             const bb_value *ch = v->u.list.items[i];
             enc_size(ch, &c); /* cannot fail: the whole value's size was computed */
-            put_le(w, ch->type->wire_hash, 8);
+            bb_le_put(w, ch->type->wire_hash, 8);
             w += 8;
             w += bb_varint_put(w, c);
             w = enc_write(ch, w, g);
@@ -267,7 +254,7 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
             w += bb_varint_put(w, peer->u.bytes.len);
             w = enc_write(peer, w, g);
             enc_size(it, &c);
-            put_le(w, it->type->wire_hash, 8);
+            bb_le_put(w, it->type->wire_hash, 8);
             w += 8;
             w += bb_varint_put(w, c);
             w = enc_write(it, w, g);
@@ -497,7 +484,7 @@ static int pb_next(dec *d, size_t *pos, size_t end, pbfield *f)
         if (end - *pos < w)
             return dfail(d, BB_EDECODE, *pos, "tensor field %u: truncated fixed%zu", f->num,
                          w * 8);
-        f->v = get_le(d->p + *pos, w);
+        f->v = bb_le_get(d->p + *pos, w);
         *pos += w;
         return BB_OK;
     }
@@ -568,7 +555,7 @@ static int typed_elems(dec *d, const pbfield *f, size_t *n, uint8_t *out, size_t
             return dfail(d, BB_EDECODE, f->tag_off, "tensor %s: wrong wire type %u",
                          typed_field_name(f->num), f->wt);
         if (out)
-            put_le(out + (*idx)++ * es, f->v, es);
+            bb_le_put(out + (*idx)++ * es, f->v, es);
         *n = 1;
         return BB_OK;
     }
@@ -581,7 +568,7 @@ static int typed_elems(dec *d, const pbfield *f, size_t *n, uint8_t *out, size_t
         cnt = f->len / w;
         if (out)
             for (; pos < end; pos += w)
-                put_le(out + (*idx)++ * es, get_le(d->p + pos, w), es);
+                bb_le_put(out + (*idx)++ * es, bb_le_get(d->p + pos, w), es);
     } else {
         while (pos < end) {
             uint64_t v;
@@ -589,7 +576,7 @@ static int typed_elems(dec *d, const pbfield *f, size_t *n, uint8_t *out, size_t
             if (rc)
                 return rc;
             if (out)
-                put_le(out + (*idx)++ * es, v, es);
+                bb_le_put(out + (*idx)++ * es, v, es);
             cnt++;
         }
     }
@@ -821,7 +808,7 @@ static int decode_tagged(dec *d, const char *what, size_t idx, size_t *pos, size
 {
     if (e - *pos < 8)
         return dfail(d, BB_EDECODE, *pos, "%s %zu: truncated type hash", what, idx);
-    uint64_t hash = get_le(d->p + *pos, 8);
+    uint64_t hash = bb_le_get(d->p + *pos, 8);
     *pos += 8;
     size_t len;
     int rc = get_len(d, pos, e, &len, what);
@@ -930,7 +917,7 @@ static int decode_value(dec *d, uint64_t hash, size_t s, size_t e, uint32_t dept
             return dfail(d, BB_EDECODE, s, "%s: truncated (%zu of 8 bytes)", t->name, len);
         if (len > 8)
             return dfail(d, BB_EDECODE, s + 8, "%s: %zu trailing bytes", t->name, len - 8);
-        *out = bb_value_u64(t, get_le(d->p + s, 8));
+        *out = bb_value_u64(t, bb_le_get(d->p + s, 8));
         break;
     case BB_VK_BYTES:
     case BB_VK_PEER_ID:

@@ -15,6 +15,7 @@
 
 #include "bb/multiaddr.h"
 #include "bb/peerid.h"
+#include "bb/le.h"
 #include "bb/uvarint.h"
 
 #define ED_ID "12D3KooWBtg3aaRMjxwedh83aGiUkwSxDwUZkzuJcfaqUmo7R3pq"
@@ -928,6 +929,23 @@ static void test_uvarint_rejects(void **state)
     assert_string_equal(bb_uvarint_rc_str(BB_UVARINT_NONMINIMAL), "non-minimal varint");
 }
 
+/* Fixed-width little-endian integers: byte order, width, any alignment. */
+static void test_le_roundtrip(void **state)
+{
+    (void)state;
+    uint8_t b[11] = {0};
+    bb_le_put(b + 1, 0x0102030405060708ull, 8); /* odd address on purpose */
+    assert_int_equal(b[1], 0x08);
+    assert_int_equal(b[8], 0x01);
+    assert_true(bb_le_get(b + 1, 8) == 0x0102030405060708ull);
+    assert_true(bb_le_get(b + 1, 4) == 0x05060708u);
+    bb_le_put(b, 0xaabbccddu, 2); /* only the low bytes */
+    assert_int_equal(b[0], 0xdd);
+    assert_int_equal(b[1], 0xcc);
+    assert_int_equal(b[2], 0x07); /* untouched: the third byte of the first put */
+    assert_true(bb_le_get(b, 0) == 0);
+}
+
 /* Protobuf reading: non-minimal is fine, 10 bytes at most, and the fast
  * paths (one byte; 10 bytes left) agree with the checked one. */
 static void test_uvarint_read_u64(void **state)
@@ -968,6 +986,7 @@ int main(void)
         cmocka_unit_test(test_uvarint_roundtrip),
         cmocka_unit_test(test_uvarint_rejects),
         cmocka_unit_test(test_uvarint_read_u64),
+        cmocka_unit_test(test_le_roundtrip),
         cmocka_unit_test(test_known_encodings),
         cmocka_unit_test(test_roundtrips),
         cmocka_unit_test(test_bad_text),
