@@ -5,8 +5,8 @@
  */
 #include "bbd/host/frame.h"
 
-/* libbbir's varint codec (bb__: internal but shared): minimal encodings
- * only, never reads past the buffer. */
+/* libbbir's varint codec: minimal encodings only, never reads past the
+ * buffer. */
 #include "bb/uvarint.h"
 
 static int bad_varint(bb_error *err, const char *what, bb_uvarint_rc rc)

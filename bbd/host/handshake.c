@@ -8,8 +8,8 @@
 
 #include <string.h>
 
-/* libbbir's varint codec (bb__: internal but shared): minimal encodings
- * only, never reads past the buffer. */
+/* libbbir's varint codec: minimal encodings only, never reads past the
+ * buffer. */
 #include "bb/uvarint.h"
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };

@@ -216,43 +216,30 @@ static uv_buf_t *skip_written(uv_buf_t *bufs, size_t *n, size_t done)
 /* A frame failed before it was queued: release it, report, close c. */
 static void write_failed(tcp_conn *c, bbd_peer *peer, bbd_payload *pl, int rc)
 {
-    size_t len = pl->len;
-    bbd__payload_free(pl);
     if (peer)
-        bbd__send_done(c->t, peer, len, false);
+        bbd__send_failed(c->t, peer, pl);
+    else
+        bbd__payload_free(pl);
     char why[128];
     snprintf(why, sizeof why, "write failed: %s", uv_strerror(rc));
     bbd__tcp_close(c, why);
 }
 
-/* Write a frame on c; takes pl. peer NULL: a handshake (no report). With
+/* Write bufs[0..n) (wire bytes, bufs[0] the header) on c. 0: pl is taken;
+ * a uv error: nothing was queued and the caller still holds pl. With
  * nothing queued before it the frame goes to the socket right away
  * (uv_try_write): a frame the kernel takes whole needs no write request,
  * and no epoll_ctl, which libuv makes after every queued write; the rest of
  * a partial write is queued. */
-static void write_frame(tcp_conn *c, bbd_frame_kind kind, bbd_peer *peer, bbd_payload *pl)
+static int write_bufs(tcp_conn *c, bbd_peer *peer, bbd_payload *pl, uv_buf_t *bufs, size_t n,
+                      size_t wire)
 {
     bbd_transport *t = c->t;
-    uint8_t hdr[BBD_FRAME_HEADER_MAX];
-    size_t hl = bbd_frame_header_encode(kind, pl->len, hdr), wire = hl + pl->len;
-    size_t max = 1 + (pl->bytes ? 1 : pl->n_iov);
-    uv_buf_t stack[BUFS_ON_STACK], *bufs = max <= BUFS_ON_STACK ? stack : malloc(max * sizeof *bufs);
-    if (!bufs) {
-        write_failed(c, peer, pl, UV_ENOMEM);
-        return;
-    }
-    size_t n = frame_bufs(hdr, hl, pl, bufs);
     int rc = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)n);
+    if (rc < 0 && rc != UV_EAGAIN)
+        return rc;
     size_t done = rc > 0 ? (size_t)rc : 0;
-    if (rc < 0 && rc != UV_EAGAIN) {
-        if (bufs != stack)
-            free(bufs);
-        write_failed(c, peer, pl, rc);
-        return;
-    }
     if (done == wire) {
-        if (bufs != stack)
-            free(bufs);
         t->stats.bytes_out += wire;
         size_t len = pl->len;
         bbd__payload_free(pl);
@@ -260,31 +247,39 @@ static void write_frame(tcp_conn *c, bbd_frame_kind kind, bbd_peer *peer, bbd_pa
             peer->bytes_out += wire;
             bbd__send_done_later(t, peer, len);
         }
-        return;
+        return 0;
     }
     tcp_write *w = malloc(sizeof *w);
-    if (!w) {
-        if (bufs != stack)
-            free(bufs);
-        write_failed(c, peer, pl, UV_ENOMEM);
-        return;
-    }
+    if (!w)
+        return UV_ENOMEM;
     *w = (tcp_write){.peer = peer, .pl = *pl, .wire = wire};
-    memcpy(w->hdr, hdr, hl);
+    memcpy(w->hdr, bufs[0].base, bufs[0].len);
     bufs[0].base = (char *)w->hdr; /* the header must outlive this call */
     uv_buf_t *rest = skip_written(bufs, &n, done);
-    if (peer)
-        peer->refs++;
     rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, rest, (unsigned)n, write_cb);
+    if (rc != 0) {
+        free(w);
+        return rc;
+    }
+    if (peer) /* write_cb runs later, never within uv_write */
+        peer->refs++;
+    return 0;
+}
+
+/* Write a frame on c; takes pl. peer NULL: a handshake (no report). */
+static void write_frame(tcp_conn *c, bbd_frame_kind kind, bbd_peer *peer, bbd_payload *pl)
+{
+    uint8_t hdr[BBD_FRAME_HEADER_MAX];
+    size_t hl = bbd_frame_header_encode(kind, pl->len, hdr), wire = hl + pl->len;
+    size_t max = 1 + (pl->bytes ? 1 : pl->n_iov);
+    uv_buf_t stack[BUFS_ON_STACK];
+    uv_buf_t *bufs = max <= BUFS_ON_STACK ? stack : malloc(max * sizeof *bufs);
+    int rc = bufs ? write_bufs(c, peer, pl, bufs, frame_bufs(hdr, hl, pl, bufs), wire)
+                  : UV_ENOMEM;
     if (bufs != stack)
         free(bufs);
-    if (rc == 0)
-        return;
-    if (peer)
-        peer->refs--;
-    bbd_payload taken = w->pl;
-    free(w);
-    write_failed(c, peer, &taken, rc);
+    if (rc != 0)
+        write_failed(c, peer, pl, rc);
 }
 
 void bbd__tcp_send(bbd_transport *t, tcp_conn *c, bbd_payload *pl)

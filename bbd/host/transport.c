@@ -235,15 +235,31 @@ void bbd__payload_free(bbd_payload *pl)
     pl->release = NULL;
 }
 
+/* BB_ESTATE while closing, BB_EINVAL for this node itself: nothing to
+ * send to or dial. */
+static int refuse_peer(const bbd_transport *t, const bb_peerid *peer)
+{
+    if (t->closing)
+        return BB_ESTATE;
+    return bb_peerid_equal(peer, &t->cfg.self) ? BB_EINVAL : BB_OK;
+}
+
+/* Dial p at an address pick_address chose. */
+static int dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma)
+{
+    return ma->proto == BB_MA_TCP ? bbd__tcp_dial(t, p, ma) : bbd__udp_dial(t, p, ma);
+}
+
 /* Both send calls: takes pl in every case. */
 static int send_payload(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
                         size_t n_addrs, bbd_payload *pl)
 {
     char pt[BB_PEERID_TEXT_MAX];
     size_t len = pl->len;
-    if (t->closing || bb_peerid_equal(peer, &t->cfg.self)) {
+    int refused = refuse_peer(t, peer);
+    if (refused != BB_OK) {
         bbd__payload_free(pl);
-        return t->closing ? BB_ESTATE : BB_EINVAL;
+        return refused;
     }
     if (len > t->cfg.max_frame_bytes) {
         bbd__payload_free(pl);
@@ -275,8 +291,7 @@ static int send_payload(bbd_transport *t, const bb_peerid *peer, const bbd_addr 
     }
     bbd__peer_enqueue(t, p, pl);
     if (!dialing) {
-        int rc = ma.proto == BB_MA_TCP ? bbd__tcp_dial(t, p, &ma) : bbd__udp_dial(t, p, &ma);
-        if (rc != BB_OK)
+        if (dial(t, p, &ma) != BB_OK)
             bbd__peer_update(t, p); /* nothing carries the queue: it fails */
     }
     return BB_OK;
@@ -303,8 +318,9 @@ int bbd_transport_connect(bbd_transport *t, const bb_peerid *peer, const bbd_add
 {
     if (open)
         *open = false;
-    if (t->closing || bb_peerid_equal(peer, &t->cfg.self))
-        return t->closing ? BB_ESTATE : BB_EINVAL;
+    int rc = refuse_peer(t, peer);
+    if (rc != BB_OK)
+        return rc;
     bbd_peer *p = bbd__peer_get(t, peer);
     if (!p)
         return BB_EFULL;
@@ -316,9 +332,7 @@ int bbd_transport_connect(bbd_transport *t, const bb_peerid *peer, const bbd_add
     if (p->dialing || p->udp_dialing)
         return BB_OK;
     bb_ma_transport ma = {0};
-    int rc = BB_ENOTFOUND;
-    if (pick_address(t, addrs, n_addrs, &ma))
-        rc = ma.proto == BB_MA_TCP ? bbd__tcp_dial(t, p, &ma) : bbd__udp_dial(t, p, &ma);
+    rc = pick_address(t, addrs, n_addrs, &ma) ? dial(t, p, &ma) : BB_ENOTFOUND;
     if (rc != BB_OK)
         bbd__peer_update(t, p);
     return rc;
@@ -428,7 +442,7 @@ void bbd__handle_closed(bbd_transport *t)
         done(ud);
 }
 
-static void prepare_closed(uv_handle_t *h)
+void bbd__own_handle_closed(uv_handle_t *h)
 {
     bbd__handle_closed(h->data);
 }
@@ -442,6 +456,6 @@ void bbd_transport_close(bbd_transport *t, void (*done)(void *ud), void *ud)
     t->done_ud = ud;
     bbd__tcp_close_all(t); /* listeners and connections */
     bbd__reports_flush(t);
-    uv_close((uv_handle_t *)&t->report_prepare, prepare_closed);
+    uv_close((uv_handle_t *)&t->report_prepare, bbd__own_handle_closed);
     bbd__udp_close_all(t); /* closes the UDP timer too: the last handle */
 }

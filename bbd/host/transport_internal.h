@@ -212,6 +212,8 @@ void bbd__log_remote(bbd_transport *t, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void bbd__handle_init(bbd_transport *t);
 void bbd__handle_closed(bbd_transport *t);
+/* uv_close callback for a handle of the transport's own (data: t). */
+void bbd__own_handle_closed(uv_handle_t *h);
 /* Text of a binary multiaddr / PeerId for log lines. */
 const char *bbd__addr_text(const uint8_t *a, size_t n, char *buf, size_t cap);
 const char *bbd__peer_text(const bb_peerid *id, char *buf, size_t cap);
@@ -239,6 +241,8 @@ void bbd__peer_flush(bbd_transport *t, bbd_peer *p);
 void bbd__peer_channel_send(bbd_transport *t, bbd_peer *p, bbd_payload *pl);
 /* An admitted send finished (written, or failed): release and report. */
 void bbd__send_done(bbd_transport *t, bbd_peer *p, size_t len, bool ok);
+/* An admitted envelope that will not be sent: release it and report. */
+void bbd__send_failed(bbd_transport *t, bbd_peer *p, bbd_payload *pl);
 /* An admitted send was written within the call that made it: report it
  * from the prepare phase (the sender is not re-entered mid-work, and the
  * loop does not wait first). */

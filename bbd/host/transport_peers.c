@@ -158,9 +158,7 @@ void bbd__peer_enqueue(bbd_transport *t, bbd_peer *p, bbd_payload *pl)
 {
     bbd_pending *q = malloc(sizeof *q);
     if (!q) {
-        size_t len = pl->len;
-        bbd__payload_free(pl);
-        bbd__send_done(t, p, len, false);
+        bbd__send_failed(t, p, pl);
         return;
     }
     *q = (bbd_pending){NULL, *pl};
@@ -181,9 +179,7 @@ void bbd__peer_fail_queue(bbd_transport *t, bbd_peer *p)
     p->refs++; /* keep p through the reports */
     while (q) {
         bbd_pending *next = q->next;
-        size_t len = q->pl.len;
-        bbd__payload_free(&q->pl);
-        bbd__send_done(t, p, len, false);
+        bbd__send_failed(t, p, &q->pl);
         free(q);
         q = next;
     }
@@ -208,9 +204,7 @@ void bbd__peer_flush(bbd_transport *t, bbd_peer *p)
         if (p->active || p->udp) {
             bbd__peer_channel_send(t, p, &q->pl);
         } else { /* the channel went away while flushing */
-            size_t len = q->pl.len;
-            bbd__payload_free(&q->pl);
-            bbd__send_done(t, p, len, false);
+            bbd__send_failed(t, p, &q->pl);
         }
         free(q);
         q = next;
@@ -229,6 +223,13 @@ void bbd__send_done(bbd_transport *t, bbd_peer *p, size_t len, bool ok)
     }
     if (!t->closing && t->cb.on_send_result)
         t->cb.on_send_result(t->cb.ud, &p->id, ok);
+}
+
+void bbd__send_failed(bbd_transport *t, bbd_peer *p, bbd_payload *pl)
+{
+    size_t len = pl->len;
+    bbd__payload_free(pl);
+    bbd__send_done(t, p, len, false);
 }
 
 /* ---- sends that completed at once ----------------------------------------------------- */

@@ -106,18 +106,24 @@ static void arm_tick(bbd_transport *t, uint64_t ms);
 
 static void session_free(bbd_transport *t, udp_session *s);
 
+/* When s was last heard from (a probe: when it arrived). */
+static uint64_t session_heard_ms(const udp_session *s)
+{
+    return s->established ? s->last_rx_ms : s->created_ms;
+}
+
 /* The table is full: make room by dropping the session heard from least
  * recently that no send waits on, so HELLOs from ever new (or spoofed)
  * addresses cannot lock out new peers. False if every session is dialing. */
 static bool session_evict(bbd_transport *t)
 {
     udp_session *victim = NULL;
+    uint64_t victim_ms = UINT64_MAX;
     for (udp_session *s = t->sessions; s; s = s->next) {
-        uint64_t seen = s->established ? s->last_rx_ms : s->created_ms;
-        uint64_t best = victim ? (victim->established ? victim->last_rx_ms : victim->created_ms)
-                               : UINT64_MAX;
-        if (!s->expected && seen < best)
+        if (!s->expected && session_heard_ms(s) < victim_ms) {
             victim = s;
+            victim_ms = session_heard_ms(s);
+        }
     }
     if (victim)
         session_free(t, victim);
@@ -589,11 +595,6 @@ static void arm_tick(bbd_transport *t, uint64_t ms)
 
 /* ---- sockets ------------------------------------------------------------------------------------ */
 
-static void timer_closed(uv_handle_t *h)
-{
-    bbd__handle_closed(h->data);
-}
-
 int bbd__udp_init(bbd_transport *t)
 {
     t->n_sess_buckets = 256;
@@ -650,5 +651,5 @@ void bbd__udp_close_all(bbd_transport *t)
     for (size_t i = 0; i < t->n_udp_socks; i++)
         uv_close((uv_handle_t *)&t->udp_socks[i]->udp, sock_closed);
     t->n_udp_socks = 0;
-    uv_close((uv_handle_t *)&t->udp_timer, timer_closed);
+    uv_close((uv_handle_t *)&t->udp_timer, bbd__own_handle_closed);
 }

@@ -344,9 +344,7 @@ static void test_raw_peer_abuse(void **state)
     cfg.handshake_timeout_ms = 200;
     cfg.stall_timeout_ms = 200;
     node b;
-    node_start(&b, 2, "B", &cfg);
-    node_listen(&b, TCP0);
-    bbd_addr ba = node_addr(&b, BB_MA_TCP);
+    bbd_addr ba = node_serve(&b, 2, "B", &cfg, TCP0, BB_MA_TCP);
 
     /* Silent: closed at the handshake timeout. */
     int silent = raw_connect(&ba);
@@ -467,9 +465,7 @@ static void test_connection_limit(void **state)
     bbd_transport_config_init(&cfg);
     cfg.max_connections = 2;
     node b;
-    node_start(&b, 2, "B", &cfg);
-    node_listen(&b, TCP0);
-    bbd_addr ba = node_addr(&b, BB_MA_TCP);
+    bbd_addr ba = node_serve(&b, 2, "B", &cfg, TCP0, BB_MA_TCP);
     int fds[3];
     for (int i = 0; i < 3; i++)
         fds[i] = raw_connect(&ba);

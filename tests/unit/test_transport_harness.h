@@ -48,7 +48,7 @@ typedef struct node {
     size_t n_env;
     size_t n_owned; /* of those, handed over by on_envelope_owned */
     size_t n_connected, n_disconnected;
-    bb_peerid conn_peer;
+    bb_peerid conn_peer, disc_peer; /* the last connected / disconnected */
     uint8_t conn_addrs[8][64];
     size_t conn_addr_len[8], n_conn_addrs;
     char conn_targets[4][64];
@@ -175,8 +175,9 @@ HARNESS void cb_connected(void *ud, const bb_peerid *peer, const bbd_addr *addrs
 
 HARNESS void cb_disconnected(void *ud, const bb_peerid *peer)
 {
-    (void)peer;
-    ((node *)ud)->n_disconnected++;
+    node *n = ud;
+    n->n_disconnected++;
+    n->disc_peer = *peer;
 }
 
 HARNESS void cb_send_result(void *ud, const bb_peerid *peer, bool ok)
@@ -263,6 +264,15 @@ HARNESS bbd_addr node_addr(node *n, bb_ma_proto proto)
     }
     fail_msg("node has no bound %s address", proto == BB_MA_TCP ? "tcp" : "udp");
     return addrs[0];
+}
+
+/* node_start, then listen on text; returns the bound address of proto. */
+HARNESS bbd_addr node_serve(node *n, uint8_t seed, const char *target,
+                            const bbd_transport_config *cfg, const char *text, bb_ma_proto proto)
+{
+    node_start(n, seed, target, cfg);
+    node_listen(n, text);
+    return node_addr(n, proto);
 }
 
 HARNESS uint16_t addr_port(const bbd_addr *a)

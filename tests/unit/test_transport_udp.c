@@ -200,9 +200,7 @@ static void test_udp_raw_peer(void **state)
     cfg.udp_reassembly_timeout_ms = 100;
     cfg.max_frame_bytes = 4096;
     node b;
-    node_start(&b, 2, "B", &cfg);
-    node_listen(&b, UDP0);
-    bbd_addr ba = node_addr(&b, BB_MA_UDP);
+    bbd_addr ba = node_serve(&b, 2, "B", &cfg, UDP0, BB_MA_UDP);
     int fd = raw_connect(&ba);
 
     raw_send(fd, "hello", 5); /* not ours */
@@ -272,9 +270,7 @@ static void test_udp_session_table_full(void **state)
     bbd_transport_config_init(&cfg);
     cfg.max_connections = 2;
     node b;
-    node_start(&b, 2, "B", &cfg);
-    node_listen(&b, UDP0);
-    bbd_addr ba = node_addr(&b, BB_MA_UDP);
+    bbd_addr ba = node_serve(&b, 2, "B", &cfg, UDP0, BB_MA_UDP);
     int fds[3];
     for (int i = 0; i < 3; i++) {
         fds[i] = raw_connect(&ba);
@@ -283,7 +279,9 @@ static void test_udp_session_table_full(void **state)
         run_for(2); /* distinct arrival times */
     }
     assert_int_equal(b.n_connected, 3);
-    WAIT_FOR(b.n_disconnected == 1, 3000); /* the first, evicted */
+    WAIT_FOR(b.n_disconnected == 1, 3000);
+    bb_peerid first = peer_of(10); /* heard from least recently: evicted */
+    assert_true(bb_peerid_equal(&b.disc_peer, &first));
     /* The newest session still carries envelopes. */
     uint8_t env[] = {BBD_DGRAM_MAGIC, BBD_DGRAM_ENVELOPE, 'z'};
     raw_send(fds[2], env, sizeof env);
