@@ -47,11 +47,19 @@ uint64_t bbd_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static const char *peer_str(const bb_peerid *p, char buf[BB_PEERID_TEXT_MAX])
+const char *bbd_daemon_peer_text(const bb_peerid *p, char buf[BB_PEERID_TEXT_MAX])
 {
     if (!p || !p->len || bb_peerid_to_text(p, buf, BB_PEERID_TEXT_MAX, NULL) != BB_OK)
         snprintf(buf, BB_PEERID_TEXT_MAX, "?");
     return buf;
+}
+
+/* v[0] SEP v[1] ... into out[cap], cut short when it does not fit. */
+static void join(char *out, size_t cap, const char *const *v, size_t n, const char *sep)
+{
+    out[0] = '\0';
+    for (size_t i = 0, k = 0; i < n && k + 1 < cap; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%s%s", i ? sep : "", v[i]);
 }
 
 /* ---- scheduling ---------------------------------------------------------------- */
@@ -147,7 +155,7 @@ static void step_send(bbd_daemon *d, bb_step *s)
         d->backoff_dropped++;
         bbd_logline l;
         if (bbd_log_begin(&l, &d->log, BB_LOG_DEBUG, "transport", "send held back: peer in backoff")) {
-            bbd_log_str(&l, "peer", peer_str(&s->u.send.peer, pb));
+            bbd_log_str(&l, "peer", bbd_daemon_peer_text(&s->u.send.peer, pb));
             bbd_log_u64(&l, "retry_in_ms", (pi.next_retry_ns - now) / 1000000);
             bbd_log_end(&l);
         }
@@ -177,7 +185,7 @@ static void step_send(bbd_daemon *d, bb_step *s)
                                            : "send refused: transport closing";
     bbd_logline l;
     if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "transport", why)) {
-        bbd_log_str(&l, "peer", peer_str(&s->u.send.peer, pb));
+        bbd_log_str(&l, "peer", bbd_daemon_peer_text(&s->u.send.peer, pb));
         bbd_log_u64(&l, "bytes", s->u.send.len);
         bbd_log_end(&l);
     }
@@ -237,7 +245,8 @@ static void step_failure(bbd_daemon *d, bb_step *s)
         add_str(ev, "domain", s->u.op_failed.domain);
         add_str(ev, "error", s->u.op_failed.message);
     } else {
-        const char *peer = s->u.resolve.has_peer ? peer_str(&s->u.resolve.peer, pb) : NULL;
+        const char *peer =
+            s->u.resolve.has_peer ? bbd_daemon_peer_text(&s->u.resolve.peer, pb) : NULL;
         if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "engine", "PeerResolveFailed")) {
             bbd_log_str(&l, "node", s->u.resolve.node);
             bbd_log_str(&l, "peer", peer ? peer : "none");
@@ -254,11 +263,12 @@ static void step_failure(bbd_daemon *d, bb_step *s)
 static void step_peer(bbd_daemon *d, bb_step *s)
 {
     char pb[BB_PEERID_TEXT_MAX];
+    const char *peer = bbd_daemon_peer_text(&s->u.peer.peer, pb); /* logged and published */
     bool down = s->kind == BB_STEP_PEER_DOWN;
     const char *name = down ? "PeerDown" : "PeerUp";
     bbd_logline l;
     if (bbd_log_begin(&l, &d->log, down ? BB_LOG_WARN : BB_LOG_INFO, "engine", name)) {
-        bbd_log_str(&l, "peer", peer_str(&s->u.peer.peer, pb));
+        bbd_log_str(&l, "peer", peer);
         bb_engine_peer_info pi;
         if (bb_engine_peer_info_get(d->engine, &s->u.peer.peer, &pi)) {
             bbd_log_u64(&l, "failures", pi.failures);
@@ -267,7 +277,7 @@ static void step_peer(bbd_daemon *d, bb_step *s)
         bbd_log_end(&l);
     }
     cJSON *ev = event_json(name, 0);
-    add_str(ev, "peer", pb);
+    add_str(ev, "peer", peer);
     publish(d, BBD_WATCH_PEER, NULL, ev);
 }
 
@@ -296,7 +306,8 @@ static void step_infra(bbd_daemon *d, bb_step *s)
 {
     char pb[BB_PEERID_TEXT_MAX];
     const char *kind = bb_infra_kind_name(s->u.infra.kind);
-    const char *peer = s->u.infra.has_peer ? peer_str(&s->u.infra.peer, pb) : NULL;
+    const char *peer =
+        s->u.infra.has_peer ? bbd_daemon_peer_text(&s->u.infra.peer, pb) : NULL;
     bbd_logline l;
     if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "engine", "InfraEvent")) {
         bbd_log_str(&l, "kind", kind);
@@ -383,7 +394,7 @@ static void deliver_refused(bbd_daemon *d, const bb_peerid *from, size_t len, co
      * every thousandth (the metrics count them all) */
     if ((d->deliver_errors <= 10 || d->deliver_errors % 1000 == 0) &&
         bbd_log_begin(&l, &d->log, BB_LOG_WARN, "engine", "inbound envelope refused")) {
-        bbd_log_str(&l, "peer", peer_str(from, pb));
+        bbd_log_str(&l, "peer", bbd_daemon_peer_text(from, pb));
         bbd_log_u64(&l, "bytes", len);
         bbd_log_str(&l, "error", err->msg);
         bbd_log_u64(&l, "total", d->deliver_errors);
@@ -430,20 +441,20 @@ static void tr_connected(void *ud, const bb_peerid *peer, const bbd_addr *addrs,
     bb_engine_add_peer(d->engine, peer, (const bb_engine_addr *)addrs, n_addrs, NULL);
     int rc = bb_engine_peer_connected(d->engine, peer, targets, n_targets, &err);
     bbd_daemon_dial_found(d, peer);
+    const char *peer_text = bbd_daemon_peer_text(peer, pb); /* logged and published */
     bbd_logline l;
     if (bbd_log_begin(&l, &d->log, rc ? BB_LOG_WARN : BB_LOG_INFO, "transport",
                       "peer connected")) {
-        bbd_log_str(&l, "peer", peer_str(peer, pb));
-        char tl[512] = "";
-        for (size_t i = 0, k = 0; i < n_targets && k + 1 < sizeof tl; i++)
-            k += (size_t)snprintf(tl + k, sizeof tl - k, "%s%s", i ? "," : "", targets[i]);
+        bbd_log_str(&l, "peer", peer_text);
+        char tl[512];
+        join(tl, sizeof tl, targets, n_targets, ",");
         bbd_log_str(&l, "targets", tl);
         if (rc)
             bbd_log_str(&l, "error", err.msg);
         bbd_log_end(&l);
     }
     cJSON *ev = event_json("connected", 0);
-    add_str(ev, "peer", pb);
+    add_str(ev, "peer", peer_text);
     publish(d, BBD_WATCH_PEER, NULL, ev);
     bbd_daemon_kick(d);
 }
@@ -456,13 +467,14 @@ static void tr_disconnected(void *ud, const bb_peerid *peer)
         return;
     bb_engine_peer_disconnected(d->engine, peer);
     bbd_daemon_dial_lost(d, peer);
+    const char *peer_text = bbd_daemon_peer_text(peer, pb); /* logged and published */
     bbd_logline l;
     if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "transport", "peer disconnected")) {
-        bbd_log_str(&l, "peer", peer_str(peer, pb));
+        bbd_log_str(&l, "peer", peer_text);
         bbd_log_end(&l);
     }
     cJSON *ev = event_json("disconnected", 0);
-    add_str(ev, "peer", pb);
+    add_str(ev, "peer", peer_text);
     publish(d, BBD_WATCH_PEER, NULL, ev);
 }
 
@@ -891,7 +903,7 @@ static void init_handles(bbd_daemon *d)
 
 static void announce_ready(bbd_daemon *d)
 {
-    char listen[1024] = "", targets[512] = "";
+    char listen[1024] = "", targets[512];
     const bbd_addr *la = NULL;
     size_t nla = bbd_transport_listen_addrs(d->transport, &la);
     for (size_t i = 0, k = 0; i < nla && k + 1 < sizeof listen; i++) {
@@ -899,9 +911,8 @@ static void announce_ready(bbd_daemon *d)
         if (bb_multiaddr_format(la[i].data, la[i].len, t, sizeof t, NULL, NULL) == BB_OK)
             k += (size_t)snprintf(listen + k, sizeof listen - k, "%s%s", k ? "," : "", t);
     }
-    for (size_t i = 0, k = 0; i < d->cfg->targets.n && k + 1 < sizeof targets; i++)
-        k += (size_t)snprintf(targets + k, sizeof targets - k, "%s%s", i ? "," : "",
-                              d->cfg->targets.v[i]);
+    join(targets, sizeof targets, (const char *const *)d->cfg->targets.v, d->cfg->targets.n,
+         ",");
     d->ready_ns = bbd_now_ns();
     bbd_logline l;
     if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "daemon", "ready")) {
@@ -955,7 +966,7 @@ static int start(bbd_daemon *d, bb_error *err)
     if ((rc = bbd_node_key(c->key_file, &kp, &d->self, &created, err)))
         return bb_error_prefix(err, "node key");
     bb_keypair_wipe(&kp); /* the key signs nothing yet: only the PeerId is used */
-    peer_str(&d->self, d->self_text);
+    bbd_daemon_peer_text(&d->self, d->self_text);
     if (created) {
         bbd_logline l;
         if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "daemon", "created a node key")) {

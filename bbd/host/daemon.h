@@ -98,6 +98,8 @@ int bbd_daemon_main(bbd_config *cfg);
 /* ---- shared between daemon*.c ---------------------------------------------------- */
 
 uint64_t bbd_now_ns(void);
+/* A PeerId as text for logs and replies ("?" when there is none). */
+const char *bbd_daemon_peer_text(const bb_peerid *p, char buf[BB_PEERID_TEXT_MAX]);
 /* Ask for a poll as soon as the loop comes around. */
 void bbd_daemon_kick(bbd_daemon *d);
 /* Write a snapshot now (between polls). *bytes gets its size. */
@@ -125,5 +127,20 @@ void bbd_daemon_dial_found(bbd_daemon *d, const bb_peerid *peer);
 
 /* daemon_metrics.c */
 void bbd_daemon_render_metrics(void *daemon, bbd_mtext *out);
+
+/* A uint64_t field of a stats struct as status shows it (its key) and as
+ * the metrics page does (bbd_<family>_<key>): one list per struct, so the
+ * two always agree. Each list ends with a NULL key. */
+typedef struct bbd_stat_field {
+    const char *key;
+    const char *help;
+    bool gauge;    /* goes up and down (else it only grows) */
+    size_t offset; /* of the uint64_t in its struct */
+} bbd_stat_field;
+
+extern const bbd_stat_field BBD_DAEMON_COUNTERS[];  /* of bbd_daemon */
+extern const bbd_stat_field BBD_TRANSPORT_TOTALS[]; /* of bbd_transport_stats */
+extern const bbd_stat_field BBD_PEER_TOTALS[];      /* of bbd_peer_stats */
+uint64_t bbd_stat_value(const bbd_stat_field *f, const void *stats);
 
 #endif

@@ -70,11 +70,15 @@ static void add_u64(cJSON *j, const char *k, uint64_t v)
     cJSON_AddNumberToObject(j, k, (double)v);
 }
 
-static const char *peer_text(const bb_peerid *p, char buf[BB_PEERID_TEXT_MAX])
+/* Every field of stats as "<prefix><key>": number. */
+static void add_stat_fields(cJSON *j, const char *prefix, const bbd_stat_field *f,
+                            const void *stats)
 {
-    if (bb_peerid_to_text(p, buf, BB_PEERID_TEXT_MAX, NULL) != BB_OK)
-        snprintf(buf, BB_PEERID_TEXT_MAX, "?");
-    return buf;
+    for (; j && f->key; f++) {
+        char k[96];
+        snprintf(k, sizeof k, "%s%s", prefix, f->key);
+        add_u64(j, k, bbd_stat_value(f, stats));
+    }
 }
 
 static cJSON *addr_array(const bb_engine_addr *a, size_t n)
@@ -99,12 +103,7 @@ cJSON *bbd_daemon_counters_json(const bbd_daemon *d)
     uint64_t v;
     for (size_t i = 0; d->engine && bb_engine_counter_at(d->engine, i, &name, &v); i++)
         add_u64(c, name, v);
-    add_u64(c, "daemon.polls", d->polls);
-    add_u64(c, "daemon.backoff_dropped", d->backoff_dropped);
-    add_u64(c, "daemon.send_errors", d->send_errors);
-    add_u64(c, "daemon.deliver_errors", d->deliver_errors);
-    add_u64(c, "daemon.app_events", d->app_events);
-    add_u64(c, "daemon.snapshots_written", d->snapshots_written);
+    add_stat_fields(c, "daemon.", BBD_DAEMON_COUNTERS, d);
     return c;
 }
 
@@ -115,12 +114,7 @@ static cJSON *peer_stats_json(const bbd_peer_stats *s)
         return NULL;
     cJSON_AddStringToObject(j, "state", s->state ? s->state : "?");
     cJSON_AddBoolToObject(j, "connected", s->connected);
-    add_u64(j, "bytes_in", s->bytes_in);
-    add_u64(j, "bytes_out", s->bytes_out);
-    add_u64(j, "envelopes_in", s->envelopes_in);
-    add_u64(j, "envelopes_out", s->envelopes_out);
-    add_u64(j, "queued_bytes", s->queued_bytes);
-    add_u64(j, "dropped", s->dropped);
+    add_stat_fields(j, "", BBD_PEER_TOTALS, s);
     return j;
 }
 
@@ -137,7 +131,7 @@ static void peer_entry(void *ud, const bb_engine_peer_info *p)
     cJSON *j = cJSON_CreateObject();
     if (!j)
         return;
-    cJSON_AddStringToObject(j, "peer", peer_text(&p->peer, pb));
+    cJSON_AddStringToObject(j, "peer", bbd_daemon_peer_text(&p->peer, pb));
     cJSON_AddItemToObject(j, "addrs", addr_array(p->addrs, p->n_addrs));
     cJSON_AddBoolToObject(j, "connected", p->connected);
     cJSON_AddBoolToObject(j, "down", p->down);
@@ -206,18 +200,7 @@ static cJSON *cmd_status(bbd_daemon *d)
     bbd_transport_stats ts = {0};
     if (d->transport)
         bbd_transport_stats_get(d->transport, &ts);
-    cJSON *tj = cJSON_AddObjectToObject(j, "transport");
-    if (tj) {
-        add_u64(tj, "bytes_in", ts.bytes_in);
-        add_u64(tj, "bytes_out", ts.bytes_out);
-        add_u64(tj, "envelopes_in", ts.envelopes_in);
-        add_u64(tj, "envelopes_out", ts.envelopes_out);
-        add_u64(tj, "frames_refused", ts.frames_refused);
-        add_u64(tj, "queue_dropped", ts.queue_dropped);
-        add_u64(tj, "udp_fragments_in", ts.udp_fragments_in);
-        add_u64(tj, "udp_reassembly_dropped", ts.udp_reassembly_dropped);
-        add_u64(tj, "connections_open", ts.connections_open);
-    }
+    add_stat_fields(cJSON_AddObjectToObject(j, "transport"), "", BBD_TRANSPORT_TOTALS, &ts);
     cJSON *conns = cJSON_AddArrayToObject(j, "connections");
     bbd_peer_stats st;
     for (size_t i = 0; conns && d->transport && bbd_transport_peer_stats_at(d->transport, i, &st);
@@ -225,7 +208,7 @@ static cJSON *cmd_status(bbd_daemon *d)
         cJSON *pj = peer_stats_json(&st);
         char pb[BB_PEERID_TEXT_MAX];
         if (pj)
-            cJSON_AddStringToObject(pj, "peer", peer_text(&st.peer, pb));
+            cJSON_AddStringToObject(pj, "peer", bbd_daemon_peer_text(&st.peer, pb));
         cJSON_AddItemToArray(conns, pj);
     }
     return j;

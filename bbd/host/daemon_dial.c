@@ -49,6 +49,14 @@ static bbd_dial_peer *find(bbd_daemon *d, const bb_peerid *peer)
     return NULL;
 }
 
+/* Connected (or just dropped): the next dial is due at once, with no backoff. */
+static void dial_reset(bbd_dial_peer *p)
+{
+    p->dialing = false;
+    p->delay_ms = 0;
+    p->due_ms = 0;
+}
+
 static void drop_at(bbd_daemon *d, size_t i)
 {
     d->dial[i] = d->dial[--d->n_dial];
@@ -109,9 +117,7 @@ void bbd_daemon_dial(bbd_daemon *d)
             }
             bool forget;
             if (dial_one(d, p, &forget)) {
-                p->dialing = false;
-                p->delay_ms = 0;
-                p->due_ms = 0;
+                dial_reset(p);
                 if (!p->configured) { /* back: connected, nothing left to do */
                     drop_at(d, i);
                     continue;
@@ -150,9 +156,7 @@ void bbd_daemon_dial_lost(bbd_daemon *d, const bb_peerid *peer)
     bbd_dial_peer *p = find(d, peer);
     uint64_t now = uv_now(&d->loop);
     if (p) {
-        p->dialing = false; /* it was open: dial again now, then back off */
-        p->due_ms = 0;
-        p->delay_ms = 0;
+        dial_reset(p); /* it was open: dial again now, then back off */
         p->lost_ms = now;
     } else if (d->n_dial < d->dial_cap) {
         d->dial[d->n_dial++] = (bbd_dial_peer){.id = *peer, .lost_ms = now};
@@ -165,13 +169,10 @@ void bbd_daemon_dial_found(bbd_daemon *d, const bb_peerid *peer)
     bbd_dial_peer *p = find(d, peer);
     if (!p)
         return;
-    if (p->configured) {
-        p->dialing = false;
-        p->delay_ms = 0;
-        p->due_ms = 0;
-    } else {
+    if (p->configured)
+        dial_reset(p);
+    else
         drop_at(d, (size_t)(p - d->dial));
-    }
 }
 
 void bbd_daemon_dial_init(bbd_daemon *d)

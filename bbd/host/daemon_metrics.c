@@ -2,12 +2,61 @@
  * daemon_metrics.c — what the metrics page shows (bbd(8), "METRICS"):
  * the engine's counters, the transport's bytes and envelopes in and out
  * per peer, connection states, peer health and backoff, ingress drops and
- * byte-budget use, and the daemon's own counters.
+ * byte-budget use, and the daemon's own counters. The lists of the daemon's
+ * and the transport's counters live here; status (daemon_control.c) shows
+ * the same lists.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "bbd/host/daemon.h"
+
+#define DAEMON_FIELD(k, gauge, help) {#k, help, gauge, offsetof(bbd_daemon, k)}
+const bbd_stat_field BBD_DAEMON_COUNTERS[] = {
+    DAEMON_FIELD(polls, false, "engine poll cycles"),
+    DAEMON_FIELD(backoff_dropped, false, "envelopes held back because their peer was in backoff"),
+    DAEMON_FIELD(send_errors, false, "envelopes the transport refused"),
+    DAEMON_FIELD(deliver_errors, false, "inbound envelopes the engine refused"),
+    DAEMON_FIELD(app_events, false, "AppEvents emitted"),
+    DAEMON_FIELD(snapshots_written, false, "snapshots written"),
+    {NULL, NULL, false, 0},
+};
+#undef DAEMON_FIELD
+
+#define TRANSPORT_FIELD(k, gauge, help) {#k, help, gauge, offsetof(bbd_transport_stats, k)}
+const bbd_stat_field BBD_TRANSPORT_TOTALS[] = {
+    TRANSPORT_FIELD(bytes_in, false, "bytes received"),
+    TRANSPORT_FIELD(bytes_out, false, "bytes sent"),
+    TRANSPORT_FIELD(envelopes_in, false, "envelopes received"),
+    TRANSPORT_FIELD(envelopes_out, false, "envelopes sent"),
+    TRANSPORT_FIELD(frames_refused, false, "frames refused (over the cap or malformed)"),
+    TRANSPORT_FIELD(queue_dropped, false, "envelopes dropped on queue bounds"),
+    TRANSPORT_FIELD(udp_fragments_in, false, "UDP fragments received"),
+    TRANSPORT_FIELD(udp_reassembly_dropped, false, "partial UDP envelopes dropped"),
+    TRANSPORT_FIELD(connections_open, true, "open connections"),
+    {NULL, NULL, false, 0},
+};
+#undef TRANSPORT_FIELD
+
+#define PEER_FIELD(k, gauge, help) {#k, help, gauge, offsetof(bbd_peer_stats, k)}
+const bbd_stat_field BBD_PEER_TOTALS[] = {
+    PEER_FIELD(bytes_in, false, "bytes received from the peer"),
+    PEER_FIELD(bytes_out, false, "bytes sent to the peer"),
+    PEER_FIELD(envelopes_in, false, "envelopes received from the peer"),
+    PEER_FIELD(envelopes_out, false, "envelopes sent to the peer"),
+    PEER_FIELD(queued_bytes, true, "bytes queued for the peer"),
+    PEER_FIELD(dropped, false, "envelopes dropped for the peer"),
+    {NULL, NULL, false, 0},
+};
+#undef PEER_FIELD
+
+uint64_t bbd_stat_value(const bbd_stat_field *f, const void *stats)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)stats + f->offset, sizeof v);
+    return v;
+}
 
 /* Engine counters that go up and down (everything else only grows). */
 static bool is_gauge(const char *name)
@@ -25,6 +74,19 @@ static void one(bbd_mtext *t, const char *name, const char *type, const char *he
 {
     bbd_mtext_family(t, name, type, help);
     bbd_mtext_sample(t, name, strcmp(type, "counter") == 0, v, NULL, NULL, NULL, NULL);
+}
+
+static const char *field_type(const bbd_stat_field *f) { return f->gauge ? "gauge" : "counter"; }
+
+/* One unlabelled sample per field of stats, named <family><key>. */
+static void stat_fields(bbd_mtext *t, const char *family, const bbd_stat_field *f,
+                        const void *stats)
+{
+    for (; f->key; f++) {
+        char m[160];
+        snprintf(m, sizeof m, "%s%s", family, f->key);
+        one(t, m, field_type(f), f->help, bbd_stat_value(f, stats));
+    }
 }
 
 static void engine_counters(const bbd_daemon *d, bbd_mtext *t)
@@ -82,33 +144,26 @@ static void peer_metrics(bbd_daemon *d, bbd_mtext *t)
     }
     if (!d->transport)
         return;
-    static const struct {
-        const char *name, *type, *help;
-    } TR[] = {
-        {"bbd_peer_bytes_in", "counter", "bytes received from the peer"},
-        {"bbd_peer_bytes_out", "counter", "bytes sent to the peer"},
-        {"bbd_peer_envelopes_in", "counter", "envelopes received from the peer"},
-        {"bbd_peer_envelopes_out", "counter", "envelopes sent to the peer"},
-        {"bbd_peer_queued_bytes", "gauge", "bytes queued for the peer"},
-        {"bbd_peer_dropped", "counter", "envelopes dropped for the peer"},
-        {"bbd_peer_connected", "gauge", "1 while connected, labelled with the state"},
-    };
-    for (size_t f = 0; f < sizeof TR / sizeof *TR; f++) {
-        bbd_mtext_family(t, TR[f].name, TR[f].type, TR[f].help);
+    for (const bbd_stat_field *f = BBD_PEER_TOTALS; f->key; f++) {
+        char m[160];
+        snprintf(m, sizeof m, "bbd_peer_%s", f->key);
+        bbd_mtext_family(t, m, field_type(f), f->help);
         bbd_peer_stats st;
         for (size_t i = 0; bbd_transport_peer_stats_at(d->transport, i, &st); i++) {
             char pb[BB_PEERID_TEXT_MAX];
-            if (bb_peerid_to_text(&st.peer, pb, sizeof pb, NULL) != BB_OK)
-                continue;
-            uint64_t v[] = {st.bytes_in,   st.bytes_out,    st.envelopes_in, st.envelopes_out,
-                            st.queued_bytes, st.dropped,    st.connected};
-            bool counter = strcmp(TR[f].type, "counter") == 0;
-            if (f == 6)
-                bbd_mtext_sample(t, TR[f].name, false, v[f], "peer", pb, "state",
-                                 st.state ? st.state : "?");
-            else
-                bbd_mtext_sample(t, TR[f].name, counter, v[f], "peer", pb, NULL, NULL);
+            if (bb_peerid_to_text(&st.peer, pb, sizeof pb, NULL) == BB_OK)
+                bbd_mtext_sample(t, m, !f->gauge, bbd_stat_value(f, &st), "peer", pb, NULL,
+                                 NULL);
         }
+    }
+    bbd_mtext_family(t, "bbd_peer_connected", "gauge",
+                     "1 while connected, labelled with the state");
+    bbd_peer_stats st;
+    for (size_t i = 0; bbd_transport_peer_stats_at(d->transport, i, &st); i++) {
+        char pb[BB_PEERID_TEXT_MAX];
+        if (bb_peerid_to_text(&st.peer, pb, sizeof pb, NULL) == BB_OK)
+            bbd_mtext_sample(t, "bbd_peer_connected", false, st.connected, "peer", pb, "state",
+                             st.state ? st.state : "?");
     }
 }
 
@@ -120,14 +175,7 @@ void bbd_daemon_render_metrics(void *daemon, bbd_mtext *t)
         bb_engine_incarnation(d->engine));
     one(t, "bbd_uptime_seconds", "gauge", "seconds since start",
         (bbd_now_ns() - d->started_ns) / 1000000000ull);
-    one(t, "bbd_polls", "counter", "engine poll cycles", d->polls);
-    one(t, "bbd_backoff_dropped", "counter",
-        "envelopes held back because their peer was in backoff", d->backoff_dropped);
-    one(t, "bbd_send_errors", "counter", "envelopes the transport refused", d->send_errors);
-    one(t, "bbd_deliver_errors", "counter", "inbound envelopes the engine refused",
-        d->deliver_errors);
-    one(t, "bbd_app_events", "counter", "AppEvents emitted", d->app_events);
-    one(t, "bbd_snapshots_written", "counter", "snapshots written", d->snapshots_written);
+    stat_fields(t, "bbd_", BBD_DAEMON_COUNTERS, d);
     one(t, "bbd_control_clients", "gauge", "connected control clients",
         bbd_control_client_count(d->control));
     one(t, "bbd_ingress_budget_bytes", "gauge", "the engine's ingress byte budget",
@@ -136,20 +184,7 @@ void bbd_daemon_render_metrics(void *daemon, bbd_mtext *t)
     if (d->transport) {
         bbd_transport_stats s;
         bbd_transport_stats_get(d->transport, &s);
-        one(t, "bbd_transport_bytes_in", "counter", "bytes received", s.bytes_in);
-        one(t, "bbd_transport_bytes_out", "counter", "bytes sent", s.bytes_out);
-        one(t, "bbd_transport_envelopes_in", "counter", "envelopes received", s.envelopes_in);
-        one(t, "bbd_transport_envelopes_out", "counter", "envelopes sent", s.envelopes_out);
-        one(t, "bbd_transport_frames_refused", "counter",
-            "frames refused (over the cap or malformed)", s.frames_refused);
-        one(t, "bbd_transport_queue_dropped", "counter",
-            "envelopes dropped on queue bounds", s.queue_dropped);
-        one(t, "bbd_transport_udp_fragments_in", "counter", "UDP fragments received",
-            s.udp_fragments_in);
-        one(t, "bbd_transport_udp_reassembly_dropped", "counter",
-            "partial UDP envelopes dropped", s.udp_reassembly_dropped);
-        one(t, "bbd_transport_connections_open", "gauge", "open connections",
-            s.connections_open);
+        stat_fields(t, "bbd_transport_", BBD_TRANSPORT_TOTALS, &s);
     }
     peer_metrics(d, t);
 }

@@ -51,11 +51,11 @@ typedef struct run_opts {
 /* A compiled program ready to run. */
 typedef struct program {
     bb_model *compiled;
-    const char *target;   /* borrowed from compiled */
-    bb_str_list declared; /* the inputs the model declares, in order (in compiled's arena);
-                           * the compiler drops those no node reads from the target */
+    const char *target;     /* borrowed from compiled */
+    const bb_function *fn;  /* the target's function, in compiled */
+    bb_str_list declared;   /* the inputs the model declares, in order (in compiled's arena);
+                             * the compiler drops those no node reads from the target */
 } program;
-
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -167,26 +167,25 @@ static int load_bindings(const run_opts *o, bool plain, bbc_bindings *b, bb_erro
     return rc;
 }
 
-static const bb_function *target_function(const program *p)
-{
-    for (size_t i = 0; i < p->compiled->functions.n; i++)
-        if (strcmp(p->compiled->functions.v[i]->name, p->target) == 0)
-            return p->compiled->functions.v[i];
-    return NULL;
-}
-
 static bool target_reads(const program *p, const char *name)
 {
-    const bb_function *fn = target_function(p);
-    return fn && bb_str_list_find(&fn->inputs, name) >= 0;
+    return bb_str_list_find(&p->fn->inputs, name) >= 0;
 }
 
-/* The inputs the model declares: its top-level graph's (a plain model's
+/* Pick the target to run (the one asked for, else the only one) and note
+ * the inputs the model declares: its top-level graph's (a plain model's
  * after conversion, a recorded program's root formals), else the target's. */
-static int declare_inputs(program *p, const bb_graph *top, bb_error *err)
+static int pick_target(program *p, const char *want, const bb_graph *top, bb_error *err)
 {
+    int rc = bbd_run_pick_target(p->compiled, want, &p->target, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < p->compiled->functions.n && !p->fn; i++)
+        if (strcmp(p->compiled->functions.v[i]->name, p->target) == 0)
+            p->fn = p->compiled->functions.v[i];
+    if (!p->fn) /* the picked name is one of compiled's functions */
+        return bb_error_set(err, BB_ERUNTIME, "target '%s' has no function", p->target);
     bb_arena *a = p->compiled->arena;
-    memset(&p->declared, 0, sizeof p->declared);
     if (top && top->inputs.n) {
         for (size_t i = 0; i < top->inputs.n; i++)
             if (top->inputs.v[i] && top->inputs.v[i]->name &&
@@ -194,9 +193,8 @@ static int declare_inputs(program *p, const bb_graph *top, bb_error *err)
                 return bb_error_set(err, BB_ENOMEM, "out of memory");
         return BB_OK;
     }
-    const bb_function *fn = target_function(p);
-    for (size_t i = 0; fn && i < fn->inputs.n; i++)
-        if (bb_str_list_push(a, &p->declared, fn->inputs.v[i]))
+    for (size_t i = 0; i < p->fn->inputs.n; i++)
+        if (bb_str_list_push(a, &p->declared, p->fn->inputs.v[i]))
             return bb_error_set(err, BB_ENOMEM, "out of memory");
     return BB_OK;
 }
@@ -227,8 +225,7 @@ static const bb_component_type *registry_at(void *ctx, size_t i)
 static int compile_program(const run_opts *o, const bbd_registry *reg, const char *path,
                            program *p, bb_error *err)
 {
-    p->compiled = NULL;
-    p->target = NULL;
+    *p = (program){0};
     bb_model *m = NULL;
     int rc = bb_model_load_file(path, &m, err);
     if (rc)
@@ -239,9 +236,7 @@ static int compile_program(const run_opts *o, const bbd_registry *reg, const cha
         !o->n_bindings_files) {
         /* Compiled: its bindings are stamped; run it as it is. */
         p->compiled = m;
-        rc = bbd_run_pick_target(p->compiled, o->target, &p->target, err);
-        if (rc == BB_OK)
-            rc = declare_inputs(p, NULL, err);
+        rc = pick_target(p, o->target, NULL, err);
         if (rc) {
             bb_model_free(m);
             p->compiled = NULL;
@@ -273,9 +268,7 @@ static int compile_program(const run_opts *o, const bbd_registry *reg, const cha
     }
     bbc_bindings_free(&b);
     if (rc == BB_OK)
-        rc = bbd_run_pick_target(p->compiled, o->target, &p->target, err);
-    if (rc == BB_OK)
-        rc = declare_inputs(p, m->graph, err);
+        rc = pick_target(p, o->target, m->graph, err);
     bb_model_free(m);
     if (rc == BB_OK)
         return BB_OK;
@@ -442,7 +435,6 @@ static void check_data_set(const char *set_dir, const char *label, const program
                            const run_opts *o, const bbd_registry *reg, tally *t)
 {
     bb_error err = {0};
-    const bb_function *fn = target_function(p);
     tensor_file *ins = NULL, *wants = NULL;
     size_t n_ins = 0, n_wants = 0;
     bbd_run_input in[MAX_DATA_TENSORS];
@@ -469,7 +461,7 @@ static void check_data_set(const char *set_dir, const char *label, const program
         t->errors++;
     }
     for (size_t k = 0; rc == BB_OK && k < n_wants; k++) {
-        const char *port = port_for(&fn->outputs, &wants[k], k);
+        const char *port = port_for(&p->fn->outputs, &wants[k], k);
         const bbd_run_output *got = NULL;
         for (size_t i = 0; port && i < res.n && !got; i++)
             if (strcmp(res.v[i].name, port) == 0)

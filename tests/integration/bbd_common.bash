@@ -6,7 +6,8 @@
 #
 # Provides: BBD BBCTL BBC TMP PY, ok / not_ok / finish (the summary line),
 # compile_example NAME (-> $TMP/NAME.onnx), start_node NAME ARGS...,
-# stop_node NAME, node_pid / node_peer / node_addr NAME [tcp|udp],
+# stop_node NAME, stop_nodes LABEL NAME..., start_fed_server tcp|udp,
+# node_pid / node_peer / node_addr NAME [tcp|udp],
 # ctl NAME ARGS... (bbctl on NAME's socket), jget EXPR (JSON on stdin,
 # python expression over d), wait_until SECONDS CMD...
 set -u
@@ -113,6 +114,26 @@ stop_node() {
     wait "$pid"
     STOP_RC=$?
     unset "NODE_PID[$n]"
+}
+
+# SIGTERM each NAME in turn: ok LABEL when every one exits 0, else a
+# not_ok per node that did not.
+stop_nodes() { # LABEL NAME...
+    local label=$1 n clean=1
+    shift
+    for n in "$@"; do
+        stop_node "$n"
+        [ "$STOP_RC" = 0 ] || { not_ok "$n exits 0 (got $STOP_RC)" "$TMP/$n.log"; clean=0; }
+    done
+    [ "$clean" = 1 ] && ok "$label"
+}
+
+# The fed_round Server as node srv, with the running clients c1 and c2 as
+# its peers over PROTO.
+start_fed_server() { # tcp|udp
+    start_node srv --targets Server --listen "/ip4/127.0.0.1/$1/0" \
+        --peer "$(node_peer c1)=$(node_addr c1 "$1")" --peer "$(node_peer c2)=$(node_addr c2 "$1")" \
+        "$TMP/fed_round.onnx" || not_ok "server starts" "$TMP/srv.log"
 }
 
 # Wait until NAME has N watching control clients.

@@ -69,6 +69,5 @@ grep -q 'comp=engine msg=PeerUp peer='"$PONG_ID" "$TMP/ping.log" && ok "the Ping
 ctl ping --json peers | jget '[p for p in d["peers"] if p["peer"] == "'"$PONG_ID"'"][0]' >"$TMP/pong-entry.json"
 jget 'not d["down"] and d["failures"] == 0 and d["connected"]' <"$TMP/pong-entry.json" | grep -q true &&
     ok "peers: healthy and connected again, failures reset" || not_ok "peers after recovery" "$TMP/pong-entry.json"
-stop_node ping
-stop_node pong
+stop_nodes "both nodes stop cleanly" ping pong
 finish

@@ -17,9 +17,7 @@ cat >"$TMP/slow.json" <<JSON
 JSON
 start_node c2 --config "$TMP/slow.json" "$TMP/fed_round.onnx" || not_ok "client 2 starts" "$TMP/c2.log"
 C2_ID=$(node_peer c2)
-start_node srv --targets Server --listen /ip4/127.0.0.1/tcp/0 \
-    --peer "$(node_peer c1)=$(node_addr c1 tcp)" --peer "$C2_ID=$(node_addr c2 tcp)" \
-    "$TMP/fed_round.onnx" || not_ok "server starts" "$TMP/srv.log"
+start_fed_server tcp
 
 ctl srv --timeout 40 invoke Server --wait round >"$TMP/round.out" 2>&1 &
 ROUND=$!
@@ -80,7 +78,6 @@ if wait_until 5 grep -q 'msg="log reopened"' "$TMP/c3-file.log" &&
 else
     not_ok "SIGHUP reopen" "$TMP/c3-file.log.1"
 fi
-stop_node c3
-for n in srv c1; do stop_node "$n"; done
+stop_nodes "the remaining nodes stop cleanly" c3 srv c1
 
 finish

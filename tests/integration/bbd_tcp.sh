@@ -177,9 +177,7 @@ cat >"$TMP/c2.json" <<JSON
  "components": {"local_model": {"delta": 3, "num_samples": 30}}}
 JSON
 start_node c2 --config "$TMP/c2.json" "$TMP/fed_round.onnx" || not_ok "client 2 starts" "$TMP/c2.log"
-start_node srv --targets Server --listen /ip4/127.0.0.1/tcp/0 \
-    --peer "$(node_peer c1)=$(node_addr c1 tcp)" --peer "$(node_peer c2)=$(node_addr c2 tcp)" \
-    "$TMP/fed_round.onnx" || not_ok "server starts" "$TMP/srv.log"
+start_fed_server tcp
 # client 1 adds 1 (10 samples), client 2 adds 3 (30 samples): mean = 2.5
 ctl srv --timeout 15 invoke Server --wait round >"$TMP/round1.out" 2>&1
 grep -q 'topic=round value=float\[4\] 2.5 2.5 2.5 2.5$' "$TMP/round1.out" &&
@@ -188,10 +186,6 @@ grep -q 'topic=round value=float\[4\] 2.5 2.5 2.5 2.5$' "$TMP/round1.out" &&
 ctl srv --timeout 15 invoke Server --wait round >"$TMP/round2.out" 2>&1
 grep -q 'topic=round value=float\[4\] 5 5 5 5$' "$TMP/round2.out" &&
     ok "a second round starts from the aggregated parameters" || not_ok "round 2" "$TMP/round2.out"
-for n in srv c1 c2; do
-    stop_node "$n"; rc=$STOP_RC
-    [ "$rc" = 0 ] || not_ok "$n exits 0 (got $rc)" "$TMP/$n.log"
-done
-ok "the three federated nodes stop cleanly"
+stop_nodes "the three federated nodes stop cleanly" srv c1 c2
 
 finish

@@ -35,26 +35,18 @@ frags=$(ctl pong --json status | jget 'd["transport"]["udp_fragments_in"]')
     not_ok "UDP fragments seen by the Ponger: ${frags:-none}"
 ctl ping --json status | jget 'd["transport"]["udp_reassembly_dropped"] == 0 and d["counters"]["envelopes.in"] == 2' |
     grep -q true && ok "nothing dropped in reassembly" || not_ok "reassembly counters"
-stop_node ping
-[ "$STOP_RC" = 0 ] || not_ok "Pinger exit $STOP_RC" "$TMP/ping.log"
-stop_node pong
-[ "$STOP_RC" = 0 ] && ok "both nodes stop cleanly" || not_ok "Ponger exit $STOP_RC" "$TMP/pong.log"
+stop_nodes "both nodes stop cleanly" ping pong
 
 # ---- a federated round over UDP -----------------------------------------------------------
 start_node c1 --targets Client --listen /ip4/127.0.0.1/udp/0 "$TMP/fed_round.onnx" ||
     not_ok "client 1 starts" "$TMP/c1.log"
 start_node c2 --targets Client --listen /ip4/127.0.0.1/udp/0 "$TMP/fed_round.onnx" ||
     not_ok "client 2 starts" "$TMP/c2.log"
-start_node srv --targets Server --listen /ip4/127.0.0.1/udp/0 \
-    --peer "$(node_peer c1)=$(node_addr c1 udp)" --peer "$(node_peer c2)=$(node_addr c2 udp)" \
-    "$TMP/fed_round.onnx" || not_ok "server starts" "$TMP/srv.log"
+start_fed_server udp
 ctl srv --timeout 15 invoke Server --wait round >"$TMP/round.out" 2>&1
 grep -q 'topic=round value=float\[4\] 1 1 1 1$' "$TMP/round.out" &&
     ok "federated round over UDP: both clients answered, mean of their updates" ||
     not_ok "round over UDP" "$TMP/round.out"
-for n in srv c1 c2; do
-    stop_node "$n"
-    [ "$STOP_RC" = 0 ] || not_ok "$n exits $STOP_RC" "$TMP/$n.log"
-done
+stop_nodes "the three federated nodes stop cleanly" srv c1 c2
 
 finish

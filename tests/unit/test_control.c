@@ -27,6 +27,7 @@ typedef struct fixture {
     char path[108];
     int closed_clients;
     bbd_control_client *deferred; /* a client waiting for its reply */
+    size_t clients_at_publish, watchers_at_publish;
     void (*client)(struct fixture *f);
     bool done;
 } fixture;
@@ -50,6 +51,8 @@ static cJSON *handle(void *ud, bbd_control_client *c, const cJSON *req, bool *de
         cJSON_Delete(r);
         return NULL;
     } else if (cmd && !strcmp(cmd, "publish")) {
+        f->clients_at_publish = bbd_control_client_count(f->ctl);
+        f->watchers_at_publish = bbd_control_watcher_count(f->ctl);
         cJSON *ev = cJSON_CreateObject();
         cJSON_AddStringToObject(ev, "event", "app");
         cJSON_AddStringToObject(ev, "topic", "other");
@@ -257,6 +260,9 @@ static void test_watch_and_deferred(void **state)
     assert_string_equal(g_results[2], "{\"ok\":true}");
     assert_string_equal(g_results[3], "{\"late\":\"yes\"}");
     assert_string_equal(g_results[4], "{\"ok\":true,\"req\":{\"cmd\":\"echo\"}}");
+    /* two clients connected, one of them watching */
+    assert_int_equal(f.clients_at_publish, 2);
+    assert_int_equal(f.watchers_at_publish, 1);
 }
 
 static void test_stale_and_busy_socket(void **state)
