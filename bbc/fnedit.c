@@ -52,7 +52,7 @@ static int add_use(bbc_fnedit *e, const char *v, bb_node *n, size_t pos)
 
 static bool in_focus(const bbc_map *focus, const char *v)
 {
-    return v && *v && (!focus || bbc_map_get(focus, v, NULL));
+    return v && *v && bbc_map_get(focus, v, NULL);
 }
 
 static bbc_fnedit *fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f, bool flow,
@@ -65,10 +65,9 @@ static bbc_fnedit *fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f, bool
     e->ir = ir;
     e->f = f;
     size_t n = flow ? f->nodes.n : 0;
-    size_t hint = focus ? focus->n : n, vhint = focus ? focus->n : f->value_info.n;
-    if (bbc_map_init(&e->prod, side, hint) != BB_OK ||
-        bbc_map_init(&e->heads, side, hint) != BB_OK ||
-        bbc_map_init(&e->vinfo, side, vhint) != BB_OK ||
+    if (bbc_map_init(&e->prod, side, focus->n) != BB_OK ||
+        bbc_map_init(&e->heads, side, focus->n) != BB_OK ||
+        bbc_map_init(&e->vinfo, side, focus->n) != BB_OK ||
         bbc_map_init(&e->outs, side, f->outputs.n) != BB_OK ||
         bbc_type_cache_init(&e->tc, side) != BB_OK)
         return NULL;
@@ -93,11 +92,6 @@ static bbc_fnedit *fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f, bool
                 return NULL;
     }
     return e;
-}
-
-bbc_fnedit *bbc_fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f)
-{
-    return fnedit_new(side, ir, f, true, NULL);
 }
 
 bbc_fnedit *bbc_fnedit_new_focused(bb_arena *side, bb_arena *ir, bb_function *f,

@@ -4,9 +4,9 @@
  * value_info by name, so lookups, rewires and insertions cost what they
  * touch instead of a scan of the function.
  *
- * A focused index (bbc_fnedit_new_focused) covers only the values a pass
- * asks about, plus those it types or inserts itself: much cheaper on a big
- * function; questions about other values answer "unknown" / "not read".
+ * The index is focused: it covers only the values a pass asks about, plus
+ * those it types or inserts itself, so it stays cheap on a big function;
+ * questions about other values answer "unknown" / "not read".
  *
  * Insertions are queued (bbc_fnedit_insert) and applied in one rebuild of
  * the node list (bbc_fnedit_commit); until then node indices are those of
@@ -27,10 +27,9 @@
 typedef struct bbc_fnedit bbc_fnedit;
 struct bbc_map; /* bbc/util.h */
 
-/* Index f. side: the arena for the index itself (freed with it); ir: the
- * arena new IR objects (value_info, node lists) come from. NULL on OOM. */
-bbc_fnedit *bbc_fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f);
-/* Only the values in focus (a set; borrowed for the call only). */
+/* Index the values of f in focus (a set; borrowed for the call only).
+ * side: the arena for the index itself (freed with it); ir: the arena new
+ * IR objects (value_info, node lists) come from. NULL on OOM. */
 bbc_fnedit *bbc_fnedit_new_focused(bb_arena *side, bb_arena *ir, bb_function *f,
                                    const struct bbc_map *focus);
 /* For a pass that only types the values in focus and queues insertions: no

@@ -288,6 +288,8 @@ static int check_ports(bbc_state *st, bb_function *f)
                                     ? BB_OP_WIRE_RECV_REQ
                                     : NULL;
         const char *rk = rop ? key2(st->scratch, rop, port) : NULL;
+        if (rop && !rk)
+            return bbc_oom(st);
         size_t j = SIZE_MAX;
         if (rk)
             bbc_map_get(&px.recvs, rk, &j);
@@ -298,7 +300,9 @@ static int check_ports(bbc_state *st, bb_function *f)
                 continue;
             /* Another send of this port targets rc: that one feeds r. */
             const char *sk = bb_arena_sprintf(st->scratch, "%s\x1f%s\x1f%s", s->op_type, port, rc);
-            if (sk && bbc_map_get(&px.sends, sk, NULL))
+            if (!sk)
+                return bbc_oom(st);
+            if (bbc_map_get(&px.sends, sk, NULL))
                 continue;
             return bbc_fail(st, BBC_E_CROSS_CLASS_DATAFLOW,
                             "port '%s' is sent by '%s' to class %s but received by '%s' in "

@@ -133,12 +133,8 @@ static const bb_value_info *fn_value_info(fn_facts *ff, bb_arena *a, size_t i, c
     const bb_function *f = ff->ix.m->functions.v[i];
     if (!ff->vinfo[i]) {
         bbc_map *map = bb_arena_alloc(a, sizeof *map);
-        if (!map || bbc_map_init(map, a, f->value_info.n) != BB_OK)
-            return bb_value_info_find(&f->value_info, v);
-        for (size_t k = 0; k < f->value_info.n; k++)
-            if (f->value_info.v[k]->name && !bbc_map_get(map, f->value_info.v[k]->name, NULL) &&
-                bbc_map_put(map, f->value_info.v[k]->name, k) != BB_OK)
-                return bb_value_info_find(&f->value_info, v);
+        if (!map || bbc_value_info_index(a, f, map) != BB_OK)
+            return bb_value_info_find(&f->value_info, v); /* OOM: answer by a scan */
         ff->vinfo[i] = map;
     }
     size_t k;
@@ -467,13 +463,9 @@ int bbc_pass_inline_for_partition(bbc_state *st)
     root_maps rm;
     size_t *counts = bb_arena_calloc(st->scratch, m->functions.n + 1, sizeof *counts);
     if (!counts || facts_init(&ff, st->scratch, m) != BB_OK ||
-        bbc_map_init(&rm.vinfo, st->scratch, root->value_info.n) != BB_OK ||
+        bbc_value_info_index(st->scratch, root, &rm.vinfo) != BB_OK ||
         bbc_map_init(&rm.meta, st->scratch, root->metadata.n) != BB_OK)
         return bbc_oom(st);
-    for (size_t k = 0; k < root->value_info.n; k++)
-        if (root->value_info.v[k]->name &&
-            bbc_map_put(&rm.vinfo, root->value_info.v[k]->name, k) != BB_OK)
-            return bbc_oom(st);
     for (size_t k = 0; k < root->metadata.n; k++) /* the first of a key counts */
         if (root->metadata.v[k].key && !bbc_map_get(&rm.meta, root->metadata.v[k].key, NULL) &&
             bbc_map_put(&rm.meta, root->metadata.v[k].key, k) != BB_OK)

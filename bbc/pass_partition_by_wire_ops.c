@@ -113,12 +113,13 @@ static int copy_value_info(bb_arena *a, bb_function *pf, bb_value_info *vi)
     return BB_OK;
 }
 
-/* Clone f (and its callees) into pm unless present. */
-static int clone_function_into(bbc_state *st, bb_model *pm, const bb_function *f, int depth)
+/* Clone f (and its callees, found through ix) into pm unless present. */
+static int clone_function_into(bbc_state *st, const bbc_fn_index *ix, bb_model *pm,
+                               const bb_function *f, int depth)
 {
-    if (depth > 64)
-        return bbc_fail(st, BBC_E_INTERNAL, "function call nesting deeper than 64 at '%s'",
-                        f->name);
+    if (depth > BBC_MAX_CALL_DEPTH)
+        return bbc_fail(st, BBC_E_INTERNAL, "function call nesting deeper than %d at '%s'",
+                        BBC_MAX_CALL_DEPTH, f->name);
     if (bb_model_find_function(pm, f->domain, f->name, f->overload))
         return BB_OK;
     bb_function *c = bb_function_clone(pm->arena, f);
@@ -127,9 +128,11 @@ static int clone_function_into(bbc_state *st, bb_model *pm, const bb_function *f
         return bbc_oom(st);
     *slot = c;
     for (size_t i = 0; i < f->nodes.n; i++) {
-        const bb_function *callee = bbc_callee(st->model, f->nodes.v[i]);
+        size_t c = bbc_fn_index_callee(ix, f->nodes.v[i]);
+        const bb_function *callee = c == SIZE_MAX ? NULL : ix->m->functions.v[c];
         int rc;
-        if (callee && callee != f && (rc = clone_function_into(st, pm, callee, depth + 1)) != BB_OK)
+        if (callee && callee != f &&
+            (rc = clone_function_into(st, ix, pm, callee, depth + 1)) != BB_OK)
             return rc;
     }
     return BB_OK;
@@ -154,8 +157,8 @@ static bool bootstrap_of(const bb_function *f, const char *cls, const char *want
     return true;
 }
 
-static int build_partition(bbc_state *st, const char *cls, const size_t *members,
-                           size_t n_members, bool single)
+static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cls,
+                           const size_t *members, size_t n_members, bool single)
 {
     const bb_function *root = st->root;
     bb_model *pm = bb_model_new();
@@ -272,12 +275,10 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
     }
     /* Sub-functions the partition calls, and the class's bootstrap. */
     int rc;
-    bbc_fn_index ix;
-    if (bbc_fn_index_init(&ix, st->scratch, st->model) != BB_OK)
-        return bbc_oom(st);
     for (size_t i = 0; i < pf->nodes.n; i++) {
-        size_t c = bbc_fn_index_callee(&ix, pf->nodes.v[i]);
-        if (c != SIZE_MAX && (rc = clone_function_into(st, pm, st->model->functions.v[c], 0)) != BB_OK)
+        size_t c = bbc_fn_index_callee(ix, pf->nodes.v[i]);
+        if (c != SIZE_MAX &&
+            (rc = clone_function_into(st, ix, pm, ix->m->functions.v[c], 0)) != BB_OK)
             return rc;
     }
     char want[512], root_boot[512];
@@ -287,7 +288,7 @@ static int build_partition(bbc_state *st, const char *cls, const size_t *members
         const bb_function *f = st->model->functions.v[i];
         if (!bbc_is_bootstrap_fn(f) || !bootstrap_of(f, cls, want, single ? root_boot : NULL))
             continue;
-        if ((rc = clone_function_into(st, pm, f, 0)) != BB_OK)
+        if ((rc = clone_function_into(st, ix, pm, f, 0)) != BB_OK)
             return rc;
         bb_function *bc = bb_model_find_function(pm, f->domain, f->name, f->overload);
         if (bc && single && bbc_str_eq(f->name, root_boot))
@@ -383,9 +384,12 @@ int bbc_pass_partition_by_wire_ops(bbc_state *st)
     int rc;
     if ((rc = record_edges(st)) != BB_OK)
         return rc;
+    bbc_fn_index ix; /* the model's functions do not change while partitioning */
+    if (bbc_fn_index_init(&ix, st->scratch, st->model) != BB_OK)
+        return bbc_oom(st);
     for (size_t k = 0; k < classes.n; k++)
-        if ((rc = build_partition(st, classes.v[k], members + start[k], start[k + 1] - start[k],
-                                  single)) != BB_OK)
+        if ((rc = build_partition(st, &ix, classes.v[k], members + start[k],
+                                  start[k + 1] - start[k], single)) != BB_OK)
             return rc;
     return BB_OK;
 }

@@ -101,11 +101,13 @@ static int synth_init(synth *y, bbc_state *st)
         if (!port || !cls || !bbc_node_is(r, BB_DOMAIN_WIRE, BB_OP_WIRE_RECV))
             continue;
         const char *k = bb_arena_sprintf(side, "%s\x1f%s", port, cls);
-        bb_node **slot = k && !bbc_map_get(&y->recvs, k, NULL) ? BB_VEC_PUSH(side, &y->made) : NULL;
         if (!k)
             return BB_ENOMEM;
-        if (!slot)
+        if (bbc_map_get(&y->recvs, k, NULL))
             continue;
+        bb_node **slot = BB_VEC_PUSH(side, &y->made);
+        if (!slot)
+            return BB_ENOMEM;
         *slot = r;
         if (bbc_map_put(&y->recvs, k, y->made.n - 1) != BB_OK)
             return BB_ENOMEM;

@@ -55,11 +55,10 @@ typedef struct solver {
     size_t q_head, q_len;
     bool *queued;
     bool *consumed;                 /* per value: read by a node or a port */
-    bbc_map vinfo;                  /* value -> index in f->value_info */
+    bbc_fnedit *types;              /* declared types (value_info) of the values */
     const bbc_wire_ix *wx;          /* the wire pairs (built on first use) */
     bbc_map by_port;                /* lookup_output formals by port */
     size_t *next_port;
-    bbc_type_cache tc;              /* TypeProto -> type node */
 } solver;
 
 static const char *nm(const bb_node *n)
@@ -106,25 +105,13 @@ static void narrowed(solver *s, size_t i)
         enqueue(s, s->user_node[u]);
 }
 
-static const bb_type_node *declared_type(solver *s, const char *v)
-{
-    size_t k;
-    if (!bbc_map_get(&s->vinfo, v, &k) || !s->f->value_info.v[k]->type)
-        return NULL;
-    return bbc_type_cache_get(&s->tc, s->f->value_info.v[k]->type);
-}
-
 static int setup(solver *s)
 {
     bb_function *f = s->f;
     bb_arena *a = s->st->scratch;
     size_t ports = 0;
-    if (bbc_map_init(&s->idx, a, f->nodes.n + f->inputs.n) != BB_OK || /* ~a value per node */
-        bbc_map_init(&s->vinfo, a, f->value_info.n) != BB_OK)
+    if (bbc_map_init(&s->idx, a, f->nodes.n + f->inputs.n) != BB_OK) /* ~a value per node */
         return BB_ENOMEM;
-    for (size_t k = f->value_info.n; k-- > 0;)
-        if (f->value_info.v[k]->name && bbc_map_put(&s->vinfo, f->value_info.v[k]->name, k) != BB_OK)
-            return BB_ENOMEM;
     for (size_t i = 0; i < f->inputs.n; i++)
         if (add_value(s, f->inputs.v[i]) != BB_OK)
             return BB_ENOMEM;
@@ -138,6 +125,8 @@ static int setup(solver *s)
             if (add_value(s, n->inputs.v[j]) != BB_OK)
                 return BB_ENOMEM;
     }
+    if (!(s->types = bbc_fnedit_new_types(a, s->st->model->arena, f, &s->idx)))
+        return BB_ENOMEM;
     size_t nv = s->names.n + 1, nn = f->nodes.n + 1;
     s->t = bb_arena_calloc(a, nv, sizeof *s->t);
     s->consumed = bb_arena_calloc(a, nv, sizeof *s->consumed);
@@ -150,7 +139,7 @@ static int setup(solver *s)
         !s->queued)
         return BB_ENOMEM;
     for (size_t i = 0; i < s->names.n; i++) {
-        const bb_type_node *t = declared_type(s, s->names.v[i]);
+        const bb_type_node *t = bbc_fnedit_type(s->types, s->names.v[i]);
         s->t[i] = t ? t : &BB_TYPE_ANY;
         s->user_head[i] = SIZE_MAX;
     }
@@ -396,7 +385,7 @@ static const char *producer_label(bb_arena *a, const bb_function *f, const char 
 static int solve_types(bbc_state *st, bb_function *f, solver *s)
 {
     *s = (solver){.st = st, .f = f};
-    if (bbc_type_cache_init(&s->tc, st->scratch) != BB_OK || setup(s) != BB_OK)
+    if (setup(s) != BB_OK)
         return bbc_oom(st);
     /* Types only narrow: each value changes at most the depth of the type
      * tree times, so this bound is never reached by a correct solver. */
@@ -427,21 +416,8 @@ static int solve_types(bbc_state *st, bb_function *f, solver *s)
     for (size_t i = 0; i < s->names.n; i++) {
         const char *v = s->names.v[i];
         const bb_type_node *t = s->t[i];
-        if (declared_type(s, v) == t)
-            continue;
-        size_t k;
-        bb_type_proto *tp = bb_type_to_proto(st->model->arena, t);
-        if (!tp)
+        if (bbc_fnedit_type(s->types, v) != t && bbc_fnedit_set_type(s->types, v, t) != BB_OK)
             return bbc_oom(st);
-        if (bbc_map_get(&s->vinfo, v, &k)) {
-            f->value_info.v[k]->type = tp;
-            continue;
-        }
-        bb_value_info *vi = bb_value_info_new(st->model->arena, v, tp);
-        bb_value_info **slot = vi ? BB_VEC_PUSH(st->model->arena, &f->value_info) : NULL;
-        if (!slot)
-            return bbc_oom(st);
-        *slot = vi;
     }
     return BB_OK;
 }

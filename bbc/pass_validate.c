@@ -171,12 +171,9 @@ static int rule5_types(bbc_state *st, const bb_function *f)
 {
     if (f->inputs.n == 0)
         return BB_OK;
-    bbc_map vi; /* value_info by name (the first of duplicates) */
-    if (bbc_map_init(&vi, st->scratch, f->value_info.n) != BB_OK)
+    bbc_map vi;
+    if (bbc_value_info_index(st->scratch, f, &vi) != BB_OK)
         return bbc_oom(st);
-    for (size_t k = f->value_info.n; k-- > 0;)
-        if (f->value_info.v[k]->name && bbc_map_put(&vi, f->value_info.v[k]->name, k) != BB_OK)
-            return bbc_oom(st);
     for (size_t j = 0; j < f->inputs.n; j++) {
         const char *v = f->inputs.v[j];
         if (!v || !*v)

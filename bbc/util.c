@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bb/le.h"
 #include "bb/meta.h"
 
 /* ---- metadata, classification ---------------------------------------------- */
@@ -360,78 +361,12 @@ int bbc_producers(bb_arena *a, const bb_function *f, bbc_map *out, const char **
     return BB_OK;
 }
 
-bool bbc_value_consumed(const bb_function *f, const char *value, const bb_node *skip)
-{
-    for (size_t i = 0; i < f->nodes.n; i++) {
-        const bb_node *n = f->nodes.v[i];
-        if (n == skip)
-            continue;
-        for (size_t j = 0; j < n->inputs.n; j++)
-            if (bbc_str_eq(n->inputs.v[j], value))
-                return true;
-    }
-    return false;
-}
-
-size_t bbc_rewire_consumers(bb_function *f, const char *from, const char *to,
-                            const bb_node *skip)
-{
-    size_t count = 0;
-    for (size_t i = 0; i < f->nodes.n; i++) {
-        bb_node *n = f->nodes.v[i];
-        if (n == skip)
-            continue;
-        for (size_t j = 0; j < n->inputs.n; j++) {
-            if (bbc_str_eq(n->inputs.v[j], from)) {
-                n->inputs.v[j] = to;
-                count++;
-            }
-        }
-    }
-    return count;
-}
-
 size_t bbc_node_index(const bb_function *f, const bb_node *n)
 {
     for (size_t i = 0; i < f->nodes.n; i++)
         if (f->nodes.v[i] == n)
             return i;
     return SIZE_MAX;
-}
-
-int bbc_insert_node(bb_arena *a, bb_function *f, size_t i, bb_node *n)
-{
-    if (i > f->nodes.n)
-        i = f->nodes.n;
-    bb_node **slot = BB_VEC_INSERT(a, &f->nodes, i);
-    if (!slot)
-        return BB_ENOMEM;
-    *slot = n;
-    return BB_OK;
-}
-
-bool bbc_value_used(const bb_function *f, const char *value)
-{
-    if (bb_str_list_find(&f->inputs, value) >= 0 || bb_str_list_find(&f->outputs, value) >= 0)
-        return true;
-    for (size_t i = 0; i < f->nodes.n; i++) {
-        const bb_node *n = f->nodes.v[i];
-        if (bb_str_list_find(&n->inputs, value) >= 0 ||
-            bb_str_list_find(&n->outputs, value) >= 0)
-            return true;
-    }
-    return false;
-}
-
-const char *bbc_fresh_value(bb_arena *a, const bb_function *f, const char *base)
-{
-    if (!bbc_value_used(f, base))
-        return bb_arena_strdup(a, base);
-    for (unsigned k = 1;; k++) {
-        char *s = bb_arena_sprintf(a, "%s_%u", base, k);
-        if (!s || !bbc_value_used(f, s))
-            return s;
-    }
 }
 
 int bbc_topo_order(bb_arena *a, const bb_function *f, size_t *order, size_t *n_sorted)
@@ -522,6 +457,16 @@ int bbc_set_value_type(bb_arena *a, bb_function *f, const char *value, const bb_
     if (!slot)
         return BB_ENOMEM;
     *slot = vi;
+    return BB_OK;
+}
+
+int bbc_value_info_index(bb_arena *a, const bb_function *f, bbc_map *out)
+{
+    if (bbc_map_init(out, a, f->value_info.n) != BB_OK)
+        return BB_ENOMEM;
+    for (size_t k = f->value_info.n; k-- > 0;) /* backwards: the first one wins */
+        if (f->value_info.v[k]->name && bbc_map_put(out, f->value_info.v[k]->name, k) != BB_OK)
+            return BB_ENOMEM;
     return BB_OK;
 }
 
@@ -635,9 +580,8 @@ static void h_str(hasher *h, const char *s)
 
 static void h_u64(hasher *h, uint64_t v)
 {
-    unsigned char b[8];
-    for (int i = 0; i < 8; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
+    uint8_t b[8];
+    bb_le_put(b, v, 8);
     h_bytes(h, b, 8);
 }
 
@@ -685,35 +629,3 @@ uint64_t bbc_hash_nodes(const bb_function *f)
     return h.h;
 }
 
-/* ---- function classification ---------------------------------------------------- */
-
-
-bool bbc_fn_touches_wire(const bb_model *m, const bb_function *f, int depth)
-{
-    if (depth > BBC_MAX_CALL_DEPTH)
-        return false;
-    for (size_t i = 0; i < f->nodes.n; i++) {
-        const bb_node *n = f->nodes.v[i];
-        if (bbc_str_eq(n->domain, BB_DOMAIN_WIRE))
-            return true;
-        const bb_function *c = bbc_callee(m, n);
-        if (c && c != f && bbc_fn_touches_wire(m, c, depth + 1))
-            return true;
-    }
-    return false;
-}
-
-bool bbc_fn_pure_onnx(const bb_model *m, const bb_function *f, int depth)
-{
-    if (depth > BBC_MAX_CALL_DEPTH || f->nodes.n == 0)
-        return false;
-    for (size_t i = 0; i < f->nodes.n; i++) {
-        const bb_node *n = f->nodes.v[i];
-        if (bb_domain_is_onnx(n->domain))
-            continue;
-        const bb_function *c = bbc_callee(m, n);
-        if (!c || c == f || !bbc_fn_pure_onnx(m, c, depth + 1))
-            return false;
-    }
-    return true;
-}

@@ -106,19 +106,8 @@ size_t bbc_fn_index_callee(const bbc_fn_index *ix, const bb_node *n);
  * duplicate producer the first one wins; *dup (may be NULL) receives the
  * first duplicated value name. */
 int bbc_producers(bb_arena *a, const bb_function *f, bbc_map *out, const char **dup);
-/* True when some node other than skip reads value. */
-bool bbc_value_consumed(const bb_function *f, const char *value, const bb_node *skip);
-/* Replace every input `from` by `to` in every node except skip. Returns the
- * number of replacements. */
-size_t bbc_rewire_consumers(bb_function *f, const char *from, const char *to,
-                            const bb_node *skip);
 /* Index of node in f->nodes, or SIZE_MAX. */
 size_t bbc_node_index(const bb_function *f, const bb_node *n);
-/* Insert node at index i (shifting). BB_OK / BB_ENOMEM. */
-int bbc_insert_node(bb_arena *a, bb_function *f, size_t i, bb_node *n);
-/* A value name not used anywhere in f: base, else base_1, base_2, ... */
-const char *bbc_fresh_value(bb_arena *a, const bb_function *f, const char *base);
-bool bbc_value_used(const bb_function *f, const char *value);
 
 /* Topological order of f's nodes into order[f->nodes.n]. *n_sorted (may be
  * NULL) receives how many were ordered; on a cycle returns BB_EVALIDATE and
@@ -134,6 +123,9 @@ int bbc_topo_order_with(bb_arena *a, const bb_function *f, const bbc_map *produc
 const bb_type_node *bbc_value_type(const bb_function *f, const char *value);
 /* Set (replace or add) value's value_info to t. */
 int bbc_set_value_type(bb_arena *a, bb_function *f, const char *value, const bb_type_node *t);
+/* out = value_info name -> index in f->value_info (the first of
+ * duplicates), so a lookup costs no scan of the list. BB_OK / BB_ENOMEM. */
+int bbc_value_info_index(bb_arena *a, const bb_function *f, bbc_map *out);
 
 /* TypeProto -> type tree node, memoized by denotation (the tree's own lookup
  * compares the denotation with every type name). */
@@ -171,11 +163,5 @@ uint64_t bbc_hash_nodes(const bb_function *f);
 
 /* Call chains deeper than this are not followed (the model is untrusted). */
 #define BBC_MAX_CALL_DEPTH 64
-
-/* Does any node in f (or transitively called functions of m) sit in the
- * wire domain? visited guards recursion (may be NULL at the top). */
-bool bbc_fn_touches_wire(const bb_model *m, const bb_function *f, int depth);
-/* Is every node of f (transitively) under ai.onnx? */
-bool bbc_fn_pure_onnx(const bb_model *m, const bb_function *f, int depth);
 
 #endif

@@ -20,7 +20,6 @@
 
 struct bbc_wire_ix {
     const bb_function *f;
-    bb_arena *a;
     bbc_map prod;       /* value -> node * PORT_STRIDE + output position */
     bbc_map names;      /* node name -> first node index */
     bbc_map recv_port;  /* port -> first receive (Recv / RecvReq) with it */
@@ -130,7 +129,6 @@ bbc_wire_ix *bbc_wire_ix_new(bb_arena *a, const bb_function *f)
     if (!x)
         return NULL;
     x->f = f;
-    x->a = a;
     if (bbc_map_init(&x->prod, a, n) != BB_OK || bbc_map_init(&x->names, a, n) != BB_OK ||
         bbc_map_init(&x->recv_port, a, 16) != BB_OK || bbc_map_init(&x->send_port, a, 16) != BB_OK ||
         bbc_map_init(&x->recv_src, a, 16) != BB_OK || bbc_map_init(&x->send_dest, a, 16) != BB_OK ||

@@ -29,7 +29,6 @@
  *     --save    also write its compiled model to OUT.onnx (to compare the
  *               output of two builds byte for byte)
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +40,7 @@
 #include "bb/model_io.h"
 #include "bb/recorder.h"
 #include "bbc/compiler.h"
+#include "bench/support/bench_util.h"
 
 #define SEND_EVERY 32
 #define CALL_EVERY 16
@@ -235,10 +235,10 @@ static double time_first_compile(size_t n)
 {
     int fd[2];
     if (pipe(fd) != 0)
-        die("pipe", strerror(errno));
+        bench_die("pipe");
     pid_t pid = fork();
     if (pid < 0)
-        die("fork", strerror(errno));
+        bench_die("fork");
     if (pid == 0) {
         close(fd[0]);
         size_t ports = 0;
