@@ -106,7 +106,8 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     bb_val params = ext_op(g, model, MLP_ATOMIC, "ParamsOn", go, &BB_TYPE_TENSOR_F32);
     bb_val peers = bb_role_peer_selector_sample(g, selector, k->clients, "Client");
     bb_val req_id, responses;
-    bb_wire_send_req_batched(g, NULL, "params", params, peers, quorum_of(k), &req_id, NULL);
+    bb_wire_send_req_batched(g, NULL, "params", params, peers, quorum_of(k),
+                             (int64_t)k->deadline_ms * 1000000, &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
     bb_val collected = bb_sys_clock(g, responses);
     bb_val participants = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
@@ -165,26 +166,6 @@ static bb_module *record(bb_recorder *r, const fed_knobs *k)
     return root;
 }
 
-/* The round deadline, authored on the server's SendReqBatched (bbc's
- * derive_wire_deadlines keeps a deadline a send already carries). */
-static int author_deadline(bb_model *m, long deadline_ms, bb_error *err)
-{
-    for (size_t f = 0; f < m->functions.n; f++) {
-        bb_function *fn = m->functions.v[f];
-        for (size_t i = 0; i < fn->nodes.n; i++) {
-            bb_node *n = fn->nodes.v[i];
-            if (!n->domain || strcmp(n->domain, BB_DOMAIN_WIRE) ||
-                strcmp(n->op_type, BB_OP_WIRE_SEND_REQ_BATCHED))
-                continue;
-            if (!bb_node_set_attr_int(m->arena, n, BB_ATTR_NAME_DEADLINE_NS,
-                                      (int64_t)deadline_ms * 1000000))
-                return bb_error_set(err, BB_ENOMEM, "out of memory");
-            return BB_OK;
-        }
-    }
-    return bb_error_set(err, BB_ENOTFOUND, "no SendReqBatched in the recorded program");
-}
-
 static void usage(FILE *f, const char *prog)
 {
     fprintf(f,
@@ -220,6 +201,17 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
 {
     *k = (fed_knobs){4, 0.75, 1000, 800, 5, "agg::FedAvg", "data::Csv"};
     *out = NULL;
+    const struct {
+        const char *opt;
+        long *dst;
+        long hi;
+    } whole[] = {
+        {"--clients", &k->clients, 65536},
+        {"--period-ms", &k->period_ms, 86400000}, /* a day */
+        {"--deadline-ms", &k->deadline_ms, 86400000},
+        {"--epochs", &k->epochs, 1000000},
+    };
+    const size_t n_whole = sizeof whole / sizeof *whole;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -239,14 +231,11 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
             return 2;
         }
         const char *v = argv[++i];
-        long *dst = !strcmp(a, "--clients")       ? &k->clients
-                    : !strcmp(a, "--period-ms")   ? &k->period_ms
-                    : !strcmp(a, "--deadline-ms") ? &k->deadline_ms
-                    : !strcmp(a, "--epochs")      ? &k->epochs
-                                                  : NULL;
-        if (dst) {
-            long hi = dst == &k->clients ? 65536 : dst == &k->epochs ? 1000000 : 86400000;
-            if ((*dst = parse_long(argv[0], a, v, 1, hi)) < 0)
+        size_t w = 0;
+        while (w < n_whole && strcmp(a, whole[w].opt))
+            w++;
+        if (w < n_whole) {
+            if ((*whole[w].dst = parse_long(argv[0], a, v, 1, whole[w].hi)) < 0)
                 return 2;
         } else if (!strcmp(a, "--quorum")) {
             char *end = NULL;
@@ -289,8 +278,6 @@ int main(int argc, char **argv)
     bb_model *m = NULL;
     rc = bb_recorder_build(r, record(r, &k), &m, &err);
     bb_recorder_free(r);
-    if (!rc)
-        rc = author_deadline(m, k.deadline_ms, &err);
     if (!rc)
         rc = bb_model_save_file(m, out, &err);
     bb_model_free(m);

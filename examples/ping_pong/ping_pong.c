@@ -25,7 +25,7 @@ static bb_module *record_pinger(bb_recorder *r)
     bb_val x = bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32);
     bb_val peers = bb_role_peer_selector_sample(g, sel, 1, "Ponger");
     bb_val req_id, responses;
-    bb_wire_send_req_batched(g, NULL, "ping", x, peers, 0, &req_id, NULL);
+    bb_wire_send_req_batched(g, NULL, "ping", x, peers, 0, 0, &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
     bb_sys_app_emit(g, responses, "pong");
     return m;

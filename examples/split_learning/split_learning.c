@@ -51,7 +51,7 @@ static bb_module *record(bb_recorder *r)
     bb_val dec_out = bb_role_model_forward(g, model, dec_in);
     bb_val enc_out = bb_role_compressor_compress(g, codec, dec_out);
     bb_val peers = bb_role_peer_selector_sample(g, gossip, 5, NULL);
-    bb_wire_send_req_batched(g, network_client, NULL, enc_out, peers, 0, &req_id, NULL);
+    bb_wire_send_req_batched(g, network_client, NULL, enc_out, peers, 0, 0, &req_id, NULL);
     bb_wire_recv_resp_batched(g, network_client, req_id, NULL, &batched_grads);
     bb_val dec_grads = bb_role_compressor_decompress(g, codec, batched_grads);
     bb_val avg_grad = bb_role_aggregator_aggregate(g, aggregator, dec_grads, NULL);

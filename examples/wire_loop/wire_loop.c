@@ -51,7 +51,7 @@ static bb_module *record_source(bb_recorder *r)
     bb_sys_serialize_enqueue(g, data, "window");
     bb_val peers = bb_role_peer_selector_sample(g, sel, 1, "Sink");
     bb_val req_id, landed;
-    bb_wire_send_req_batched(g, NULL, "data", data, peers, 0, &req_id, NULL);
+    bb_wire_send_req_batched(g, NULL, "data", data, peers, 0, 0, &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, &landed, NULL);
     bb_sys_record(g, bb_sys_clock(g, landed), "ack");
     return m;

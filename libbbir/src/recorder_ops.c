@@ -884,13 +884,19 @@ int bb_wire_send(bb_rec *g, bb_slot *network, const char *port, bb_val data, bb_
 }
 
 int bb_wire_send_req_batched(bb_rec *g, bb_slot *network, const char *port, bb_val data,
-                             bb_val dest, int64_t quorum, bb_val *req_id, bb_val *responses)
+                             bb_val dest, int64_t quorum, int64_t deadline_ns, bb_val *req_id,
+                             bb_val *responses)
 {
     bb_val in[] = {data, dest};
-    bb_rec_attr at[] = {BB_RA_INT("quorum", quorum)};
+    bb_rec_attr at[2];
+    size_t n_at = 0;
+    if (quorum > 0)
+        at[n_at++] = BB_RA_INT("quorum", quorum);
+    if (deadline_ns > 0)
+        at[n_at++] = BB_RA_INT(BB_ATTR_NAME_DEADLINE_NS, deadline_ns);
     bb_val *outs[] = {req_id, responses};
-    bb_node *n = rec(g, network, WIRE, BB_OP_WIRE_SEND_REQ_BATCHED, in, N_OF(in), at,
-                     quorum > 0 ? 1 : 0, NULL, outs, N_OF(outs));
+    bb_node *n = rec(g, network, WIRE, BB_OP_WIRE_SEND_REQ_BATCHED, in, N_OF(in), at, n_at,
+                     NULL, outs, N_OF(outs));
     return wire_stamp(g, n, port, dest, BB_WIRE_CORRELATION_REQUEST);
 }
 

@@ -126,7 +126,7 @@ static bb_model *bm_unpaired_request(bb_error *err)
     bb_val x = bb_rec_input(g, "x", &BB_TYPE_TENSOR_F32);
     bb_val peers = bb_rec_input(g, "peers", &BB_TYPE_PEER_ID_VEC);
     bb_val req_id, responses;
-    bb_wire_send_req_batched(g, NULL, "ask", x, peers, 0, &req_id, NULL);
+    bb_wire_send_req_batched(g, NULL, "ask", x, peers, 0, 0, &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
     bb_sys_app_emit(g, responses, "answers");
     return fx_build(r, mod, err);

@@ -47,7 +47,7 @@ static bb_module *fx_federated_server(bb_recorder *r)
     bb_val params = bb_sys_gate(g, bb_role_model_params(g, model), go);
     bb_val peers = bb_role_peer_selector_sample(g, selector, 3, "Client");
     bb_val req_id, responses;
-    bb_wire_send_req_batched(g, NULL, "params", params, peers, 2, &req_id, NULL);
+    bb_wire_send_req_batched(g, NULL, "params", params, peers, 2, 0, &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
     bb_val contributed = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
     bb_val global = bb_role_aggregator_aggregate(g, agg, contributed, NULL);
@@ -122,7 +122,7 @@ static __attribute__((unused)) bb_model *fx_split_learning(bb_error *err)
     bb_val dec_out = bb_role_model_forward(g, model, dec_in);
     bb_val enc_out = bb_role_compressor_compress(g, codec, dec_out);
     bb_val peers = bb_role_peer_selector_sample(g, gossip, 5, NULL);
-    bb_wire_send_req_batched(g, client, NULL, enc_out, peers, 0, &req_id, NULL);
+    bb_wire_send_req_batched(g, client, NULL, enc_out, peers, 0, 0, &req_id, NULL);
     bb_wire_recv_resp_batched(g, client, req_id, NULL, &batched_grads);
     bb_val dec_grads = bb_role_compressor_decompress(g, codec, batched_grads);
     bb_val avg_grad = bb_role_aggregator_aggregate(g, aggregator, dec_grads, NULL);

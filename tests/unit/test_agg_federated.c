@@ -45,7 +45,7 @@ static bb_module *record_server(bb_recorder *r)
     bb_val params = bb_role_model_params(g, model);
     bb_val peers = bb_role_peer_selector_sample(g, sel, N_CLIENTS, "Client");
     bb_val req_id, responses;
-    bb_wire_send_req_batched(g, NULL, "params", params, peers, 2, &req_id, NULL);
+    bb_wire_send_req_batched(g, NULL, "params", params, peers, 2, 0, &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
     bb_val contributed = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
     bb_val meta, global = bb_role_aggregator_aggregate(g, agg, contributed, &meta);

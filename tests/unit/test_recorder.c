@@ -1293,7 +1293,7 @@ static void test_wire_ops_pairing_stamps(void **state)
     bb_rec *s = bb_module_body(srv);
     bb_val peers = bb_role_peer_selector_current_view(s, sel, "Client");
     bb_val req, responses;
-    bb_wire_send_req_batched(s, net, "work", bb_sys_pulse(s), peers, 2, &req, NULL);
+    bb_wire_send_req_batched(s, net, "work", bb_sys_pulse(s), peers, 2, 5000000, &req, NULL);
     bb_wire_recv_resp_batched(s, net, req, NULL, &responses);
     bb_sys_record(s, responses, "answers");
     bb_rec *c = bb_module_body(cli);
@@ -1315,6 +1315,7 @@ static void test_wire_ops_pairing_stamps(void **state)
     assert_meta(srb, BB_META_CONCRETE_TYPE, "framework_wire::Net");
     assert_meta(srb, BB_META_SLOT, "net");
     assert_int_equal(bb_node_attr_int(srb, "quorum", -1), 2);
+    assert_int_equal(bb_node_attr_int(srb, BB_ATTR_NAME_DEADLINE_NS, -1), 5000000);
     assert_int_equal(srb->outputs.n, 2);
     const bb_node *rrb = node_of(sf, "RecvRespBatched");
     assert_string_equal(rrb->inputs.v[0], srb->outputs.v[0]);
@@ -1471,7 +1472,7 @@ static void test_every_catalog_op_recordable(void **state)
     /* wire */
     bb_wire_send(g, NULL, NULL, p, peers);
     bb_val rid, resp;
-    bb_wire_send_req_batched(g, NULL, NULL, p, peers, 0, &rid, &resp);
+    bb_wire_send_req_batched(g, NULL, NULL, p, peers, 0, 0, &rid, &resp);
     bb_wire_recv_resp_batched(g, NULL, rid, NULL, NULL);
     bb_wire_recv(g, NULL, NULL, NULL, NULL, NULL);
     bb_val rreq;

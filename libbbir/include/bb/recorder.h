@@ -498,9 +498,12 @@ bb_val bb_sys_constant(bb_rec *g, const bb_tensor_proto *value);
  * port: optional logical port name for pairing (see the header). Out
  * pointers may be NULL. */
 int bb_wire_send(bb_rec *g, bb_slot *network, const char *port, bb_val data, bb_val dest);
-/* quorum 0: attribute absent (every peer must answer). */
+/* quorum 0: attribute absent (every peer must answer). deadline_ns 0:
+ * attribute absent (bbc's derive_wire_deadlines fills it in); else how
+ * long the batch waits for answers. */
 int bb_wire_send_req_batched(bb_rec *g, bb_slot *network, const char *port, bb_val data,
-                             bb_val dest, int64_t quorum, bb_val *req_id, bb_val *responses);
+                             bb_val dest, int64_t quorum, int64_t deadline_ns, bb_val *req_id,
+                             bb_val *responses);
 /* dest may be BB_VAL_OMIT: reply to the requester named by req_id. */
 int bb_wire_send_resp(bb_rec *g, bb_slot *network, bb_val data, bb_val dest, bb_val req_id);
 int bb_wire_recv(bb_rec *g, bb_slot *network, const char *port,
