@@ -8,7 +8,6 @@
  * The target is the config's "target", else the of_class the Sample node
  * was recorded with (the class the compiler routes its sends to).
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,12 +37,7 @@ static int conn_create(const bb_create_args *args, void **out, bb_error *err)
     if (!c)
         rc = bb_error_set(err, BB_ENOMEM, NAME ": out of memory");
     else
-        rc = bbp_config_string(&cfg, "target", c->sel.of_class, sizeof c->sel.of_class, err);
-    if (!rc) {
-        c->sel.type_name = NAME;
-        snprintf(c->sel.who, sizeof c->sel.who, "%s", cfg.who);
-        bbp_rng_seed(&c->sel.rng, args->seed);
-    }
+        rc = selector_init(&c->sel, &cfg, "target", args->seed, err);
     bbp_config_free(&cfg);
     if (rc) {
         free(c);

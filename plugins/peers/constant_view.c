@@ -9,7 +9,6 @@
  * first answer, so the peers it hands out are reachable. Every entry is
  * checked at create: a bad PeerId or address names the entry.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,24 +57,23 @@ static int parse_addrs(const constant_view *v, size_t i, const cJSON *list, bb_v
         return bb_error_set(err, BB_ECONFIG, "%s: peers[%zu].addrs must be a list of at most %d "
                             "multiaddrs", v->sel.who, i, MAX_ADDRS);
     bb_value *items[MAX_ADDRS];
-    for (int k = 0; k < n; k++) {
+    int k = 0, rc = BB_OK;
+    for (; !rc && k < n; k++) {
         const cJSON *a = cJSON_GetArrayItem(list, k);
         uint8_t *bin = NULL;
         size_t len = 0;
         bb_error e = {0};
-        if (!cJSON_IsString(a) || bb_multiaddr_parse_alloc(a->valuestring, &bin, &len, &e)) {
-            for (int j = 0; j < k; j++)
-                bb_value_unref(items[j]);
-            return bb_error_set(err, BB_ECONFIG, "%s: peers[%zu].addrs[%d]: %s", v->sel.who, i,
-                                k, cJSON_IsString(a) ? e.msg : "not a string");
-        }
-        items[k] = bb_value_bytes(&BB_TYPE_MULTIADDRESS, bin, len);
+        if (!cJSON_IsString(a) || bb_multiaddr_parse_alloc(a->valuestring, &bin, &len, &e))
+            rc = bb_error_set(err, BB_ECONFIG, "%s: peers[%zu].addrs[%d]: %s", v->sel.who, i, k,
+                              cJSON_IsString(a) ? e.msg : "not a string");
+        else if (!(items[k] = bb_value_bytes(&BB_TYPE_MULTIADDRESS, bin, len)))
+            rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory", v->sel.who);
         free(bin);
-        if (!items[k]) {
-            for (int j = 0; j < k; j++)
-                bb_value_unref(items[j]);
-            return bb_error_set(err, BB_ENOMEM, "%s: out of memory", v->sel.who);
-        }
+    }
+    if (rc) { /* items[0 .. k-1) were made */
+        for (int j = 0; j < k - 1; j++)
+            bb_value_unref(items[j]);
+        return rc;
     }
     *out = bb_value_list(&BB_TYPE_ADDRESS_VEC, items, (size_t)n);
     return *out ? BB_OK : bb_error_set(err, BB_ENOMEM, "%s: out of memory", v->sel.who);
@@ -126,10 +124,7 @@ static int cv_create(const bb_create_args *args, void **out, bb_error *err)
         rc = bb_error_set(err, BB_ECONFIG, "%s: config key 'peers' must be a list of at most %u "
                           "peers", cfg.who, PEERS_MAX_VIEW);
     if (!rc) {
-        v->sel.type_name = NAME;
-        snprintf(v->sel.who, sizeof v->sel.who, "%s", cfg.who);
-        bbp_rng_seed(&v->sel.rng, args->seed);
-        rc = bbp_config_string(&cfg, "of_class", v->sel.of_class, sizeof v->sel.of_class, err);
+        rc = selector_init(&v->sel, &cfg, "of_class", args->seed, err);
         v->ids = calloc((size_t)n + 1, sizeof *v->ids);
         v->addrs = calloc((size_t)n + 1, sizeof *v->addrs);
         if (!rc && (!v->ids || !v->addrs))

@@ -25,6 +25,7 @@
 
 #include <bb/plugin.h>
 
+#include "plugins/common/plugin_config.h"
 #include "plugins/common/plugin_rng.h"
 
 #define PEERS_MAX_VIEW (1u << 20)
@@ -39,7 +40,6 @@ typedef struct select_params {
 
 /* The common head of both selectors' instances. */
 typedef struct selector {
-    const char *type_name;
     char who[160];                   /* "peers::Connected at slot 'selector'" */
     char of_class[PEERS_CLASS_MAX];  /* configured class ("" = any) */
     bbp_rng rng;
@@ -50,10 +50,10 @@ typedef int (*view_fn)(void *inst, bb_ctx *ctx, const char *node_class, bb_value
                        size_t *n, bb_error *err);
 
 /* ---- select.c ---------------------------------------------------------------------- */
-/* The node's of_class tag (NULL when untagged or no node). */
-const char *selector_node_class(const bb_dispatch_call *call);
-/* Refuses a node tagged with another class than the configured one. */
-int selector_check_class(const selector *s, const char *node_class, bb_error *err);
+/* Fills the head from a loaded config: its who, a generator seeded with
+ * seed, and of_class from the string config key class_key. */
+int selector_init(selector *s, const bbp_config *cfg, const char *class_key, uint64_t seed,
+                  bb_error *err);
 /* Runs Sample / CurrentView / Select over the view view() returns. */
 bb_dispatch_result selector_dispatch(selector *s, void *inst, view_fn view, bb_ctx *ctx,
                                      const bb_dispatch_call *call, bb_value **outputs,

@@ -5,6 +5,7 @@
  * uniform subset of min(n, view) peers without replacement, in random
  * order, from the instance's generator (seeded by the host).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,13 +13,23 @@
 
 #include "peers.h"
 
-const char *selector_node_class(const bb_dispatch_call *call)
+int selector_init(selector *s, const bbp_config *cfg, const char *class_key, uint64_t seed,
+                  bb_error *err)
+{
+    snprintf(s->who, sizeof s->who, "%s", cfg->who);
+    bbp_rng_seed(&s->rng, seed);
+    return bbp_config_string(cfg, class_key, s->of_class, sizeof s->of_class, err);
+}
+
+/* The node's of_class tag (NULL when untagged or no node). */
+static const char *node_class_of(const bb_dispatch_call *call)
 {
     const char *c = call->node ? bb_kv_get(&call->node->metadata, BB_META_PEER_CLASS) : NULL;
     return c && *c ? c : NULL;
 }
 
-int selector_check_class(const selector *s, const char *node_class, bb_error *err)
+/* Refuses a node tagged with another class than the configured one. */
+static int check_class(const selector *s, const char *node_class, bb_error *err)
 {
     if (s->of_class[0] && node_class && strcmp(s->of_class, node_class) != 0)
         return bb_error_set(err, BB_EINVAL,
@@ -64,11 +75,11 @@ bb_dispatch_result selector_dispatch(selector *s, void *inst, view_fn view, bb_c
                                      bb_error *err)
 {
     select_params p = {0};
-    const char *node_class = selector_node_class(call);
+    const char *node_class = node_class_of(call);
     int rc = call->n_outputs < 1 ? bb_error_set(err, BB_EINVAL, "%s: no output", s->who)
                                  : params_of(s, call, &p, err);
     if (!rc)
-        rc = selector_check_class(s, node_class, err);
+        rc = check_class(s, node_class, err);
     if (!rc && p.kind == SELECT_NEAR_KEY)
         rc = bb_error_set(err, BB_EUNSUPPORTED,
                           "%s: SelectParams::NearKey is not supported: this view has no distance "

@@ -9,9 +9,15 @@
 #   start_server NAME ONNX [JSON_EXTRA] [LISTEN]
 #                                a Server on the held-out 20% of digits;
 #                                JSON_EXTRA adds top-level config keys
+#   serve NAME ONNX [WHAT]       start_server, then server_identity and
+#                                watch_rounds (WHAT names it in a failure)
 #   start_client NAME ONNX SERVER I N [PARTITION] [MODEL_JSON]
 #                                client I of N (its shard of the training
 #                                rows), connected to node SERVER
+#   start_clients ONNX SERVER N [PARTITION]
+#                                clients c0 .. c(N-1), all of N
+#   wait_connected NAME N        until N clients connected to NAME (watched);
+#                                sets K0, the first round that asked them all
 #   watch_rounds NAME            stream NAME's events into $TMP/NAME.events
 #   wait_rounds NAME N SECONDS   until N round events arrived
 #   round_of NAME I EXPR         python EXPR over round I (0-based) of NAME's
@@ -57,10 +63,23 @@ JSON
         --peer "$SERVER_ID=$SERVER_ADDR" "$onnx"
 }
 
+start_clients() { # ONNX SERVER N [PARTITION]
+    local i
+    for ((i = 0; i < $3; i++)); do
+        start_client "c$i" "$1" "$2" "$i" "$3" "${4:-iid}" || not_ok "client $i starts" "$TMP/c$i.log"
+    done
+}
+
 # The server's identity for the clients' --peer (after start_server).
 server_identity() { # NAME
     SERVER_ID=$(node_peer "$1")
     SERVER_ADDR=$(node_addr "$1" tcp)
+}
+
+serve() { # NAME ONNX [WHAT]
+    start_server "$1" "$2" || not_ok "${3:-server} starts" "$TMP/$1.log"
+    server_identity "$1"
+    watch_rounds "$1"
 }
 
 declare -A WATCH_PID=()
@@ -83,6 +102,14 @@ rounds_seen() {
 }
 has_rounds() { [ "$(rounds_seen "$1")" -ge "$2" ]; }
 wait_rounds() { wait_until "$3" has_rounds "$1" "$2"; }
+
+connected_at_least() { [ "$(grep -c '"event":"connected"' "$TMP/$1.events")" -ge "$2" ]; }
+# A round that started before the last client connected asked fewer: K0
+# (0-based) skips one more, which may have been under way when it connected.
+wait_connected() { # NAME N
+    wait_until 20 connected_at_least "$1" "$2" || not_ok "the $2 clients connect" "$TMP/$1.log"
+    K0=$(($(rounds_seen "$1") + 1))
+}
 
 # python EXPR over round I (0-based) of NAME's events, as r: a dict.
 round_of() { # NAME I EXPR

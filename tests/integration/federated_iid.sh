@@ -14,9 +14,7 @@ check "the federated program records and compiles" \
     record fed --clients 4 --period-ms 500 --deadline-ms 400 --epochs 5
 
 # ---- the centralized baseline ----------------------------------------------------------
-start_server base_srv "$TMP/fed.onnx" || not_ok "baseline server starts" "$TMP/base_srv.log"
-server_identity base_srv
-watch_rounds base_srv
+serve base_srv "$TMP/fed.onnx" "baseline server"
 start_client base_c0 "$TMP/fed.onnx" base_srv 0 1 iid '{"epochs": 40}' ||
     not_ok "baseline client starts" "$TMP/base_c0.log"
 if wait_rounds base_srv 1 60; then
@@ -31,18 +29,9 @@ stop_node base_c0
 stop_node base_srv
 
 # ---- four IID clients, 20 rounds ---------------------------------------------------------
-start_server srv "$TMP/fed.onnx" || not_ok "server starts" "$TMP/srv.log"
-server_identity srv
-watch_rounds srv
-for i in 0 1 2 3; do
-    start_client "c$i" "$TMP/fed.onnx" srv "$i" 4 iid || not_ok "client $i starts" "$TMP/c$i.log"
-done
-# a round that started before the fourth client connected asked fewer: the
-# 20 rounds counted start after it (one more is skipped: it may have been
-# under way when the fourth connected)
-connected() { [ "$(grep -c '"event":"connected"' "$TMP/srv.events")" -ge 4 ]; }
-wait_until 20 connected || not_ok "the four clients connect" "$TMP/srv.log"
-K0=$(($(rounds_seen srv) + 1))
+serve srv "$TMP/fed.onnx"
+start_clients "$TMP/fed.onnx" srv 4 iid
+wait_connected srv 4 # the 20 rounds counted start at K0
 T0=$SECONDS
 if wait_rounds srv $((K0 + ROUNDS)) 90; then
     ok "$ROUNDS rounds with all four clients in $((SECONDS - T0)) s (after $K0)"
@@ -80,9 +69,5 @@ PY
 }
 check "every round: its number, 4 participants, 5 x 1438 samples, the last round's parameters, >= 77 KB moved" rounds_ok
 stop_watch srv
-for n in c0 c1 c2 c3 srv; do
-    stop_node "$n"
-    [ "$STOP_RC" = 0 ] || not_ok "$n stops cleanly (exit $STOP_RC)" "$TMP/$n.log"
-done
-ok "every node stops cleanly"
+stop_nodes "every node stops cleanly" c0 c1 c2 c3 srv
 finish

@@ -10,10 +10,7 @@ source "$(dirname "$0")/federated_common.bash"
 DEADLINE_MS=2000
 check "the federated program records and compiles" \
     record fed --clients 4 --quorum 0.75 --period-ms 2500 --deadline-ms $DEADLINE_MS --epochs 5
-start_server srv "$TMP/fed.onnx" ||
-    not_ok "server starts" "$TMP/srv.log"
-server_identity srv
-watch_rounds srv
+serve srv "$TMP/fed.onnx"
 for i in 0 1 2; do
     start_client "c$i" "$TMP/fed.onnx" srv "$i" 4 || not_ok "client $i starts" "$TMP/c$i.log"
 done

@@ -10,15 +10,9 @@ source "$(dirname "$0")/federated_common.bash"
 ROUNDS=20
 check "the federated program records and compiles" \
     record fed --clients 4 --period-ms 500 --deadline-ms 400 --epochs 5
-start_server srv "$TMP/fed.onnx" || not_ok "server starts" "$TMP/srv.log"
-server_identity srv
-watch_rounds srv
-for i in 0 1 2 3; do
-    start_client "c$i" "$TMP/fed.onnx" srv "$i" 4 classes || not_ok "client $i starts" "$TMP/c$i.log"
-done
-connected() { [ "$(grep -c '"event":"connected"' "$TMP/srv.events")" -ge 4 ]; }
-wait_until 20 connected || not_ok "the four clients connect" "$TMP/srv.log"
-K0=$(($(rounds_seen srv) + 1))
+serve srv "$TMP/fed.onnx"
+start_clients "$TMP/fed.onnx" srv 4 classes
+wait_connected srv 4
 if wait_rounds srv $((K0 + ROUNDS)) 90; then
     ok "$ROUNDS non-IID rounds with all four clients complete"
 else

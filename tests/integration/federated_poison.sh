@@ -12,9 +12,7 @@ run() { # NAME AGGREGATOR: ROUNDS rounds with client 0 poisoned; prints the last
     local name=$1 agg=$2 i
     record "$name" --clients 4 --period-ms 500 --deadline-ms 400 --epochs 5 --aggregator "$agg" ||
         { not_ok "$agg: the program records and compiles" "$TMP/record-$name.log"; return; }
-    start_server "$name" "$TMP/$name.onnx" || not_ok "$agg: server starts" "$TMP/$name.log"
-    server_identity "$name"
-    watch_rounds "$name"
+    serve "$name" "$TMP/$name.onnx" "$agg: server"
     # the honest clients first: a round with the attacker and fewer than three
     # honest clients would trim nothing (k = floor(0.25 n))
     for i in 1 2 3; do

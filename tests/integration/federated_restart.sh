@@ -9,12 +9,8 @@ source "$(dirname "$0")/federated_common.bash"
 
 check "the federated program records and compiles" \
     record fed --clients 4 --period-ms 1000 --deadline-ms 800 --epochs 5
-start_server srv "$TMP/fed.onnx" || not_ok "server starts" "$TMP/srv.log"
-server_identity srv
-watch_rounds srv
-for i in 0 1 2 3; do
-    start_client "c$i" "$TMP/fed.onnx" srv "$i" 4 || not_ok "client $i starts" "$TMP/c$i.log"
-done
+serve srv "$TMP/fed.onnx"
+start_clients "$TMP/fed.onnx" srv 4
 wait_rounds srv 8 30 && ok "rounds 1-8" || not_ok "rounds 1-8 ($(rounds_seen srv))" "$TMP/srv.log"
 stop_node srv # right after round 8: the next tick is a second away
 stop_watch srv

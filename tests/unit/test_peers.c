@@ -244,16 +244,34 @@ static bb_engine *install(bb_model *m, const char *config)
     return e;
 }
 
+/* Invokes Server once and runs the engine until it is quiet. */
+static void run_server(bb_engine *e, fx_log *log)
+{
+    bb_value *go = bb_value_trigger();
+    bb_engine_input in = {.name = "go", .value = go};
+    assert_int_equal(bb_engine_invoke(e, "Server", &in, 1, NULL, NULL), BB_OK);
+    bb_value_unref(go);
+    fx_run(e, log, 1, 10);
+}
+
+/* Invokes Server: an op must fail, with a message containing want. */
+static void assert_server_fails(bb_engine *e, const char *want)
+{
+    fx_log log = {0};
+    run_server(e, &log);
+    const fx_rec *f = fx_log_nth(&log, BB_STEP_OP_FAILED, 0);
+    assert_non_null(f);
+    if (!strstr(f->c, want))
+        fail_msg("\"%s\" lacks \"%s\"", f->c, want);
+    fx_log_free(&log);
+}
+
 /* Invokes Server and returns the sorted seeds of its "view" (and the size
  * of "peers" in *sampled). */
 static int view_seeds(bb_engine *e, int *seeds, size_t *sampled)
 {
     fx_log log = {0};
-    bb_value *go = bb_value_trigger();
-    bb_engine_input in = {.name = "go", .value = go};
-    assert_int_equal(bb_engine_invoke(e, "Server", &in, 1, NULL, NULL), BB_OK);
-    bb_value_unref(go);
-    fx_run(e, &log, 1, 10);
+    run_server(e, &log);
     if (fx_log_count(&log, BB_STEP_OP_FAILED))
         fail_msg("op failed: %s", fx_log_nth(&log, BB_STEP_OP_FAILED, 0)->c);
     const fx_rec *v = fx_log_app(&log, "view", 0), *p = fx_log_app(&log, "peers", 0);
@@ -320,27 +338,13 @@ static void test_connected_follows_the_peer_table(void **state)
     assert_int_equal(view_seeds(e, s, NULL), 1);
     bb_engine_free(e);
     e = install(m, "{\"target\": \"Trainer\"}");
-    fx_log log = {0};
-    bb_value *go = bb_value_trigger();
-    bb_engine_input in = {.name = "go", .value = go};
-    assert_int_equal(bb_engine_invoke(e, "Server", &in, 1, NULL, NULL), BB_OK);
-    bb_value_unref(go);
-    fx_run(e, &log, 1, 10);
-    const fx_rec *f = fx_log_nth(&log, BB_STEP_OP_FAILED, 0);
-    assert_non_null(f);
-    assert_non_null(strstr(f->c, "class 'Trainer'"));
-    fx_log_free(&log);
+    assert_server_fails(e, "class 'Trainer'");
     bb_engine_free(e);
     bb_model_free(m);
     /* untagged and unconfigured: no target to look for */
     m = selector_model("peers::Connected", 1, NULL);
     e = install(m, NULL);
-    assert_int_equal(bb_engine_invoke(e, "Server", &in, 0, NULL, NULL), BB_OK);
-    fx_run(e, &log, 1, 10);
-    f = fx_log_nth(&log, BB_STEP_OP_FAILED, 0);
-    assert_non_null(f);
-    assert_non_null(strstr(f->c, "no target"));
-    fx_log_free(&log);
+    assert_server_fails(e, "no target");
     bb_engine_free(e);
     bb_model_free(m);
 }
