@@ -74,30 +74,16 @@ static int baseline_child(const char *sock_path)
 
 /* ---- measuring a child ----------------------------------------------------- */
 
-static long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb;
-}
-
 /* Start argv, wait for READY=1 (*ready_ms), let it settle idle, read its
- * resident set (*rss), stop it. Returns 0, or -1 when it never got ready. */
-static int measure(char *const argv[], const char *notify_path, double *ready_ms, long *rss)
+ * resident set (*rss_mb), stop it. Returns 0, or -1 when it never got ready. */
+static int measure(char *const argv[], const char *notify_path, double *ready_ms, double *rss_mb)
 {
     pid_t pid = bench_spawn_ready(argv, notify_path, NULL, 10000, ready_ms);
     if (pid < 0)
         return -1;
     struct timespec ts = {0, 300000000};
     nanosleep(&ts, NULL);
-    *rss = rss_kb(pid);
+    *rss_mb = bench_proc_mb(pid, "VmRSS");
     bench_stop(pid);
     return 0;
 }
@@ -127,20 +113,17 @@ int main(int argc, char **argv)
     char *base[] = {self, "--baseline-child", baseline_sock, NULL};
 
     double t_bbd[RUNS], t_base[RUNS], r_bbd[RUNS], r_base[RUNS];
-    double dummy;
-    long rss;
-    measure(node, notify, &dummy, &rss); /* first start creates the key */
+    double first_ms, first_mb;
+    measure(node, notify, &first_ms, &first_mb); /* first start creates the key */
     for (int i = 0; i < RUNS; i++) {
-        if (measure(node, notify, &t_bbd[i], &rss) != 0) {
+        if (measure(node, notify, &t_bbd[i], &r_bbd[i]) != 0) {
             fprintf(stderr, "bench_bbd: error: bbd did not send READY=1\n");
             return 1;
         }
-        r_bbd[i] = rss / 1024.0;
-        if (measure(base, notify, &t_base[i], &rss) != 0) {
+        if (measure(base, notify, &t_base[i], &r_base[i]) != 0) {
             fprintf(stderr, "bench_bbd: error: the baseline did not send READY=1\n");
             return 1;
         }
-        r_base[i] = rss / 1024.0;
     }
     double tb = bench_median(t_bbd, RUNS), tr = bench_median(t_base, RUNS);
     double rb = bench_median(r_bbd, RUNS), rr = bench_median(r_base, RUNS);
@@ -151,7 +134,5 @@ int main(int argc, char **argv)
            tb < 50 ? "< 50 ms: met" : "< 50 ms: MISSED");
     printf("%-28s %10.1f %10.1f %7.1fx  %s\n", "idle RSS (MB)", rb, rr, rb / rr,
            rb < 8 ? "< 8 MB: met" : "< 8 MB: MISSED");
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
-    return system(cmd) == 0 ? 0 : 1;
+    return bench_remove_tree(tmp) == 0 ? 0 : 1;
 }

@@ -76,90 +76,53 @@
 #define POLL_MS 50        /* status requests while the loop runs */
 #define FLOW_TIMEOUT_S 60
 
-typedef struct node {
-    pid_t pid;
-    char dir[PATH_MAX], sock[PATH_MAX + 16], log[PATH_MAX + 8];
-} node;
-
 typedef struct bench {
     char build[PATH_MAX], self[PATH_MAX], bbd[PATH_MAX + 16];
     char tmp[32], plugdir[64], artifact[PATH_MAX], config[64];
-    pid_t main_pid;      /* forked raw baselines must not run cleanup() */
-    int run;             /* numbers each pair's state directories */
-    node source, sink;   /* the pair running now */
+    int run;                 /* numbers each pair's state directories */
+    bench_node source, sink; /* the pair running now */
 } bench;
 
 static bench B;
 
 static void cleanup(void)
 {
-    if (getpid() != B.main_pid)
-        return;
     if (B.source.pid > 0)
         kill(B.source.pid, SIGKILL);
     if (B.sink.pid > 0)
         kill(B.sink.pid, SIGKILL);
-    if (B.tmp[0]) {
-        char cmd[64];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", B.tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "bench_bbd_wire: cannot remove %s\n", B.tmp);
-    }
-}
-
-_Noreturn static void fail(const char *fmt, const char *what, const node *n)
-{
-    fprintf(stderr, "bench_bbd_wire: error: ");
-    fprintf(stderr, fmt, what);
-    fprintf(stderr, "\n");
-    if (n) {
-        char cmd[PATH_MAX + 32];
-        snprintf(cmd, sizeof cmd, "tail -n 20 %s >&2", n->log);
-        if (system(cmd) != 0)
-            fprintf(stderr, "(no log at %s)\n", n->log);
-    }
-    exit(1);
+    if (B.tmp[0])
+        bench_remove_tree(B.tmp);
 }
 
 /* ---- the two nodes ----------------------------------------------------------------- */
 
 /* Start node n (target), with peer "ID=ADDR" when given; wait for READY=1. */
-static void node_start(node *n, const char *target, const char *peer)
+static void node_start(bench_node *n, const char *target, const char *peer)
 {
-    snprintf(n->dir, sizeof n->dir, "%s/%s-%d", B.tmp, target, B.run);
-    snprintf(n->sock, sizeof n->sock, "%s/control.sock", n->dir);
-    snprintf(n->log, sizeof n->log, "%s.log", n->dir);
-    char notify[PATH_MAX + 8];
-    snprintf(notify, sizeof notify, "%s.notify", n->dir);
-    char *argv[32] = {B.bbd, "--config", B.config, "--state-dir", n->dir, "--control", n->sock,
-                      "--plugin-path", B.plugdir, "--targets", (char *)target, "--listen",
-                      "/ip4/127.0.0.1/tcp/0", "--log-level", "warn", "--fresh"};
-    int k = 16;
-    if (peer) {
-        argv[k++] = "--peer";
-        argv[k++] = (char *)peer;
-    }
-    argv[k++] = B.artifact;
-    argv[k] = NULL;
-    n->pid = bench_spawn_ready(argv, notify, n->log, 10000, NULL);
-    if (n->pid < 0)
-        fail("bbd --targets %s did not become ready", target, n);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/%s-%d", B.tmp, target, B.run);
+    bench_node_spec spec = {.bbd = B.bbd, .artifact = B.artifact, .target = target,
+                            .plugdir = B.plugdir, .config = B.config, .peer = peer,
+                            .ready_timeout_ms = 10000};
+    if (bench_node_start(n, dir, &spec) != 0)
+        bench_node_fail(n, "bbd --targets %s did not become ready", target);
 }
 
 /* One control request to n; the reply (free it), or the run fails. */
-static cJSON *node_request(const node *n, const char *request)
+static cJSON *node_request(const bench_node *n, const char *request)
 {
     bench_ctl c;
     if (bench_ctl_open(&c, n->sock) != 0)
-        fail("cannot connect to %s", n->sock, n);
+        bench_node_fail(n, "cannot connect to %s", n->sock);
     cJSON *r = bench_ctl_request(&c, request, 30000);
     bench_ctl_close(&c);
     if (!r)
-        fail("%s: the request failed", n->sock, n);
+        bench_node_fail(n, "%s: the request failed", n->sock);
     return r;
 }
 
-static uint64_t node_counter(const node *n, const char *name)
+static uint64_t node_counter(const bench_node *n, const char *name)
 {
     cJSON *st = node_request(n, "{\"cmd\":\"status\"}");
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(
@@ -174,25 +137,20 @@ static void pair_start(void)
 {
     B.run++;
     node_start(&B.sink, "Sink", NULL);
-    cJSON *st = node_request(&B.sink, "{\"cmd\":\"status\"}");
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(st, "peer_id");
-    const cJSON *la = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st, "listen"), 0);
-    if (!cJSON_IsString(id) || !cJSON_IsString(la))
-        fail("%s: status has no peer_id or listen address", B.sink.sock, &B.sink);
     char peer[512];
-    snprintf(peer, sizeof peer, "%s=%s", id->valuestring, la->valuestring);
-    cJSON_Delete(st);
+    if (bench_node_peer(&B.sink, peer, sizeof peer) != 0)
+        bench_node_fail(&B.sink, "%s: status has no peer_id or listen address", B.sink.sock);
     node_start(&B.source, "Source", peer);
 }
 
 static void pair_stop(void)
 {
-    node *n[2] = {&B.source, &B.sink};
+    bench_node *n[2] = {&B.source, &B.sink};
     for (int i = 0; i < 2; i++) {
         int rc = bench_stop(n[i]->pid);
         n[i]->pid = 0;
         if (rc != 0)
-            fail("%s did not stop cleanly", n[i]->dir, n[i]);
+            bench_node_fail(n[i], "%s did not stop cleanly", n[i]->dir);
     }
 }
 
@@ -217,14 +175,14 @@ static void invoke_source(size_t n)
 /* Wait until n's engine received at least `envelopes` envelopes (asking
  * for its status every POLL_MS), then read the stamps of its Record ring
  * named `name`: records skip .. skip+n_stamps-1 into stamps[n_stamps]. */
-static void collect_stamps(const node *n, uint64_t envelopes, const char *name, size_t skip,
+static void collect_stamps(const bench_node *n, uint64_t envelopes, const char *name, size_t skip,
                            size_t n_stamps, uint64_t *stamps)
 {
     double deadline = bench_now_ns() + FLOW_TIMEOUT_S * 1e9;
     struct timespec pause = {0, POLL_MS * 1000000L};
     while (node_counter(n, "envelopes.in") < envelopes) {
         if (bench_now_ns() > deadline)
-            fail("%s", "the flow stalled (not enough envelopes before the deadline)", n);
+            bench_node_fail(n, "the flow stalled (not enough envelopes before the deadline)");
         nanosleep(&pause, NULL);
     }
     char req[96];
@@ -232,7 +190,7 @@ static void collect_stamps(const node *n, uint64_t envelopes, const char *name, 
     cJSON *r = node_request(n, req);
     const cJSON *recs = cJSON_GetObjectItemCaseSensitive(r, "records");
     if ((size_t)cJSON_GetArraySize(recs) < skip + n_stamps)
-        fail("%s: fewer records than envelopes received", name, n);
+        bench_node_fail(n, "%s: fewer records than envelopes received", name);
     size_t i = 0;
     const cJSON *rec;
     cJSON_ArrayForEach(rec, recs)
@@ -241,7 +199,7 @@ static void collect_stamps(const node *n, uint64_t envelopes, const char *name, 
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(
                 cJSON_GetObjectItemCaseSensitive(rec, "value"), "value");
             if (!cJSON_IsString(v))
-                fail("%s: a record without a Clock stamp", name, n);
+                bench_node_fail(n, "%s: a record without a Clock stamp", name);
             stamps[i - skip] = strtoull(v->valuestring, NULL, 10);
         }
         i++;
@@ -293,7 +251,6 @@ static void setup(void)
     snprintf(B.tmp, sizeof B.tmp, "/tmp/bench-wire-XXXXXX");
     if (!mkdtemp(B.tmp))
         bench_die("mkdtemp");
-    B.main_pid = getpid();
     atexit(cleanup);
     snprintf(B.plugdir, sizeof B.plugdir, "%s/plugins", B.tmp);
     snprintf(B.config, sizeof B.config, "%s/bbd.json", B.tmp);

@@ -51,11 +51,6 @@ typedef struct scenario {
     double params;
 } scenario;
 
-typedef struct node {
-    pid_t pid;
-    char dir[PATH_MAX + 64], sock[PATH_MAX + 96], log[PATH_MAX + 80];
-} node;
-
 typedef struct round_rec {
     double t0, t1, collected, aggregated; /* ns, the server's clocks */
     double bytes;                          /* moved by the server since the last round */
@@ -63,9 +58,9 @@ typedef struct round_rec {
 } round_rec;
 
 static struct {
-    char build[PATH_MAX], self[PATH_MAX], tmp[PATH_MAX], bbd[PATH_MAX + 16],
+    char build[PATH_MAX], self[PATH_MAX], tmp[64], bbd[PATH_MAX + 16],
         plugdir[PATH_MAX + 64], fed[PATH_MAX + 32], bbc[PATH_MAX + 16];
-    node server, clients[MAX_CLIENTS];
+    bench_node server, clients[MAX_CLIENTS];
 } G;
 
 static void cleanup(void)
@@ -75,63 +70,37 @@ static void cleanup(void)
     for (int i = 0; i < MAX_CLIENTS; i++)
         if (G.clients[i].pid > 0)
             kill(G.clients[i].pid, SIGKILL);
-    if (G.tmp[0]) {
-        char cmd[PATH_MAX + 16];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", G.tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "bench_federated: cannot remove %s\n", G.tmp);
-    }
-}
-
-_Noreturn static void fail(const char *what, const node *n)
-{
-    fprintf(stderr, "bench_federated: error: %s\n", what);
-    if (n) {
-        char cmd[PATH_MAX + 128];
-        snprintf(cmd, sizeof cmd, "tail -n 20 %s >&2", n->log);
-        if (system(cmd) != 0)
-            fprintf(stderr, "(no log at %s)\n", n->log);
-    }
-    exit(1);
+    if (G.tmp[0])
+        bench_remove_tree(G.tmp);
 }
 
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
     if (!f || fputs(text, f) < 0 || fclose(f) != 0)
-        fail(path, NULL);
+        bench_node_fail(NULL, "cannot write %s", path);
 }
 
-static void node_start(node *n, const char *name, const char *target, const char *config,
+static void node_start(bench_node *n, const char *name, const char *target, const char *config,
                        const char *artifact, const char *peer)
 {
-    snprintf(n->dir, sizeof n->dir, "%s/%s", G.tmp, name);
-    snprintf(n->sock, sizeof n->sock, "%s/control.sock", n->dir);
-    snprintf(n->log, sizeof n->log, "%s.log", n->dir);
-    char notify[PATH_MAX + 80];
-    snprintf(notify, sizeof notify, "%s.notify", n->dir);
-    char *argv[24] = {G.bbd, "--state-dir", n->dir, "--plugin-path", G.plugdir, "--config",
-                      (char *)config, "--targets", (char *)target, "--listen",
-                      "/ip4/127.0.0.1/tcp/0", "--log-level", "warn", "--fresh"};
-    int k = 14;
-    if (peer) {
-        argv[k++] = "--peer";
-        argv[k++] = (char *)peer;
-    }
-    argv[k++] = (char *)artifact;
-    argv[k] = NULL;
-    if ((n->pid = bench_spawn_ready(argv, notify, n->log, 60000, NULL)) < 0)
-        fail("a bbd node did not become ready", n);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/%s", G.tmp, name);
+    bench_node_spec spec = {.bbd = G.bbd, .artifact = artifact, .target = target,
+                            .plugdir = G.plugdir, .config = config, .peer = peer,
+                            .ready_timeout_ms = 60000};
+    if (bench_node_start(n, dir, &spec) != 0)
+        bench_node_fail(n, "bbd node %s did not become ready", name);
 }
 
-static void watch(bench_ctl *c, const node *n, const char *topic)
+static void watch(bench_ctl *c, const bench_node *n, const char *topic)
 {
     char req[128];
     snprintf(req, sizeof req, "{\"cmd\":\"watch\",\"kinds\":[\"app\"],\"topics\":[\"%s\"]}",
              topic);
     cJSON *r = NULL;
     if (bench_ctl_open(c, n->sock) != 0 || !(r = bench_ctl_request(c, req, 10000)))
-        fail("cannot watch a node", n);
+        bench_node_fail(n, "cannot watch %s", n->sock);
     cJSON_Delete(r);
 }
 
@@ -146,9 +115,8 @@ static double item(const cJSON *ev, int i)
         return strtod(v->valuestring, NULL);
     if (cJSON_IsNumber(v))
         return v->valuedouble;
-    return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(it, "data"), 0)
-               ? cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(it, "data"), 0)->valuedouble
-               : 0;
+    const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(it, "data"), 0);
+    return cJSON_IsNumber(d) ? d->valuedouble : 0;
 }
 
 static double transport_total(const cJSON *ev)
@@ -157,23 +125,6 @@ static double transport_total(const cJSON *ev)
     const cJSON *i = cJSON_GetObjectItemCaseSensitive(t, "bytes_in");
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(t, "bytes_out");
     return (cJSON_IsNumber(i) ? i->valuedouble : 0) + (cJSON_IsNumber(o) ? o->valuedouble : 0);
-}
-
-static void rss_of(pid_t pid, double *rss_mb, double *hwm_mb)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kb;
-    *rss_mb = *hwm_mb = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-            *rss_mb = kb / 1024.0;
-        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
-            *hwm_mb = kb / 1024.0;
-    }
-    if (f)
-        fclose(f);
 }
 
 static void config(const scenario *s, char *path, size_t cap, const char *name,
@@ -202,7 +153,7 @@ static void run(const scenario *s, int index, double raw_mib_s)
                       "--epochs",     e,    "--data",    (char *)s->data_type, NULL};
     char *compile[] = {G.bbc, "compile", rec, "-o", artifact, "--plugin-path", G.plugdir, NULL};
     if (bench_run(record) != 0 || bench_run(compile) != 0)
-        fail("recording or compiling the program failed", NULL);
+        bench_node_fail(NULL, "recording or compiling %s failed", s->name);
 
     char cfg[PATH_MAX + 96], keys[512];
     const char *digits = !strcmp(s->data_type, "data::Csv") ? "\"path\": \"data/digits.csv.gz\", " : "";
@@ -211,18 +162,9 @@ static void run(const scenario *s, int index, double raw_mib_s)
     snprintf(name, sizeof name, "s%d-server", index);
     config(s, cfg, sizeof cfg, name, keys);
     node_start(&G.server, name, "Server", cfg, artifact, NULL);
-    bench_ctl c;
-    if (bench_ctl_open(&c, G.server.sock) != 0)
-        fail("cannot reach the server", &G.server);
-    cJSON *st = bench_ctl_request(&c, "{\"cmd\":\"status\"}", 10000);
-    bench_ctl_close(&c);
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(st, "peer_id");
-    const cJSON *la = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st, "listen"), 0);
-    if (!cJSON_IsString(id) || !cJSON_IsString(la))
-        fail("the server's status has no peer_id or listen address", &G.server);
     char peer[512];
-    snprintf(peer, sizeof peer, "%s=%s", id->valuestring, la->valuestring);
-    cJSON_Delete(st);
+    if (bench_node_peer(&G.server, peer, sizeof peer) != 0)
+        bench_node_fail(&G.server, "the server's status has no peer_id or listen address");
     bench_ctl rounds_w, trained_w;
     watch(&rounds_w, &G.server, "round");
     for (int i = 0; i < s->clients; i++) {
@@ -243,7 +185,7 @@ static void run(const scenario *s, int index, double raw_mib_s)
     while (n < s->rounds) {
         const char *line = bench_ctl_line(&rounds_w, 60000);
         if (!line || bench_now_ns() > deadline)
-            fail("rounds stopped coming", &G.server);
+            bench_node_fail(&G.server, "rounds stopped coming");
         cJSON *ev = cJSON_Parse(line);
         double bytes = transport_total(ev);
         int parts = (int)item(ev, 1);
@@ -270,11 +212,12 @@ static void run(const scenario *s, int index, double raw_mib_s)
                 train[i] = t_out - t_in;
         cJSON_Delete(ev);
     }
-    double rss_s, hwm_s, rss_c = 0, hwm_c = 0;
-    rss_of(G.server.pid, &rss_s, &hwm_s);
+    double rss_s = bench_proc_mb(G.server.pid, "VmRSS");
+    double hwm_s = bench_proc_mb(G.server.pid, "VmHWM");
+    double rss_c = 0, hwm_c = 0;
     for (int i = 0; i < s->clients; i++) {
-        double a, b;
-        rss_of(G.clients[i].pid, &a, &b);
+        double a = bench_proc_mb(G.clients[i].pid, "VmRSS");
+        double b = bench_proc_mb(G.clients[i].pid, "VmHWM");
         rss_c = a > rss_c ? a : rss_c;
         hwm_c = b > hwm_c ? b : hwm_c;
     }
@@ -282,11 +225,11 @@ static void run(const scenario *s, int index, double raw_mib_s)
     bench_ctl_close(&trained_w);
     for (int i = 0; i < s->clients; i++) {
         if (bench_stop(G.clients[i].pid) != 0)
-            fail("a client did not stop cleanly", &G.clients[i]);
+            bench_node_fail(&G.clients[i], "a client did not stop cleanly");
         G.clients[i].pid = 0;
     }
     if (bench_stop(G.server.pid) != 0)
-        fail("the server did not stop cleanly", &G.server);
+        bench_node_fail(&G.server, "the server did not stop cleanly");
     G.server.pid = 0;
 
     double secs[MAX_ROUNDS], bytes[MAX_ROUNDS], f_train = 0, f_agg = 0, f_eval = 0;
@@ -322,7 +265,7 @@ int main(void)
     snprintf(G.plugdir, sizeof G.plugdir, "%s/lib/bytesandbrains/plugins", G.build);
     char *fetch[] = {"scripts/fetch-data", NULL};
     if (bench_run(fetch) != 0)
-        fail("scripts/fetch-data failed (run from the repository root)", NULL);
+        bench_node_fail(NULL, "scripts/fetch-data failed (run from the repository root)");
     snprintf(G.tmp, sizeof G.tmp, "/tmp/bench-federated.XXXXXX");
     if (!mkdtemp(G.tmp))
         bench_die("mkdtemp");

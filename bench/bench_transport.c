@@ -96,6 +96,8 @@ static void on_env(void *ud, const bb_peerid *from, const bbd_addr *obs, const u
     side *s = ud;
     if (s->echo) {
         uint8_t *b = malloc(len);
+        if (!b)
+            bench_die("malloc");
         memcpy(b, bytes, len);
         bbd_transport_send(s->t, &s->peer, NULL, 0, b, len);
         return;

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,4 +274,90 @@ cJSON *bench_ctl_request(bench_ctl *c, const char *request, int timeout_ms)
         return NULL;
     }
     return j;
+}
+
+/* ---- nodes ------------------------------------------------------------------------- */
+
+int bench_node_start(bench_node *n, const char *dir, const bench_node_spec *spec)
+{
+    snprintf(n->dir, sizeof n->dir, "%s", dir);
+    snprintf(n->sock, sizeof n->sock, "%s/control.sock", n->dir);
+    snprintf(n->log, sizeof n->log, "%s.log", n->dir);
+    char notify[PATH_MAX + 8];
+    snprintf(notify, sizeof notify, "%s.notify", n->dir);
+    char *argv[24] = {(char *)spec->bbd, "--state-dir", n->dir, "--control", n->sock,
+                      "--plugin-path", (char *)spec->plugdir, "--targets", (char *)spec->target,
+                      "--listen", "/ip4/127.0.0.1/tcp/0", "--log-level", "warn", "--fresh"};
+    int k = 14;
+    if (spec->config) {
+        argv[k++] = "--config";
+        argv[k++] = (char *)spec->config;
+    }
+    if (spec->peer) {
+        argv[k++] = "--peer";
+        argv[k++] = (char *)spec->peer;
+    }
+    argv[k++] = (char *)spec->artifact;
+    argv[k] = NULL;
+    n->pid = bench_spawn_ready(argv, notify, n->log, spec->ready_timeout_ms, NULL);
+    return n->pid < 0 ? -1 : 0;
+}
+
+int bench_node_peer(const bench_node *n, char *peer, size_t cap)
+{
+    bench_ctl c;
+    if (bench_ctl_open(&c, n->sock) != 0)
+        return -1;
+    cJSON *st = bench_ctl_request(&c, "{\"cmd\":\"status\"}", 10000);
+    bench_ctl_close(&c);
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(st, "peer_id");
+    const cJSON *la = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st, "listen"), 0);
+    int rc = cJSON_IsString(id) && cJSON_IsString(la) ? 0 : -1;
+    if (rc == 0 && (size_t)snprintf(peer, cap, "%s=%s", id->valuestring, la->valuestring) >= cap)
+        rc = -1;
+    cJSON_Delete(st);
+    return rc;
+}
+
+_Noreturn void bench_node_fail(const bench_node *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: error: ", program_invocation_short_name);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    if (n) {
+        char cmd[PATH_MAX + 32];
+        snprintf(cmd, sizeof cmd, "tail -n 20 %s >&2", n->log);
+        if (system(cmd) != 0)
+            fprintf(stderr, "(no log at %s)\n", n->log);
+    }
+    exit(1);
+}
+
+double bench_proc_mb(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t flen = strlen(field);
+    long kb = -1;
+    while (f && kb < 0 && fgets(line, sizeof line, f))
+        if (strncmp(line, field, flen) == 0 && line[flen] == ':' &&
+            sscanf(line + flen + 1, "%ld", &kb) != 1)
+            kb = -1;
+    if (f)
+        fclose(f);
+    return kb < 0 ? -1 : kb / 1024.0;
+}
+
+int bench_remove_tree(const char *dir)
+{
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) == 0)
+        return 0;
+    fprintf(stderr, "%s: cannot remove %s\n", program_invocation_short_name, dir);
+    return -1;
 }

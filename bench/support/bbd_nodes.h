@@ -42,6 +42,42 @@ pid_t bench_spawn_ready(char *const argv[], const char *notify_path, const char 
 /* SIGTERM, then wait; the exit status, or -1. */
 int bench_stop(pid_t pid);
 
+/* A bbd node: its state directory, control socket (DIR/control.sock) and
+ * log (DIR.log). */
+typedef struct bench_node {
+    pid_t pid;
+    char dir[PATH_MAX], sock[PATH_MAX + 16], log[PATH_MAX + 8];
+} bench_node;
+
+/* What a node runs: the bbd program, the compiled artifact, the target to
+ * install, the plugin directory, a config file and the peer "ID=ADDR" it
+ * knows (either NULL: none), and how long READY=1 may take. */
+typedef struct bench_node_spec {
+    const char *bbd, *artifact, *target, *plugdir, *config, *peer;
+    double ready_timeout_ms;
+} bench_node_spec;
+
+/* Start bbd as node n in the fresh state directory dir, listening on
+ * loopback TCP (a free port), log level warn, its output to DIR.log, and
+ * wait for READY=1. 0, or -1 (n->pid is then -1). */
+int bench_node_start(bench_node *n, const char *dir, const bench_node_spec *spec);
+
+/* The "ID=ADDR" other nodes reach n by (its peer id and first listen
+ * address, from a status request) into peer[cap]. 0 or -1. */
+int bench_node_peer(const bench_node *n, char *peer, size_t cap);
+
+/* Print "PROG: error: " and the message, then the tail of n's log (n may
+ * be NULL), and exit 1. */
+_Noreturn void bench_node_fail(const bench_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A "Vm...:" field of /proc/PID/status (e.g. "VmRSS", "VmHWM") in MB, or
+ * -1 when it cannot be read. */
+double bench_proc_mb(pid_t pid, const char *field);
+
+/* rm -rf dir; 0, or -1 (with a message on stderr). */
+int bench_remove_tree(const char *dir);
+
 /* A control socket connection: requests out, reply and event lines in. */
 typedef struct bench_ctl {
     int fd;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,18 @@
 
 #define MIB (1u << 20)
 #define CHILD_ALARM_S 120 /* a child whose parent died does not linger */
+
+static bool in_peer; /* this process is a forked peer */
+
+/* bench_die, but a forked peer leaves with _exit: the parent's atexit
+ * handlers (removing its nodes and files) and stdio buffers are not its. */
+_Noreturn static void die(const char *what)
+{
+    if (!in_peer)
+        bench_die(what);
+    fprintf(stderr, "%s (peer): %s: %s\n", program_invocation_short_name, what, strerror(errno));
+    _exit(1);
+}
 
 static void full_io(int fd, void *buf, size_t n, bool writing)
 {
@@ -30,7 +43,7 @@ static void full_io(int fd, void *buf, size_t n, bool writing)
                 continue;
             if (r == 0)
                 _exit(0); /* the other side is done (only the child sees EOF) */
-            bench_die(writing ? "write" : "read");
+            die(writing ? "write" : "read");
         }
         p += r;
         n -= (size_t)r;
@@ -77,13 +90,14 @@ static pid_t fork_peer(void (*serve)(int fd, int arg), int arg, int *fd)
     if (pid < 0)
         bench_die("fork");
     if (pid == 0) {
+        in_peer = true;
         alarm(CHILD_ALARM_S);
         int cfd = accept(lfd, NULL, NULL);
         if (cfd < 0)
-            bench_die("accept");
+            die("accept");
         nodelay(cfd);
         serve(cfd, arg);
-        _exit(0); /* not exit(): the parent's atexit handlers are not the child's */
+        _exit(0);
     }
     close(lfd);
     *fd = dial(port);
@@ -121,7 +135,7 @@ static void drain(int fd, int mib)
 {
     uint8_t *buf = malloc(MIB);
     if (!buf)
-        bench_die("malloc");
+        die("malloc");
     for (int i = 0; i < mib; i++)
         full_io(fd, buf, MIB, false);
     full_io(fd, buf, 1, true);
