@@ -4,7 +4,7 @@
  *
  * The loop owns everything and everything runs on it (the engine thread):
  * the transport's callbacks feed the engine, the engine's wake callback
- * (any thread: pushes onto its ingress) is a uv_async, one timer follows
+ * (any thread: pushes onto its ingress) is a uv_async, one timerfd follows
  * bb_engine_next_deadline, an idle handle re-polls while work is pending so
  * sockets are still served between polls, and the steps of every poll are
  * acted on (daemon.c). The control socket's commands (daemon_control.c)
@@ -60,7 +60,9 @@ typedef struct bbd_daemon {
     uv_async_t wake;
     uv_thread_t loop_thread; /* engine_wake from it needs no uv_async */
     uv_idle_t repoll;
-    uv_timer_t deadline;
+    uv_poll_t deadline; /* on deadline_fd, a timerfd (daemon.c: arm_deadline) */
+    int deadline_fd;
+    uint64_t deadline_armed; /* the engine time it is armed for, 0: none */
     uv_timer_t watchdog;
     uv_timer_t status_timer;
     uv_signal_t sig_term, sig_int, sig_hup;
