@@ -303,7 +303,6 @@ static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cl
 static int record_edges(bbc_state *st)
 {
     const bb_function *f = st->root;
-    size_t rx[16];
     const bbc_wire_ix *x = bbc_wire_ix_new(st->scratch, f);
     if (!x)
         return bbc_oom(st);
@@ -311,8 +310,11 @@ static int record_edges(bbc_state *st)
         const bb_node *s = f->nodes.v[i];
         if (!bbc_is_wire_send(s))
             continue;
-        size_t k = bbc_wire_receivers(x, i, rx, 16);
-        for (size_t r = 0; r < k && r < 16; r++) {
+        const size_t *rx;
+        size_t k;
+        if (bbc_wire_receivers(x, i, st->scratch, &rx, &k) != BB_OK)
+            return bbc_oom(st);
+        for (size_t r = 0; r < k; r++) {
             const bb_node *rn = f->nodes.v[rx[r]];
             bbc_wire_edge *e = BB_VEC_PUSH(st->arena, &st->edges);
             if (!e)

@@ -219,7 +219,6 @@ static int link_pairs(bbc_state *st)
 {
     bb_function *f = st->root;
     bb_arena *a = st->model->arena;
-    size_t rx[16];
     const bbc_wire_ix *x = bbc_wire_ix_new(st->scratch, f);
     if (!x)
         return bbc_oom(st);
@@ -227,13 +226,16 @@ static int link_pairs(bbc_state *st)
         bb_node *s = f->nodes.v[i];
         if (!bbc_is_wire_send(s))
             continue;
-        size_t k = bbc_wire_receivers(x, i, rx, 16);
+        const size_t *rx;
+        size_t k;
+        if (bbc_wire_receivers(x, i, st->scratch, &rx, &k) != BB_OK)
+            return bbc_oom(st);
         if (k == 0)
             continue;
         if (k > 1 && !bbc_meta(s, BBC_META_DEST_SITE)) {
             char list[256] = "";
             size_t len = 0;
-            for (size_t r = 0; r < k && r < 16 && len < sizeof list; r++)
+            for (size_t r = 0; r < k && len < sizeof list; r++)
                 len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s'", r ? ", " : "",
                                         f->nodes.v[rx[r]]->name);
             return bbc_fail(st, BBC_E_INTERNAL,

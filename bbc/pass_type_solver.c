@@ -325,7 +325,6 @@ static void adopt(solver *s, const char *from, const char *to)
 static int edge_rules(solver *s)
 {
     bb_function *f = s->f;
-    size_t rx[16];
     const bbc_state *st = s->st;
     if (!s->wx) {
         /* lookup_output formals by port (the net_ins of the root). */
@@ -349,8 +348,11 @@ static int edge_rules(solver *s)
             continue;
         if (bbc_node_is(n, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_RESP))
             continue; /* responses arrive as a ResponseBatch */
-        size_t k = bbc_wire_receivers(x, i, rx, 16);
-        for (size_t r = 0; r < k && r < 16; r++) {
+        const size_t *rx;
+        size_t k;
+        if (bbc_wire_receivers(x, i, st->scratch, &rx, &k) != BB_OK)
+            return BB_ENOMEM;
+        for (size_t r = 0; r < k; r++) {
             const bb_node *rn = f->nodes.v[rx[r]];
             if (rn->outputs.n > BBC_RECV_PAYLOAD)
                 adopt(s, n->inputs.v[BBC_SEND_DATA], rn->outputs.v[BBC_RECV_PAYLOAD]);
@@ -477,7 +479,6 @@ static const char *codec_hint(const bb_type_node *from, const bb_type_node *to)
 int bbc_check_wire_storage(bbc_state *st)
 {
     bb_function *f = st->root;
-    size_t rx[16];
     const bbc_wire_ix *x = bbc_wire_ix_new(st->scratch, f);
     bbc_map focus; /* the two ends' values */
     if (!x || bbc_map_init(&focus, st->scratch, 16) != BB_OK || bbc_wire_ends(f, &focus) != BB_OK)
@@ -490,8 +491,11 @@ int bbc_check_wire_storage(bbc_state *st)
         if (!bbc_is_wire_send(s) || s->inputs.n == 0 ||
             bbc_node_is(s, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND_RESP))
             continue;
-        size_t k = bbc_wire_receivers(x, i, rx, 16);
-        for (size_t r = 0; r < k && r < 16; r++) {
+        const size_t *rx;
+        size_t k;
+        if (bbc_wire_receivers(x, i, st->scratch, &rx, &k) != BB_OK)
+            return bbc_oom(st);
+        for (size_t r = 0; r < k; r++) {
             bb_node *rn = f->nodes.v[rx[r]];
             if (rn->outputs.n <= BBC_RECV_PAYLOAD)
                 continue;

@@ -196,6 +196,7 @@ static int cmp_size(const void *a, const void *b)
 typedef struct hits {
     size_t *v;
     size_t n, cap;
+    bool oom;
 } hits;
 
 static void hit(hits *h, size_t i)
@@ -206,26 +207,17 @@ static void hit(hits *h, size_t i)
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 16;
         size_t *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return; /* keep what fits: queries stay answers, maybe short */
+        if (!v) {
+            h->oom = true;
+            return;
+        }
         h->v = v;
         h->cap = cap;
     }
     h->v[h->n++] = i;
 }
 
-static size_t emit(hits *h, size_t *out, size_t cap)
-{
-    if (h->n > 1)
-        qsort(h->v, h->n, sizeof *h->v, cmp_size);
-    for (size_t k = 0; k < h->n && k < cap; k++)
-        out[k] = h->v[k];
-    size_t n = h->n;
-    free(h->v);
-    return n;
-}
-
-size_t bbc_wire_receivers(const bbc_wire_ix *x, size_t s, size_t *out, size_t cap)
+int bbc_wire_receivers(const bbc_wire_ix *x, size_t s, bb_arena *a, const size_t **out, size_t *n)
 {
     const bb_function *f = x->f;
     const bb_node *sn = f->nodes.v[s];
@@ -246,7 +238,18 @@ size_t bbc_wire_receivers(const bbc_wire_ix *x, size_t s, size_t *out, size_t ca
         for (size_t i = req == NONE ? NONE : x->resp_head[req]; i != NONE; i = x->next_resp[i])
             hit(&h, i);
     }
-    return emit(&h, out, cap);
+    if (h.n > 1)
+        qsort(h.v, h.n, sizeof *h.v, cmp_size);
+    size_t *v = h.n && !h.oom ? bb_arena_memdup(a, h.v, h.n * sizeof *h.v) : NULL;
+    free(h.v);
+    if (h.oom || (h.n && !v)) {
+        *out = NULL;
+        *n = 0;
+        return BB_ENOMEM;
+    }
+    *out = v;
+    *n = h.n;
+    return BB_OK;
 }
 
 size_t bbc_wire_sender(const bbc_wire_ix *x, size_t r)

@@ -41,9 +41,10 @@ bbc_wire_ix *bbc_wire_ix_new(bb_arena *a, const bb_function *f);
  * the output position. */
 size_t bbc_wire_trace(const bbc_wire_ix *x, const char *v, size_t *port);
 
-/* Receive nodes fed by send node index s, in node order (indices into out,
- * at most cap; returns the count found, which may exceed cap). */
-size_t bbc_wire_receivers(const bbc_wire_ix *x, size_t s, size_t *out, size_t cap);
+/* Receive nodes fed by send node index s, in node order: *n node indices
+ * in *out (allocated in a; NULL when there are none). BB_ENOMEM when out of
+ * memory: then *n is 0, never a short answer. */
+int bbc_wire_receivers(const bbc_wire_ix *x, size_t s, bb_arena *a, const size_t **out, size_t *n);
 
 /* The send feeding receive node index r (the first in node order), or
  * SIZE_MAX. */
