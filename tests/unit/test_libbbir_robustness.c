@@ -12,9 +12,8 @@
  *     value: each run ends in BB_OK or BB_ENOMEM, never a crash, and leaves
  *     no block behind.
  *
- * The sweeps count and fail allocations by interposing malloc / calloc /
- * realloc / aligned_alloc / free in this executable (the real ones are
- * glibc's __libc_*). Where another allocator wins (AddressSanitizer in a
+ * The sweeps count and fail allocations through support/alloc_fail.h,
+ * which interposes malloc and friends in this executable. Where another allocator wins (AddressSanitizer in a
  * SAN=1 build, valgrind's replacement) the sweeps are skipped and the fuzz
  * still runs. Paths are relative to the repository
  * root, where scripts/run-tests runs every test.
@@ -35,144 +34,38 @@
 #include "bb/recorder.h"
 #include "bb/value.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SWEEPS_RUN 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SWEEPS_RUN 0
-#endif
-#endif
-#ifndef SWEEPS_RUN
-#define SWEEPS_RUN 1
-#endif
-/* The counters are volatile: the compiler treats malloc as a builtin that
- * touches no visible memory and would otherwise cache them across calls. */
+#include "support/alloc_fail.h"
+
+#define SWEEPS_RUN AF_ACTIVE
 
 static const char *const EXAMPLES[] = {"testdata/split_learning.onnx", "testdata/federated.onnx"};
 #define N_EXAMPLES (sizeof EXAMPLES / sizeof EXAMPLES[0])
 
-/* ---- allocation accounting and failure injection -------------------------------- */
-/* (aligned_alloc / posix_memalign: bb_buffer_new's 64-byte aligned blocks) */
+/* ---- allocation failure sweeps (support/alloc_fail.h) -------------------------- */
 
 #if SWEEPS_RUN
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-extern void *__libc_memalign(size_t, size_t);
-
-static volatile long live_blocks; /* allocations not yet freed, process-wide */
-static volatile long alloc_calls; /* allocation calls since the sweep step began */
-static volatile long fail_at;     /* fail the fail_at-th call (1-based); 0 = never */
-static volatile bool failed_one;  /* the step hit its injected failure */
-
-static bool inject(void)
-{
-    if (fail_at == 0)
-        return false;
-    if (++alloc_calls == fail_at) {
-        failed_one = true;
-        errno = ENOMEM;
-        return true;
-    }
-    return false;
-}
-
-void *malloc(size_t n)
-{
-    if (inject())
-        return NULL;
-    void *p = __libc_malloc(n);
-    if (p)
-        live_blocks++;
-    return p;
-}
-
-void *calloc(size_t n, size_t size)
-{
-    if (inject())
-        return NULL;
-    void *p = __libc_calloc(n, size);
-    if (p)
-        live_blocks++;
-    return p;
-}
-
-void *realloc(void *old, size_t n)
-{
-    if (inject())
-        return NULL;
-    void *p = __libc_realloc(old, n);
-    if (!old && p)
-        live_blocks++;
-    else if (old && !p && n == 0)
-        live_blocks--;
-    return p;
-}
-
-void *aligned_alloc(size_t align, size_t n)
-{
-    if (inject())
-        return NULL;
-    void *p = __libc_memalign(align, n);
-    if (p)
-        live_blocks++;
-    return p;
-}
-
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    if (inject())
-        return ENOMEM;
-    void *p = __libc_memalign(align, n);
-    if (!p)
-        return ENOMEM;
-    live_blocks++;
-    *out = p;
-    return 0;
-}
-
-void free(void *p)
-{
-    if (p)
-        live_blocks--;
-    __libc_free(p);
-}
-
-/* Whether this file's malloc is the one in use: valgrind and sanitizers
- * redirect malloc to their own, and then nothing can be counted or failed. */
-static bool interposed(void)
-{
-    long before = live_blocks;
-    void *volatile p = malloc(16);
-    bool ours = p && live_blocks == before + 1;
-    free(p);
-    return ours;
-}
-
 /* Runs op(arg) with the Nth allocation failing, for N = 1, 2, ... until a
  * run makes fewer than N allocations. Every run must return BB_OK or
- * BB_ENOMEM, and (after its own cleanup inside op) leave live_blocks as it
+ * BB_ENOMEM, and (after its own cleanup inside op) leave af_live as it
  * found it. Returns the number of failing runs. */
 static long sweep(const char *what, int (*op)(void *arg, bb_error *err), void *arg)
 {
     long runs = 0;
     for (long n = 1;; n++) {
         bb_error err = {0};
-        long before = live_blocks;
-        alloc_calls = 0;
-        failed_one = false;
-        fail_at = n;
+        long before = af_live;
+        af_arm(n);
         int rc = op(arg, &err);
-        fail_at = 0;
+        bool failed_one = af_failed;
+        af_arm(0);
         if (rc != BB_OK && rc != BB_ENOMEM)
             fail_msg("%s, allocation %ld failing: %s (%s), want ENOMEM", what, n,
                      bb_status_name(rc), err.msg);
         if (failed_one && rc == BB_OK)
             print_message("note: %s succeeded despite allocation %ld failing\n", what, n);
-        if (live_blocks != before)
+        if (af_live != before)
             fail_msg("%s, allocation %ld failing: %ld block(s) leaked (rc %s: %s)", what, n,
-                     live_blocks - before, bb_status_name(rc), err.msg);
+                     af_live - before, bb_status_name(rc), err.msg);
         if (!failed_one) {
             assert_int_equal(rc, BB_OK); /* the full run, nothing injected */
             break;
@@ -422,7 +315,7 @@ static int op_value_decode(void *arg, bb_error *err)
 static void test_alloc_fail_load_save(void **state)
 {
     (void)state;
-    if (!interposed())
+    if (!af_interposed())
         skip(); /* valgrind or a sanitizer owns malloc */
     for (size_t i = 0; i < N_EXAMPLES; i++) {
         bytes b;
@@ -445,7 +338,7 @@ static void test_alloc_fail_load_save(void **state)
 static void test_alloc_fail_record(void **state)
 {
     (void)state;
-    if (!interposed())
+    if (!af_interposed())
         skip(); /* valgrind or a sanitizer owns malloc */
     long runs = sweep("record and build", op_record, NULL);
     print_message("%ld allocations failed in turn while recording\n", runs);
@@ -455,7 +348,7 @@ static void test_alloc_fail_record(void **state)
 static void test_alloc_fail_value_decode(void **state)
 {
     (void)state;
-    if (!interposed())
+    if (!af_interposed())
         skip(); /* valgrind or a sanitizer owns malloc */
     /* a composite of a tensor, a PeerId vector, a nested composite and a
      * response batch */
