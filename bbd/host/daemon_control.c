@@ -141,14 +141,9 @@ static void peer_entry(void *ud, const bb_engine_peer_info *p)
     add_u64(j, "backoff_ms",
             p->next_retry_ns > pc->now ? (p->next_retry_ns - pc->now) / 1000000 : 0);
     add_u64(j, "rtt_us", p->rtt_ns / 1000);
-    bbd_peer_stats st;
-    for (size_t i = 0; pc->d->transport && bbd_transport_peer_stats_at(pc->d->transport, i, &st);
-         i++) {
-        if (bb_peerid_equal(&st.peer, &p->peer)) {
-            cJSON_AddItemToObject(j, "transport", peer_stats_json(&st));
-            break;
-        }
-    }
+    bbd_peer_stats st; /* a lookup per peer: the command stays linear in peers */
+    if (pc->d->transport && bbd_transport_peer_stats(pc->d->transport, &p->peer, &st))
+        cJSON_AddItemToObject(j, "transport", peer_stats_json(&st));
     cJSON_AddItemToArray(pc->arr, j);
 }
 

@@ -186,6 +186,8 @@ typedef struct bbd_transport_stats {
 void bbd_transport_stats_get(const bbd_transport *t, bbd_transport_stats *out);
 /* i-th known peer's stats; false past the end. */
 bool bbd_transport_peer_stats_at(const bbd_transport *t, size_t i, bbd_peer_stats *out);
+/* The stats of peer (a hash lookup); false when the transport does not know it. */
+bool bbd_transport_peer_stats(const bbd_transport *t, const bb_peerid *peer, bbd_peer_stats *out);
 
 /* Close every socket; done(ud) runs on the loop once all handles closed,
  * after which the transport is freed. */

@@ -296,11 +296,8 @@ void bbd__peer_update(bbd_transport *t, bbd_peer *p)
 
 /* ---- per-peer counters ------------------------------------------------------------- */
 
-bool bbd_transport_peer_stats_at(const bbd_transport *t, size_t i, bbd_peer_stats *out)
+static void peer_stats(const bbd_peer *p, bbd_peer_stats *out)
 {
-    if (i >= t->n_peers)
-        return false;
-    const bbd_peer *p = t->peers[i];
     *out = (bbd_peer_stats){.peer = p->id,
                             .connected = p->active || p->udp,
                             .bytes_in = p->bytes_in,
@@ -319,5 +316,21 @@ bool bbd_transport_peer_stats_at(const bbd_transport *t, size_t i, bbd_peer_stat
         out->state = "handshake";
     else
         out->state = "closed";
+}
+
+bool bbd_transport_peer_stats_at(const bbd_transport *t, size_t i, bbd_peer_stats *out)
+{
+    if (i >= t->n_peers)
+        return false;
+    peer_stats(t->peers[i], out);
+    return true;
+}
+
+bool bbd_transport_peer_stats(const bbd_transport *t, const bb_peerid *peer, bbd_peer_stats *out)
+{
+    const bbd_peer *p = bbd__peer_find(t, peer);
+    if (!p)
+        return false;
+    peer_stats(p, out);
     return true;
 }

@@ -71,6 +71,13 @@ ctl ping peers >"$TMP/peers.out"
 grep -q "^$PONG_ID *yes *no *0 *0 ms *$PONG_ADDR\$" "$TMP/peers.out" &&
     ok "peers: the Ponger is connected, healthy, with its address" ||
     not_ok "bbctl peers" "$TMP/peers.out"
+ctl ping --json peers >"$TMP/peers.json"
+if jget '[p["transport"]["state"] for p in d["peers"] if p["peer"] == "'"$PONG_ID"'"] == ["open"] and all(p["transport"]["envelopes_out"] >= 2 for p in d["peers"] if p["peer"] == "'"$PONG_ID"'")' \
+    <"$TMP/peers.json" | grep -q true; then
+    ok "peers --json: the Ponger's transport entry (open, envelopes out)"
+else
+    not_ok "peers --json transport entry" "$TMP/peers.json"
+fi
 ctl ping status >"$TMP/status.txt"
 grep -q '^targets *Pinger$' "$TMP/status.txt" && grep -q '^ *envelopes.out ' "$TMP/status.txt" &&
     ok "status prints readable text by default" || not_ok "bbctl status text" "$TMP/status.txt"

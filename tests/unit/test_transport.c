@@ -225,6 +225,11 @@ static void test_peer_down_then_up(void **state)
     assert_true(bbd_transport_peer_stats_at(a.t, 0, &ps));
     assert_int_equal(ps.dropped, 2);
     assert_string_equal(ps.state, "closed");
+    bbd_peer_stats by_id;
+    assert_true(bbd_transport_peer_stats(a.t, &b.id, &by_id)); /* the same peer by id */
+    assert_true(bb_peerid_equal(&by_id.peer, &b.id));
+    assert_int_equal(by_id.dropped, 2);
+    assert_false(bbd_transport_peer_stats(a.t, &a.id, &by_id)); /* never a peer of itself */
     assert_non_null(strstr(a.logs, "connect failed"));
 
     node_start(&b, 2, "B", NULL);
