@@ -227,6 +227,13 @@ void bb__completion_process(bb_engine *e, bb__completion_ev *ev)
     case BB__HK_BOOTSTRAP:
         bb__boot_handle_done(e, h->boot, ev->status, ev->msg);
         break;
+    case BB__HK_FILL:
+        if (ev->status != BB_OK) {
+            snprintf(buf, sizeof buf, "%s (%s)", ev->msg ? ev->msg : "async op failed",
+                     bb_status_name(ev->status));
+            bb__control_fill_failed(e, h->comp, h->fill_decl, h->fill_domain, buf);
+        }
+        break;
     default:
         break;
     }

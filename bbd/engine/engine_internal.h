@@ -234,7 +234,7 @@ typedef struct bb__comp {
 
 /* ---- completion handles ---------------------------------------------------------- */
 enum { BB__H_IDLE = 0, BB__H_PENDING = 1, BB__H_COMPLETED = 2, BB__H_DROPPED = 3 };
-enum { BB__HK_OP = 0, BB__HK_BOOTSTRAP = 1, BB__HK_FREE = 2 };
+enum { BB__HK_OP = 0, BB__HK_BOOTSTRAP = 1, BB__HK_FREE = 2, BB__HK_FILL = 3 };
 
 typedef struct bb__handle {
     bb_completion pub;
@@ -246,6 +246,9 @@ typedef struct bb__handle {
     uint32_t op;
     bb__exec *x;
     uint32_t boot;       /* bootstrap in-flight slot */
+    uint32_t comp;       /* HK_FILL: the component a control fill went to */
+    const bb_op_decl *fill_decl; /* HK_FILL: its op (the type's static table) */
+    const char *fill_domain;
     uint64_t cmd_id;
     struct bb__handle *next;
 } bb__handle;
@@ -826,6 +829,10 @@ void bb__drain_loopback(bb_engine *e);
 void bb__batch_deadline(bb_engine *e, uint64_t id);
 /* A request batch with this id exists and still waits for answers. */
 bool bb__batch_pending(const bb_engine *e, uint64_t id);
+/* A control-plane fill's dispatch failed (at once, or later through its
+ * HK_FILL handle): the OpFailed step naming slot/op. */
+void bb__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
+                             const char *domain, const char *msg);
 /* Routable id of a site: FNV-1a-64 of "<function name>/<value name>". */
 uint64_t bb__site_wire_id(const char *fn_name, const char *value);
 /* Routable id of a wire port: FNV-1a-64 of "port:<port>". */

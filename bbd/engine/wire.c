@@ -972,6 +972,23 @@ static void deliver_site_fill(inbound_ctx *c, const bb__fill *f, uint64_t site_i
     }
 }
 
+void bb__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
+                             const char *domain, const char *msg)
+{
+    bb_step *st = bb__step_push(e, BB_STEP_OP_FAILED, 0);
+    if (st) {
+        st->u.op_failed.node = bb__step_strf(e, "%s/%s", e->comps[comp].slot, decl->op_type);
+        st->u.op_failed.op_type = decl->op_type;
+        st->u.op_failed.domain = domain ? domain : "";
+        st->u.op_failed.message = bb__step_str(e, msg);
+    }
+    e->c[BB__C_OP_FAILED]++;
+}
+
+/* A fill addressed to a component op (/comp/<ref>/op/<name>): dispatched
+ * at once with the payload bytes and the correlation token; its outputs go
+ * nowhere. A dispatch that returns LATER keeps an HK_FILL handle, whose
+ * failure is reported like an immediate one (bb__completion_process). */
 static void deliver_control_fill(inbound_ctx *c, const bb__fill *f, const bb_suffix *sfx)
 {
     bb_engine *e = c->e;
@@ -1010,23 +1027,18 @@ static void deliver_control_fill(inbound_ctx *c, const bb__fill *f, const bb_suf
                         bb_value_u64(&BB_TYPE_CORRELATION_TOKEN, c->env->wire_req_id)};
     uint32_t n_out = decl->n_outputs;
     bb_value **outs = bb__zalloc((n_out ? n_out : 1) * sizeof *outs);
-    bb__handle *h = bb__handle_new(e, BB__HK_FREE);
+    bb__handle *h = bb__handle_new(e, BB__HK_FILL);
     if (ins[0] && ins[1] && outs && h) {
         bb_dispatch_call call = {.domain = domain ? domain : "", .op_type = sfx->op,
                                  .op_index = idx, .inputs = ins, .n_inputs = 2,
                                  .n_outputs = n_out, .node = NULL, .completion = &h->pub};
         bb_error err = {0};
+        h->comp = sfx->cref;
+        h->fill_decl = decl;
+        h->fill_domain = domain;
         bb_dispatch_result r = comp->type->dispatch(comp->inst, &comp->ctx.pub, &call, outs, &err);
-        if (r == BB_DISPATCH_NOW_ERR) {
-            bb_step *st = bb__step_push(e, BB_STEP_OP_FAILED, 0);
-            if (st) {
-                st->u.op_failed.node = bb__step_strf(e, "%s/%s", comp->slot, sfx->op);
-                st->u.op_failed.op_type = decl->op_type;
-                st->u.op_failed.domain = domain ? domain : "";
-                st->u.op_failed.message = bb__step_str(e, err.msg[0] ? err.msg : "failed");
-            }
-            e->c[BB__C_OP_FAILED]++;
-        }
+        if (r == BB_DISPATCH_NOW_ERR)
+            bb__control_fill_failed(e, sfx->cref, decl, domain, err.msg[0] ? err.msg : "failed");
         if (r != BB_DISPATCH_LATER) {
             bb__handle_drop(e, h);
             bb__handle_retire(e, h);

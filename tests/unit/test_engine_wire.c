@@ -412,6 +412,51 @@ static void test_control_plane_and_backend_fill(void **state)
     bb_model_free(m);
 }
 
+/* A control fill whose op answers LATER keeps its completion: a failure
+ * completed afterwards is an OpFailed step naming slot/op, like a failure
+ * at dispatch; a success is quiet (a control fill's outputs go nowhere). */
+static void test_control_fill_completed_later(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = sink_model();
+    bb_engine *e = node(2, m, "Sink", NULL);
+    uint8_t sfx[64];
+    size_t sl;
+    assert_int_equal(bb_suffix_component_op(1, "Later", sfx, sizeof sfx, &sl, NULL), BB_OK);
+    for (uint8_t k = 0; k < 2; k++) {
+        uint8_t payload[3] = {k, 2, 3};
+        fx_fill fs[1] = {{.suffix = sfx, .suffix_len = sl, .payload = payload, .len = 3}};
+        size_t n;
+        uint8_t *env = pack(fs, 1, 0, 0, 0, &n);
+        deliver(e, 1, env, n);
+        free(env);
+    }
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    fx_echo *echo = fx_echo_at(0);
+    assert_non_null(echo);
+    assert_int_equal(echo->n_pending, 2);
+    assert_int_equal(fx_log_count(&log, BB_STEP_OP_FAILED), 0);
+
+    assert_int_equal(bb_complete_err(echo->pending[0], BB_ERUNTIME, "disk full"), BB_OK);
+    bb_value_unref(echo->pending_in[0]);
+    bb_value *v = echo->pending_in[1];
+    assert_int_equal(bb_complete_ok(echo->pending[1], &v, 1), BB_OK);
+    echo->n_pending = 0;
+    fx_run(e, &log, 1, 5);
+    assert_int_equal(fx_log_count(&log, BB_STEP_OP_FAILED), 1);
+    const fx_rec *f = fx_log_nth(&log, BB_STEP_OP_FAILED, 0);
+    assert_non_null(strstr(f->a, "/Later")); /* slot/op */
+    assert_string_equal(f->b, "Later");
+    assert_string_equal(f->d, "test.echo");
+    assert_non_null(strstr(f->c, "disk full"));
+    assert_int_equal(bb_engine_counter(e, "ops.failed"), 1);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
 static void test_unknown_correlation(void **state)
 {
     (void)state;
@@ -752,6 +797,7 @@ int main(void)
         cmocka_unit_test(test_partial_delivery_and_rx_errors),
         cmocka_unit_test(test_budget_exceeded_fill),
         cmocka_unit_test(test_control_plane_and_backend_fill),
+        cmocka_unit_test(test_control_fill_completed_later),
         cmocka_unit_test(test_unknown_correlation),
         cmocka_unit_test(test_batch_deadline_and_quorum),
         cmocka_unit_test(test_answered_batches_do_not_pile_up_timers),
