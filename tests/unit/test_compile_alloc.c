@@ -6,8 +6,8 @@
  * An allocation failure must never turn into a different error or into a
  * quietly smaller answer (a pass skipping a wire edge it could not index).
  *
- * Under AddressSanitizer or valgrind the allocator is theirs: only the
- * clean compile runs.
+ * Under AddressSanitizer or valgrind the allocator is theirs: the sweeps
+ * skip, and only the clean compiles run (deterministic, byte for byte).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -123,6 +123,30 @@ static void sweep_program(const char *program, const char *binding)
     job_free(&j);
 }
 
+/* The sweeps compare against one clean compile: compiling is deterministic
+ * (runs under every allocator, sanitizers included). */
+static void test_clean_compiles_are_identical(void **state)
+{
+    (void)state;
+    static const char *const PROGRAMS[][2] = {{"federated", NULL},
+                                              {"split_learning", "backend=cpu::CpuBackend"}};
+    for (size_t i = 0; i < 2; i++) {
+        job j;
+        job_init(&j, PROGRAMS[i][0], PROGRAMS[i][1]);
+        uint8_t *a = NULL, *b = NULL;
+        size_t al = 0, bl = 0;
+        bbc_error err = {0};
+        if (compile_bytes(&j, &a, &al, &err) != BB_OK || compile_bytes(&j, &b, &bl, &err) != BB_OK)
+            fail_msg("%s: %s: %s", PROGRAMS[i][0], err.pass, err.msg);
+        assert_true(al > 1000);
+        assert_int_equal(al, bl);
+        assert_memory_equal(a, b, al);
+        free(a);
+        free(b);
+        job_free(&j);
+    }
+}
+
 static void test_federated_every_allocation_fails(void **state)
 {
     (void)state;
@@ -138,6 +162,7 @@ static void test_split_learning_every_allocation_fails(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_clean_compiles_are_identical),
         cmocka_unit_test(test_federated_every_allocation_fails),
         cmocka_unit_test(test_split_learning_every_allocation_fails),
     };

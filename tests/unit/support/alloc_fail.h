@@ -126,8 +126,8 @@ static void af_arm(long n)
 #else /* another allocator: nothing is counted or failed */
 static const long af_live = 0;
 static const bool af_failed = false;
-static bool af_interposed(void) { return false; }
-static void af_arm(long n) { (void)n; }
+static __attribute__((unused)) bool af_interposed(void) { return false; }
+static __attribute__((unused)) void af_arm(long n) { (void)n; }
 #endif
 
 #endif
