@@ -656,8 +656,7 @@ static void close_all(bbd_daemon *d)
         close_handle(d, (uv_handle_t *)&d->repoll);
         close_handle(d, (uv_handle_t *)&d->deadline);
         d->deadline_armed = 0;
-        close_handle(d, (uv_handle_t *)&d->watchdog);
-        close_handle(d, (uv_handle_t *)&d->status_timer);
+        close_handle(d, (uv_handle_t *)&d->tick);
         close_handle(d, (uv_handle_t *)&d->sig_term);
         close_handle(d, (uv_handle_t *)&d->sig_int);
         close_handle(d, (uv_handle_t *)&d->sig_hup);
@@ -759,18 +758,26 @@ static void on_signal(uv_signal_t *h, int signum)
     stop(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-static void on_watchdog(uv_timer_t *h)
+/* The notify tick (a periodic timerfd, for the reason arm_deadline gives):
+ * WATCHDOG=1 on every tick while systemd watches, STATUS= every
+ * STATUS_PERIOD_MS. It runs on the loop, so a stuck loop stops both. */
+static void on_notify_tick(uv_poll_t *h, int status, int events)
 {
+    (void)status;
+    (void)events;
     bbd_daemon *d = h->data;
-    bbd_notify_send(&d->notify, "WATCHDOG=1");
-}
-
-static void on_status_timer(uv_timer_t *h)
-{
-    bbd_daemon *d = h->data;
-    char s[256];
-    bbd_daemon_summary(d, s, sizeof s);
-    bbd_notify_status(&d->notify, s);
+    uint64_t expirations;
+    if (read(d->tick_fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+        log_errno(d, "notify timer read");
+    if (d->watchdog_on)
+        bbd_notify_send(&d->notify, "WATCHDOG=1");
+    uint64_t now = uv_now(&d->loop);
+    if (now >= d->status_due_ms) {
+        char s[256];
+        bbd_daemon_summary(d, s, sizeof s);
+        bbd_notify_status(&d->notify, s);
+        d->status_due_ms = now + STATUS_PERIOD_MS;
+    }
 }
 
 /* ---- setup ------------------------------------------------------------------------------------- */
@@ -918,29 +925,41 @@ static int restore(bbd_daemon *d, bb_error *err)
     return BB_OK;
 }
 
+/* A timerfd on clock, watched by the loop through h. */
+static int timer_fd_init(bbd_daemon *d, uv_poll_t *h, int *fd, int clock, const char *what,
+                         bb_error *err)
+{
+    *fd = timerfd_create(clock, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (*fd < 0)
+        return bb_error_set(err, BB_ERUNTIME, "%s: %s", what, strerror(errno));
+    int rc = uv_poll_init(&d->loop, h, *fd);
+    if (rc) {
+        close(*fd);
+        *fd = -1;
+        return bb_error_set(err, BB_ERUNTIME, "%s: %s", what, uv_strerror(rc));
+    }
+    return 0;
+}
+
 static int init_handles(bbd_daemon *d, bb_error *err)
 {
-    d->deadline_fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (d->deadline_fd < 0)
-        return bb_error_set(err, BB_ERUNTIME, "deadline timer: %s", strerror(errno));
-    int rc = uv_poll_init(&d->loop, &d->deadline, d->deadline_fd);
-    if (rc) {
-        close(d->deadline_fd);
-        d->deadline_fd = -1;
-        return bb_error_set(err, BB_ERUNTIME, "deadline timer: %s", uv_strerror(rc));
+    int rc = timer_fd_init(d, &d->deadline, &d->deadline_fd, CLOCK_REALTIME, "deadline timer", err);
+    if (rc)
+        return rc;
+    if ((rc = timer_fd_init(d, &d->tick, &d->tick_fd, CLOCK_MONOTONIC, "notify timer", err))) {
+        uv_close((uv_handle_t *)&d->deadline, NULL); /* the loop ends without running */
+        return rc;
     }
     uv_async_init(&d->loop, &d->wake, on_wake);
     d->loop_thread = uv_thread_self();
     uv_idle_init(&d->loop, &d->repoll);
-    uv_timer_init(&d->loop, &d->watchdog);
-    uv_timer_init(&d->loop, &d->status_timer);
     uv_signal_init(&d->loop, &d->sig_term);
     uv_signal_init(&d->loop, &d->sig_int);
     uv_signal_init(&d->loop, &d->sig_hup);
     uv_handle_t *hs[] = {(uv_handle_t *)&d->wake,     (uv_handle_t *)&d->repoll,
-                         (uv_handle_t *)&d->deadline, (uv_handle_t *)&d->watchdog,
-                         (uv_handle_t *)&d->status_timer, (uv_handle_t *)&d->sig_term,
-                         (uv_handle_t *)&d->sig_int,  (uv_handle_t *)&d->sig_hup};
+                         (uv_handle_t *)&d->deadline, (uv_handle_t *)&d->tick,
+                         (uv_handle_t *)&d->sig_term, (uv_handle_t *)&d->sig_int,
+                         (uv_handle_t *)&d->sig_hup};
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
         hs[i]->data = d;
     bbd_daemon_dial_init(d);
@@ -981,12 +1000,19 @@ static void announce_ready(bbd_daemon *d)
     snprintf(s, sizeof s, "READY=1\nMAINPID=%ld\nSTATUS=%s", (long)getpid(), summary);
     bbd_notify_send(&d->notify, s);
     uint64_t wd = bbd_notify_watchdog_period_ms(&d->notify);
-    if (wd) {
+    if (wd)
         bbd_notify_send(&d->notify, "WATCHDOG=1");
-        uv_timer_start(&d->watchdog, on_watchdog, wd, wd);
-    }
-    if (bbd_notify_enabled(&d->notify))
-        uv_timer_start(&d->status_timer, on_status_timer, STATUS_PERIOD_MS, STATUS_PERIOD_MS);
+    d->watchdog_on = wd != 0;
+    if (!wd && !bbd_notify_enabled(&d->notify))
+        return;
+    uint64_t period = wd && wd < STATUS_PERIOD_MS ? wd : STATUS_PERIOD_MS;
+    struct timespec ts = {.tv_sec = (time_t)(period / 1000), .tv_nsec = (long)(period % 1000) * 1000000};
+    struct itimerspec its = {.it_interval = ts, .it_value = ts};
+    d->status_due_ms = uv_now(&d->loop) + STATUS_PERIOD_MS;
+    if (timerfd_settime(d->tick_fd, 0, &its, NULL) < 0)
+        log_errno(d, "notify timer arm");
+    else
+        uv_poll_start(&d->tick, UV_READABLE, on_notify_tick);
 }
 
 /* A debug line per start-up phase with the time since start: where the
@@ -1080,6 +1106,8 @@ static void finish(bbd_daemon *d)
         close(d->lock_fd);
     if (d->deadline_fd >= 0)
         close(d->deadline_fd);
+    if (d->tick_fd >= 0)
+        close(d->tick_fd);
     bbd_log_close(&d->log);
 }
 
@@ -1090,6 +1118,7 @@ int bbd_daemon_main(bbd_config *cfg)
     d.cfg = cfg;
     d.lock_fd = -1;
     d.deadline_fd = -1;
+    d.tick_fd = -1;
     d.notify.fd = -1;
     d.started_ns = bbd_now_ns();
     bb_steps_init(&d.steps);

@@ -63,8 +63,10 @@ typedef struct bbd_daemon {
     uv_poll_t deadline; /* on deadline_fd, a timerfd (daemon.c: arm_deadline) */
     int deadline_fd;
     uint64_t deadline_armed; /* the engine time it is armed for, 0: none */
-    uv_timer_t watchdog;
-    uv_timer_t status_timer;
+    uv_poll_t tick; /* on tick_fd: WATCHDOG=1 and STATUS= (daemon.c: on_notify_tick) */
+    int tick_fd;
+    bool watchdog_on;
+    uint64_t status_due_ms; /* loop time of the next STATUS= refresh */
     uv_signal_t sig_term, sig_int, sig_hup;
     bool handles_open;
     int closing; /* handles and subsystems still closing */
