@@ -82,8 +82,9 @@ good=()
 for f in testdata/*.onnx; do
     [ -f "$f" ] && good+=("$f")
 done
-# A plain ONNX model written by the onnx python package, when it is installed.
-if "$PY" - "$tmp/onnx_helper.onnx" >/dev/null 2>&1 <<'EOF'
+# A plain ONNX model written by the onnx python package (scripts/deps installs
+# python3-onnx).
+if "$PY" - "$tmp/onnx_helper.onnx" >"$tmp/onnx_helper.log" 2>&1 <<'EOF'
 import sys
 from onnx import helper, TensorProto
 x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
@@ -96,6 +97,8 @@ open(sys.argv[1], "wb").write(m.SerializeToString())
 EOF
 then
     good+=("$tmp/onnx_helper.onnx")
+else
+    not_ok "writing a model with the onnx python package" "$(cat "$tmp/onnx_helper.log")"
 fi
 
 if [ ${#good[@]} -eq 0 ]; then

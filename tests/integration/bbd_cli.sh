@@ -170,7 +170,9 @@ grep -q '^Type=notify$' "$UNIT" && grep -q '^DynamicUser=yes$' "$UNIT" &&
     grep -q '^ExecStart=@PREFIX@/bin/bbd --config /etc/bytesandbrains/%i.json$' "$UNIT" &&
     ok "bbd@.service: Type=notify, one config per instance, StateDirectory, DynamicUser" ||
     not_ok "bbd@.service contents" "$UNIT"
-if command -v systemd-analyze >/dev/null 2>&1; then
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+    not_ok "systemd-analyze is not installed (scripts/deps installs systemd): bbd@.service not verified"
+else
     mkdir -p "$TMP/units" "$TMP/mantree/man1" "$TMP/mantree/man5" "$TMP/mantree/man8"
     cp man/bbctl.1 "$TMP/mantree/man1/"
     cp man/bbd.json.5 "$TMP/mantree/man5/"
@@ -182,8 +184,6 @@ if command -v systemd-analyze >/dev/null 2>&1; then
     else
         not_ok "systemd-analyze verify" "$TMP/verify"
     fi
-else
-    echo "skip systemd-analyze is not installed: bbd@.service not verified"
 fi
 
 finish
