@@ -813,10 +813,9 @@ uint64_t bb__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size
                                 const bb__envelope *env);
 /* Encode into a new malloc'd buffer. */
 int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len);
-/* Would a gather encode leave a payload of at least min_ref bytes in place? */
-bool bb__envelope_gathers(const bb__envelope *env, size_t min_ref);
 /* Encode as a gather list: small parts copied, payloads of at least
- * min_ref bytes left in the values (bb_send_gather_free releases). */
+ * min_ref bytes left in the values (bb_send_gather_free releases). *out
+ * stays NULL when no payload is that large: encode contiguously then. */
 int bb__envelope_encode_gather(const bb__envelope *env, size_t min_ref, bb_send_gather **out);
 
 /* ---- wire.c ---------------------------------------------------------------------------------------------------------- */

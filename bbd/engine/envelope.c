@@ -66,6 +66,15 @@ static int get_bytes(rd *r, const uint8_t **data, size_t *n)
     return 0;
 }
 
+static int get_fixed64(rd *r, uint64_t *v)
+{
+    if (r->len - r->pos < 8)
+        return BB_ETRUNC;
+    *v = bb_le_get(r->p + r->pos, 8);
+    r->pos += 8;
+    return 0;
+}
+
 static int skip_field(rd *r, unsigned wt)
 {
     uint64_t v;
@@ -75,10 +84,7 @@ static int skip_field(rd *r, unsigned wt)
     case 0:
         return get_varint(r, &v);
     case 1:
-        if (r->len - r->pos < 8)
-            return BB_ETRUNC;
-        r->pos += 8;
-        return 0;
+        return get_fixed64(r, &v);
     case 2:
         return get_bytes(r, &d, &n);
     case 5:
@@ -277,16 +283,8 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
         case 5:
         case 6:
         case 7:
-            if (wt == 1) {
-                if (r.len - r.pos < 8) {
-                    rc = BB_ETRUNC;
-                    goto bad;
-                }
-                v = bb_le_get(r.p + r.pos, 8);
-                r.pos += 8;
-            } else if ((rc = get_varint(&r, &v))) {
+            if ((rc = wt == 1 ? get_fixed64(&r, &v) : get_varint(&r, &v)))
                 goto bad;
-            }
             if (field == 4)
                 out->deadline_ns = v;
             else if (field == 5)
@@ -520,42 +518,36 @@ int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len)
     return BB_OK;
 }
 
-bool bb__envelope_gathers(const bb__envelope *env, size_t min_ref)
-{
-    size_t copied, nr;
-    for (size_t i = 0; i < env->n_fills; i++)
-        if (env->fills[i].value && env->fills[i].payload_len >= min_ref &&
-            bb_value_gather_size(env->fills[i].value, min_ref, GATHER_MAX_REFS, &copied, &nr,
-                                 NULL) == BB_OK && nr)
-            return true;
-    return false;
-}
-
 int bb__envelope_encode_gather(const bb__envelope *env, size_t min_ref, bb_send_gather **out)
 {
-    size_t cs, size = envelope_size(env, &cs), small = size, n_refs = 0, n_valued = 0;
+    *out = NULL;
+    /* what stays in the values: none of it in a payload under min_ref */
+    size_t in_place = 0, n_refs = 0, n_held = 0;
     for (size_t i = 0; i < env->n_fills && n_refs < GATHER_MAX_REFS; i++) {
         const bb__fill *f = &env->fills[i];
         size_t copied, nr;
-        if (!f->value || !f->payload_len)
+        if (!f->value || !f->payload_len || f->payload_len < min_ref)
             continue;
         if (bb_value_gather_size(f->value, min_ref, GATHER_MAX_REFS - n_refs, &copied, &nr,
                                  NULL) != BB_OK)
             return BB_ERUNTIME;
-        small -= f->payload_len - copied;
+        in_place += f->payload_len - copied;
         n_refs += nr;
-        n_valued++;
+        n_held += nr > 0;
     }
+    if (!n_refs)
+        return BB_OK; /* nothing to leave in place: the caller encodes contiguously */
+    size_t cs, size = envelope_size(env, &cs), small = size - in_place;
     /* one block: the gather, its pieces, the values it holds, the small parts */
     size_t max_iov = 2 * n_refs + 1;
     size_t head = sizeof(bb_send_gather) + max_iov * sizeof(bb_send_iov) +
-                  n_valued * sizeof(bb_value *);
+                  n_held * sizeof(bb_value *);
     bb_send_gather *gs = malloc(head + small);
     if (!gs)
         return BB_ENOMEM;
     bb_send_iov *iov = (bb_send_iov *)(gs + 1);
     bb_value **held = (bb_value **)(iov + max_iov);
-    uint8_t *buf = (uint8_t *)(held + n_valued);
+    uint8_t *buf = (uint8_t *)(held + n_held);
     gather_w g = {.min_ref = min_ref, .iov = iov, .refs_left = GATHER_MAX_REFS, .piece = buf,
                   .held = held};
     uint8_t *end = write_envelope(env, cs, buf, &g);

@@ -104,13 +104,13 @@ static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direc
     size_t len;
     bb_send_gather *gather = NULL;
     size_t min_ref = e->cfg.gather_min_bytes ? e->cfg.gather_min_bytes : GATHER_MIN_DEFAULT;
-    int rc;
-    if (e->cfg.send_gather && !self && bb__envelope_gathers(env, min_ref)) {
+    int rc = BB_OK;
+    if (e->cfg.send_gather && !self)
         rc = bb__envelope_encode_gather(env, min_ref, &gather);
-        len = gather ? gather->len : 0;
-    } else {
+    if (gather)
+        len = gather->len;
+    else if (!rc)
         rc = bb__envelope_encode(env, &bytes, &len);
-    }
     env->dest = NULL;
     env->src = NULL;
     if (rc)
@@ -1028,6 +1028,7 @@ static void deliver_control_fill(inbound_ctx *c, const bb__fill *f, const bb_suf
     uint32_t n_out = decl->n_outputs;
     bb_value **outs = bb__zalloc((n_out ? n_out : 1) * sizeof *outs);
     bb__handle *h = bb__handle_new(e, BB__HK_FILL);
+    bool answers_later = false; /* then h lives on until the op completes */
     if (ins[0] && ins[1] && outs && h) {
         bb_dispatch_call call = {.domain = domain ? domain : "", .op_type = sfx->op,
                                  .op_index = idx, .inputs = ins, .n_inputs = 2,
@@ -1039,15 +1040,11 @@ static void deliver_control_fill(inbound_ctx *c, const bb__fill *f, const bb_suf
         bb_dispatch_result r = comp->type->dispatch(comp->inst, &comp->ctx.pub, &call, outs, &err);
         if (r == BB_DISPATCH_NOW_ERR)
             bb__control_fill_failed(e, sfx->cref, decl, domain, err.msg[0] ? err.msg : "failed");
-        if (r != BB_DISPATCH_LATER) {
-            bb__handle_drop(e, h);
-            bb__handle_retire(e, h);
-        }
-        h = NULL;
+        answers_later = r == BB_DISPATCH_LATER;
         for (uint32_t j = 0; j < n_out; j++)
             bb_value_unref(outs[j]);
     }
-    if (h) {
+    if (h && !answers_later) {
         bb__handle_drop(e, h);
         bb__handle_retire(e, h);
     }

@@ -886,6 +886,14 @@ static void test_event_source_runs_connected_sources(void **state)
     bb_model_free(m);
 }
 
+/* Complete echo's pending calls [from, to) with 100 + their index. */
+static void complete_pending(fx_echo *echo, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        bb_value *v = u64v(100 + (uint64_t)i);
+        assert_int_equal(bb_complete_ok(echo->pending[i], &v, 1), BB_OK);
+    }
+}
 
 /* Frames of finished executions are pooled while others run, and every pool
  * shrinks back to one frame when the last execution ends (a burst gives its
@@ -903,17 +911,11 @@ static void test_frame_pools_shrink_when_idle(void **state)
     fx_echo *echo = fx_echo_at(0);
     assert_int_equal(echo->n_pending, 10);
     assert_int_equal(bb_engine_live_executions(e), 10);
-    for (int i = 0; i < 6; i++) { /* six finish, four still run */
-        bb_value *v = u64v(100 + (uint64_t)i);
-        assert_int_equal(bb_complete_ok(echo->pending[i], &v, 1), BB_OK);
-    }
+    complete_pending(echo, 0, 6); /* six finish, four still run */
     fx_run(e, &log, 2, 10);
     assert_int_equal(bb_engine_live_executions(e), 4);
     assert_int_equal(bb_engine_counter(e, "frames.pooled_extra"), 5); /* 6 pooled, 1 kept */
-    for (int i = 6; i < 10; i++) {
-        bb_value *v = u64v(100 + (uint64_t)i);
-        assert_int_equal(bb_complete_ok(echo->pending[i], &v, 1), BB_OK);
-    }
+    complete_pending(echo, 6, 10);
     fx_run(e, &log, 3, 10);
     assert_int_equal(bb_engine_live_executions(e), 0);
     assert_int_equal(bb_engine_counter(e, "frames.pooled_extra"), 0);

@@ -232,6 +232,24 @@ static void deliver(bb_engine *e, uint8_t from, const uint8_t *b, size_t n)
     assert_int_equal(bb_engine_deliver_envelope(e, &p, NULL, b, n, NULL), BB_OK);
 }
 
+/* pack, then deliver from peer `from`. */
+static void deliver_fills(bb_engine *e, uint8_t from, const fx_fill *fs, size_t n, int corr,
+                          uint64_t wire_id)
+{
+    size_t len;
+    uint8_t *env = pack(fs, n, corr, wire_id, 0, &len);
+    deliver(e, from, env, len);
+    free(env);
+}
+
+/* A fill for op `op` of component 1; sfx (64 bytes) holds its suffix. */
+static fx_fill control_fill(const char *op, uint8_t *sfx, const uint8_t *payload, size_t len)
+{
+    size_t sl;
+    assert_int_equal(bb_suffix_component_op(1, op, sfx, 64, &sl, NULL), BB_OK);
+    return (fx_fill){.suffix = sfx, .suffix_len = sl, .payload = payload, .len = len};
+}
+
 /* Sink: Recv sites 101 (U64), 102 (U64), 103 (f32 via backend), 104 (f32 via
  * backend), 105 (Composite) -> outputs a..e. */
 static bb_model *sink_model(void)
@@ -285,10 +303,7 @@ static void test_partial_delivery_and_rx_errors(void **state)
         {.site = 105, .payload = comp, .len = cl},     /* UnknownTypeHash */
         {.suffix = garbage, .suffix_len = 4, .payload = good, .len = 8}, /* bad suffix */
     };
-    size_t n;
-    uint8_t *env = pack(fs, 7, 0, 0, 0, &n);
-    deliver(e, 1, env, n);
-    free(env);
+    deliver_fills(e, 1, fs, 7, 0, 0);
     free(i64b);
     deliver(e, 1, garbage, 4); /* not an envelope at all */
     fx_log log = {0};
@@ -333,9 +348,7 @@ static void test_budget_exceeded_fill(void **state)
     free(env);
     fs.payload = good;
     fs.len = 8;
-    env = pack(&fs, 1, 0, 0, 0, &n);
-    deliver(e, 1, env, n);
-    free(env);
+    deliver_fills(e, 1, &fs, 1, 0, 0);
     fx_log log = {0};
     fx_run(e, &log, 1, 5);
     assert_non_null(fx_log_infra(&log, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED));
@@ -380,8 +393,6 @@ static void test_control_plane_and_backend_fill(void **state)
     bb_model *m = sink_model();
     bb_engine *e = node(2, m, "Sink", NULL);
     uint8_t sfx[64];
-    size_t sl;
-    assert_int_equal(bb_suffix_component_op(1, "Control", sfx, sizeof sfx, &sl, NULL), BB_OK);
     uint8_t payload[5] = {'h', 'e', 'l', 'l', 'o'};
     float tv[2] = {1.5f, -2.5f};
     bb_value *t = fx_f32(tv, 2);
@@ -389,12 +400,9 @@ static void test_control_plane_and_backend_fill(void **state)
     size_t tl;
     assert_int_equal(bb_value_encode(t, &tb, &tl, NULL), BB_OK);
     bb_value_unref(t);
-    fx_fill fs[2] = {{.suffix = sfx, .suffix_len = sl, .payload = payload, .len = 5},
-                      {.site = 103, .payload = tb, .len = tl}};
-    size_t n;
-    uint8_t *env = pack(fs, 2, 0, 0, 0, &n);
-    deliver(e, 1, env, n);
-    free(env);
+    fx_fill fs[2] = {control_fill("Control", sfx, payload, 5),
+                     {.site = 103, .payload = tb, .len = tl}};
+    deliver_fills(e, 1, fs, 2, 0, 0);
     free(tb);
     fx_log log = {0};
     fx_run(e, &log, 1, 5);
@@ -422,15 +430,10 @@ static void test_control_fill_completed_later(void **state)
     bb_model *m = sink_model();
     bb_engine *e = node(2, m, "Sink", NULL);
     uint8_t sfx[64];
-    size_t sl;
-    assert_int_equal(bb_suffix_component_op(1, "Later", sfx, sizeof sfx, &sl, NULL), BB_OK);
     for (uint8_t k = 0; k < 2; k++) {
         uint8_t payload[3] = {k, 2, 3};
-        fx_fill fs[1] = {{.suffix = sfx, .suffix_len = sl, .payload = payload, .len = 3}};
-        size_t n;
-        uint8_t *env = pack(fs, 1, 0, 0, 0, &n);
-        deliver(e, 1, env, n);
-        free(env);
+        fx_fill f = control_fill("Later", sfx, payload, 3);
+        deliver_fills(e, 1, &f, 1, 0, 0);
     }
     fx_log log = {0};
     fx_run(e, &log, 1, 5);
@@ -464,10 +467,7 @@ static void test_unknown_correlation(void **state)
     bb_engine *e = node(2, m, "Sink", NULL);
     uint8_t good[8] = {1};
     fx_fill fs = {.site = 101, .payload = good, .len = 8};
-    size_t n;
-    uint8_t *env = pack(&fs, 1, 2 /* RESPONSE */, 777, 0, &n);
-    deliver(e, 1, env, n);
-    free(env);
+    deliver_fills(e, 1, &fs, 1, 2 /* RESPONSE */, 777);
     fx_log log = {0};
     fx_run(e, &log, 1, 5);
     const fx_rec *r = fx_log_infra(&log, BB_INFRA_UNKNOWN_CORRELATION, -1);
