@@ -862,7 +862,10 @@ typedef struct inbound_ctx {
     bb_engine *e;
     const bb_peerid *src;
     const bb__envelope *env;
-    uint64_t env_hash;
+    const uint8_t *bytes; /* the envelope's, for its dedup key */
+    size_t len;
+    uint64_t env_hash; /* made with the first frame: a response needs none */
+    bool hashed;
     bb_exec_id exec;
     bb__exec *frames[8]; /* one frame per graph touched by this envelope */
     uint32_t n_frames;
@@ -880,6 +883,10 @@ static bb__exec *frame_for(inbound_ctx *c, bb__graph *g)
     bb__exec *x = bb__exec_new(e, g, c->exec);
     if (!x)
         return NULL;
+    if (!c->hashed) {
+        c->env_hash = bb__envelope_dedup_key(c->src, c->bytes, c->len, c->env);
+        c->hashed = true;
+    }
     bb__inbound *in = bb__exec_set_inbound(x);
     in->src = *c->src;
     in->env_hash = c->env_hash;
@@ -1166,8 +1173,7 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
                 p->rtt_ns = e->now_ns - env.echo_sent_at_ns - env.echo_delay_ns;
         }
     }
-    inbound_ctx c = {.e = e, .src = src, .env = &env, .buf = buf,
-                     .env_hash = bb__envelope_dedup_key(src, bytes, len, &env)};
+    inbound_ctx c = {.e = e, .src = src, .env = &env, .buf = buf, .bytes = bytes, .len = len};
     if (env.corr_kind == 2) {
         deliver_response(&c);
     } else {
