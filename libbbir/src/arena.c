@@ -69,6 +69,30 @@ static chunk *take_spare(bb_arena *a, size_t need)
     return NULL;
 }
 
+/* A fresh chunk of at least `need` bytes (the arena's next size), unlinked,
+ * or NULL. */
+static chunk *chunk_new(bb_arena *a, size_t need)
+{
+    size_t sz = a->next_size;
+    if (sz < need)
+        sz = need;
+    if (sz > SIZE_MAX - sizeof(chunk))
+        return NULL;
+    /* A big chunk comes zeroed from calloc: fresh pages from the kernel
+     * cost no memset (and calloc zeroes reused memory in one sweep). */
+    bool big = sz >= CALLOC_CHUNK;
+    chunk *c = big ? calloc(1, sizeof(chunk) + sz) : malloc(sizeof(chunk) + sz);
+    if (!c)
+        return NULL;
+    c->size = sz;
+    c->used = 0;
+    c->zeroed = big ? sz : 0;
+    c->poisoned = false;
+    if (a->next_size < MAX_CHUNK)
+        a->next_size *= 2;
+    return c;
+}
+
 bb_arena *bb_arena_create(void)
 {
     bb_arena *a = calloc(1, sizeof *a);
@@ -94,29 +118,11 @@ void *bb_arena_alloc(bb_arena *a, size_t size)
     if (need == 0)
         need = ALIGN;
     chunk *c = a->head;
-    if ((!c || c->size - c->used < need) && (c = take_spare(a, need)) != NULL) {
+    if (!c || c->size - c->used < need) {
+        if (!(c = take_spare(a, need)) && !(c = chunk_new(a, need)))
+            return NULL;
         c->next = a->head;
         a->head = c;
-    } else if (!c || c->size - c->used < need) {
-        size_t sz = a->next_size;
-        if (sz < need)
-            sz = need;
-        if (sz > SIZE_MAX - sizeof(chunk))
-            return NULL;
-        /* A big chunk comes zeroed from calloc: fresh pages from the kernel
-         * cost no memset (and calloc zeroes reused memory in one sweep). */
-        bool big = sz >= CALLOC_CHUNK;
-        c = big ? calloc(1, sizeof(chunk) + sz) : malloc(sizeof(chunk) + sz);
-        if (!c)
-            return NULL;
-        c->size = sz;
-        c->used = 0;
-        c->zeroed = big ? sz : 0;
-        c->poisoned = false;
-        c->next = a->head;
-        a->head = c;
-        if (a->next_size < MAX_CHUNK)
-            a->next_size *= 2;
     }
     void *p = c->data + c->used;
     c->used += need;

@@ -51,10 +51,14 @@ static bool dup_str(bb_arena *a, const char **dst, const char *s)
 
 #define SHARED_MAX 64 /* longer strings are names, rarely repeated */
 
+typedef struct pool_slot {
+    const char *s; /* NULL: empty */
+    uint32_t hash;
+} pool_slot;
+
 typedef struct str_pool {
     bb_arena *a; /* the clone's arena: what the pool hands out lives there */
-    const char **v;
-    uint32_t *hash;
+    pool_slot *slot;
     size_t cap, n;
 } str_pool;
 
@@ -63,26 +67,19 @@ static _Thread_local str_pool *t_pool;
 static bool pool_grow(str_pool *p)
 {
     size_t cap = p->cap ? p->cap * 2 : 256;
-    const char **v = calloc(cap, sizeof *v);
-    uint32_t *hash = calloc(cap, sizeof *hash);
-    if (!v || !hash) {
-        free(v);
-        free(hash);
+    pool_slot *slot = calloc(cap, sizeof *slot);
+    if (!slot)
         return false;
-    }
     for (size_t i = 0; i < p->cap; i++) {
-        if (!p->v[i])
+        if (!p->slot[i].s)
             continue;
-        size_t j = p->hash[i] & (cap - 1);
-        while (v[j])
+        size_t j = p->slot[i].hash & (cap - 1);
+        while (slot[j].s)
             j = (j + 1) & (cap - 1);
-        v[j] = p->v[i];
-        hash[j] = p->hash[i];
+        slot[j] = p->slot[i];
     }
-    free(p->v);
-    free(p->hash);
-    p->v = v;
-    p->hash = hash;
+    free(p->slot);
+    p->slot = slot;
     p->cap = cap;
     return true;
 }
@@ -93,13 +90,12 @@ static const char *pool_get(str_pool *p, const char *s, size_t n, uint32_t h)
     if ((p->n + 1) * 2 > p->cap && !pool_grow(p))
         return NULL;
     size_t j = h & (p->cap - 1);
-    for (; p->v[j]; j = (j + 1) & (p->cap - 1))
-        if (p->hash[j] == h && memcmp(p->v[j], s, n + 1) == 0)
-            return p->v[j];
+    for (; p->slot[j].s; j = (j + 1) & (p->cap - 1))
+        if (p->slot[j].hash == h && strcmp(p->slot[j].s, s) == 0)
+            return p->slot[j].s;
     const char *c = bb_arena_strndup(p->a, s, n);
     if (c) {
-        p->v[j] = c;
-        p->hash[j] = h;
+        p->slot[j] = (pool_slot){c, h};
         p->n++;
     }
     return c;
@@ -828,8 +824,7 @@ bb_model *bb_model_clone(const bb_model *m)
     t_pool = &pool;
     bb_model *r = model_clone_into(c, m);
     t_pool = outer;
-    free(pool.v);
-    free(pool.hash);
+    free(pool.slot);
     return r;
 }
 

@@ -39,6 +39,7 @@
 
 #include "onnx-ml.pb-c.h"
 #include "bb/le.h"
+#include "bb/uvarint.h"
 #include "pb_scan.h"
 
 #define MAX_MSG_DEPTH BB__PB_MAX_MSG_DEPTH
@@ -852,8 +853,8 @@ static int sv_verbatim(sv *c, ProtobufCMessage *m, uint32_t num,
                 return bb_error_set(c->err, BB_EINVAL, "%s: verbatim %s is not a valid %s: %s",
                                     c->name, label, d->short_name, sub.msg);
         }
-        uint8_t hdr[10];
-        size_t h = bb__pb_varint_encode(v[i].len, hdr);
+        uint8_t hdr[BB_UVARINT_MAX_U64];
+        size_t h = bb_uvarint_encode(v[i].len, hdr); /* protobuf's varint encoding too */
         uint8_t *data = bb_arena_alloc(c->a, h + v[i].len);
         if (!data)
             return sv_oom(c);

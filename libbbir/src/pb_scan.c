@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "onnx-ml.pb-c.h"
-#include "bb/uvarint.h"
 
 #define MAX_MSG_DEPTH BB__PB_MAX_MSG_DEPTH
 /* protobuf-c reads length prefixes as 32-bit varints of at most 5 bytes. */
@@ -44,11 +43,6 @@ static varint_rc read_varint(const uint8_t *p, size_t n, uint64_t *v, size_t *us
         }
     }
     return VI_OVERLONG;
-}
-
-size_t bb__pb_varint_encode(uint64_t v, uint8_t *p)
-{
-    return bb_uvarint_encode(v, p); /* protobuf and multiformats agree on encoding */
 }
 
 /* "graph.node.attribute.g" for the current position; long paths keep their

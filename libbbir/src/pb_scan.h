@@ -33,7 +33,4 @@
 int bb__pb_scan(const uint8_t *buf, size_t len, const char *name,
                 const ProtobufCMessageDescriptor *d, const char *what, bb_error *err);
 
-/* Write v as a protobuf varint into p (room for 10 bytes); returns its size. */
-size_t bb__pb_varint_encode(uint64_t v, uint8_t *p);
-
 #endif

@@ -62,7 +62,9 @@ size_t bb_varint_len(uint64_t v)
     return bb_uvarint_size(v);
 }
 
-int bb_varint_get(const uint8_t *data, size_t len, size_t *pos, uint64_t *out)
+/* bb_varint_get, inlined into the decoder (the exported one is called
+ * through the PLT): BB_OK, BB_ETRUNC or BB_EDECODE (more than 64 bits). */
+static inline int varint_at(const uint8_t *data, size_t len, size_t *pos, uint64_t *out)
 {
     size_t used;
     if (*pos > len)
@@ -71,9 +73,14 @@ int bb_varint_get(const uint8_t *data, size_t len, size_t *pos, uint64_t *out)
     if (rc == BB_UVARINT_TRUNC)
         return BB_ETRUNC;
     if (rc)
-        return BB_EDECODE; /* more than 64 bits */
+        return BB_EDECODE;
     *pos += used;
     return BB_OK;
+}
+
+int bb_varint_get(const uint8_t *data, size_t len, size_t *pos, uint64_t *out)
+{
+    return varint_at(data, len, pos, out);
 }
 
 /* ---- encoded size ----------------------------------------------------------- */
@@ -184,12 +191,28 @@ typedef struct enc_refs {
     size_t max_refs, n_refs, ref_bytes;
 } enc_refs;
 
+static enc_refs enc_refs_init(size_t min_ref, bb_encode_ref *refs, size_t max_refs)
+{
+    /* an empty payload is never worth a ref */
+    return (enc_refs){.min_ref = min_ref ? min_ref : 1, .refs = refs, .max_refs = max_refs};
+}
+
+/* Whether an n-byte payload becomes the next ref; counts it if so. The one
+ * rule for both the sizing walk (count_refs) and the writer (put_payload). */
+static bool take_ref(enc_refs *g, size_t n)
+{
+    if (!g || n < g->min_ref || g->n_refs >= g->max_refs)
+        return false;
+    g->n_refs++;
+    g->ref_bytes += n;
+    return true;
+}
+
 /* n payload bytes at w: copied, or listed as a ref (w does not move). */
 static uint8_t *put_payload(enc_refs *g, uint8_t *w, const uint8_t *data, size_t n)
 {
-    if (g && n >= g->min_ref && g->n_refs < g->max_refs) {
-        g->refs[g->n_refs++] = (bb_encode_ref){(size_t)(w - g->base), data, n};
-        g->ref_bytes += n;
+    if (take_ref(g, n)) {
+        g->refs[g->n_refs - 1] = (bb_encode_ref){(size_t)(w - g->base), data, n};
         return w;
     }
     if (n)
@@ -266,50 +289,34 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
     return w;
 }
 
-/* Visit v's payloads in encoding order as enc_write does: how many of
- * them (at most max_refs) become refs and their bytes. */
-static void count_payload(size_t len, size_t min_ref, size_t max_refs, size_t *n, size_t *bytes)
-{
-    if (len >= min_ref && *n < max_refs) {
-        (*n)++;
-        *bytes += len;
-    }
-}
-
-static void count_refs_in(const bb_value *v, size_t min_ref, size_t max_refs, size_t *n,
-                          size_t *bytes)
+/* Visit v's payloads in encoding order as enc_write does, counting into g
+ * the ones that become refs. */
+static void count_refs(const bb_value *v, enc_refs *g)
 {
     switch (v->type->kind) {
     case BB_VK_TENSOR:
-        count_payload(v->u.tensor.nbytes, min_ref, max_refs, n, bytes);
+        take_ref(g, v->u.tensor.nbytes);
         break;
     case BB_VK_BYTES:
     case BB_VK_PEER_ID:
     case BB_VK_ADDRESS:
-        count_payload(v->u.bytes.len, min_ref, max_refs, n, bytes);
+        take_ref(g, v->u.bytes.len);
         break;
     case BB_VK_PEER_ID_VEC:
     case BB_VK_ADDRESS_VEC:
     case BB_VK_COMPOSITE:
         for (size_t i = 0; i < v->u.list.n; i++)
-            count_refs_in(v->u.list.items[i], min_ref, max_refs, n, bytes);
+            count_refs(v->u.list.items[i], g);
         break;
     case BB_VK_RESPONSE_BATCH:
         for (size_t i = 0; i < v->u.batch.n; i++) {
-            count_refs_in(v->u.batch.peers[i], min_ref, max_refs, n, bytes);
-            count_refs_in(v->u.batch.items[i], min_ref, max_refs, n, bytes);
+            count_refs(v->u.batch.peers[i], g);
+            count_refs(v->u.batch.items[i], g);
         }
         break;
     default:
         break;
     }
-}
-
-static void count_refs(const bb_value *v, size_t min_ref, size_t max_refs, size_t *n,
-                       size_t *bytes)
-{
-    *n = *bytes = 0;
-    count_refs_in(v, min_ref, max_refs, n, bytes);
 }
 
 /* The encoding into out, large payloads as refs when g is set (out must
@@ -319,21 +326,22 @@ static int encode_to(const bb_value *v, uint8_t *out, size_t cap, enc_refs *g, s
 {
     if (!out || !len)
         return bb_error_set(err, BB_EINVAL, "encode: NULL output");
-    size_t n, n_refs, ref_bytes = 0;
+    size_t n, ref_bytes = 0;
     int rc = bb_value_encoded_size(v, &n, err);
     if (rc)
         return rc;
     if (g) {
+        enc_refs sizing = *g; /* counted on a copy: enc_write counts into g */
+        count_refs(v, &sizing);
+        ref_bytes = sizing.ref_bytes;
         g->base = out;
-        g->n_refs = g->ref_bytes = 0;
-        count_refs(v, g->min_ref, g->max_refs, &n_refs, &ref_bytes);
     }
     size_t copied = n - ref_bytes;
     if (copied > cap)
         return bb_error_set(err, BB_ELIMIT, "encode: a %s value needs %zu bytes, %zu given",
                             v->type->name, copied, cap);
     uint8_t *end = enc_write(v, out, g);
-    size_t wrote = (size_t)(end - out) + (g ? g->ref_bytes : 0);
+    size_t wrote = (size_t)(end - out) + ref_bytes;
     if (wrote != n) /* a bug, not an input: sizes must agree */
         return bb_error_set(err, BB_ERUNTIME, "encode: %s wrote %zu bytes, sized %zu",
                             v->type->name, wrote, n);
@@ -352,12 +360,14 @@ int bb_value_gather_size(const bb_value *v, size_t min_ref, size_t max_refs, siz
 {
     if (!copied || !n_refs)
         return bb_error_set(err, BB_EINVAL, "encode: NULL output");
-    size_t n, bytes;
+    size_t n;
     int rc = bb_value_encoded_size(v, &n, err);
     if (rc)
         return rc;
-    count_refs(v, min_ref ? min_ref : 1, max_refs, n_refs, &bytes);
-    *copied = n - bytes;
+    enc_refs g = enc_refs_init(min_ref, NULL, max_refs);
+    count_refs(v, &g);
+    *n_refs = g.n_refs;
+    *copied = n - g.ref_bytes;
     return BB_OK;
 }
 
@@ -367,7 +377,7 @@ int bb_value_encode_gather(const bb_value *v, uint8_t *out, size_t cap, size_t m
 {
     if (!n_refs || (max_refs && !refs))
         return bb_error_set(err, BB_EINVAL, "encode: NULL refs");
-    enc_refs g = {.min_ref = min_ref ? min_ref : 1, .refs = refs, .max_refs = max_refs};
+    enc_refs g = enc_refs_init(min_ref, refs, max_refs);
     *n_refs = 0;
     int rc = encode_to(v, out, cap, &g, len, err);
     if (rc == BB_OK)
@@ -427,14 +437,12 @@ static int dfail(dec *d, int code, size_t off, const char *fmt, ...)
 
 static int get_varint(dec *d, size_t *pos, size_t end, uint64_t *v, const char *what)
 {
-    size_t at = *pos, used;
-    bb_uvarint_rc rc = at <= end ? bb_uvarint_read_u64(d->p + at, end - at, v, &used)
-                                 : BB_UVARINT_TRUNC;
-    if (rc == BB_UVARINT_TRUNC)
+    size_t at = *pos;
+    int rc = varint_at(d->p, end, pos, v);
+    if (rc == BB_ETRUNC)
         return dfail(d, BB_EDECODE, at, "%s: truncated varint", what);
     if (rc)
         return dfail(d, BB_EDECODE, at, "%s: varint longer than 64 bits", what);
-    *pos = at + used;
     return BB_OK;
 }
 
@@ -726,7 +734,6 @@ static int make_bytes(dec *d, const bb_type_node *t, size_t s, size_t len, bb_va
     return BB_OK;
 }
 
-/* Frees a partially built array of n values. */
 /* A decoder's scratch array of n item pointers: `stack` (room for cap)
  * when it fits, as most lists and batches are short, else calloc'd. */
 static bb_value **items_new(size_t n, bb_value **stack, size_t cap)

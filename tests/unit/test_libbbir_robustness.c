@@ -13,12 +13,11 @@
  *     no block behind.
  *
  * The sweeps count and fail allocations through support/alloc_fail.h,
- * which interposes malloc and friends in this executable. Where another allocator wins (AddressSanitizer in a
- * SAN=1 build, valgrind's replacement) the sweeps are skipped and the fuzz
- * still runs. Paths are relative to the repository
- * root, where scripts/run-tests runs every test.
+ * which interposes malloc and friends in this executable. Where another
+ * allocator wins (AddressSanitizer in a SAN=1 build, valgrind's
+ * replacement) the sweeps are skipped and the fuzz still runs. Paths are
+ * relative to the repository root, where scripts/run-tests runs every test.
  */
-#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -36,14 +35,12 @@
 
 #include "support/alloc_fail.h"
 
-#define SWEEPS_RUN AF_ACTIVE
-
 static const char *const EXAMPLES[] = {"testdata/split_learning.onnx", "testdata/federated.onnx"};
 #define N_EXAMPLES (sizeof EXAMPLES / sizeof EXAMPLES[0])
 
 /* ---- allocation failure sweeps (support/alloc_fail.h) -------------------------- */
 
-#if SWEEPS_RUN
+#if AF_ACTIVE
 /* Runs op(arg) with the Nth allocation failing, for N = 1, 2, ... until a
  * run makes fewer than N allocations. Every run must return BB_OK or
  * BB_ENOMEM, and (after its own cleanup inside op) leave af_live as it
@@ -77,7 +74,7 @@ static long sweep(const char *what, int (*op)(void *arg, bb_error *err), void *a
     }
     return runs;
 }
-#endif /* SWEEPS_RUN */
+#endif /* AF_ACTIVE */
 
 /* ---- helpers ----------------------------------------------------------------------- */
 
@@ -214,7 +211,7 @@ static void test_fuzz_example_models(void **state)
 
 /* ---- allocation-failure sweeps ------------------------------------------------------ */
 
-#if SWEEPS_RUN
+#if AF_ACTIVE
 typedef struct bytes {
     const uint8_t *p;
     size_t n;

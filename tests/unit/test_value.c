@@ -535,6 +535,54 @@ static void test_roundtrip_composites(void **state)
     free(big);
 }
 
+/* Lists and batches up to BB_VALUE_LIST_INLINE / BB_VALUE_BATCH_INLINE
+ * items live inside the value, longer ones in an array of their own: both
+ * sides of each bound build, round-trip (the decoder has the same bound)
+ * and keep their items in order. */
+static void test_inline_and_heap_lists(void **state)
+{
+    (void)state;
+    enum { MAX_N = BB_VALUE_LIST_INLINE + 1 };
+    const size_t list_ns[] = {BB_VALUE_LIST_INLINE, BB_VALUE_LIST_INLINE + 1};
+    for (size_t k = 0; k < 2; k++) {
+        size_t n = list_ns[k];
+        bb_value *pv[MAX_N], *cv[MAX_N];
+        for (size_t i = 0; i < n; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "peer%zu", i);
+            pv[i] = peer(name);
+            cv[i] = bb_value_u64(&BB_TYPE_U64, 100 + i);
+        }
+        bb_value *list = bb_value_list(&BB_TYPE_PEER_ID_VEC, pv, n);
+        bb_value *comp = bb_value_list(&BB_TYPE_COMPOSITE, cv, n);
+        assert_non_null(list);
+        assert_non_null(comp);
+        assert_int_equal(list->u.list.n, n);
+        assert_memory_equal(list->u.list.items[n - 1]->u.bytes.data, "peer", 4);
+        assert_true(comp->u.list.items[n - 1]->u.u64 == 100 + n - 1);
+        roundtrip(list);
+        roundtrip(comp);
+    }
+    const size_t batch_ns[] = {BB_VALUE_BATCH_INLINE, BB_VALUE_BATCH_INLINE + 1};
+    for (size_t k = 0; k < 2; k++) {
+        size_t n = batch_ns[k];
+        bb_value *items[BB_VALUE_BATCH_INLINE + 1], *peers[BB_VALUE_BATCH_INLINE + 1];
+        for (size_t i = 0; i < n; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "from%zu", i);
+            items[i] = bb_value_u64(&BB_TYPE_U64, 7 * i);
+            peers[i] = peer(name);
+        }
+        bb_value *batch = bb_value_response_batch(items, peers, n);
+        assert_non_null(batch);
+        assert_int_equal(batch->u.batch.n, n);
+        assert_true(batch->u.batch.items[n - 1]->u.u64 == 7 * (n - 1));
+        assert_int_equal(batch->u.batch.peers[n - 1]->u.bytes.len, 5);
+        assert_memory_equal(batch->u.batch.peers[0]->u.bytes.data, "from0", 5);
+        roundtrip(batch);
+    }
+}
+
 static void test_exact_encodings(void **state)
 {
     (void)state;
@@ -1074,6 +1122,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_every_type),
         cmocka_unit_test(test_roundtrip_tensors),
         cmocka_unit_test(test_roundtrip_composites),
+        cmocka_unit_test(test_inline_and_heap_lists),
         cmocka_unit_test(test_exact_encodings),
         cmocka_unit_test(test_decode_onnx_tensors),
         cmocka_unit_test(test_decode_tensor_buf_adopts),
