@@ -78,15 +78,28 @@ static void log_errno(bbd_daemon *d, const char *what)
     }
 }
 
+/* A timerfd the loop saw readable: read its expiry count so it stops
+ * being readable (EAGAIN: already read, nothing to clear). */
+static void timer_fd_drain(bbd_daemon *d, int fd, const char *what)
+{
+    uint64_t expirations;
+    if (read(fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+        log_errno(d, what);
+}
+
+static struct timespec timespec_of_ns(uint64_t ns)
+{
+    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000ull),
+                             .tv_nsec = (long)(ns % 1000000000ull)};
+}
+
 /* The deadline timerfd fired (or was already due): clear it, then poll. */
 static void on_deadline(uv_poll_t *h, int status, int events)
 {
     (void)status;
     (void)events;
     bbd_daemon *d = h->data;
-    uint64_t expirations;
-    if (read(d->deadline_fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
-        log_errno(d, "deadline timer read");
+    timer_fd_drain(d, d->deadline_fd, "deadline timer read");
     d->deadline_armed = 0;
     poll_engine(d);
 }
@@ -123,10 +136,8 @@ static void arm_deadline(bbd_daemon *d, uint64_t dl)
 {
     if (d->deadline_armed && d->deadline_armed <= dl)
         return;
-    struct itimerspec its = {.it_value = {.tv_sec = (time_t)(dl / 1000000000ull),
-                                          .tv_nsec = (long)(dl % 1000000000ull)}};
-    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
-        its.it_value.tv_nsec = 1; /* zero would disarm it */
+    /* dl > 0 (schedule polls at once for 0): a zero it_value would disarm */
+    struct itimerspec its = {.it_value = timespec_of_ns(dl)};
     if (timerfd_settime(d->deadline_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
         log_errno(d, "deadline timer arm");
         uv_idle_start(&d->repoll, on_repoll); /* poll again rather than miss it */
@@ -655,7 +666,6 @@ static void close_all(bbd_daemon *d)
         close_handle(d, (uv_handle_t *)&d->wake);
         close_handle(d, (uv_handle_t *)&d->repoll);
         close_handle(d, (uv_handle_t *)&d->deadline);
-        d->deadline_armed = 0;
         close_handle(d, (uv_handle_t *)&d->tick);
         close_handle(d, (uv_handle_t *)&d->sig_term);
         close_handle(d, (uv_handle_t *)&d->sig_int);
@@ -766,9 +776,7 @@ static void on_notify_tick(uv_poll_t *h, int status, int events)
     (void)status;
     (void)events;
     bbd_daemon *d = h->data;
-    uint64_t expirations;
-    if (read(d->tick_fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
-        log_errno(d, "notify timer read");
+    timer_fd_drain(d, d->tick_fd, "notify timer read");
     if (d->watchdog_on)
         bbd_notify_send(&d->notify, "WATCHDOG=1");
     uint64_t now = uv_now(&d->loop);
@@ -1006,7 +1014,7 @@ static void announce_ready(bbd_daemon *d)
     if (!wd && !bbd_notify_enabled(&d->notify))
         return;
     uint64_t period = wd && wd < STATUS_PERIOD_MS ? wd : STATUS_PERIOD_MS;
-    struct timespec ts = {.tv_sec = (time_t)(period / 1000), .tv_nsec = (long)(period % 1000) * 1000000};
+    struct timespec ts = timespec_of_ns(period * 1000000ull);
     struct itimerspec its = {.it_interval = ts, .it_value = ts};
     d->status_due_ms = uv_now(&d->loop) + STATUS_PERIOD_MS;
     if (timerfd_settime(d->tick_fd, 0, &its, NULL) < 0)

@@ -92,7 +92,6 @@ typedef struct bbd_daemon {
     uv_timer_t dial_timer;     /* daemon_dial.c */
     bbd_dial_peer *dial;       /* configured peers first, then dropped ones */
     size_t n_dial, dial_cap;
-    bool dial_seeded;
 } bbd_daemon;
 
 /* Run a node with a finished config (bbd_config_finish). Returns the exit

@@ -62,13 +62,16 @@ static void drop_at(bbd_daemon *d, size_t i)
     d->dial[i] = d->dial[--d->n_dial];
 }
 
-/* Dial p now. Returns true when a connection is open; false when the dial
- * was started or could not be (no usable address). */
-static bool dial_one(bbd_daemon *d, const bbd_dial_peer *p, bool *forget)
+typedef enum {
+    DIAL_STARTED, /* under way: seen open later, or counted a failure */
+    DIAL_OPEN,    /* a connection is open now */
+    DIAL_NOTHING, /* nothing to dial: no address announced, or this node */
+} dial_result;
+
+static dial_result dial_one(bbd_daemon *d, const bbd_dial_peer *p)
 {
     bool open = false;
     int rc;
-    *forget = false;
     if (p->configured) {
         const bbd_peer_cfg *cp = &d->cfg->peers[p->cfg_index];
         bbd_addr a = {cp->addr, cp->addr_len};
@@ -78,69 +81,62 @@ static bool dial_one(bbd_daemon *d, const bbd_dial_peer *p, bool *forget)
         size_t n = bb_engine_peer_addrs(d->engine, &p->id, &ea);
         bbd_addr a[LOST_ADDRS_MAX];
         n = n < LOST_ADDRS_MAX ? n : LOST_ADDRS_MAX;
+        if (!n)
+            return DIAL_NOTHING;
         for (size_t i = 0; i < n; i++)
             a[i] = (bbd_addr){ea[i].data, ea[i].len};
-        if (!n) {
-            *forget = true; /* nothing announced to dial */
-            return false;
-        }
         rc = bbd_transport_connect(d->transport, &p->id, a, n, &open);
     }
     if (rc == BB_EINVAL) /* this node itself: nothing to keep */
-        *forget = true;
-    return open;
+        return DIAL_NOTHING;
+    return open ? DIAL_OPEN : DIAL_STARTED;
+}
+
+/* p is due: dial it and set when it is due next. False when p leaves the
+ * list (a dropped peer that is back, or has nothing to dial); a configured
+ * peer always stays. */
+static bool dial_due(bbd_daemon *d, bbd_dial_peer *p, uint64_t now)
+{
+    switch (dial_one(d, p)) {
+    case DIAL_OPEN:
+        dial_reset(p);
+        return p->configured;
+    case DIAL_NOTHING:
+        p->due_ms = UINT64_MAX; /* never again */
+        return p->configured;
+    case DIAL_STARTED:
+        break;
+    }
+    p->dialing = true;
+    p->delay_ms = !p->delay_ms                         ? DIAL_FIRST_RETRY_MS
+                  : p->delay_ms >= DIAL_MAX_RETRY_MS / 2 ? DIAL_MAX_RETRY_MS
+                                                         : 2 * p->delay_ms;
+    p->due_ms = now + p->delay_ms; /* checked again then: open, or dial again */
+    return true;
 }
 
 void bbd_daemon_dial(bbd_daemon *d)
 {
-    bbd_config *c = d->cfg;
     if (d->stopping || !d->handles_open || !d->transport)
         return;
-    if (!d->dial_seeded) { /* the configured peers come first, in config order */
-        d->dial_seeded = true;
-        for (size_t i = 0; i < c->n_peers && d->n_dial < d->dial_cap; i++)
-            d->dial[d->n_dial++] =
-                (bbd_dial_peer){.id = c->peers[i].id, .configured = true, .cfg_index = (uint32_t)i};
-    }
     uint64_t now = uv_now(&d->loop), next = UINT64_MAX;
     bool kick = false;
     for (size_t i = 0; i < d->n_dial;) {
         bbd_dial_peer *p = &d->dial[i];
-        if (!p->configured && now - p->lost_ms >= LOST_REDIAL_MS) {
-            drop_at(d, i);
-            continue;
-        }
-        if (now >= p->due_ms) {
+        bool keep = p->configured || now - p->lost_ms < LOST_REDIAL_MS;
+        if (keep && now >= p->due_ms) {
             if (p->dialing) { /* the last dial is still not open: a failure */
                 bb_engine_report_send(d->engine, &p->id, false);
                 kick = true;
             }
-            bool forget;
-            if (dial_one(d, p, &forget)) {
-                dial_reset(p);
-                if (!p->configured) { /* back: connected, nothing left to do */
-                    drop_at(d, i);
-                    continue;
-                }
-                i++;
-                continue;
-            }
-            if (forget) {
-                if (p->configured) {
-                    p->due_ms = UINT64_MAX; /* never again */
-                    i++;
-                } else {
-                    drop_at(d, i);
-                }
-                continue;
-            }
-            p->dialing = true;
-            p->delay_ms = !p->delay_ms                         ? DIAL_FIRST_RETRY_MS
-                          : p->delay_ms >= DIAL_MAX_RETRY_MS / 2 ? DIAL_MAX_RETRY_MS
-                                                                 : 2 * p->delay_ms;
-            p->due_ms = now + p->delay_ms; /* checked again then: open, or dial again */
+            keep = dial_due(d, p, now);
         }
-        next = p->due_ms < next ? p->due_ms : next;
+        if (!keep) {
+            drop_at(d, i);
+            continue;
+        }
+        if (p->dialing) /* only a dial under way has a retry; an open peer waits for dial_lost */
+            next = p->due_ms < next ? p->due_ms : next;
         i++;
     }
     if (kick)
@@ -180,7 +176,13 @@ void bbd_daemon_dial_init(bbd_daemon *d)
     uv_timer_init(&d->loop, &d->dial_timer);
     d->dial_timer.data = d;
     /* configured peers, then up to LOST_MAX dropped ones: one allocation
-     * (out of memory: no dialing; sends still connect on demand) */
-    d->dial = calloc(d->cfg->n_peers + LOST_MAX, sizeof *d->dial);
-    d->dial_cap = d->dial ? d->cfg->n_peers + LOST_MAX : 0;
+     * (out of memory: no dialing; sends still connect on demand). The
+     * configured ones go in now, in config order, so a drop reported before
+     * the first dial finds them rather than adding them twice. */
+    bbd_config *c = d->cfg;
+    d->dial = calloc(c->n_peers + LOST_MAX, sizeof *d->dial);
+    d->dial_cap = d->dial ? c->n_peers + LOST_MAX : 0;
+    for (size_t i = 0; d->dial && i < c->n_peers; i++)
+        d->dial[d->n_dial++] =
+            (bbd_dial_peer){.id = c->peers[i].id, .configured = true, .cfg_index = (uint32_t)i};
 }

@@ -12,7 +12,12 @@
 
 #include "bbd/host/daemon.h"
 
-#define DAEMON_FIELD(k, gauge, help) {#k, help, gauge, offsetof(bbd_daemon, k)}
+/* The field k of struct type: its name is its key. bbd_stat_value reads
+ * a uint64_t there; a field of another size does not compile. */
+#define STAT_FIELD(type, k, gauge, help)                                                   \
+    {#k, help, gauge,                                                                      \
+     offsetof(type, k) + 0 * sizeof(char[sizeof(((type *)0)->k) == sizeof(uint64_t) ? 1 : -1])}
+#define DAEMON_FIELD(k, gauge, help) STAT_FIELD(bbd_daemon, k, gauge, help)
 const bbd_stat_field BBD_DAEMON_COUNTERS[] = {
     DAEMON_FIELD(polls, false, "engine poll cycles"),
     DAEMON_FIELD(backoff_dropped, false, "envelopes held back because their peer was in backoff"),
@@ -24,7 +29,7 @@ const bbd_stat_field BBD_DAEMON_COUNTERS[] = {
 };
 #undef DAEMON_FIELD
 
-#define TRANSPORT_FIELD(k, gauge, help) {#k, help, gauge, offsetof(bbd_transport_stats, k)}
+#define TRANSPORT_FIELD(k, gauge, help) STAT_FIELD(bbd_transport_stats, k, gauge, help)
 const bbd_stat_field BBD_TRANSPORT_TOTALS[] = {
     TRANSPORT_FIELD(bytes_in, false, "bytes received"),
     TRANSPORT_FIELD(bytes_out, false, "bytes sent"),
@@ -39,7 +44,7 @@ const bbd_stat_field BBD_TRANSPORT_TOTALS[] = {
 };
 #undef TRANSPORT_FIELD
 
-#define PEER_FIELD(k, gauge, help) {#k, help, gauge, offsetof(bbd_peer_stats, k)}
+#define PEER_FIELD(k, gauge, help) STAT_FIELD(bbd_peer_stats, k, gauge, help)
 const bbd_stat_field BBD_PEER_TOTALS[] = {
     PEER_FIELD(bytes_in, false, "bytes received from the peer"),
     PEER_FIELD(bytes_out, false, "bytes sent to the peer"),
@@ -50,6 +55,7 @@ const bbd_stat_field BBD_PEER_TOTALS[] = {
     {NULL, NULL, false, 0},
 };
 #undef PEER_FIELD
+#undef STAT_FIELD
 
 uint64_t bbd_stat_value(const bbd_stat_field *f, const void *stats)
 {

@@ -159,22 +159,28 @@ static void set_deadline(tcp_conn *c, uint64_t after_ms)
 
 /* ---- writing ---------------------------------------------------------------------- */
 
+/* A whole frame of wire bytes left through the socket (peer NULL: ours). */
+static void count_written(bbd_transport *t, bbd_peer *peer, size_t wire)
+{
+    t->stats.bytes_out += wire;
+    if (peer)
+        peer->bytes_out += wire;
+}
+
 static void write_cb(uv_write_t *req, int status)
 {
     tcp_write *w = (tcp_write *)req;
     tcp_conn *c = req->handle->data;
     bbd_transport *t = c->t;
-    if (status == 0)
-        t->stats.bytes_out += w->wire;
     bbd_peer *p = w->peer;
-    size_t len = w->pl.len, wire = w->wire;
+    size_t len = w->pl.len;
+    if (status == 0)
+        count_written(t, p, w->wire);
     /* Free before reporting: a sender that answers the report with its next
      * envelope gets this (cache-warm) memory back from malloc. */
     bbd__payload_free(&w->pl);
     free(w);
     if (p) {
-        if (status == 0)
-            p->bytes_out += wire;
         p->refs--;
         bbd__send_done(t, p, len, status == 0);
     }
@@ -240,13 +246,11 @@ static int write_bufs(tcp_conn *c, bbd_peer *peer, bbd_payload *pl, uv_buf_t *bu
         return rc;
     size_t done = rc > 0 ? (size_t)rc : 0;
     if (done == wire) {
-        t->stats.bytes_out += wire;
+        count_written(t, peer, wire);
         size_t len = pl->len;
         bbd__payload_free(pl);
-        if (peer) {
-            peer->bytes_out += wire;
+        if (peer)
             bbd__send_done_later(t, peer, len);
-        }
         return 0;
     }
     tcp_write *w = malloc(sizeof *w);

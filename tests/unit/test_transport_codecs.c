@@ -252,9 +252,10 @@ static void test_handshake_malformed(void **state)
     expect_error(bbd_handshake_decode(h->b, h->n, &out, &err), BB_EUNSUPPORTED, &err,
                  "version 0");
     size_t at = h->n;
+    char newer[32];
+    snprintf(newer, sizeof newer, "version %d is not", BBD_HANDSHAKE_VERSION + 1);
     put_version(h, BBD_HANDSHAKE_VERSION + 1);
-    expect_error(bbd_handshake_decode(h->b, h->n, &out, &err), BB_EUNSUPPORTED, &err,
-                 "version 3");
+    expect_error(bbd_handshake_decode(h->b, h->n, &out, &err), BB_EUNSUPPORTED, &err, newer);
     h->n = at; /* version 1 encoded the envelope stamps as varints */
     put_version(h, 1);
     expect_error(bbd_handshake_decode(h->b, h->n, &out, &err), BB_EUNSUPPORTED, &err,
