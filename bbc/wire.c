@@ -192,29 +192,20 @@ static int cmp_size(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Candidates gathered from the buckets, checked, deduplicated, in order. */
-typedef struct hits {
-    size_t *v;
-    size_t n, cap;
-    bool oom;
-} hits;
+/* Candidates gathered from the buckets, checked, deduplicated; in the
+ * caller's arena, so the answer needs no copy. */
+typedef BB_VEC(size_t) hits;
 
-static void hit(hits *h, size_t i)
+static int hit(bb_arena *a, hits *h, size_t i)
 {
     for (size_t k = 0; k < h->n; k++)
         if (h->v[k] == i)
-            return;
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 16;
-        size_t *v = realloc(h->v, cap * sizeof *v);
-        if (!v) {
-            h->oom = true;
-            return;
-        }
-        h->v = v;
-        h->cap = cap;
-    }
-    h->v[h->n++] = i;
+            return BB_OK;
+    size_t *slot = BB_VEC_PUSH(a, h);
+    if (!slot)
+        return BB_ENOMEM;
+    *slot = i;
+    return BB_OK;
 }
 
 int bbc_wire_receivers(const bbc_wire_ix *x, size_t s, bb_arena *a, const size_t **out, size_t *n)
@@ -222,32 +213,34 @@ int bbc_wire_receivers(const bbc_wire_ix *x, size_t s, bb_arena *a, const size_t
     const bb_function *f = x->f;
     const bb_node *sn = f->nodes.v[s];
     hits h = {0};
+    int rc = BB_OK;
+    *out = NULL;
+    *n = 0;
     if (is_pair_send(sn)) {
         const char *rop = is_op(sn, BB_OP_WIRE_SEND) ? BB_OP_WIRE_RECV : BB_OP_WIRE_RECV_REQ;
         const char *site = bbc_meta(sn, BBC_META_DEST_SITE);
         size_t cands[3] = {site ? bucket_head(&x->names, site) : NONE,
                            site ? NONE : bucket_head(&x->recv_port, bbc_meta(sn, BBC_META_PORT)),
                            site ? NONE : bucket_head(&x->recv_src, sn->name)};
-        for (int b = 0; b < 3; b++)
-            for (size_t i = cands[b]; i != NONE; i = b == 0 ? NONE : b == 1 ? x->next_port[i] : x->next_site[i])
+        for (int b = 0; b < 3 && rc == BB_OK; b++) {
+            /* the site bucket holds one node; the others are chained */
+            const size_t *next = b == 1 ? x->next_port : x->next_site;
+            for (size_t i = cands[b]; i != NONE && rc == BB_OK; i = b == 0 ? NONE : next[i])
                 if (is_op(f->nodes.v[i], rop) && port_match(sn, f->nodes.v[i]))
-                    hit(&h, i);
+                    rc = hit(a, &h, i);
+        }
     } else if (is_op(sn, BB_OP_WIRE_SEND_RESP)) {
         size_t q = traced(x, sn, 2, BB_OP_WIRE_RECV_REQ);
         size_t req = q == NONE ? NONE : bbc_wire_sender(x, q);
-        for (size_t i = req == NONE ? NONE : x->resp_head[req]; i != NONE; i = x->next_resp[i])
-            hit(&h, i);
+        size_t first = req == NONE ? NONE : x->resp_head[req];
+        for (size_t i = first; i != NONE && rc == BB_OK; i = x->next_resp[i])
+            rc = hit(a, &h, i);
     }
+    if (rc != BB_OK)
+        return rc; /* never a short answer */
     if (h.n > 1)
         qsort(h.v, h.n, sizeof *h.v, cmp_size);
-    size_t *v = h.n && !h.oom ? bb_arena_memdup(a, h.v, h.n * sizeof *h.v) : NULL;
-    free(h.v);
-    if (h.oom || (h.n && !v)) {
-        *out = NULL;
-        *n = 0;
-        return BB_ENOMEM;
-    }
-    *out = v;
+    *out = h.v;
     *n = h.n;
     return BB_OK;
 }

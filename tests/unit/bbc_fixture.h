@@ -135,6 +135,46 @@ static FX_UNUSED void fx_types(bbc_type_source *ts, bbc_type_array *arr)
     bbc_type_source_from_array(ts, arr);
 }
 
+/* ---- one bbc_compile -------------------------------------------------------------- */
+
+/* The inputs of a bbc_compile (in owned; no bindings yet, the fixture
+ * types, default options) and its outcome (out owned). */
+typedef struct fx_compiled {
+    bb_model *in, *out;
+    bbc_bindings b;
+    bbc_type_array arr;
+    bbc_type_source ts;
+    bbc_options o;
+    bbc_error err;
+    int rc;
+} fx_compiled;
+
+/* c over in (taken: fx_compiled_free frees it, also after a failure). */
+static FX_UNUSED int fx_compiled_init(fx_compiled *c, bb_model *in)
+{
+    memset(c, 0, sizeof *c);
+    c->in = in;
+    fx_types(&c->ts, &c->arr);
+    bbc_options_init(&c->o);
+    return bbc_bindings_init(&c->b);
+}
+
+/* Compile c->in into c->out (replacing the last output); c->rc. */
+static FX_UNUSED int fx_compiled_run(fx_compiled *c)
+{
+    bb_model_free(c->out);
+    c->out = NULL;
+    c->rc = bbc_compile(c->in, &c->o, &c->b, &c->ts, NULL, 0, &c->out, &c->err);
+    return c->rc;
+}
+
+static FX_UNUSED void fx_compiled_free(fx_compiled *c)
+{
+    bb_model_free(c->in);
+    bb_model_free(c->out);
+    bbc_bindings_free(&c->b);
+}
+
 /* ---- IR builder ---------------------------------------------------------------- */
 
 /* A model with one root function "M" (domain user.app) called from the graph,

@@ -17,7 +17,9 @@
 #define BBC_PROGRAMS_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "bb/model_io.h"
 #include "bb/recorder.h"
 
 #define FX_MLP_CONFIG "{\"layers\":[4,16,3],\"learning_rate\":0.05,\"batch_size\":16,\"seed\":7}"
@@ -140,6 +142,21 @@ static __attribute__((unused)) bb_model *fx_program(const char *name, bb_error *
         return fx_split_learning(err);
     bb_error_set(err, BB_EINVAL, "no fixture program '%s'", name);
     return NULL;
+}
+
+/* A fixture program as bbc reads it: recorded, then saved and loaded back
+ * (a model of its own, as from a file), or NULL (err says why). */
+static __attribute__((unused)) bb_model *fx_program_loaded(const char *name, bb_error *err)
+{
+    bb_model *rec = fx_program(name, err), *m = NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (rec && bb_model_save_mem(rec, &buf, &len, err) == BB_OK &&
+        bb_model_load_mem(buf, len, name, &m, err) != BB_OK)
+        m = NULL;
+    free(buf);
+    bb_model_free(rec);
+    return m;
 }
 
 #endif

@@ -21,69 +21,48 @@
 #include "bbc_programs.h"
 #include "support/alloc_fail.h"
 
-typedef struct job {
-    bb_model *in;
-    bbc_bindings b;
-    bbc_type_array arr;
-    bbc_type_source ts;
-    bbc_options o;
-} job;
-
-static void job_init(job *j, const char *program, const char *binding)
+/* A fixture program as bbc reads it, with one binding (may be NULL). */
+static void setup_compile(fx_compiled *c, const char *program, const char *binding)
 {
-    memset(j, 0, sizeof *j);
     bb_error e = {0};
-    bb_model *rec = fx_program(program, &e);
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (!rec || bb_model_save_mem(rec, &buf, &len, &e) != BB_OK ||
-        bb_model_load_mem(buf, len, program, &j->in, &e) != BB_OK)
+    bb_model *in = fx_program_loaded(program, &e);
+    if (!in)
         fail_msg("%s: %s", program, e.msg);
-    free(buf);
-    bb_model_free(rec);
-    assert_int_equal(bbc_bindings_init(&j->b), BB_OK);
+    assert_int_equal(fx_compiled_init(c, in), BB_OK);
     if (binding)
-        assert_int_equal(bbc_bindings_add_arg(&j->b, binding, NULL), BB_OK);
-    fx_types(&j->ts, &j->arr);
-    bbc_options_init(&j->o);
+        assert_int_equal(bbc_bindings_add_arg(&c->b, binding, NULL), BB_OK);
 }
 
-static void job_free(job *j)
+/* Compile and save: the artifact's bytes in *out (caller frees); c->out is
+ * freed again, so a sweep's leak count sees only what the compile kept. */
+static int compile_bytes(fx_compiled *c, uint8_t **out, size_t *len)
 {
-    bb_model_free(j->in);
-    bbc_bindings_free(&j->b);
-}
-
-/* Compile and save: the artifact's bytes in *out (caller frees). */
-static int compile_bytes(job *j, uint8_t **out, size_t *len, bbc_error *err)
-{
-    bb_model *m = NULL;
     *out = NULL;
     *len = 0;
-    int rc = bbc_compile(j->in, &j->o, &j->b, &j->ts, NULL, 0, &m, err);
+    int rc = fx_compiled_run(c);
     if (rc == BB_OK) {
         bb_error e = {0};
-        rc = bb_model_save_mem(m, out, len, &e);
+        rc = bb_model_save_mem(c->out, out, len, &e);
         if (rc != BB_OK)
-            memcpy(err->msg, e.msg, sizeof err->msg); /* "... out of memory" names it */
+            memcpy(c->err.msg, e.msg, sizeof c->err.msg); /* "... out of memory" names it */
     }
-    bb_model_free(m);
+    bb_model_free(c->out);
+    c->out = NULL;
     return rc;
 }
 
 static void sweep_program(const char *program, const char *binding)
 {
-    job j;
-    job_init(&j, program, binding);
+    fx_compiled c;
+    setup_compile(&c, program, binding);
     uint8_t *want = NULL;
     size_t want_len = 0;
-    bbc_error err = {0};
-    if (compile_bytes(&j, &want, &want_len, &err) != BB_OK)
-        fail_msg("%s: clean compile failed: %s: %s", program, err.pass, err.msg);
+    if (compile_bytes(&c, &want, &want_len) != BB_OK)
+        fail_msg("%s: clean compile failed: %s: %s", program, c.err.pass, c.err.msg);
     assert_true(want_len > 0);
     if (!af_interposed()) {
         free(want);
-        job_free(&j);
+        fx_compiled_free(&c);
         skip(); /* valgrind or a sanitizer owns malloc */
     }
     long runs = 0, completed_anyway = 0;
@@ -91,9 +70,9 @@ static void sweep_program(const char *program, const char *binding)
         uint8_t *got = NULL;
         size_t got_len = 0;
         long base = af_live;
-        memset(&err, 0, sizeof err);
+        memset(&c.err, 0, sizeof c.err);
         af_arm(n);
-        int rc = compile_bytes(&j, &got, &got_len, &err);
+        int rc = compile_bytes(&c, &got, &got_len);
         bool hit = af_failed;
         af_arm(0);
         if (rc == BB_OK) {
@@ -102,9 +81,9 @@ static void sweep_program(const char *program, const char *binding)
                          "clean compile (%zu bytes, want %zu)",
                          program, n, got_len, want_len);
             completed_anyway += hit;
-        } else if (!strstr(err.msg, "out of memory")) {
+        } else if (!strstr(c.err.msg, "out of memory")) {
             fail_msg("%s, allocation %ld failing: %s: %s: %s (want an out-of-memory error)",
-                     program, n, err.pass, bbc_errkind_name(err.kind), err.msg);
+                     program, n, c.err.pass, bbc_errkind_name(c.err.kind), c.err.msg);
         }
         free(got);
         if (af_live != base)
@@ -120,7 +99,7 @@ static void sweep_program(const char *program, const char *binding)
                   completed_anyway);
     assert_true(runs > 10);
     free(want);
-    job_free(&j);
+    fx_compiled_free(&c);
 }
 
 /* The sweeps compare against one clean compile: compiling is deterministic
@@ -131,19 +110,18 @@ static void test_clean_compiles_are_identical(void **state)
     static const char *const PROGRAMS[][2] = {{"federated", NULL},
                                               {"split_learning", "backend=cpu::CpuBackend"}};
     for (size_t i = 0; i < 2; i++) {
-        job j;
-        job_init(&j, PROGRAMS[i][0], PROGRAMS[i][1]);
+        fx_compiled c;
+        setup_compile(&c, PROGRAMS[i][0], PROGRAMS[i][1]);
         uint8_t *a = NULL, *b = NULL;
         size_t al = 0, bl = 0;
-        bbc_error err = {0};
-        if (compile_bytes(&j, &a, &al, &err) != BB_OK || compile_bytes(&j, &b, &bl, &err) != BB_OK)
-            fail_msg("%s: %s: %s", PROGRAMS[i][0], err.pass, err.msg);
+        if (compile_bytes(&c, &a, &al) != BB_OK || compile_bytes(&c, &b, &bl) != BB_OK)
+            fail_msg("%s: %s: %s", PROGRAMS[i][0], c.err.pass, c.err.msg);
         assert_true(al > 1000);
         assert_int_equal(al, bl);
         assert_memory_equal(a, b, al);
         free(a);
         free(b);
-        job_free(&j);
+        fx_compiled_free(&c);
     }
 }
 

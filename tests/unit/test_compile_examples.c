@@ -18,59 +18,20 @@
 #include "bbc_fixture.h"
 #include "bbc_programs.h"
 
-/* A fixture program (bbc_programs.h), as saved and loaded back. */
-static bb_model *load(const char *program)
+/* A fixture program (bbc_programs.h) as bbc reads it, checked after each pass. */
+static void setup_compile(fx_compiled *c, const char *program)
 {
     bb_error e = {0};
-    bb_model *rec = fx_program(program, &e), *m = NULL;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (!rec || bb_model_save_mem(rec, &buf, &len, &e) != BB_OK ||
-        bb_model_load_mem(buf, len, program, &m, &e) != BB_OK)
+    bb_model *in = fx_program_loaded(program, &e);
+    if (!in)
         fail_msg("%s: %s", program, e.msg);
-    free(buf);
-    bb_model_free(rec);
-    return m;
-}
-
-typedef struct compiled {
-    bb_model *in, *out;
-    bbc_bindings b;
-    bbc_type_array arr;
-    bbc_type_source ts;
-    bbc_options o;
-    bbc_error err;
-    int rc;
-} compiled;
-
-static void setup_compile(compiled *c, const char *path)
-{
-    memset(c, 0, sizeof *c);
-    c->in = load(path);
-    assert_int_equal(bbc_bindings_init(&c->b), BB_OK);
-    fx_types(&c->ts, &c->arr);
-    bbc_options_init(&c->o);
+    assert_int_equal(fx_compiled_init(c, in), BB_OK);
     c->o.verify_each = true;
 }
 
-static int run(compiled *c)
+static int compile_ok(fx_compiled *c)
 {
-    bb_model_free(c->out);
-    c->out = NULL;
-    c->rc = bbc_compile(c->in, &c->o, &c->b, &c->ts, NULL, 0, &c->out, &c->err);
-    return c->rc;
-}
-
-static void teardown_compile(compiled *c)
-{
-    bb_model_free(c->in);
-    bb_model_free(c->out);
-    bbc_bindings_free(&c->b);
-}
-
-static int compile_ok(compiled *c)
-{
-    if (run(c) != BB_OK)
+    if (fx_compiled_run(c) != BB_OK)
         fail_msg("compile failed: %s: %s: %s", c->err.pass, bbc_errkind_name(c->err.kind),
                  c->err.msg);
     return BB_OK;
@@ -86,7 +47,7 @@ static const char *meta(const bb_model *m, const char *k)
 static void test_federated_partitions(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "federated");
     compile_ok(&c);
     bb_model *o = c.out;
@@ -122,13 +83,13 @@ static void test_federated_partitions(void **state)
                                        BB_DOMAIN_ROLE_PEER_SELECTOR};
     for (size_t i = 0; i < sizeof DOMS / sizeof *DOMS; i++)
         assert_true(bb_opset_list_version(&o->opset_imports, DOMS[i]) >= 1);
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void test_federated_bindings(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "federated");
     compile_ok(&c);
     bb_model *o = c.out;
@@ -156,7 +117,7 @@ static void test_federated_bindings(void **state)
     const bb_node *boot = fx_find(fx_fn(o, "Server__bootstrap"), "Params", 0);
     assert_string_equal(bbc_meta(boot, BB_META_SLOT_ID), "1");
     assert_non_null(boot->name);
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 /* Recv -> DedupGateRx -> PeerHealthGateRx -> BackoffGateRx -> consumer, off
@@ -196,7 +157,7 @@ static const bb_node *check_rx_chain(const bb_function *f, const char *op, const
 static void test_federated_rx_chain(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "federated");
     compile_ok(&c);
     const bb_function *f = fx_fn(c.out, "Client");
@@ -210,7 +171,7 @@ static void test_federated_rx_chain(void **state)
     assert_string_equal(bbc_meta(rx, BBC_META_SRC_SITE), "Server/SendReqBatched_0");
     /* The response comes back through the engine's collector: no RX chain. */
     assert_int_equal(fx_count(fx_fn(c.out, "Server"), "DedupGateRx"), 0);
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void check_tx_chain(const bb_function *f, const char *op)
@@ -240,7 +201,7 @@ static void check_tx_chain(const bb_function *f, const char *op)
 static void test_federated_tx_chains(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "federated");
     compile_ok(&c);
     check_tx_chain(fx_fn(c.out, "Server"), "SendReqBatched");
@@ -252,7 +213,7 @@ static void test_federated_tx_chains(void **state)
     assert_ptr_equal(bbc_value_type(s, ph->outputs.v[0]), &BB_TYPE_TENSOR_F32);
     const bb_node *req = fx_find(s, "SendReqBatched", 0);
     assert_string_equal(fx_producer(s, req->inputs.v[1])->op_type, "Sample");
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static const bb_attr *slot_state(const bb_function *f, const char *slot)
@@ -276,7 +237,7 @@ static void assert_state(const bb_function *f, const char *slot, const char *jso
 static void test_per_class_construction_state(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "federated");
     static const char CLIENT_CFG[] = "{\"layers\":[4,8,3],\"seed\":11}";
     bb_attr *a = (bb_attr *)slot_state(fx_fn(c.in, "Client"), "model");
@@ -296,13 +257,13 @@ static void test_per_class_construction_state(void **state)
     assert_state(fx_fn(again, "Server"), "model", server_cfg);
     assert_state(fx_fn(again, "Client"), "model", CLIENT_CFG);
     bb_model_free(again);
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void test_federated_deadlines(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "federated");
     compile_ok(&c);
     const bb_function *s = fx_fn(c.out, "Server");
@@ -324,7 +285,7 @@ static void test_federated_deadlines(void **state)
     const bb_function *cl = fx_fn(c.out, "Client");
     assert_int_equal(bb_node_attr_int(fx_find(cl, "SendResp", 0), "deadline_ns", 0), 250000000);
     assert_string_equal(bbc_meta(fx_find(cl, "SendResp", 0), BB_META_DEST_CLASS), "Server");
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void assert_same_bytes(const bb_model *a, const bb_model *b)
@@ -346,7 +307,7 @@ static void assert_same_bytes(const bb_model *a, const bb_model *b)
 
 static void idempotent(const char *path, const char *bind)
 {
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, path);
     if (bind)
         assert_int_equal(bbc_bindings_add_arg(&c.b, bind, NULL), BB_OK);
@@ -366,7 +327,7 @@ static void idempotent(const char *path, const char *bind)
     assert_same_bytes(c.out, twice);
     bb_model_free(again);
     bb_model_free(twice);
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 /* The state's IR as bytes: the working model before partitioning, every
@@ -396,7 +357,7 @@ static size_t snapshot(const bbc_state *st, uint8_t **out)
     return total;
 }
 
-static void run_or_fail(compiled *c, bbc_state *st, const bbc_pass *p, const char *path,
+static void run_or_fail(fx_compiled *c, bbc_state *st, const bbc_pass *p, const char *path,
                         int round)
 {
     if (bbc_run_pass(st, p) != BB_OK)
@@ -409,7 +370,7 @@ static void run_or_fail(compiled *c, bbc_state *st, const bbc_pass *p, const cha
 /* Every pass, run a second time right after itself, changes nothing. */
 static void each_pass_idempotent(const char *path, const char *bind)
 {
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, path);
     if (bind)
         assert_int_equal(bbc_bindings_add_arg(&c.b, bind, NULL), BB_OK);
@@ -431,7 +392,7 @@ static void each_pass_idempotent(const char *path, const char *bind)
     }
     assert_non_null(st.out);
     bbc_state_free(&st);
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void test_each_pass_idempotent(void **state)
@@ -458,20 +419,20 @@ static void test_idempotent_split_learning(void **state)
 static void test_split_learning_unbound_backend(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "split_learning");
-    assert_int_equal(run(&c), BB_ECOMPILE);
+    assert_int_equal(fx_compiled_run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_UNBOUND_SLOT);
     assert_string_equal(c.err.pass, "validate_all_slots_bound");
     assert_non_null(strstr(c.err.msg, "'backend'"));
     assert_non_null(strstr(c.err.msg, "Backend"));
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void test_split_learning_partitions(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "split_learning");
     assert_int_equal(bbc_bindings_add_arg(&c.b, "backend=cpu::CpuBackend", NULL), BB_OK);
     compile_ok(&c);
@@ -490,13 +451,13 @@ static void test_split_learning_partitions(void **state)
                         "Protocol|framework_wire::BarrierNetworkReqResp|2");
     /* Types narrowed from the bound declarations. */
     assert_ptr_equal(bbc_value_type(f, fx_find(f, "Compress", 0)->outputs.v[0]), &BB_TYPE_TENSOR_U8);
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void test_bindings_file_config(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "split_learning");
     static const char JSON[] =
         "{\"bindings\": {\"backend\": {\"type\": \"cpu::CpuBackend\", \"config\": {\"threads\": 2}}}}";
@@ -514,45 +475,45 @@ static void test_bindings_file_config(void **state)
     assert_int_equal(bb_str_list_find(&f->attributes, "backend"), -1);
     assert_string_equal(bb_kv_get(&f->metadata, "ai.bytesandbrains.concrete_type.backend"),
                         "cpu::CpuBackend");
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void test_wrong_role(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "split_learning");
     assert_int_equal(bbc_bindings_add_arg(&c.b, "backend=nn::Mlp", NULL), BB_OK);
-    assert_int_equal(run(&c), BB_ECOMPILE);
+    assert_int_equal(fx_compiled_run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_WRONG_ROLE);
     assert_non_null(strstr(c.err.msg, "slot 'backend' needs role Backend"));
     assert_non_null(strstr(c.err.msg, "'nn::Mlp'"));
     assert_non_null(strstr(c.err.msg, "has role Model"));
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void test_unknown_type(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "split_learning");
     assert_int_equal(bbc_bindings_add_arg(&c.b, "backend=nope::Nothing", NULL), BB_OK);
-    assert_int_equal(run(&c), BB_ECOMPILE);
+    assert_int_equal(fx_compiled_run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_UNKNOWN_COMPONENT_TYPE);
     assert_non_null(strstr(c.err.msg, "nope::Nothing"));
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void test_ir_version_mismatch(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "federated");
     c.o.target_ir_version = 11;
-    assert_int_equal(run(&c), BB_ECOMPILE);
+    assert_int_equal(fx_compiled_run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_IR_VERSION_MISMATCH);
     assert_non_null(strstr(c.err.msg, "11"));
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 /* ---- user stages ------------------------------------------------------------------ */
@@ -603,7 +564,7 @@ static int failing_stage(void *state, bb_model *partition, bb_error *err)
 static void test_user_stages(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "federated");
     stage_log log = {0};
     bb_stage s1 = {sizeof s1, "stamp_tracing_ids", tracing_stage, &log};
@@ -636,19 +597,19 @@ static void test_user_stages(void **state)
     assert_int_equal(c.err.kind, BBC_E_STAGE_FAILED);
     assert_string_equal(c.err.pass, "bad_stage");
     assert_non_null(strstr(c.err.msg, "refusing on purpose"));
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void test_without_canonical_pass(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "federated");
     /* Without the TX backoff gate the final pre-flight names the gap. */
     const char *without[] = {"insert_backoff_gate_tx"};
     c.o.without = without;
     c.o.n_without = 1;
-    assert_int_equal(run(&c), BB_ECOMPILE);
+    assert_int_equal(fx_compiled_run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_INTERNAL);
     assert_string_equal(c.err.pass, "validate_runtime_complete");
     assert_non_null(strstr(c.err.msg, "BackoffGateTx"));
@@ -660,13 +621,13 @@ static void test_without_canonical_pass(void **state)
     compile_ok(&c);
     assert_int_equal(fx_count(fx_fn(c.out, "Server"), "BackoffGateTx"), 0);
     assert_int_equal(fx_count(fx_fn(c.out, "Server"), "PeerHealthGateTx"), 1);
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 static void test_check_and_error_print(void **state)
 {
     (void)state;
-    compiled c;
+    fx_compiled c;
     setup_compile(&c, "federated");
     bbc_error err;
     assert_int_equal(bbc_check(c.in, NULL, &c.ts, &err), BB_OK);
@@ -679,7 +640,7 @@ static void test_check_and_error_print(void **state)
     assert_string_equal(buf, "bbc: error: validate: UnknownOp: node 'x' (a::B)\n");
     assert_int_equal(bbc_errkind_parse("IncompatibleStorageOnEdge"),
                      BBC_E_INCOMPATIBLE_STORAGE_ON_EDGE);
-    teardown_compile(&c);
+    fx_compiled_free(&c);
 }
 
 int main(void)
