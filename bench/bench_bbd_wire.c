@@ -279,7 +279,7 @@ int main(void)
         bench_place(pinned);
         const char *where = pinned ? "same core (cpu 0)" : "unpinned";
         all_ok &= bench_rtt_compare(where, "bbd -> bbd", SMALL_FLOATS * 4, ROUNDS, WARMUP, TRIPS,
-                                    bbd_rtt, NULL, NULL);
+                                    bbd_rtt, NULL);
     }
     printf("(bbd: consecutive Clock stamps of Source's \"ack\" records, read from its Record\n"
            " ring after the run; p50/p99/mean over all rounds, the ratio the median of the\n"

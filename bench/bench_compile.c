@@ -251,8 +251,7 @@ static double time_first_compile(size_t n)
     if (read(fd[0], &dt, sizeof dt) != (ssize_t)sizeof dt)
         die("first compile", "the child reported nothing");
     close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
+    waitpid(pid, NULL, 0);
     return dt;
 }
 
@@ -351,7 +350,7 @@ int main(int argc, char **argv)
         n_sizes = 1;
     }
     /* First compiles before this process allocates (each in a fresh child). */
-    double first[3];
+    double first[sizeof SIZES / sizeof *SIZES];
     for (size_t s = 0; s < n_sizes; s++)
         first[s] = time_first_compile(SIZES[s]);
     double prev_t = 0, prev_n = 0, best_10k = 0, first_10k = 0, worst_growth = 0;

@@ -286,7 +286,7 @@ int main(void)
         bench_place(pinned);
         all_ok &= bench_rtt_compare(pinned ? "same core (cpu 0)" : "unpinned",
                                     "transport envelope", SMALL, ROUNDS, WARMUP, TRIPS,
-                                    transport_rtt, NULL, NULL);
+                                    transport_rtt, NULL);
     }
     bench_place(false);
     char title[96];

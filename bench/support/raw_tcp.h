@@ -25,21 +25,17 @@ double bench_raw_stream(int mib);
 
 /* ---- comparing a path with the baselines ---- */
 
-/* The round-trip table: bench_rtt_header, then rows. A negative figure
- * prints blank. */
+/* The round-trip table's header; bench_rtt_compare prints its rows. */
 void bench_rtt_header(void);
-void bench_rtt_row(const char *placement, const char *path, double p50_us, double p99_us,
-                   double mean_us, double ratio, const char *target);
 
 /* In the current placement, `rounds` rounds, each a raw ping-pong of size
  * bytes (warmup + trips round trips) then path(lat, ud) filling lat[trips]
  * (ns); prints the raw row and the path's row (p50, p99 and mean over all
  * rounds; the ratio is the median over rounds of path p50 / raw p50, each
- * pair run back to back; target <= 1.5). *raw_mean (when not NULL) gets the raw mean
- * round trip (ns). Returns whether the target was met. */
+ * pair run back to back; target <= 1.5). Returns whether the target was
+ * met. */
 bool bench_rtt_compare(const char *placement, const char *path_name, size_t size, int rounds,
-                       int warmup, int trips, void (*path)(double *lat, void *ud), void *ud,
-                       double *raw_mean);
+                       int warmup, int trips, void (*path)(double *lat, void *ud), void *ud);
 
 /* `rounds` rounds, each a raw stream of mib MiB then path(ud) (MiB/s),
  * back to back so a pair sees the same load from elsewhere; prints the

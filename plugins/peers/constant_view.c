@@ -57,21 +57,23 @@ static int parse_addrs(const constant_view *v, size_t i, const cJSON *list, bb_v
         return bb_error_set(err, BB_ECONFIG, "%s: peers[%zu].addrs must be a list of at most %d "
                             "multiaddrs", v->sel.who, i, MAX_ADDRS);
     bb_value *items[MAX_ADDRS];
-    int k = 0, rc = BB_OK;
-    for (; !rc && k < n; k++) {
-        const cJSON *a = cJSON_GetArrayItem(list, k);
+    int made = 0, rc = BB_OK; /* items[0 .. made) exist */
+    while (!rc && made < n) {
+        const cJSON *a = cJSON_GetArrayItem(list, made);
         uint8_t *bin = NULL;
         size_t len = 0;
         bb_error e = {0};
         if (!cJSON_IsString(a) || bb_multiaddr_parse_alloc(a->valuestring, &bin, &len, &e))
-            rc = bb_error_set(err, BB_ECONFIG, "%s: peers[%zu].addrs[%d]: %s", v->sel.who, i, k,
-                              cJSON_IsString(a) ? e.msg : "not a string");
-        else if (!(items[k] = bb_value_bytes(&BB_TYPE_MULTIADDRESS, bin, len)))
+            rc = bb_error_set(err, BB_ECONFIG, "%s: peers[%zu].addrs[%d]: %s", v->sel.who, i,
+                              made, cJSON_IsString(a) ? e.msg : "not a string");
+        else if (!(items[made] = bb_value_bytes(&BB_TYPE_MULTIADDRESS, bin, len)))
             rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory", v->sel.who);
+        else
+            made++;
         free(bin);
     }
-    if (rc) { /* items[0 .. k-1) were made */
-        for (int j = 0; j < k - 1; j++)
+    if (rc) {
+        for (int j = 0; j < made; j++)
             bb_value_unref(items[j]);
         return rc;
     }
