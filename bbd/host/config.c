@@ -185,6 +185,7 @@ static int get_string(loader *ld, const cJSON *v, const char *key, const char **
 
 static int get_uint(loader *ld, const cJSON *v, const char *key, uint64_t max, uint64_t *out)
 {
+    *out = 0; /* set on every path: the compiler cannot see bad() never returns BB_OK */
     if (cJSON_IsNumber(v)) {
         double d = v->valuedouble;
         if (d >= 0 && d <= JSON_MAX_INT && d == (double)(uint64_t)d && (uint64_t)d <= max) {

@@ -46,6 +46,8 @@ static int read_bytes(const uint8_t *p, size_t n, size_t *pos, const char *what,
 {
     uint64_t l;
     size_t start = *pos;
+    *data = NULL; /* set on every path: the compiler cannot see bb_error_set() is never BB_OK */
+    *len = 0;
     int rc = read_varint(p, n, pos, what, &l, err);
     if (rc)
         return rc;

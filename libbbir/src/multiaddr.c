@@ -232,6 +232,8 @@ static int decode_all(const uint8_t *addr, size_t len, bb_multiaddr_component *c
     bool more = true;
     bb_multiaddr_iter_init(&it, addr, len);
     size_t k = 0;
+    if (n) /* set on every path: the compiler cannot see bb_error_set() is never BB_OK */
+        *n = 0;
     for (;;) {
         int rc = bb_multiaddr_iter_next(&it, &c, &more, err);
         if (rc)
@@ -593,6 +595,8 @@ static int split_decoded(const bb_multiaddr_component *comps, size_t nc, size_t 
                          size_t *first_intra, size_t *transport_len, bb_error *err)
 {
     size_t k = 0;
+    *first_intra = 0; /* see decode_all */
+    *transport_len = 0;
     while (k < nc && !is_intra(comps[k].code))
         k++;
     for (size_t j = k; j < nc; j++)

@@ -435,9 +435,12 @@ static int dfail(dec *d, int code, size_t off, const char *fmt, ...)
     return code;
 }
 
+/* Both readers zero their output first: callers read it only on BB_OK, but
+ * the compiler cannot see that dfail() never returns BB_OK. */
 static int get_varint(dec *d, size_t *pos, size_t end, uint64_t *v, const char *what)
 {
     size_t at = *pos;
+    *v = 0;
     int rc = varint_at(d->p, end, pos, v);
     if (rc == BB_ETRUNC)
         return dfail(d, BB_EDECODE, at, "%s: truncated varint", what);
@@ -451,6 +454,7 @@ static int get_len(dec *d, size_t *pos, size_t end, size_t *len, const char *wha
 {
     uint64_t v;
     size_t at = *pos;
+    *len = 0;
     int rc = get_varint(d, pos, end, &v, what);
     if (rc)
         return rc;
@@ -558,6 +562,7 @@ static const char *typed_field_name(uint32_t f)
 static int typed_elems(dec *d, const pbfield *f, size_t *n, uint8_t *out, size_t es, size_t *idx)
 {
     uint32_t ewt = typed_elem_wt(f->num);
+    *n = 0; /* see get_varint */
     if (f->wt != WT_LEN) { /* one unpacked element */
         if (f->wt != ewt)
             return dfail(d, BB_EDECODE, f->tag_off, "tensor %s: wrong wire type %u",
