@@ -110,7 +110,7 @@ endif
 #   PLUGIN_CFLAGS_NAME and PLUGIN_LIBS_NAME
 -include $(wildcard plugins/*/build.mk)
 
-.PHONY: all deps check check-unit check-integration demo bench install clean examples programs
+.PHONY: all deps check check-unit check-integration demo bench footprint install clean examples programs
 .SECONDARY:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
@@ -226,6 +226,11 @@ programs: $(LIBBBIR_SO) $(LIBBBIR_A) $(BINS) $(PLUGINS)
 bench: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+
+# what one bbd->bbd round trip executes and touches, per node (callgrind)
+footprint: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) programs $(TPLUGINS)
+	@BUILD=$(B) scripts/footprint
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/bb \

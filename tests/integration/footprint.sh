@@ -1,0 +1,56 @@
+#!/bin/bash
+# footprint.sh — scripts/footprint, shortened to 1 s per node: it prints a
+# row per node with round trips and plausible per-trip figures, gives the
+# same counts for the same build twice (the reason it exists), rejects bad
+# arguments, and leaves no process or temporary directory behind. Under
+# SAN=1 only the argument checks run: valgrind cannot run sanitized binaries.
+source "$(dirname "$0")/bbd_common.bash"
+
+FP=scripts/footprint
+export BUILD=$(realpath --relative-to="$PWD" "$BB_BUILD")
+
+$FP Client >"$TMP/usage.out" 2>&1
+[ $? = 2 ] && grep -q '^footprint: usage: ' "$TMP/usage.out" &&
+    ok "an unknown node is a usage error (exit 2)" || not_ok "unknown node" "$TMP/usage.out"
+FOOTPRINT_SECONDS=soon $FP Sink >"$TMP/secs.out" 2>&1
+[ $? = 1 ] && grep -q '^footprint: error: FOOTPRINT_SECONDS must be a number' "$TMP/secs.out" &&
+    ok "a bad FOOTPRINT_SECONDS exits 1 naming it" || not_ok "bad FOOTPRINT_SECONDS" "$TMP/secs.out"
+
+if ldd "$BBD" | grep -q libasan; then
+    $FP Sink >"$TMP/san.out" 2>&1
+    [ $? = 1 ] && grep -q 'AddressSanitizer build' "$TMP/san.out" &&
+        ok "a sanitized build is refused with a clear line" || not_ok "sanitized build" "$TMP/san.out"
+    finish
+fi
+
+# row NODE FILE -> "trips instructions code data" of NODE's row
+row() { awk -v n="$1" '$1 == n { print $2, $3, $4, $5 }' "$2"; }
+
+FOOTPRINT_SECONDS=1 timeout -k 5 180 $FP >"$TMP/both.out" 2>&1
+rc=$?
+[ $rc = 0 ] && ok "scripts/footprint runs both nodes (exit 0)" || not_ok "footprint exit $rc" "$TMP/both.out"
+for node in Sink Source; do
+    read -r trips ir code data <<<"$(row $node "$TMP/both.out")"
+    # a round trip runs thousands of instructions over hundreds of lines
+    [ "${trips:-0}" -gt 100 ] && [ "${ir:-0}" -gt 2000 ] && [ "$ir" -lt 200000 ] &&
+        [ "${code:-0}" -gt 100 ] && [ "$code" -lt "$ir" ] && [ "${data:-0}" -gt 50 ] &&
+        ok "$node: $trips round trips, $ir instructions, $code code and $data data lines each" ||
+        not_ok "$node row (trips=${trips:-} ir=${ir:-} code=${code:-} data=${data:-})" "$TMP/both.out"
+done
+
+FOOTPRINT_SECONDS=1 timeout -k 5 120 $FP Sink >"$TMP/again.out" 2>&1
+read -r _ ir1 code1 _ <<<"$(row Sink "$TMP/both.out")"
+read -r _ ir2 code2 _ <<<"$(row Sink "$TMP/again.out")"
+if [ -n "${ir1:-}" ] && [ -n "${ir2:-}" ] &&
+    "$PY" -c "import sys; a,b,c,d=map(float,sys.argv[1:]); sys.exit(not (abs(a-b)<=0.01*a and abs(c-d)<=0.01*c))" \
+        "$ir1" "$ir2" "$code1" "$code2"; then
+    ok "the same build counts the same twice (Sink: $ir1 vs $ir2 instructions, $code1 vs $code2 code lines)"
+else
+    not_ok "repeat run differs (Sink: ${ir1:-?} vs ${ir2:-?} instructions, ${code1:-?} vs ${code2:-?} lines)" "$TMP/again.out"
+fi
+
+pgrep -f '/tmp/footprint\.' >/dev/null && not_ok "a footprint node outlived the script" ||
+    ok "no footprint process left"
+ls -d /tmp/footprint.* >/dev/null 2>&1 && not_ok "a footprint temporary directory was left" ||
+    ok "no temporary directory left"
+finish
