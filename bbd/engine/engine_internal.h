@@ -651,7 +651,7 @@ static inline void bb__budget_release(bb_engine *e, size_t n)
 }
 
 /* ---- engine.c ------------------------------------------------------------------------------------ */
-int bb__fail(bb_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int bb__fail(bb_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
 uint64_t bb__rng_next(bb_engine *e);
 /* Budget: charge n bytes (false when the budget would be exceeded). */
 bool bb__budget_charge(bb_engine *e, size_t n);
@@ -693,7 +693,7 @@ void bb__exec_free_all(bb_engine *e);
 /* ---- dispatch.c ----------------------------------------------------------------------------------------- */
 /* Drain the frontier until empty or the op budget runs out. */
 void bb__drain_frontier(bb_engine *e);
-void bb__op_failed(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg);
+void bb__op_failed(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg) __attribute__((cold));
 /* Async suspension bookkeeping for framework ops. */
 void bb__park_begin(bb_engine *e, bb__exec *x);
 /* Resume a parked op: write outs[0..n) (taken; NULL skips) and drop the park. */
@@ -702,7 +702,7 @@ void bb__park_resume(bb_engine *e, uint32_t opi, bb__exec *x, bb_value **outs, u
  * each written slot carries its charge, an unwritten output gives it back. */
 void bb__park_resume_charged(bb_engine *e, uint32_t opi, bb__exec *x, bb_value **outs,
                              uint32_t n);
-void bb__park_fail(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg);
+void bb__park_fail(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg) __attribute__((cold));
 /* Is the op parked behind an in-flight bootstrap? */
 bool bb__op_locked(bb_engine *e, uint32_t opi, const bb__exec *x);
 

@@ -206,10 +206,10 @@ struct bbd_transport {
 
 /* ---- transport.c ---------------------------------------------------------------- */
 void bbd__log(bbd_transport *t, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4), cold));
 /* A log line caused by a remote peer: rate-limited to BBD_LOG_BURST/s. */
 void bbd__log_remote(bbd_transport *t, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4), cold));
 void bbd__handle_init(bbd_transport *t);
 void bbd__handle_closed(bbd_transport *t);
 /* uv_close callback for a handle of the transport's own (data: t). */

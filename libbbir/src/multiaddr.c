@@ -307,7 +307,7 @@ typedef struct text_ctx {
 } text_ctx;
 
 static int text_fail(const text_ctx *t, int code, size_t off, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5), cold));
 static int text_fail(const text_ctx *t, int code, size_t off, const char *fmt, ...)
 {
     char q[72], msg[BB_ERROR_MSG_MAX];

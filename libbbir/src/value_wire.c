@@ -417,7 +417,7 @@ typedef struct dec {
 } dec;
 
 static int dfail(dec *d, int code, size_t off, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5), cold));
 
 static int dfail(dec *d, int code, size_t off, const char *fmt, ...)
 {

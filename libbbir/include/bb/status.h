@@ -58,11 +58,11 @@ const char *bb_status_str(int code);
 
 /* Fill err (may be NULL) and return code. printf-style message. */
 int bb_error_set(bb_error *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-int bb_error_setv(bb_error *err, int code, const char *fmt, va_list ap);
+    __attribute__((format(printf, 3, 4), cold));
+int bb_error_setv(bb_error *err, int code, const char *fmt, va_list ap) __attribute__((cold));
 /* Prefix an existing message: "<prefix>: <old message>". Returns err->code. */
 int bb_error_prefix(bb_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3), cold));
 void bb_error_clear(bb_error *err);
 
 #endif
