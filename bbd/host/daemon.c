@@ -68,6 +68,7 @@ static void join(char *out, size_t cap, const char *const *v, size_t n, const ch
 static void poll_engine(bbd_daemon *d);
 
 static void on_repoll(uv_idle_t *h) { poll_engine(h->data); }
+
 static void log_errno(bbd_daemon *d, const char *what)
 {
     int e = errno;
@@ -777,7 +778,7 @@ static void on_notify_tick(uv_poll_t *h, int status, int events)
     (void)events;
     bbd_daemon *d = h->data;
     timer_fd_drain(d, d->tick_fd, "notify timer read");
-    if (d->watchdog_on)
+    if (bbd_notify_watchdog_period_ms(&d->notify))
         bbd_notify_send(&d->notify, "WATCHDOG=1");
     uint64_t now = uv_now(&d->loop);
     if (now >= d->status_due_ms) {
@@ -1010,8 +1011,7 @@ static void announce_ready(bbd_daemon *d)
     uint64_t wd = bbd_notify_watchdog_period_ms(&d->notify);
     if (wd)
         bbd_notify_send(&d->notify, "WATCHDOG=1");
-    d->watchdog_on = wd != 0;
-    if (!wd && !bbd_notify_enabled(&d->notify))
+    if (!bbd_notify_enabled(&d->notify)) /* also no watchdog: it needs the socket */
         return;
     uint64_t period = wd && wd < STATUS_PERIOD_MS ? wd : STATUS_PERIOD_MS;
     struct timespec ts = timespec_of_ns(period * 1000000ull);

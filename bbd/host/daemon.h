@@ -65,7 +65,6 @@ typedef struct bbd_daemon {
     uint64_t deadline_armed; /* the engine time it is armed for, 0: none */
     uv_poll_t tick; /* on tick_fd: WATCHDOG=1 and STATUS= (daemon.c: on_notify_tick) */
     int tick_fd;
-    bool watchdog_on;
     uint64_t status_due_ms; /* loop time of the next STATUS= refresh */
     uv_signal_t sig_term, sig_int, sig_hup;
     bool handles_open;

@@ -18,7 +18,6 @@
 static const uint8_t MAGIC[8] = {'B', 'B', 'D', 'S', 'N', 'A', 'P', 0};
 #define VERSION 1u
 
-
 static int write_all(int fd, const uint8_t *p, size_t n)
 {
     while (n) {
