@@ -199,6 +199,14 @@ static void api_abandon(bb_completion *c)
         complete_common((bb__handle *)c, BB_ERUNTIME, NULL, 0, "completion abandoned");
 }
 
+/* What a failed completion reports: its message and status name. */
+static const char *failure_text(const bb__completion_ev *ev, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s (%s)", ev->msg ? ev->msg : "async op failed",
+             bb_status_name(ev->status));
+    return buf;
+}
+
 void bb__completion_process(bb_engine *e, bb__completion_ev *ev)
 {
     bb__handle *h = ev->h;
@@ -218,9 +226,7 @@ void bb__completion_process(bb_engine *e, bb__completion_ev *ev)
                 ev->n = 0;
                 ev->charged = 0;
             } else {
-                snprintf(buf, sizeof buf, "%s (%s)", ev->msg ? ev->msg : "async op failed",
-                         bb_status_name(ev->status));
-                bb__park_fail(e, op, x, buf);
+                bb__park_fail(e, op, x, failure_text(ev, buf, sizeof buf));
             }
         }
         break;
@@ -228,11 +234,9 @@ void bb__completion_process(bb_engine *e, bb__completion_ev *ev)
         bb__boot_handle_done(e, h->boot, ev->status, ev->msg);
         break;
     case BB__HK_FILL:
-        if (ev->status != BB_OK) {
-            snprintf(buf, sizeof buf, "%s (%s)", ev->msg ? ev->msg : "async op failed",
-                     bb_status_name(ev->status));
-            bb__control_fill_failed(e, h->comp, h->fill_decl, h->fill_domain, buf);
-        }
+        if (ev->status != BB_OK)
+            bb__control_fill_failed(e, h->comp, h->fill_decl, h->fill_domain,
+                                    failure_text(ev, buf, sizeof buf));
         break;
     default:
         break;

@@ -121,7 +121,7 @@ static size_t ctx_peers_filtered(bb_engine *e, const char *target, bb_value **ou
             continue;
         }
         if (out && total < cap)
-            out[total] = bb__peer_id_value(p);
+            out[total] = bb__peer_cached_id_value(p);
         total++;
     }
     return total;

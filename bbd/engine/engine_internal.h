@@ -375,7 +375,7 @@ typedef struct bb__peer {
     bool blocked, allowed;
     uint64_t rtt_ns;     /* from the echo_sent_at / echo_delay piggyback */
     uint64_t last_rx_sent_at, last_rx_at; /* echoed on the next send to it */
-    bb_value *id_value;  /* its PeerId as a value, made once (bb__peer_id_value) */
+    bb_value *id_value;  /* its PeerId as a value, made once (bb__peer_cached_id_value) */
 } bb__peer;
 
 typedef struct bb__peers {
@@ -764,7 +764,7 @@ bool bb__peerid_from_value(const bb_value *v, bb_peerid *out);
 bb_value *bb__peerid_value(const bb_peerid *id);
 /* A new reference to p's PeerId value: made on first use and kept with the
  * peer (responses and peer lists name the same peers message after message). */
-bb_value *bb__peer_id_value(bb__peer *p);
+bb_value *bb__peer_cached_id_value(bb__peer *p);
 
 /* ---- envelope.c ----------------------------------------------------------------------------------------------------- */
 typedef struct bb__fill {

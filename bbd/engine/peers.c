@@ -397,7 +397,7 @@ bb_value *bb__peerid_value(const bb_peerid *id)
     return bb_value_bytes(&BB_TYPE_PEER_ID, id->bytes, id->len);
 }
 
-bb_value *bb__peer_id_value(bb__peer *p)
+bb_value *bb__peer_cached_id_value(bb__peer *p)
 {
     if (!p->id_value)
         p->id_value = bb__peerid_value(&p->id);

@@ -1106,7 +1106,7 @@ static void deliver_response(inbound_ctx *c)
         bb_value_unref(v);
     }
     bb__peer *sender = bb__peer_find(e, c->src);
-    bb_value *pv = sender ? bb__peer_id_value(sender) : bb__peerid_value(c->src);
+    bb_value *pv = sender ? bb__peer_cached_id_value(sender) : bb__peerid_value(c->src);
     if (!pv) {
         bb_value_unref(item);
         return;

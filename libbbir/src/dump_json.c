@@ -31,6 +31,7 @@
  * printed generically.
  */
 #include "bb/model_io.h"
+#include "bb/le.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -479,16 +480,8 @@ static void j_bytes_list(jw *w, const char *key, const bb_bytes *v, size_t n)
     jw_close(w, ']');
 }
 
-/* Little-endian loads from normalised raw_data. */
-static uint64_t le_load(const uint8_t *p, size_t n)
-{
-    uint64_t v = 0;
-    for (size_t i = n; i-- > 0;)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* Typed data normalised into raw_data, printed back in its typed field. */
+/* Typed data normalised into raw_data (little-endian), printed back in its
+ * typed field. */
 static void j_typed_data(jw *w, const bb_tensor_proto *t)
 {
     const uint8_t *p = t->raw_data.data;
@@ -500,7 +493,7 @@ static void j_typed_data(jw *w, const bb_tensor_proto *t)
     case BB_DT_COMPLEX64:
         jw_open(w, "float_data", '[');
         for (size_t i = 0; i + 4 <= len; i += 4) {
-            uint32_t u = (uint32_t)le_load(p + i, 4);
+            uint32_t u = (uint32_t)bb_le_get(p + i, 4);
             float f;
             memcpy(&f, &u, sizeof f);
             j_float(w, NULL, f);
@@ -511,7 +504,7 @@ static void j_typed_data(jw *w, const bb_tensor_proto *t)
     case BB_DT_COMPLEX128:
         jw_open(w, "double_data", '[');
         for (size_t i = 0; i + 8 <= len; i += 8) {
-            uint64_t u = le_load(p + i, 8);
+            uint64_t u = bb_le_get(p + i, 8);
             double d;
             memcpy(&d, &u, sizeof d);
             j_double(w, NULL, d);
@@ -521,7 +514,7 @@ static void j_typed_data(jw *w, const bb_tensor_proto *t)
     case BB_DT_INT64:
         jw_open(w, "int64_data", '[');
         for (size_t i = 0; i + 8 <= len; i += 8)
-            j_i64(w, NULL, (int64_t)le_load(p + i, 8));
+            j_i64(w, NULL, (int64_t)bb_le_get(p + i, 8));
         jw_close(w, ']');
         break;
     case BB_DT_UINT32:
@@ -529,20 +522,20 @@ static void j_typed_data(jw *w, const bb_tensor_proto *t)
         size_t es = t->data_type == BB_DT_UINT32 ? 4 : 8;
         jw_open(w, "uint64_data", '[');
         for (size_t i = 0; i + es <= len; i += es)
-            j_u64(w, NULL, le_load(p + i, es));
+            j_u64(w, NULL, bb_le_get(p + i, es));
         jw_close(w, ']');
         break;
     }
     case BB_DT_INT32:
         jw_open(w, "int32_data", '[');
         for (size_t i = 0; i + 4 <= len; i += 4)
-            j_i32(w, NULL, (int32_t)(uint32_t)le_load(p + i, 4));
+            j_i32(w, NULL, (int32_t)(uint32_t)bb_le_get(p + i, 4));
         jw_close(w, ']');
         break;
     case BB_DT_INT16:
         jw_open(w, "int32_data", '[');
         for (size_t i = 0; i + 2 <= len; i += 2)
-            j_i32(w, NULL, (int16_t)(uint16_t)le_load(p + i, 2));
+            j_i32(w, NULL, (int16_t)(uint16_t)bb_le_get(p + i, 2));
         jw_close(w, ']');
         break;
     case BB_DT_UINT16:
@@ -550,7 +543,7 @@ static void j_typed_data(jw *w, const bb_tensor_proto *t)
     case BB_DT_BFLOAT16:
         jw_open(w, "int32_data", '[');
         for (size_t i = 0; i + 2 <= len; i += 2)
-            j_i32(w, NULL, (int32_t)le_load(p + i, 2));
+            j_i32(w, NULL, (int32_t)bb_le_get(p + i, 2));
         jw_close(w, ']');
         break;
     case BB_DT_INT8:
