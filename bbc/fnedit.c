@@ -64,7 +64,6 @@ static bbc_fnedit *fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f, bool
     e->side = side;
     e->ir = ir;
     e->f = f;
-    size_t n = flow ? f->nodes.n : 0;
     if (bbc_map_init(&e->prod, side, focus->n) != BB_OK ||
         bbc_map_init(&e->heads, side, focus->n) != BB_OK ||
         bbc_map_init(&e->vinfo, side, focus->n) != BB_OK ||
@@ -81,7 +80,7 @@ static bbc_fnedit *fnedit_new(bb_arena *side, bb_arena *ir, bb_function *f, bool
             return NULL;
     }
     /* Backwards, so the first producer wins and uses list in node order. */
-    for (size_t i = n; flow && i-- > 0;) {
+    for (size_t i = flow ? f->nodes.n : 0; i-- > 0;) {
         bb_node *nd = f->nodes.v[i];
         for (size_t j = 0; j < nd->outputs.n; j++)
             if (in_focus(focus, nd->outputs.v[j]) &&

@@ -113,10 +113,11 @@ static int copy_value_info(bb_arena *a, bb_function *pf, bb_value_info *vi)
     return BB_OK;
 }
 
-/* Clone f (and its callees, found through ix) into pm unless present. */
-static int clone_function_into(bbc_state *st, const bbc_fn_index *ix, bb_model *pm,
-                               const bb_function *f, int depth)
+/* Clone function fi of ix->m (and its callees) into pm unless present. */
+static int clone_function_into(bbc_state *st, const bbc_fn_index *ix, bb_model *pm, size_t fi,
+                               int depth)
 {
+    const bb_function *f = ix->m->functions.v[fi];
     if (depth > BBC_MAX_CALL_DEPTH)
         return bbc_fail(st, BBC_E_INTERNAL, "function call nesting deeper than %d at '%s'",
                         BBC_MAX_CALL_DEPTH, f->name);
@@ -128,10 +129,9 @@ static int clone_function_into(bbc_state *st, const bbc_fn_index *ix, bb_model *
         return bbc_oom(st);
     *slot = c;
     for (size_t i = 0; i < f->nodes.n; i++) {
-        size_t c = bbc_fn_index_callee(ix, f->nodes.v[i]);
-        const bb_function *callee = c == SIZE_MAX ? NULL : ix->m->functions.v[c];
+        size_t callee = bbc_fn_index_callee(ix, f->nodes.v[i]);
         int rc;
-        if (callee && callee != f &&
+        if (callee != SIZE_MAX && callee != fi &&
             (rc = clone_function_into(st, ix, pm, callee, depth + 1)) != BB_OK)
             return rc;
     }
@@ -276,19 +276,18 @@ static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cl
     /* Sub-functions the partition calls, and the class's bootstrap. */
     int rc;
     for (size_t i = 0; i < pf->nodes.n; i++) {
-        size_t c = bbc_fn_index_callee(ix, pf->nodes.v[i]);
-        if (c != SIZE_MAX &&
-            (rc = clone_function_into(st, ix, pm, ix->m->functions.v[c], 0)) != BB_OK)
+        size_t callee = bbc_fn_index_callee(ix, pf->nodes.v[i]);
+        if (callee != SIZE_MAX && (rc = clone_function_into(st, ix, pm, callee, 0)) != BB_OK)
             return rc;
     }
     char want[512], root_boot[512];
     snprintf(want, sizeof want, "%s%s", cls, BB_BOOTSTRAP_SUFFIX);
     snprintf(root_boot, sizeof root_boot, "%s%s", root->name, BB_BOOTSTRAP_SUFFIX);
-    for (size_t i = 0; i < st->model->functions.n; i++) {
-        const bb_function *f = st->model->functions.v[i];
+    for (size_t i = 0; i < ix->m->functions.n; i++) {
+        const bb_function *f = ix->m->functions.v[i];
         if (!bbc_is_bootstrap_fn(f) || !bootstrap_of(f, cls, want, single ? root_boot : NULL))
             continue;
-        if ((rc = clone_function_into(st, ix, pm, f, 0)) != BB_OK)
+        if ((rc = clone_function_into(st, ix, pm, i, 0)) != BB_OK)
             return rc;
         bb_function *bc = bb_model_find_function(pm, f->domain, f->name, f->overload);
         if (bc && single && bbc_str_eq(f->name, root_boot))

@@ -1,6 +1,6 @@
 /*
  * bbc_fixture.h — shared by the compiler tests (test_pass_*.c,
- * test_compile_examples.c): in-process component type descriptors for the
+ * test_compile_examples.c, test_compile_alloc.c): in-process component type descriptors for the
  * TYPE_NAMEs the example recordings bind (no dlopen), a tiny IR builder for
  * minimal fragments, and lookups over compiled output. Header-only (static
  * functions) so it is not linked into other tests.
@@ -137,8 +137,8 @@ static FX_UNUSED void fx_types(bbc_type_source *ts, bbc_type_array *arr)
 
 /* ---- one bbc_compile -------------------------------------------------------------- */
 
-/* The inputs of a bbc_compile (in owned; no bindings yet, the fixture
- * types, default options) and its outcome (out owned). */
+/* The inputs of a bbc_compile (in owned; the fixture types, default
+ * options) and its outcome (out owned). */
 typedef struct fx_compiled {
     bb_model *in, *out;
     bbc_bindings b;
@@ -149,14 +149,18 @@ typedef struct fx_compiled {
     int rc;
 } fx_compiled;
 
-/* c over in (taken: fx_compiled_free frees it, also after a failure). */
-static FX_UNUSED int fx_compiled_init(fx_compiled *c, bb_model *in)
+/* c over in (taken: fx_compiled_free frees it, also after a failure),
+ * with one "slot=Type" binding (NULL: none). */
+static FX_UNUSED int fx_compiled_init(fx_compiled *c, bb_model *in, const char *binding)
 {
     memset(c, 0, sizeof *c);
     c->in = in;
     fx_types(&c->ts, &c->arr);
     bbc_options_init(&c->o);
-    return bbc_bindings_init(&c->b);
+    int rc = bbc_bindings_init(&c->b);
+    if (rc == BB_OK && binding)
+        rc = bbc_bindings_add_arg(&c->b, binding, NULL);
+    return rc;
 }
 
 /* Compile c->in into c->out (replacing the last output); c->rc. */

@@ -22,6 +22,9 @@
 #include "bb/model_io.h"
 #include "bb/recorder.h"
 
+/* split_learning leaves its backend slot open: this binding fills it. */
+#define FX_SPLIT_LEARNING_BINDING "backend=cpu::CpuBackend"
+
 #define FX_MLP_CONFIG "{\"layers\":[4,16,3],\"learning_rate\":0.05,\"batch_size\":16,\"seed\":7}"
 
 static bb_model *fx_build(bb_recorder *r, bb_module *root, bb_error *err)

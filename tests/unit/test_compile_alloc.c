@@ -28,9 +28,7 @@ static void setup_compile(fx_compiled *c, const char *program, const char *bindi
     bb_model *in = fx_program_loaded(program, &e);
     if (!in)
         fail_msg("%s: %s", program, e.msg);
-    assert_int_equal(fx_compiled_init(c, in), BB_OK);
-    if (binding)
-        assert_int_equal(bbc_bindings_add_arg(&c->b, binding, NULL), BB_OK);
+    assert_int_equal(fx_compiled_init(c, in, binding), BB_OK);
 }
 
 /* Compile and save: the artifact's bytes in *out (caller frees); c->out is
@@ -108,8 +106,8 @@ static void test_clean_compiles_are_identical(void **state)
 {
     (void)state;
     static const char *const PROGRAMS[][2] = {{"federated", NULL},
-                                              {"split_learning", "backend=cpu::CpuBackend"}};
-    for (size_t i = 0; i < 2; i++) {
+                                              {"split_learning", FX_SPLIT_LEARNING_BINDING}};
+    for (size_t i = 0; i < sizeof PROGRAMS / sizeof *PROGRAMS; i++) {
         fx_compiled c;
         setup_compile(&c, PROGRAMS[i][0], PROGRAMS[i][1]);
         uint8_t *a = NULL, *b = NULL;
@@ -134,7 +132,7 @@ static void test_federated_every_allocation_fails(void **state)
 static void test_split_learning_every_allocation_fails(void **state)
 {
     (void)state;
-    sweep_program("split_learning", "backend=cpu::CpuBackend");
+    sweep_program("split_learning", FX_SPLIT_LEARNING_BINDING);
 }
 
 int main(void)

@@ -18,23 +18,23 @@
 #include "bbc_fixture.h"
 #include "bbc_programs.h"
 
-/* A fixture program (bbc_programs.h) as bbc reads it, checked after each pass. */
-static void setup_compile(fx_compiled *c, const char *program)
+/* A fixture program (bbc_programs.h) as bbc reads it, with one binding (may
+ * be NULL), checked after each pass. */
+static void setup_compile(fx_compiled *c, const char *program, const char *binding)
 {
     bb_error e = {0};
     bb_model *in = fx_program_loaded(program, &e);
     if (!in)
         fail_msg("%s: %s", program, e.msg);
-    assert_int_equal(fx_compiled_init(c, in), BB_OK);
+    assert_int_equal(fx_compiled_init(c, in, binding), BB_OK);
     c->o.verify_each = true;
 }
 
-static int compile_ok(fx_compiled *c)
+static void compile_ok(fx_compiled *c)
 {
     if (fx_compiled_run(c) != BB_OK)
         fail_msg("compile failed: %s: %s: %s", c->err.pass, bbc_errkind_name(c->err.kind),
                  c->err.msg);
-    return BB_OK;
 }
 
 static const char *meta(const bb_model *m, const char *k)
@@ -48,7 +48,7 @@ static void test_federated_partitions(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "federated");
+    setup_compile(&c, "federated", NULL);
     compile_ok(&c);
     bb_model *o = c.out;
     assert_non_null(fx_fn(o, "Server"));
@@ -90,7 +90,7 @@ static void test_federated_bindings(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "federated");
+    setup_compile(&c, "federated", NULL);
     compile_ok(&c);
     bb_model *o = c.out;
     const char *model = meta(o, "ai.bytesandbrains.binding.Server.model");
@@ -158,7 +158,7 @@ static void test_federated_rx_chain(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "federated");
+    setup_compile(&c, "federated", NULL);
     compile_ok(&c);
     const bb_function *f = fx_fn(c.out, "Client");
     /* LoadParameters <- BackoffGateRx <- PeerHealthGateRx <- DedupGateRx <- RecvReq.payload */
@@ -202,7 +202,7 @@ static void test_federated_tx_chains(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "federated");
+    setup_compile(&c, "federated", NULL);
     compile_ok(&c);
     check_tx_chain(fx_fn(c.out, "Server"), "SendReqBatched");
     check_tx_chain(fx_fn(c.out, "Client"), "SendResp");
@@ -238,7 +238,7 @@ static void test_per_class_construction_state(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "federated");
+    setup_compile(&c, "federated", NULL);
     static const char CLIENT_CFG[] = "{\"layers\":[4,8,3],\"seed\":11}";
     bb_attr *a = (bb_attr *)slot_state(fx_fn(c.in, "Client"), "model");
     assert_non_null(a);
@@ -264,7 +264,7 @@ static void test_federated_deadlines(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "federated");
+    setup_compile(&c, "federated", NULL);
     compile_ok(&c);
     const bb_function *s = fx_fn(c.out, "Server");
     const bb_node *req = fx_find(s, "SendReqBatched", 0);
@@ -308,9 +308,7 @@ static void assert_same_bytes(const bb_model *a, const bb_model *b)
 static void idempotent(const char *path, const char *bind)
 {
     fx_compiled c;
-    setup_compile(&c, path);
-    if (bind)
-        assert_int_equal(bbc_bindings_add_arg(&c.b, bind, NULL), BB_OK);
+    setup_compile(&c, path, bind);
     compile_ok(&c);
     /* Through bytes, as a user would: save, load, compile again. */
     uint8_t *buf = NULL;
@@ -371,9 +369,7 @@ static void run_or_fail(fx_compiled *c, bbc_state *st, const bbc_pass *p, const 
 static void each_pass_idempotent(const char *path, const char *bind)
 {
     fx_compiled c;
-    setup_compile(&c, path);
-    if (bind)
-        assert_int_equal(bbc_bindings_add_arg(&c.b, bind, NULL), BB_OK);
+    setup_compile(&c, path, bind);
     bbc_state st;
     assert_int_equal(bbc_state_init(&st, bb_model_clone(c.in), &c.o, &c.b, &c.ts, &c.err), BB_OK);
     for (size_t i = 0; i < bbc_pass_count(); i++) {
@@ -399,7 +395,7 @@ static void test_each_pass_idempotent(void **state)
 {
     (void)state;
     each_pass_idempotent("federated", NULL);
-    each_pass_idempotent("split_learning", "backend=cpu::CpuBackend");
+    each_pass_idempotent("split_learning", FX_SPLIT_LEARNING_BINDING);
 }
 
 static void test_idempotent_federated(void **state)
@@ -411,7 +407,7 @@ static void test_idempotent_federated(void **state)
 static void test_idempotent_split_learning(void **state)
 {
     (void)state;
-    idempotent("split_learning", "backend=cpu::CpuBackend");
+    idempotent("split_learning", FX_SPLIT_LEARNING_BINDING);
 }
 
 /* ---- split learning ------------------------------------------------------------- */
@@ -420,7 +416,7 @@ static void test_split_learning_unbound_backend(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "split_learning");
+    setup_compile(&c, "split_learning", NULL);
     assert_int_equal(fx_compiled_run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_UNBOUND_SLOT);
     assert_string_equal(c.err.pass, "validate_all_slots_bound");
@@ -433,8 +429,7 @@ static void test_split_learning_partitions(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "split_learning");
-    assert_int_equal(bbc_bindings_add_arg(&c.b, "backend=cpu::CpuBackend", NULL), BB_OK);
+    setup_compile(&c, "split_learning", FX_SPLIT_LEARNING_BINDING);
     compile_ok(&c);
     /* No peer classes: one partition on SELF_CLASS. */
     assert_int_equal(c.out->functions.n, 1);
@@ -458,7 +453,7 @@ static void test_bindings_file_config(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "split_learning");
+    setup_compile(&c, "split_learning", NULL);
     static const char JSON[] =
         "{\"bindings\": {\"backend\": {\"type\": \"cpu::CpuBackend\", \"config\": {\"threads\": 2}}}}";
     bb_error e = {0};
@@ -482,8 +477,7 @@ static void test_wrong_role(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "split_learning");
-    assert_int_equal(bbc_bindings_add_arg(&c.b, "backend=nn::Mlp", NULL), BB_OK);
+    setup_compile(&c, "split_learning", "backend=nn::Mlp");
     assert_int_equal(fx_compiled_run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_WRONG_ROLE);
     assert_non_null(strstr(c.err.msg, "slot 'backend' needs role Backend"));
@@ -496,8 +490,7 @@ static void test_unknown_type(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "split_learning");
-    assert_int_equal(bbc_bindings_add_arg(&c.b, "backend=nope::Nothing", NULL), BB_OK);
+    setup_compile(&c, "split_learning", "backend=nope::Nothing");
     assert_int_equal(fx_compiled_run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_UNKNOWN_COMPONENT_TYPE);
     assert_non_null(strstr(c.err.msg, "nope::Nothing"));
@@ -508,7 +501,7 @@ static void test_ir_version_mismatch(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "federated");
+    setup_compile(&c, "federated", NULL);
     c.o.target_ir_version = 11;
     assert_int_equal(fx_compiled_run(&c), BB_ECOMPILE);
     assert_int_equal(c.err.kind, BBC_E_IR_VERSION_MISMATCH);
@@ -565,7 +558,7 @@ static void test_user_stages(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "federated");
+    setup_compile(&c, "federated", NULL);
     stage_log log = {0};
     bb_stage s1 = {sizeof s1, "stamp_tracing_ids", tracing_stage, &log};
     bb_stage s2 = {sizeof s2, "second", second_stage, &log};
@@ -604,7 +597,7 @@ static void test_without_canonical_pass(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "federated");
+    setup_compile(&c, "federated", NULL);
     /* Without the TX backoff gate the final pre-flight names the gap. */
     const char *without[] = {"insert_backoff_gate_tx"};
     c.o.without = without;
@@ -628,7 +621,7 @@ static void test_check_and_error_print(void **state)
 {
     (void)state;
     fx_compiled c;
-    setup_compile(&c, "federated");
+    setup_compile(&c, "federated", NULL);
     bbc_error err;
     assert_int_equal(bbc_check(c.in, NULL, &c.ts, &err), BB_OK);
     /* The printed form. */
