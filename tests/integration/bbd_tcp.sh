@@ -72,7 +72,7 @@ grep -q "^$PONG_ID *yes *no *0 *0 ms *$PONG_ADDR\$" "$TMP/peers.out" &&
     ok "peers: the Ponger is connected, healthy, with its address" ||
     not_ok "bbctl peers" "$TMP/peers.out"
 ctl ping --json peers >"$TMP/peers.json"
-if jget '[p["transport"]["state"] for p in d["peers"] if p["peer"] == "'"$PONG_ID"'"] == ["open"] and all(p["transport"]["envelopes_out"] >= 2 for p in d["peers"] if p["peer"] == "'"$PONG_ID"'")' \
+if jget '[(t["state"], t["envelopes_out"] >= 2) for t in (p["transport"] for p in d["peers"] if p["peer"] == "'"$PONG_ID"'")] == [("open", True)]' \
     <"$TMP/peers.json" | grep -q true; then
     ok "peers --json: the Ponger's transport entry (open, envelopes out)"
 else

@@ -2,12 +2,17 @@
 # footprint.sh — scripts/footprint, shortened to 1 s per node: it prints a
 # row per node with round trips and plausible per-trip figures, gives the
 # same counts for the same build twice (the reason it exists), rejects bad
-# arguments, and leaves no process or temporary directory behind. Under
-# SAN=1 only the argument checks run: valgrind cannot run sanitized binaries.
+# arguments, and leaves no process or temporary directory behind, finished
+# or stopped by SIGTERM. Under SAN=1 only the argument checks run: valgrind
+# cannot run sanitized binaries.
 source "$(dirname "$0")/bbd_common.bash"
 
 FP=scripts/footprint
 export BUILD=$(realpath --relative-to="$PWD" "$BB_BUILD")
+# the script's temporary directories go here, apart from any other run's:
+# whatever is left in it afterwards, or runs from it, this test leaked
+export TMPDIR=$TMP/runs
+mkdir -p "$TMPDIR"
 
 $FP Client >"$TMP/usage.out" 2>&1
 [ $? = 2 ] && grep -q '^footprint: usage: ' "$TMP/usage.out" &&
@@ -49,8 +54,13 @@ else
     not_ok "repeat run differs (Sink: ${ir1:-?} vs ${ir2:-?} instructions, ${code1:-?} vs ${code2:-?} lines)" "$TMP/again.out"
 fi
 
-pgrep -f '/tmp/footprint\.' >/dev/null && not_ok "a footprint node outlived the script" ||
+# stopped by SIGTERM mid-run: the leftover checks below cover this run too
+FOOTPRINT_SECONDS=30 timeout -k 20 3 $FP Sink >"$TMP/term.out" 2>&1
+rc=$?
+[ $rc = 124 ] && ok "SIGTERM mid-run stops the script" || not_ok "SIGTERM mid-run: exit $rc" "$TMP/term.out"
+
+pgrep -f "$TMPDIR/footprint\\." >/dev/null && not_ok "a footprint node outlived the script" ||
     ok "no footprint process left"
-ls -d /tmp/footprint.* >/dev/null 2>&1 && not_ok "a footprint temporary directory was left" ||
+ls -d "$TMPDIR"/footprint.* >/dev/null 2>&1 && not_ok "a footprint temporary directory was left" ||
     ok "no temporary directory left"
 finish

@@ -558,7 +558,10 @@ static void test_inline_and_heap_lists(void **state)
         assert_non_null(list);
         assert_non_null(comp);
         assert_int_equal(list->u.list.n, n);
-        assert_memory_equal(list->u.list.items[n - 1]->u.bytes.data, "peer", 4);
+        char last[32];
+        int last_len = snprintf(last, sizeof last, "peer%zu", n - 1);
+        assert_int_equal(list->u.list.items[n - 1]->u.bytes.len, last_len);
+        assert_memory_equal(list->u.list.items[n - 1]->u.bytes.data, last, (size_t)last_len);
         assert_true(comp->u.list.items[n - 1]->u.u64 == 100 + n - 1);
         roundtrip(list);
         roundtrip(comp);
@@ -577,7 +580,10 @@ static void test_inline_and_heap_lists(void **state)
         assert_non_null(batch);
         assert_int_equal(batch->u.batch.n, n);
         assert_true(batch->u.batch.items[n - 1]->u.u64 == 7 * (n - 1));
-        assert_int_equal(batch->u.batch.peers[n - 1]->u.bytes.len, 5);
+        char last[32];
+        int last_len = snprintf(last, sizeof last, "from%zu", n - 1);
+        assert_int_equal(batch->u.batch.peers[n - 1]->u.bytes.len, last_len);
+        assert_memory_equal(batch->u.batch.peers[n - 1]->u.bytes.data, last, (size_t)last_len);
         assert_memory_equal(batch->u.batch.peers[0]->u.bytes.data, "from0", 5);
         roundtrip(batch);
     }
