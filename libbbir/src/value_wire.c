@@ -319,17 +319,12 @@ static void count_refs(const bb_value *v, enc_refs *g)
     }
 }
 
-/* The encoding into out, large payloads as refs when g is set (out must
- * then hold the copied part only). */
-static int encode_to(const bb_value *v, uint8_t *out, size_t cap, enc_refs *g, size_t *len,
-                     bb_error *err)
+/* The encoding of v, whose encoded size is n, into out, large payloads as
+ * refs when g is set (out must then hold the copied part only). */
+static int encode_sized(const bb_value *v, size_t n, uint8_t *out, size_t cap, enc_refs *g,
+                        size_t *len, bb_error *err)
 {
-    if (!out || !len)
-        return bb_error_set(err, BB_EINVAL, "encode: NULL output");
-    size_t n, ref_bytes = 0;
-    int rc = bb_value_encoded_size(v, &n, err);
-    if (rc)
-        return rc;
+    size_t ref_bytes = 0;
     if (g) {
         enc_refs sizing = *g; /* counted on a copy: enc_write counts into g */
         count_refs(v, &sizing);
@@ -347,6 +342,16 @@ static int encode_to(const bb_value *v, uint8_t *out, size_t cap, enc_refs *g, s
                             v->type->name, wrote, n);
     *len = (size_t)(end - out);
     return BB_OK;
+}
+
+static int encode_to(const bb_value *v, uint8_t *out, size_t cap, enc_refs *g, size_t *len,
+                     bb_error *err)
+{
+    if (!out || !len)
+        return bb_error_set(err, BB_EINVAL, "encode: NULL output");
+    size_t n;
+    int rc = bb_value_encoded_size(v, &n, err);
+    return rc ? rc : encode_sized(v, n, out, cap, g, len, err);
 }
 
 int bb_value_encode_into(const bb_value *v, uint8_t *out, size_t cap, size_t *len,
@@ -399,7 +404,7 @@ int bb_value_encode(const bb_value *v, uint8_t **out, size_t *out_len, bb_error 
     if (!buf)
         return bb_error_set(err, BB_ENOMEM, "encode: out of memory for %zu bytes of a %s value",
                             n, v->type->name);
-    if ((rc = bb_value_encode_into(v, buf, n, out_len, err))) {
+    if ((rc = encode_sized(v, n, buf, n, NULL, out_len, err))) {
         free(buf);
         return rc;
     }
