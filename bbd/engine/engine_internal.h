@@ -97,7 +97,8 @@ enum {
 
 enum {
     BB__OPF_EVENT_SOURCE = 1u << 0, /* started by its own trigger (Recv, Interval...) */
-    BB__OPF_SOURCE = 1u << 1        /* pushed at the start of invoke/bootstrap/call */
+    BB__OPF_SOURCE = 1u << 1,       /* pushed at the start of invoke/bootstrap/call */
+    BB__OPF_RECV_REQ = 1u << 2      /* RecvReq: a request fill opens an inbound request */
 };
 
 /* Per-op pre-parsed attributes / state (only for ops that need it). */

@@ -68,7 +68,7 @@ static const bb__syscall_def DEFS[] = {
     {WIRE, "SendReqBatched", bb__sys_send_req, bb__init_send, 0, ALL_, 2, -1, 1, 2, NULL, false},
     {WIRE, "SendResp", bb__sys_send_resp, bb__init_send, 0, ALL_, 2, 3, 0, 0, NULL, false},
     {WIRE, "Recv", bb__sys_never, bb__init_recv, EV, ALL_, 0, 0, 1, 2, NULL, false},
-    {WIRE, "RecvReq", bb__sys_never, bb__init_recv, EV, ALL_, 0, 0, 1, 3, NULL, false},
+    {WIRE, "RecvReq", bb__sys_never, bb__init_recv, EV | BB__OPF_RECV_REQ, ALL_, 0, 0, 1, 3, NULL, false},
     {WIRE, "RecvRespBatched", bb__sys_recv_resp, NULL, 0, ALL_, 1, 1, 1, 2, NULL, false},
 };
 

@@ -754,7 +754,7 @@ BB__SYSINIT(bb__init_recv)
     }
     if (op->n_out > 0)
         bb__install_set_out_type(ins, op, 0, &BB_TYPE_TRIGGER);
-    if (strcmp(op->op_type, "RecvReq") == 0 && op->n_out > 2)
+    if ((op->flags & BB__OPF_RECV_REQ) && op->n_out > 2)
         bb__install_set_out_type(ins, op, 2, &BB_TYPE_REQUEST_ID);
     return 0;
 }
@@ -970,7 +970,7 @@ static void deliver_site_fill(inbound_ctx *c, const bb__fill *f, uint64_t site_i
     } else {
         bb__budget_release(e, f->payload_len);
     }
-    if (op->n_out > 2 && op->out[2] != BB__NONE && strcmp(op->op_type, "RecvReq") == 0) {
+    if ((op->flags & BB__OPF_RECV_REQ) && op->n_out > 2 && op->out[2] != BB__NONE) {
         uint64_t id = inreq_open(e, c->src, c->env->corr_kind == 1 ? c->env->wire_req_id : 0,
                                  site_id, c->env->sent_at_ns);
         bb_value *rid = id ? bb_value_u64(&BB_TYPE_REQUEST_ID, id) : NULL;
