@@ -177,14 +177,10 @@ static bool target_reads(const program *p, const char *name)
  * after conversion, a recorded program's root formals), else the target's. */
 static int pick_target(program *p, const char *want, const bb_graph *top, bb_error *err)
 {
-    int rc = bbd_run_pick_target(p->compiled, want, &p->target, err);
+    int rc = bbd_run_pick_target(p->compiled, want, &p->fn, err);
     if (rc)
         return rc;
-    for (size_t i = 0; i < p->compiled->functions.n && !p->fn; i++)
-        if (strcmp(p->compiled->functions.v[i]->name, p->target) == 0)
-            p->fn = p->compiled->functions.v[i];
-    if (!p->fn) /* the picked name is one of compiled's functions */
-        return bb_error_set(err, BB_ERUNTIME, "target '%s' has no function", p->target);
+    p->target = p->fn->name;
     bb_arena *a = p->compiled->arena;
     if (top && top->inputs.n) {
         for (size_t i = 0; i < top->inputs.n; i++)

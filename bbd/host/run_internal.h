@@ -62,8 +62,9 @@ typedef struct bbd_run_result {
 void bbd_run_result_free(bbd_run_result *r);
 
 /* The install target of a compiled model: want when given (checked), else
- * its only partition. *out borrows the model's function name. */
-int bbd_run_pick_target(const bb_model *compiled, const char *want, const char **out,
+ * its only partition. *out borrows the model's function (its name is the
+ * target). */
+int bbd_run_pick_target(const bb_model *compiled, const char *want, const bb_function **out,
                         bb_error *err);
 
 /* Install target of compiled into a fresh engine with reg's types, invoke

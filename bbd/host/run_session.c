@@ -40,7 +40,7 @@ static bool is_partition(const bb_function *f)
            !bb_kv_get(&f->metadata, BB_META_MODULE_PHASE);
 }
 
-int bbd_run_pick_target(const bb_model *compiled, const char *want, const char **out,
+int bbd_run_pick_target(const bb_model *compiled, const char *want, const bb_function **out,
                         bb_error *err)
 {
     *out = NULL;
@@ -51,11 +51,11 @@ int bbd_run_pick_target(const bb_model *compiled, const char *want, const char *
         if (!is_partition(f))
             continue;
         if (want && strcmp(f->name, want) == 0) {
-            *out = f->name;
+            *out = f;
             return BB_OK;
         }
         if (count++ == 0)
-            *out = f->name;
+            *out = f;
         if (used < sizeof names)
             used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "",
                                      f->name);

@@ -330,7 +330,7 @@ static void test_pick_target(void **state)
 {
     (void)state;
     bb_model *m = bb_model_new();
-    const char *t = NULL;
+    const bb_function *t = NULL;
     bb_error err = {0};
     assert_int_equal(bbd_run_pick_target(m, NULL, &t, &err), BB_ENOTFOUND);
     const char *names[] = {"Server", "Client", "Client__bootstrap"};
@@ -345,7 +345,8 @@ static void test_pick_target(void **state)
     assert_int_equal(bbd_run_pick_target(m, NULL, &t, &err), BB_EINVAL);
     assert_contains(err.msg, "2 targets (Server, Client): choose one with --target");
     assert_int_equal(bbd_run_pick_target(m, "Client", &t, &err), BB_OK);
-    assert_string_equal(t, "Client");
+    assert_ptr_equal(t, m->functions.v[1]);
+    assert_string_equal(t->name, "Client");
     assert_int_equal(bbd_run_pick_target(m, "Nobody", &t, &err), BB_ENOTFOUND);
     assert_contains(err.msg, "no target 'Nobody' (targets: Server, Client)");
     assert_null(t);

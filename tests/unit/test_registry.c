@@ -306,9 +306,10 @@ static void test_config_reaches_create(void **state)
     (void)state;
     bbd_registry *r = registry();
     bb_model *m = compiled_relu(r);
-    const char *target = NULL;
+    const bb_function *picked = NULL;
     bb_error err = {0};
-    assert_int_equal(bbd_run_pick_target(m, NULL, &target, &err), BB_OK);
+    assert_int_equal(bbd_run_pick_target(m, NULL, &picked, &err), BB_OK);
+    const char *target = picked->name;
     /* valid kind, value the plugin refuses: the pre-check passes, create fails */
     assert_int_equal(bbd_registry_set_slot_config(r, "backend", "{\"threads\":0}", &err), BB_OK);
     assert_int_equal(bbd_registry_resolve_model(r, m, &target, 1, &err), BB_OK);
