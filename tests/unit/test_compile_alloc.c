@@ -5,6 +5,11 @@
  * very artifact a clean run produces (byte for byte), and leaks nothing.
  * An allocation failure must never turn into a different error or into a
  * quietly smaller answer (a pass skipping a wire edge it could not index).
+ * What fails in turn are heap allocations: the IR and the passes' side
+ * tables live in arenas (libbbir/src/arena.c), whose chunks are the heap
+ * allocations here, so an arena allocation fails only when it needs a new
+ * chunk — 15 to 20 points per compile, each at a different stage, not
+ * every push.
  *
  * Under AddressSanitizer or valgrind the allocator is theirs: the sweeps
  * skip, and only the clean compiles run (deterministic, byte for byte).
