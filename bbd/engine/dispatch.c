@@ -102,7 +102,8 @@ static int run_atomic(bb_engine *e, uint32_t opi, const bb__op *op, bb__exec *x,
         .node = op->node,
         .completion = &h->pub,
     };
-    bb_error err = {0};
+    bb_error err;
+    bb_error_init(&err);
     bb_dispatch_result r = c->type->dispatch(c->inst, &c->ctx.pub, &call, out, &err);
     if (BB__UNLIKELY(atomic_load_explicit(&h->state, memory_order_acquire) != BB__H_PENDING)) {
         /* The component completed the handle although it did not return
@@ -193,13 +194,13 @@ static void op_step(bb_engine *e, const bb__op *op, const bb__exec *x, bb_value 
 static inline int run_op(bb_engine *e, uint32_t opi, bb__exec *x)
 {
     const bb__op *op = &e->ops[opi];
+    /* out[] is all NULL between ops: each run hands on or drops what its
+     * op wrote and clears the entry as it goes */
     bb_value **in = e->in_buf, **out = e->out_buf;
     for (uint32_t i = 0; i < op->n_in; i++) {
         uint32_t s = op->in[i];
         in[i] = s == BB__NONE ? NULL : x->slots[s].v;
     }
-    for (uint32_t j = 0; j < op->n_out; j++)
-        out[j] = NULL;
     int r;
     switch (op->disp) {
     case BB__DISP_SYSCALL:
@@ -224,18 +225,23 @@ static inline int run_op(bb_engine *e, uint32_t opi, bb__exec *x)
         if (BB__UNLIKELY(e->cfg.emit_op_steps))
             op_step(e, op, x, out);
         for (uint32_t j = 0; j < op->n_out; j++) {
-            if (!out[j])
+            bb_value *v = out[j];
+            if (!v)
                 continue;
+            out[j] = NULL;
             if (op->out[j] != BB__NONE)
-                bb__write(e, x, op->out[j], out[j], 0);
+                bb__write(e, x, op->out[j], v, 0);
             else
-                bb_value_unref(out[j]);
+                bb_value_unref(v);
         }
-    } else if (r == BB__R_FAIL) {
-        for (uint32_t j = 0; j < op->n_out; j++)
-            bb_value_unref(out[j]);
-        bb__op_failed(e, opi, x, e->fail_msg);
+        return r;
     }
+    for (uint32_t j = 0; j < op->n_out; j++) { /* a suspended op writes nothing */
+        bb_value_unref(out[j]);
+        out[j] = NULL;
+    }
+    if (r == BB__R_FAIL)
+        bb__op_failed(e, opi, x, e->fail_msg);
     return r;
 }
 

@@ -18,6 +18,7 @@
  * envelopes queued in a snapshot from before the stamps became fixed64
  * still decode.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,7 +53,7 @@ static inline int get_varint(rd *r, uint64_t *v)
     return get_varint_long(r, v);
 }
 
-static int get_bytes(rd *r, const uint8_t **data, size_t *n)
+static inline int get_bytes(rd *r, const uint8_t **data, size_t *n)
 {
     uint64_t l;
     int rc = get_varint(r, &l);
@@ -146,8 +147,21 @@ static int decode_fill(const uint8_t *d, size_t n, bb__fill *f, size_t *err_off)
     while (r.pos < r.len) {
         uint32_t field;
         unsigned wt;
-        int rc = get_tag(&r, &field, &wt);
-        if (!rc) {
+        int rc;
+        /* the one-byte tags an encoder writes first, then the general case */
+        switch (r.p[r.pos]) {
+        case 0x0a:
+            r.pos++;
+            rc = get_bytes(&r, &f->suffix, &f->suffix_len);
+            break;
+        case 0x12:
+            r.pos++;
+            rc = get_bytes(&r, &f->payload, &f->payload_len);
+            break;
+        default:
+            rc = get_tag(&r, &field, &wt);
+            if (rc)
+                break;
             if (field == 1 && wt == 2) {
                 rc = get_bytes(&r, &f->suffix, &f->suffix_len);
             } else if (field == 2 && wt == 2) {
@@ -212,10 +226,75 @@ void bb__envelope_release(bb__envelope *env)
     env->n_dest = env->n_src = env->n_fills = 0;
 }
 
+/* One field of an envelope whose tag (field, wt) was read; at: its offset. */
+static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bb__env_limits *lim,
+                        bb__envelope *out, bb_error *err)
+{
+    const uint8_t *d = NULL;
+    size_t n = 0, sub_off = 0;
+    uint64_t v;
+    int rc;
+    if ((field == 1 || field == 2 || field == 3 || field == 8) && wt != 2)
+        return BB_EDECODE;
+    if (field >= 4 && field <= 7 && wt != 0 && wt != 1)
+        return BB_EDECODE;
+    switch (field) {
+    case 1:
+    case 8:
+        if ((rc = get_bytes(r, &d, &n)))
+            return rc;
+        rc = field == 1 ? push_addr(&out->dest, &out->n_dest, lim->max_addrs, d, n,
+                                    out->dest_inline)
+                        : push_addr(&out->src, &out->n_src, lim->max_addrs, d, n, out->src_inline);
+        if (rc)
+            return bb_error_set(err, rc, "envelope: more than %zu %s addresses at byte %zu",
+                                lim->max_addrs, field == 1 ? "destination" : "source", at);
+        return 0;
+    case 2:
+        if ((rc = get_bytes(r, &d, &n)))
+            return rc;
+        if (out->n_fills >= lim->max_fills)
+            return bb_error_set(err, BB_ELIMIT, "envelope: more than %zu fills at byte %zu",
+                                lim->max_fills, at);
+        if (grow((void **)&out->fills, out->n_fills, sizeof *out->fills, out->fills_inline))
+            return bb_error_set(err, BB_ENOMEM, "envelope: out of memory");
+        if ((rc = decode_fill(d, n, &out->fills[out->n_fills], &sub_off))) {
+            r->pos = (size_t)(d - r->p) + sub_off;
+            return rc;
+        }
+        out->n_fills++;
+        return 0;
+    case 3:
+        if ((rc = get_bytes(r, &d, &n)))
+            return rc;
+        if ((rc = decode_corr(d, n, out, &sub_off)))
+            r->pos = (size_t)(d - r->p) + sub_off;
+        return rc;
+    case 4:
+    case 5:
+    case 6:
+    case 7:
+        if ((rc = wt == 1 ? get_fixed64(r, &v) : get_varint(r, &v)))
+            return rc;
+        if (field == 4)
+            out->deadline_ns = v;
+        else if (field == 5)
+            out->sent_at_ns = v;
+        else if (field == 6)
+            out->echo_sent_at_ns = v;
+        else
+            out->echo_delay_ns = v;
+        return 0;
+    default:
+        return skip_field(r, wt);
+    }
+}
+
 int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *lim,
                         bb__envelope *out, bb_error *err)
 {
-    memset(out, 0, sizeof *out);
+    /* the header; the inline lists are written as they are used */
+    memset(out, 0, offsetof(bb__envelope, dest_inline));
     out->dest = out->dest_inline;
     out->src = out->src_inline;
     out->fills = out->fills_inline;
@@ -224,80 +303,45 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
         size_t at = r.pos;
         uint32_t field = 0;
         unsigned wt;
-        const uint8_t *d = NULL;
-        size_t n = 0, sub_off = 0;
-        uint64_t v;
-        int rc = get_tag(&r, &field, &wt);
-        if (rc)
-            goto bad;
-        if (field <= 8 && (field == 1 || field == 2 || field == 3 || field == 8) && wt != 2) {
-            rc = BB_EDECODE;
-            goto bad;
-        }
-        if (field >= 4 && field <= 7 && wt != 0 && wt != 1) {
-            rc = BB_EDECODE;
-            goto bad;
-        }
-        switch (field) {
-        case 1:
-        case 8:
-            if ((rc = get_bytes(&r, &d, &n)))
-                goto bad;
-            rc = field == 1 ? push_addr(&out->dest, &out->n_dest, lim->max_addrs, d, n,
-                                        out->dest_inline)
-                            : push_addr(&out->src, &out->n_src, lim->max_addrs, d, n,
-                                        out->src_inline);
-            if (rc) {
-                bb__envelope_release(out);
-                return bb_error_set(err, rc, "envelope: more than %zu %s addresses at byte %zu",
-                                    lim->max_addrs, field == 1 ? "destination" : "source", at);
-            }
-            break;
-        case 2:
-            if ((rc = get_bytes(&r, &d, &n)))
-                goto bad;
-            if (out->n_fills >= lim->max_fills) {
-                bb__envelope_release(out);
-                return bb_error_set(err, BB_ELIMIT, "envelope: more than %zu fills at byte %zu",
-                                    lim->max_fills, at);
-            }
-            if (grow((void **)&out->fills, out->n_fills, sizeof *out->fills, out->fills_inline)) {
-                bb__envelope_release(out);
-                return bb_error_set(err, BB_ENOMEM, "envelope: out of memory");
-            }
-            if ((rc = decode_fill(d, n, &out->fills[out->n_fills], &sub_off))) {
-                r.pos = (size_t)(d - data) + sub_off;
+        int rc;
+        /* The one-byte tags the encoder writes, in its order, take the
+         * short way; any other tag (unknown fields, other encodings) the
+         * general one. Both apply the same checks. */
+        uint8_t tag = r.p[r.pos];
+        if (tag >= 0x21 && tag <= 0x31 && (tag & 7) == 1) {
+            field = tag >> 3; /* deadline, sent_at, echo_sent_at: fixed64 */
+            if (r.len - r.pos < 9) {
+                r.pos++;
+                rc = BB_ETRUNC;
                 goto bad;
             }
-            out->n_fills++;
-            break;
-        case 3:
-            if ((rc = get_bytes(&r, &d, &n)))
-                goto bad;
-            if ((rc = decode_corr(d, n, out, &sub_off))) {
-                r.pos = (size_t)(d - data) + sub_off;
-                goto bad;
-            }
-            break;
-        case 4:
-        case 5:
-        case 6:
-        case 7:
-            if ((rc = wt == 1 ? get_fixed64(&r, &v) : get_varint(&r, &v)))
-                goto bad;
+            uint64_t v = bb_le_get(r.p + r.pos + 1, 8);
+            r.pos += 9;
             if (field == 4)
                 out->deadline_ns = v;
             else if (field == 5)
                 out->sent_at_ns = v;
-            else if (field == 6)
-                out->echo_sent_at_ns = v;
             else
-                out->echo_delay_ns = v;
-            break;
-        default:
-            if ((rc = skip_field(&r, wt)))
+                out->echo_sent_at_ns = v;
+            continue;
+        }
+        if (tag < 0x80) {
+            r.pos++;
+            field = tag >> 3;
+            wt = tag & 7;
+            if (field == 0) {
+                rc = BB_EDECODE;
                 goto bad;
-            break;
+            }
+        } else if ((rc = get_tag(&r, &field, &wt))) {
+            goto bad;
+        }
+        if ((rc = decode_field(&r, field, wt, at, lim, out, err))) {
+            if (rc == BB_ELIMIT || rc == BB_ENOMEM) { /* already described */
+                bb__envelope_release(out);
+                return rc;
+            }
+            goto bad;
         }
         continue;
     bad:

@@ -372,7 +372,8 @@ int bb__decode_input(bb_engine *e, const bb__graph *g, uint32_t site, const bb_e
     if (in->len && !in->bytes)
         return bb_error_set(err, BB_EINVAL, "input '%s': NULL bytes", g->site_names[site]);
     int rc;
-    bb_error derr = {0};
+    bb_error derr;
+    bb_error_init(&derr);
     if (t->kind == BB_VK_TRIGGER) {
         out->v = bb_value_trigger();
         rc = out->v ? 0 : BB_ENOMEM;

@@ -792,7 +792,8 @@ static int decode_payload(bb_engine *e, const bb__fill *f, const bb_type_node *t
         *out = bb_value_trigger();
         return *out ? 0 : BB_WIRE_RX_ALLOCATION_FAILED;
     }
-    bb_error err = {0};
+    bb_error err;
+    bb_error_init(&err);
     bb_decode_limits lim = BB_DECODE_LIMITS_DEFAULT;
     if (lim.max_bytes > e->caps.max_envelope_bytes)
         lim.max_bytes = e->caps.max_envelope_bytes;
@@ -931,7 +932,8 @@ static void deliver_site_fill(inbound_ctx *c, const bb__fill *f, uint64_t site_i
         return;
     }
     bb_value *val = NULL;
-    char why[256] = "";
+    char why[256];
+    why[0] = '\0';
     if (site != BB__NONE) {
         uint32_t comp = opi != BB__NONE ? e->ops[opi].st->comp : BB__NONE;
         int k = decode_payload(e, f, g->site_type[site], comp, c->buf, &val, why, sizeof why);
@@ -1040,7 +1042,8 @@ static void deliver_control_fill(inbound_ctx *c, const bb__fill *f, const bb_suf
         bb_dispatch_call call = {.domain = domain ? domain : "", .op_type = sfx->op,
                                  .op_index = idx, .inputs = ins, .n_inputs = 2,
                                  .n_outputs = n_out, .node = NULL, .completion = &h->pub};
-        bb_error err = {0};
+        bb_error err;
+        bb_error_init(&err);
         h->comp = sfx->cref;
         h->fill_decl = decl;
         h->fill_domain = domain;
@@ -1093,7 +1096,8 @@ static void deliver_response(inbound_ctx *c)
         return;
     }
     bb_value *v = NULL;
-    char why[256] = "";
+    char why[256];
+    why[0] = '\0';
     int k = decode_payload(e, f, &BB_TYPE_COMPOSITE, BB__NONE, c->buf, &v, why, sizeof why);
     bb__budget_release(e, f->payload_len);
     if (k) {
@@ -1149,7 +1153,8 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
     size_t len = buf->len;
     e->c[BB__C_ENVELOPES_IN]++;
     bb__envelope env;
-    bb_error err = {0};
+    bb_error err;
+    bb_error_init(&err);
     bb__env_limits lim = {e->caps.max_envelope_fills, e->caps.max_envelope_addresses};
     if (bb__envelope_decode(bytes, len, &lim, &env, &err)) {
         e->c[BB__C_WIRE_RX_ERRORS]++;

@@ -458,7 +458,8 @@ static void tr_envelope(void *ud, const bb_peerid *from, const bbd_addr *observe
                         const uint8_t *bytes, size_t len)
 {
     bbd_daemon *d = ud;
-    bb_error err = {0};
+    bb_error err;
+    bb_error_init(&err);
     if (d->stopping)
         return;
     if (bb_engine_deliver_envelope(d->engine, from, (const bb_engine_addr *)observed, bytes, len,
@@ -471,7 +472,8 @@ static void tr_envelope_owned(void *ud, const bb_peerid *from, const bbd_addr *o
                               uint8_t *bytes, size_t len)
 {
     bbd_daemon *d = ud;
-    bb_error err = {0};
+    bb_error err;
+    bb_error_init(&err);
     if (d->stopping) {
         free(bytes);
         return;

@@ -602,8 +602,69 @@ static int typed_elems(dec *d, const pbfield *f, size_t *n, uint8_t *out, size_t
     return BB_OK;
 }
 
+/* The form enc_write produces — packed dims (absent for a scalar), then
+ * data_type, then raw_data ending the field — read in one pass without a
+ * call per field: every tensor a node receives from another takes this way.
+ * Only a tensor that is certainly valid is built here; anything else
+ * (other field orders, typed fields, unpacked dims, a bad dtype, a size
+ * mismatch, a limit) returns false and the general decoder below reads it
+ * again and names the problem. */
+static bool decode_tensor_canonical(dec *d, const bb_type_node *expect, size_t s, size_t e,
+                                    bb_value **out)
+{
+    const uint8_t *p = d->p + s, *end = d->p + e;
+    int64_t dims[BB_MAX_DIMS];
+    uint32_t ndim = 0;
+    uint64_t v;
+    size_t used;
+    if (p < end && *p == (TP_DIMS << 3 | WT_LEN)) {
+        if (end - p < 2 || p[1] >= 0x80 || (size_t)(end - p - 2) < p[1])
+            return false;
+        const uint8_t *q = p + 2, *qe = q + p[1];
+        for (; q < qe; q += used) {
+            if (ndim == BB_MAX_DIMS || bb_uvarint_read_u64(q, (size_t)(qe - q), &v, &used) ||
+                (int64_t)v < 0)
+                return false;
+            dims[ndim++] = (int64_t)v;
+        }
+        p = qe;
+    }
+    if (end - p < 3 || p[0] != (TP_DATA_TYPE << 3 | WT_VARINT) || p[1] >= 0x80 ||
+        p[2] != (TP_RAW_DATA << 3 | WT_LEN))
+        return false;
+    int32_t dtype = p[1];
+    p += 3;
+    if (bb_uvarint_read_u64(p, (size_t)(end - p), &v, &used) || v != (uint64_t)(end - p) - used)
+        return false; /* raw_data must be the rest */
+    p += used;
+    const bb_type_node *leaf = bb_type_tensor_of(dtype);
+    size_t es = bb__value_elem_size(dtype);
+    if (!leaf || !es || (expect && expect != leaf))
+        return false;
+    size_t numel = bb_shape_numel(ndim, dims);
+    if (numel == SIZE_MAX || numel > SIZE_MAX / es || numel * es != v || v > d->lim->max_bytes)
+        return false;
+    size_t nbytes = (size_t)v;
+    bb_value *t;
+    if (d->src && nbytes && (uintptr_t)p % es == 0) {
+        t = bb_value_tensor_wrap(dtype, ndim, dims, d->src, (uint8_t *)p);
+    } else {
+        bb_buffer *b = bb__buffer_new_uninit(nbytes);
+        if (!b)
+            return false; /* the general path reports it */
+        if (nbytes)
+            memcpy(b->data, p, nbytes);
+        t = bb_value_tensor_wrap(dtype, ndim, dims, b, b->data);
+        bb_buffer_unref(b);
+    }
+    *out = t;
+    return t != NULL;
+}
+
 static int decode_tensor(dec *d, const bb_type_node *expect, size_t s, size_t e, bb_value **out)
 {
+    if (decode_tensor_canonical(d, expect, s, e, out))
+        return BB_OK;
     int64_t dims[BB_MAX_DIMS];
     uint32_t ndim = 0;
     bool has_dtype = false, has_raw = false;

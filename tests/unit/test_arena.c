@@ -164,6 +164,15 @@ static void test_error_values(void **state)
     bb_error_clear(&e);
     assert_int_equal(e.code, 0);
     assert_string_equal(e.msg, "");
+    /* bb_error_init: an empty error whose message tail is left as it was */
+    bb_error f;
+    memset(&f, 'x', sizeof f);
+    bb_error_init(&f);
+    assert_int_equal(f.code, 0);
+    assert_string_equal(f.msg, "");
+    assert_int_equal(f.msg[1], 'x');
+    assert_int_equal(bb_error_set(&f, BB_EIO, "disk %d", 2), BB_EIO);
+    assert_string_equal(f.msg, "disk 2");
 }
 
 int main(void)

@@ -724,6 +724,45 @@ static void test_decode_onnx_tensors(void **state)
     expect_tensor(unpacked_f, sizeof unpacked_f, &BB_TYPE_TENSOR_F32, 1, d2, (float[]){1, 2}, 8);
 }
 
+/* The encoder's own layout is read by a one-pass decoder; the same fields
+ * in another order, or the layout with anything off, by the general one.
+ * Both must agree on every value, and the general one still explains. */
+static void test_decode_canonical_matches_general(void **state)
+{
+    (void)state;
+    const float fv[6] = {1, 2, 3, 4, 5, 6};
+    const int64_t d23[2] = {2, 3};
+    uint8_t canon[8 + 24] = {0x0a, 0x02, 0x02, 0x03, 0x10, 0x01, 0x4a, 0x18};
+    memcpy(canon + 8, fv, sizeof fv);
+    uint8_t reordered[8 + 24] = {0x10, 0x01, 0x0a, 0x02, 0x02, 0x03, 0x4a, 0x18};
+    memcpy(reordered + 8, fv, sizeof fv);
+    uint8_t raw_first[8 + 24] = {0x4a, 0x18};
+    memcpy(raw_first + 2, fv, sizeof fv);
+    memcpy(raw_first + 26, (uint8_t[]){0x0a, 0x02, 0x02, 0x03, 0x10, 0x01}, 6);
+    expect_tensor(canon, sizeof canon, &BB_TYPE_TENSOR_F32, 2, d23, fv, sizeof fv);
+    expect_tensor(reordered, sizeof reordered, &BB_TYPE_TENSOR_F32, 2, d23, fv, sizeof fv);
+    expect_tensor(raw_first, sizeof raw_first, &BB_TYPE_TENSOR_F32, 2, d23, fv, sizeof fv);
+    /* a scalar: no dims field */
+    const uint8_t scalar[] = {0x10, 0x01, 0x4a, 0x04, 0, 0, 0x80, 0x3f};
+    const float one = 1.0f;
+    expect_tensor(scalar, sizeof scalar, &BB_TYPE_TENSOR_F32, 0, NULL, &one, 4);
+    /* the layout, but wrong: each case gets the general decoder's message */
+    bb_value *v = NULL;
+    bb_error err;
+    bb_error_init(&err);
+    canon[7] = 0x14; /* raw_data 20 bytes, shape needs 24 */
+    assert_int_equal(bb_value_decode(BB_TYPE_TENSOR_F32.wire_hash, canon, 8 + 20, NULL, &v, &err), BB_EDECODE);
+    assert_non_null(strstr(err.msg, "raw_data has 20 bytes, shape needs 24"));
+    canon[7] = 0x18;
+    bb_decode_limits lim = BB_DECODE_LIMITS_DEFAULT;
+    lim.max_bytes = 16; /* the value is 24 bytes of data */
+    assert_int_equal(bb_value_decode(BB_TYPE_TENSOR_F32.wire_hash, canon, sizeof canon, &lim, &v, &err), BB_ELIMIT);
+    canon[5] = 11; /* data_type double where f32 is expected */
+    assert_int_equal(bb_value_decode(BB_TYPE_TENSOR_F32.wire_hash, canon, sizeof canon, NULL, &v, &err), BB_EDECODE);
+    assert_non_null(strstr(err.msg, "where tensor"));
+    assert_null(v);
+}
+
 static void test_decode_tensor_buf_adopts(void **state)
 {
     (void)state;
@@ -1131,6 +1170,7 @@ int main(void)
         cmocka_unit_test(test_inline_and_heap_lists),
         cmocka_unit_test(test_exact_encodings),
         cmocka_unit_test(test_decode_onnx_tensors),
+        cmocka_unit_test(test_decode_canonical_matches_general),
         cmocka_unit_test(test_decode_tensor_buf_adopts),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_depth_limit),
