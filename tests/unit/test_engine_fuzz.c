@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "support/test_rng.h"
+
 #include "bb/multiaddr.h"
 #include "bb_envelope.pb-c.h"
 #include "support/engine_fixtures.h"
@@ -29,20 +31,6 @@
 #define POLL_EVERY 16
 #define SRC_PEERS 200
 #define MAX_PEERS 64
-
-/* ---- a deterministic PRNG ------------------------------------------------------ */
-
-static uint64_t g_rng = 0x2545f4914f6cdd1dULL;
-
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-
-static size_t below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
 
 /* ---- the node under attack ----------------------------------------------------------- */
 

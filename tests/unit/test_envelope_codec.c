@@ -24,23 +24,14 @@
 
 #include <cmocka.h>
 
+#include "support/test_rng.h"
+
 #include "bb_envelope.pb-c.h"
 #include "bbd/engine/engine_internal.h"
 
 #define ENVELOPES 3000
 #define MUTATIONS 8 /* per envelope */
 
-static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
-
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-
-static size_t below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
 
 /* A stamp-like or small number: both varint lengths and fixed64 zeros. */
 static uint64_t number(void)
