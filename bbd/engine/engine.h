@@ -245,6 +245,9 @@ typedef struct bb_step {
              * as a gather list instead (bytes NULL); set to NULL to take
              * it, release it with bb_send_gather_free. */
             bb_send_gather *gather;
+            /* the peer's backoff when the envelope was made: a host holds
+             * back sends before this time (0: none) */
+            uint64_t retry_at_ns;
         } send;
         struct {                 /* APP_EVENT */
             const char *target;  /* module (install target) */
@@ -427,8 +430,9 @@ int bb_engine_peer_connected(bb_engine *e, const bb_peerid *peer, const char *co
                              size_t n_targets, bb_error *err);
 void bb_engine_peer_disconnected(bb_engine *e, const bb_peerid *peer);
 /* Transport feedback: a send to peer failed / succeeded (drives the
- * backoff table and the peer-health governor: PeerDown / PeerUp steps). */
-void bb_engine_report_send(bb_engine *e, const bb_peerid *peer, bool ok);
+ * backoff table and the peer-health governor: PeerDown / PeerUp steps).
+ * True when it queued such a step (the next poll returns it). */
+bool bb_engine_report_send(bb_engine *e, const bb_peerid *peer, bool ok);
 /* Addresses of peer: *out borrows engine memory valid until the next
  * address-book change. Returns the count (0 if unknown). */
 size_t bb_engine_peer_addrs(const bb_engine *e, const bb_peerid *peer,

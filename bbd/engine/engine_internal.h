@@ -756,8 +756,8 @@ bb__peer *bb__peer_find(const bb_engine *e, const bb_peerid *id);
 bb__peer *bb__peer_get(bb_engine *e, const bb_peerid *id); /* find or create; NULL at cap */
 int bb__peer_add_addr(bb_engine *e, bb__peer *p, const uint8_t *a, size_t len);
 void bb__peers_free(bb_engine *e);
-void bb__peer_failure(bb_engine *e, const bb_peerid *id);
-void bb__peer_success(bb_engine *e, const bb_peerid *id);
+bool bb__peer_failure(bb_engine *e, const bb_peerid *id);
+bool bb__peer_success(bb_engine *e, const bb_peerid *id);
 bool bb__peer_should_retry(const bb_engine *e, const bb_peerid *id);
 /* Deny reason label (NULL = allowed). */
 const char *bb__peer_check(const bb_engine *e, const bb_peerid *id, bool outbound);

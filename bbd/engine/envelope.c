@@ -476,10 +476,12 @@ static uint8_t *put_value(const bb__fill *f, uint8_t *p, gather_w *g)
 {
     size_t n, nr = 0;
     bb_encode_ref refs[GATHER_MAX_REFS];
-    int rc = g ? bb_value_encode_gather(f->value, p, f->payload_len, g->min_ref, refs,
-                                        g->refs_left, &nr, &n, NULL)
-               : bb_value_encode_into(f->value, p, f->payload_len, &n, NULL);
-    if (rc != BB_OK || (!g && n != f->payload_len))
+    if (!g) /* payload_len is the value's encoded size (build_fills) */
+        return bb_value_encode_sized(f->value, f->payload_len, p, NULL) == BB_OK
+                   ? p + f->payload_len : NULL;
+    int rc = bb_value_encode_gather(f->value, p, f->payload_len, g->min_ref, refs, g->refs_left,
+                                    &nr, &n, NULL);
+    if (rc != BB_OK)
         return NULL;
     for (size_t i = 0; i < nr; i++) {
         piece_end(g, p + refs[i].at);

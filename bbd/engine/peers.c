@@ -265,50 +265,49 @@ static uint64_t delay_for(const bb_engine *e, uint32_t attempts)
     return d < e->caps.backoff_max_ns ? d : e->caps.backoff_max_ns;
 }
 
-void bb__peer_failure(bb_engine *e, const bb_peerid *id)
+bool bb__peer_failure(bb_engine *e, const bb_peerid *id)
 {
     bb__peer *p = bb__peer_get(e, id);
     if (!p)
-        return;
+        return false;
     if (p->attempts < UINT32_MAX)
         p->attempts++;
     p->next_retry_ns = e->now_ns + delay_for(e, p->attempts);
     if (p->failures < UINT32_MAX)
         p->failures++;
-    if (!p->down && p->failures >= e->caps.peer_failure_threshold) {
-        p->down = true;
-        bb_step *st = bb__step_push(e, BB_STEP_PEER_DOWN, 0);
-        if (st)
-            st->u.peer.peer = *id;
-        bb__bus_publish(e, BB_EVENT_PEER_DOWN);
-    }
+    if (p->down || p->failures < e->caps.peer_failure_threshold)
+        return false;
+    p->down = true;
+    bb_step *st = bb__step_push(e, BB_STEP_PEER_DOWN, 0);
+    if (st)
+        st->u.peer.peer = *id;
+    bb__bus_publish(e, BB_EVENT_PEER_DOWN);
+    return true;
 }
 
-void bb__peer_success(bb_engine *e, const bb_peerid *id)
+bool bb__peer_success(bb_engine *e, const bb_peerid *id)
 {
     bb__peer *p = bb__peer_find(e, id);
     if (!p)
-        return;
+        return false;
     p->attempts = 0;
     p->next_retry_ns = 0;
     p->failures = 0;
-    if (p->down) {
-        p->down = false;
-        bb_step *st = bb__step_push(e, BB_STEP_PEER_UP, 0);
-        if (st)
-            st->u.peer.peer = *id;
-        bb__bus_publish(e, BB_EVENT_PEER_UP);
-    }
+    if (!p->down)
+        return false;
+    p->down = false;
+    bb_step *st = bb__step_push(e, BB_STEP_PEER_UP, 0);
+    if (st)
+        st->u.peer.peer = *id;
+    bb__bus_publish(e, BB_EVENT_PEER_UP);
+    return true;
 }
 
-void bb_engine_report_send(bb_engine *e, const bb_peerid *peer, bool ok)
+bool bb_engine_report_send(bb_engine *e, const bb_peerid *peer, bool ok)
 {
     if (!peer)
-        return;
-    if (ok)
-        bb__peer_success(e, peer);
-    else
-        bb__peer_failure(e, peer);
+        return false;
+    return ok ? bb__peer_success(e, peer) : bb__peer_failure(e, peer);
 }
 
 bool bb__peer_should_retry(const bb_engine *e, const bb_peerid *id)

@@ -83,12 +83,14 @@ static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direc
     bool self = peer && bb_peerid_equal(peer, &e->cfg.peer) && !n_direct;
     const bb_engine_addr *addrs = direct;
     size_t n = n_direct;
+    uint64_t retry_at = 0;
     if (!self && !n_direct) {
         bb__peer *p = bb__peer_find(e, peer);
         if (!p || !p->n_addrs)
             return BB_ENOTFOUND;
         addrs = p->addrs;
         n = p->n_addrs;
+        retry_at = p->attempts ? p->next_retry_ns : 0;
         if (p->last_rx_sent_at && !env->echo_sent_at_ns) { /* RTT piggyback */
             env->echo_sent_at_ns = p->last_rx_sent_at;
             env->echo_delay_ns = e->now_ns - p->last_rx_at;
@@ -149,6 +151,7 @@ static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direc
     st->u.send.bytes = bytes;
     st->u.send.len = len;
     st->u.send.gather = gather;
+    st->u.send.retry_at_ns = retry_at;
     e->c[BB__C_ENVELOPES_OUT]++;
     if (BB__TRACING(e, BB_TRACE_WIRE))
         bb__trace(e, BB_TRACE_WIRE, "send_envelope", exec, BB__NONE, NULL, len);
@@ -169,34 +172,43 @@ static void resolve_failed(bb_engine *e, uint32_t opi, bb__exec *x, const bb_pee
     bb__bus_publish(e, BB_EVENT_PEER_RESOLVE_FAILURE);
 }
 
+#define DESTS_INLINE 4 /* destinations of a Send kept on the stack */
+
 /* Destinations of a Send: PeerIdVec, PeerId, or a Multiaddress (direct). */
 typedef struct dests {
-    bb_peerid *peers;
+    bb_peerid *peers; /* inline, or malloc'd past DESTS_INLINE */
     size_t n;
     bool direct;
     bb_engine_addr addr; /* direct: transport part */
     uint8_t suffix[64];
     size_t suffix_len;
+    bb_peerid inline_peers[DESTS_INLINE];
 } dests;
+
+static void dests_free(dests *d)
+{
+    if (d->peers != d->inline_peers)
+        free(d->peers);
+}
 
 static int dests_of(bb_engine *e, const bb_value *d, dests *out)
 {
-    memset(out, 0, sizeof *out);
+    out->peers = out->inline_peers;
+    out->n = 0;
+    out->direct = false;
+    out->suffix_len = 0;
     if (!d || !d->type)
         return bb__fail(e, "destination input is absent");
     switch (d->type->kind) {
     case BB_VK_PEER_ID_VEC:
-        out->peers = malloc((d->u.list.n ? d->u.list.n : 1) * sizeof *out->peers);
-        if (!out->peers)
+        if (d->u.list.n > DESTS_INLINE &&
+            !(out->peers = malloc(d->u.list.n * sizeof *out->peers)))
             return bb__fail(e, "out of memory");
         for (size_t i = 0; i < d->u.list.n; i++)
             if (bb__peerid_from_value(d->u.list.items[i], &out->peers[out->n]))
                 out->n++;
         return BB__R_DONE;
     case BB_VK_PEER_ID:
-        out->peers = malloc(sizeof *out->peers);
-        if (!out->peers)
-            return bb__fail(e, "out of memory");
         if (bb__peerid_from_value(d, &out->peers[0]))
             out->n = 1;
         return BB__R_DONE;
@@ -215,9 +227,7 @@ static int dests_of(bb_engine *e, const bb_value *d, dests *out)
             memcpy(out->suffix, d->u.bytes.data + tl, d->u.bytes.len - tl);
             out->suffix_len = d->u.bytes.len - tl;
         }
-        out->peers = bb__zalloc(sizeof *out->peers);
-        if (!out->peers)
-            return bb__fail(e, "out of memory");
+        memset(&out->peers[0], 0, sizeof out->peers[0]);
         out->n = 1;
         for (size_t i = 0; i < nc; i++)
             if (c[i].code == BB_MA_P2P)
@@ -272,14 +282,15 @@ static int build_fills(bb_engine *e, uint32_t opi, bb_value *const *in, uint32_t
     return BB__R_DONE;
 }
 
-/* Shared by Send and SendReqBatched: returns the peers actually sent to. */
+/* Shared by Send and SendReqBatched. d: the caller's, freed by it with
+ * dests_free; on BB__R_DONE d->peers[0..d->n) are the peers actually sent
+ * to (the others were resolve failures). */
 static int send_common(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const *in, int corr,
-                       uint64_t wire_req_id, bb_peerid **sent, size_t *n_sent)
+                       uint64_t wire_req_id, dests *d)
 {
     const bb__op *op = &e->ops[opi];
     uint32_t n_data = op->n_in - 1;
-    dests d;
-    int r = dests_of(e, in[op->n_in - 1], &d);
+    int r = dests_of(e, in[op->n_in - 1], d);
     if (r != BB__R_DONE)
         return r;
     /* a Send has few data inputs: on the stack unless it has many */
@@ -292,43 +303,33 @@ static int send_common(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const 
         r = bb__fail(e, "out of memory");
         goto out;
     }
-    r = build_fills(e, opi, in, n_data, &d, fills, sfx);
+    r = build_fills(e, opi, in, n_data, d, fills, sfx);
     if (r != BB__R_DONE)
         goto out;
-    if (sent) {
-        *sent = malloc((d.n ? d.n : 1) * sizeof **sent);
-        *n_sent = 0;
-        if (!*sent) {
-            r = bb__fail(e, "out of memory");
-            goto out;
-        }
-    }
-    for (size_t i = 0; i < d.n; i++) {
+    size_t n_sent = 0;
+    for (size_t i = 0; i < d->n; i++) {
         bb__envelope env = {.fills = fills, .n_fills = n_data, .corr_kind = corr,
                             .wire_req_id = wire_req_id};
         if (op->st->i2 > 0)
             env.deadline_ns = e->now_ns + (uint64_t)op->st->i2; /* absolute (bb_envelope.proto) */
-        int rc = emit(e, &d.peers[i], d.direct ? &d.addr : NULL, d.direct ? 1 : 0, &env, x->id);
+        int rc = emit(e, &d->peers[i], d->direct ? &d->addr : NULL, d->direct ? 1 : 0, &env,
+                      x->id);
         if (rc == BB_ENOTFOUND) {
-            resolve_failed(e, opi, x, &d.peers[i]);
+            resolve_failed(e, opi, x, &d->peers[i]);
         } else if (rc) {
             r = bb__fail(e, "out of memory sending");
             goto out;
-        } else if (sent) {
-            (*sent)[(*n_sent)++] = d.peers[i];
+        } else if (n_sent++ != i) {
+            d->peers[n_sent - 1] = d->peers[i];
         }
     }
-    if (d.n == 0)
+    if (d->n == 0)
         resolve_failed(e, opi, x, NULL);
+    d->n = n_sent;
 out:
     if (heap) {
         free(sfx);
         free(fills);
-    }
-    free(d.peers);
-    if (r != BB__R_DONE && sent) {
-        free(*sent);
-        *sent = NULL;
     }
     return r;
 }
@@ -336,7 +337,10 @@ out:
 BB__SYSCALL(bb__sys_send)
 {
     (void)out;
-    return send_common(e, opi, x, in, 0, 0, NULL, NULL);
+    dests d;
+    int r = send_common(e, opi, x, in, 0, 0, &d);
+    dests_free(&d);
+    return r;
 }
 
 /* ---- request batches ---------------------------------------------------------------- */
@@ -443,23 +447,21 @@ BB__SYSCALL(bb__sys_send_req)
     uint64_t wire_id = e->next_wire_req++;
     if (!wire_id)
         wire_id = e->next_wire_req++;
-    bb_peerid *sent = NULL;
-    size_t n_sent = 0;
-    int r = send_common(e, opi, x, in, 1, wire_id, &sent, &n_sent);
+    dests d;
+    int r = send_common(e, opi, x, in, 1, wire_id, &d);
+    size_t n_sent = d.n;
+    bb__batch *b = r == BB__R_DONE && n_sent <= UINT32_MAX ? bb__batch_new((uint32_t)n_sent) : NULL;
+    if (b && n_sent)
+        memcpy(b->cohort, d.peers, n_sent * sizeof *d.peers);
+    dests_free(&d);
     if (r != BB__R_DONE)
         return r;
-    bb__batch *b = n_sent <= UINT32_MAX ? bb__batch_new((uint32_t)n_sent) : NULL;
-    if (!b) {
-        free(sent);
+    if (!b)
         return bb__fail(e, "out of memory");
-    }
     b->id = e->next_req++;
     b->wire_req_id = wire_id;
     b->op = opi;
     b->x = x;
-    if (n_sent)
-        memcpy(b->cohort, sent, n_sent * sizeof *sent);
-    free(sent);
     int64_t q = op->st->i;
     b->quorum = q < 0 || q > (int64_t)n_sent ? (uint32_t)n_sent : (uint32_t)q;
     out[0] = bb_value_u64(&BB_TYPE_REQUEST_ID, b->id);

@@ -197,18 +197,16 @@ static void gather_release(void *ud) { bb_send_gather_free(ud); }
 static void step_send(bbd_daemon *d, bb_step *s)
 {
     char pb[BB_PEERID_TEXT_MAX];
-    bb_engine_peer_info pi;
-    uint64_t now = bbd_now_ns();
-    /* The engine's backoff table says when this peer may be tried again;
-     * until then the envelope is held back (dropped and counted) instead of
-     * hammering a peer that is down. */
-    if (bb_engine_peer_info_get(d->engine, &s->u.send.peer, &pi) && pi.attempts &&
-        now < pi.next_retry_ns) {
+    /* The engine's backoff table says when this peer may be tried again
+     * (stamped on the step); until then the envelope is held back (dropped
+     * and counted) instead of hammering a peer that is down. */
+    uint64_t now = s->u.send.retry_at_ns ? bbd_now_ns() : 0;
+    if (now < s->u.send.retry_at_ns) {
         d->backoff_dropped++;
         bbd_logline l;
         if (bbd_log_begin(&l, &d->log, BB_LOG_DEBUG, "transport", "send held back: peer in backoff")) {
             bbd_log_str(&l, "peer", bbd_daemon_peer_text(&s->u.send.peer, pb));
-            bbd_log_u64(&l, "retry_in_ms", (pi.next_retry_ns - now) / 1000000);
+            bbd_log_u64(&l, "retry_in_ms", (s->u.send.retry_at_ns - now) / 1000000);
             bbd_log_end(&l);
         }
         return;
@@ -540,10 +538,7 @@ static void tr_send_result(void *ud, const bb_peerid *peer, bool ok)
     /* PeerDown / PeerUp steps come out of the next poll; a success to a
      * peer that is up makes none, so it needs no poll of its own (one per
      * envelope sent, otherwise) */
-    bb_engine_peer_info pi;
-    bool was_down = bb_engine_peer_info_get(d->engine, peer, &pi) && pi.down;
-    bb_engine_report_send(d->engine, peer, ok);
-    if (!ok || was_down)
+    if (bb_engine_report_send(d->engine, peer, ok) || !ok)
         bbd_daemon_kick(d);
 }
 

@@ -360,6 +360,14 @@ int bb_value_encode_into(const bb_value *v, uint8_t *out, size_t cap, size_t *le
     return encode_to(v, out, cap, NULL, len, err);
 }
 
+int bb_value_encode_sized(const bb_value *v, size_t n, uint8_t *out, bb_error *err)
+{
+    size_t len;
+    if (!v || (n && !out))
+        return bb_error_set(err, BB_EINVAL, "encode: NULL %s", v ? "output" : "value");
+    return encode_sized(v, n, out, n, NULL, &len, err);
+}
+
 int bb_value_gather_size(const bb_value *v, size_t min_ref, size_t max_refs, size_t *copied,
                          size_t *n_refs, bb_error *err)
 {

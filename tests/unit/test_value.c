@@ -634,6 +634,18 @@ static void test_exact_encodings(void **state)
     const uint8_t want[] = {0x0a, 0x02, 0x01, 0x02, 0x10, 0x03, 0x4a, 0x02, 0x05, 0xfb};
     assert_int_equal(len, sizeof want);
     assert_memory_equal(enc, want, sizeof want);
+    /* the same bytes when the caller sized the value already */
+    size_t n;
+    assert_int_equal(bb_value_encoded_size(v, &n, NULL), BB_OK);
+    uint8_t sized[sizeof want + 1];
+    sized[sizeof want] = 0xee;
+    assert_int_equal(bb_value_encode_sized(v, n, sized, NULL), BB_OK);
+    assert_memory_equal(sized, want, sizeof want);
+    assert_int_equal(sized[sizeof want], 0xee); /* nothing past n */
+    bb_error err;
+    bb_error_init(&err);
+    assert_int_equal(bb_value_encode_sized(v, n - 1, sized, &err), BB_ERUNTIME); /* a bug */
+    assert_int_equal(bb_value_encode_sized(NULL, 0, sized, &err), BB_EINVAL);
     free(enc);
     bb_value_unref(v);
 

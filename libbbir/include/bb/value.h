@@ -174,6 +174,10 @@ int bb_value_encode(const bb_value *v, uint8_t **out, size_t *out_len, bb_error 
  * twice. */
 int bb_value_encode_into(const bb_value *v, uint8_t *out, size_t cap, size_t *len,
                          bb_error *err);
+/* bb_value_encode_into for a caller that already sized v: n must be what
+ * bb_value_encoded_size said for it (values do not change), and out must
+ * hold n bytes. Saves the second walk over v a message encoder would do. */
+int bb_value_encode_sized(const bb_value *v, size_t n, uint8_t *out, bb_error *err);
 /* A part of a value's encoding left in the value's own memory
  * (bb_value_encode_gather): len bytes at data, which come right after the
  * first `at` bytes the encoder wrote to its output. */
