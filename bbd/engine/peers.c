@@ -265,6 +265,16 @@ static uint64_t delay_for(const bb_engine *e, uint32_t attempts)
     return d < e->caps.backoff_max_ns ? d : e->caps.backoff_max_ns;
 }
 
+/* PeerDown / PeerUp: a step for the host, an event for the bus. */
+static bool health_changed(bb_engine *e, const bb_peerid *id, bb_step_kind kind, uint64_t event)
+{
+    bb_step *st = bb__step_push(e, kind, 0);
+    if (st)
+        st->u.peer.peer = *id;
+    bb__bus_publish(e, event);
+    return true;
+}
+
 bool bb__peer_failure(bb_engine *e, const bb_peerid *id)
 {
     bb__peer *p = bb__peer_get(e, id);
@@ -278,11 +288,7 @@ bool bb__peer_failure(bb_engine *e, const bb_peerid *id)
     if (p->down || p->failures < e->caps.peer_failure_threshold)
         return false;
     p->down = true;
-    bb_step *st = bb__step_push(e, BB_STEP_PEER_DOWN, 0);
-    if (st)
-        st->u.peer.peer = *id;
-    bb__bus_publish(e, BB_EVENT_PEER_DOWN);
-    return true;
+    return health_changed(e, id, BB_STEP_PEER_DOWN, BB_EVENT_PEER_DOWN);
 }
 
 bool bb__peer_success(bb_engine *e, const bb_peerid *id)
@@ -296,11 +302,7 @@ bool bb__peer_success(bb_engine *e, const bb_peerid *id)
     if (!p->down)
         return false;
     p->down = false;
-    bb_step *st = bb__step_push(e, BB_STEP_PEER_UP, 0);
-    if (st)
-        st->u.peer.peer = *id;
-    bb__bus_publish(e, BB_EVENT_PEER_UP);
-    return true;
+    return health_changed(e, id, BB_STEP_PEER_UP, BB_EVENT_PEER_UP);
 }
 
 bool bb_engine_report_send(bb_engine *e, const bb_peerid *peer, bool ok)
