@@ -163,10 +163,11 @@ bb_engine *bb_engine_new(const bb_engine_config *cfg, bb_error *err)
         }
     }
     e->self_value = bb__peerid_value(&cfg->peer);
+    e->trigger = bb_value_trigger();
     e->bus = calloc(e->caps.bus_capacity, sizeof *e->bus);
     e->records = calloc(e->caps.record_ring, sizeof *e->records);
     e->dedup = calloc(e->caps.dedup_window, sizeof *e->dedup);
-    if (!e->self_value || !e->bus || !e->records || !e->dedup)
+    if (!e->self_value || !e->trigger || !e->bus || !e->records || !e->dedup)
         goto oom;
     return e;
 oom:
@@ -217,6 +218,7 @@ void bb_engine_free(bb_engine *e)
     bb__map_free(&e->dedup_set);
     free(e->bus);
     bb_value_unref(e->self_value);
+    bb_value_unref(e->trigger);
     for (size_t i = 0; i < e->n_local_addrs; i++)
         free((void *)e->local_addrs[i].data);
     free(e->local_addrs);

@@ -521,6 +521,7 @@ struct bb_engine {
     bb_engine_addr *local_addrs; /* owned copies */
     size_t n_local_addrs;
     bb_value *self_value;        /* PeerId value of cfg.peer */
+    bb_value *trigger;           /* the Trigger every op writes shares (values are immutable) */
     uint64_t now_ns;
     uint64_t cycle_seq;
     uint64_t incarnation;
@@ -679,9 +680,30 @@ static inline void bb__exec_unref(bb_engine *e, bb__exec *x)
     if (--x->refs == 0)
         bb__exec_gc(e, x);
 }
+/* A Trigger value: a reference to the engine's one (a Trigger carries
+ * nothing, and a value allocation per fired op was a measurable part of a
+ * message's cost). */
+static inline bb_value *bb__trigger(bb_engine *e)
+{
+    return bb_value_ref(e->trigger);
+}
 /* Takes the reference v. charged: budget bytes the slot now accounts for. */
 void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t charged);
-void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x);
+void bb__frontier_push_grow(bb_engine *e, uint32_t op, bb__exec *x);
+void bb__frontier_peak(bb_engine *e);
+/* Queue op of x (the ring grows when full; out of memory is an OpFailed). */
+static inline void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x)
+{
+    if (BB__UNLIKELY(e->fr_n == e->fr_cap)) {
+        bb__frontier_push_grow(e, op, x);
+        return;
+    }
+    e->fr[(e->fr_head + e->fr_n) & (e->fr_cap - 1)] = (struct bb__fentry){op, x};
+    e->fr_n++;
+    x->refs++;
+    if (BB__UNLIKELY(e->fr_n > e->c[BB__C_FRONTIER_PEAK]))
+        bb__frontier_peak(e);
+}
 /* Room for need entries (0 or BB_ENOMEM). */
 int bb__frontier_reserve(bb_engine *e, size_t need);
 /* Push every op of g that starts an execution (sources). */

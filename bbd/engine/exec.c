@@ -168,17 +168,20 @@ int bb__frontier_reserve(bb_engine *e, size_t need)
     return 0;
 }
 
-void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x)
+/* The frontier is full: grow it (the ring doubles, so this is rare), then
+ * push. */
+void bb__frontier_push_grow(bb_engine *e, uint32_t op, bb__exec *x)
 {
-    if (BB__UNLIKELY(e->fr_n == e->fr_cap) && bb__frontier_reserve(e, e->fr_n + 1)) {
+    if (bb__frontier_reserve(e, e->fr_n + 1)) {
         bb__op_failed(e, op, x, "out of memory growing the frontier");
         return;
     }
-    e->fr[(e->fr_head + e->fr_n) & (e->fr_cap - 1)] = (struct bb__fentry){op, x};
-    e->fr_n++;
-    x->refs++;
-    if (BB__UNLIKELY(e->fr_n > e->c[BB__C_FRONTIER_PEAK]))
-        e->c[BB__C_FRONTIER_PEAK] = e->fr_n;
+    bb__frontier_push(e, op, x);
+}
+
+void bb__frontier_peak(bb_engine *e)
+{
+    e->c[BB__C_FRONTIER_PEAK] = e->fr_n;
 }
 
 static void forward(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v)
@@ -214,12 +217,29 @@ static inline bool op_ready(const bb__op *op, const bb__exec *x)
     return true;
 }
 
+/* The rarer parts of a write, out of line so the common one stays small:
+ * a site written again, a function output forwarded to the caller, an
+ * entry point's unconsumed output surfaced as an AppEvent. */
+static __attribute__((noinline)) void write_again(bb_engine *e, bb__slot *s)
+{
+    bb_value_unref(s->v);
+    bb__budget_release(e, s->charged);
+}
+
+static __attribute__((noinline)) void write_flagged(bb_engine *e, bb__exec *x, uint32_t site,
+                                                    bb_value *v, uint8_t fl)
+{
+    if ((fl & BB__SITE_FWD) && x->parent)
+        forward(e, x, site, v);
+    if ((fl & BB__SITE_APP_OUT) && !x->parent)
+        app_event(e, x, site, v);
+}
+
 void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t charged)
 {
     bb__slot *s = &x->slots[site];
-    if (s->v) {
-        bb_value_unref(s->v);
-        bb__budget_release(e, s->charged);
+    if (BB__UNLIKELY(s->v != NULL)) {
+        write_again(e, s);
     } else {
         x->written[x->n_written++] = site;
         e->live_slots++;
@@ -228,12 +248,8 @@ void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t cha
     s->charged = charged;
     const bb__graph *g = x->g;
     uint8_t fl = g->site_flags[site];
-    if (BB__UNLIKELY(fl)) {
-        if ((fl & BB__SITE_FWD) && x->parent)
-            forward(e, x, site, v);
-        if ((fl & BB__SITE_APP_OUT) && !x->parent)
-            app_event(e, x, site, v);
-    }
+    if (BB__UNLIKELY(fl))
+        write_flagged(e, x, site, v, fl);
     for (uint32_t k = g->cons_off[site], end = g->cons_off[site + 1]; k < end; k++) {
         uint32_t c = g->cons[k];
         if (op_ready(&e->ops[c], x))

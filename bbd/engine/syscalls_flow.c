@@ -37,7 +37,7 @@ BB__SYSCALL(bb__sys_threshold)
         have += in[i] != NULL;
     if (have < op->st->i)
         return BB__R_DONE;
-    out[0] = bb_value_trigger();
+    out[0] = bb__trigger(e);
     return out[0] ? BB__R_DONE : bb__fail(e, "out of memory");
 }
 

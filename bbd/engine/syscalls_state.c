@@ -126,7 +126,7 @@ void bb__sema_release(bb_engine *e, uint32_t idx)
         struct bb__waiter w = s->waiters.v[0];
         memmove(s->waiters.v, s->waiters.v + 1, (s->waiters.n - 1) * sizeof *s->waiters.v);
         s->waiters.n--;
-        bb_value *t = bb_value_trigger();
+        bb_value *t = bb__trigger(e);
         if (!t || !hold_add(w.x, idx)) {
             bb_value_unref(t);
             bb__park_fail(e, w.op, w.x, "out of memory acquiring a limit");
@@ -143,7 +143,7 @@ BB__SYSCALL(bb__sys_limit_acquire)
     const bb__op *op = &e->ops[opi];
     bb__sema *s = &e->semas[op->st->idx];
     if (s->held < s->cap && !s->waiters.n) {
-        out[0] = bb_value_trigger();
+        out[0] = bb__trigger(e);
         if (!out[0] || !hold_add(x, op->st->idx)) {
             bb_value_unref(out[0]);
             out[0] = NULL;
@@ -207,7 +207,7 @@ BB__SYSCALL(bb__sys_enqueue)
     const bb__op *op = &e->ops[opi];
     bb__queue *q = &e->queues[op->st->idx];
     if (op->n_out) {
-        out[0] = bb_value_trigger();
+        out[0] = bb__trigger(e);
         if (!out[0])
             return bb__fail(e, "out of memory");
     }

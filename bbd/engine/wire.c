@@ -424,7 +424,7 @@ static void batch_complete(bb_engine *e, bb__batch *b, bool failed)
         if (failed) {
             bb__park_fail(e, w[i].op, w[i].x, "batched request failed: quorum not met");
         } else {
-            bb_value *o[2] = {bb_value_trigger(), bb_value_ref(b->result)};
+            bb_value *o[2] = {bb__trigger(e), bb_value_ref(b->result)};
             bb__park_resume(e, w[i].op, w[i].x, o, 2);
         }
     }
@@ -496,7 +496,7 @@ BB__SYSCALL(bb__sys_recv_resp)
     if (b->done) {
         if (b->failed)
             return bb__fail(e, "batched request failed: quorum not met");
-        out[0] = bb_value_trigger();
+        out[0] = bb__trigger(e);
         out[1] = bb_value_ref(b->result);
         return BB__R_DONE;
     }
@@ -791,7 +791,7 @@ static int decode_payload(bb_engine *e, const bb__fill *f, const bb_type_node *t
 {
     *out = NULL;
     if (f->trigger_only || t->kind == BB_VK_TRIGGER) {
-        *out = bb_value_trigger();
+        *out = bb__trigger(e);
         return *out ? 0 : BB_WIRE_RX_ALLOCATION_FAILED;
     }
     bb_error err;
@@ -961,7 +961,7 @@ static void deliver_site_fill(inbound_ctx *c, const bb__fill *f, uint64_t site_i
         return;
     }
     const bb__op *op = &e->ops[opi];
-    bb_value *trig = bb_value_trigger();
+    bb_value *trig = bb__trigger(e);
     if (trig)
         bb__write(e, x, op->out[0], trig, 0);
     if (val) {
