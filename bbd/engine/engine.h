@@ -297,7 +297,7 @@ typedef struct bb_step {
 typedef struct bb_steps {
     bb_step *v;
     size_t n, cap;
-    void *owned; /* private: strings owned by the buffer */
+    void *owned; /* private: strings and address lists owned by the buffer */
 } bb_steps;
 
 void bb_steps_init(bb_steps *s);

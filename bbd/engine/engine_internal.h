@@ -668,6 +668,9 @@ void bb__step_infra(bb_engine *e, bb_infra_kind kind, int sub, const bb_peerid *
                     uint64_t count, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 void bb__steps_release(bb_step *s);
 void *bb__owned_add(void **owned, void *p);
+/* n bytes (16-aligned) owned by the same storage, valid until the buffer
+ * is cleared (NULL on OOM). */
+void *bb__owned_alloc(void **owned, size_t n);
 void bb__owned_free(void **owned);
 
 /* ---- exec.c ------------------------------------------------------------------------------------------ */

@@ -15,28 +15,63 @@
 
 #include "bbd/engine/engine_internal.h"
 
+/* What a steps buffer owns besides its values and envelope bytes: adopted
+ * malloc'd blocks (formatted strings), and a bump chunk for small copies
+ * made per message (a SendEnvelope's address list), reused from one poll
+ * to the next so steady traffic allocates nothing here. */
 typedef struct owned_list {
     void **v;
     size_t n, cap;
+    uint8_t *chunk; /* bump area; a full one is adopted and a larger one made */
+    size_t used, chunk_cap;
 } owned_list;
+
+#define CHUNK_MIN 1024
+
+static owned_list *owned_get(void **owned)
+{
+    if (!*owned)
+        *owned = calloc(1, sizeof(owned_list));
+    return *owned;
+}
 
 void *bb__owned_add(void **owned, void *p)
 {
     if (!p)
         return NULL;
-    owned_list *l = *owned;
-    if (!l) {
-        l = calloc(1, sizeof *l);
-        if (!l) {
-            free(p);
-            return NULL;
-        }
-        *owned = l;
-    }
-    if (BB__ARR_PUSH(l, p)) {
+    owned_list *l = owned_get(owned);
+    if (!l || BB__ARR_PUSH(l, p)) {
         free(p);
         return NULL;
     }
+    return p;
+}
+
+void *bb__owned_alloc(void **owned, size_t n)
+{
+    owned_list *l = owned_get(owned);
+    if (!l)
+        return NULL;
+    n = (n + 15) & ~(size_t)15;
+    if (l->chunk_cap - l->used < n) {
+        size_t cap = l->chunk_cap ? l->chunk_cap * 2 : CHUNK_MIN;
+        while (cap < n)
+            cap *= 2;
+        uint8_t *c = malloc(cap);
+        if (!c)
+            return NULL;
+        if (l->chunk && !bb__owned_add(owned, l->chunk)) {
+            free(c); /* the old chunk is gone with it, and the copies in it */
+            l->chunk = NULL;
+            l->used = l->chunk_cap = 0;
+            return NULL;
+        }
+        l->chunk = c;
+        l->chunk_cap = cap;
+        l->used = 0;
+    }
+    void *p = l->chunk + l->used;
+    l->used += n;
     return p;
 }
 
@@ -48,6 +83,7 @@ static void owned_clear(void *owned)
     for (size_t i = 0; i < l->n; i++)
         free(l->v[i]);
     l->n = 0;
+    l->used = 0;
 }
 
 void bb__owned_free(void **owned)
@@ -57,6 +93,7 @@ void bb__owned_free(void **owned)
         return;
     owned_clear(l);
     free(l->v);
+    free(l->chunk);
     free(l);
     *owned = NULL;
 }
@@ -69,8 +106,7 @@ void bb__steps_release(bb_step *st)
     case BB_STEP_SEND_ENVELOPE:
         free(st->u.send.bytes);
         bb_send_gather_free(st->u.send.gather);
-        free(st->u.send.addrs); /* one block: the array and the address bytes */
-        st->u.send.bytes = NULL;
+        st->u.send.bytes = NULL; /* addrs live in the buffer's owned chunk */
         st->u.send.gather = NULL;
         st->u.send.addrs = NULL;
         break;

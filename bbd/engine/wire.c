@@ -124,13 +124,14 @@ static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direc
         }
         return BB_OK;
     }
-    /* One block: the address array followed by the address bytes. */
+    /* One block: the address array followed by the address bytes, in the
+     * storage of the steps buffer the step is handed over in (phase 7 of
+     * this poll moves it there): valid until the host clears the steps. */
     size_t total = n * sizeof(bb_engine_addr);
     for (size_t i = 0; i < n; i++)
         total += addrs[i].len;
-    bb_engine_addr *copy = malloc(total ? total : 1);
+    bb_engine_addr *copy = bb__owned_alloc(&e->acc.owned, total ? total : 1);
     if (!copy || BB__ARR_PUSH(&e->outbound, (bb_step){0})) {
-        free(copy);
         free(bytes);
         bb_send_gather_free(gather);
         return BB_ENOMEM;

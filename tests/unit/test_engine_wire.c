@@ -786,10 +786,62 @@ static void test_federated_round_three_engines(void **state)
     bb_model_free(m2);
 }
 
+/* A poll fanning out to many peers: every SendEnvelope keeps its own
+ * address list (they share the steps buffer's storage, which grows past
+ * its first chunk here) until the steps are cleared; a step carries the
+ * peer's backoff; reporting sends says when a PeerDown/PeerUp is queued. */
+static void test_send_steps_carry_addresses_and_backoff(void **state)
+{
+    (void)state;
+    enum { PEERS = 48 };
+    bb_model *m = rr_model(0, 0);
+    bb_engine *a = node(1, m, "Client", NULL);
+    bb_value *items[PEERS];
+    for (int i = 0; i < PEERS; i++) {
+        know(a, (uint8_t)(10 + i));
+        bb_peerid p = fx_peer((uint8_t)(10 + i));
+        items[i] = bb_value_bytes(&BB_TYPE_PEER_ID, p.bytes, p.len);
+    }
+    bb_peerid first = fx_peer(10);
+    assert_false(bb_engine_report_send(a, &first, false)); /* one failure: backoff, no PeerDown */
+    invoke2(a, "Client", "x", bb_value_u64(&BB_TYPE_U64, 5), "peers",
+            bb_value_list(&BB_TYPE_PEER_ID_VEC, items, PEERS));
+    bb_steps s;
+    bb_steps_init(&s);
+    bb_engine_poll(a, 100, &s);
+    assert_int_equal(s.n, PEERS);
+    for (int i = 0; i < PEERS; i++) {
+        const bb_step *st = &s.v[i];
+        assert_int_equal(st->kind, BB_STEP_SEND_ENVELOPE);
+        bb_peerid p = fx_peer((uint8_t)(10 + i));
+        assert_true(bb_peerid_equal(&st->u.send.peer, &p));
+        uint8_t want[32];
+        size_t wl = fx_addr((uint16_t)(7010 + i), want);
+        assert_int_equal(st->u.send.n_addrs, 1);
+        assert_int_equal(st->u.send.addrs[0].len, wl);
+        assert_memory_equal(st->u.send.addrs[0].data, want, wl);
+        bb_engine_peer_info pi;
+        assert_true(bb_engine_peer_info_get(a, &p, &pi));
+        assert_true(st->u.send.retry_at_ns == (i == 0 ? pi.next_retry_ns : 0));
+    }
+    assert_true(s.v[0].u.send.retry_at_ns > 100);
+    /* the threshold's failures queue PeerDown (once); a success then PeerUp */
+    int downs = 0;
+    for (int k = 1; k < 8; k++)
+        downs += bb_engine_report_send(a, &first, false);
+    assert_int_equal(downs, 1);
+    assert_true(bb_engine_report_send(a, &first, true));
+    assert_false(bb_engine_report_send(a, &first, true));
+    bb_steps_free(&s);
+    bb_engine_free(a);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_response_round_trip),
+        cmocka_unit_test(test_send_steps_carry_addresses_and_backoff),
         cmocka_unit_test(test_send_and_peer_resolve_failed),
         cmocka_unit_test(test_response_envelope_and_request_tracking),
         cmocka_unit_test(test_varint_stamps_still_decode),
