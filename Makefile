@@ -40,11 +40,23 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 BLAS_LIBS  := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
 OPT     ?= -O2
+# bbd is linked as one link-time-optimized image (see its rule); objects
+# carry both LTO bytecode and machine code, so every other link is as before.
+# Off under the sanitizers.
+ifeq ($(SAN),1)
+LTO     ?= 0
+else
+LTO     ?= 1
+endif
+ifeq ($(LTO),1)
+LTO_CFLAGS  = -flto=auto -ffat-lto-objects
+LTO_LDFLAGS = -flto=auto $(OPT)
+endif
 # check / demo / bench build in parallel on every core.
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -pthread \
 	-Wall -Wextra -Werror -Wno-missing-field-initializers \
-	-I. -Ilibbbir/include -I$(BUILD)/gen $(PKG_CFLAGS) $(SANFLAGS) \
+	-I. -Ilibbbir/include -I$(BUILD)/gen $(PKG_CFLAGS) $(SANFLAGS) $(LTO_CFLAGS) \
 	-DBB_PLUGIN_DIR_INSTALLED='"$(PLUGIN_DIR_INSTALLED)"' -MMD -MP
 # Generated protobuf-c code is not ours to keep warning-free.
 CFLAGS_GEN = -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -I$(BUILD)/gen $(SANFLAGS) -MMD -MP
@@ -160,10 +172,23 @@ $(B)/bin/bbc: $(B)/obj/bbc/main.o $(LIBBBC_A) $(LIBBBIR_SO)
 	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $(B)/obj/bbc/main.o $(LIBBBC_A) \
 		-L$(B)/lib -lbbir $(SYS_LIBS)
 
-$(B)/bin/bbd: $(B)/obj/bbd/main.o $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBC_A) $(LIBBBIR_SO)
+# bbd: the host, the engine, the compiler and libbbir in one image (LTO=1:
+# link-time optimized), because a message crosses all of them op by op — no
+# PLT hop per libbbir call, the message path's code together (measured:
+# make footprint, docs/DECISIONS.md). It exports libbbir's dynamic symbols
+# (the list is read off libbbir.so), so a plugin linked against libbbir.so
+# binds to this copy: one set of type nodes, one value cache. libbbir.so
+# stays a dependency, so such a plugin loads from wherever it sits.
+BBD_O = $(B)/obj/bbd/main.o $(HOST_O) $(ENGINE_O) $(BBC_O) $(LIBBBIR_O)
+
+$(B)/bbd.dynlist: $(LIBBBIR_SO)
+	{ echo '{'; nm -D --defined-only $< | awk 'NF == 3 && $$2 ~ /^[TDRBV]$$/ { print "  " $$3 ";" }'; \
+	  echo '};'; } > $@
+
+$(B)/bin/bbd: $(BBD_O) $(LIBBBIR_SO) $(B)/bbd.dynlist
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $(B)/obj/bbd/main.o $(LIBHOST_A) \
-		$(LIBENGINE_A) $(LIBBBC_A) -L$(B)/lib -lbbir $(SYS_LIBS)
+	$(CC) $(LDFLAGS_COMMON) $(LTO_LDFLAGS) $(RPATH_BIN) -Wl,--dynamic-list=$(B)/bbd.dynlist \
+		-o $@ $(BBD_O) -Wl,--no-as-needed -L$(B)/lib -lbbir -Wl,--as-needed $(SYS_LIBS)
 
 $(B)/bin/bbctl: $(patsubst %.c,$(B)/obj/%.o,$(BBCTL_SRC)) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
