@@ -191,7 +191,7 @@ static void op_step(bb_engine *e, const bb__op *op, const bb__exec *x, bb_value 
         st->u.op.node = op->label;
 }
 
-static inline int run_op(bb_engine *e, uint32_t opi, bb__exec *x)
+static inline __attribute__((always_inline)) int run_op(bb_engine *e, uint32_t opi, bb__exec *x)
 {
     const bb__op *op = &e->ops[opi];
     /* out[] is all NULL between ops: each run hands on or drops what its
@@ -230,7 +230,7 @@ static inline int run_op(bb_engine *e, uint32_t opi, bb__exec *x)
                 continue;
             out[j] = NULL;
             if (op->out[j] != BB__NONE)
-                bb__write(e, x, op->out[j], v, 0);
+                bb__write_inline(e, x, op->out[j], v, 0);
             else
                 bb_value_unref(v);
         }

@@ -692,6 +692,8 @@ static inline bb_value *bb__trigger(bb_engine *e)
 }
 /* Takes the reference v. charged: budget bytes the slot now accounts for. */
 void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t charged);
+void bb__write_again(bb_engine *e, bb__slot *s);
+void bb__write_flagged(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, uint8_t fl);
 void bb__frontier_push_grow(bb_engine *e, uint32_t op, bb__exec *x);
 void bb__frontier_peak(bb_engine *e);
 /* Queue op of x (the ring grows when full; out of memory is an OpFailed). */
@@ -706,6 +708,47 @@ static inline void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x)
     x->refs++;
     if (BB__UNLIKELY(e->fr_n > e->c[BB__C_FRONTIER_PEAK]))
         bb__frontier_peak(e);
+}
+
+/* Every input of op present in x (an AnyOf op: the write that got here
+ * was one). Inputs tend to arrive in order (FIFO), so the last ones are
+ * the likely missing ones: scanning backwards settles a join early. */
+static inline bool bb__op_ready(const bb__op *op, const bb__exec *x)
+{
+    if (op->ready == BB__READY_ANYOF)
+        return true;
+    for (uint32_t i = op->n_in; i-- > 0;) {
+        uint32_t s = op->in[i];
+        if (s != BB__NONE && !x->slots[s].v)
+            return false;
+    }
+    return true;
+}
+
+/* bb__write, inlined where ops hand on their outputs (the dispatch loop):
+ * the slot, then every consumer that became ready onto the frontier. */
+static inline __attribute__((always_inline)) void bb__write_inline(bb_engine *e, bb__exec *x,
+                                                                    uint32_t site, bb_value *v,
+                                                                    size_t charged)
+{
+    bb__slot *s = &x->slots[site];
+    if (BB__UNLIKELY(s->v != NULL)) {
+        bb__write_again(e, s);
+    } else {
+        x->written[x->n_written++] = site;
+        e->live_slots++;
+    }
+    s->v = v;
+    s->charged = charged;
+    const bb__graph *g = x->g;
+    uint8_t fl = g->site_flags[site];
+    if (BB__UNLIKELY(fl))
+        bb__write_flagged(e, x, site, v, fl);
+    for (uint32_t k = g->cons_off[site], end = g->cons_off[site + 1]; k < end; k++) {
+        uint32_t c = g->cons[k];
+        if (bb__op_ready(&e->ops[c], x))
+            bb__frontier_push(e, c, x);
+    }
 }
 /* Room for need entries (0 or BB_ENOMEM). */
 int bb__frontier_reserve(bb_engine *e, size_t need);

@@ -203,31 +203,17 @@ static void app_event(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v)
     e->c[BB__C_APP_EVENTS]++;
 }
 
-static inline bool op_ready(const bb__op *op, const bb__exec *x)
-{
-    if (op->ready == BB__READY_ANYOF)
-        return true; /* the write that got us here is one of its inputs */
-    /* Inputs tend to arrive in order (FIFO), so the last ones are the likely
-     * missing ones: scanning backwards settles a not-yet-ready join early. */
-    for (uint32_t i = op->n_in; i-- > 0;) {
-        uint32_t s = op->in[i];
-        if (s != BB__NONE && !x->slots[s].v)
-            return false;
-    }
-    return true;
-}
-
-/* The rarer parts of a write, out of line so the common one stays small:
- * a site written again, a function output forwarded to the caller, an
- * entry point's unconsumed output surfaced as an AppEvent. */
-static __attribute__((noinline)) void write_again(bb_engine *e, bb__slot *s)
+/* The rarer parts of a write (bb__write_inline, engine_internal.h), out of
+ * line so the common one stays small: a site written again, a function
+ * output forwarded to the caller, an entry point's unconsumed output
+ * surfaced as an AppEvent. */
+void bb__write_again(bb_engine *e, bb__slot *s)
 {
     bb_value_unref(s->v);
     bb__budget_release(e, s->charged);
 }
 
-static __attribute__((noinline)) void write_flagged(bb_engine *e, bb__exec *x, uint32_t site,
-                                                    bb_value *v, uint8_t fl)
+void bb__write_flagged(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, uint8_t fl)
 {
     if ((fl & BB__SITE_FWD) && x->parent)
         forward(e, x, site, v);
@@ -237,24 +223,7 @@ static __attribute__((noinline)) void write_flagged(bb_engine *e, bb__exec *x, u
 
 void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t charged)
 {
-    bb__slot *s = &x->slots[site];
-    if (BB__UNLIKELY(s->v != NULL)) {
-        write_again(e, s);
-    } else {
-        x->written[x->n_written++] = site;
-        e->live_slots++;
-    }
-    s->v = v;
-    s->charged = charged;
-    const bb__graph *g = x->g;
-    uint8_t fl = g->site_flags[site];
-    if (BB__UNLIKELY(fl))
-        write_flagged(e, x, site, v, fl);
-    for (uint32_t k = g->cons_off[site], end = g->cons_off[site + 1]; k < end; k++) {
-        uint32_t c = g->cons[k];
-        if (op_ready(&e->ops[c], x))
-            bb__frontier_push(e, c, x);
-    }
+    bb__write_inline(e, x, site, v, charged);
 }
 
 void bb__push_sources(bb_engine *e, bb__exec *x)

@@ -271,8 +271,7 @@ bb__ingress_ev *bb__envelope_ev_new(const uint8_t *bytes, uint8_t *owned, size_t
 static bool source_valid(const bb_peerid *src)
 {
     static _Thread_local bb_peerid last_valid;
-    if (src->len && src->len == last_valid.len &&
-        memcmp(src->bytes, last_valid.bytes, src->len) == 0)
+    if (src->len && bb_peerid_equal(src, &last_valid))
         return true;
     if (bb_peerid_validate(src->bytes, src->len, NULL) != BB_OK)
         return false;

@@ -29,8 +29,7 @@ bb__peer *bb__peer_find(const bb_engine *e, const bb_peerid *id)
     bb__peers *t = (bb__peers *)&e->peers;
     if (!t->nslots || !id)
         return NULL;
-    if (t->last < t->n && t->v[t->last].live && t->v[t->last].id.len == id->len &&
-        memcmp(t->v[t->last].id.bytes, id->bytes, id->len) == 0)
+    if (t->last < t->n && t->v[t->last].live && bb_peerid_equal(&t->v[t->last].id, id))
         return &t->v[t->last];
     for (size_t i = peer_hash(id) & (t->nslots - 1), k = 0; k < t->nslots;
          i = (i + 1) & (t->nslots - 1), k++) {
