@@ -46,10 +46,16 @@ void *bb__zalloc(size_t n);
 #define BB__ARR_FREE(a) (free((a)->v), (a)->v = NULL, (a)->n = (a)->cap = 0)
 
 /* ---- u64 -> u64 open-addressing map (map.c) ------------------------------ */
+/* One slot: key, value and state together, so a probe reads one cache
+ * line (three parallel arrays cost three per probe: the dedup window's map
+ * is large and probed at random every envelope). */
+typedef struct bb__mslot {
+    uint64_t key, val;
+    uint8_t state; /* BB__MAP_EMPTY, BB__MAP_FULL or BB__MAP_TOMB */
+} bb__mslot;
+enum { BB__MAP_EMPTY = 0, BB__MAP_FULL = 1, BB__MAP_TOMB = 2 };
 typedef struct bb__map {
-    uint64_t *keys;
-    uint64_t *vals;
-    uint8_t *used; /* 0 empty, 1 full, 2 tombstone */
+    bb__mslot *slots;
     size_t cap, n, tomb;
 } bb__map;
 bool bb__map_get(const bb__map *m, uint64_t k, uint64_t *v);

@@ -57,11 +57,12 @@ bool bb__map_get(const bb__map *m, uint64_t k, uint64_t *v)
     if (!m->cap)
         return false;
     for (size_t i = slot_of(m, k), probes = 0; probes < m->cap; i = (i + 1) & (m->cap - 1), probes++) {
-        if (m->used[i] == 0)
+        const bb__mslot *s = &m->slots[i];
+        if (s->state == BB__MAP_EMPTY)
             return false;
-        if (m->used[i] == 1 && m->keys[i] == k) {
+        if (s->state == BB__MAP_FULL && s->key == k) {
             if (v)
-                *v = m->vals[i];
+                *v = s->val;
             return true;
         }
     }
@@ -70,30 +71,22 @@ bool bb__map_get(const bb__map *m, uint64_t k, uint64_t *v)
 
 static int rehash(bb__map *m, size_t cap)
 {
-    bb__map n = {0};
-    n.cap = cap;
-    n.keys = malloc(cap * sizeof *n.keys);
-    n.vals = malloc(cap * sizeof *n.vals);
-    n.used = calloc(cap, 1);
-    if (!n.keys || !n.vals || !n.used) {
-        free(n.keys);
-        free(n.vals);
-        free(n.used);
+    bb__mslot *slots = calloc(cap, sizeof *slots);
+    if (!slots)
         return BB_ENOMEM;
-    }
+    size_t n = 0;
     for (size_t i = 0; i < m->cap; i++) {
-        if (m->used[i] != 1)
+        const bb__mslot *s = &m->slots[i];
+        if (s->state != BB__MAP_FULL)
             continue;
-        size_t j = slot_of(&n, m->keys[i]);
-        while (n.used[j])
+        size_t j = (size_t)bb__mix64(s->key) & (cap - 1);
+        while (slots[j].state != BB__MAP_EMPTY)
             j = (j + 1) & (cap - 1);
-        n.used[j] = 1;
-        n.keys[j] = m->keys[i];
-        n.vals[j] = m->vals[i];
-        n.n++;
+        slots[j] = *s;
+        n++;
     }
-    bb__map_free(m);
-    *m = n;
+    free(m->slots);
+    *m = (bb__map){.slots = slots, .cap = cap, .n = n};
     return 0;
 }
 
@@ -106,22 +99,21 @@ int bb__map_put(bb__map *m, uint64_t k, uint64_t v)
         if (rehash(m, cap))
             return BB_ENOMEM;
     }
-    size_t tomb = SIZE_MAX;
+    bb__mslot *tomb = NULL;
     for (size_t i = slot_of(m, k);; i = (i + 1) & (m->cap - 1)) {
-        if (m->used[i] == 1 && m->keys[i] == k) {
-            m->vals[i] = v;
+        bb__mslot *s = &m->slots[i];
+        if (s->state == BB__MAP_FULL && s->key == k) {
+            s->val = v;
             return 0;
         }
-        if (m->used[i] == 2 && tomb == SIZE_MAX)
-            tomb = i;
-        if (m->used[i] == 0) {
-            if (tomb != SIZE_MAX) {
-                i = tomb;
+        if (s->state == BB__MAP_TOMB && !tomb)
+            tomb = s;
+        if (s->state == BB__MAP_EMPTY) {
+            if (tomb) {
+                s = tomb;
                 m->tomb--;
             }
-            m->used[i] = 1;
-            m->keys[i] = k;
-            m->vals[i] = v;
+            *s = (bb__mslot){.key = k, .val = v, .state = BB__MAP_FULL};
             m->n++;
             return 0;
         }
@@ -133,10 +125,11 @@ bool bb__map_del(bb__map *m, uint64_t k)
     if (!m->cap)
         return false;
     for (size_t i = slot_of(m, k), probes = 0; probes < m->cap; i = (i + 1) & (m->cap - 1), probes++) {
-        if (m->used[i] == 0)
+        bb__mslot *s = &m->slots[i];
+        if (s->state == BB__MAP_EMPTY)
             return false;
-        if (m->used[i] == 1 && m->keys[i] == k) {
-            m->used[i] = 2;
+        if (s->state == BB__MAP_FULL && s->key == k) {
+            s->state = BB__MAP_TOMB;
             m->n--;
             m->tomb++;
             return true;
@@ -147,9 +140,7 @@ bool bb__map_del(bb__map *m, uint64_t k)
 
 void bb__map_free(bb__map *m)
 {
-    free(m->keys);
-    free(m->vals);
-    free(m->used);
+    free(m->slots);
     memset(m, 0, sizeof *m);
 }
 

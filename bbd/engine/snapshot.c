@@ -380,9 +380,9 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     /* batches */
     w_u(&w, e->batches.n);
     for (size_t i = 0; i < e->batches.cap; i++) {
-        if (!e->batches.used || e->batches.used[i] != 1)
+        if (e->batches.slots[i].state != BB__MAP_FULL)
             continue;
-        const bb__batch *b = (const bb__batch *)(uintptr_t)e->batches.vals[i];
+        const bb__batch *b = (const bb__batch *)(uintptr_t)e->batches.slots[i].val;
         w_u(&w, b->id);
         w_u(&w, b->wire_req_id);
         w_u(&w, b->op);

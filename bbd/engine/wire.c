@@ -1247,8 +1247,8 @@ void bb__flush_outbound(bb_engine *e)
 void bb__wire_free(bb_engine *e)
 {
     for (size_t i = 0; i < e->batches.cap; i++)
-        if (e->batches.used && e->batches.used[i] == 1)
-            batch_free((bb__batch *)(uintptr_t)e->batches.vals[i]);
+        if (e->batches.slots[i].state == BB__MAP_FULL)
+            batch_free((bb__batch *)(uintptr_t)e->batches.slots[i].val);
     bb__map_free(&e->batches);
     bb__map_free(&e->batches_wire);
     bb__map_free(&e->inreq_map);

@@ -5,6 +5,7 @@
  * budget, misbehaving raw peers and a clean close. */
 #include "test_transport_harness.h"
 
+#include "bb/uvarint.h"
 #include "bbd/host/frame.h"
 #include "bbd/host/handshake.h"
 
@@ -412,6 +413,34 @@ static void test_raw_peer_abuse(void **state)
     assert_loop_empty();
 }
 
+/* A raw peer 7 that a dials (a's first envelope: 10 pattern bytes with
+ * seed) and that answers with its handshake, then reads only when the test
+ * does: its connected socket; *lfd its listener, *to its address (in
+ * addr). */
+static int raw_peer_connected(node *a, uint8_t seed, int *lfd, uint8_t addr[64], bbd_addr *to)
+{
+    *lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    assert_int_equal(bind(*lfd, (struct sockaddr *)&sa, sl), 0);
+    assert_int_equal(listen(*lfd, 4), 0);
+    assert_int_equal(getsockname(*lfd, (struct sockaddr *)&sa, &sl), 0);
+    fcntl(*lfd, F_SETFL, fcntl(*lfd, F_GETFL) | O_NONBLOCK);
+    size_t alen;
+    char text[64];
+    snprintf(text, sizeof text, "/ip4/127.0.0.1/tcp/%u", ntohs(sa.sin_port));
+    assert_int_equal(bb_multiaddr_parse(text, addr, 64, &alen, NULL), BB_OK);
+    *to = (bbd_addr){addr, alen};
+    bb_peerid seven = peer_of(7);
+    assert_int_equal(send_to(a, &seven, to, 10, seed), BB_OK);
+    int fd = -1;
+    WAIT_FOR((fd = accept(*lfd, NULL, NULL)) >= 0, 3000);
+    uint8_t hs[600];
+    raw_send(fd, hs, handshake_frame(7, hs, sizeof hs));
+    WAIT_FOR(a->n_connected == 1 && a->n_ok == 1, 3000);
+    return fd;
+}
+
 /* A peer that handshakes and then never reads: the sender's memory for it
  * stays within the per-peer bound and further sends are refused. */
 static void test_slow_reader_bounded(void **state)
@@ -422,26 +451,11 @@ static void test_slow_reader_bounded(void **state)
     cfg.max_queue_per_peer_bytes = 4u << 20;
     node a;
     node_start(&a, 1, "A", &cfg);
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sl), 0);
-    assert_int_equal(listen(lfd, 4), 0);
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
-    fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
+    int lfd;
     uint8_t addr[64];
-    size_t alen;
-    char text[64];
-    snprintf(text, sizeof text, "/ip4/127.0.0.1/tcp/%u", ntohs(sa.sin_port));
-    assert_int_equal(bb_multiaddr_parse(text, addr, sizeof addr, &alen, NULL), BB_OK);
-    bbd_addr to = {addr, alen};
+    bbd_addr to;
+    int fd = raw_peer_connected(&a, 1, &lfd, addr, &to);
     bb_peerid seven = peer_of(7);
-    assert_int_equal(send_to(&a, &seven, &to, 10, 1), BB_OK);
-    int fd = -1;
-    WAIT_FOR((fd = accept(lfd, NULL, NULL)) >= 0, 3000);
-    uint8_t hs[600];
-    raw_send(fd, hs, handshake_frame(7, hs, sizeof hs));
-    WAIT_FOR(a.n_connected == 1 && a.n_ok == 1, 3000);
     int sent = 0, rc = BB_OK;
     while (rc == BB_OK && sent < 256) {
         rc = send_to(&a, &seven, &to, 1u << 20, 2);
@@ -455,6 +469,79 @@ static void test_slow_reader_bounded(void **state)
     assert_true(ps.queued_bytes <= 4u << 20);
     assert_int_equal(stats_of(&a).queue_dropped, 1);
     assert_int_equal(a.n_fail, 1);
+    close(fd);
+    close(lfd);
+    WAIT_FOR(a.n_disconnected == 1, 3000);
+    node_close(&a);
+    assert_loop_empty();
+}
+
+/* Small frames go out as one buffer (header and envelope copied together);
+ * when the socket takes only part of one, the rest is queued from the
+ * frame's own pieces. A peer that does not read until many are queued must
+ * then get every frame whole and in order. */
+static void test_small_frames_split_by_a_full_socket(void **state)
+{
+    (void)state;
+    bbd_transport_config cfg;
+    bbd_transport_config_init(&cfg);
+    cfg.max_queue_per_peer_bytes = 64u << 20;
+    node a;
+    node_start(&a, 1, "A", &cfg);
+    int lfd;
+    uint8_t addr[64];
+    bbd_addr to;
+    int fd = raw_peer_connected(&a, 0, &lfd, addr, &to);
+    bb_peerid seven = peer_of(7);
+    /* envelopes of 1000..1999 bytes until some are queued behind a full socket */
+    enum { MAX_SENT = 20000 };
+    size_t sent = 0;
+    bbd_peer_stats ps = {0};
+    while (sent < MAX_SENT) {
+        assert_int_equal(send_to(&a, &seven, &to, 1000 + sent % 1000, (uint8_t)(sent + 1)), BB_OK);
+        sent++;
+        if (sent % 64 == 0) {
+            run_for(1);
+            assert_true(bbd_transport_peer_stats_at(a.t, 0, &ps));
+            if (ps.queued_bytes > (1u << 20))
+                break;
+        }
+    }
+    assert_true(ps.queued_bytes > (1u << 20));
+    /* read everything: A's handshake, the first 10-byte envelope, then each in order */
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    size_t cap = 64u << 20, have = 0, pos = 0, got = 0;
+    uint8_t *buf = malloc(cap);
+    assert_non_null(buf);
+    while (got <= sent) {
+        run_for(1);
+        ssize_t r = recv(fd, buf + have, cap - have, MSG_DONTWAIT);
+        if (r > 0)
+            have += (size_t)r;
+        for (;;) { /* whole frames: uvarint body length, 0x12, uvarint n, envelope */
+            uint64_t body, n;
+            size_t u1, u2;
+            if (bb_uvarint_read_u64(buf + pos, have - pos, &body, &u1) ||
+                have - pos - u1 < body)
+                break;
+            if (buf[pos + u1] == 0x0a) { /* A's handshake comes first */
+                pos += u1 + body;
+                continue;
+            }
+            assert_int_equal(buf[pos + u1], 0x12);
+            assert_int_equal(bb_uvarint_read_u64(buf + pos + u1 + 1, body - 1, &n, &u2), 0);
+            const uint8_t *env = buf + pos + u1 + 1 + u2;
+            size_t want = got == 0 ? 10 : 1000 + (got - 1) % 1000;
+            assert_int_equal(n, want);
+            for (size_t i = 0; i < n; i++)
+                if (env[i] != (uint8_t)(i * 31u + (got == 0 ? 0 : (uint8_t)got)))
+                    fail_msg("frame %zu: byte %zu differs", got, i);
+            pos += u1 + body;
+            got++;
+        }
+    }
+    assert_int_equal(got, sent + 1);
+    free(buf);
     close(fd);
     close(lfd);
     WAIT_FOR(a.n_disconnected == 1, 3000);
@@ -574,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_wrong_peer_at_address),
         cmocka_unit_test(test_raw_peer_abuse),
         cmocka_unit_test(test_slow_reader_bounded),
+        cmocka_unit_test(test_small_frames_split_by_a_full_socket),
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_clean_close),
         cmocka_unit_test(test_ipv6),
