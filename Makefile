@@ -7,6 +7,7 @@
 #   make bench      run the benchmarks (tables of ratios against baselines)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
+#   make LTO=0 ...  bbd without link-time optimization (a faster build)
 #
 # Sources are found by wildcard, so adding a file needs no Makefile edit:
 #   libbbir/src/*.c          -> lib/libbbir.so, lib/libbbir.a
