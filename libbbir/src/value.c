@@ -341,6 +341,13 @@ bb_value *bb_value_tensor_wrap(int32_t dtype, uint32_t ndim, const int64_t *dims
         return NULL;
     if ((uintptr_t)data % bb__value_elem_size(dtype) != 0)
         return NULL;
+    return bb__value_tensor_checked(type, dtype, ndim, dims, buf, data, nbytes);
+}
+
+bb_value *bb__value_tensor_checked(const bb_type_node *type, int32_t dtype, uint32_t ndim,
+                                   const int64_t *dims, bb_buffer *buf, uint8_t *data,
+                                   size_t nbytes)
+{
     bb_value *v = value_alloc(type);
     if (!v)
         return NULL;

@@ -655,14 +655,14 @@ static bool decode_tensor_canonical(dec *d, const bb_type_node *expect, size_t s
     size_t nbytes = (size_t)v;
     bb_value *t;
     if (d->src && nbytes && (uintptr_t)p % es == 0) {
-        t = bb_value_tensor_wrap(dtype, ndim, dims, d->src, (uint8_t *)p);
+        t = bb__value_tensor_checked(leaf, dtype, ndim, dims, d->src, (uint8_t *)p, nbytes);
     } else {
         bb_buffer *b = bb__buffer_new_uninit(nbytes);
         if (!b)
             return false; /* the general path reports it */
         if (nbytes)
             memcpy(b->data, p, nbytes);
-        t = bb_value_tensor_wrap(dtype, ndim, dims, b, b->data);
+        t = bb__value_tensor_checked(leaf, dtype, ndim, dims, b, b->data, nbytes);
         bb_buffer_unref(b);
     }
     *out = t;
