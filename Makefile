@@ -177,9 +177,8 @@ $(B)/bin/bbc: $(B)/obj/bbc/main.o $(LIBBBC_A) $(LIBBBIR_SO)
 # link-time optimized), because a message crosses all of them op by op — no
 # PLT hop per libbbir call, the message path's code together (measured:
 # make footprint, docs/DECISIONS.md). It exports libbbir's dynamic symbols
-# (the list is read off libbbir.so), so a plugin linked against libbbir.so
-# binds to this copy: one set of type nodes, one value cache. libbbir.so
-# stays a dependency, so such a plugin loads from wherever it sits.
+# (the list is read off libbbir.so) for the plugins it loads, and does not
+# load libbbir.so itself: one copy of the library, one set of type nodes.
 BBD_O = $(B)/obj/bbd/main.o $(HOST_O) $(ENGINE_O) $(BBC_O) $(LIBBBIR_O)
 
 $(B)/bbd.dynlist: $(LIBBBIR_SO)
@@ -188,8 +187,8 @@ $(B)/bbd.dynlist: $(LIBBBIR_SO)
 
 $(B)/bin/bbd: $(BBD_O) $(LIBBBIR_SO) $(B)/bbd.dynlist
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_COMMON) $(LTO_LDFLAGS) $(RPATH_BIN) -Wl,--dynamic-list=$(B)/bbd.dynlist \
-		-o $@ $(BBD_O) -Wl,--no-as-needed -L$(B)/lib -lbbir -Wl,--as-needed $(SYS_LIBS)
+	$(CC) $(LDFLAGS_COMMON) $(LTO_LDFLAGS) -Wl,--dynamic-list=$(B)/bbd.dynlist \
+		-o $@ $(BBD_O) $(SYS_LIBS)
 
 $(B)/bin/bbctl: $(patsubst %.c,$(B)/obj/%.o,$(BBCTL_SRC)) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
@@ -197,19 +196,20 @@ $(B)/bin/bbctl: $(patsubst %.c,$(B)/obj/%.o,$(BBCTL_SRC)) $(LIBBBIR_SO)
 
 # ---- plugins ---------------------------------------------------------------
 .SECONDEXPANSION:
-$(B)/lib/bytesandbrains/plugins/%.so: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard plugins/$$*/*.c))) $(LIBBBIR_SO)
+# Plugins do not link libbbir: its symbols come from the program that loads
+# them (bbd carries libbbir and exports it; bbc, the tests and the benches
+# link libbbir.so), so a process holds one copy of it (bb-plugin(7)).
+$(B)/lib/bytesandbrains/plugins/%.so: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard plugins/$$*/*.c)))
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LDFLAGS_COMMON) -Wl,-rpath,'$$ORIGIN/../..' -o $@ $(filter %.o,$^) \
-		-L$(B)/lib -lbbir $(PLUGIN_LIBS_$*) $(SYS_LIBS)
+	$(CC) -shared $(LDFLAGS_COMMON) -o $@ $(filter %.o,$^) $(PLUGIN_LIBS_$*) $(SYS_LIBS)
 
 $(B)/obj/plugins/%.o: plugins/%.c | $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden $(PLUGIN_CFLAGS_$(firstword $(subst /, ,$*))) -c $< -o $@
 
-$(B)/tests/plugins/%.so: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard tests/plugins/$$*/*.c))) $(LIBBBIR_SO)
+$(B)/tests/plugins/%.so: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard tests/plugins/$$*/*.c)))
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LDFLAGS_COMMON) -Wl,-rpath,'$$ORIGIN/../../lib' -o $@ $(filter %.o,$^) \
-		-L$(B)/lib -lbbir $(SYS_LIBS)
+	$(CC) -shared $(LDFLAGS_COMMON) -o $@ $(filter %.o,$^) $(SYS_LIBS)
 
 $(B)/obj/tests/plugins/%.o: tests/plugins/%.c | $(GEN_H)
 	@mkdir -p $(dir $@)

@@ -226,6 +226,19 @@ void bb__envelope_release(bb__envelope *env)
     env->n_dest = env->n_src = env->n_fills = 0;
 }
 
+/* Fields 4-7: the stamps (fixed64, or varint in older snapshots). */
+static void set_stamp(bb__envelope *out, uint32_t field, uint64_t v)
+{
+    if (field == 4)
+        out->deadline_ns = v;
+    else if (field == 5)
+        out->sent_at_ns = v;
+    else if (field == 6)
+        out->echo_sent_at_ns = v;
+    else
+        out->echo_delay_ns = v;
+}
+
 /* One field of an envelope whose tag (field, wt) was read; at: its offset. */
 static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bb__env_limits *lim,
                         bb__envelope *out, bb_error *err)
@@ -276,14 +289,7 @@ static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bb_
     case 7:
         if ((rc = wt == 1 ? get_fixed64(r, &v) : get_varint(r, &v)))
             return rc;
-        if (field == 4)
-            out->deadline_ns = v;
-        else if (field == 5)
-            out->sent_at_ns = v;
-        else if (field == 6)
-            out->echo_sent_at_ns = v;
-        else
-            out->echo_delay_ns = v;
+        set_stamp(out, field, v);
         return 0;
     default:
         return skip_field(r, wt);
@@ -304,25 +310,19 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
         uint32_t field = 0;
         unsigned wt;
         int rc;
-        /* The one-byte tags the encoder writes, in its order, take the
-         * short way; any other tag (unknown fields, other encodings) the
-         * general one. Both apply the same checks. */
+        /* Every tag the encoder writes is one byte: read without the
+         * varint reader, and the three fixed64 stamps straight away; a
+         * longer tag (an unknown field) takes the general reader. */
         uint8_t tag = r.p[r.pos];
-        if (tag >= 0x21 && tag <= 0x31 && (tag & 7) == 1) {
-            field = tag >> 3; /* deadline, sent_at, echo_sent_at: fixed64 */
+        if (tag >= 0x21 && tag <= 0x31 && (tag & 7) == 1) { /* fields 4, 5, 6 */
+            field = tag >> 3;
             if (r.len - r.pos < 9) {
                 r.pos++;
                 rc = BB_ETRUNC;
                 goto bad;
             }
-            uint64_t v = bb_le_get(r.p + r.pos + 1, 8);
+            set_stamp(out, field, bb_le_get(r.p + r.pos + 1, 8));
             r.pos += 9;
-            if (field == 4)
-                out->deadline_ns = v;
-            else if (field == 5)
-                out->sent_at_ns = v;
-            else
-                out->echo_sent_at_ns = v;
             continue;
         }
         if (tag < 0x80) {

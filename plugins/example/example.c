@@ -11,7 +11,8 @@
  *
  * The state survives snapshot/restore. Build it on its own with
  *   cc -shared -fPIC -fvisibility=hidden -o example.so example.c \
- *       $(pkg-config --cflags --libs libbbir)
+ *       $(pkg-config --cflags libbbir)
+ * (no -lbbir: the program that loads it provides libbbir, bb-plugin(7))
  */
 #include <stdlib.h>
 #include <string.h>

@@ -13,8 +13,8 @@
 #   - a deliberately wrong expected output fails (exit 1, names the output);
 #   - bad inputs are errors (exit 1) and bad usage exits 2, with messages
 #     naming the culprit;
-#   - a plugin linked against libbbir.so binds every libbbir symbol to the
-#     copy inside bbd.
+#   - a plugin binds every libbbir symbol to the copy inside bbd, and bbd
+#     loads no libbbir.so.
 # Environment: BB_BUILD = absolute build dir (default ./build).
 # Ends with "N passed, N failed"; exits non-zero on any failure.
 set -u
@@ -215,13 +215,18 @@ expect "--plugin-path to a missing directory is an error" 1 "$TMP/no-plugins.*no
 # bbd carries libbbir in its image and exports it (Makefile, DECISIONS.md): a plugin linked
 # against libbbir.so must resolve every libbbir symbol to bbd, never to the shared library,
 # or it would see other type nodes than the engine.
-LD_DEBUG=bindings "$BBD" run --test-dir testdata/cpu_testdata/test_relu >"$TMP/bind" 2>&1
+LD_DEBUG=bindings,files "$BBD" run --test-dir testdata/cpu_testdata/test_relu >"$TMP/bind" 2>&1
 to_bbd=$(grep -cE "binding file .*/cpu\.so \[0\] to [^ ]*bin/bbd \[0\]: normal symbol .(bb_|BB_)" "$TMP/bind")
 to_lib=$(grep -cE "binding file .*/cpu\.so \[0\] to [^ ]*libbbir\.so" "$TMP/bind")
 if [ "$to_bbd" -gt 10 ] && [ "$to_lib" -eq 0 ]; then
     ok "cpu.so binds its $to_bbd libbbir symbols to bbd's copy, none to libbbir.so"
 else
     fail "cpu.so bindings: $to_bbd to bbd, $to_lib to libbbir.so" "$TMP/bind"
+fi
+if grep -q 'file=.*cpu\.so' "$TMP/bind" && ! grep -q 'file=.*libbbir\.so' "$TMP/bind"; then
+    ok "bbd loads cpu.so and no libbbir.so: one copy of libbbir in the process"
+else
+    fail "bbd loaded libbbir.so (or not cpu.so)" "$TMP/bind"
 fi
 
 # ---- bad usage: exit 2 -------------------------------------------------------------------------
