@@ -185,7 +185,7 @@ $(B)/bbd.dynlist: $(LIBBBIR_SO)
 	{ echo '{'; nm -D --defined-only $< | awk 'NF == 3 && $$2 ~ /^[TDRBV]$$/ { print "  " $$3 ";" }'; \
 	  echo '};'; } > $@
 
-$(B)/bin/bbd: $(BBD_O) $(LIBBBIR_SO) $(B)/bbd.dynlist
+$(B)/bin/bbd: $(BBD_O) $(B)/bbd.dynlist
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(LTO_LDFLAGS) -Wl,--dynamic-list=$(B)/bbd.dynlist \
 		-o $@ $(BBD_O) $(SYS_LIBS)

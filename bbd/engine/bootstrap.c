@@ -303,11 +303,8 @@ void bb__boot_progress(bb_engine *e)
         b->all_armed = false;
         if (!b->pulses_fired) {
             b->pulses_fired = true;
-            for (uint32_t k = 0; k < e->n_pulse_ops; k++) {
-                bb_value *t = bb__trigger(e);
-                if (t)
-                    bb__fire_op_output(e, e->pulse_ops[k], t, 0);
-            }
+            for (uint32_t k = 0; k < e->n_pulse_ops; k++)
+                bb__fire_op_output(e, e->pulse_ops[k], bb__trigger(e), 0);
         }
     }
 }

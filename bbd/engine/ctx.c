@@ -81,7 +81,7 @@ static int ctx_call_dependency(bb_ctx *ctx, const char *slot, const char *op_typ
         .completion = &h->pub,
     };
     bb_error derr;
-    bb_error_init(&derr);
+    bb_error_clear(&derr);
     bb_dispatch_result r = d->type->dispatch(d->inst, &d->ctx.pub, &call, outputs, &derr);
     bb__handle_drop(e, h);
     bb__handle_retire(e, h);

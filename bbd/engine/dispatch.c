@@ -103,7 +103,7 @@ static int run_atomic(bb_engine *e, uint32_t opi, const bb__op *op, bb__exec *x,
         .completion = &h->pub,
     };
     bb_error err;
-    bb_error_init(&err);
+    bb_error_clear(&err);
     bb_dispatch_result r = c->type->dispatch(c->inst, &c->ctx.pub, &call, out, &err);
     if (BB__UNLIKELY(atomic_load_explicit(&h->state, memory_order_acquire) != BB__H_PENDING)) {
         /* The component completed the handle although it did not return

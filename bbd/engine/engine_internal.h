@@ -701,7 +701,6 @@ void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t cha
 void bb__write_again(bb_engine *e, bb__slot *s);
 void bb__write_flagged(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, uint8_t fl);
 void bb__frontier_push_grow(bb_engine *e, uint32_t op, bb__exec *x);
-void bb__frontier_peak(bb_engine *e);
 /* Queue op of x (the ring grows when full; out of memory is an OpFailed). */
 static inline void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x)
 {
@@ -713,7 +712,7 @@ static inline void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x)
     e->fr_n++;
     x->refs++;
     if (BB__UNLIKELY(e->fr_n > e->c[BB__C_FRONTIER_PEAK]))
-        bb__frontier_peak(e);
+        e->c[BB__C_FRONTIER_PEAK] = e->fr_n;
 }
 
 /* Every input of op present in x (an AnyOf op: the write that got here

@@ -98,7 +98,9 @@ static int skip_field(rd *r, unsigned wt)
     }
 }
 
-static int get_tag(rd *r, uint32_t *field, unsigned *wt)
+/* Inline: get_varint reads a one-byte tag (every tag an encoder writes)
+ * without the general varint reader. */
+static inline int get_tag(rd *r, uint32_t *field, unsigned *wt)
 {
     uint64_t t;
     int rc = get_varint(r, &t);
@@ -147,21 +149,8 @@ static int decode_fill(const uint8_t *d, size_t n, bb__fill *f, size_t *err_off)
     while (r.pos < r.len) {
         uint32_t field;
         unsigned wt;
-        int rc;
-        /* the one-byte tags an encoder writes first, then the general case */
-        switch (r.p[r.pos]) {
-        case 0x0a:
-            r.pos++;
-            rc = get_bytes(&r, &f->suffix, &f->suffix_len);
-            break;
-        case 0x12:
-            r.pos++;
-            rc = get_bytes(&r, &f->payload, &f->payload_len);
-            break;
-        default:
-            rc = get_tag(&r, &field, &wt);
-            if (rc)
-                break;
+        int rc = get_tag(&r, &field, &wt);
+        if (!rc) {
             if (field == 1 && wt == 2) {
                 rc = get_bytes(&r, &f->suffix, &f->suffix_len);
             } else if (field == 2 && wt == 2) {
@@ -310,11 +299,10 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
         uint32_t field = 0;
         unsigned wt;
         int rc;
-        /* Every tag the encoder writes is one byte: read without the
-         * varint reader, and the three fixed64 stamps straight away; a
-         * longer tag (an unknown field) takes the general reader. */
         uint8_t tag = r.p[r.pos];
-        if (tag >= 0x21 && tag <= 0x31 && (tag & 7) == 1) { /* fields 4, 5, 6 */
+        if (tag >= 0x21 && tag <= 0x31 && (tag & 7) == 1) {
+            /* fields 4, 5, 6, fixed64 as the encoder writes them: three
+             * in every envelope, read without the field dispatch */
             field = tag >> 3;
             if (r.len - r.pos < 9) {
                 r.pos++;
@@ -325,17 +313,8 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
             r.pos += 9;
             continue;
         }
-        if (tag < 0x80) {
-            r.pos++;
-            field = tag >> 3;
-            wt = tag & 7;
-            if (field == 0) {
-                rc = BB_EDECODE;
-                goto bad;
-            }
-        } else if ((rc = get_tag(&r, &field, &wt))) {
+        if ((rc = get_tag(&r, &field, &wt)))
             goto bad;
-        }
         if ((rc = decode_field(&r, field, wt, at, lim, out, err))) {
             if (rc == BB_ELIMIT || rc == BB_ENOMEM) { /* already described */
                 bb__envelope_release(out);

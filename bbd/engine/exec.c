@@ -179,11 +179,6 @@ void bb__frontier_push_grow(bb_engine *e, uint32_t op, bb__exec *x)
     bb__frontier_push(e, op, x);
 }
 
-void bb__frontier_peak(bb_engine *e)
-{
-    e->c[BB__C_FRONTIER_PEAK] = e->fr_n;
-}
-
 static void forward(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v)
 {
     const bb__op *call = &e->ops[x->call_op];

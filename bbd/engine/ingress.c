@@ -153,9 +153,7 @@ static void process_lifecycle(bb_engine *e, int64_t phase)
         uint32_t opi = e->lifecycle_ops[k];
         if (e->ops[opi].st->i != phase)
             continue;
-        bb_value *t = bb__trigger(e);
-        if (t)
-            bb__fire_op_output(e, opi, t, 0);
+        bb__fire_op_output(e, opi, bb__trigger(e), 0);
     }
 }
 
@@ -372,10 +370,10 @@ int bb__decode_input(bb_engine *e, const bb__graph *g, uint32_t site, const bb_e
         return bb_error_set(err, BB_EINVAL, "input '%s': NULL bytes", g->site_names[site]);
     int rc;
     bb_error derr;
-    bb_error_init(&derr);
+    bb_error_clear(&derr);
     if (t->kind == BB_VK_TRIGGER) {
         out->v = bb__trigger(e);
-        rc = out->v ? 0 : BB_ENOMEM;
+        rc = 0;
     } else if (t == &BB_TYPE_ANY || (t->kind == BB_VK_ABSTRACT && t != &BB_TYPE_TENSOR)) {
         out->v = bb_value_bytes(&BB_TYPE_BYTES, in->bytes, in->len);
         rc = out->v ? 0 : BB_ENOMEM;

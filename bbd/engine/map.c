@@ -47,16 +47,16 @@ int bb__arr_reserve(void *arr, size_t elem, size_t need)
     return 0;
 }
 
-static size_t slot_of(const bb__map *m, uint64_t k)
+static size_t slot_of(size_t cap, uint64_t k)
 {
-    return (size_t)bb__mix64(k) & (m->cap - 1);
+    return (size_t)bb__mix64(k) & (cap - 1);
 }
 
 bool bb__map_get(const bb__map *m, uint64_t k, uint64_t *v)
 {
     if (!m->cap)
         return false;
-    for (size_t i = slot_of(m, k), probes = 0; probes < m->cap; i = (i + 1) & (m->cap - 1), probes++) {
+    for (size_t i = slot_of(m->cap, k), probes = 0; probes < m->cap; i = (i + 1) & (m->cap - 1), probes++) {
         const bb__mslot *s = &m->slots[i];
         if (s->state == BB__MAP_EMPTY)
             return false;
@@ -79,7 +79,7 @@ static int rehash(bb__map *m, size_t cap)
         const bb__mslot *s = &m->slots[i];
         if (s->state != BB__MAP_FULL)
             continue;
-        size_t j = (size_t)bb__mix64(s->key) & (cap - 1);
+        size_t j = slot_of(cap, s->key);
         while (slots[j].state != BB__MAP_EMPTY)
             j = (j + 1) & (cap - 1);
         slots[j] = *s;
@@ -100,7 +100,7 @@ int bb__map_put(bb__map *m, uint64_t k, uint64_t v)
             return BB_ENOMEM;
     }
     bb__mslot *tomb = NULL;
-    for (size_t i = slot_of(m, k);; i = (i + 1) & (m->cap - 1)) {
+    for (size_t i = slot_of(m->cap, k);; i = (i + 1) & (m->cap - 1)) {
         bb__mslot *s = &m->slots[i];
         if (s->state == BB__MAP_FULL && s->key == k) {
             s->val = v;
@@ -124,7 +124,7 @@ bool bb__map_del(bb__map *m, uint64_t k)
 {
     if (!m->cap)
         return false;
-    for (size_t i = slot_of(m, k), probes = 0; probes < m->cap; i = (i + 1) & (m->cap - 1), probes++) {
+    for (size_t i = slot_of(m->cap, k), probes = 0; probes < m->cap; i = (i + 1) & (m->cap - 1), probes++) {
         bb__mslot *s = &m->slots[i];
         if (s->state == BB__MAP_EMPTY)
             return false;

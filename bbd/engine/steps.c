@@ -57,15 +57,15 @@ void *bb__owned_alloc(void **owned, size_t n)
         size_t cap = l->chunk_cap ? l->chunk_cap * 2 : CHUNK_MIN;
         while (cap < n)
             cap *= 2;
+        /* the full chunk holds copies earlier steps point into: room to
+         * keep it is made before anything can fail */
+        if (l->chunk && l->n == l->cap && bb__arr_reserve(l, sizeof *l->v, l->n + 1))
+            return NULL;
         uint8_t *c = malloc(cap);
         if (!c)
             return NULL;
-        if (l->chunk && !bb__owned_add(owned, l->chunk)) {
-            free(c); /* the old chunk is gone with it, and the copies in it */
-            l->chunk = NULL;
-            l->used = l->chunk_cap = 0;
-            return NULL;
-        }
+        if (l->chunk)
+            l->v[l->n++] = l->chunk;
         l->chunk = c;
         l->chunk_cap = cap;
         l->used = 0;

@@ -126,13 +126,12 @@ void bb__sema_release(bb_engine *e, uint32_t idx)
         struct bb__waiter w = s->waiters.v[0];
         memmove(s->waiters.v, s->waiters.v + 1, (s->waiters.n - 1) * sizeof *s->waiters.v);
         s->waiters.n--;
-        bb_value *t = bb__trigger(e);
-        if (!t || !hold_add(w.x, idx)) {
-            bb_value_unref(t);
+        if (!hold_add(w.x, idx)) {
             bb__park_fail(e, w.op, w.x, "out of memory acquiring a limit");
             continue;
         }
         s->held++;
+        bb_value *t = bb__trigger(e);
         bb__park_resume(e, w.op, w.x, &t, 1);
     }
 }
@@ -143,13 +142,10 @@ BB__SYSCALL(bb__sys_limit_acquire)
     const bb__op *op = &e->ops[opi];
     bb__sema *s = &e->semas[op->st->idx];
     if (s->held < s->cap && !s->waiters.n) {
-        out[0] = bb__trigger(e);
-        if (!out[0] || !hold_add(x, op->st->idx)) {
-            bb_value_unref(out[0]);
-            out[0] = NULL;
+        if (!hold_add(x, op->st->idx))
             return bb__fail(e, "out of memory acquiring limit %s", s->name);
-        }
         s->held++;
+        out[0] = bb__trigger(e);
         return BB__R_DONE;
     }
     if (BB__ARR_PUSH(&s->waiters, ((struct bb__waiter){opi, x})))
@@ -206,11 +202,8 @@ BB__SYSCALL(bb__sys_enqueue)
     (void)x;
     const bb__op *op = &e->ops[opi];
     bb__queue *q = &e->queues[op->st->idx];
-    if (op->n_out) {
+    if (op->n_out)
         out[0] = bb__trigger(e);
-        if (!out[0])
-            return bb__fail(e, "out of memory");
-    }
     if (q->waiters.n) {
         struct bb__waiter w = q->waiters.v[0];
         memmove(q->waiters.v, q->waiters.v + 1, (q->waiters.n - 1) * sizeof *q->waiters.v);

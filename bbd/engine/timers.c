@@ -112,10 +112,7 @@ static void fire(bb_engine *e, const bb__timer *t)
     switch (t->kind) {
     case BB__T_PARK: {
         bb_value *trig = bb__trigger(e);
-        if (!trig)
-            bb__park_fail(e, t->op, t->p, "out of memory");
-        else
-            bb__park_resume(e, t->op, t->p, &trig, 1);
+        bb__park_resume(e, t->op, t->p, &trig, 1);
         break;
     }
     case BB__T_INTERVAL: {

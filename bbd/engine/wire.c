@@ -793,10 +793,10 @@ static int decode_payload(bb_engine *e, const bb__fill *f, const bb_type_node *t
     *out = NULL;
     if (f->trigger_only || t->kind == BB_VK_TRIGGER) {
         *out = bb__trigger(e);
-        return *out ? 0 : BB_WIRE_RX_ALLOCATION_FAILED;
+        return 0;
     }
     bb_error err;
-    bb_error_init(&err);
+    bb_error_clear(&err);
     bb_decode_limits lim = BB_DECODE_LIMITS_DEFAULT;
     if (lim.max_bytes > e->caps.max_envelope_bytes)
         lim.max_bytes = e->caps.max_envelope_bytes;
@@ -962,9 +962,7 @@ static void deliver_site_fill(inbound_ctx *c, const bb__fill *f, uint64_t site_i
         return;
     }
     const bb__op *op = &e->ops[opi];
-    bb_value *trig = bb__trigger(e);
-    if (trig)
-        bb__write(e, x, op->out[0], trig, 0);
+    bb__write(e, x, op->out[0], bb__trigger(e), 0);
     if (val) {
         if (f->trigger_only && op->n_out > 1) {
             bb_value_unref(val); /* trigger-only edge: the payload never flows */
@@ -1046,7 +1044,7 @@ static void deliver_control_fill(inbound_ctx *c, const bb__fill *f, const bb_suf
                                  .op_index = idx, .inputs = ins, .n_inputs = 2,
                                  .n_outputs = n_out, .node = NULL, .completion = &h->pub};
         bb_error err;
-        bb_error_init(&err);
+        bb_error_clear(&err);
         h->comp = sfx->cref;
         h->fill_decl = decl;
         h->fill_domain = domain;
@@ -1157,7 +1155,7 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
     e->c[BB__C_ENVELOPES_IN]++;
     bb__envelope env;
     bb_error err;
-    bb_error_init(&err);
+    bb_error_clear(&err);
     bb__env_limits lim = {e->caps.max_envelope_fills, e->caps.max_envelope_addresses};
     if (bb__envelope_decode(bytes, len, &lim, &env, &err)) {
         e->c[BB__C_WIRE_RX_ERRORS]++;

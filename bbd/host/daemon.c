@@ -457,7 +457,7 @@ static void tr_envelope(void *ud, const bb_peerid *from, const bbd_addr *observe
 {
     bbd_daemon *d = ud;
     bb_error err;
-    bb_error_init(&err);
+    bb_error_clear(&err);
     if (d->stopping)
         return;
     if (bb_engine_deliver_envelope(d->engine, from, (const bb_engine_addr *)observed, bytes, len,
@@ -471,7 +471,7 @@ static void tr_envelope_owned(void *ud, const bb_peerid *from, const bbd_addr *o
 {
     bbd_daemon *d = ud;
     bb_error err;
-    bb_error_init(&err);
+    bb_error_clear(&err);
     if (d->stopping) {
         free(bytes);
         return;

@@ -14,23 +14,6 @@ static int bad_varint(bb_error *err, const char *what, bb_uvarint_rc rc)
     return bb_error_set(err, BB_EPARSE, "frame: %s: %s", what, bb_uvarint_rc_str(rc));
 }
 
-/* bb_uvarint_decode for the lengths of a frame header, which are one or
- * two bytes for every envelope under 16 KiB: those without the loop. */
-static inline bb_uvarint_rc header_varint(const uint8_t *p, size_t n, uint64_t *v, size_t *used)
-{
-    if (n >= 1 && p[0] < 0x80) {
-        *v = p[0];
-        *used = 1;
-        return BB_UVARINT_OK;
-    }
-    if (n >= 2 && p[1] < 0x80 && p[1] != 0) {
-        *v = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
-        *used = 2;
-        return BB_UVARINT_OK;
-    }
-    return bb_uvarint_decode(p, n, BB_UVARINT_MAX_U64, v, used);
-}
-
 int bbd_frame_header_decode(const uint8_t *p, size_t n, const bbd_frame_limits *lim,
                             bbd_frame_header *out, bb_error *err)
 {
@@ -38,7 +21,7 @@ int bbd_frame_header_decode(const uint8_t *p, size_t n, const bbd_frame_limits *
     uint64_t body_len, payload_len;
     size_t used_body, used_payload;
 
-    bb_uvarint_rc rc = header_varint(p, n, &body_len, &used_body);
+    bb_uvarint_rc rc = bb_uvarint_decode(p, n, BB_UVARINT_MAX_U64, &body_len, &used_body);
     if (rc == BB_UVARINT_TRUNC)
         return BB_OK;
     if (rc != BB_UVARINT_OK)
@@ -70,7 +53,8 @@ int bbd_frame_header_decode(const uint8_t *p, size_t n, const bbd_frame_limits *
         return bb_error_set(err, BB_EPARSE, "frame: unexpected %s frame at this point",
                             kind_name);
 
-    rc = header_varint(p + used_body + 1, n - used_body - 1, &payload_len, &used_payload);
+    rc = bb_uvarint_decode(p + used_body + 1, n - used_body - 1, BB_UVARINT_MAX_U64,
+                            &payload_len, &used_payload);
     if (rc == BB_UVARINT_TRUNC)
         return BB_OK;
     if (rc != BB_UVARINT_OK)

@@ -191,7 +191,7 @@ static void parse_shared(tcp_conn *c, const uint8_t *data, size_t n)
     bbd_frame_limits lim;
     bbd_frame_header h;
     bb_error err;
-    bb_error_init(&err);
+    bb_error_clear(&err);
     size_t pos = 0;
     while (pos < n && alive(c)) {
         if (c->in_body) {

@@ -617,6 +617,25 @@ static int typed_elems(dec *d, const pbfield *f, size_t *n, uint8_t *out, size_t
  * (other field orders, typed fields, unpacked dims, a bad dtype, a size
  * mismatch, a limit) returns false and the general decoder below reads it
  * again and names the problem. */
+/* A tensor of nbytes of raw little-endian data at raw (NULL when empty):
+ * sharing the source buffer when there is one and raw is aligned for the
+ * dtype, else a copy. NULL when out of memory. */
+static bb_value *tensor_from_raw(const dec *d, const bb_type_node *leaf, int32_t dtype,
+                                 uint32_t ndim, const int64_t *dims, const uint8_t *raw,
+                                 size_t nbytes, size_t es)
+{
+    if (d->src && nbytes && (uintptr_t)raw % es == 0)
+        return bb__value_tensor_checked(leaf, dtype, ndim, dims, d->src, (uint8_t *)raw, nbytes);
+    bb_buffer *b = bb__buffer_new_uninit(nbytes);
+    if (!b)
+        return NULL;
+    if (nbytes)
+        memcpy(b->data, raw, nbytes);
+    bb_value *v = bb__value_tensor_checked(leaf, dtype, ndim, dims, b, b->data, nbytes);
+    bb_buffer_unref(b);
+    return v;
+}
+
 static bool decode_tensor_canonical(dec *d, const bb_type_node *expect, size_t s, size_t e,
                                     bb_value **out)
 {
@@ -652,21 +671,8 @@ static bool decode_tensor_canonical(dec *d, const bb_type_node *expect, size_t s
     size_t numel = bb_shape_numel(ndim, dims);
     if (numel == SIZE_MAX || numel > SIZE_MAX / es || numel * es != v || v > d->lim->max_bytes)
         return false;
-    size_t nbytes = (size_t)v;
-    bb_value *t;
-    if (d->src && nbytes && (uintptr_t)p % es == 0) {
-        t = bb__value_tensor_checked(leaf, dtype, ndim, dims, d->src, (uint8_t *)p, nbytes);
-    } else {
-        bb_buffer *b = bb__buffer_new_uninit(nbytes);
-        if (!b)
-            return false; /* the general path reports it */
-        if (nbytes)
-            memcpy(b->data, p, nbytes);
-        t = bb__value_tensor_checked(leaf, dtype, ndim, dims, b, b->data, nbytes);
-        bb_buffer_unref(b);
-    }
-    *out = t;
-    return t != NULL;
+    *out = tensor_from_raw(d, leaf, dtype, ndim, dims, p, (size_t)v, es);
+    return *out != NULL; /* out of memory: the general path reports it */
 }
 
 static int decode_tensor(dec *d, const bb_type_node *expect, size_t s, size_t e, bb_value **out)
@@ -763,34 +769,28 @@ static int decode_tensor(dec *d, const bb_type_node *expect, size_t s, size_t e,
                      "tensor: raw_data has %zu bytes, shape needs %zu", raw_len, nbytes);
     }
 
-    /* Build: adopt aligned raw_data from the source buffer, else copy. */
+    /* Build: raw_data shared or copied; typed elements converted (pass 2). */
     bb_value *v;
-    if (has_raw && d->src && nbytes && (uintptr_t)(d->p + raw_off) % es == 0) {
-        v = bb_value_tensor_wrap(dtype, ndim, dims, d->src, (uint8_t *)(d->src->data + raw_off));
+    if (!typed_seen) {
+        v = tensor_from_raw(d, leaf, dtype, ndim, dims, has_raw ? d->p + raw_off : NULL, nbytes,
+                            es);
     } else {
         bb_buffer *b = bb__buffer_new_uninit(nbytes);
         if (!b)
             return dfail(d, BB_ENOMEM, s, "tensor: %zu bytes", nbytes);
-        if (has_raw && nbytes)
-            memcpy(b->data, d->p + raw_off, nbytes);
-        if (typed_seen) { /* Pass 2: convert the typed elements. */
-            size_t idx = 0, n;
-            for (size_t pos = s; pos < e;) {
-                if ((rc = pb_next(d, &pos, e, &f))) {
-                    bb_buffer_unref(b);
-                    return rc;
-                }
-                if (f.num == typed_seen && (rc = typed_elems(d, &f, &n, b->data, es, &idx))) {
-                    bb_buffer_unref(b);
-                    return rc;
-                }
+        size_t idx = 0, n;
+        for (size_t pos = s; pos < e;) {
+            if ((rc = pb_next(d, &pos, e, &f)) ||
+                (f.num == typed_seen && (rc = typed_elems(d, &f, &n, b->data, es, &idx)))) {
+                bb_buffer_unref(b);
+                return rc;
             }
         }
-        v = bb_value_tensor_wrap(dtype, ndim, dims, b, b->data);
+        v = bb__value_tensor_checked(leaf, dtype, ndim, dims, b, b->data, nbytes);
         bb_buffer_unref(b);
     }
     if (!v)
-        return dfail(d, BB_ENOMEM, s, "tensor value");
+        return dfail(d, BB_ENOMEM, s, "tensor: %zu bytes", nbytes);
     *out = v;
     return BB_OK;
 }

@@ -144,7 +144,7 @@ static void test_random_envelopes_match_protobuf_c(void **state)
         assert_non_null(pc);
         bb__envelope e;
         bb_error err;
-        bb_error_init(&err);
+        bb_error_clear(&err);
         if (bb__envelope_decode(bytes, n, &WIDE, &e, &err) != BB_OK)
             fail_msg("envelope %d: %s", it, err.msg);
         assert_same(&e, pc);
@@ -224,7 +224,7 @@ static void test_mutated_envelopes_agree_with_protobuf_c(void **state)
             Bb__Core__WireEnvelope *pc = bb__core__wire_envelope__unpack(NULL, m, exact);
             bb__envelope e;
             bb_error err;
-            bb_error_init(&err);
+            bb_error_clear(&err);
             int rc = bb__envelope_decode(exact, m, &WIDE, &e, &err);
             if (rc == BB_OK) {
                 accepted++;

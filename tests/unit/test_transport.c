@@ -413,32 +413,51 @@ static void test_raw_peer_abuse(void **state)
     assert_loop_empty();
 }
 
-/* A raw peer 7 that a dials (a's first envelope: 10 pattern bytes with
- * seed) and that answers with its handshake, then reads only when the test
- * does: its connected socket; *lfd its listener, *to its address (in
- * addr). */
-static int raw_peer_connected(node *a, uint8_t seed, int *lfd, uint8_t addr[64], bbd_addr *to)
+/* Node A (queueing up to max_queue bytes per peer) and a raw peer 7 that A
+ * dials (A's first envelope: 10 pattern bytes with seed) and that answers
+ * with its handshake, then reads only when the test does. */
+typedef struct raw_peer {
+    node a;
+    int fd, lfd;       /* the raw peer's connected socket and its listener */
+    uint8_t addr[64];  /* its address, to */
+    bbd_addr to;
+} raw_peer;
+
+static void raw_peer_connect(raw_peer *r, size_t max_queue, uint8_t seed)
 {
-    *lfd = socket(AF_INET, SOCK_STREAM, 0);
+    bbd_transport_config cfg;
+    bbd_transport_config_init(&cfg);
+    cfg.max_queue_per_peer_bytes = max_queue;
+    node_start(&r->a, 1, "A", &cfg);
+    r->lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t sl = sizeof sa;
-    assert_int_equal(bind(*lfd, (struct sockaddr *)&sa, sl), 0);
-    assert_int_equal(listen(*lfd, 4), 0);
-    assert_int_equal(getsockname(*lfd, (struct sockaddr *)&sa, &sl), 0);
-    fcntl(*lfd, F_SETFL, fcntl(*lfd, F_GETFL) | O_NONBLOCK);
+    assert_int_equal(bind(r->lfd, (struct sockaddr *)&sa, sl), 0);
+    assert_int_equal(listen(r->lfd, 4), 0);
+    assert_int_equal(getsockname(r->lfd, (struct sockaddr *)&sa, &sl), 0);
+    fcntl(r->lfd, F_SETFL, fcntl(r->lfd, F_GETFL) | O_NONBLOCK);
     size_t alen;
     char text[64];
     snprintf(text, sizeof text, "/ip4/127.0.0.1/tcp/%u", ntohs(sa.sin_port));
-    assert_int_equal(bb_multiaddr_parse(text, addr, 64, &alen, NULL), BB_OK);
-    *to = (bbd_addr){addr, alen};
+    assert_int_equal(bb_multiaddr_parse(text, r->addr, sizeof r->addr, &alen, NULL), BB_OK);
+    r->to = (bbd_addr){r->addr, alen};
     bb_peerid seven = peer_of(7);
-    assert_int_equal(send_to(a, &seven, to, 10, seed), BB_OK);
-    int fd = -1;
-    WAIT_FOR((fd = accept(*lfd, NULL, NULL)) >= 0, 3000);
+    assert_int_equal(send_to(&r->a, &seven, &r->to, 10, seed), BB_OK);
+    r->fd = -1;
+    WAIT_FOR((r->fd = accept(r->lfd, NULL, NULL)) >= 0, 3000);
     uint8_t hs[600];
-    raw_send(fd, hs, handshake_frame(7, hs, sizeof hs));
-    WAIT_FOR(a->n_connected == 1 && a->n_ok == 1, 3000);
-    return fd;
+    raw_send(r->fd, hs, handshake_frame(7, hs, sizeof hs));
+    WAIT_FOR(r->a.n_connected == 1 && r->a.n_ok == 1, 3000);
+}
+
+/* The raw peer goes away; A sees the disconnect and closes. */
+static void raw_peer_close(raw_peer *r)
+{
+    close(r->fd);
+    close(r->lfd);
+    WAIT_FOR(r->a.n_disconnected == 1, 3000);
+    node_close(&r->a);
+    assert_loop_empty();
 }
 
 /* A peer that handshakes and then never reads: the sender's memory for it
@@ -446,34 +465,23 @@ static int raw_peer_connected(node *a, uint8_t seed, int *lfd, uint8_t addr[64],
 static void test_slow_reader_bounded(void **state)
 {
     (void)state;
-    bbd_transport_config cfg;
-    bbd_transport_config_init(&cfg);
-    cfg.max_queue_per_peer_bytes = 4u << 20;
-    node a;
-    node_start(&a, 1, "A", &cfg);
-    int lfd;
-    uint8_t addr[64];
-    bbd_addr to;
-    int fd = raw_peer_connected(&a, 1, &lfd, addr, &to);
+    raw_peer r;
+    raw_peer_connect(&r, 4u << 20, 1);
     bb_peerid seven = peer_of(7);
     int sent = 0, rc = BB_OK;
     while (rc == BB_OK && sent < 256) {
-        rc = send_to(&a, &seven, &to, 1u << 20, 2);
+        rc = send_to(&r.a, &seven, &r.to, 1u << 20, 2);
         sent += rc == BB_OK;
         run_for(2);
     }
     assert_int_equal(rc, BB_EFULL);
     assert_true(sent < 64); /* the socket buffers plus 4 MiB, not everything */
     bbd_peer_stats ps;
-    assert_true(bbd_transport_peer_stats_at(a.t, 0, &ps));
+    assert_true(bbd_transport_peer_stats_at(r.a.t, 0, &ps));
     assert_true(ps.queued_bytes <= 4u << 20);
-    assert_int_equal(stats_of(&a).queue_dropped, 1);
-    assert_int_equal(a.n_fail, 1);
-    close(fd);
-    close(lfd);
-    WAIT_FOR(a.n_disconnected == 1, 3000);
-    node_close(&a);
-    assert_loop_empty();
+    assert_int_equal(stats_of(&r.a).queue_dropped, 1);
+    assert_int_equal(r.a.n_fail, 1);
+    raw_peer_close(&r);
 }
 
 /* Small frames go out as one buffer (header and envelope copied together);
@@ -483,41 +491,34 @@ static void test_slow_reader_bounded(void **state)
 static void test_small_frames_split_by_a_full_socket(void **state)
 {
     (void)state;
-    bbd_transport_config cfg;
-    bbd_transport_config_init(&cfg);
-    cfg.max_queue_per_peer_bytes = 64u << 20;
-    node a;
-    node_start(&a, 1, "A", &cfg);
-    int lfd;
-    uint8_t addr[64];
-    bbd_addr to;
-    int fd = raw_peer_connected(&a, 0, &lfd, addr, &to);
+    raw_peer r;
+    raw_peer_connect(&r, 64u << 20, 0);
     bb_peerid seven = peer_of(7);
     /* envelopes of 1000..1999 bytes until some are queued behind a full socket */
     enum { MAX_SENT = 20000 };
     size_t sent = 0;
     bbd_peer_stats ps = {0};
     while (sent < MAX_SENT) {
-        assert_int_equal(send_to(&a, &seven, &to, 1000 + sent % 1000, (uint8_t)(sent + 1)), BB_OK);
+        assert_int_equal(send_to(&r.a, &seven, &r.to, 1000 + sent % 1000, (uint8_t)(sent + 1)), BB_OK);
         sent++;
         if (sent % 64 == 0) {
             run_for(1);
-            assert_true(bbd_transport_peer_stats_at(a.t, 0, &ps));
+            assert_true(bbd_transport_peer_stats_at(r.a.t, 0, &ps));
             if (ps.queued_bytes > (1u << 20))
                 break;
         }
     }
     assert_true(ps.queued_bytes > (1u << 20));
     /* read everything: A's handshake, the first 10-byte envelope, then each in order */
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    fcntl(r.fd, F_SETFL, fcntl(r.fd, F_GETFL) & ~O_NONBLOCK);
     size_t cap = 64u << 20, have = 0, pos = 0, got = 0;
     uint8_t *buf = malloc(cap);
     assert_non_null(buf);
     while (got <= sent) {
         run_for(1);
-        ssize_t r = recv(fd, buf + have, cap - have, MSG_DONTWAIT);
-        if (r > 0)
-            have += (size_t)r;
+        ssize_t got_now = recv(r.fd, buf + have, cap - have, MSG_DONTWAIT);
+        if (got_now > 0)
+            have += (size_t)got_now;
         for (;;) { /* whole frames: uvarint body length, 0x12, uvarint n, envelope */
             uint64_t body, n;
             size_t u1, u2;
@@ -542,11 +543,7 @@ static void test_small_frames_split_by_a_full_socket(void **state)
     }
     assert_int_equal(got, sent + 1);
     free(buf);
-    close(fd);
-    close(lfd);
-    WAIT_FOR(a.n_disconnected == 1, 3000);
-    node_close(&a);
-    assert_loop_empty();
+    raw_peer_close(&r);
 }
 
 /* max_connections: the connection over the limit is accepted and closed. */

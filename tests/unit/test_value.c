@@ -643,7 +643,7 @@ static void test_exact_encodings(void **state)
     assert_memory_equal(sized, want, sizeof want);
     assert_int_equal(sized[sizeof want], 0xee); /* nothing past n */
     bb_error err;
-    bb_error_init(&err);
+    bb_error_clear(&err);
     assert_int_equal(bb_value_encode_sized(v, n - 1, sized, &err), BB_ERUNTIME); /* a bug */
     assert_int_equal(bb_value_encode_sized(NULL, 0, sized, &err), BB_EINVAL);
     free(enc);
@@ -761,7 +761,7 @@ static void test_decode_canonical_matches_general(void **state)
     /* the layout, but wrong: each case gets the general decoder's message */
     bb_value *v = NULL;
     bb_error err;
-    bb_error_init(&err);
+    bb_error_clear(&err);
     canon[7] = 0x14; /* raw_data 20 bytes, shape needs 24 */
     assert_int_equal(bb_value_decode(BB_TYPE_TENSOR_F32.wire_hash, canon, 8 + 20, NULL, &v, &err), BB_EDECODE);
     assert_non_null(strstr(err.msg, "raw_data has 20 bytes, shape needs 24"));

@@ -27,6 +27,11 @@ typedef enum bb_uvarint_rc {
 static inline bb_uvarint_rc bb_uvarint_decode(const uint8_t *p, size_t n, size_t max_bytes,
                                                 uint64_t *value, size_t *used)
 {
+    if (n && max_bytes && p[0] < 0x80) { /* most lengths and codes: one byte */
+        *value = p[0];
+        *used = 1;
+        return BB_UVARINT_OK;
+    }
     uint64_t v = 0;
     for (size_t i = 0; i < max_bytes; i++) {
         if (i >= n)
