@@ -11,7 +11,7 @@
 #
 # Sources are found by wildcard, so adding a file needs no Makefile edit:
 #   libbbir/src/*.c          -> lib/libbbir.so, lib/libbbir.a
-#   bbd/engine/*.c           -> lib/libbbengine.a
+#   libbbengine/src/*.c      -> lib/libbbengine.so, lib/libbbengine.a
 #   bbc/*.c (not main.c)     -> lib/libbbc.a,     bbc/main.c  -> bin/bbc
 #   bbd/host/*.c             -> lib/libbbdhost.a, bbd/main.c  -> bin/bbd
 #   bbctl/*.c                -> bin/bbctl
@@ -57,7 +57,7 @@ endif
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -pthread \
 	-Wall -Wextra -Werror -Wno-missing-field-initializers \
-	-I. -Ilibbbir/include -I$(BUILD)/gen $(PKG_CFLAGS) $(SANFLAGS) $(LTO_CFLAGS) \
+	-I. -Ilibbbir/include -Ilibbbengine/include -I$(BUILD)/gen $(PKG_CFLAGS) $(SANFLAGS) $(LTO_CFLAGS) \
 	-DBB_PLUGIN_DIR_INSTALLED='"$(PLUGIN_DIR_INSTALLED)"' -MMD -MP
 # Generated protobuf-c code is not ours to keep warning-free.
 CFLAGS_GEN = -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -I$(BUILD)/gen $(SANFLAGS) -MMD -MP
@@ -75,7 +75,7 @@ GEN_O       = $(patsubst $(B)/gen/%.c,$(B)/obj/gen/%.o,$(GEN_C))
 
 LIBBBIR_SRC = $(wildcard libbbir/src/*.c)
 LIBBBIR_O   = $(patsubst %.c,$(B)/obj/%.o,$(LIBBBIR_SRC)) $(GEN_O)
-ENGINE_SRC  = $(wildcard bbd/engine/*.c)
+ENGINE_SRC  = $(wildcard libbbengine/src/*.c)
 ENGINE_O    = $(patsubst %.c,$(B)/obj/%.o,$(ENGINE_SRC))
 BBC_SRC     = $(filter-out bbc/main.c,$(wildcard bbc/*.c))
 BBC_O       = $(patsubst %.c,$(B)/obj/%.o,$(BBC_SRC))
@@ -86,6 +86,7 @@ BBCTL_SRC   = $(wildcard bbctl/*.c)
 LIBBBIR_SO  = $(B)/lib/libbbir.so
 LIBBBIR_A   = $(B)/lib/libbbir.a
 LIBENGINE_A = $(B)/lib/libbbengine.a
+LIBENGINE_SO = $(B)/lib/libbbengine.so
 LIBBBC_A    = $(B)/lib/libbbc.a
 LIBHOST_A   = $(B)/lib/libbbdhost.a
 
@@ -126,7 +127,7 @@ endif
 .PHONY: all deps check check-unit check-integration demo bench footprint install clean examples programs
 .SECONDARY:
 
-all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
+all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_SO) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
      $(TESTS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES)
 
 deps:
@@ -158,6 +159,13 @@ $(LIBBBIR_A): $(LIBBBIR_O)
 $(LIBENGINE_A): $(ENGINE_O)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
+
+# The engine as a shared library for other hosts (a simulator, an embedding
+# program); it takes libbbir from libbbir.so.
+$(LIBENGINE_SO): $(ENGINE_O) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libbbengine.so $(LDFLAGS_COMMON) -o $@ $(ENGINE_O) \
+		-L$(B)/lib -lbbir $(SYS_LIBS)
 
 $(LIBBBC_A): $(BBC_O)
 	@mkdir -p $(dir $@)
@@ -264,7 +272,9 @@ install: all
 	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(LIBBBIR_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 0755 $(LIBBBIR_SO) $(DESTDIR)$(PREFIX)/lib/
-	install -m 0644 libbbir/include/bb/*.h $(DESTDIR)$(PREFIX)/include/bb/
+	install -m 0644 $(LIBENGINE_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(LIBENGINE_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 libbbir/include/bb/*.h libbbengine/include/bb/*.h $(DESTDIR)$(PREFIX)/include/bb/
 	$(if $(PLUGINS),install -m 0755 $(PLUGINS) $(DESTDIR)$(PLUGIN_DIR_INSTALLED)/)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/libbbir.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libbbir.pc
 	@for s in 1 5 7 8; do \

@@ -30,7 +30,7 @@
 
 #include "bb/ir.h"
 #include "bb/peerid.h"
-#include "bbd/engine/engine.h"
+#include "bb/engine.h"
 
 /* CPU time of this thread: other load on a shared machine distorts it far
  * less than wall time (the engine does no I/O and never sleeps). */

@@ -23,7 +23,7 @@
 #include "bb/peerid.h"
 #include "bb/plugin.h"
 #include "bb/status.h"
-#include "bbd/engine/engine.h"
+#include "bb/engine.h"
 #include "bbd/host/transport.h"
 
 #define BBD_CONFIG_MAX_BYTES ((size_t)16 << 20)

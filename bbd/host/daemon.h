@@ -23,7 +23,7 @@
 
 #include "bb/ir.h"
 #include "bb/peerid.h"
-#include "bbd/engine/engine.h"
+#include "bb/engine.h"
 #include "bbd/host/config.h"
 #include "bbd/host/control.h"
 #include "bbd/host/log.h"

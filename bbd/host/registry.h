@@ -1,6 +1,6 @@
 /*
  * registry.h — where bbd's engine gets its component types and per-slot
- * configs: a bb_engine_registry (bbd/engine/engine.h) backed by the plugin
+ * configs: a bb_engine_registry (bb/engine.h) backed by the plugin
  * loader (bb/plugin_loader.h). Shared by the daemon and `bbd run`.
  *
  *   bbd_registry_options o = {.plugin_dirs = dirs, .n_plugin_dirs = n};
@@ -42,7 +42,7 @@
 #include "bb/ir.h"
 #include "bb/plugin_loader.h"
 #include "bb/status.h"
-#include "bbd/engine/engine.h"
+#include "bb/engine.h"
 
 /* Upper bound on one slot's config text and on a whole configs object. */
 #define BBD_REGISTRY_MAX_CONFIG_BYTES (1u << 20)

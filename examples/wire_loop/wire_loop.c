@@ -35,7 +35,7 @@
 #include "bb/recorder.h"
 #include "examples/record_main.h"
 
-/* EventKind WireResponseLanded (ENGINE.md 13.1; bb_event_kind in bbd/engine/engine.h). */
+/* EventKind WireResponseLanded (ENGINE.md 13.1; bb_event_kind in bb/engine.h). */
 #define EVENT_WIRE_RESPONSE_LANDED 7
 
 static bb_module *record_source(bb_recorder *r)

@@ -47,7 +47,7 @@ else
 fi
 
 # ---- what the tests call -------------------------------------------------------
-CFLAGS="-std=c11 -D_GNU_SOURCE -I. -Ilibbbir/include -I$BB_BUILD/gen \
+CFLAGS="-std=c11 -D_GNU_SOURCE -I. -Ilibbbir/include -Ilibbbengine/include -I$BB_BUILD/gen \
 $(pkg-config --cflags libprotobuf-c libuv libcjson libsodium 2>/dev/null)"
 : >"$TMP/called"
 for src in tests/unit/test_*.c tests/integration/*.c; do

@@ -1,6 +1,6 @@
 /*
  * test_envelope_codec.c — the engine's hand-rolled WireEnvelope codec
- * (bbd/engine/envelope.c) against protobuf-c's, generated from
+ * (libbbengine/src/envelope.c) against protobuf-c's, generated from
  * proto/bb_envelope.proto, as the oracle:
  *
  *   - random envelopes packed by protobuf-c decode to the same fields, and
@@ -27,7 +27,7 @@
 #include "support/test_rng.h"
 
 #include "bb_envelope.pb-c.h"
-#include "bbd/engine/engine_internal.h"
+#include "libbbengine/src/engine_internal.h"
 
 #define ENVELOPES 3000
 #define MUTATIONS 8 /* per envelope */
@@ -107,7 +107,7 @@ static bool same_bytes(const uint8_t *a, size_t an, const ProtobufCBinaryData *b
 }
 
 /* The engine's view of the bytes equals protobuf-c's. */
-static void assert_same(const bb__envelope *e, const Bb__Core__WireEnvelope *pc)
+static void assert_same(const bbe__envelope *e, const Bb__Core__WireEnvelope *pc)
 {
     assert_int_equal(e->n_dest, pc->n_dest_peer_addresses);
     for (size_t i = 0; i < e->n_dest; i++)
@@ -117,7 +117,7 @@ static void assert_same(const bb__envelope *e, const Bb__Core__WireEnvelope *pc)
         assert_true(same_bytes(e->src[i].data, e->src[i].len, &pc->src_peer_addresses[i]));
     assert_int_equal(e->n_fills, pc->n_fills);
     for (size_t i = 0; i < e->n_fills; i++) {
-        const bb__fill *f = &e->fills[i];
+        const bbe__fill *f = &e->fills[i];
         assert_true(same_bytes(f->suffix, f->suffix_len, &pc->fills[i]->dest_suffix));
         assert_true(same_bytes(f->payload, f->payload_len, &pc->fills[i]->payload));
         assert_int_equal(f->trigger_only, pc->fills[i]->trigger_only != 0);
@@ -132,7 +132,7 @@ static void assert_same(const bb__envelope *e, const Bb__Core__WireEnvelope *pc)
     assert_true(e->echo_delay_ns == pc->echo_delay_ns);
 }
 
-static const bb__env_limits WIDE = {1000, 1000};
+static const bbe__env_limits WIDE = {1000, 1000};
 
 static void test_random_envelopes_match_protobuf_c(void **state)
 {
@@ -142,20 +142,20 @@ static void test_random_envelopes_match_protobuf_c(void **state)
         size_t n = random_envelope(&bytes);
         Bb__Core__WireEnvelope *pc = bb__core__wire_envelope__unpack(NULL, n, bytes);
         assert_non_null(pc);
-        bb__envelope e;
+        bbe__envelope e;
         bb_error err;
         bb_error_clear(&err);
-        if (bb__envelope_decode(bytes, n, &WIDE, &e, &err) != BB_OK)
+        if (bbe__envelope_decode(bytes, n, &WIDE, &e, &err) != BB_OK)
             fail_msg("envelope %d: %s", it, err.msg);
         assert_same(&e, pc);
         /* and back: the engine writes exactly protobuf-c's bytes */
         uint8_t *again;
         size_t again_len;
-        assert_int_equal(bb__envelope_encode(&e, &again, &again_len), BB_OK);
+        assert_int_equal(bbe__envelope_encode(&e, &again, &again_len), BB_OK);
         assert_int_equal(again_len, n);
         assert_memory_equal(again, bytes, n);
         free(again);
-        bb__envelope_release(&e);
+        bbe__envelope_release(&e);
         bb__core__wire_envelope__free_unpacked(pc, NULL);
         free(bytes);
     }
@@ -222,15 +222,15 @@ static void test_mutated_envelopes_agree_with_protobuf_c(void **state)
             assert_non_null(exact);
             memcpy(exact, buf, m);
             Bb__Core__WireEnvelope *pc = bb__core__wire_envelope__unpack(NULL, m, exact);
-            bb__envelope e;
+            bbe__envelope e;
             bb_error err;
             bb_error_clear(&err);
-            int rc = bb__envelope_decode(exact, m, &WIDE, &e, &err);
+            int rc = bbe__envelope_decode(exact, m, &WIDE, &e, &err);
             if (rc == BB_OK) {
                 accepted++;
                 if (pc)
                     assert_same(&e, pc);
-                bb__envelope_release(&e);
+                bbe__envelope_release(&e);
             } else {
                 refused++;
                 assert_true(err.msg[0] != '\0');

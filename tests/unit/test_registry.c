@@ -20,7 +20,7 @@
 #include "bb/meta.h"
 #include "bb/peerid.h"
 #include "bbc/compiler.h"
-#include "bbd/engine/engine.h"
+#include "bb/engine.h"
 #include "bbd/host/registry.h"
 #include "bbd/host/run_internal.h"
 

@@ -1,6 +1,6 @@
 /*
  * test_wire_path.c — the large-envelope paths of the wire: the byte hash
- * DedupGateRx keys on (bb__hash_bytes), envelopes handed to the engine
+ * DedupGateRx keys on (bbe__hash_bytes), envelopes handed to the engine
  * without a copy (bb_engine_deliver_envelope_owned), values encoded in
  * place (bb_value_encode_into, which the engine's Send uses) or with their
  * large payloads left in place (bb_value_encode_gather), and the engine's
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "bbd/engine/engine_internal.h"
+#include "libbbengine/src/engine_internal.h"
 #include "support/engine_fixtures.h"
 
 #define SHORT 300
@@ -38,16 +38,16 @@ static void test_hash_bytes(void **state)
     assert_non_null(moved);
     uint64_t h[SHORT + 1];
     for (size_t n = 0; n <= SHORT; n++) {
-        h[n] = bb__hash_bytes(b, n);
+        h[n] = bbe__hash_bytes(b, n);
         for (size_t k = 0; k < n; k++)
             assert_true(h[k] != h[n]);
         memcpy(moved + 3, b, n);
-        assert_true(bb__hash_bytes(moved + 3, n) == h[n]);
+        assert_true(bbe__hash_bytes(moved + 3, n) == h[n]);
     }
     for (size_t n = 1; n <= 100; n += 33) {
         for (size_t bit = 0; bit < n * 8; bit++) {
             b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-            assert_true(bb__hash_bytes(b, n) != h[n]);
+            assert_true(bbe__hash_bytes(b, n) != h[n]);
             b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
         }
     }
@@ -55,11 +55,11 @@ static void test_hash_bytes(void **state)
     free(moved);
     size_t big = 1u << 20;
     uint8_t *l = pattern(big);
-    uint64_t whole = bb__hash_bytes(l, big);
+    uint64_t whole = bbe__hash_bytes(l, big);
     size_t at[] = {0, 47, 48, big / 2, big - 17, big - 1};
     for (size_t i = 0; i < sizeof at / sizeof *at; i++) {
         l[at[i]] ^= 0x10;
-        assert_true(bb__hash_bytes(l, big) != whole);
+        assert_true(bbe__hash_bytes(l, big) != whole);
         l[at[i]] ^= 0x10;
     }
     free(l);

@@ -15,7 +15,7 @@
 #include "bb/ir.h"
 #include "bb/plugin.h"
 #include "bb/value.h"
-#include "bbd/engine/engine.h"
+#include "bb/engine.h"
 
 #define FX_SYS "ai.bytesandbrains.syscall"
 #define FX_WIRE "ai.bytesandbrains.wire"

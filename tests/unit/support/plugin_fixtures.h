@@ -17,7 +17,7 @@
 
 #include "bb/plugin.h"
 #include "bb/value.h"
-#include "bbd/engine/engine.h"
+#include "bb/engine.h"
 
 /* The type with this TYPE_NAME from the build's plugin directory
  * ($BB_BUILD/lib/bytesandbrains/plugins, else next to the test binary), or

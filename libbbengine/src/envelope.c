@@ -24,7 +24,7 @@
 
 #include "bb/le.h"
 #include "bb/uvarint.h"
-#include "bbd/engine/engine_internal.h"
+#include "libbbengine/src/engine_internal.h"
 
 /* ---- decode ------------------------------------------------------------------- */
 
@@ -114,11 +114,11 @@ static inline int get_tag(rd *r, uint32_t *field, unsigned *wt)
 }
 
 /* Make room for one more element in an array that starts in the
- * envelope's inline storage (inl, BB__ENV_INLINE of them) and moves to the
+ * envelope's inline storage (inl, BBE__ENV_INLINE of them) and moves to the
  * heap when it outgrows it, doubling from there. */
 static int grow(void **arr, size_t n, size_t elem, const void *inl)
 {
-    if (n < BB__ENV_INLINE || (n & (n - 1)) != 0)
+    if (n < BBE__ENV_INLINE || (n & (n - 1)) != 0)
         return 0;
     void *a = *arr == inl ? malloc(2 * n * elem) : realloc(*arr, 2 * n * elem);
     if (!a)
@@ -142,7 +142,7 @@ static int push_addr(bb_engine_addr **arr, size_t *n, size_t max, const uint8_t 
     return 0;
 }
 
-static int decode_fill(const uint8_t *d, size_t n, bb__fill *f, size_t *err_off)
+static int decode_fill(const uint8_t *d, size_t n, bbe__fill *f, size_t *err_off)
 {
     rd r = {d, n, 0};
     memset(f, 0, sizeof *f);
@@ -173,7 +173,7 @@ static int decode_fill(const uint8_t *d, size_t n, bb__fill *f, size_t *err_off)
     return 0;
 }
 
-static int decode_corr(const uint8_t *d, size_t n, bb__envelope *env, size_t *err_off)
+static int decode_corr(const uint8_t *d, size_t n, bbe__envelope *env, size_t *err_off)
 {
     rd r = {d, n, 0};
     while (r.pos < r.len) {
@@ -202,7 +202,7 @@ static int decode_corr(const uint8_t *d, size_t n, bb__envelope *env, size_t *er
     return 0;
 }
 
-void bb__envelope_release(bb__envelope *env)
+void bbe__envelope_release(bbe__envelope *env)
 {
     if (env->dest != env->dest_inline)
         free(env->dest);
@@ -216,7 +216,7 @@ void bb__envelope_release(bb__envelope *env)
 }
 
 /* Fields 4-7: the stamps (fixed64, or varint in older snapshots). */
-static void set_stamp(bb__envelope *out, uint32_t field, uint64_t v)
+static void set_stamp(bbe__envelope *out, uint32_t field, uint64_t v)
 {
     if (field == 4)
         out->deadline_ns = v;
@@ -229,8 +229,8 @@ static void set_stamp(bb__envelope *out, uint32_t field, uint64_t v)
 }
 
 /* One field of an envelope whose tag (field, wt) was read; at: its offset. */
-static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bb__env_limits *lim,
-                        bb__envelope *out, bb_error *err)
+static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bbe__env_limits *lim,
+                        bbe__envelope *out, bb_error *err)
 {
     const uint8_t *d = NULL;
     size_t n = 0, sub_off = 0;
@@ -285,11 +285,11 @@ static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bb_
     }
 }
 
-int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *lim,
-                        bb__envelope *out, bb_error *err)
+int bbe__envelope_decode(const uint8_t *data, size_t len, const bbe__env_limits *lim,
+                        bbe__envelope *out, bb_error *err)
 {
     /* the header; the inline lists are written as they are used */
-    memset(out, 0, offsetof(bb__envelope, dest_inline));
+    memset(out, 0, offsetof(bbe__envelope, dest_inline));
     out->dest = out->dest_inline;
     out->src = out->src_inline;
     out->fills = out->fills_inline;
@@ -317,20 +317,20 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
             goto bad;
         if ((rc = decode_field(&r, field, wt, at, lim, out, err))) {
             if (rc == BB_ELIMIT || rc == BB_ENOMEM) { /* already described */
-                bb__envelope_release(out);
+                bbe__envelope_release(out);
                 return rc;
             }
             goto bad;
         }
         continue;
     bad:
-        bb__envelope_release(out);
+        bbe__envelope_release(out);
         return bb_error_set(err, rc == BB_ETRUNC ? BB_ETRUNC : BB_EDECODE,
                             "envelope: %s at byte %zu (field %u)",
                             rc == BB_ETRUNC ? "truncated" : "malformed", r.pos, field);
     }
     if (out->corr_kind < 0) {
-        bb__envelope_release(out);
+        bbe__envelope_release(out);
         return bb_error_set(err, BB_EDECODE, "envelope: unknown correlation kind");
     }
     return BB_OK;
@@ -343,11 +343,11 @@ int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *l
 
 static uint64_t chain(uint64_t h, const uint8_t *p, size_t n)
 {
-    return bb__mix64(h ^ bb__hash_bytes(p, n));
+    return bbe__mix64(h ^ bbe__hash_bytes(p, n));
 }
 
-uint64_t bb__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size_t len,
-                                const bb__envelope *env)
+uint64_t bbe__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size_t len,
+                                const bbe__envelope *env)
 {
     uint64_t h = chain(0x6465647570ULL, src->bytes, src->len);
     size_t pos = 0;
@@ -355,7 +355,7 @@ uint64_t bb__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size
      * (its length is in the bytes before it); fills are views into bytes,
      * in order */
     for (size_t i = 0; i < env->n_fills; i++) {
-        const bb__fill *f = &env->fills[i];
+        const bbe__fill *f = &env->fills[i];
         if (f->payload_len <= DEDUP_WHOLE_MAX || f->payload < bytes ||
             f->payload + f->payload_len > bytes + len)
             continue;
@@ -384,7 +384,7 @@ static uint8_t *put_bytes(uint8_t *p, uint8_t tag, const uint8_t *d, size_t n)
     return p + n;
 }
 
-static size_t fill_size(const bb__fill *f)
+static size_t fill_size(const bbe__fill *f)
 {
     size_t s = 0;
     if (f->suffix_len)
@@ -396,7 +396,7 @@ static size_t fill_size(const bb__fill *f)
     return s;
 }
 
-static size_t corr_size(const bb__envelope *env)
+static size_t corr_size(const bbe__envelope *env)
 {
     size_t s = 0;
     if (env->corr_kind)
@@ -406,7 +406,7 @@ static size_t corr_size(const bb__envelope *env)
     return s;
 }
 
-static size_t envelope_size(const bb__envelope *env, size_t *corr)
+static size_t envelope_size(const bbe__envelope *env, size_t *corr)
 {
     size_t size = 0;
     for (size_t i = 0; i < env->n_dest; i++)
@@ -451,7 +451,7 @@ static void piece_end(gather_w *g, const uint8_t *at)
 
 /* A fill's value encoded at p; with g, its large payloads become pieces of
  * their own. The end, or NULL when the sizes disagree (a bug). */
-static uint8_t *put_value(const bb__fill *f, uint8_t *p, gather_w *g)
+static uint8_t *put_value(const bbe__fill *f, uint8_t *p, gather_w *g)
 {
     size_t n, nr = 0;
     bb_encode_ref refs[GATHER_MAX_REFS];
@@ -474,13 +474,13 @@ static uint8_t *put_value(const bb__fill *f, uint8_t *p, gather_w *g)
 }
 
 /* Write env at buf (room for its size, less what g leaves in place). */
-static uint8_t *write_envelope(const bb__envelope *env, size_t cs, uint8_t *buf, gather_w *g)
+static uint8_t *write_envelope(const bbe__envelope *env, size_t cs, uint8_t *buf, gather_w *g)
 {
     uint8_t *p = buf;
     for (size_t i = 0; i < env->n_dest; i++)
         p = put_bytes(p, 0x0a, env->dest[i].data, env->dest[i].len);
     for (size_t i = 0; i < env->n_fills; i++) {
-        const bb__fill *f = &env->fills[i];
+        const bbe__fill *f = &env->fills[i];
         *p++ = 0x12;
         p = put_varint(p, fill_size(f));
         if (f->suffix_len)
@@ -527,7 +527,7 @@ static uint8_t *write_envelope(const bb__envelope *env, size_t cs, uint8_t *buf,
     return p;
 }
 
-int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len)
+int bbe__envelope_encode(const bbe__envelope *env, uint8_t **out, size_t *out_len)
 {
     size_t cs, size = envelope_size(env, &cs);
     uint8_t *buf = malloc(size ? size : 1);
@@ -543,13 +543,13 @@ int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len)
     return BB_OK;
 }
 
-int bb__envelope_encode_gather(const bb__envelope *env, size_t min_ref, bb_send_gather **out)
+int bbe__envelope_encode_gather(const bbe__envelope *env, size_t min_ref, bb_send_gather **out)
 {
     *out = NULL;
     /* what stays in the values: none of it in a payload under min_ref */
     size_t in_place = 0, n_refs = 0, n_held = 0;
     for (size_t i = 0; i < env->n_fills && n_refs < GATHER_MAX_REFS; i++) {
-        const bb__fill *f = &env->fills[i];
+        const bbe__fill *f = &env->fills[i];
         size_t copied, nr;
         if (!f->value || !f->payload_len || f->payload_len < min_ref)
             continue;

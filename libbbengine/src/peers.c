@@ -13,20 +13,20 @@
 #include <string.h>
 
 #include "bb/multiaddr.h"
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
 #define MAX_TARGETS 64
 #define MAX_TARGET_LEN 256
 
-static size_t peer_hash(const bb_peerid *id) { return (size_t)bb__hash_bytes(id->bytes, id->len); }
+static size_t peer_hash(const bb_peerid *id) { return (size_t)bbe__hash_bytes(id->bytes, id->len); }
 
-bb__peer *bb__peer_find(const bb_engine *e, const bb_peerid *id)
+bbe__peer *bbe__peer_find(const bb_engine *e, const bb_peerid *id)
 {
     /* A message names its peer several times on its way (sender checks,
      * address merge, gates, the answer, the transport's report): the last
      * entry found is tried first. The cache is a hint: checked, never
      * trusted, so no table change has to invalidate it. */
-    bb__peers *t = (bb__peers *)&e->peers;
+    bbe__peers *t = (bbe__peers *)&e->peers;
     if (!t->nslots || !id)
         return NULL;
     if (t->last < t->n && t->v[t->last].live && bb_peerid_equal(&t->v[t->last].id, id))
@@ -44,7 +44,7 @@ bb__peer *bb__peer_find(const bb_engine *e, const bb_peerid *id)
     return NULL;
 }
 
-static int reindex(bb__peers *t, size_t nslots)
+static int reindex(bbe__peers *t, size_t nslots)
 {
     int32_t *slots = malloc(nslots * sizeof *slots);
     if (!slots)
@@ -66,14 +66,14 @@ static int reindex(bb__peers *t, size_t nslots)
     return 0;
 }
 
-static size_t live_count(const bb__peers *t) { return t->n - t->n_free; }
+static size_t live_count(const bbe__peers *t) { return t->n - t->n_free; }
 
-bb__peer *bb__peer_get(bb_engine *e, const bb_peerid *id)
+bbe__peer *bbe__peer_get(bb_engine *e, const bb_peerid *id)
 {
-    bb__peer *p = bb__peer_find(e, id);
+    bbe__peer *p = bbe__peer_find(e, id);
     if (p)
         return p;
-    bb__peers *t = &e->peers;
+    bbe__peers *t = &e->peers;
     if (live_count(t) >= e->caps.address_book_max_peers || id->len == 0)
         return NULL;
     if ((live_count(t) + t->tomb + 1) * 10 >= t->nslots * 7) {
@@ -87,7 +87,7 @@ bb__peer *bb__peer_get(bb_engine *e, const bb_peerid *id)
     if (t->n_free) {
         idx = t->free_idx[--t->n_free];
     } else {
-        if (t->n == t->cap && bb__arr_reserve(t, sizeof *t->v, t->n + 1))
+        if (t->n == t->cap && bbe__arr_reserve(t, sizeof *t->v, t->n + 1))
             return NULL;
         idx = (uint32_t)t->n++;
     }
@@ -104,7 +104,7 @@ bb__peer *bb__peer_get(bb_engine *e, const bb_peerid *id)
     return p;
 }
 
-static void peer_clear(bb__peers *t, bb__peer *p)
+static void peer_clear(bbe__peers *t, bbe__peer *p)
 {
     for (uint32_t i = 0; i < p->n_addrs; i++)
         free((void *)p->addrs[i].data);
@@ -125,8 +125,8 @@ static void peer_clear(bb__peers *t, bb__peer *p)
 
 int bb_engine_remove_peer(bb_engine *e, const bb_peerid *peer)
 {
-    bb__peers *t = &e->peers;
-    bb__peer *p = bb__peer_find(e, peer);
+    bbe__peers *t = &e->peers;
+    bbe__peer *p = bbe__peer_find(e, peer);
     if (!p)
         return BB_ENOTFOUND;
     uint32_t idx = (uint32_t)(p - t->v);
@@ -147,9 +147,9 @@ int bb_engine_remove_peer(bb_engine *e, const bb_peerid *peer)
     return BB_OK;
 }
 
-void bb__peers_free(bb_engine *e)
+void bbe__peers_free(bb_engine *e)
 {
-    bb__peers *t = &e->peers;
+    bbe__peers *t = &e->peers;
     for (size_t i = 0; i < t->n; i++)
         if (t->v[i].live)
             peer_clear(t, &t->v[i]);
@@ -159,7 +159,7 @@ void bb__peers_free(bb_engine *e)
     memset(t, 0, sizeof *t);
 }
 
-int bb__peer_add_addr(bb_engine *e, bb__peer *p, const uint8_t *a, size_t len)
+int bbe__peer_add_addr(bb_engine *e, bbe__peer *p, const uint8_t *a, size_t len)
 {
     if (!a || !len)
         return BB_EPARSE;
@@ -192,12 +192,12 @@ int bb_engine_add_peer(bb_engine *e, const bb_peerid *peer, const bb_engine_addr
 {
     if (!peer || bb_peerid_validate(peer->bytes, peer->len, NULL) != BB_OK)
         return bb_error_set(err, BB_EINVAL, "add_peer: invalid PeerId");
-    bb__peer *p = bb__peer_get(e, peer);
+    bbe__peer *p = bbe__peer_get(e, peer);
     if (!p)
         return bb_error_set(err, BB_EFULL, "add_peer: address book full (%zu peers)",
                             e->caps.address_book_max_peers);
     for (size_t i = 0; i < n; i++) {
-        int rc = bb__peer_add_addr(e, p, addrs[i].data, addrs[i].len);
+        int rc = bbe__peer_add_addr(e, p, addrs[i].data, addrs[i].len);
         if (rc == BB_EPARSE)
             return bb_error_set(err, rc, "add_peer: address %zu is not a valid multiaddr", i);
         if (rc)
@@ -210,7 +210,7 @@ int bb_engine_add_peer(bb_engine *e, const bb_peerid *peer, const bb_engine_addr
 
 size_t bb_engine_peer_addrs(const bb_engine *e, const bb_peerid *peer, const bb_engine_addr **out)
 {
-    const bb__peer *p = bb__peer_find(e, peer);
+    const bbe__peer *p = bbe__peer_find(e, peer);
     if (out)
         *out = p ? p->addrs : NULL;
     return p ? p->n_addrs : 0;
@@ -223,7 +223,7 @@ int bb_engine_peer_connected(bb_engine *e, const bb_peerid *peer, const char *co
 {
     if (n > MAX_TARGETS)
         return bb_error_set(err, BB_ELIMIT, "peer_connected: %zu targets (max %d)", n, MAX_TARGETS);
-    bb__peer *p = peer ? bb__peer_get(e, peer) : NULL;
+    bbe__peer *p = peer ? bbe__peer_get(e, peer) : NULL;
     if (!p)
         return bb_error_set(err, BB_EFULL, "peer_connected: address book full or bad peer");
     char **t = n ? calloc(n, sizeof *t) : NULL;
@@ -243,13 +243,13 @@ int bb_engine_peer_connected(bb_engine *e, const bb_peerid *peer, const char *co
     p->targets = t;
     p->n_targets = (uint32_t)n;
     p->connected = true;
-    bb__peer_success(e, peer); /* a (re)connect is proof of life: PeerUp if it was down */
+    bbe__peer_success(e, peer); /* a (re)connect is proof of life: PeerUp if it was down */
     return BB_OK;
 }
 
 void bb_engine_peer_disconnected(bb_engine *e, const bb_peerid *peer)
 {
-    bb__peer *p = bb__peer_find(e, peer);
+    bbe__peer *p = bbe__peer_find(e, peer);
     if (p)
         p->connected = false;
 }
@@ -267,16 +267,16 @@ static uint64_t delay_for(const bb_engine *e, uint32_t attempts)
 /* PeerDown / PeerUp: a step for the host, an event for the bus. */
 static bool health_changed(bb_engine *e, const bb_peerid *id, bb_step_kind kind, uint64_t event)
 {
-    bb_step *st = bb__step_push(e, kind, 0);
+    bb_step *st = bbe__step_push(e, kind, 0);
     if (st)
         st->u.peer.peer = *id;
-    bb__bus_publish(e, event);
+    bbe__bus_publish(e, event);
     return true;
 }
 
-bool bb__peer_failure(bb_engine *e, const bb_peerid *id)
+bool bbe__peer_failure(bb_engine *e, const bb_peerid *id)
 {
-    bb__peer *p = bb__peer_get(e, id);
+    bbe__peer *p = bbe__peer_get(e, id);
     if (!p)
         return false;
     if (p->attempts < UINT32_MAX)
@@ -290,9 +290,9 @@ bool bb__peer_failure(bb_engine *e, const bb_peerid *id)
     return health_changed(e, id, BB_STEP_PEER_DOWN, BB_EVENT_PEER_DOWN);
 }
 
-bool bb__peer_success(bb_engine *e, const bb_peerid *id)
+bool bbe__peer_success(bb_engine *e, const bb_peerid *id)
 {
-    bb__peer *p = bb__peer_find(e, id);
+    bbe__peer *p = bbe__peer_find(e, id);
     if (!p)
         return false;
     p->attempts = 0;
@@ -308,30 +308,30 @@ bool bb_engine_report_send(bb_engine *e, const bb_peerid *peer, bool ok)
 {
     if (!peer)
         return false;
-    return ok ? bb__peer_success(e, peer) : bb__peer_failure(e, peer);
+    return ok ? bbe__peer_success(e, peer) : bbe__peer_failure(e, peer);
 }
 
-bool bb__peer_should_retry(const bb_engine *e, const bb_peerid *id)
+bool bbe__peer_should_retry(const bb_engine *e, const bb_peerid *id)
 {
-    const bb__peer *p = bb__peer_find(e, id);
+    const bbe__peer *p = bbe__peer_find(e, id);
     return !p || p->attempts == 0 || e->now_ns >= p->next_retry_ns;
 }
 
-const char *bb__peer_check(const bb_engine *e, const bb_peerid *id, bool outbound)
+const char *bbe__peer_check(const bb_engine *e, const bb_peerid *id, bool outbound)
 {
-    const bb__peer *p = bb__peer_find(e, id);
+    const bbe__peer *p = bbe__peer_find(e, id);
     if (p && p->blocked)
         return "blocklisted";
     if (e->peers.n_allowed && !(p && p->allowed))
         return "not_allowlisted";
-    if (outbound && !bb__peer_should_retry(e, id))
+    if (outbound && !bbe__peer_should_retry(e, id))
         return "cooldown";
     return NULL;
 }
 
 int bb_engine_block_peer(bb_engine *e, const bb_peerid *peer, bool blocked)
 {
-    bb__peer *p = peer ? bb__peer_get(e, peer) : NULL;
+    bbe__peer *p = peer ? bbe__peer_get(e, peer) : NULL;
     if (!p)
         return BB_EFULL;
     p->blocked = blocked;
@@ -340,7 +340,7 @@ int bb_engine_block_peer(bb_engine *e, const bb_peerid *peer, bool blocked)
 
 int bb_engine_allow_peer(bb_engine *e, const bb_peerid *peer, bool allowed)
 {
-    bb__peer *p = peer ? bb__peer_get(e, peer) : NULL;
+    bbe__peer *p = peer ? bbe__peer_get(e, peer) : NULL;
     if (!p)
         return BB_EFULL;
     if (p->allowed != allowed)
@@ -349,7 +349,7 @@ int bb_engine_allow_peer(bb_engine *e, const bb_peerid *peer, bool allowed)
     return BB_OK;
 }
 
-static void peer_info(const bb__peer *p, bb_engine_peer_info *out)
+static void peer_info(const bbe__peer *p, bb_engine_peer_info *out)
 {
     out->peer = p->id;
     out->addrs = p->addrs;
@@ -377,7 +377,7 @@ void bb_engine_peer_foreach(const bb_engine *e,
 
 bool bb_engine_peer_info_get(const bb_engine *e, const bb_peerid *peer, bb_engine_peer_info *out)
 {
-    const bb__peer *p = bb__peer_find(e, peer);
+    const bbe__peer *p = bbe__peer_find(e, peer);
     if (p)
         peer_info(p, out);
     return p != NULL;
@@ -385,26 +385,26 @@ bool bb_engine_peer_info_get(const bb_engine *e, const bb_peerid *peer, bb_engin
 
 /* ---- values ----------------------------------------------------------------------- */
 
-bool bb__peerid_from_value(const bb_value *v, bb_peerid *out)
+bool bbe__peerid_from_value(const bb_value *v, bb_peerid *out)
 {
     if (!v || !v->type || v->type->kind != BB_VK_PEER_ID)
         return false;
     return bb_peerid_from_bytes(v->u.bytes.data, v->u.bytes.len, out, NULL) == BB_OK;
 }
 
-bb_value *bb__peerid_value(const bb_peerid *id)
+bb_value *bbe__peerid_value(const bb_peerid *id)
 {
     return bb_value_bytes(&BB_TYPE_PEER_ID, id->bytes, id->len);
 }
 
-bb_value *bb__peer_cached_id_value(bb__peer *p)
+bb_value *bbe__peer_cached_id_value(bbe__peer *p)
 {
     if (!p->id_value)
-        p->id_value = bb__peerid_value(&p->id);
+        p->id_value = bbe__peerid_value(&p->id);
     return bb_value_ref(p->id_value);
 }
 
-bb_value *bb__addr_vec_value(const bb_engine_addr *a, size_t n)
+bb_value *bbe__addr_vec_value(const bb_engine_addr *a, size_t n)
 {
     bb_value **items = malloc((n ? n : 1) * sizeof *items);
     if (!items)
@@ -425,58 +425,58 @@ bb_value *bb__addr_vec_value(const bb_engine_addr *a, size_t n)
 
 /* ---- ai.bytesandbrains.address_book ------------------------------------------------- */
 
-BB__SYSCALL(bb__sys_ab_insert)
+BBE__SYSCALL(bbe__sys_ab_insert)
 {
     (void)opi, (void)x, (void)out;
     bb_peerid id;
-    if (!bb__peerid_from_value(in[0], &id))
-        return bb__fail(e, "Insert: input 0 is not a PeerId");
+    if (!bbe__peerid_from_value(in[0], &id))
+        return bbe__fail(e, "Insert: input 0 is not a PeerId");
     if (!in[1]->type || in[1]->type->kind != BB_VK_ADDRESS)
-        return bb__fail(e, "Insert: input 1 is not a Multiaddress");
-    bb__peer *p = bb__peer_get(e, &id);
+        return bbe__fail(e, "Insert: input 1 is not a Multiaddress");
+    bbe__peer *p = bbe__peer_get(e, &id);
     if (!p)
-        return bb__fail(e, "Insert: address book Full");
-    int rc = bb__peer_add_addr(e, p, in[1]->u.bytes.data, in[1]->u.bytes.len);
+        return bbe__fail(e, "Insert: address book Full");
+    int rc = bbe__peer_add_addr(e, p, in[1]->u.bytes.data, in[1]->u.bytes.len);
     if (rc)
-        return bb__fail(e, "Insert: %s", rc == BB_EFULL ? "Full" : rc == BB_EPARSE ? "invalid multiaddr" : "out of memory");
-    return BB__R_DONE;
+        return bbe__fail(e, "Insert: %s", rc == BB_EFULL ? "Full" : rc == BB_EPARSE ? "invalid multiaddr" : "out of memory");
+    return BBE__R_DONE;
 }
 
-BB__SYSCALL(bb__sys_ab_insert_many)
+BBE__SYSCALL(bbe__sys_ab_insert_many)
 {
     (void)opi, (void)x, (void)out;
     bb_peerid id;
-    if (!bb__peerid_from_value(in[0], &id))
-        return bb__fail(e, "InsertMany: input 0 is not a PeerId");
+    if (!bbe__peerid_from_value(in[0], &id))
+        return bbe__fail(e, "InsertMany: input 0 is not a PeerId");
     const bb_value *l = in[1];
     if (!l->type || l->type->kind != BB_VK_ADDRESS_VEC)
-        return bb__fail(e, "InsertMany: input 1 is not an AddressVec");
+        return bbe__fail(e, "InsertMany: input 1 is not an AddressVec");
     if (!l->u.list.n)
-        return bb__fail(e, "InsertMany: empty address list");
-    bb__peer *p = bb__peer_get(e, &id);
+        return bbe__fail(e, "InsertMany: empty address list");
+    bbe__peer *p = bbe__peer_get(e, &id);
     if (!p)
-        return bb__fail(e, "InsertMany: address book Full");
+        return bbe__fail(e, "InsertMany: address book Full");
     for (size_t i = 0; i < l->u.list.n; i++) {
         const bb_value *a = l->u.list.items[i];
-        int rc = bb__peer_add_addr(e, p, a->u.bytes.data, a->u.bytes.len);
+        int rc = bbe__peer_add_addr(e, p, a->u.bytes.data, a->u.bytes.len);
         if (rc)
-            return bb__fail(e, "InsertMany: address %zu: %s", i,
+            return bbe__fail(e, "InsertMany: address %zu: %s", i,
                             rc == BB_EFULL ? "Full" : rc == BB_EPARSE ? "invalid multiaddr" : "out of memory");
     }
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }
 
-BB__SYSCALL(bb__sys_ab_lookup)
+BBE__SYSCALL(bbe__sys_ab_lookup)
 {
     (void)opi, (void)x;
     bb_peerid id;
-    if (!bb__peerid_from_value(in[0], &id))
-        return bb__fail(e, "Lookup: input is not a PeerId");
-    const bb__peer *p = bb__peer_find(e, &id);
+    if (!bbe__peerid_from_value(in[0], &id))
+        return bbe__fail(e, "Lookup: input is not a PeerId");
+    const bbe__peer *p = bbe__peer_find(e, &id);
     if (!p)
-        return bb__fail(e, "Lookup: unknown peer");
+        return bbe__fail(e, "Lookup: unknown peer");
     if (!p->n_addrs)
-        return bb__fail(e, "Lookup: empty address list");
-    out[0] = bb__addr_vec_value(p->addrs, p->n_addrs);
-    return out[0] ? BB__R_DONE : bb__fail(e, "Lookup: out of memory");
+        return bbe__fail(e, "Lookup: empty address list");
+    out[0] = bbe__addr_vec_value(p->addrs, p->n_addrs);
+    return out[0] ? BBE__R_DONE : bbe__fail(e, "Lookup: out of memory");
 }

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
 #define MAX_FUNCTIONS 65536
 #define MAX_NESTING 256
@@ -45,7 +45,7 @@ typedef struct missing_op {
     const char *domain, *op_type;
 } missing_op;
 
-struct bb__install {
+struct bbe__install {
     bb_engine *e;
     bb_model *m;
     bb_arena *a;
@@ -55,26 +55,26 @@ struct bb__install {
     uint32_t *canon;   /* function -> canonical function (ODR) */
     int32_t *graph_of; /* canonical function -> graph */
     uint8_t *color;
-    bb__map fn_index;  /* key hash -> canonical function */
-    BB__ARR(uint32_t) order; /* graph index -> function */
+    bbe__map fn_index;  /* key hash -> canonical function */
+    BBE__ARR(uint32_t) order; /* graph index -> function */
     uint32_t *target_fn;
     const char **target_name;
     int32_t *boot_fn;
     uint32_t n_targets;
-    BB__ARR(binding) binds;
-    bb__graph *g; /* graph under construction */
-    BB__ARR(bb__sema) semas;
-    BB__ARR(bb__queue) queues;
-    BB__ARR(bb__hold) holds;
-    BB__ARR(bb__metric) metrics;
-    BB__ARR(missing_op) missing;
-    BB__ARR(uint32_t) lifecycle, intervals, pulses, events;
+    BBE__ARR(binding) binds;
+    bbe__graph *g; /* graph under construction */
+    BBE__ARR(bbe__sema) semas;
+    BBE__ARR(bbe__queue) queues;
+    BBE__ARR(bbe__hold) holds;
+    BBE__ARR(bbe__metric) metrics;
+    BBE__ARR(missing_op) missing;
+    BBE__ARR(uint32_t) lifecycle, intervals, pulses, events;
 };
 
-static int fail(bb__install *ins, bb_install_error kind, const char *fmt, ...)
+static int fail(bbe__install *ins, bb_install_error kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int fail(bb__install *ins, bb_install_error kind, const char *fmt, ...)
+static int fail(bbe__install *ins, bb_install_error kind, const char *fmt, ...)
 {
     char buf[BB_ERROR_MSG_MAX];
     va_list ap;
@@ -98,26 +98,26 @@ static const char *kv(const bb_kv_list *l, const char *key)
 
 /* ---- helpers used by the syscall init functions ---------------------------------- */
 
-bb__opst *bb__opst_new(bb__install *ins, bb__op *op)
+bbe__opst *bbe__opst_new(bbe__install *ins, bbe__op *op)
 {
     if (!op->st) {
         op->st = bb_arena_alloc(ins->a, sizeof *op->st);
         if (op->st)
-            op->st->comp = BB__NONE;
+            op->st->comp = BBE__NONE;
     }
     return op->st;
 }
 
-bb_engine *bb__install_engine(bb__install *ins) { return ins->e; }
-bb_arena *bb__install_arena(bb__install *ins) { return ins->a; }
+bb_engine *bbe__install_engine(bbe__install *ins) { return ins->e; }
+bb_arena *bbe__install_arena(bbe__install *ins) { return ins->a; }
 
-const char *bb__install_fn_name(bb__install *ins, const bb__op *op)
+const char *bbe__install_fn_name(bbe__install *ins, const bbe__op *op)
 {
     (void)op;
     return ins->g->name;
 }
 
-int bb__node_malformed(bb__install *ins, const bb__op *op, bb_error *err, const char *fmt, ...)
+int bbe__node_malformed(bbe__install *ins, const bbe__op *op, bb_error *err, const char *fmt, ...)
 {
     char buf[400];
     va_list ap;
@@ -129,7 +129,7 @@ int bb__node_malformed(bb__install *ins, const bb__op *op, bb_error *err, const 
                 op->label, op->domain[0] ? op->domain : "ai.onnx", op->op_type, buf);
 }
 
-int64_t bb__attr_int(const bb_node *n, const char *name, int64_t dflt, bool *found)
+int64_t bbe__attr_int(const bb_node *n, const char *name, int64_t dflt, bool *found)
 {
     *found = false;
     for (size_t i = 0; i < n->attrs.n; i++) {
@@ -142,7 +142,7 @@ int64_t bb__attr_int(const bb_node *n, const char *name, int64_t dflt, bool *fou
     return dflt;
 }
 
-const char *bb__attr_str(bb__install *ins, const bb_node *n, const char *name)
+const char *bbe__attr_str(bbe__install *ins, const bb_node *n, const char *name)
 {
     for (size_t i = 0; i < n->attrs.n; i++) {
         const bb_attr *a = n->attrs.v[i];
@@ -153,7 +153,7 @@ const char *bb__attr_str(bb__install *ins, const bb_node *n, const char *name)
     return NULL;
 }
 
-uint32_t bb__install_sema(bb__install *ins, const char *name, int64_t cap, bb_error *err)
+uint32_t bbe__install_sema(bbe__install *ins, const char *name, int64_t cap, bb_error *err)
 {
     (void)err;
     for (size_t i = 0; i < ins->semas.n; i++) {
@@ -163,48 +163,48 @@ uint32_t bb__install_sema(bb__install *ins, const char *name, int64_t cap, bb_er
             return (uint32_t)i;
         }
     }
-    bb__sema s = {.name = name, .cap = cap};
-    return BB__ARR_PUSH(&ins->semas, s) ? BB__NONE : (uint32_t)ins->semas.n - 1;
+    bbe__sema s = {.name = name, .cap = cap};
+    return BBE__ARR_PUSH(&ins->semas, s) ? BBE__NONE : (uint32_t)ins->semas.n - 1;
 }
 
-uint32_t bb__install_queue(bb__install *ins, const char *name)
+uint32_t bbe__install_queue(bbe__install *ins, const char *name)
 {
     for (size_t i = 0; i < ins->queues.n; i++)
         if (strcmp(ins->queues.v[i].name, name) == 0)
             return (uint32_t)i;
-    bb__queue q = {.name = name};
-    return BB__ARR_PUSH(&ins->queues, q) ? BB__NONE : (uint32_t)ins->queues.n - 1;
+    bbe__queue q = {.name = name};
+    return BBE__ARR_PUSH(&ins->queues, q) ? BBE__NONE : (uint32_t)ins->queues.n - 1;
 }
 
-uint32_t bb__install_hold(bb__install *ins, const char *name)
+uint32_t bbe__install_hold(bbe__install *ins, const char *name)
 {
     for (size_t i = 0; i < ins->holds.n; i++)
         if (strcmp(ins->holds.v[i].name, name) == 0)
             return (uint32_t)i;
-    bb__hold h = {.name = name};
-    return BB__ARR_PUSH(&ins->holds, h) ? BB__NONE : (uint32_t)ins->holds.n - 1;
+    bbe__hold h = {.name = name};
+    return BBE__ARR_PUSH(&ins->holds, h) ? BBE__NONE : (uint32_t)ins->holds.n - 1;
 }
 
-uint32_t bb__install_metric(bb__install *ins, const char *name)
+uint32_t bbe__install_metric(bbe__install *ins, const char *name)
 {
     for (size_t i = 0; i < ins->metrics.n; i++)
         if (strcmp(ins->metrics.v[i].name, name) == 0)
             return (uint32_t)i;
-    bb__metric m = {.name = name};
-    return BB__ARR_PUSH(&ins->metrics, m) ? BB__NONE : (uint32_t)ins->metrics.n - 1;
+    bbe__metric m = {.name = name};
+    return BBE__ARR_PUSH(&ins->metrics, m) ? BBE__NONE : (uint32_t)ins->metrics.n - 1;
 }
 
-uint32_t bb__install_comp_by_slot_id(bb__install *ins, uint32_t slot_id)
+uint32_t bbe__install_comp_by_slot_id(bbe__install *ins, uint32_t slot_id)
 {
     for (uint32_t i = 0; i < ins->e->n_comps; i++)
         if (ins->e->comps[i].has_slot_id && ins->e->comps[i].slot_id == slot_id)
             return i;
-    return BB__NONE;
+    return BBE__NONE;
 }
 
-int bb__install_set_out_type(bb__install *ins, bb__op *op, uint32_t k, const bb_type_node *t)
+int bbe__install_set_out_type(bbe__install *ins, bbe__op *op, uint32_t k, const bb_type_node *t)
 {
-    if (k < op->n_out && op->out[k] != BB__NONE)
+    if (k < op->n_out && op->out[k] != BBE__NONE)
         ins->g->site_type[op->out[k]] = t;
     return 0;
 }
@@ -214,8 +214,8 @@ int bb__install_set_out_type(bb__install *ins, bb__op *op, uint32_t k, const bb_
 static uint64_t fn_key(const char *domain, const char *name, const char *overload)
 {
     uint64_t h = bb_fnv1a64(dom_norm(domain), strlen(dom_norm(domain)));
-    h = bb__mix64(h ^ bb_fnv1a64(nz(name), strlen(nz(name))));
-    return bb__mix64(h ^ bb_fnv1a64(nz(overload), strlen(nz(overload))));
+    h = bbe__mix64(h ^ bb_fnv1a64(nz(name), strlen(nz(name))));
+    return bbe__mix64(h ^ bb_fnv1a64(nz(overload), strlen(nz(overload))));
 }
 
 static bool same_key(const bb_function *f, const char *domain, const char *name, const char *overload)
@@ -276,7 +276,7 @@ static bool bodies_equal(const bb_function *a, const bb_function *b)
     return true;
 }
 
-static int index_functions(bb__install *ins)
+static int index_functions(bbe__install *ins)
 {
     bb_model *m = ins->m;
     ins->n_fn = m->functions.n;
@@ -294,7 +294,7 @@ static int index_functions(bb__install *ins)
         if (!f->name || !f->name[0])
             return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %zu has no name", i);
         uint64_t key = fn_key(f->domain, f->name, f->overload), prev;
-        if (bb__map_get(&ins->fn_index, key, &prev)) {
+        if (bbe__map_get(&ins->fn_index, key, &prev)) {
             const bb_function *p = m->functions.v[prev];
             if (!same_key(p, f->domain, f->name, f->overload)) {
                 /* a 64-bit key collision: fall back to a scan at lookup time */
@@ -306,7 +306,7 @@ static int index_functions(bb__install *ins)
                             f->domain && f->domain[0] ? f->domain : "ai.onnx", f->name,
                             f->overload && f->overload[0] ? "#" : "", nz(f->overload));
             ins->canon[i] = (uint32_t)prev;
-        } else if (bb__map_put(&ins->fn_index, key, i)) {
+        } else if (bbe__map_put(&ins->fn_index, key, i)) {
             return BB_ENOMEM;
         }
     }
@@ -314,12 +314,12 @@ static int index_functions(bb__install *ins)
 }
 
 /* Canonical function called by node, or -1. */
-static int32_t callee_of(bb__install *ins, const bb_node *n)
+static int32_t callee_of(bbe__install *ins, const bb_node *n)
 {
-    if (bb__domain_is_framework(n->domain) || !n->op_type)
+    if (bbe__domain_is_framework(n->domain) || !n->op_type)
         return -1;
     uint64_t v;
-    if (bb__map_get(&ins->fn_index, fn_key(n->domain, n->op_type, n->overload), &v) &&
+    if (bbe__map_get(&ins->fn_index, fn_key(n->domain, n->op_type, n->overload), &v) &&
         same_key(ins->m->functions.v[v], n->domain, n->op_type, n->overload))
         return (int32_t)v;
     for (size_t i = 0; i < ins->n_fn; i++) /* collision fallback (never in practice) */
@@ -328,17 +328,17 @@ static int32_t callee_of(bb__install *ins, const bb_node *n)
     return -1;
 }
 
-static int add_graph(bb__install *ins, uint32_t fn)
+static int add_graph(bbe__install *ins, uint32_t fn)
 {
     fn = ins->canon[fn];
     if (ins->graph_of[fn] >= 0)
         return 0;
     ins->graph_of[fn] = (int32_t)ins->order.n;
-    return BB__ARR_PUSH(&ins->order, fn);
+    return BBE__ARR_PUSH(&ins->order, fn);
 }
 
 /* DFS over call sites: discover callees, reject recursion. */
-static int visit(bb__install *ins, uint32_t fn, uint32_t depth, const char *path)
+static int visit(bbe__install *ins, uint32_t fn, uint32_t depth, const char *path)
 {
     const bb_function *f = ins->m->functions.v[fn];
     if (depth > MAX_NESTING)
@@ -364,7 +364,7 @@ static int visit(bb__install *ins, uint32_t fn, uint32_t depth, const char *path
     return 0;
 }
 
-static int resolve_targets(bb__install *ins, const char *const *targets, size_t n)
+static int resolve_targets(bbe__install *ins, const char *const *targets, size_t n)
 {
     bb_model *m = ins->m;
     ins->target_fn = bb_arena_calloc(ins->a, n, sizeof *ins->target_fn);
@@ -405,14 +405,14 @@ static int resolve_targets(bb__install *ins, const char *const *targets, size_t 
         ins->target_name[ti] = bb_arena_strdup(ins->a, name);
         ins->boot_fn[ti] = -1;
         /* the bootstrap sibling: "<resolved>__bootstrap" or "<target>__bootstrap" */
-        const char *cands[2] = {bb_arena_sprintf(ins->a, "%s" BB__BOOTSTRAP_SUFFIX, m->functions.v[found]->name),
-                                bb_arena_sprintf(ins->a, "%s" BB__BOOTSTRAP_SUFFIX, name)};
+        const char *cands[2] = {bb_arena_sprintf(ins->a, "%s" BBE__BOOTSTRAP_SUFFIX, m->functions.v[found]->name),
+                                bb_arena_sprintf(ins->a, "%s" BBE__BOOTSTRAP_SUFFIX, name)};
         for (int c = 0; c < 2 && ins->boot_fn[ti] < 0; c++) {
             for (size_t i = 0; cands[c] && i < ins->n_fn; i++) {
                 const bb_function *f = m->functions.v[i];
-                const char *phase = kv(&f->metadata, BB__KEY_MODULE_PHASE);
+                const char *phase = kv(&f->metadata, BBE__KEY_MODULE_PHASE);
                 if (ins->canon[i] == i && strcmp(f->name, cands[c]) == 0 &&
-                    (!phase || strcmp(phase, BB__MODULE_PHASE_BOOTSTRAP) == 0)) {
+                    (!phase || strcmp(phase, BBE__MODULE_PHASE_BOOTSTRAP) == 0)) {
                     ins->boot_fn[ti] = (int32_t)i;
                     break;
                 }
@@ -439,7 +439,7 @@ static int resolve_targets(bb__install *ins, const char *const *targets, size_t 
 
 /* ---- bindings ------------------------------------------------------------------------------ */
 
-static binding *find_binding(bb__install *ins, const char *slot)
+static binding *find_binding(bbe__install *ins, const char *slot)
 {
     for (size_t i = 0; i < ins->binds.n; i++)
         if (strcmp(ins->binds.v[i].slot, slot) == 0)
@@ -447,7 +447,7 @@ static binding *find_binding(bb__install *ins, const char *slot)
     return NULL;
 }
 
-static int add_binding(bb__install *ins, const char *target, const char *key, const char *slot,
+static int add_binding(bbe__install *ins, const char *target, const char *key, const char *slot,
                        const char *value)
 {
     const char *p1 = value ? strchr(value, '|') : NULL;
@@ -475,7 +475,7 @@ static int add_binding(bb__install *ins, const char *target, const char *key, co
         return BB_ENOMEM;
     if (!have) {
         b.contrib = me;
-        return BB__ARR_PUSH(&ins->binds, b);
+        return BBE__ARR_PUSH(&ins->binds, b);
     }
     if (strcmp(have->type_name, b.type_name) != 0 || bb_role_parse(have->role) != bb_role_parse(b.role))
         have->conflict = true;
@@ -483,17 +483,17 @@ static int add_binding(bb__install *ins, const char *target, const char *key, co
     return have->contrib ? 0 : BB_ENOMEM;
 }
 
-static int read_bindings(bb__install *ins)
+static int read_bindings(bbe__install *ins)
 {
     const bb_kv_list *md = &ins->m->metadata;
-    size_t pl = strlen(BB__KEY_BINDING_PREFIX);
+    size_t pl = strlen(BBE__KEY_BINDING_PREFIX);
     for (uint32_t t = 0; t < ins->n_targets; t++) {
         const char *resolved = ins->m->functions.v[ins->target_fn[t]]->name;
         const char *names[2] = {resolved, ins->target_name[t]};
         int n_names = strcmp(resolved, ins->target_name[t]) ? 2 : 1;
         for (size_t i = 0; i < md->n; i++) {
             const char *key = md->v[i].key;
-            if (!key || strncmp(key, BB__KEY_BINDING_PREFIX, pl) != 0)
+            if (!key || strncmp(key, BBE__KEY_BINDING_PREFIX, pl) != 0)
                 continue;
             for (int k = 0; k < n_names; k++) {
                 size_t nl = strlen(names[k]);
@@ -529,20 +529,20 @@ static int read_bindings(bb__install *ins)
                     b->construction = a;
                 continue;
             }
-            char *mk = bb_arena_sprintf(ins->a, "%s%s", BB__KEY_SLOT_CONCRETE_TYPE_PREFIX, a->name);
+            char *mk = bb_arena_sprintf(ins->a, "%s%s", BBE__KEY_SLOT_CONCRETE_TYPE_PREFIX, a->name);
             const char *tn = mk ? kv(&f->metadata, mk) : NULL;
             if (!tn)
                 continue; /* an ordinary defaulted attribute, not a component slot */
             binding nb = {.slot = a->name, .role = "", .type_name = tn, .construction = a,
                           .contrib = f->name};
-            if (BB__ARR_PUSH(&ins->binds, nb))
+            if (BBE__ARR_PUSH(&ins->binds, nb))
                 return BB_ENOMEM;
         }
     }
     return 0;
 }
 
-static int make_components(bb__install *ins)
+static int make_components(bbe__install *ins)
 {
     bb_engine *e = ins->e;
     size_t n = ins->binds.n;
@@ -568,7 +568,7 @@ static int make_components(bb__install *ins)
         if (t->role != want)
             return fail(ins, BB_INSTALL_ROLE_MISMATCH, "slot '%s' is bound as %s but %s is a %s",
                         b->slot, bb_role_name(want), b->type_name, bb_role_name(t->role));
-        bb__comp *c = &e->comps[i];
+        bbe__comp *c = &e->comps[i];
         c->slot = b->slot;
         c->type = t;
         c->role = t->role;
@@ -579,7 +579,7 @@ static int make_components(bb__install *ins)
     }
     /* dependencies, then a creation order with dependencies first */
     for (uint32_t i = 0; i < e->n_comps; i++) {
-        bb__comp *c = &e->comps[i];
+        bbe__comp *c = &e->comps[i];
         if (!c->type->n_deps)
             continue;
         c->deps = bb_arena_calloc(ins->a, c->type->n_deps, sizeof *c->deps);
@@ -632,7 +632,7 @@ typedef struct site_tab {
     const char **keys;
     uint32_t *vals;
     size_t cap;
-    BB__ARR(const char *) names;
+    BBE__ARR(const char *) names;
 } site_tab;
 
 static int tab_init(site_tab *t, size_t expect)
@@ -650,14 +650,14 @@ static void tab_free(site_tab *t)
 {
     free(t->keys);
     free(t->vals);
-    BB__ARR_FREE(&t->names);
+    BBE__ARR_FREE(&t->names);
 }
 
 static uint32_t tab_find(const site_tab *t, const char *name)
 {
     for (size_t i = (size_t)bb_fnv1a64(name, strlen(name)) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
         if (!t->keys[i])
-            return BB__NONE;
+            return BBE__NONE;
         if (strcmp(t->keys[i], name) == 0)
             return t->vals[i];
     }
@@ -673,19 +673,19 @@ static uint32_t tab_add(site_tab *t, const char *name)
             return t->vals[i];
     }
     uint32_t idx = (uint32_t)t->names.n;
-    if (BB__ARR_PUSH(&t->names, name))
-        return BB__NONE;
+    if (BBE__ARR_PUSH(&t->names, name))
+        return BBE__NONE;
     t->keys[i] = name;
     t->vals[i] = idx;
     return idx;
 }
 
-static int add_missing(bb__install *ins, const char *domain, const char *op_type)
+static int add_missing(bbe__install *ins, const char *domain, const char *op_type)
 {
     for (size_t i = 0; i < ins->missing.n; i++)
         if (strcmp(ins->missing.v[i].domain, domain) == 0 && strcmp(ins->missing.v[i].op_type, op_type) == 0)
             return 0;
-    return BB__ARR_PUSH(&ins->missing, ((missing_op){domain, op_type}));
+    return BBE__ARR_PUSH(&ins->missing, ((missing_op){domain, op_type}));
 }
 
 static uint32_t comp_by_slot(const bb_engine *e, const char *slot)
@@ -693,7 +693,7 @@ static uint32_t comp_by_slot(const bb_engine *e, const char *slot)
     for (uint32_t i = 0; i < e->n_comps; i++)
         if (strcmp(e->comps[i].slot, slot) == 0)
             return i;
-    return BB__NONE;
+    return BBE__NONE;
 }
 
 static bool type_serves(const bb_component_type *t, const char *domain)
@@ -704,34 +704,34 @@ static bool type_serves(const bb_component_type *t, const char *domain)
     return false;
 }
 
-/* The component a role / component op routes to (BB__NONE: nobody). */
-static int component_for(bb__install *ins, bb__op *op, uint32_t *out)
+/* The component a role / component op routes to (BBE__NONE: nobody). */
+static int component_for(bbe__install *ins, bbe__op *op, uint32_t *out)
 {
     bb_engine *e = ins->e;
     const bb_node *n = op->node;
     const char *dom = dom_norm(n->domain);
     const char *v;
-    *out = BB__NONE;
-    if ((v = kv(&n->metadata, BB__KEY_SLOT_ID))) {
+    *out = BBE__NONE;
+    if ((v = kv(&n->metadata, BBE__KEY_SLOT_ID))) {
         char *end;
         unsigned long long id = strtoull(v, &end, 10);
         if (*end || !*v || id > UINT32_MAX)
-            return bb__node_malformed(ins, op, NULL, "bad %s '%s'", BB__KEY_SLOT_ID, v);
-        *out = bb__install_comp_by_slot_id(ins, (uint32_t)id);
-        if (*out == BB__NONE)
+            return bbe__node_malformed(ins, op, NULL, "bad %s '%s'", BBE__KEY_SLOT_ID, v);
+        *out = bbe__install_comp_by_slot_id(ins, (uint32_t)id);
+        if (*out == BBE__NONE)
             return fail(ins, BB_INSTALL_UNBOUND_GENERIC_SLOT,
                         "node %s of %s references slot_id %s, which no binding carries", op->label,
                         ins->g->name, v);
         return 0;
     }
-    if ((v = kv(&n->metadata, BB__KEY_SLOT))) {
+    if ((v = kv(&n->metadata, BBE__KEY_SLOT))) {
         *out = comp_by_slot(e, v);
-        if (*out == BB__NONE)
+        if (*out == BBE__NONE)
             return fail(ins, BB_INSTALL_UNBOUND_GENERIC_SLOT, "node %s of %s uses slot '%s', which is not bound",
                         op->label, ins->g->name, v);
         return 0;
     }
-    if ((v = kv(&n->metadata, BB__KEY_CONCRETE_TYPE))) {
+    if ((v = kv(&n->metadata, BBE__KEY_CONCRETE_TYPE))) {
         uint32_t count = 0;
         for (uint32_t i = 0; i < e->n_comps; i++)
             if (strcmp(e->comps[i].type->type_name, v) == 0 && count++ == 0)
@@ -741,11 +741,11 @@ static int component_for(bb__install *ins, bb__op *op, uint32_t *out)
                         "node %s of %s was recorded on %s, which no slot binds", op->label,
                         ins->g->name, v);
         if (count > 1)
-            return bb__node_malformed(ins, op, NULL, "%u slots bind %s: add %s metadata", count, v,
-                                      BB__KEY_SLOT);
+            return bbe__node_malformed(ins, op, NULL, "%u slots bind %s: add %s metadata", count, v,
+                                      BBE__KEY_SLOT);
         return 0;
     }
-    uint32_t count = 0, backends = 0, backend = BB__NONE;
+    uint32_t count = 0, backends = 0, backend = BBE__NONE;
     for (uint32_t i = 0; i < e->n_comps; i++) {
         if (!type_serves(e->comps[i].type, dom))
             continue;
@@ -757,45 +757,45 @@ static int component_for(bb__install *ins, bb__op *op, uint32_t *out)
     if (count > 1 && !dom[0] && backends == 1)
         *out = backend;
     else if (count > 1)
-        return bb__node_malformed(ins, op, NULL, "%u components serve domain '%s': add %s metadata",
-                                  count, dom[0] ? dom : "ai.onnx", BB__KEY_SLOT);
-    if (*out == BB__NONE && !dom[0]) { /* ai.onnx with no declaring backend: the backend */
+        return bbe__node_malformed(ins, op, NULL, "%u components serve domain '%s': add %s metadata",
+                                  count, dom[0] ? dom : "ai.onnx", BBE__KEY_SLOT);
+    if (*out == BBE__NONE && !dom[0]) { /* ai.onnx with no declaring backend: the backend */
         for (uint32_t i = 0; i < e->n_comps; i++)
             if (e->comps[i].role == BB_ROLE_BACKEND && backends++ == 0)
                 *out = i;
         if (backends > 1)
-            *out = BB__NONE;
+            *out = BBE__NONE;
     }
     return 0;
 }
 
-static int classify(bb__install *ins, bb__op *op, uint32_t opi)
+static int classify(bbe__install *ins, bbe__op *op, uint32_t opi)
 {
     bb_engine *e = ins->e;
-    bb__graph *g = ins->g;
+    bbe__graph *g = ins->g;
     const bb_node *n = op->node;
     const char *dom = dom_norm(n->domain);
     bool found;
-    int64_t dl = bb__attr_int(n, BB__ATTR_DEADLINE_NS, 0, &found);
+    int64_t dl = bbe__attr_int(n, BBE__ATTR_DEADLINE_NS, 0, &found);
     op->deadline_ns = dl > 0 ? (uint64_t)dl : 0;
-    op->disp = BB__DISP_UNRESOLVED;
-    op->comp = BB__NONE;
-    op->ready = BB__READY_ALL;
-    if (bb__domain_is_framework(dom)) {
-        const bb__syscall_def *d = bb__syscall_find(dom, op->op_type);
+    op->disp = BBE__DISP_UNRESOLVED;
+    op->comp = BBE__NONE;
+    op->ready = BBE__READY_ALL;
+    if (bbe__domain_is_framework(dom)) {
+        const bbe__syscall_def *d = bbe__syscall_find(dom, op->op_type);
         if (!d)
             return add_missing(ins, op->domain, op->op_type);
         if (op->n_in < d->min_in || (d->max_in >= 0 && op->n_in > d->max_in) ||
             op->n_out < d->min_out || (d->max_out >= 0 && op->n_out > d->max_out))
-            return bb__node_malformed(ins, op, NULL, "%u inputs / %u outputs (expects %d..%d / %d..%d)",
+            return bbe__node_malformed(ins, op, NULL, "%u inputs / %u outputs (expects %d..%d / %d..%d)",
                                       op->n_in, op->n_out, d->min_in, d->max_in, d->min_out, d->max_out);
         op->fn = d->fn;
-        op->disp = d->is_const ? BB__DISP_CONST : BB__DISP_SYSCALL;
+        op->disp = d->is_const ? BBE__DISP_CONST : BBE__DISP_SYSCALL;
         op->ready = d->ready;
         op->flags = d->flags;
         if (d->out_type)
             for (uint32_t k = 0; k < op->n_out; k++)
-                if (op->out[k] != BB__NONE && g->site_type[op->out[k]] == &BB_TYPE_ANY)
+                if (op->out[k] != BBE__NONE && g->site_type[op->out[k]] == &BB_TYPE_ANY)
                     g->site_type[op->out[k]] = d->out_type;
         if (d->init) {
             int rc = d->init(ins, op, ins->err);
@@ -805,20 +805,20 @@ static int classify(bb__install *ins, bb__op *op, uint32_t opi)
         const char *t = op->op_type;
         int rc = 0;
         if (strcmp(t, "Interval") == 0)
-            rc = BB__ARR_PUSH(&ins->intervals, opi);
+            rc = BBE__ARR_PUSH(&ins->intervals, opi);
         else if (strcmp(t, "LifecyclePhase") == 0)
-            rc = BB__ARR_PUSH(&ins->lifecycle, opi);
+            rc = BBE__ARR_PUSH(&ins->lifecycle, opi);
         else if (strcmp(t, "Pulse") == 0)
-            rc = BB__ARR_PUSH(&ins->pulses, opi);
+            rc = BBE__ARR_PUSH(&ins->pulses, opi);
         else if (strcmp(t, "EventSource") == 0) {
-            rc = BB__ARR_PUSH(&ins->events, opi);
+            rc = BBE__ARR_PUSH(&ins->events, opi);
             if (op->st->i < 64)
                 e->bus_subscribed |= 1ULL << op->st->i;
-        } else if (strcmp(dom, BB__DOM_WIRE) == 0 && (strcmp(t, "Recv") == 0 || strcmp(t, "RecvReq") == 0)) {
-            if (bb__map_get(&e->recv_ops, op->st->wire_site, NULL))
-                return bb__node_malformed(ins, op, NULL, "two receivers share wire site %llu",
+        } else if (strcmp(dom, BBE__DOM_WIRE) == 0 && (strcmp(t, "Recv") == 0 || strcmp(t, "RecvReq") == 0)) {
+            if (bbe__map_get(&e->recv_ops, op->st->wire_site, NULL))
+                return bbe__node_malformed(ins, op, NULL, "two receivers share wire site %llu",
                                           (unsigned long long)op->st->wire_site);
-            rc = bb__map_put(&e->recv_ops, op->st->wire_site, opi);
+            rc = bbe__map_put(&e->recv_ops, op->st->wire_site, opi);
         }
         return rc;
     }
@@ -826,9 +826,9 @@ static int classify(bb__install *ins, bb__op *op, uint32_t opi)
     if (callee >= 0) {
         const bb_function *f = ins->m->functions.v[callee];
         if (op->n_in > f->inputs.n || op->n_out > f->outputs.n)
-            return bb__node_malformed(ins, op, NULL, "call passes %u inputs / %u outputs to %s (%zu / %zu)",
+            return bbe__node_malformed(ins, op, NULL, "call passes %u inputs / %u outputs to %s (%zu / %zu)",
                                       op->n_in, op->n_out, f->name, f->inputs.n, f->outputs.n);
-        op->disp = BB__DISP_CALL;
+        op->disp = BBE__DISP_CALL;
         op->comp = (uint32_t)ins->graph_of[callee];
         return 0;
     }
@@ -836,7 +836,7 @@ static int classify(bb__install *ins, bb__op *op, uint32_t opi)
     int rc = component_for(ins, op, &c);
     if (rc)
         return rc;
-    if (c == BB__NONE)
+    if (c == BBE__NONE)
         return 0; /* Unresolved: fails when invoked */
     const bb_component_type *t = e->comps[c].type;
     uint32_t idx = 0;
@@ -847,11 +847,11 @@ static int classify(bb__install *ins, bb__op *op, uint32_t opi)
     }
     if (!decl)
         return add_missing(ins, op->domain, op->op_type);
-    op->disp = BB__DISP_ATOMIC;
+    op->disp = BBE__DISP_ATOMIC;
     op->comp = c;
     op->op_index = idx;
     for (uint32_t k = 0; k < op->n_out && k < decl->n_outputs; k++)
-        if (op->out[k] != BB__NONE && g->site_type[op->out[k]] == &BB_TYPE_ANY && decl->outputs[k].type)
+        if (op->out[k] != BBE__NONE && g->site_type[op->out[k]] == &BB_TYPE_ANY && decl->outputs[k].type)
             g->site_type[op->out[k]] = decl->outputs[k].type;
     return 0;
 }
@@ -871,7 +871,7 @@ static uint32_t uf_root(uint32_t *parent, uint32_t x)
  * (through non-constant sites): an execution that source starts pushes them,
  * as invoke pushes all of g's sources. Ops in unrelated parts of the graph
  * (another Interval's branch, a request handler) do not run. */
-static int companion_sources(bb__install *ins, bb__graph *g, const uint8_t *is_const)
+static int companion_sources(bbe__install *ins, bbe__graph *g, const uint8_t *is_const)
 {
     bb_engine *e = ins->e;
     uint32_t nops = g->op_end - g->op_begin, n = nops + g->n_sites;
@@ -883,11 +883,11 @@ static int companion_sources(bb__install *ins, bb__graph *g, const uint8_t *is_c
     for (uint32_t i = 0; i < n; i++)
         parent[i] = i;
     for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bb__op *op = &e->ops[k];
+        const bbe__op *op = &e->ops[k];
         uint32_t a = uf_root(parent, k - g->op_begin);
         for (uint32_t i = 0; i < op->n_in + op->n_out; i++) {
             uint32_t s = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
-            if (s == BB__NONE || is_const[s] == 2)
+            if (s == BBE__NONE || is_const[s] == 2)
                 continue;
             uint32_t b = uf_root(parent, nops + s);
             if (a != b)
@@ -896,15 +896,15 @@ static int companion_sources(bb__install *ins, bb__graph *g, const uint8_t *is_c
     }
     int rc = BB_OK;
     for (uint32_t k = g->op_begin; k < g->op_end && !rc; k++) {
-        bb__op *op = &e->ops[k];
-        if (!(op->flags & BB__OPF_EVENT_SOURCE))
+        bbe__op *op = &e->ops[k];
+        if (!(op->flags & BBE__OPF_EVENT_SOURCE))
             continue;
         uint32_t root = uf_root(parent, k - g->op_begin), m = 0;
         for (uint32_t i = 0; i < g->n_sources; i++)
             m += uf_root(parent, g->sources[i] - g->op_begin) == root;
         if (!m)
             continue;
-        bb__opst *st = bb__opst_new(ins, op);
+        bbe__opst *st = bbe__opst_new(ins, op);
         uint32_t *v = bb_arena_calloc(ins->a, m, sizeof *v);
         if (!st || !v) {
             rc = BB_ENOMEM;
@@ -921,10 +921,10 @@ static int companion_sources(bb__install *ins, bb__graph *g, const uint8_t *is_c
     return rc;
 }
 
-static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
+static int build_graph(bbe__install *ins, uint32_t gi, uint32_t *next_op)
 {
     bb_engine *e = ins->e;
-    bb__graph *g = &e->graphs[gi];
+    bbe__graph *g = &e->graphs[gi];
     const bb_function *f = ins->m->functions.v[ins->order.v[gi]];
     ins->g = g;
     g->fn = f;
@@ -952,18 +952,18 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
     }
     for (size_t i = 0; i < f->inputs.n; i++) {
         const char *nm = f->inputs.v[i];
-        if (!nm || !nm[0] || tab_find(&tab, nm) != BB__NONE) {
+        if (!nm || !nm[0] || tab_find(&tab, nm) != BBE__NONE) {
             rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: input %zu is empty or repeated", f->name, i);
             goto out;
         }
-        if ((g->formals[i] = tab_add(&tab, nm)) == BB__NONE) {
+        if ((g->formals[i] = tab_add(&tab, nm)) == BBE__NONE) {
             rc = BB_ENOMEM;
             goto out;
         }
     }
     for (size_t k = 0; k < f->nodes.n; k++) {
         const bb_node *n = f->nodes.v[k];
-        bb__op *op = &e->ops[g->op_begin + k];
+        bbe__op *op = &e->ops[g->op_begin + k];
         op->node = n;
         op->graph = gi;
         op->op_type = n->op_type ? n->op_type : "";
@@ -988,16 +988,16 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
         }
         for (uint32_t i = 0; i < op->n_in; i++) {
             const char *nm = n->inputs.v[i];
-            in[i] = !nm || !nm[0] ? BB__NONE : tab_add(&tab, nm);
-            if (nm && nm[0] && in[i] == BB__NONE) {
+            in[i] = !nm || !nm[0] ? BBE__NONE : tab_add(&tab, nm);
+            if (nm && nm[0] && in[i] == BBE__NONE) {
                 rc = BB_ENOMEM;
                 goto out;
             }
         }
         for (uint32_t j = 0; j < op->n_out; j++) {
             const char *nm = n->outputs.v[j];
-            outp[j] = !nm || !nm[0] ? BB__NONE : tab_add(&tab, nm);
-            if (nm && nm[0] && outp[j] == BB__NONE) {
+            outp[j] = !nm || !nm[0] ? BBE__NONE : tab_add(&tab, nm);
+            if (nm && nm[0] && outp[j] == BBE__NONE) {
                 rc = BB_ENOMEM;
                 goto out;
             }
@@ -1015,7 +1015,7 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
             rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: output %zu is empty", f->name, i);
             goto out;
         }
-        if ((g->results[i] = tab_add(&tab, nm)) == BB__NONE) {
+        if ((g->results[i] = tab_add(&tab, nm)) == BBE__NONE) {
             rc = BB_ENOMEM;
             goto out;
         }
@@ -1038,10 +1038,10 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
     for (uint32_t i = 0; i < g->n_formals; i++)
         defined[g->formals[i]] = 1;
     for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bb__op *op = &e->ops[k];
+        const bbe__op *op = &e->ops[k];
         for (uint32_t j = 0; j < op->n_out; j++) {
             uint32_t s = op->out[j];
-            if (s == BB__NONE)
+            if (s == BBE__NONE)
                 continue;
             if (defined[s]) {
                 rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: value '%s' is defined twice (node %s)",
@@ -1053,8 +1053,8 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
     }
     for (size_t i = 0; i < f->value_info.n; i++) {
         const bb_value_info *vi = f->value_info.v[i];
-        uint32_t s = vi && vi->name ? tab_find(&tab, vi->name) : BB__NONE;
-        const bb_type_node *t = s != BB__NONE && vi->type ? bb_type_from_proto(vi->type) : NULL;
+        uint32_t s = vi && vi->name ? tab_find(&tab, vi->name) : BBE__NONE;
+        const bb_type_node *t = s != BBE__NONE && vi->type ? bb_type_from_proto(vi->type) : NULL;
         if (t)
             g->site_type[s] = t;
     }
@@ -1067,7 +1067,7 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
     /* constants, sources */
     uint32_t nc = 0, nsrc = 0;
     for (uint32_t k = g->op_begin; k < g->op_end; k++)
-        nc += e->ops[k].disp == BB__DISP_CONST && e->ops[k].out[0] != BB__NONE;
+        nc += e->ops[k].disp == BBE__DISP_CONST && e->ops[k].out[0] != BBE__NONE;
     g->const_sites = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_sites);
     g->const_vals = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_vals);
     if (!g->const_sites || !g->const_vals) {
@@ -1076,8 +1076,8 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
     }
     uint8_t *is_const = defined; /* reuse: 2 marks a constant site */
     for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bb__op *op = &e->ops[k];
-        if (op->disp == BB__DISP_CONST && op->out[0] != BB__NONE) {
+        const bbe__op *op = &e->ops[k];
+        if (op->disp == BBE__DISP_CONST && op->out[0] != BBE__NONE) {
             g->const_sites[g->n_consts] = op->out[0];
             g->const_vals[g->n_consts++] = op->st->value;
             is_const[op->out[0]] = 2;
@@ -1085,19 +1085,19 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
     }
     for (uint32_t pass = 0; pass < 2; pass++) {
         for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-            bb__op *op = &e->ops[k];
-            if (op->disp == BB__DISP_CONST || (op->flags & BB__OPF_EVENT_SOURCE))
+            bbe__op *op = &e->ops[k];
+            if (op->disp == BBE__DISP_CONST || (op->flags & BBE__OPF_EVENT_SOURCE))
                 continue;
             bool src = true;
             for (uint32_t i = 0; i < op->n_in && src; i++)
-                src = op->in[i] == BB__NONE || is_const[op->in[i]] == 2;
+                src = op->in[i] == BBE__NONE || is_const[op->in[i]] == 2;
             if (!src)
                 continue;
             if (pass == 1)
                 g->sources[g->n_sources++] = k;
             else
                 nsrc++;
-            op->flags |= BB__OPF_SOURCE;
+            op->flags |= BBE__OPF_SOURCE;
         }
         if (pass == 0 && !(g->sources = bb_arena_calloc(ins->a, nsrc + 1, sizeof *g->sources))) {
             rc = BB_ENOMEM;
@@ -1111,10 +1111,10 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
     uint32_t *cnt = g->cons_off + 1;
     size_t total = 0;
     for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bb__op *op = &e->ops[k];
+        const bbe__op *op = &e->ops[k];
         for (uint32_t i = 0; i < op->n_in; i++) {
             uint32_t s = op->in[i];
-            bool seen = s == BB__NONE;
+            bool seen = s == BBE__NONE;
             for (uint32_t p = 0; p < i && !seen; p++)
                 seen = op->in[p] == s;
             if (!seen) {
@@ -1133,10 +1133,10 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
         goto out;
     }
     for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bb__op *op = &e->ops[k];
+        const bbe__op *op = &e->ops[k];
         for (uint32_t i = 0; i < op->n_in; i++) {
             uint32_t s = op->in[i];
-            bool seen = s == BB__NONE;
+            bool seen = s == BBE__NONE;
             for (uint32_t p = 0; p < i && !seen; p++)
                 seen = op->in[p] == s;
             if (!seen)
@@ -1147,17 +1147,17 @@ static int build_graph(bb__install *ins, uint32_t gi, uint32_t *next_op)
     /* results forward to callers; entry-point results with no consumer surface */
     for (uint32_t j = 0; j < g->n_results; j++) {
         uint32_t s = g->results[j];
-        if (!(g->site_flags[s] & BB__SITE_FWD)) {
-            g->site_flags[s] |= BB__SITE_FWD;
+        if (!(g->site_flags[s] & BBE__SITE_FWD)) {
+            g->site_flags[s] |= BBE__SITE_FWD;
             g->fwd_index[s] = j;
         }
         if (g->entry && g->cons_off[s + 1] == g->cons_off[s])
-            g->site_flags[s] |= BB__SITE_APP_OUT;
+            g->site_flags[s] |= BBE__SITE_APP_OUT;
     }
     for (uint32_t s = 0; s < ns; s++) {
-        uint64_t id = bb__site_wire_id(g->name, g->site_names[s]);
-        if (!bb__map_get(&e->wire_sites, id, NULL) &&
-            bb__map_put(&e->wire_sites, id, ((uint64_t)gi << 32) | s)) {
+        uint64_t id = bbe__site_wire_id(g->name, g->site_names[s]);
+        if (!bbe__map_get(&e->wire_sites, id, NULL) &&
+            bbe__map_put(&e->wire_sites, id, ((uint64_t)gi << 32) | s)) {
             rc = BB_ENOMEM;
             goto out;
         }
@@ -1168,7 +1168,7 @@ out:
     return rc;
 }
 
-static int touch_sets(bb__install *ins)
+static int touch_sets(bbe__install *ins)
 {
     bb_engine *e = ins->e;
     uint32_t words = (e->n_comps + 63) / 64;
@@ -1189,7 +1189,7 @@ static int touch_sets(bb__install *ins)
     }
     int rc = 0;
     for (uint32_t gi = 0; gi < e->n_graphs && !rc; gi++) {
-        bb__graph *g = &e->graphs[gi];
+        bbe__graph *g = &e->graphs[gi];
         if (!g->is_bootstrap)
             continue;
         g->touch_words = words;
@@ -1203,12 +1203,12 @@ static int touch_sets(bb__install *ins)
         stack[sp++] = gi;
         seen[gi] = 1;
         while (sp) {
-            const bb__graph *h = &e->graphs[stack[--sp]];
+            const bbe__graph *h = &e->graphs[stack[--sp]];
             for (uint32_t k = h->op_begin; k < h->op_end; k++) {
-                const bb__op *op = &e->ops[k];
-                if (op->disp == BB__DISP_ATOMIC)
+                const bbe__op *op = &e->ops[k];
+                if (op->disp == BBE__DISP_ATOMIC)
                     g->touch[op->comp / 64] |= 1ULL << (op->comp % 64);
-                else if (op->disp == BB__DISP_CALL && !seen[op->comp]) {
+                else if (op->disp == BBE__DISP_CALL && !seen[op->comp]) {
                     seen[op->comp] = 1;
                     stack[sp++] = op->comp;
                 }
@@ -1220,19 +1220,19 @@ static int touch_sets(bb__install *ins)
     return rc;
 }
 
-static int create_components(bb__install *ins)
+static int create_components(bbe__install *ins)
 {
     bb_engine *e = ins->e;
     for (uint32_t k = 0; k < e->n_comps; k++) {
         uint32_t i = e->comp_order[k];
-        bb__comp *c = &e->comps[i];
-        bb__ctx_init(e, i);
+        bbe__comp *c = &e->comps[i];
+        bbe__ctx_init(e, i);
         bb_create_args args = {
             .struct_size = sizeof args,
             .slot = c->slot,
             .construction = c->construction,
             .config_json = ins->reg && ins->reg->slot_config ? ins->reg->slot_config(ins->reg->ud, c->slot) : NULL,
-            .seed = bb__mix64(e->cfg.seed ^ bb_fnv1a64(c->slot, strlen(c->slot))),
+            .seed = bbe__mix64(e->cfg.seed ^ bb_fnv1a64(c->slot, strlen(c->slot))),
             .ctx = &c->ctx.pub,
         };
         bb_error cerr = {0};
@@ -1253,7 +1253,7 @@ static int create_components(bb__install *ins)
     return 0;
 }
 
-static int finish_tables(bb__install *ins)
+static int finish_tables(bbe__install *ins)
 {
     bb_engine *e = ins->e;
 #define MOVE(dst, n_dst, arr)                                                         \
@@ -1284,10 +1284,10 @@ static int finish_tables(bb__install *ins)
     if (!e->targets || !e->boot.mods)
         return BB_ENOMEM;
     for (uint32_t t = 0; t < ins->n_targets; t++) {
-        bb__target *tg = &e->targets[t];
+        bbe__target *tg = &e->targets[t];
         tg->name = ins->target_name[t];
         tg->graph = (uint32_t)ins->graph_of[ins->target_fn[t]];
-        tg->boot = BB__NONE;
+        tg->boot = BBE__NONE;
         if (ins->boot_fn[t] >= 0) {
             tg->boot = e->boot.n_mods++;
             e->boot.mods[tg->boot].target = t;
@@ -1295,14 +1295,14 @@ static int finish_tables(bb__install *ins)
         }
     }
     e->n_targets = ins->n_targets;
-    e->fingerprint = bb__install_fingerprint(e);
+    e->fingerprint = bbe__install_fingerprint(e);
     return 0;
 }
 
-void bb__uninstall(bb_engine *e)
+void bbe__uninstall(bb_engine *e)
 {
     for (uint32_t k = e->n_comps; k-- > 0;) {
-        bb__comp *c = &e->comps[e->comp_order ? e->comp_order[k] : k];
+        bbe__comp *c = &e->comps[e->comp_order ? e->comp_order[k] : k];
         if (c->created && c->type->destroy)
             c->type->destroy(c->inst);
         c->created = false;
@@ -1313,9 +1313,9 @@ void bb__uninstall(bb_engine *e)
             bb_value_unref(e->ops[k].st->value);
             e->ops[k].st->value = NULL;
         }
-    bb__semas_free(e);
-    bb__map_free(&e->wire_sites);
-    bb__map_free(&e->recv_ops);
+    bbe__semas_free(e);
+    bbe__map_free(&e->wire_sites);
+    bbe__map_free(&e->recv_ops);
     free(e->in_buf);
     free(e->out_buf);
     e->in_buf = e->out_buf = NULL;
@@ -1345,23 +1345,23 @@ void bb__uninstall(bb_engine *e)
     e->installed = false;
 }
 
-static void ins_free(bb__install *ins)
+static void ins_free(bbe__install *ins)
 {
-    bb__map_free(&ins->fn_index);
-    BB__ARR_FREE(&ins->order);
-    BB__ARR_FREE(&ins->binds);
-    BB__ARR_FREE(&ins->semas);
-    BB__ARR_FREE(&ins->queues);
-    BB__ARR_FREE(&ins->holds);
-    BB__ARR_FREE(&ins->metrics);
-    BB__ARR_FREE(&ins->missing);
-    BB__ARR_FREE(&ins->lifecycle);
-    BB__ARR_FREE(&ins->intervals);
-    BB__ARR_FREE(&ins->pulses);
-    BB__ARR_FREE(&ins->events);
+    bbe__map_free(&ins->fn_index);
+    BBE__ARR_FREE(&ins->order);
+    BBE__ARR_FREE(&ins->binds);
+    BBE__ARR_FREE(&ins->semas);
+    BBE__ARR_FREE(&ins->queues);
+    BBE__ARR_FREE(&ins->holds);
+    BBE__ARR_FREE(&ins->metrics);
+    BBE__ARR_FREE(&ins->missing);
+    BBE__ARR_FREE(&ins->lifecycle);
+    BBE__ARR_FREE(&ins->intervals);
+    BBE__ARR_FREE(&ins->pulses);
+    BBE__ARR_FREE(&ins->events);
 }
 
-static int preflight(bb__install *ins)
+static int preflight(bbe__install *ins)
 {
     if (!ins->missing.n)
         return 0;
@@ -1391,7 +1391,7 @@ static int preflight(bb__install *ins)
 int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *targets,
                       size_t n_targets, const bb_engine_registry *reg, bb_error *err)
 {
-    bb__install ins = {.e = e, .reg = reg, .err = err};
+    bbe__install ins = {.e = e, .reg = reg, .err = err};
     e->install_err = BB_INSTALL_OK;
     if (e->installed) {
         e->install_err = BB_INSTALL_ALREADY_INSTALLED;
@@ -1408,10 +1408,10 @@ int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *ta
     e->model = ins.m = e->arena ? bb_model_clone(model) : NULL;
     if (!ins.a || !ins.m)
         goto fail;
-    const char *passport = kv(&ins.m->metadata, BB__KEY_COMPILED);
-    if (!passport || strcmp(passport, BB__COMPILED_V1) != 0) {
+    const char *passport = kv(&ins.m->metadata, BBE__KEY_COMPILED);
+    if (!passport || strcmp(passport, BBE__COMPILED_V1) != 0) {
         rc = fail(&ins, BB_INSTALL_NOT_COMPILED, "model has no %s = \"%s\" passport (run bbc compile)",
-                  BB__KEY_COMPILED, BB__COMPILED_V1);
+                  BBE__KEY_COMPILED, BBE__COMPILED_V1);
         goto fail;
     }
     if ((rc = index_functions(&ins)) || (rc = resolve_targets(&ins, targets, n_targets)) ||
@@ -1433,7 +1433,7 @@ int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *ta
     }
     e->n_ops = (uint32_t)total_ops;
     for (uint32_t t = 0; t < ins.n_targets; t++) {
-        bb__graph *g = &e->graphs[ins.graph_of[ins.target_fn[t]]];
+        bbe__graph *g = &e->graphs[ins.graph_of[ins.target_fn[t]]];
         g->entry = true;
         g->target = ins.target_name[t];
         if (ins.boot_fn[t] >= 0)
@@ -1453,6 +1453,6 @@ fail:
     if (rc == BB_ENOMEM && e->install_err == BB_INSTALL_OK)
         bb_error_set(err, BB_ENOMEM, "install: out of memory");
     ins_free(&ins);
-    bb__uninstall(e);
+    bbe__uninstall(e);
     return rc;
 }

@@ -23,11 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
-int bb__ingress_push(bb_engine *e, bb__ingress_ev *ev)
+int bbe__ingress_push(bb_engine *e, bbe__ingress_ev *ev)
 {
-    bb__ingress *q = &e->ing;
+    bbe__ingress *q = &e->ing;
     if (!ev->must) {
         size_t c = atomic_fetch_add_explicit(&q->count, 1, memory_order_relaxed);
         if (c >= q->capacity) {
@@ -36,7 +36,7 @@ int bb__ingress_push(bb_engine *e, bb__ingress_ev *ev)
             return BB_EFULL;
         }
     }
-    bb__ingress_ev *head = atomic_load_explicit(&q->head, memory_order_relaxed);
+    bbe__ingress_ev *head = atomic_load_explicit(&q->head, memory_order_relaxed);
     do {
         ev->next = head;
     } while (!atomic_compare_exchange_weak_explicit(&q->head, &head, ev, memory_order_release,
@@ -46,15 +46,15 @@ int bb__ingress_push(bb_engine *e, bb__ingress_ev *ev)
     return BB_OK;
 }
 
-bb__ingress_ev *bb__ingress_take(bb_engine *e)
+bbe__ingress_ev *bbe__ingress_take(bb_engine *e)
 {
-    bb__ingress *q = &e->ing;
+    bbe__ingress *q = &e->ing;
     atomic_store_explicit(&q->wake_pending, false, memory_order_release);
-    bb__ingress_ev *l = atomic_exchange_explicit(&q->head, NULL, memory_order_acquire);
-    bb__ingress_ev *fifo = NULL;
+    bbe__ingress_ev *l = atomic_exchange_explicit(&q->head, NULL, memory_order_acquire);
+    bbe__ingress_ev *fifo = NULL;
     size_t counted = 0;
     while (l) {
-        bb__ingress_ev *next = l->next;
+        bbe__ingress_ev *next = l->next;
         counted += !l->must;
         l->next = fifo;
         fifo = l;
@@ -65,43 +65,43 @@ bb__ingress_ev *bb__ingress_take(bb_engine *e)
     return fifo;
 }
 
-static void in_values_release(bb_engine *e, bb__in_value *in, uint32_t n)
+static void in_values_release(bb_engine *e, bbe__in_value *in, uint32_t n)
 {
     for (uint32_t i = 0; in && i < n; i++) {
         bb_value_unref(in[i].v);
-        bb__budget_release(e, in[i].charged);
+        bbe__budget_release(e, in[i].charged);
     }
 }
 
-static void in_values_free(bb_engine *e, bb__in_value *in, uint32_t n)
+static void in_values_free(bb_engine *e, bbe__in_value *in, uint32_t n)
 {
     in_values_release(e, in, n);
     free(in);
 }
 
-void bb__ingress_ev_free(bb_engine *e, bb__ingress_ev *ev)
+void bbe__ingress_ev_free(bb_engine *e, bbe__ingress_ev *ev)
 {
     if (!ev)
         return;
-    bb__budget_release(e, ev->charged);
+    bbe__budget_release(e, ev->charged);
     switch (ev->kind) {
-    case BB__IN_ENVELOPE:
+    case BBE__IN_ENVELOPE:
         bb_buffer_unref(ev->u.env.buf); /* the event is in the buffer's block */
         return;
-    case BB__IN_INVOKE:
+    case BBE__IN_INVOKE:
         if (ev->u.inv.in_inline)
             in_values_release(e, ev->u.inv.in, ev->u.inv.n);
         else
             in_values_free(e, ev->u.inv.in, ev->u.inv.n);
         break;
-    case BB__IN_COMPLETION:
+    case BBE__IN_COMPLETION:
         for (uint32_t i = 0; ev->u.comp.outs && i < ev->u.comp.n; i++)
             bb_value_unref(ev->u.comp.outs[i]);
-        bb__budget_release(e, ev->u.comp.charged);
+        bbe__budget_release(e, ev->u.comp.charged);
         free(ev->u.comp.outs);
         free(ev->u.comp.msg);
         break;
-    case BB__IN_BOOTSTRAP:
+    case BBE__IN_BOOTSTRAP:
         for (uint32_t i = 0; ev->u.boot.reqs && i < ev->u.boot.n; i++)
             in_values_free(e, ev->u.boot.reqs[i].in, ev->u.boot.reqs[i].n);
         free(ev->u.boot.reqs);
@@ -112,48 +112,48 @@ void bb__ingress_ev_free(bb_engine *e, bb__ingress_ev *ev)
     free(ev);
 }
 
-void bb__ingress_free(bb_engine *e)
+void bbe__ingress_free(bb_engine *e)
 {
-    bb__ingress_ev *l = bb__ingress_take(e);
+    bbe__ingress_ev *l = bbe__ingress_take(e);
     while (l) {
-        bb__ingress_ev *next = l->next;
-        if (l->kind == BB__IN_COMPLETION && l->u.comp.h)
-            bb__handle_retire(e, l->u.comp.h);
-        bb__ingress_ev_free(e, l);
+        bbe__ingress_ev *next = l->next;
+        if (l->kind == BBE__IN_COMPLETION && l->u.comp.h)
+            bbe__handle_retire(e, l->u.comp.h);
+        bbe__ingress_ev_free(e, l);
         l = next;
     }
 }
 
-static void process_invoke(bb_engine *e, bb__ingress_ev *ev)
+static void process_invoke(bb_engine *e, bbe__ingress_ev *ev)
 {
-    bb__graph *g = &e->graphs[ev->u.inv.target];
-    if (BB__TRACING(e, BB_TRACE_EVENT))
-        bb__trace(e, BB_TRACE_EVENT, ev->u.inv.sources ? "invoke" : "deliver_event",
-                  ev->u.inv.exec, BB__NONE, g->target, ev->u.inv.n);
-    bb__exec *x = bb__exec_new(e, g, ev->u.inv.exec);
+    bbe__graph *g = &e->graphs[ev->u.inv.target];
+    if (BBE__TRACING(e, BB_TRACE_EVENT))
+        bbe__trace(e, BB_TRACE_EVENT, ev->u.inv.sources ? "invoke" : "deliver_event",
+                  ev->u.inv.exec, BBE__NONE, g->target, ev->u.inv.n);
+    bbe__exec *x = bbe__exec_new(e, g, ev->u.inv.exec);
     if (!x)
         return; /* the event's values are released with it */
     for (uint32_t i = 0; i < ev->u.inv.n; i++) {
-        bb__in_value *iv = &ev->u.inv.in[i];
-        bb__write(e, x, iv->site, iv->v, iv->charged);
+        bbe__in_value *iv = &ev->u.inv.in[i];
+        bbe__write(e, x, iv->site, iv->v, iv->charged);
         iv->v = NULL;
         iv->charged = 0;
     }
     if (ev->u.inv.sources)
-        bb__push_sources(e, x);
-    bb__exec_unref(e, x);
+        bbe__push_sources(e, x);
+    bbe__exec_unref(e, x);
 }
 
 static void process_lifecycle(bb_engine *e, int64_t phase)
 {
-    if (BB__TRACING(e, BB_TRACE_EVENT))
-        bb__trace(e, BB_TRACE_EVENT, "fire_lifecycle", 0, BB__NONE,
+    if (BBE__TRACING(e, BB_TRACE_EVENT))
+        bbe__trace(e, BB_TRACE_EVENT, "fire_lifecycle", 0, BBE__NONE,
                   phase == 1 ? "Shutdown" : phase == 2 ? "Snapshot" : "custom", (uint64_t)phase);
     for (uint32_t k = 0; k < e->n_lifecycle_ops; k++) {
         uint32_t opi = e->lifecycle_ops[k];
         if (e->ops[opi].st->i != phase)
             continue;
-        bb__fire_op_output(e, opi, bb__trigger(e), 0);
+        bbe__fire_op_output(e, opi, bbe__trigger(e), 0);
     }
 }
 
@@ -162,7 +162,7 @@ static void process_work_done(bb_engine *e, uint64_t token)
     for (size_t i = 0; i < e->works.n; i++) {
         if (e->works.v[i].token != token)
             continue;
-        struct bb__work w = e->works.v[i];
+        struct bbe__work w = e->works.v[i];
         e->works.v[i] = e->works.v[--e->works.n];
         if (w.done)
             w.done(w.arg);
@@ -170,52 +170,52 @@ static void process_work_done(bb_engine *e, uint64_t token)
     }
 }
 
-void bb__ingress_process(bb_engine *e, bb__ingress_ev *ev)
+void bbe__ingress_process(bb_engine *e, bbe__ingress_ev *ev)
 {
     switch (ev->kind) {
-    case BB__IN_ENVELOPE:
-        bb__budget_release(e, ev->charged);
+    case BBE__IN_ENVELOPE:
+        bbe__budget_release(e, ev->charged);
         ev->charged = 0;
-        bb__deliver_envelope(e, &ev->u.env.src, ev->u.env.obs, ev->u.env.obs_len, ev->u.env.buf);
+        bbe__deliver_envelope(e, &ev->u.env.src, ev->u.env.obs, ev->u.env.obs_len, ev->u.env.buf);
         break;
-    case BB__IN_INVOKE:
+    case BBE__IN_INVOKE:
         process_invoke(e, ev);
         break;
-    case BB__IN_LIFECYCLE:
+    case BBE__IN_LIFECYCLE:
         process_lifecycle(e, ev->u.lc.phase);
         break;
-    case BB__IN_COMPLETION:
-        bb__completion_process(e, &ev->u.comp);
+    case BBE__IN_COMPLETION:
+        bbe__completion_process(e, &ev->u.comp);
         break;
-    case BB__IN_BOOTSTRAP:
-        bb__boot_stage(e, ev);
+    case BBE__IN_BOOTSTRAP:
+        bbe__boot_stage(e, ev);
         break;
-    case BB__IN_WORK_DONE:
+    case BBE__IN_WORK_DONE:
         process_work_done(e, ev->u.work.token);
         break;
-    case BB__IN_NOTICE:
+    case BBE__IN_NOTICE:
         if (ev->u.notice.infra == BB_INFRA_APP_INGRESS_ERROR)
-            e->c[BB__C_APP_INGRESS_ERRORS]++;
-        bb__step_infra(e, (bb_infra_kind)ev->u.notice.infra, ev->u.notice.sub, NULL,
+            e->c[BBE__C_APP_INGRESS_ERRORS]++;
+        bbe__step_infra(e, (bb_infra_kind)ev->u.notice.infra, ev->u.notice.sub, NULL,
                        ev->u.notice.count, "%s", ev->u.notice.detail);
         break;
     }
-    bb__ingress_ev_free(e, ev);
+    bbe__ingress_ev_free(e, ev);
 }
 
-void bb__notice(bb_engine *e, int infra, int sub, const char *fmt, ...)
+void bbe__notice(bb_engine *e, int infra, int sub, const char *fmt, ...)
 {
-    bb__ingress_ev *ev = bb__zalloc(sizeof *ev);
+    bbe__ingress_ev *ev = bbe__zalloc(sizeof *ev);
     if (!ev)
         return;
-    ev->kind = BB__IN_NOTICE;
+    ev->kind = BBE__IN_NOTICE;
     ev->u.notice.infra = infra;
     ev->u.notice.sub = sub;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ev->u.notice.detail, sizeof ev->u.notice.detail, fmt, ap);
     va_end(ap);
-    if (bb__ingress_push(e, ev))
+    if (bbe__ingress_push(e, ev))
         free(ev);
 }
 
@@ -227,12 +227,12 @@ static void free_owned(void *ctx, uint8_t *data, size_t len)
     free(data);
 }
 
-bb__ingress_ev *bb__envelope_ev_new(const uint8_t *bytes, uint8_t *owned, size_t len,
+bbe__ingress_ev *bbe__envelope_ev_new(const uint8_t *bytes, uint8_t *owned, size_t len,
                                     const uint8_t *obs, size_t obs_len)
 {
     /* one malloc per envelope (was four: event, copy, observed address,
      * buffer header); the header first, as bb_buffer_unref frees it */
-    size_t head = sizeof(bb_buffer) + sizeof(bb__ingress_ev);
+    size_t head = sizeof(bb_buffer) + sizeof(bbe__ingress_ev);
     size_t copied = owned ? 0 : len;
     if (copied > SIZE_MAX - head - obs_len) {
         free(owned);
@@ -243,15 +243,15 @@ bb__ingress_ev *bb__envelope_ev_new(const uint8_t *bytes, uint8_t *owned, size_t
         free(owned);
         return NULL;
     }
-    bb__ingress_ev *ev = (bb__ingress_ev *)(b + 1);
+    bbe__ingress_ev *ev = (bbe__ingress_ev *)(b + 1);
     uint8_t *tail = (uint8_t *)(ev + 1);
     atomic_init(&b->refs, 1);
     b->data = owned ? owned : tail + obs_len;
     b->len = len;
     b->free_fn = owned ? free_owned : NULL;
     b->free_ctx = NULL;
-    memset(ev, 0, offsetof(bb__ingress_ev, u));
-    ev->kind = BB__IN_ENVELOPE;
+    memset(ev, 0, offsetof(bbe__ingress_ev, u));
+    ev->kind = BBE__IN_ENVELOPE;
     ev->u.env.buf = b;
     ev->u.env.obs = obs_len ? tail : NULL;
     ev->u.env.obs_len = obs_len;
@@ -288,13 +288,13 @@ static int deliver_envelope(bb_engine *e, const bb_peerid *src, const bb_engine_
     else if (len && !bytes)
         rc = bb_error_set(err, BB_EINVAL, "deliver_envelope: NULL bytes");
     else if (len > e->caps.max_envelope_bytes) {
-        bb__notice(e, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED,
+        bbe__notice(e, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED,
                    "envelope of %zu bytes exceeds max_envelope_bytes %zu", len,
                    e->caps.max_envelope_bytes);
         rc = bb_error_set(err, BB_ELIMIT, "deliver_envelope: %zu bytes exceeds the %zu cap", len,
                           e->caps.max_envelope_bytes);
-    } else if (!bb__budget_charge(e, len)) {
-        bb__notice(e, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED,
+    } else if (!bbe__budget_charge(e, len)) {
+        bbe__notice(e, BB_INFRA_WIRE_RECEIVE_ERROR, BB_WIRE_RX_BUDGET_EXCEEDED,
                    "envelope of %zu bytes exceeds the ingress byte budget", len);
         rc = bb_error_set(err, BB_EBUDGET, "deliver_envelope: ingress byte budget exhausted");
     }
@@ -303,17 +303,17 @@ static int deliver_envelope(bb_engine *e, const bb_peerid *src, const bb_engine_
         return rc;
     }
     bool with_obs = observed && observed->len && observed->len <= 1024;
-    bb__ingress_ev *ev = bb__envelope_ev_new(bytes, owned, len, with_obs ? observed->data : NULL,
+    bbe__ingress_ev *ev = bbe__envelope_ev_new(bytes, owned, len, with_obs ? observed->data : NULL,
                                              with_obs ? observed->len : 0);
     if (!ev) {
-        bb__budget_release(e, len);
+        bbe__budget_release(e, len);
         return bb_error_set(err, BB_ENOMEM, "deliver_envelope: out of memory");
     }
     ev->charged = len;
     ev->u.env.src = *src;
-    rc = bb__ingress_push(e, ev);
+    rc = bbe__ingress_push(e, ev);
     if (rc) {
-        bb__ingress_ev_free(e, ev);
+        bbe__ingress_ev_free(e, ev);
         return bb_error_set(err, rc, "deliver_envelope: ingress full (%zu events)",
                             e->ing.capacity);
     }
@@ -333,7 +333,7 @@ int bb_engine_deliver_envelope_owned(bb_engine *e, const bb_peerid *src,
     return deliver_envelope(e, src, observed, bytes, bytes, len, err);
 }
 
-static const bb__target *target_find(const bb_engine *e, const char *name)
+static const bbe__target *target_find(const bb_engine *e, const char *name)
 {
     if (!name)
         return NULL;
@@ -344,16 +344,16 @@ static const bb__target *target_find(const bb_engine *e, const char *name)
     return NULL;
 }
 
-static uint32_t formal_site(const bb__graph *g, const char *name)
+static uint32_t formal_site(const bbe__graph *g, const char *name)
 {
     for (uint32_t i = 0; name && i < g->n_formals; i++)
         if (strcmp(g->fn->inputs.v[i], name) == 0)
             return g->formals[i];
-    return BB__NONE;
+    return BBE__NONE;
 }
 
-int bb__decode_input(bb_engine *e, const bb__graph *g, uint32_t site, const bb_engine_input *in,
-                     bb__in_value *out, bb_error *err)
+int bbe__decode_input(bb_engine *e, const bbe__graph *g, uint32_t site, const bb_engine_input *in,
+                     bbe__in_value *out, bb_error *err)
 {
     (void)e;
     const bb_type_node *t = g->site_type[site];
@@ -372,7 +372,7 @@ int bb__decode_input(bb_engine *e, const bb__graph *g, uint32_t site, const bb_e
     bb_error derr;
     bb_error_clear(&derr);
     if (t->kind == BB_VK_TRIGGER) {
-        out->v = bb__trigger(e);
+        out->v = bbe__trigger(e);
         rc = 0;
     } else if (t == &BB_TYPE_ANY || (t->kind == BB_VK_ABSTRACT && t != &BB_TYPE_TENSOR)) {
         out->v = bb_value_bytes(&BB_TYPE_BYTES, in->bytes, in->len);
@@ -394,12 +394,12 @@ static int push_invoke(bb_engine *e, const char *target, const bb_engine_input *
     const char *what = sources ? "invoke" : "deliver_event";
     if (!e->installed)
         return bb_error_set(err, BB_ESTATE, "%s: nothing installed", what);
-    const bb__target *t = target_find(e, target);
+    const bbe__target *t = target_find(e, target);
     if (!t)
         return bb_error_set(err, BB_ENOTFOUND, "%s: unknown module '%s'", what,
                             target ? target : "(null)");
     if (n > e->caps.max_invoke_inputs) {
-        bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_TOO_MANY_INPUTS,
+        bbe__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_TOO_MANY_INPUTS,
                    "%s %s: %zu inputs (max %zu)", what, target, n, e->caps.max_invoke_inputs);
         return bb_error_set(err, BB_ELIMIT, "%s %s: TooManyInputs (%zu > %zu)", what, target, n,
                             e->caps.max_invoke_inputs);
@@ -407,7 +407,7 @@ static int push_invoke(bb_engine *e, const char *target, const bb_engine_input *
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (inputs[i].len > per_item_cap) {
-            bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED,
+            bbe__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED,
                        "%s %s.%s: %zu bytes (cap %zu)", what, target, inputs[i].name,
                        inputs[i].len, per_item_cap);
             return bb_error_set(err, BB_ELIMIT, "%s %s.%s: OversizePayload (%zu > %zu bytes)",
@@ -417,36 +417,36 @@ static int push_invoke(bb_engine *e, const char *target, const bb_engine_input *
         total += inputs[i].value ? 0 : inputs[i].len;
     }
     if (sources && total > e->caps.max_invoke_bytes) {
-        bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED,
+        bbe__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED,
                    "invoke %s: %zu bytes (cap %zu)", target, total, e->caps.max_invoke_bytes);
         return bb_error_set(err, BB_ELIMIT, "invoke %s: OversizePayload (%zu > %zu bytes)", target,
                             total, e->caps.max_invoke_bytes);
     }
-    if (!bb__budget_charge(e, total)) {
-        bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_BUDGET_EXCEEDED,
+    if (!bbe__budget_charge(e, total)) {
+        bbe__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_BUDGET_EXCEEDED,
                    "%s %s: %zu bytes exceed the ingress byte budget", what, target, total);
         return bb_error_set(err, BB_EBUDGET, "%s %s: BudgetExceeded (%zu bytes)", what, target,
                             total);
     }
     /* one allocation: the event and its inputs */
-    bb__ingress_ev *ev = bb__zalloc(sizeof *ev + n * sizeof(bb__in_value));
-    bb__in_value *iv = ev ? (bb__in_value *)(ev + 1) : NULL;
+    bbe__ingress_ev *ev = bbe__zalloc(sizeof *ev + n * sizeof(bbe__in_value));
+    bbe__in_value *iv = ev ? (bbe__in_value *)(ev + 1) : NULL;
     if (!ev) {
-        bb__budget_release(e, total);
-        bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_ALLOCATION_FAILED,
+        bbe__budget_release(e, total);
+        bbe__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_ALLOCATION_FAILED,
                    "%s %s: allocation failed", what, target);
         return bb_error_set(err, BB_ENOMEM, "%s %s: AllocationFailed", what, target);
     }
-    ev->kind = BB__IN_INVOKE;
+    ev->kind = BBE__IN_INVOKE;
     ev->u.inv.target = t->graph;
     ev->u.inv.sources = sources;
     ev->u.inv.in_inline = true;
     ev->u.inv.in = iv;
-    const bb__graph *g = &e->graphs[t->graph];
+    const bbe__graph *g = &e->graphs[t->graph];
     int rc = BB_OK;
     for (size_t i = 0; i < n; i++) {
         uint32_t site = formal_site(g, inputs[i].name);
-        if (site == BB__NONE) {
+        if (site == BBE__NONE) {
             rc = bb_error_set(err, BB_ENOTFOUND, "%s %s: unknown input '%s'", what, target,
                               inputs[i].name ? inputs[i].name : "(null)");
             break;
@@ -459,9 +459,9 @@ static int push_invoke(bb_engine *e, const char *target, const bb_engine_input *
             }
         if (rc)
             break;
-        rc = bb__decode_input(e, g, site, &inputs[i], &iv[i], err);
+        rc = bbe__decode_input(e, g, site, &inputs[i], &iv[i], err);
         if (rc) {
-            bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_DECODE_FAILED, "%s",
+            bbe__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_DECODE_FAILED, "%s",
                        err ? err->msg : "decode failed");
             break;
         }
@@ -472,15 +472,15 @@ static int push_invoke(bb_engine *e, const char *target, const bb_engine_input *
         size_t charged = 0;
         for (uint32_t i = 0; i < ev->u.inv.n; i++)
             charged += iv[i].charged;
-        bb__ingress_ev_free(e, ev); /* releases the per-input charges */
-        bb__budget_release(e, total - charged);
+        bbe__ingress_ev_free(e, ev); /* releases the per-input charges */
+        bbe__budget_release(e, total - charged);
         return rc;
     }
-    ev->u.inv.exec = bb__exec_id_new(e);
+    ev->u.inv.exec = bbe__exec_id_new(e);
     bb_exec_id id = ev->u.inv.exec;
-    rc = bb__ingress_push(e, ev);
+    rc = bbe__ingress_push(e, ev);
     if (rc) {
-        bb__ingress_ev_free(e, ev);
+        bbe__ingress_ev_free(e, ev);
         return bb_error_set(err, rc, "%s %s: ingress full (IngressClosed)", what, target);
     }
     if (exec)
@@ -508,12 +508,12 @@ int bb_engine_deliver_event(bb_engine *e, const char *target, const char *input,
 
 int bb_engine_fire_lifecycle(bb_engine *e, int64_t phase, bb_error *err)
 {
-    bb__ingress_ev *ev = bb__zalloc(sizeof *ev);
+    bbe__ingress_ev *ev = bbe__zalloc(sizeof *ev);
     if (!ev)
         return bb_error_set(err, BB_ENOMEM, "fire_lifecycle: out of memory");
-    ev->kind = BB__IN_LIFECYCLE;
+    ev->kind = BBE__IN_LIFECYCLE;
     ev->u.lc.phase = phase;
-    int rc = bb__ingress_push(e, ev);
+    int rc = bbe__ingress_push(e, ev);
     if (rc) {
         free(ev);
         return bb_error_set(err, rc, "fire_lifecycle: ingress full");

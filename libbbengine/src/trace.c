@@ -1,11 +1,11 @@
 /*
  * trace.c — tracing spans (ENGINE.md Part 14) delivered to a host callback,
  * filtered by a category mask the host can change at any time. Call sites
- * test the mask first (BB__TRACING), so a disabled category costs one branch.
+ * test the mask first (BBE__TRACING), so a disabled category costs one branch.
  */
 #include <string.h>
 
-#include "bbd/engine/engine_internal.h"
+#include "libbbengine/src/engine_internal.h"
 
 void bb_engine_set_trace(bb_engine *e, bb_trace_fn fn, void *ud)
 {
@@ -80,12 +80,12 @@ static void emit(bb_engine *e, bb_trace_cat cat, const char *name, bb_exec_id ex
     bb_trace_event ev = {.cat = cat, .name = name, .exec_id = exec, .op_ref = opi,
                          .detail = detail, .value = value, .phase = e->phase_name,
                          .duration_ns = duration_ns};
-    if (opi != BB__NONE && opi < e->n_ops) {
-        const bb__op *op = &e->ops[opi];
+    if (opi != BBE__NONE && opi < e->n_ops) {
+        const bbe__op *op = &e->ops[opi];
         ev.op_type = op->op_type;
         ev.domain = op->domain;
         ev.node = op->label;
-        if (op->disp == BB__DISP_ATOMIC && op->comp < e->n_comps) {
+        if (op->disp == BBE__DISP_ATOMIC && op->comp < e->n_comps) {
             ev.concrete_type = e->comps[op->comp].type->type_name;
             ev.instance = e->comps[op->comp].slot;
         }
@@ -93,13 +93,13 @@ static void emit(bb_engine *e, bb_trace_cat cat, const char *name, bb_exec_id ex
     e->trace_fn(e->trace_ud, &ev);
 }
 
-void bb__trace(bb_engine *e, bb_trace_cat cat, const char *name, bb_exec_id exec, uint32_t opi,
+void bbe__trace(bb_engine *e, bb_trace_cat cat, const char *name, bb_exec_id exec, uint32_t opi,
                const char *detail, uint64_t value)
 {
     emit(e, cat, name, exec, opi, detail, value, 0);
 }
 
-void bb__trace_op(bb_engine *e, bb_exec_id exec, uint32_t opi, const char *outcome,
+void bbe__trace_op(bb_engine *e, bb_exec_id exec, uint32_t opi, const char *outcome,
                   uint64_t duration_ns)
 {
     emit(e, BB_TRACE_INVOKE, "invoke", exec, opi, outcome, 0, duration_ns);

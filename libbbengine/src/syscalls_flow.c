@@ -10,112 +10,112 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
-BB__SYSCALL(bb__sys_passthrough)
+BBE__SYSCALL(bbe__sys_passthrough)
 {
     (void)e, (void)opi, (void)x;
     out[0] = bb_value_ref(in[0]);
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }
 
-BB__SYSCALL(bb__sys_ontrigger)
+BBE__SYSCALL(bbe__sys_ontrigger)
 {
     (void)e, (void)opi, (void)x;
     out[0] = bb_value_ref(in[0]);
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }
 
 /* Fires exactly once per execution, once N of its inputs have arrived. */
-BB__SYSCALL(bb__sys_threshold)
+BBE__SYSCALL(bbe__sys_threshold)
 {
-    const bb__op *op = &e->ops[opi];
-    if (op->out[0] != BB__NONE && x->slots[op->out[0]].v)
-        return BB__R_DONE;
+    const bbe__op *op = &e->ops[opi];
+    if (op->out[0] != BBE__NONE && x->slots[op->out[0]].v)
+        return BBE__R_DONE;
     int64_t have = 0;
     for (uint32_t i = 0; i < op->n_in; i++)
         have += in[i] != NULL;
     if (have < op->st->i)
-        return BB__R_DONE;
-    out[0] = bb__trigger(e);
-    return BB__R_DONE;
+        return BBE__R_DONE;
+    out[0] = bbe__trigger(e);
+    return BBE__R_DONE;
 }
 
-BB__SYSINIT(bb__init_threshold)
+BBE__SYSINIT(bbe__init_threshold)
 {
     bool found;
-    bb__opst *st = bb__opst_new(ins, op);
+    bbe__opst *st = bbe__opst_new(ins, op);
     if (!st)
         return BB_ENOMEM;
-    st->i = bb__attr_int(op->node, "n", op->n_in, &found);
+    st->i = bbe__attr_int(op->node, "n", op->n_in, &found);
     if (st->i < 1 || st->i > op->n_in)
-        return bb__node_malformed(ins, op, err, "Threshold n=%lld outside 1..%u",
+        return bbe__node_malformed(ins, op, err, "Threshold n=%lld outside 1..%u",
                                   (long long)st->i, op->n_in);
     return 0;
 }
 
 /* First arrival wins; later arrivals in the same execution are ignored. */
-BB__SYSCALL(bb__sys_any)
+BBE__SYSCALL(bbe__sys_any)
 {
-    const bb__op *op = &e->ops[opi];
-    if (op->out[0] != BB__NONE && x->slots[op->out[0]].v)
-        return BB__R_DONE;
+    const bbe__op *op = &e->ops[opi];
+    if (op->out[0] != BBE__NONE && x->slots[op->out[0]].v)
+        return BBE__R_DONE;
     for (uint32_t i = 0; i < op->n_in; i++) {
         if (in[i]) {
             out[0] = bb_value_ref(in[i]);
             break;
         }
     }
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }
 
 /* Gate / GateManyDispatch: forward the value once every gate input is in. */
-BB__SYSCALL(bb__sys_gate)
+BBE__SYSCALL(bbe__sys_gate)
 {
     (void)e, (void)opi, (void)x;
     out[0] = bb_value_ref(in[0]);
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }
 
-BB__SYSCALL(bb__sys_tee)
+BBE__SYSCALL(bbe__sys_tee)
 {
     (void)x;
-    const bb__op *op = &e->ops[opi];
+    const bbe__op *op = &e->ops[opi];
     for (uint32_t j = 0; j < op->n_out; j++)
         out[j] = bb_value_ref(in[0]);
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }
 
-BB__SYSINIT(bb__init_tee)
+BBE__SYSINIT(bbe__init_tee)
 {
     bool found;
-    int64_t fanout = bb__attr_int(op->node, "fanout", op->n_out, &found);
+    int64_t fanout = bbe__attr_int(op->node, "fanout", op->n_out, &found);
     if (found && fanout != op->n_out)
-        return bb__node_malformed(ins, op, err, "Tee fanout=%lld but %u outputs",
+        return bbe__node_malformed(ins, op, err, "Tee fanout=%lld but %u outputs",
                                   (long long)fanout, op->n_out);
     return 0;
 }
 
-BB__SYSCALL(bb__sys_token)
+BBE__SYSCALL(bbe__sys_token)
 {
     (void)opi, (void)x, (void)in;
-    uint64_t t = bb__rng_next(e) | 1;
+    uint64_t t = bbe__rng_next(e) | 1;
     out[0] = bb_value_u64(&BB_TYPE_CORRELATION_TOKEN, t);
-    return out[0] ? BB__R_DONE : bb__fail(e, "out of memory");
+    return out[0] ? BBE__R_DONE : bbe__fail(e, "out of memory");
 }
 
-BB__SYSCALL(bb__sys_clock)
+BBE__SYSCALL(bbe__sys_clock)
 {
     (void)opi, (void)x, (void)in;
     out[0] = bb_value_u64(&BB_TYPE_TIMESTAMP, e->now_ns);
-    return out[0] ? BB__R_DONE : bb__fail(e, "out of memory");
+    return out[0] ? BBE__R_DONE : bbe__fail(e, "out of memory");
 }
 
-BB__SYSCALL(bb__sys_rng)
+BBE__SYSCALL(bbe__sys_rng)
 {
     (void)opi, (void)x, (void)in;
-    out[0] = bb_value_u64(&BB_TYPE_U64, bb__rng_next(e));
-    return out[0] ? BB__R_DONE : bb__fail(e, "out of memory");
+    out[0] = bb_value_u64(&BB_TYPE_U64, bbe__rng_next(e));
+    return out[0] ? BBE__R_DONE : bbe__fail(e, "out of memory");
 }
 
 /* ---- Constant ------------------------------------------------------------------ */
@@ -151,7 +151,7 @@ static bb_value *tensor_from_proto(const bb_tensor_proto *t, const char **why)
     return v;
 }
 
-BB__SYSINIT(bb__init_constant)
+BBE__SYSINIT(bbe__init_constant)
 {
     const bb_node *n = op->node;
     const bb_attr *a;
@@ -194,8 +194,8 @@ BB__SYSINIT(bb__init_constant)
         v = bb_value_tensor_copy(BB_DT_FLOAT, 1, &dim, a->floats.v, a->floats.n * sizeof(float));
     }
     if (!v)
-        return bb__node_malformed(ins, op, err, "Constant: %s", why);
-    bb__opst *st = bb__opst_new(ins, op);
+        return bbe__node_malformed(ins, op, err, "Constant: %s", why);
+    bbe__opst *st = bbe__opst_new(ins, op);
     if (!st) {
         bb_value_unref(v);
         return BB_ENOMEM;
@@ -206,44 +206,44 @@ BB__SYSINIT(bb__init_constant)
 
 /* ---- composite (IR_AND_DSL.md "Composition: bundling typed Outputs") ------------- */
 
-BB__SYSCALL(bb__sys_bundle)
+BBE__SYSCALL(bbe__sys_bundle)
 {
     (void)x;
-    const bb__op *op = &e->ops[opi];
+    const bbe__op *op = &e->ops[opi];
     for (uint32_t i = 0; i < op->n_in; i++)
         if (!in[i])
-            return bb__fail(e, "Bundle: part %u is absent", i);
+            return bbe__fail(e, "Bundle: part %u is absent", i);
     bb_value **items = malloc(op->n_in * sizeof *items);
     if (!items)
-        return bb__fail(e, "Bundle: out of memory");
+        return bbe__fail(e, "Bundle: out of memory");
     for (uint32_t i = 0; i < op->n_in; i++)
         items[i] = bb_value_ref(in[i]);
     out[0] = bb_value_list(&BB_TYPE_COMPOSITE, items, op->n_in);
     free(items);
-    return out[0] ? BB__R_DONE : bb__fail(e, "Bundle: out of memory");
+    return out[0] ? BBE__R_DONE : bbe__fail(e, "Bundle: out of memory");
 }
 
-BB__SYSCALL(bb__sys_unbundle)
+BBE__SYSCALL(bbe__sys_unbundle)
 {
     (void)x;
-    const bb__op *op = &e->ops[opi];
+    const bbe__op *op = &e->ops[opi];
     const bb_value *c = in[0];
     if (!c->type || c->type->kind != BB_VK_COMPOSITE)
-        return bb__fail(e, "Unbundle: input is %s, not Composite", c->type ? c->type->name : "?");
+        return bbe__fail(e, "Unbundle: input is %s, not Composite", c->type ? c->type->name : "?");
     if (c->u.list.n != op->n_out)
-        return bb__fail(e, "Unbundle: composite has %zu children, node declares %u", c->u.list.n,
+        return bbe__fail(e, "Unbundle: composite has %zu children, node declares %u", c->u.list.n,
                         op->n_out);
     for (uint32_t j = 0; j < op->n_out; j++)
         out[j] = bb_value_ref(c->u.list.items[j]);
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }
 
-BB__SYSINIT(bb__init_unbundle)
+BBE__SYSINIT(bbe__init_unbundle)
 {
     bool found;
-    int64_t cc = bb__attr_int(op->node, "ai.bytesandbrains.composite.child_count", op->n_out, &found);
+    int64_t cc = bbe__attr_int(op->node, "ai.bytesandbrains.composite.child_count", op->n_out, &found);
     if (found && cc != op->n_out)
-        return bb__node_malformed(ins, op, err, "Unbundle child_count=%lld but %u outputs",
+        return bbe__node_malformed(ins, op, err, "Unbundle child_count=%lld but %u outputs",
                                   (long long)cc, op->n_out);
     return 0;
 }

@@ -15,16 +15,16 @@
  */
 #include <stdlib.h>
 
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
 #define COMPACT_MIN 64 /* timers before the first compaction */
 
-static bool before(const bb__timer *a, const bb__timer *b)
+static bool before(const bbe__timer *a, const bbe__timer *b)
 {
     return a->at < b->at || (a->at == b->at && a->seq < b->seq);
 }
 
-static void sift_down(bb__timer *h, size_t n, size_t i)
+static void sift_down(bbe__timer *h, size_t n, size_t i)
 {
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
@@ -34,14 +34,14 @@ static void sift_down(bb__timer *h, size_t n, size_t i)
             m = r;
         if (m == i)
             return;
-        bb__timer tmp = h[i];
+        bbe__timer tmp = h[i];
         h[i] = h[m];
         h[m] = tmp;
         i = m;
     }
 }
 
-void bb__timers_heapify(bb_engine *e)
+void bbe__timers_heapify(bb_engine *e)
 {
     for (size_t i = e->timers.n / 2; i-- > 0;)
         sift_down(e->timers.v, e->timers.n, i);
@@ -49,12 +49,12 @@ void bb__timers_heapify(bb_engine *e)
 
 /* False for a deadline whose batch or handle already ended: firing it
  * would do nothing. */
-static bool timer_live(const bb_engine *e, const bb__timer *t)
+static bool timer_live(const bb_engine *e, const bbe__timer *t)
 {
-    if (t->kind == BB__T_BATCH_DEADLINE)
-        return bb__batch_pending(e, t->b);
-    if (t->kind == BB__T_HANDLE_DEADLINE) {
-        const bb__handle *h = t->p;
+    if (t->kind == BBE__T_BATCH_DEADLINE)
+        return bbe__batch_pending(e, t->b);
+    if (t->kind == BBE__T_HANDLE_DEADLINE) {
+        const bbe__handle *h = t->p;
         return h->gen == t->a && h->attached;
     }
     return true;
@@ -67,25 +67,25 @@ static void compact(bb_engine *e)
         if (timer_live(e, &e->timers.v[i]))
             e->timers.v[k++] = e->timers.v[i];
     e->timers.n = k;
-    bb__timers_heapify(e);
+    bbe__timers_heapify(e);
     e->timers_compact_at = k * 2 > COMPACT_MIN ? k * 2 : COMPACT_MIN;
 }
 
-int bb__timer_add(bb_engine *e, uint64_t at, uint32_t kind, uint32_t op, uint32_t a, uint64_t b,
+int bbe__timer_add(bb_engine *e, uint64_t at, uint32_t kind, uint32_t op, uint32_t a, uint64_t b,
                   void *p)
 {
-    bb__timer t = {.at = at, .seq = e->timer_seq++, .kind = kind, .op = op, .a = a, .b = b, .p = p};
+    bbe__timer t = {.at = at, .seq = e->timer_seq++, .kind = kind, .op = op, .a = a, .b = b, .p = p};
     if (e->timers.n >= e->timers_compact_at && e->timers.n >= COMPACT_MIN)
         compact(e);
-    if (BB__ARR_PUSH(&e->timers, t))
+    if (BBE__ARR_PUSH(&e->timers, t))
         return BB_ENOMEM;
-    bb__timer *h = e->timers.v;
+    bbe__timer *h = e->timers.v;
     size_t i = e->timers.n - 1;
     while (i) {
         size_t parent = (i - 1) / 2;
         if (!before(&h[i], &h[parent]))
             break;
-        bb__timer tmp = h[i];
+        bbe__timer tmp = h[i];
         h[i] = h[parent];
         h[parent] = tmp;
         i = parent;
@@ -93,73 +93,73 @@ int bb__timer_add(bb_engine *e, uint64_t at, uint32_t kind, uint32_t op, uint32_
     return 0;
 }
 
-static bb__timer pop(bb_engine *e)
+static bbe__timer pop(bb_engine *e)
 {
-    bb__timer *h = e->timers.v;
-    bb__timer top = h[0];
+    bbe__timer *h = e->timers.v;
+    bbe__timer top = h[0];
     h[0] = h[--e->timers.n];
     sift_down(h, e->timers.n, 0);
     return top;
 }
 
-uint64_t bb__timer_next(const bb_engine *e)
+uint64_t bbe__timer_next(const bb_engine *e)
 {
     return e->timers.n ? e->timers.v[0].at : UINT64_MAX;
 }
 
-static void fire(bb_engine *e, const bb__timer *t)
+static void fire(bb_engine *e, const bbe__timer *t)
 {
     switch (t->kind) {
-    case BB__T_PARK: {
-        bb_value *trig = bb__trigger(e);
-        bb__park_resume(e, t->op, t->p, &trig, 1);
+    case BBE__T_PARK: {
+        bb_value *trig = bbe__trigger(e);
+        bbe__park_resume(e, t->op, t->p, &trig, 1);
         break;
     }
-    case BB__T_INTERVAL: {
-        const bb__op *op = &e->ops[t->op];
+    case BBE__T_INTERVAL: {
+        const bbe__op *op = &e->ops[t->op];
         uint64_t period = (uint64_t)op->st->i;
         uint64_t next = t->at + period;
         if (next <= e->now_ns)
             next = e->now_ns + period;
-        bb__timer_add(e, next, BB__T_INTERVAL, t->op, 0, 0, NULL);
+        bbe__timer_add(e, next, BBE__T_INTERVAL, t->op, 0, 0, NULL);
         bb_value *ts = bb_value_u64(&BB_TYPE_TIMESTAMP, e->now_ns);
         if (ts)
-            bb__fire_op_output(e, t->op, ts, 0);
+            bbe__fire_op_output(e, t->op, ts, 0);
         break;
     }
-    case BB__T_COMPONENT: {
-        bb__comp *c = &e->comps[t->a];
+    case BBE__T_COMPONENT: {
+        bbe__comp *c = &e->comps[t->a];
         if (c->type->on_timer)
             c->type->on_timer(c->inst, &c->ctx.pub, t->b);
         break;
     }
-    case BB__T_HANDLE_DEADLINE: {
-        bb__handle *h = t->p;
-        if (timer_live(e, t) && bb__handle_drop(e, h)) {
+    case BBE__T_HANDLE_DEADLINE: {
+        bbe__handle *h = t->p;
+        if (timer_live(e, t) && bbe__handle_drop(e, h)) {
             uint32_t op = h->op;
-            bb__exec *x = h->x;
+            bbe__exec *x = h->x;
             h->attached = false;
             h->x = NULL;
-            bb__handle_retire(e, h);
-            bb__park_fail(e, op, x, "timed out waiting for completion (deadline_ns)");
+            bbe__handle_retire(e, h);
+            bbe__park_fail(e, op, x, "timed out waiting for completion (deadline_ns)");
         }
         break;
     }
-    case BB__T_BATCH_DEADLINE:
-        bb__batch_deadline(e, t->b);
+    case BBE__T_BATCH_DEADLINE:
+        bbe__batch_deadline(e, t->b);
         break;
     }
 }
 
-void bb__poll_timers(bb_engine *e)
+void bbe__poll_timers(bb_engine *e)
 {
     while (e->timers.n && e->timers.v[0].at <= e->now_ns) {
-        bb__timer t = pop(e);
+        bbe__timer t = pop(e);
         fire(e, &t);
     }
 }
 
-void bb__timers_free(bb_engine *e)
+void bbe__timers_free(bb_engine *e)
 {
-    BB__ARR_FREE(&e->timers);
+    BBE__ARR_FREE(&e->timers);
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bbd/engine/engine_internal.h"
+#include "libbbengine/src/engine_internal.h"
 
 /* What a steps buffer owns besides its values and envelope bytes: adopted
  * malloc'd blocks (formatted strings), and a bump chunk for small copies
@@ -35,19 +35,19 @@ static owned_list *owned_get(void **owned)
     return *owned;
 }
 
-void *bb__owned_add(void **owned, void *p)
+void *bbe__owned_add(void **owned, void *p)
 {
     if (!p)
         return NULL;
     owned_list *l = owned_get(owned);
-    if (!l || BB__ARR_PUSH(l, p)) {
+    if (!l || BBE__ARR_PUSH(l, p)) {
         free(p);
         return NULL;
     }
     return p;
 }
 
-void *bb__owned_alloc(void **owned, size_t n)
+void *bbe__owned_alloc(void **owned, size_t n)
 {
     owned_list *l = owned_get(owned);
     if (!l)
@@ -59,7 +59,7 @@ void *bb__owned_alloc(void **owned, size_t n)
             cap *= 2;
         /* the full chunk holds copies earlier steps point into: room to
          * keep it is made before anything can fail */
-        if (l->chunk && l->n == l->cap && bb__arr_reserve(l, sizeof *l->v, l->n + 1))
+        if (l->chunk && l->n == l->cap && bbe__arr_reserve(l, sizeof *l->v, l->n + 1))
             return NULL;
         uint8_t *c = malloc(cap);
         if (!c)
@@ -86,7 +86,7 @@ static void owned_clear(void *owned)
     l->used = 0;
 }
 
-void bb__owned_free(void **owned)
+void bbe__owned_free(void **owned)
 {
     owned_list *l = *owned;
     if (!l)
@@ -100,7 +100,7 @@ void bb__owned_free(void **owned)
 
 void bb_steps_init(bb_steps *s) { memset(s, 0, sizeof *s); }
 
-void bb__steps_release(bb_step *st)
+void bbe__steps_release(bb_step *st)
 {
     switch (st->kind) {
     case BB_STEP_SEND_ENVELOPE:
@@ -126,7 +126,7 @@ void bb__steps_release(bb_step *st)
 void bb_steps_clear(bb_steps *s)
 {
     for (size_t i = 0; i < s->n; i++)
-        bb__steps_release(&s->v[i]);
+        bbe__steps_release(&s->v[i]);
     s->n = 0;
     owned_clear(s->owned);
 }
@@ -135,14 +135,14 @@ void bb_steps_free(bb_steps *s)
 {
     bb_steps_clear(s);
     free(s->v);
-    bb__owned_free(&s->owned);
+    bbe__owned_free(&s->owned);
     memset(s, 0, sizeof *s);
 }
 
-bb_step *bb__step_push(bb_engine *e, bb_step_kind kind, bb_exec_id exec)
+bb_step *bbe__step_push(bb_engine *e, bb_step_kind kind, bb_exec_id exec)
 {
     bb_steps *s = &e->acc;
-    if (s->n == s->cap && bb__arr_reserve(s, sizeof *s->v, s->n + 1))
+    if (s->n == s->cap && bbe__arr_reserve(s, sizeof *s->v, s->n + 1))
         return NULL;
     bb_step *st = &s->v[s->n++];
     memset(st, 0, sizeof *st);
@@ -151,24 +151,24 @@ bb_step *bb__step_push(bb_engine *e, bb_step_kind kind, bb_exec_id exec)
     return st;
 }
 
-const char *bb__step_str(bb_engine *e, const char *str)
+const char *bbe__step_str(bb_engine *e, const char *str)
 {
     if (!str)
         return NULL;
-    return bb__owned_add(&e->acc.owned, strdup(str));
+    return bbe__owned_add(&e->acc.owned, strdup(str));
 }
 
-const char *bb__step_strf(bb_engine *e, const char *fmt, ...)
+const char *bbe__step_strf(bb_engine *e, const char *fmt, ...)
 {
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    return bb__step_str(e, buf);
+    return bbe__step_str(e, buf);
 }
 
-void bb__step_infra(bb_engine *e, bb_infra_kind kind, int sub, const bb_peerid *peer,
+void bbe__step_infra(bb_engine *e, bb_infra_kind kind, int sub, const bb_peerid *peer,
                     uint64_t count, const char *fmt, ...)
 {
     char buf[512];
@@ -176,7 +176,7 @@ void bb__step_infra(bb_engine *e, bb_infra_kind kind, int sub, const bb_peerid *
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    bb_step *st = bb__step_push(e, BB_STEP_INFRA_EVENT, 0);
+    bb_step *st = bbe__step_push(e, BB_STEP_INFRA_EVENT, 0);
     if (!st)
         return;
     st->u.infra.kind = kind;
@@ -186,7 +186,7 @@ void bb__step_infra(bb_engine *e, bb_infra_kind kind, int sub, const bb_peerid *
         st->u.infra.has_peer = true;
         st->u.infra.peer = *peer;
     }
-    st->u.infra.detail = bb__step_str(e, buf);
+    st->u.infra.detail = bbe__step_str(e, buf);
 }
 
 const char *bb_step_kind_name(bb_step_kind k)

@@ -1,6 +1,6 @@
 /*
  * engine_internal.h — the engine's private data model, shared by the files
- * of bbd/engine/ (one responsibility per file; see each file's header).
+ * of libbbengine/src/ (one responsibility per file; see each file's header).
  *
  * Shape (ENGINE.md Parts 2-5, resolved to dense indexes at install):
  *   graphs[]  one per installed FunctionProto; value names -> local sites
@@ -11,8 +11,8 @@
  * The hot path (frontier pop -> input gather -> dispatch -> output write ->
  * consumer readiness -> push) does no hashing and no string work.
  */
-#ifndef BB__ENGINE_INTERNAL_H
-#define BB__ENGINE_INTERNAL_H
+#ifndef BBE__ENGINE_INTERNAL_H
+#define BBE__ENGINE_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,52 +21,52 @@
 #include <stdint.h>
 
 #include "bb/arena.h"
-#include "bbd/engine/engine.h"
-#include "bbd/engine/keys.h"
+#include "bb/engine.h"
+#include "libbbengine/src/keys.h"
 
-#define BB__NONE UINT32_MAX
-#define BB__LIKELY(x) __builtin_expect(!!(x), 1)
-#define BB__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define BBE__NONE UINT32_MAX
+#define BBE__LIKELY(x) __builtin_expect(!!(x), 1)
+#define BBE__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* ---- growable malloc arrays --------------------------------------------- */
-#define BB__ARR(T)     \
+#define BBE__ARR(T)     \
     struct {           \
         T *v;          \
         size_t n, cap; \
     }
 /* Make room for `need` elements; 0 or BB_ENOMEM. */
-int bb__arr_reserve(void *arr, size_t elem, size_t need);
+int bbe__arr_reserve(void *arr, size_t elem, size_t need);
 /* n zeroed bytes (malloc'd; at least 1): calloc for the per-message path,
  * where glibc's calloc, which bypasses the per-thread cache, costs ~10x. */
-void *bb__zalloc(size_t n);
-#define BB__ARR_PUSH(a, x)                                                         \
-    (((a)->n < (a)->cap || bb__arr_reserve((a), sizeof *(a)->v, (a)->n + 1) == 0) \
+void *bbe__zalloc(size_t n);
+#define BBE__ARR_PUSH(a, x)                                                         \
+    (((a)->n < (a)->cap || bbe__arr_reserve((a), sizeof *(a)->v, (a)->n + 1) == 0) \
          ? ((a)->v[(a)->n++] = (x), 0)                                             \
          : BB_ENOMEM)
-#define BB__ARR_FREE(a) (free((a)->v), (a)->v = NULL, (a)->n = (a)->cap = 0)
+#define BBE__ARR_FREE(a) (free((a)->v), (a)->v = NULL, (a)->n = (a)->cap = 0)
 
 /* ---- u64 -> u64 open-addressing map (map.c) ------------------------------ */
 /* One slot: key, value and state together, so a probe reads one cache
  * line (three parallel arrays cost three per probe: the dedup window's map
  * is large and probed at random every envelope). */
-typedef struct bb__mslot {
+typedef struct bbe__mslot {
     uint64_t key, val;
-    uint8_t state; /* BB__MAP_EMPTY, BB__MAP_FULL or BB__MAP_TOMB */
-} bb__mslot;
-enum { BB__MAP_EMPTY = 0, BB__MAP_FULL = 1, BB__MAP_TOMB = 2 };
-typedef struct bb__map {
-    bb__mslot *slots;
+    uint8_t state; /* BBE__MAP_EMPTY, BBE__MAP_FULL or BBE__MAP_TOMB */
+} bbe__mslot;
+enum { BBE__MAP_EMPTY = 0, BBE__MAP_FULL = 1, BBE__MAP_TOMB = 2 };
+typedef struct bbe__map {
+    bbe__mslot *slots;
     size_t cap, n, tomb;
-} bb__map;
-bool bb__map_get(const bb__map *m, uint64_t k, uint64_t *v);
-int bb__map_put(bb__map *m, uint64_t k, uint64_t v);
-bool bb__map_del(bb__map *m, uint64_t k);
-void bb__map_free(bb__map *m);
+} bbe__map;
+bool bbe__map_get(const bbe__map *m, uint64_t k, uint64_t *v);
+int bbe__map_put(bbe__map *m, uint64_t k, uint64_t v);
+bool bbe__map_del(bbe__map *m, uint64_t k);
+void bbe__map_free(bbe__map *m);
 /* A 64-bit hash of bytes, one 64x64->128-bit multiply per 16 bytes in
  * three independent lanes (wyhash's folding): for whole envelopes, where a
  * byte-at-a-time hash costs more than receiving them. Not cryptographic. */
-uint64_t bb__hash_bytes(const void *data, size_t len);
-static inline uint64_t bb__mix64(uint64_t x)
+uint64_t bbe__hash_bytes(const void *data, size_t len);
+static inline uint64_t bbe__mix64(uint64_t x)
 {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdULL;
@@ -77,41 +77,41 @@ static inline uint64_t bb__mix64(uint64_t x)
 }
 
 /* ---- ops, graphs ----------------------------------------------------------- */
-typedef struct bb__exec bb__exec;
-typedef struct bb__op bb__op;
+typedef struct bbe__exec bbe__exec;
+typedef struct bbe__op bbe__op;
 
-enum { BB__R_DONE = 0, BB__R_ASYNC = 1, BB__R_FAIL = 2 };
+enum { BBE__R_DONE = 0, BBE__R_ASYNC = 1, BBE__R_FAIL = 2 };
 /* A stateless (framework) op. in[] borrowed (NULL = absent), out[] receive
- * new references (NULL = not written). BB__R_ASYNC: the op parked itself
- * (bb__park_begin) and resumes through bb__park_resume. BB__R_FAIL: message
- * set with bb__fail. */
-typedef int (*bb__syscall_fn)(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const *in,
+ * new references (NULL = not written). BBE__R_ASYNC: the op parked itself
+ * (bbe__park_begin) and resumes through bbe__park_resume. BBE__R_FAIL: message
+ * set with bbe__fail. */
+typedef int (*bbe__syscall_fn)(bb_engine *e, uint32_t opi, bbe__exec *x, bb_value *const *in,
                               bb_value **out);
 
-typedef enum bb__disp {
-    BB__DISP_UNRESOLVED = 0,
-    BB__DISP_SYSCALL,
-    BB__DISP_ATOMIC,
-    BB__DISP_CALL,
-    BB__DISP_CONST /* Constant: its site is pre-filled in every frame */
-} bb__disp;
+typedef enum bbe__disp {
+    BBE__DISP_UNRESOLVED = 0,
+    BBE__DISP_SYSCALL,
+    BBE__DISP_ATOMIC,
+    BBE__DISP_CALL,
+    BBE__DISP_CONST /* Constant: its site is pre-filled in every frame */
+} bbe__disp;
 
 enum {
-    BB__READY_ALL = 0,  /* every named input present */
-    BB__READY_ANYOF = 1 /* any one input present (Any, Threshold, DeadlineMatch) */
+    BBE__READY_ALL = 0,  /* every named input present */
+    BBE__READY_ANYOF = 1 /* any one input present (Any, Threshold, DeadlineMatch) */
 };
 
 enum {
-    BB__OPF_EVENT_SOURCE = 1u << 0, /* started by its own trigger (Recv, Interval...) */
-    BB__OPF_SOURCE = 1u << 1,       /* pushed at the start of invoke/bootstrap/call */
-    BB__OPF_RECV_REQ = 1u << 2      /* RecvReq: a request fill opens an inbound request */
+    BBE__OPF_EVENT_SOURCE = 1u << 0, /* started by its own trigger (Recv, Interval...) */
+    BBE__OPF_SOURCE = 1u << 1,       /* pushed at the start of invoke/bootstrap/call */
+    BBE__OPF_RECV_REQ = 1u << 2      /* RecvReq: a request fill opens an inbound request */
 };
 
 /* Per-op pre-parsed attributes / state (only for ops that need it). */
-typedef struct bb__opst {
+typedef struct bbe__opst {
     int64_t i, i2;       /* n, delay, period, kind, phase, fanout, quorum, deadline */
     uint32_t idx;        /* counter / semaphore / queue / hold index */
-    uint32_t comp;       /* Recv: backend for materialize_from_wire, else BB__NONE */
+    uint32_t comp;       /* Recv: backend for materialize_from_wire, else BBE__NONE */
     const char *name;    /* AppEmit topic, metric / record / queue name */
     bb_value *value;     /* Constant */
     uint64_t *dest_sites; /* Send*: /site id per data input */
@@ -120,17 +120,17 @@ typedef struct bb__opst {
     uint64_t wire_site;  /* Recv / RecvReq routable id */
     bool has_peer;       /* TX gates: peer attribute */
     bb_peerid peer;
-    /* Event sources: the zero-input ops (BB__OPF_SOURCE) of the part of the
+    /* Event sources: the zero-input ops (BBE__OPF_SOURCE) of the part of the
      * graph this source is connected to, pushed when it starts an
      * execution (a round started by Interval runs its Model.Params). */
     const uint32_t *companions;
     uint32_t n_companions;
-} bb__opst;
+} bbe__opst;
 
-struct bb__op { /* hot fields first */
-    bb__syscall_fn fn;
-    const uint32_t *in;  /* local site per input, BB__NONE when omitted */
-    const uint32_t *out; /* local site per output, BB__NONE when omitted */
+struct bbe__op { /* hot fields first */
+    bbe__syscall_fn fn;
+    const uint32_t *in;  /* local site per input, BBE__NONE when omitted */
+    const uint32_t *out; /* local site per output, BBE__NONE when omitted */
     uint16_t n_in, n_out;
     uint8_t disp;
     uint8_t ready;
@@ -139,7 +139,7 @@ struct bb__op { /* hot fields first */
     uint32_t graph;
     uint32_t comp;     /* ATOMIC: component; CALL: callee graph */
     uint32_t op_index; /* ATOMIC: index in the type's opset ops[] */
-    bb__opst *st;
+    bbe__opst *st;
     const bb_node *node;
     const char *label;   /* node name or "<op_type>#<i>" */
     const char *op_type; /* never NULL */
@@ -148,11 +148,11 @@ struct bb__op { /* hot fields first */
 };
 
 enum {
-    BB__SITE_FWD = 1u << 0,     /* function output: forward to the caller */
-    BB__SITE_APP_OUT = 1u << 1  /* entry-point output with no consumer: AppEvent */
+    BBE__SITE_FWD = 1u << 0,     /* function output: forward to the caller */
+    BBE__SITE_APP_OUT = 1u << 1  /* entry-point output with no consumer: AppEvent */
 };
 
-typedef struct bb__graph {
+typedef struct bbe__graph {
     const bb_function *fn;
     const char *name;        /* function name */
     const char *target;      /* install target name when an entry point */
@@ -178,55 +178,55 @@ typedef struct bb__graph {
     bool is_bootstrap;
     uint32_t touch_words;    /* bootstrap: touch-set bitset over components */
     uint64_t *touch;
-    bb__exec *pool;          /* free frames */
+    bbe__exec *pool;          /* free frames */
     uint32_t pool_n;
-} bb__graph;
+} bbe__graph;
 
 /* ---- executions ---------------------------------------------------------------- */
-typedef struct bb__slot {
+typedef struct bbe__slot {
     bb_value *v;
     size_t charged; /* ingress bytes charged against the budget */
-} bb__slot;
+} bbe__slot;
 
-typedef struct bb__inbound { /* set on executions started by an envelope */
+typedef struct bbe__inbound { /* set on executions started by an envelope */
     bb_peerid src;
-    uint64_t env_hash;    /* bb__envelope_dedup_key (DedupGateRx) */
+    uint64_t env_hash;    /* bbe__envelope_dedup_key (DedupGateRx) */
     uint64_t deadline_ns; /* absolute, 0 = none */
-} bb__inbound;
+} bbe__inbound;
 
-struct bb__exec {
+struct bbe__exec {
     bb_exec_id id;
-    bb__graph *g;
+    bbe__graph *g;
     uint32_t refs;       /* frontier entries + suspensions + children + timers */
     uint32_t call_op;    /* the CALL op in the parent */
-    bb__exec *parent;
-    bb__exec *prev, *next; /* live list */
+    bbe__exec *parent;
+    bbe__exec *prev, *next; /* live list */
     uint32_t boot;       /* 1 + in-flight bootstrap slot, 0 = none */
     uint32_t n_written;
     uint32_t *written;   /* sites holding a value; inline after slots[] (n_sites) */
-    bb__inbound *inbound; /* NULL, or &inbound_store (bb__exec_set_inbound) */
-    bb__inbound inbound_store;
-    struct bb__batch *batches; /* request batches started here */
+    bbe__inbound *inbound; /* NULL, or &inbound_store (bbe__exec_set_inbound) */
+    bbe__inbound inbound_store;
+    struct bbe__batch *batches; /* request batches started here */
     uint32_t n_limits;   /* Limit.Acquire holds */
     uint32_t *limits;
-    bb__slot slots[];
+    bbe__slot slots[];
 };
 
 /* Mark x as started by an envelope (kept in the frame: no allocation). */
-static inline bb__inbound *bb__exec_set_inbound(bb__exec *x)
+static inline bbe__inbound *bbe__exec_set_inbound(bbe__exec *x)
 {
     x->inbound = &x->inbound_store;
     return x->inbound;
 }
 
 /* ---- components ------------------------------------------------------------------ */
-typedef struct bb__ctx {
+typedef struct bbe__ctx {
     bb_ctx pub;
     bb_engine *e;
     uint32_t comp;
-} bb__ctx;
+} bbe__ctx;
 
-typedef struct bb__comp {
+typedef struct bbe__comp {
     const char *slot;
     const bb_component_type *type;
     bb_role role;
@@ -236,14 +236,14 @@ typedef struct bb__comp {
     void *inst;
     bool created;
     uint32_t *deps; /* component index per type->deps[] */
-    bb__ctx ctx;
-} bb__comp;
+    bbe__ctx ctx;
+} bbe__comp;
 
 /* ---- completion handles ---------------------------------------------------------- */
-enum { BB__H_IDLE = 0, BB__H_PENDING = 1, BB__H_COMPLETED = 2, BB__H_DROPPED = 3 };
-enum { BB__HK_OP = 0, BB__HK_BOOTSTRAP = 1, BB__HK_FREE = 2, BB__HK_FILL = 3 };
+enum { BBE__H_IDLE = 0, BBE__H_PENDING = 1, BBE__H_COMPLETED = 2, BBE__H_DROPPED = 3 };
+enum { BBE__HK_OP = 0, BBE__HK_BOOTSTRAP = 1, BBE__HK_FREE = 2, BBE__HK_FILL = 3 };
 
-typedef struct bb__handle {
+typedef struct bbe__handle {
     bb_completion pub;
     bb_engine *e;
     _Atomic uint32_t state;
@@ -251,77 +251,77 @@ typedef struct bb__handle {
     uint32_t kind;
     bool attached;       /* engine registered it as a suspension */
     uint32_t op;
-    bb__exec *x;
+    bbe__exec *x;
     uint32_t boot;       /* bootstrap in-flight slot */
     uint32_t comp;       /* HK_FILL: the component a control fill went to */
     const bb_op_decl *fill_decl; /* HK_FILL: its op (the type's static table) */
     const char *fill_domain;
     uint64_t cmd_id;
-    struct bb__handle *next;
-} bb__handle;
+    struct bbe__handle *next;
+} bbe__handle;
 
-#define BB__HANDLE_SLAB 64 /* handles per slab */
+#define BBE__HANDLE_SLAB 64 /* handles per slab */
 
 /* A completion result travelling to the engine thread. */
-typedef struct bb__completion_ev {
-    bb__handle *h;
+typedef struct bbe__completion_ev {
+    bbe__handle *h;
     uint32_t gen;
     int status;
     bb_value **outs;
     uint32_t n;
     char *msg;
-    size_t charged;     /* ingress budget charged for outs (sum of bb__value_size) */
-} bb__completion_ev;
+    size_t charged;     /* ingress budget charged for outs (sum of bbe__value_size) */
+} bbe__completion_ev;
 
 /* ---- timers ------------------------------------------------------------------------- */
 enum {
-    BB__T_PARK = 1,      /* After / Sleep: resume op with a Trigger */
-    BB__T_INTERVAL,      /* Interval op tick */
-    BB__T_COMPONENT,     /* component on_timer(token) */
-    BB__T_HANDLE_DEADLINE,
-    BB__T_BATCH_DEADLINE
+    BBE__T_PARK = 1,      /* After / Sleep: resume op with a Trigger */
+    BBE__T_INTERVAL,      /* Interval op tick */
+    BBE__T_COMPONENT,     /* component on_timer(token) */
+    BBE__T_HANDLE_DEADLINE,
+    BBE__T_BATCH_DEADLINE
 };
-typedef struct bb__timer {
+typedef struct bbe__timer {
     uint64_t at, seq;
     uint32_t kind, op;
     uint32_t a;          /* component / handle gen */
     uint64_t b;          /* token / batch id */
     void *p;             /* exec / handle */
-} bb__timer;
+} bbe__timer;
 
 /* ---- ingress ------------------------------------------------------------------------ */
 enum {
-    BB__IN_ENVELOPE = 1,
-    BB__IN_INVOKE,       /* invoke and deliver_event */
-    BB__IN_LIFECYCLE,
-    BB__IN_COMPLETION,
-    BB__IN_BOOTSTRAP,
-    BB__IN_WORK_DONE,
-    BB__IN_NOTICE
+    BBE__IN_ENVELOPE = 1,
+    BBE__IN_INVOKE,       /* invoke and deliver_event */
+    BBE__IN_LIFECYCLE,
+    BBE__IN_COMPLETION,
+    BBE__IN_BOOTSTRAP,
+    BBE__IN_WORK_DONE,
+    BBE__IN_NOTICE
 };
 
-typedef struct bb__in_value {
+typedef struct bbe__in_value {
     uint32_t site;
     bb_value *v;
     size_t charged;
-} bb__in_value;
+} bbe__in_value;
 
-typedef struct bb__boot_req {
+typedef struct bbe__boot_req {
     int kind;          /* BB_BOOTSTRAP_* */
     uint32_t idx;      /* module bootstrap / component index */
     uint32_t n;
-    bb__in_value *in;
-} bb__boot_req;
+    bbe__in_value *in;
+} bbe__boot_req;
 
-typedef struct bb__ingress_ev {
-    struct bb__ingress_ev *next;
+typedef struct bbe__ingress_ev {
+    struct bbe__ingress_ev *next;
     int kind;
     bool must;        /* not counted against the capacity */
     size_t charged;   /* budget charged at push (released after processing) */
     union {
         struct {
             bb_peerid src;
-            bb_buffer *buf;  /* the bytes; owns the event (see bb__envelope_ev_new) */
+            bb_buffer *buf;  /* the bytes; owns the event (see bbe__envelope_ev_new) */
             uint8_t *obs;    /* in buf's block */
             size_t obs_len;
         } env;
@@ -331,16 +331,16 @@ typedef struct bb__ingress_ev {
             bool sources;    /* invoke: push the graph's sources */
             bool in_inline;  /* in[] lives in the event's own allocation */
             uint32_t n;
-            bb__in_value *in;
+            bbe__in_value *in;
         } inv;
         struct {
             int64_t phase;
         } lc;
-        bb__completion_ev comp;
+        bbe__completion_ev comp;
         struct {
             int all;         /* BB_BOOTSTRAP_ALL */
             uint32_t n;
-            bb__boot_req *reqs;
+            bbe__boot_req *reqs;
         } boot;
         struct {
             uint64_t token;
@@ -351,10 +351,10 @@ typedef struct bb__ingress_ev {
             char detail[96];
         } notice;
     } u;
-} bb__ingress_ev;
+} bbe__ingress_ev;
 
-typedef struct bb__ingress {
-    _Atomic(bb__ingress_ev *) head; /* Treiber stack; the consumer takes it whole */
+typedef struct bbe__ingress {
+    _Atomic(bbe__ingress_ev *) head; /* Treiber stack; the consumer takes it whole */
     atomic_size_t count;            /* bounded events in the queue */
     size_t capacity;
     atomic_uint_fast64_t dropped;   /* overflow drops since start */
@@ -362,10 +362,10 @@ typedef struct bb__ingress {
     atomic_bool wake_pending;
     void (*wake)(void *ud);
     void *wake_ud;
-} bb__ingress;
+} bbe__ingress;
 
 /* ---- framework tables -------------------------------------------------------------- */
-typedef struct bb__peer {
+typedef struct bbe__peer {
     bb_peerid id;
     bool live;           /* slot in use */
     uint32_t n_addrs;
@@ -382,11 +382,11 @@ typedef struct bb__peer {
     bool blocked, allowed;
     uint64_t rtt_ns;     /* from the echo_sent_at / echo_delay piggyback */
     uint64_t last_rx_sent_at, last_rx_at; /* echoed on the next send to it */
-    bb_value *id_value;  /* its PeerId as a value, made once (bb__peer_cached_id_value) */
-} bb__peer;
+    bb_value *id_value;  /* its PeerId as a value, made once (bbe__peer_cached_id_value) */
+} bbe__peer;
 
-typedef struct bb__peers {
-    bb__peer *v;          /* entries (index stable while live) */
+typedef struct bbe__peers {
+    bbe__peer *v;          /* entries (index stable while live) */
     size_t n, cap;
     int32_t *slots;       /* open addressing over entries, -1 empty, -2 tomb */
     size_t nslots, used, tomb;
@@ -394,47 +394,47 @@ typedef struct bb__peers {
     size_t n_free;
     size_t n_addr_peers;  /* peers with at least one address */
     size_t n_allowed;
-    uint32_t last;        /* entry bb__peer_find found last (a hint) */
-} bb__peers;
+    uint32_t last;        /* entry bbe__peer_find found last (a hint) */
+} bbe__peers;
 
-typedef struct bb__sema {
+typedef struct bbe__sema {
     const char *name;
     int64_t cap;
     int64_t held;
-    BB__ARR(struct bb__waiter { uint32_t op; bb__exec *x; }) waiters;
-} bb__sema;
+    BBE__ARR(struct bbe__waiter { uint32_t op; bbe__exec *x; }) waiters;
+} bbe__sema;
 
-typedef struct bb__queue { /* Serialize.* */
+typedef struct bbe__queue { /* Serialize.* */
     const char *name;
-    BB__ARR(bb_value *) items;
+    BBE__ARR(bb_value *) items;
     size_t head;
-    BB__ARR(struct bb__waiter) waiters;
-} bb__queue;
+    BBE__ARR(struct bbe__waiter) waiters;
+} bbe__queue;
 
-typedef struct bb__hold {
+typedef struct bbe__hold {
     const char *name;
     bb_value *v;
-} bb__hold;
+} bbe__hold;
 
-typedef struct bb__metric {
+typedef struct bbe__metric {
     const char *name;
     uint64_t value;
-} bb__metric;
+} bbe__metric;
 
-typedef struct bb__record {
+typedef struct bbe__record {
     const char *name;
     bb_value *v;
-} bb__record;
+} bbe__record;
 
 /* A batched request (SendReqBatched) waiting for its cohort. */
-typedef struct bb__batch {
+typedef struct bbe__batch {
     uint64_t id;          /* local RequestId */
     uint64_t wire_req_id;
     uint32_t op;          /* the SendReqBatched op */
-    bb__exec *x;          /* origin execution */
-    struct bb__batch *next_in_exec;
+    bbe__exec *x;          /* origin execution */
+    struct bbe__batch *next_in_exec;
     uint32_t expected, quorum;
-    /* in the batch's own block (bb__batch_new), room for `expected` each:
+    /* in the batch's own block (bbe__batch_new), room for `expected` each:
      * a cohort member answers once */
     bb_peerid *cohort;
     bool *answered;
@@ -443,32 +443,32 @@ typedef struct bb__batch {
     size_t n_items;
     bool done, failed;
     bool holds_ref;       /* holds a ref on x until done */
-    BB__ARR(struct bb__waiter) waiters;
+    BBE__ARR(struct bbe__waiter) waiters;
     bb_value *result;
-} bb__batch;
+} bbe__batch;
 /* A zeroed batch for `expected` responses: one allocation. NULL on OOM. */
-bb__batch *bb__batch_new(uint32_t expected);
+bbe__batch *bbe__batch_new(uint32_t expected);
 
-typedef struct bb__inreq { /* an open inbound request (RecvReq) */
+typedef struct bbe__inreq { /* an open inbound request (RecvReq) */
     uint64_t id;
     bb_peerid peer;
     uint64_t wire_req_id;
     uint64_t site;
     uint64_t sent_at_ns, recv_at_ns;
-} bb__inreq;
+} bbe__inreq;
 
-typedef struct bb__bus_ev {
+typedef struct bbe__bus_ev {
     uint64_t kind;
-} bb__bus_ev;
+} bbe__bus_ev;
 
 /* ---- bootstrap ---------------------------------------------------------------------------- */
-typedef struct bb__modboot {
+typedef struct bbe__modboot {
     uint32_t target;    /* index into targets */
     uint32_t graph;
     bool done;          /* completed once (ALL skips it) */
-} bb__modboot;
+} bbe__modboot;
 
-typedef struct bb__inflight {
+typedef struct bbe__inflight {
     bool used;
     bool component;
     uint32_t idx;       /* module bootstrap index or component index */
@@ -478,47 +478,47 @@ typedef struct bb__inflight {
     bool announced;     /* WaitingOnBootstrap emitted */
     bool failed;        /* an op of the bootstrap body failed */
     char why[160];      /* the first failure */
-} bb__inflight;
+} bbe__inflight;
 
-typedef struct bb__bootstate {
-    bb__modboot *mods;
+typedef struct bbe__bootstate {
+    bbe__modboot *mods;
     uint32_t n_mods;
     uint32_t touch_words;
-    BB__ARR(bb__inflight) inflight;
+    BBE__ARR(bbe__inflight) inflight;
     uint32_t n_inflight;
-    BB__ARR(bb__boot_req) waiting; /* staged requests not yet fired */
+    BBE__ARR(bbe__boot_req) waiting; /* staged requests not yet fired */
     bool all_armed;     /* ALL: walking mods in install order */
     bool all_blocked;   /* ALL stopped at a module that needs inputs (WaitingForInput) */
     uint32_t next_idx;
     bool pulses_fired;
     uint64_t *comp_touch; /* one-bit touch sets for component bootstraps */
-} bb__bootstate;
+} bbe__bootstate;
 
-typedef struct bb__target {
+typedef struct bbe__target {
     const char *name;   /* as the host named it */
     uint32_t graph;
-    uint32_t boot;      /* module bootstrap index or BB__NONE */
-} bb__target;
+    uint32_t boot;      /* module bootstrap index or BBE__NONE */
+} bbe__target;
 
 /* ---- the engine ------------------------------------------------------------------------------- */
 enum {
-    BB__C_OPS,
-    BB__C_FRONTIER_PEAK,
-    BB__C_PENDING_ASYNC,
-    BB__C_EXEC_LIVE,
-    BB__C_ENVELOPES_IN,
-    BB__C_ENVELOPES_OUT,
-    BB__C_FILLS_IN,
-    BB__C_WIRE_RX_ERRORS,
-    BB__C_UNROUTABLE,
-    BB__C_GATE_DENIED,
-    BB__C_OP_FAILED,
-    BB__C_BUS_DROPPED,
-    BB__C_PEER_RESOLVE_FAILED,
-    BB__C_APP_EVENTS,
-    BB__C_BUDGET_HITS,
-    BB__C_APP_INGRESS_ERRORS,
-    BB__C_COUNT
+    BBE__C_OPS,
+    BBE__C_FRONTIER_PEAK,
+    BBE__C_PENDING_ASYNC,
+    BBE__C_EXEC_LIVE,
+    BBE__C_ENVELOPES_IN,
+    BBE__C_ENVELOPES_OUT,
+    BBE__C_FILLS_IN,
+    BBE__C_WIRE_RX_ERRORS,
+    BBE__C_UNROUTABLE,
+    BBE__C_GATE_DENIED,
+    BBE__C_OP_FAILED,
+    BBE__C_BUS_DROPPED,
+    BBE__C_PEER_RESOLVE_FAILED,
+    BBE__C_APP_EVENTS,
+    BBE__C_BUDGET_HITS,
+    BBE__C_APP_INGRESS_ERRORS,
+    BBE__C_COUNT
 };
 
 struct bb_engine {
@@ -540,18 +540,18 @@ struct bb_engine {
     bb_install_error install_err;
     bb_model *model;
     bb_arena *arena;             /* immutable install tables */
-    bb__graph *graphs;
+    bbe__graph *graphs;
     uint32_t n_graphs;
     size_t pool_extra; /* pooled frames beyond the first of each graph (exec.c) */
-    bb__op *ops;
+    bbe__op *ops;
     uint32_t n_ops;
-    bb__target *targets;
+    bbe__target *targets;
     uint32_t n_targets;
-    bb__comp *comps;
+    bbe__comp *comps;
     uint32_t n_comps;
     uint32_t *comp_order;        /* creation order (dependencies first) */
-    bb__map wire_sites;          /* wire site id -> (graph << 32 | site) */
-    bb__map recv_ops;            /* wire site id -> Recv/RecvReq op */
+    bbe__map wire_sites;          /* wire site id -> (graph << 32 | site) */
+    bbe__map recv_ops;            /* wire site id -> Recv/RecvReq op */
     uint32_t *lifecycle_ops;
     uint32_t n_lifecycle_ops;
     uint32_t *interval_ops;
@@ -566,83 +566,83 @@ struct bb_engine {
 
     /* executions */
     _Atomic uint64_t next_exec;
-    bb__exec *live;
+    bbe__exec *live;
     size_t n_live;
     size_t live_slots;
-    struct bb__fentry {
+    struct bbe__fentry {
         uint32_t op;
-        bb__exec *x;
+        bbe__exec *x;
     } *fr;
     size_t fr_cap, fr_head, fr_n;  /* ring, cap power of two */
-    BB__ARR(struct bb__fentry) parked; /* ops locked by an in-flight bootstrap */
+    BBE__ARR(struct bbe__fentry) parked; /* ops locked by an in-flight bootstrap */
     size_t cycle_ops;
     bool budget_hit;
     char fail_msg[256];
 
     /* async */
-    BB__ARR(bb__handle *) slabs;
-    bb__handle *free_handles;
-    bb__handle *quar_head, *quar_tail;
+    BBE__ARR(bbe__handle *) slabs;
+    bbe__handle *free_handles;
+    bbe__handle *quar_head, *quar_tail;
     size_t quar_n;
-    bb__handle *spare;
+    bbe__handle *spare;
     uint64_t next_cmd;
     size_t pending_async;
-    BB__ARR(bb__completion_ev) pending_completions;
+    BBE__ARR(bbe__completion_ev) pending_completions;
     _Atomic bool in_cycle;
     pthread_t cycle_thread;
 
     /* timers */
-    BB__ARR(bb__timer) timers;   /* binary min-heap on (at, seq) */
+    BBE__ARR(bbe__timer) timers;   /* binary min-heap on (at, seq) */
     uint64_t timer_seq;
     size_t timers_compact_at;    /* compact dead deadlines at this size (timers.c) */
     bool intervals_armed;
 
     /* bus */
-    bb__bus_ev *bus;
+    bbe__bus_ev *bus;
     size_t bus_head, bus_n;
     uint64_t bus_subscribed;     /* bit k: some EventSource listens to kind k (< 64) */
 
     /* steps */
     bb_steps acc;                /* steps produced since the last poll returned */
-    BB__ARR(bb_step) outbound;   /* SendEnvelope steps, emitted in phase 7 */
-    BB__ARR(struct bb__loop { uint8_t *bytes; size_t len; }) loopback;
+    BBE__ARR(bb_step) outbound;   /* SendEnvelope steps, emitted in phase 7 */
+    BBE__ARR(struct bbe__loop { uint8_t *bytes; size_t len; }) loopback;
 
     /* framework */
-    bb__peers peers;
-    bb__sema *semas;
+    bbe__peers peers;
+    bbe__sema *semas;
     uint32_t n_semas;
-    bb__queue *queues;
+    bbe__queue *queues;
     uint32_t n_queues;
-    bb__hold *holds;
+    bbe__hold *holds;
     uint32_t n_holds;
-    bb__metric *metrics;
+    bbe__metric *metrics;
     uint32_t n_metrics;
-    bb__record *records;         /* ring */
+    bbe__record *records;         /* ring */
     size_t rec_head, rec_n;
     uint64_t *dedup;             /* ring of hashes */
     size_t dedup_head, dedup_n;
-    bb__map dedup_set;           /* hash -> count in window */
-    bb__map batches;             /* local request id -> bb__batch* */
-    bb__map batches_wire;        /* wire_req_id -> local id */
+    bbe__map dedup_set;           /* hash -> count in window */
+    bbe__map batches;             /* local request id -> bbe__batch* */
+    bbe__map batches_wire;        /* wire_req_id -> local id */
     uint64_t next_req;
     uint64_t next_wire_req;
-    bb__inreq *inreqs;           /* ring of open inbound requests */
+    bbe__inreq *inreqs;           /* ring of open inbound requests */
     size_t inreq_head, inreq_n;
-    bb__map inreq_map;           /* local id -> ring position */
+    bbe__map inreq_map;           /* local id -> ring position */
     uint64_t next_inreq;
     uint64_t next_token;
 
     /* ingress */
-    bb__ingress ing;
+    bbe__ingress ing;
     atomic_size_t bytes_in_flight;
-    BB__ARR(struct bb__work { uint64_t token; void (*done)(void *); void *arg; }) works;
+    BBE__ARR(struct bbe__work { uint64_t token; void (*done)(void *); void *arg; }) works;
     uint64_t next_work;
 
     /* bootstrap */
-    bb__bootstate boot;
+    bbe__bootstate boot;
 
     /* observability */
-    uint64_t c[BB__C_COUNT];
+    uint64_t c[BBE__C_COUNT];
     bb_trace_fn trace_fn;
     void *trace_ud;
     unsigned trace_mask;
@@ -652,196 +652,196 @@ struct bb_engine {
 };
 
 /* Give back n budget bytes (hot: every slot release). */
-static inline void bb__budget_release(bb_engine *e, size_t n)
+static inline void bbe__budget_release(bb_engine *e, size_t n)
 {
     if (n)
         atomic_fetch_sub_explicit(&e->bytes_in_flight, n, memory_order_relaxed);
 }
 
 /* ---- engine.c ------------------------------------------------------------------------------------ */
-int bb__fail(bb_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
-uint64_t bb__rng_next(bb_engine *e);
+int bbe__fail(bb_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3), cold));
+uint64_t bbe__rng_next(bb_engine *e);
 /* Budget: charge n bytes (false when the budget would be exceeded). */
-bool bb__budget_charge(bb_engine *e, size_t n);
-size_t bb__value_size(const bb_value *v);
+bool bbe__budget_charge(bb_engine *e, size_t n);
+size_t bbe__value_size(const bb_value *v);
 
 /* ---- steps.c ---------------------------------------------------------------------------------------- */
-bb_step *bb__step_push(bb_engine *e, bb_step_kind kind, bb_exec_id exec);
+bb_step *bbe__step_push(bb_engine *e, bb_step_kind kind, bb_exec_id exec);
 /* Copy a string into the accumulator's owned storage (NULL on OOM). */
-const char *bb__step_str(bb_engine *e, const char *s);
-const char *bb__step_strf(bb_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void bb__step_infra(bb_engine *e, bb_infra_kind kind, int sub, const bb_peerid *peer,
+const char *bbe__step_str(bb_engine *e, const char *s);
+const char *bbe__step_strf(bb_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void bbe__step_infra(bb_engine *e, bb_infra_kind kind, int sub, const bb_peerid *peer,
                     uint64_t count, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-void bb__steps_release(bb_step *s);
-void *bb__owned_add(void **owned, void *p);
+void bbe__steps_release(bb_step *s);
+void *bbe__owned_add(void **owned, void *p);
 /* n bytes (16-aligned) owned by the same storage, valid until the buffer
  * is cleared (NULL on OOM). */
-void *bb__owned_alloc(void **owned, size_t n);
-void bb__owned_free(void **owned);
+void *bbe__owned_alloc(void **owned, size_t n);
+void bbe__owned_free(void **owned);
 
 /* ---- exec.c ------------------------------------------------------------------------------------------ */
-bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id);
-static inline void bb__exec_ref(bb__exec *x) { x->refs++; }
+bbe__exec *bbe__exec_new(bb_engine *e, bbe__graph *g, bb_exec_id id);
+static inline void bbe__exec_ref(bbe__exec *x) { x->refs++; }
 /* The last reference gone: the execution is finished (exec.c). */
-void bb__exec_gc(bb_engine *e, bb__exec *x);
-static inline void bb__exec_unref(bb_engine *e, bb__exec *x)
+void bbe__exec_gc(bb_engine *e, bbe__exec *x);
+static inline void bbe__exec_unref(bb_engine *e, bbe__exec *x)
 {
     if (--x->refs == 0)
-        bb__exec_gc(e, x);
+        bbe__exec_gc(e, x);
 }
 /* A Trigger value: a reference to the engine's one (a Trigger carries
  * nothing, and a value allocation per fired op was a measurable part of a
  * message's cost). */
-static inline bb_value *bb__trigger(bb_engine *e)
+static inline bb_value *bbe__trigger(bb_engine *e)
 {
     return bb_value_ref(e->trigger);
 }
 /* Takes the reference v. charged: budget bytes the slot now accounts for. */
-void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t charged);
-void bb__write_again(bb_engine *e, bb__slot *s);
-void bb__write_flagged(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, uint8_t fl);
-void bb__frontier_push_grow(bb_engine *e, uint32_t op, bb__exec *x);
+void bbe__write(bb_engine *e, bbe__exec *x, uint32_t site, bb_value *v, size_t charged);
+void bbe__write_again(bb_engine *e, bbe__slot *s);
+void bbe__write_flagged(bb_engine *e, bbe__exec *x, uint32_t site, bb_value *v, uint8_t fl);
+void bbe__frontier_push_grow(bb_engine *e, uint32_t op, bbe__exec *x);
 /* Queue op of x (the ring grows when full; out of memory is an OpFailed). */
-static inline void bb__frontier_push(bb_engine *e, uint32_t op, bb__exec *x)
+static inline void bbe__frontier_push(bb_engine *e, uint32_t op, bbe__exec *x)
 {
-    if (BB__UNLIKELY(e->fr_n == e->fr_cap)) {
-        bb__frontier_push_grow(e, op, x);
+    if (BBE__UNLIKELY(e->fr_n == e->fr_cap)) {
+        bbe__frontier_push_grow(e, op, x);
         return;
     }
-    e->fr[(e->fr_head + e->fr_n) & (e->fr_cap - 1)] = (struct bb__fentry){op, x};
+    e->fr[(e->fr_head + e->fr_n) & (e->fr_cap - 1)] = (struct bbe__fentry){op, x};
     e->fr_n++;
     x->refs++;
-    if (BB__UNLIKELY(e->fr_n > e->c[BB__C_FRONTIER_PEAK]))
-        e->c[BB__C_FRONTIER_PEAK] = e->fr_n;
+    if (BBE__UNLIKELY(e->fr_n > e->c[BBE__C_FRONTIER_PEAK]))
+        e->c[BBE__C_FRONTIER_PEAK] = e->fr_n;
 }
 
 /* Every input of op present in x (an AnyOf op: the write that got here
  * was one). Inputs tend to arrive in order (FIFO), so the last ones are
  * the likely missing ones: scanning backwards settles a join early. */
-static inline bool bb__op_ready(const bb__op *op, const bb__exec *x)
+static inline bool bbe__op_ready(const bbe__op *op, const bbe__exec *x)
 {
-    if (op->ready == BB__READY_ANYOF)
+    if (op->ready == BBE__READY_ANYOF)
         return true;
     for (uint32_t i = op->n_in; i-- > 0;) {
         uint32_t s = op->in[i];
-        if (s != BB__NONE && !x->slots[s].v)
+        if (s != BBE__NONE && !x->slots[s].v)
             return false;
     }
     return true;
 }
 
-/* bb__write, inlined where ops hand on their outputs (the dispatch loop):
+/* bbe__write, inlined where ops hand on their outputs (the dispatch loop):
  * the slot, then every consumer that became ready onto the frontier. */
-static inline __attribute__((always_inline)) void bb__write_inline(bb_engine *e, bb__exec *x,
+static inline __attribute__((always_inline)) void bbe__write_inline(bb_engine *e, bbe__exec *x,
                                                                     uint32_t site, bb_value *v,
                                                                     size_t charged)
 {
-    bb__slot *s = &x->slots[site];
-    if (BB__UNLIKELY(s->v != NULL)) {
-        bb__write_again(e, s);
+    bbe__slot *s = &x->slots[site];
+    if (BBE__UNLIKELY(s->v != NULL)) {
+        bbe__write_again(e, s);
     } else {
         x->written[x->n_written++] = site;
         e->live_slots++;
     }
     s->v = v;
     s->charged = charged;
-    const bb__graph *g = x->g;
+    const bbe__graph *g = x->g;
     uint8_t fl = g->site_flags[site];
-    if (BB__UNLIKELY(fl))
-        bb__write_flagged(e, x, site, v, fl);
+    if (BBE__UNLIKELY(fl))
+        bbe__write_flagged(e, x, site, v, fl);
     for (uint32_t k = g->cons_off[site], end = g->cons_off[site + 1]; k < end; k++) {
         uint32_t c = g->cons[k];
-        if (bb__op_ready(&e->ops[c], x))
-            bb__frontier_push(e, c, x);
+        if (bbe__op_ready(&e->ops[c], x))
+            bbe__frontier_push(e, c, x);
     }
 }
 /* Room for need entries (0 or BB_ENOMEM). */
-int bb__frontier_reserve(bb_engine *e, size_t need);
+int bbe__frontier_reserve(bb_engine *e, size_t need);
 /* Push every op of g that starts an execution (sources). */
-void bb__push_sources(bb_engine *e, bb__exec *x);
+void bbe__push_sources(bb_engine *e, bbe__exec *x);
 /* Fresh execution of op's graph whose output k is written with v (taken). */
-bb__exec *bb__fire_op_output(bb_engine *e, uint32_t opi, bb_value *v, uint32_t k);
-bb_exec_id bb__exec_id_new(bb_engine *e);
-void bb__exec_free_all(bb_engine *e);
+bbe__exec *bbe__fire_op_output(bb_engine *e, uint32_t opi, bb_value *v, uint32_t k);
+bb_exec_id bbe__exec_id_new(bb_engine *e);
+void bbe__exec_free_all(bb_engine *e);
 
 /* ---- dispatch.c ----------------------------------------------------------------------------------------- */
 /* Drain the frontier until empty or the op budget runs out. */
-void bb__drain_frontier(bb_engine *e);
-void bb__op_failed(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg) __attribute__((cold));
+void bbe__drain_frontier(bb_engine *e);
+void bbe__op_failed(bb_engine *e, uint32_t opi, bbe__exec *x, const char *msg) __attribute__((cold));
 /* Async suspension bookkeeping for framework ops. */
-void bb__park_begin(bb_engine *e, bb__exec *x);
+void bbe__park_begin(bb_engine *e, bbe__exec *x);
 /* Resume a parked op: write outs[0..n) (taken; NULL skips) and drop the park. */
-void bb__park_resume(bb_engine *e, uint32_t opi, bb__exec *x, bb_value **outs, uint32_t n);
-/* Same, for outputs whose bb__value_size was charged against the byte budget:
+void bbe__park_resume(bb_engine *e, uint32_t opi, bbe__exec *x, bb_value **outs, uint32_t n);
+/* Same, for outputs whose bbe__value_size was charged against the byte budget:
  * each written slot carries its charge, an unwritten output gives it back. */
-void bb__park_resume_charged(bb_engine *e, uint32_t opi, bb__exec *x, bb_value **outs,
+void bbe__park_resume_charged(bb_engine *e, uint32_t opi, bbe__exec *x, bb_value **outs,
                              uint32_t n);
-void bb__park_fail(bb_engine *e, uint32_t opi, bb__exec *x, const char *msg) __attribute__((cold));
+void bbe__park_fail(bb_engine *e, uint32_t opi, bbe__exec *x, const char *msg) __attribute__((cold));
 /* Is the op parked behind an in-flight bootstrap? */
-bool bb__op_locked(bb_engine *e, uint32_t opi, const bb__exec *x);
+bool bbe__op_locked(bb_engine *e, uint32_t opi, const bbe__exec *x);
 
 /* ---- completion.c ------------------------------------------------------------------------------------------- */
-bb__handle *bb__handle_new(bb_engine *e, uint32_t kind);
-void bb__handle_retire(bb_engine *e, bb__handle *h);
+bbe__handle *bbe__handle_new(bb_engine *e, uint32_t kind);
+void bbe__handle_retire(bb_engine *e, bbe__handle *h);
 /* Engine-side drop of a pending handle (deadline, shutdown): later
  * completions return BB_ESTATE. */
-bool bb__handle_drop(bb_engine *e, bb__handle *h);
-void bb__completion_process(bb_engine *e, bb__completion_ev *ev);
-void bb__drain_pending_completions(bb_engine *e);
-void bb__handles_free(bb_engine *e);
-extern const bb_ctx_api bb__ctx_api;
-void bb__ctx_init(bb_engine *e, uint32_t comp);
+bool bbe__handle_drop(bb_engine *e, bbe__handle *h);
+void bbe__completion_process(bb_engine *e, bbe__completion_ev *ev);
+void bbe__drain_pending_completions(bb_engine *e);
+void bbe__handles_free(bb_engine *e);
+extern const bb_ctx_api bbe__ctx_api;
+void bbe__ctx_init(bb_engine *e, uint32_t comp);
 
 /* ---- timers.c ------------------------------------------------------------------------------------------------- */
-int bb__timer_add(bb_engine *e, uint64_t at, uint32_t kind, uint32_t op, uint32_t a, uint64_t b,
+int bbe__timer_add(bb_engine *e, uint64_t at, uint32_t kind, uint32_t op, uint32_t a, uint64_t b,
                   void *p);
-void bb__poll_timers(bb_engine *e);
-uint64_t bb__timer_next(const bb_engine *e);
+void bbe__poll_timers(bb_engine *e);
+uint64_t bbe__timer_next(const bb_engine *e);
 /* Restore the heap order of timers.v (after a restore filled it). */
-void bb__timers_heapify(bb_engine *e);
-void bb__timers_free(bb_engine *e);
+void bbe__timers_heapify(bb_engine *e);
+void bbe__timers_free(bb_engine *e);
 
 /* ---- bus.c ------------------------------------------------------------------------------------------------------ */
-void bb__bus_publish(bb_engine *e, uint64_t kind);
-void bb__route_bus(bb_engine *e);
+void bbe__bus_publish(bb_engine *e, uint64_t kind);
+void bbe__route_bus(bb_engine *e);
 
 /* ---- ingress.c --------------------------------------------------------------------------------------------------- */
-int bb__ingress_push(bb_engine *e, bb__ingress_ev *ev);
+int bbe__ingress_push(bb_engine *e, bbe__ingress_ev *ev);
 /* An envelope event in one block with its buffer: the bb_buffer header,
  * the event, obs[obs_len], then bytes[len] (copied from `bytes`; NULL
  * leaves them unset) or, with owned, the caller's malloc'd bytes, freed
  * with the buffer. The event lives as long as the buffer: freeing the
  * event drops the event's reference, and values decoded in place keep
  * theirs. NULL on OOM (owned is then freed). */
-bb__ingress_ev *bb__envelope_ev_new(const uint8_t *bytes, uint8_t *owned, size_t len,
+bbe__ingress_ev *bbe__envelope_ev_new(const uint8_t *bytes, uint8_t *owned, size_t len,
                                     const uint8_t *obs, size_t obs_len);
-bb__ingress_ev *bb__ingress_take(bb_engine *e);
-void bb__ingress_process(bb_engine *e, bb__ingress_ev *ev);
-void bb__ingress_ev_free(bb_engine *e, bb__ingress_ev *ev);
-void bb__ingress_free(bb_engine *e);
-void bb__notice(bb_engine *e, int infra, int sub, const char *fmt, ...)
+bbe__ingress_ev *bbe__ingress_take(bb_engine *e);
+void bbe__ingress_process(bb_engine *e, bbe__ingress_ev *ev);
+void bbe__ingress_ev_free(bb_engine *e, bbe__ingress_ev *ev);
+void bbe__ingress_free(bb_engine *e);
+void bbe__notice(bb_engine *e, int infra, int sub, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-int bb__decode_input(bb_engine *e, const bb__graph *g, uint32_t site, const bb_engine_input *in,
-                     bb__in_value *out, bb_error *err);
+int bbe__decode_input(bb_engine *e, const bbe__graph *g, uint32_t site, const bb_engine_input *in,
+                     bbe__in_value *out, bb_error *err);
 
 /* ---- peers.c (address book, governor, backoff) -------------------------------------------------------------------- */
-bb__peer *bb__peer_find(const bb_engine *e, const bb_peerid *id);
-bb__peer *bb__peer_get(bb_engine *e, const bb_peerid *id); /* find or create; NULL at cap */
-int bb__peer_add_addr(bb_engine *e, bb__peer *p, const uint8_t *a, size_t len);
-void bb__peers_free(bb_engine *e);
-bool bb__peer_failure(bb_engine *e, const bb_peerid *id);
-bool bb__peer_success(bb_engine *e, const bb_peerid *id);
-bool bb__peer_should_retry(const bb_engine *e, const bb_peerid *id);
+bbe__peer *bbe__peer_find(const bb_engine *e, const bb_peerid *id);
+bbe__peer *bbe__peer_get(bb_engine *e, const bb_peerid *id); /* find or create; NULL at cap */
+int bbe__peer_add_addr(bb_engine *e, bbe__peer *p, const uint8_t *a, size_t len);
+void bbe__peers_free(bb_engine *e);
+bool bbe__peer_failure(bb_engine *e, const bb_peerid *id);
+bool bbe__peer_success(bb_engine *e, const bb_peerid *id);
+bool bbe__peer_should_retry(const bb_engine *e, const bb_peerid *id);
 /* Deny reason label (NULL = allowed). */
-const char *bb__peer_check(const bb_engine *e, const bb_peerid *id, bool outbound);
-bool bb__peerid_from_value(const bb_value *v, bb_peerid *out);
-bb_value *bb__peerid_value(const bb_peerid *id);
+const char *bbe__peer_check(const bb_engine *e, const bb_peerid *id, bool outbound);
+bool bbe__peerid_from_value(const bb_value *v, bb_peerid *out);
+bb_value *bbe__peerid_value(const bb_peerid *id);
 /* A new reference to p's PeerId value: made on first use and kept with the
  * peer (responses and peer lists name the same peers message after message). */
-bb_value *bb__peer_cached_id_value(bb__peer *p);
+bb_value *bbe__peer_cached_id_value(bbe__peer *p);
 
 /* ---- envelope.c ----------------------------------------------------------------------------------------------------- */
-typedef struct bb__fill {
+typedef struct bbe__fill {
     const uint8_t *suffix;
     size_t suffix_len;
     const uint8_t *payload;
@@ -850,128 +850,128 @@ typedef struct bb__fill {
      * (payload_len bytes), written straight into the envelope. */
     const bb_value *value;
     bool trigger_only;
-} bb__fill;
+} bbe__fill;
 
-#define BB__ENV_INLINE 2 /* decoded addresses / fills held without a malloc */
+#define BBE__ENV_INLINE 2 /* decoded addresses / fills held without a malloc */
 
-typedef struct bb__envelope {
+typedef struct bbe__envelope {
     bb_engine_addr *dest;   /* borrowed views */
     size_t n_dest;
-    bb__fill *fills;
+    bbe__fill *fills;
     size_t n_fills;
     int corr_kind;          /* 0 none, 1 request, 2 response */
     uint64_t wire_req_id;
     uint64_t deadline_ns, sent_at_ns, echo_sent_at_ns, echo_delay_ns;
     bb_engine_addr *src;
     size_t n_src;
-    /* decode: the first BB__ENV_INLINE of each list live here (so a
+    /* decode: the first BBE__ENV_INLINE of each list live here (so a
      * decoded envelope must not be copied) */
-    bb_engine_addr dest_inline[BB__ENV_INLINE], src_inline[BB__ENV_INLINE];
-    bb__fill fills_inline[BB__ENV_INLINE];
-} bb__envelope;
+    bb_engine_addr dest_inline[BBE__ENV_INLINE], src_inline[BBE__ENV_INLINE];
+    bbe__fill fills_inline[BBE__ENV_INLINE];
+} bbe__envelope;
 
-typedef struct bb__env_limits {
+typedef struct bbe__env_limits {
     size_t max_fills, max_addrs;
-} bb__env_limits;
+} bbe__env_limits;
 
-/* Decode (views into data; free with bb__envelope_release; do not copy
+/* Decode (views into data; free with bbe__envelope_release; do not copy
  * the struct: its first lists live inside it). */
-int bb__envelope_decode(const uint8_t *data, size_t len, const bb__env_limits *lim,
-                        bb__envelope *out, bb_error *err);
-void bb__envelope_release(bb__envelope *env);
+int bbe__envelope_decode(const uint8_t *data, size_t len, const bbe__env_limits *lim,
+                        bbe__envelope *out, bb_error *err);
+void bbe__envelope_release(bbe__envelope *env);
 /* DedupGateRx's identity of a decoded envelope (env: views into bytes):
  * the sender's PeerId and the envelope's bytes, of a payload over 4 KiB
  * only its first and last 2 KiB (sent_at_ns, which every node makes
  * strictly increasing, already tells two sends apart). */
-uint64_t bb__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size_t len,
-                                const bb__envelope *env);
+uint64_t bbe__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size_t len,
+                                const bbe__envelope *env);
 /* Encode into a new malloc'd buffer. */
-int bb__envelope_encode(const bb__envelope *env, uint8_t **out, size_t *out_len);
+int bbe__envelope_encode(const bbe__envelope *env, uint8_t **out, size_t *out_len);
 /* Encode as a gather list: small parts copied, payloads of at least
  * min_ref bytes left in the values (bb_send_gather_free releases). *out
  * stays NULL when no payload is that large: encode contiguously then. */
-int bb__envelope_encode_gather(const bb__envelope *env, size_t min_ref, bb_send_gather **out);
+int bbe__envelope_encode_gather(const bbe__envelope *env, size_t min_ref, bb_send_gather **out);
 
 /* ---- wire.c ---------------------------------------------------------------------------------------------------------- */
 /* Route one inbound envelope (ENGINE.md 6.2): buf holds its bytes; the
  * caller keeps its reference. */
-void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
+void bbe__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
                           bb_buffer *buf);
-void bb__flush_outbound(bb_engine *e);
-void bb__drain_loopback(bb_engine *e);
-void bb__batch_deadline(bb_engine *e, uint64_t id);
+void bbe__flush_outbound(bb_engine *e);
+void bbe__drain_loopback(bb_engine *e);
+void bbe__batch_deadline(bb_engine *e, uint64_t id);
 /* A request batch with this id exists and still waits for answers. */
-bool bb__batch_pending(const bb_engine *e, uint64_t id);
+bool bbe__batch_pending(const bb_engine *e, uint64_t id);
 /* A control-plane fill's dispatch failed (at once, or later through its
  * HK_FILL handle): the OpFailed step naming slot/op. */
-void bb__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
+void bbe__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
                              const char *domain, const char *msg);
 /* Routable id of a site: FNV-1a-64 of "<function name>/<value name>". */
-uint64_t bb__site_wire_id(const char *fn_name, const char *value);
+uint64_t bbe__site_wire_id(const char *fn_name, const char *value);
 /* Routable id of a wire port: FNV-1a-64 of "port:<port>". */
-uint64_t bb__port_wire_id(const char *port);
-void bb__exec_drop_batches(bb_engine *e, bb__exec *x);
-void bb__wire_free(bb_engine *e);
+uint64_t bbe__port_wire_id(const char *port);
+void bbe__exec_drop_batches(bb_engine *e, bbe__exec *x);
+void bbe__wire_free(bb_engine *e);
 
 /* ---- syscalls ------------------------------------------------------------------------------------------------------------ */
-typedef struct bb__install bb__install;
-typedef struct bb__syscall_def {
+typedef struct bbe__install bbe__install;
+typedef struct bbe__syscall_def {
     const char *domain, *op_type;
-    bb__syscall_fn fn;
+    bbe__syscall_fn fn;
     /* Validate the node and pre-parse its attributes into op->st. */
-    int (*init)(bb__install *ins, bb__op *op, bb_error *err);
-    uint8_t flags;       /* BB__OPF_* */
-    uint8_t ready;       /* BB__READY_* */
+    int (*init)(bbe__install *ins, bbe__op *op, bb_error *err);
+    uint8_t flags;       /* BBE__OPF_* */
+    uint8_t ready;       /* BBE__READY_* */
     int16_t min_in, max_in, min_out, max_out; /* -1 = any */
     const bb_type_node *out_type; /* type of outputs (NULL: like input 0 / any) */
     bool is_const;
-} bb__syscall_def;
+} bbe__syscall_def;
 
-const bb__syscall_def *bb__syscall_find(const char *domain, const char *op_type);
-bool bb__domain_is_framework(const char *domain);
+const bbe__syscall_def *bbe__syscall_find(const char *domain, const char *op_type);
+bool bbe__domain_is_framework(const char *domain);
 
 /* install-time helpers the syscall init functions use */
-bb__opst *bb__opst_new(bb__install *ins, bb__op *op);
-uint32_t bb__install_sema(bb__install *ins, const char *name, int64_t cap, bb_error *err);
-uint32_t bb__install_queue(bb__install *ins, const char *name);
-uint32_t bb__install_hold(bb__install *ins, const char *name);
-uint32_t bb__install_metric(bb__install *ins, const char *name);
-bb_engine *bb__install_engine(bb__install *ins);
-bb_arena *bb__install_arena(bb__install *ins);
-const char *bb__install_fn_name(bb__install *ins, const bb__op *op);
-int bb__node_malformed(bb__install *ins, const bb__op *op, bb_error *err, const char *fmt, ...)
+bbe__opst *bbe__opst_new(bbe__install *ins, bbe__op *op);
+uint32_t bbe__install_sema(bbe__install *ins, const char *name, int64_t cap, bb_error *err);
+uint32_t bbe__install_queue(bbe__install *ins, const char *name);
+uint32_t bbe__install_hold(bbe__install *ins, const char *name);
+uint32_t bbe__install_metric(bbe__install *ins, const char *name);
+bb_engine *bbe__install_engine(bbe__install *ins);
+bb_arena *bbe__install_arena(bbe__install *ins);
+const char *bbe__install_fn_name(bbe__install *ins, const bbe__op *op);
+int bbe__node_malformed(bbe__install *ins, const bbe__op *op, bb_error *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-int64_t bb__attr_int(const bb_node *n, const char *name, int64_t dflt, bool *found);
-const char *bb__attr_str(bb__install *ins, const bb_node *n, const char *name);
+int64_t bbe__attr_int(const bb_node *n, const char *name, int64_t dflt, bool *found);
+const char *bbe__attr_str(bbe__install *ins, const bb_node *n, const char *name);
 
 /* syscall functions shared across files */
-int bb__sys_passthrough(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const *in,
+int bbe__sys_passthrough(bb_engine *e, uint32_t opi, bbe__exec *x, bb_value *const *in,
                         bb_value **out);
 
 /* ---- bootstrap.c ------------------------------------------------------------------------------------------------------------- */
-void bb__boot_stage(bb_engine *e, bb__ingress_ev *ev);
-void bb__boot_progress(bb_engine *e);
-void bb__boot_frame_done(bb_engine *e, uint32_t boot);
-void bb__boot_handle_done(bb_engine *e, uint32_t boot, int status, const char *msg);
-void bb__boot_free(bb_engine *e);
-void bb__boot_unpark(bb_engine *e);
+void bbe__boot_stage(bb_engine *e, bbe__ingress_ev *ev);
+void bbe__boot_progress(bb_engine *e);
+void bbe__boot_frame_done(bb_engine *e, uint32_t boot);
+void bbe__boot_handle_done(bb_engine *e, uint32_t boot, int status, const char *msg);
+void bbe__boot_free(bb_engine *e);
+void bbe__boot_unpark(bb_engine *e);
 /* An op of a bootstrap body failed: the bootstrap ends as BootstrapFailed. */
-void bb__boot_op_failed(bb_engine *e, uint32_t boot, const char *msg);
+void bbe__boot_op_failed(bb_engine *e, uint32_t boot, const char *msg);
 /* End of a cycle: WaitingOnBootstrap for bootstraps still in flight. */
-void bb__boot_announce(bb_engine *e);
+void bbe__boot_announce(bb_engine *e);
 
 /* ---- trace.c ------------------------------------------------------------------------------------------------------------------- */
-#define BB__TRACING(e, cat) BB__UNLIKELY(((e)->trace_mask & (cat)) != 0)
-void bb__trace(bb_engine *e, bb_trace_cat cat, const char *name, bb_exec_id exec, uint32_t opi,
+#define BBE__TRACING(e, cat) BBE__UNLIKELY(((e)->trace_mask & (cat)) != 0)
+void bbe__trace(bb_engine *e, bb_trace_cat cat, const char *name, bb_exec_id exec, uint32_t opi,
                const char *detail, uint64_t value);
 /* The "invoke" span of one op, with its outcome and duration. */
-void bb__trace_op(bb_engine *e, bb_exec_id exec, uint32_t opi, const char *outcome,
+void bbe__trace_op(bb_engine *e, bb_exec_id exec, uint32_t opi, const char *outcome,
                   uint64_t duration_ns);
 
 /* ---- install.c ----------------------------------------------------------------------------------------------------------------- */
-void bb__uninstall(bb_engine *e);
+void bbe__uninstall(bb_engine *e);
 
 /* ---- snapshot.c ----------------------------------------------------------------------------------------------------------------- */
-uint64_t bb__install_fingerprint(const bb_engine *e);
+uint64_t bbe__install_fingerprint(const bb_engine *e);
 
 #endif

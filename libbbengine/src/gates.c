@@ -19,26 +19,26 @@
  */
 #include <string.h>
 
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
-static int deny(bb_engine *e, uint32_t opi, bb__exec *x, const char *gate, const char *reason,
+static int deny(bb_engine *e, uint32_t opi, bbe__exec *x, const char *gate, const char *reason,
                 uint64_t retry_ns)
 {
-    e->c[BB__C_GATE_DENIED]++;
-    if (BB__TRACING(e, BB_TRACE_GATE))
-        bb__trace(e, BB_TRACE_GATE, "gate_deny", x->id, opi, reason, retry_ns);
+    e->c[BBE__C_GATE_DENIED]++;
+    if (BBE__TRACING(e, BB_TRACE_GATE))
+        bbe__trace(e, BB_TRACE_GATE, "gate_deny", x->id, opi, reason, retry_ns);
     if (retry_ns)
-        return bb__fail(e, "%s dropped envelope: reason=%s retry_ns=%llu", gate, reason,
+        return bbe__fail(e, "%s dropped envelope: reason=%s retry_ns=%llu", gate, reason,
                         (unsigned long long)retry_ns);
-    return bb__fail(e, "%s dropped envelope: reason=%s", gate, reason);
+    return bbe__fail(e, "%s dropped envelope: reason=%s", gate, reason);
 }
 
-static int allow(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const *in, bb_value **out)
+static int allow(bb_engine *e, uint32_t opi, bbe__exec *x, bb_value *const *in, bb_value **out)
 {
-    if (BB__TRACING(e, BB_TRACE_GATE))
-        bb__trace(e, BB_TRACE_GATE, "gate_allow", x->id, opi, NULL, 0);
+    if (BBE__TRACING(e, BB_TRACE_GATE))
+        bbe__trace(e, BB_TRACE_GATE, "gate_allow", x->id, opi, NULL, 0);
     out[0] = bb_value_ref(in[0]);
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }
 
 /* ---- InboundDedup ---------------------------------------------------------------- */
@@ -46,97 +46,97 @@ static int allow(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const *in, b
 /* True when h is already in the window; otherwise records it. */
 static bool dedup_record(bb_engine *e, uint64_t h)
 {
-    if (bb__map_get(&e->dedup_set, h, NULL))
+    if (bbe__map_get(&e->dedup_set, h, NULL))
         return true;
     size_t cap = e->caps.dedup_window;
     if (e->dedup_n == cap) {
-        bb__map_del(&e->dedup_set, e->dedup[e->dedup_head]);
+        bbe__map_del(&e->dedup_set, e->dedup[e->dedup_head]);
         e->dedup_head = (e->dedup_head + 1) % cap;
         e->dedup_n--;
     }
-    if (bb__map_put(&e->dedup_set, h, 1))
+    if (bbe__map_put(&e->dedup_set, h, 1))
         return false;
     e->dedup[(e->dedup_head + e->dedup_n) % cap] = h;
     e->dedup_n++;
     return false;
 }
 
-BB__SYSCALL(bb__sys_dedup_rx)
+BBE__SYSCALL(bbe__sys_dedup_rx)
 {
     if (!x->inbound)
         return allow(e, opi, x, in, out);
-    uint64_t h = bb__mix64(x->inbound->env_hash ^ ((uint64_t)opi * 0x9e3779b97f4a7c15ULL));
+    uint64_t h = bbe__mix64(x->inbound->env_hash ^ ((uint64_t)opi * 0x9e3779b97f4a7c15ULL));
     if (dedup_record(e, h))
         return deny(e, opi, x, "DedupGateRx", "duplicate", 0);
     return allow(e, opi, x, in, out);
 }
 
-BB__SYSCALL(bb__sys_health_rx)
+BBE__SYSCALL(bbe__sys_health_rx)
 {
     if (!x->inbound)
         return allow(e, opi, x, in, out);
-    const char *why = bb__peer_check(e, &x->inbound->src, false);
+    const char *why = bbe__peer_check(e, &x->inbound->src, false);
     if (why)
         return deny(e, opi, x, "PeerHealthGateRx", why, 0);
     return allow(e, opi, x, in, out);
 }
 
-BB__SYSCALL(bb__sys_backoff_rx)
+BBE__SYSCALL(bbe__sys_backoff_rx)
 {
     if (!x->inbound)
         return allow(e, opi, x, in, out);
-    if (!bb__peer_should_retry(e, &x->inbound->src)) {
-        const bb__peer *p = bb__peer_find(e, &x->inbound->src);
+    if (!bbe__peer_should_retry(e, &x->inbound->src)) {
+        const bbe__peer *p = bbe__peer_find(e, &x->inbound->src);
         return deny(e, opi, x, "BackoffGateRx", "cooldown", p ? p->next_retry_ns : 0);
     }
     return allow(e, opi, x, in, out);
 }
 
-BB__SYSCALL(bb__sys_health_tx)
+BBE__SYSCALL(bbe__sys_health_tx)
 {
-    const bb__opst *st = e->ops[opi].st;
+    const bbe__opst *st = e->ops[opi].st;
     if (!st->has_peer)
         return allow(e, opi, x, in, out);
-    const char *why = bb__peer_check(e, &st->peer, true);
+    const char *why = bbe__peer_check(e, &st->peer, true);
     if (why) {
-        const bb__peer *p = bb__peer_find(e, &st->peer);
+        const bbe__peer *p = bbe__peer_find(e, &st->peer);
         return deny(e, opi, x, "PeerHealthGateTx", why,
                     strcmp(why, "cooldown") == 0 && p ? p->next_retry_ns : 0);
     }
     return allow(e, opi, x, in, out);
 }
 
-BB__SYSCALL(bb__sys_backoff_tx)
+BBE__SYSCALL(bbe__sys_backoff_tx)
 {
-    const bb__opst *st = e->ops[opi].st;
+    const bbe__opst *st = e->ops[opi].st;
     if (!st->has_peer)
         return allow(e, opi, x, in, out);
-    if (!bb__peer_should_retry(e, &st->peer)) {
-        const bb__peer *p = bb__peer_find(e, &st->peer);
+    if (!bbe__peer_should_retry(e, &st->peer)) {
+        const bbe__peer *p = bbe__peer_find(e, &st->peer);
         return deny(e, opi, x, "BackoffGateTx", "cooldown", p ? p->next_retry_ns : 0);
     }
     return allow(e, opi, x, in, out);
 }
 
-BB__SYSINIT(bb__init_tx_gate)
+BBE__SYSINIT(bbe__init_tx_gate)
 {
-    bb__opst *st = bb__opst_new(ins, op);
+    bbe__opst *st = bbe__opst_new(ins, op);
     if (!st)
         return BB_ENOMEM;
     for (size_t i = 0; i < op->node->attrs.n; i++) {
         const bb_attr *a = op->node->attrs.v[i];
-        if (!a->name || strcmp(a->name, BB__ATTR_PEER) != 0)
+        if (!a->name || strcmp(a->name, BBE__ATTR_PEER) != 0)
             continue;
         if (a->type != BB_ATTR_STRING ||
             bb_peerid_from_bytes(a->s.data, a->s.len, &st->peer, NULL) != BB_OK)
-            return bb__node_malformed(ins, op, err, "%s: peer attribute is not a PeerId",
+            return bbe__node_malformed(ins, op, err, "%s: peer attribute is not a PeerId",
                                       op->op_type);
         st->has_peer = true;
     }
     return 0;
 }
 
-BB__SYSCALL(bb__sys_deadline_check)
+BBE__SYSCALL(bbe__sys_deadline_check)
 {
     uint64_t deadline = x->inbound ? x->inbound->deadline_ns : 0;
     if (deadline && e->now_ns > deadline)
@@ -144,7 +144,7 @@ BB__SYSCALL(bb__sys_deadline_check)
     return allow(e, opi, x, in, out);
 }
 
-BB__SYSINIT(bb__init_deadline_check)
+BBE__SYSINIT(bbe__init_deadline_check)
 {
     (void)ins, (void)err;
     op->deadline_ns = 0;

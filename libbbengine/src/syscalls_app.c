@@ -6,50 +6,50 @@
  */
 #include <string.h>
 
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
-BB__SYSINIT(bb__init_named)
+BBE__SYSINIT(bbe__init_named)
 {
-    bb__opst *st = bb__opst_new(ins, op);
+    bbe__opst *st = bbe__opst_new(ins, op);
     if (!st)
         return BB_ENOMEM;
-    st->name = bb__attr_str(ins, op->node, "name");
+    st->name = bbe__attr_str(ins, op->node, "name");
     if (!st->name)
-        return bb__node_malformed(ins, op, err, "%s needs a name attribute", op->op_type);
+        return bbe__node_malformed(ins, op, err, "%s needs a name attribute", op->op_type);
     return 0;
 }
 
-BB__SYSINIT(bb__init_incr_metric)
+BBE__SYSINIT(bbe__init_incr_metric)
 {
-    int rc = bb__init_named(ins, op, err);
+    int rc = bbe__init_named(ins, op, err);
     if (rc)
         return rc;
     bool found;
-    op->st->i = bb__attr_int(op->node, "delta", 1, &found);
-    op->st->idx = bb__install_metric(ins, op->st->name);
-    return op->st->idx == BB__NONE ? BB_ENOMEM : 0;
+    op->st->i = bbe__attr_int(op->node, "delta", 1, &found);
+    op->st->idx = bbe__install_metric(ins, op->st->name);
+    return op->st->idx == BBE__NONE ? BB_ENOMEM : 0;
 }
 
-BB__SYSCALL(bb__sys_app_emit)
+BBE__SYSCALL(bbe__sys_app_emit)
 {
     (void)out;
-    const bb__op *op = &e->ops[opi];
-    bb_step *st = bb__step_push(e, BB_STEP_APP_EVENT, x->id);
+    const bbe__op *op = &e->ops[opi];
+    bb_step *st = bbe__step_push(e, BB_STEP_APP_EVENT, x->id);
     if (!st)
-        return bb__fail(e, "out of memory");
+        return bbe__fail(e, "out of memory");
     st->u.app.target = x->g->target ? x->g->target : x->g->name;
     st->u.app.topic = op->st->name;
     st->u.app.value = bb_value_ref(in[0]);
-    e->c[BB__C_APP_EVENTS]++;
-    return BB__R_DONE;
+    e->c[BBE__C_APP_EVENTS]++;
+    return BBE__R_DONE;
 }
 
-BB__SYSCALL(bb__sys_record)
+BBE__SYSCALL(bbe__sys_record)
 {
     (void)out;
-    const bb__op *op = &e->ops[opi];
+    const bbe__op *op = &e->ops[opi];
     size_t cap = e->caps.record_ring;
-    bb__record *r;
+    bbe__record *r;
     if (e->rec_n == cap) {
         r = &e->records[e->rec_head];
         bb_value_unref(r->v);
@@ -60,25 +60,25 @@ BB__SYSCALL(bb__sys_record)
     r->name = op->st->name;
     r->v = bb_value_ref(in[0]);
     e->rec_n++;
-    bb_step *st = bb__step_push(e, BB_STEP_TELEMETRY, x->id);
+    bb_step *st = bbe__step_push(e, BB_STEP_TELEMETRY, x->id);
     if (st) {
         st->u.telemetry.name = op->st->name;
         st->u.telemetry.record = bb_value_ref(in[0]);
     }
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }
 
-BB__SYSCALL(bb__sys_incr_metric)
+BBE__SYSCALL(bbe__sys_incr_metric)
 {
     (void)in, (void)out;
-    const bb__op *op = &e->ops[opi];
-    bb__metric *m = &e->metrics[op->st->idx];
+    const bbe__op *op = &e->ops[opi];
+    bbe__metric *m = &e->metrics[op->st->idx];
     m->value += (uint64_t)op->st->i;
-    bb_step *st = bb__step_push(e, BB_STEP_TELEMETRY, x->id);
+    bb_step *st = bbe__step_push(e, BB_STEP_TELEMETRY, x->id);
     if (st) {
         st->u.telemetry.name = m->name;
         st->u.telemetry.delta = op->st->i;
         st->u.telemetry.value = m->value;
     }
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "bb/multiaddr.h"
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
 #define LARGE_PAYLOAD 4096
 #define GATHER_MIN_DEFAULT (64 * 1024) /* config.gather_min_bytes 0 */
@@ -41,28 +41,28 @@ static uint64_t inreq_open(bb_engine *e, const bb_peerid *peer, uint64_t wire_re
             return 0;
     }
     if (e->inreq_n == cap) { /* evict the oldest open request */
-        bb__map_del(&e->inreq_map, e->inreqs[e->inreq_head].id);
+        bbe__map_del(&e->inreq_map, e->inreqs[e->inreq_head].id);
         e->inreq_head = (e->inreq_head + 1) % cap;
         e->inreq_n--;
     }
     size_t pos = (e->inreq_head + e->inreq_n) % cap;
-    bb__inreq *r = &e->inreqs[pos];
+    bbe__inreq *r = &e->inreqs[pos];
     r->id = e->next_inreq++;
     r->peer = *peer;
     r->wire_req_id = wire_req_id;
     r->site = site;
     r->sent_at_ns = sent_at;
     r->recv_at_ns = e->now_ns;
-    if (bb__map_put(&e->inreq_map, r->id, pos))
+    if (bbe__map_put(&e->inreq_map, r->id, pos))
         return 0;
     e->inreq_n++;
     return r->id;
 }
 
-static bb__inreq *inreq_find(bb_engine *e, uint64_t id)
+static bbe__inreq *inreq_find(bb_engine *e, uint64_t id)
 {
     uint64_t pos;
-    if (!bb__map_get(&e->inreq_map, id, &pos) || e->inreqs[pos].id != id)
+    if (!bbe__map_get(&e->inreq_map, id, &pos) || e->inreqs[pos].id != id)
         return NULL;
     return &e->inreqs[pos];
 }
@@ -78,14 +78,14 @@ static uint64_t sent_at(bb_engine *e)
 
 /* Queue one envelope to peer (addresses from the address book, or `direct`). */
 static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct, size_t n_direct,
-                bb__envelope *env, bb_exec_id exec)
+                bbe__envelope *env, bb_exec_id exec)
 {
     bool self = peer && bb_peerid_equal(peer, &e->cfg.peer) && !n_direct;
     const bb_engine_addr *addrs = direct;
     size_t n = n_direct;
     uint64_t retry_at = 0;
     if (!self && !n_direct) {
-        bb__peer *p = bb__peer_find(e, peer);
+        bbe__peer *p = bbe__peer_find(e, peer);
         if (!p || !p->n_addrs)
             return BB_ENOTFOUND;
         addrs = p->addrs;
@@ -108,17 +108,17 @@ static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direc
     size_t min_ref = e->cfg.gather_min_bytes ? e->cfg.gather_min_bytes : GATHER_MIN_DEFAULT;
     int rc = BB_OK;
     if (e->cfg.send_gather && !self)
-        rc = bb__envelope_encode_gather(env, min_ref, &gather);
+        rc = bbe__envelope_encode_gather(env, min_ref, &gather);
     if (gather)
         len = gather->len;
     else if (!rc)
-        rc = bb__envelope_encode(env, &bytes, &len);
+        rc = bbe__envelope_encode(env, &bytes, &len);
     env->dest = NULL;
     env->src = NULL;
     if (rc)
         return BB_ENOMEM;
     if (self) {
-        if (BB__ARR_PUSH(&e->loopback, ((struct bb__loop){bytes, len}))) {
+        if (BBE__ARR_PUSH(&e->loopback, ((struct bbe__loop){bytes, len}))) {
             free(bytes);
             return BB_ENOMEM;
         }
@@ -130,8 +130,8 @@ static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direc
     size_t total = n * sizeof(bb_engine_addr);
     for (size_t i = 0; i < n; i++)
         total += addrs[i].len;
-    bb_engine_addr *copy = bb__owned_alloc(&e->acc.owned, total ? total : 1);
-    if (!copy || BB__ARR_PUSH(&e->outbound, (bb_step){0})) {
+    bb_engine_addr *copy = bbe__owned_alloc(&e->acc.owned, total ? total : 1);
+    if (!copy || BBE__ARR_PUSH(&e->outbound, (bb_step){0})) {
         free(bytes);
         bb_send_gather_free(gather);
         return BB_ENOMEM;
@@ -153,16 +153,16 @@ static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direc
     st->u.send.len = len;
     st->u.send.gather = gather;
     st->u.send.retry_at_ns = retry_at;
-    e->c[BB__C_ENVELOPES_OUT]++;
-    if (BB__TRACING(e, BB_TRACE_WIRE))
-        bb__trace(e, BB_TRACE_WIRE, "send_envelope", exec, BB__NONE, NULL, len);
+    e->c[BBE__C_ENVELOPES_OUT]++;
+    if (BBE__TRACING(e, BB_TRACE_WIRE))
+        bbe__trace(e, BB_TRACE_WIRE, "send_envelope", exec, BBE__NONE, NULL, len);
     return BB_OK;
 }
 
-static void resolve_failed(bb_engine *e, uint32_t opi, bb__exec *x, const bb_peerid *peer)
+static void resolve_failed(bb_engine *e, uint32_t opi, bbe__exec *x, const bb_peerid *peer)
 {
-    e->c[BB__C_PEER_RESOLVE_FAILED]++;
-    bb_step *st = bb__step_push(e, BB_STEP_PEER_RESOLVE_FAILED, x->id);
+    e->c[BBE__C_PEER_RESOLVE_FAILED]++;
+    bb_step *st = bbe__step_push(e, BB_STEP_PEER_RESOLVE_FAILED, x->id);
     if (st) {
         st->u.resolve.node = e->ops[opi].label;
         if (peer) {
@@ -170,7 +170,7 @@ static void resolve_failed(bb_engine *e, uint32_t opi, bb__exec *x, const bb_pee
             st->u.resolve.peer = *peer;
         }
     }
-    bb__bus_publish(e, BB_EVENT_PEER_RESOLVE_FAILURE);
+    bbe__bus_publish(e, BB_EVENT_PEER_RESOLVE_FAILURE);
 }
 
 #define DESTS_INLINE 4 /* destinations of a Send kept on the stack */
@@ -199,20 +199,20 @@ static int dests_of(bb_engine *e, const bb_value *d, dests *out)
     out->direct = false;
     out->suffix_len = 0;
     if (!d || !d->type)
-        return bb__fail(e, "destination input is absent");
+        return bbe__fail(e, "destination input is absent");
     switch (d->type->kind) {
     case BB_VK_PEER_ID_VEC:
         if (d->u.list.n > DESTS_INLINE &&
             !(out->peers = malloc(d->u.list.n * sizeof *out->peers)))
-            return bb__fail(e, "out of memory");
+            return bbe__fail(e, "out of memory");
         for (size_t i = 0; i < d->u.list.n; i++)
-            if (bb__peerid_from_value(d->u.list.items[i], &out->peers[out->n]))
+            if (bbe__peerid_from_value(d->u.list.items[i], &out->peers[out->n]))
                 out->n++;
-        return BB__R_DONE;
+        return BBE__R_DONE;
     case BB_VK_PEER_ID:
-        if (bb__peerid_from_value(d, &out->peers[0]))
+        if (bbe__peerid_from_value(d, &out->peers[0]))
             out->n = 1;
-        return BB__R_DONE;
+        return BBE__R_DONE;
     case BB_VK_ADDRESS: {
         size_t tl;
         bb_multiaddr_component c[BB_MULTIADDR_MAX_COMPONENTS];
@@ -220,7 +220,7 @@ static int dests_of(bb_engine *e, const bb_value *d, dests *out)
         if (bb_multiaddr_split(d->u.bytes.data, d->u.bytes.len, &tl, NULL) != BB_OK ||
             bb_multiaddr_decode(d->u.bytes.data, d->u.bytes.len, c, BB_MULTIADDR_MAX_COMPONENTS,
                                 &nc, NULL) != BB_OK)
-            return bb__fail(e, "destination is not a valid multiaddr");
+            return bbe__fail(e, "destination is not a valid multiaddr");
         out->direct = true;
         out->addr.data = d->u.bytes.data;
         out->addr.len = tl;
@@ -237,10 +237,10 @@ static int dests_of(bb_engine *e, const bb_value *d, dests *out)
             out->peers[0] = e->cfg.peer; /* a bare suffix: this node */
         else if (!tl)
             out->direct = false;
-        return BB__R_DONE;
+        return BBE__R_DONE;
     }
     default:
-        return bb__fail(e, "destination is %s (PeerIdVec, PeerId or Multiaddress expected)",
+        return bbe__fail(e, "destination is %s (PeerIdVec, PeerId or Multiaddress expected)",
                         d->type->name);
     }
 }
@@ -248,27 +248,27 @@ static int dests_of(bb_engine *e, const bb_value *d, dests *out)
 /* The fills of a Send: one per data input, each encoded from its value when
  * an envelope is written. */
 static int build_fills(bb_engine *e, uint32_t opi, bb_value *const *in, uint32_t n_data,
-                       const dests *d, bb__fill *fills, uint8_t (*suffix)[16])
+                       const dests *d, bbe__fill *fills, uint8_t (*suffix)[16])
 {
-    const bb__op *op = &e->ops[opi];
-    const bb__opst *st = op->st;
+    const bbe__op *op = &e->ops[opi];
+    const bbe__opst *st = op->st;
     for (uint32_t i = 0; i < n_data; i++) {
         memset(&fills[i], 0, sizeof fills[i]);
         if (i < st->n_dest_sites) {
             size_t sl;
             if (bb_suffix_site(st->dest_sites[i], suffix[i], sizeof suffix[i], &sl, NULL))
-                return bb__fail(e, "cannot encode /site/%llu", (unsigned long long)st->dest_sites[i]);
+                return bbe__fail(e, "cannot encode /site/%llu", (unsigned long long)st->dest_sites[i]);
             fills[i].suffix = suffix[i];
             fills[i].suffix_len = sl;
         } else if (d->suffix_len && n_data == 1) {
             fills[i].suffix = d->suffix;
             fills[i].suffix_len = d->suffix_len;
         } else {
-            return bb__fail(e, "data input %u has no destination site (%s metadata)", i,
-                            BB__KEY_WIRE_DEST_SITE);
+            return bbe__fail(e, "data input %u has no destination site (%s metadata)", i,
+                            BBE__KEY_WIRE_DEST_SITE);
         }
         if (!in[i])
-            return bb__fail(e, "data input %u is absent", i);
+            return bbe__fail(e, "data input %u is absent", i);
         if (st->trigger_only || (in[i]->type && in[i]->type->kind == BB_VK_TRIGGER)) {
             fills[i].trigger_only = st->trigger_only;
             continue;
@@ -276,40 +276,40 @@ static int build_fills(bb_engine *e, uint32_t opi, bb_value *const *in, uint32_t
         size_t len;
         bb_error err;
         if (bb_value_encoded_size(in[i], &len, &err))
-            return bb__fail(e, "cannot encode data input %u: %s", i, err.msg);
+            return bbe__fail(e, "cannot encode data input %u: %s", i, err.msg);
         fills[i].value = in[i]; /* encoded into each envelope: no copy of its own */
         fills[i].payload_len = len;
     }
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }
 
 /* Shared by Send and SendReqBatched. d: the caller's, freed by it with
- * dests_free; on BB__R_DONE d->peers[0..d->n) are the peers actually sent
+ * dests_free; on BBE__R_DONE d->peers[0..d->n) are the peers actually sent
  * to (the others were resolve failures). */
-static int send_common(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const *in, int corr,
+static int send_common(bb_engine *e, uint32_t opi, bbe__exec *x, bb_value *const *in, int corr,
                        uint64_t wire_req_id, dests *d)
 {
-    const bb__op *op = &e->ops[opi];
+    const bbe__op *op = &e->ops[opi];
     uint32_t n_data = op->n_in - 1;
     int r = dests_of(e, in[op->n_in - 1], d);
-    if (r != BB__R_DONE)
+    if (r != BBE__R_DONE)
         return r;
     /* a Send has few data inputs: on the stack unless it has many */
-    bb__fill fills_local[SEND_FILLS_LOCAL];
+    bbe__fill fills_local[SEND_FILLS_LOCAL];
     uint8_t sfx_local[SEND_FILLS_LOCAL][16];
     bool heap = n_data > SEND_FILLS_LOCAL;
-    bb__fill *fills = heap ? bb__zalloc(n_data * sizeof *fills) : fills_local;
-    uint8_t (*sfx)[16] = heap ? bb__zalloc(n_data * sizeof *sfx) : sfx_local;
+    bbe__fill *fills = heap ? bbe__zalloc(n_data * sizeof *fills) : fills_local;
+    uint8_t (*sfx)[16] = heap ? bbe__zalloc(n_data * sizeof *sfx) : sfx_local;
     if (!fills || !sfx) {
-        r = bb__fail(e, "out of memory");
+        r = bbe__fail(e, "out of memory");
         goto out;
     }
     r = build_fills(e, opi, in, n_data, d, fills, sfx);
-    if (r != BB__R_DONE)
+    if (r != BBE__R_DONE)
         goto out;
     size_t n_sent = 0;
     for (size_t i = 0; i < d->n; i++) {
-        bb__envelope env = {.fills = fills, .n_fills = n_data, .corr_kind = corr,
+        bbe__envelope env = {.fills = fills, .n_fills = n_data, .corr_kind = corr,
                             .wire_req_id = wire_req_id};
         if (op->st->i2 > 0)
             env.deadline_ns = e->now_ns + (uint64_t)op->st->i2; /* absolute (bb_envelope.proto) */
@@ -318,7 +318,7 @@ static int send_common(bb_engine *e, uint32_t opi, bb__exec *x, bb_value *const 
         if (rc == BB_ENOTFOUND) {
             resolve_failed(e, opi, x, &d->peers[i]);
         } else if (rc) {
-            r = bb__fail(e, "out of memory sending");
+            r = bbe__fail(e, "out of memory sending");
             goto out;
         } else if (n_sent++ != i) {
             d->peers[n_sent - 1] = d->peers[i];
@@ -335,7 +335,7 @@ out:
     return r;
 }
 
-BB__SYSCALL(bb__sys_send)
+BBE__SYSCALL(bbe__sys_send)
 {
     (void)out;
     dests d;
@@ -346,30 +346,30 @@ BB__SYSCALL(bb__sys_send)
 
 /* ---- request batches ---------------------------------------------------------------- */
 
-static bb__batch *batch_find(const bb_engine *e, uint64_t id)
+static bbe__batch *batch_find(const bb_engine *e, uint64_t id)
 {
     uint64_t p;
-    return bb__map_get(&e->batches, id, &p) ? (bb__batch *)(uintptr_t)p : NULL;
+    return bbe__map_get(&e->batches, id, &p) ? (bbe__batch *)(uintptr_t)p : NULL;
 }
 
-bool bb__batch_pending(const bb_engine *e, uint64_t id)
+bool bbe__batch_pending(const bb_engine *e, uint64_t id)
 {
-    const bb__batch *b = batch_find(e, id);
+    const bbe__batch *b = batch_find(e, id);
     return b && !b->done;
 }
 
-bb__batch *bb__batch_new(uint32_t expected)
+bbe__batch *bbe__batch_new(uint32_t expected)
 {
     size_t n = expected ? expected : 1;
     size_t per = sizeof(bb_peerid) + 2 * sizeof(bb_value *) + sizeof(bool);
-    if (n > (SIZE_MAX - sizeof(bb__batch)) / per)
+    if (n > (SIZE_MAX - sizeof(bbe__batch)) / per)
         return NULL;
-    bb__batch *b = bb__zalloc(sizeof *b + n * per);
+    bbe__batch *b = bbe__zalloc(sizeof *b + n * per);
     if (!b)
         return NULL;
     /* pointer arrays first: after the struct they are aligned; a bb_peerid's
      * size is not a multiple of 8 */
-    _Static_assert(sizeof(bb__batch) % _Alignof(bb_value *) == 0, "batch arrays aligned");
+    _Static_assert(sizeof(bbe__batch) % _Alignof(bb_value *) == 0, "batch arrays aligned");
     _Static_assert(_Alignof(bb_peerid) <= _Alignof(bb_value *), "cohort aligned");
     b->expected = expected;
     b->items = (bb_value **)(b + 1);
@@ -379,27 +379,27 @@ bb__batch *bb__batch_new(uint32_t expected)
     return b;
 }
 
-static void batch_free(bb__batch *b)
+static void batch_free(bbe__batch *b)
 {
     for (size_t i = 0; i < b->n_items; i++) {
         bb_value_unref(b->items[i]);
         bb_value_unref(b->peers[i]);
     }
-    BB__ARR_FREE(&b->waiters);
+    BBE__ARR_FREE(&b->waiters);
     bb_value_unref(b->result);
     free(b);
 }
 
-static void batch_complete(bb_engine *e, bb__batch *b, bool failed)
+static void batch_complete(bb_engine *e, bbe__batch *b, bool failed)
 {
     /* Waiters may live in the origin execution: keep it (and so b, which it
      * owns) alive until we are done with b. */
-    bb__exec *origin = b->x;
+    bbe__exec *origin = b->x;
     origin->refs++;
     b->done = true;
     b->failed = failed;
-    bb__map_del(&e->batches_wire, b->wire_req_id);
-    const bb__op *op = &e->ops[b->op];
+    bbe__map_del(&e->batches_wire, b->wire_req_id);
+    const bbe__op *op = &e->ops[b->op];
     if (!failed) {
         /* the batch value copies the arrays and takes these refs */
         for (size_t i = 0; i < b->n_items; i++) {
@@ -411,22 +411,22 @@ static void batch_complete(bb_engine *e, bb__batch *b, bool failed)
             failed = b->failed = true;
     }
     if (failed) {
-        bb__step_infra(e, BB_INFRA_QUORUM_FAILED, 0, NULL, b->n_items,
+        bbe__step_infra(e, BB_INFRA_QUORUM_FAILED, 0, NULL, b->n_items,
                        "%s: %zu of %u responses (quorum %u)", op->label, b->n_items, b->expected,
                        b->quorum);
-        bb__bus_publish(e, BB_EVENT_QUORUM_FAILED);
+        bbe__bus_publish(e, BB_EVENT_QUORUM_FAILED);
     }
     /* waiters (RecvRespBatched) */
     size_t nw = b->waiters.n;
-    struct bb__waiter *w = b->waiters.v;
+    struct bbe__waiter *w = b->waiters.v;
     b->waiters.v = NULL;
     b->waiters.n = b->waiters.cap = 0;
     for (size_t i = 0; i < nw; i++) {
         if (failed) {
-            bb__park_fail(e, w[i].op, w[i].x, "batched request failed: quorum not met");
+            bbe__park_fail(e, w[i].op, w[i].x, "batched request failed: quorum not met");
         } else {
-            bb_value *o[2] = {bb__trigger(e), bb_value_ref(b->result)};
-            bb__park_resume(e, w[i].op, w[i].x, o, 2);
+            bb_value *o[2] = {bbe__trigger(e), bb_value_ref(b->result)};
+            bbe__park_resume(e, w[i].op, w[i].x, o, 2);
         }
     }
     free(w);
@@ -434,31 +434,31 @@ static void batch_complete(bb_engine *e, bb__batch *b, bool failed)
     if (b->holds_ref) {
         b->holds_ref = false;
         if (failed)
-            bb__op_failed(e, b->op, origin, "batched request failed: quorum not met");
-        else if (op->n_out > 1 && op->out[1] != BB__NONE)
-            bb__write(e, origin, op->out[1], bb_value_ref(b->result), 0);
+            bbe__op_failed(e, b->op, origin, "batched request failed: quorum not met");
+        else if (op->n_out > 1 && op->out[1] != BBE__NONE)
+            bbe__write(e, origin, op->out[1], bb_value_ref(b->result), 0);
         origin->refs--; /* the batch's own hold; ours keeps the count above 0 */
     }
-    bb__exec_unref(e, origin); /* may free b through bb__exec_drop_batches */
+    bbe__exec_unref(e, origin); /* may free b through bbe__exec_drop_batches */
 }
 
-BB__SYSCALL(bb__sys_send_req)
+BBE__SYSCALL(bbe__sys_send_req)
 {
-    const bb__op *op = &e->ops[opi];
+    const bbe__op *op = &e->ops[opi];
     uint64_t wire_id = e->next_wire_req++;
     if (!wire_id)
         wire_id = e->next_wire_req++;
     dests d;
     int r = send_common(e, opi, x, in, 1, wire_id, &d);
     size_t n_sent = d.n;
-    bb__batch *b = r == BB__R_DONE && n_sent <= UINT32_MAX ? bb__batch_new((uint32_t)n_sent) : NULL;
+    bbe__batch *b = r == BBE__R_DONE && n_sent <= UINT32_MAX ? bbe__batch_new((uint32_t)n_sent) : NULL;
     if (b && n_sent)
         memcpy(b->cohort, d.peers, n_sent * sizeof *d.peers);
     dests_free(&d);
-    if (r != BB__R_DONE)
+    if (r != BBE__R_DONE)
         return r;
     if (!b)
-        return bb__fail(e, "out of memory");
+        return bbe__fail(e, "out of memory");
     b->id = e->next_req++;
     b->wire_req_id = wire_id;
     b->op = opi;
@@ -466,71 +466,71 @@ BB__SYSCALL(bb__sys_send_req)
     int64_t q = op->st->i;
     b->quorum = q < 0 || q > (int64_t)n_sent ? (uint32_t)n_sent : (uint32_t)q;
     out[0] = bb_value_u64(&BB_TYPE_REQUEST_ID, b->id);
-    if (!out[0] || bb__map_put(&e->batches, b->id, (uint64_t)(uintptr_t)b) ||
-        bb__map_put(&e->batches_wire, wire_id, b->id)) {
-        bb__map_del(&e->batches, b->id);
+    if (!out[0] || bbe__map_put(&e->batches, b->id, (uint64_t)(uintptr_t)b) ||
+        bbe__map_put(&e->batches_wire, wire_id, b->id)) {
+        bbe__map_del(&e->batches, b->id);
         batch_free(b);
-        return bb__fail(e, "out of memory");
+        return bbe__fail(e, "out of memory");
     }
     b->next_in_exec = x->batches;
     x->batches = b;
-    if (op->n_out > 1 && op->out[1] != BB__NONE) {
+    if (op->n_out > 1 && op->out[1] != BBE__NONE) {
         b->holds_ref = true;
         x->refs++;
     }
     if (op->st->i2 > 0)
-        bb__timer_add(e, e->now_ns + (uint64_t)op->st->i2, BB__T_BATCH_DEADLINE, opi, 0, b->id, NULL);
+        bbe__timer_add(e, e->now_ns + (uint64_t)op->st->i2, BBE__T_BATCH_DEADLINE, opi, 0, b->id, NULL);
     if (n_sent == 0) /* nobody to wait for */
         batch_complete(e, b, b->quorum > 0);
-    return BB__R_DONE;
+    return BBE__R_DONE;
 }
 
-BB__SYSCALL(bb__sys_recv_resp)
+BBE__SYSCALL(bbe__sys_recv_resp)
 {
     (void)out;
     if (!in[0] || !in[0]->type || in[0]->type->kind != BB_VK_U64)
-        return bb__fail(e, "RecvRespBatched: req_id is not a RequestId");
-    bb__batch *b = batch_find(e, in[0]->u.u64);
+        return bbe__fail(e, "RecvRespBatched: req_id is not a RequestId");
+    bbe__batch *b = batch_find(e, in[0]->u.u64);
     if (!b)
-        return bb__fail(e, "RecvRespBatched: unknown request id %llu",
+        return bbe__fail(e, "RecvRespBatched: unknown request id %llu",
                         (unsigned long long)in[0]->u.u64);
     if (b->done) {
         if (b->failed)
-            return bb__fail(e, "batched request failed: quorum not met");
-        out[0] = bb__trigger(e);
+            return bbe__fail(e, "batched request failed: quorum not met");
+        out[0] = bbe__trigger(e);
         out[1] = bb_value_ref(b->result);
-        return BB__R_DONE;
+        return BBE__R_DONE;
     }
-    if (BB__ARR_PUSH(&b->waiters, ((struct bb__waiter){opi, x})))
-        return bb__fail(e, "out of memory");
-    bb__park_begin(e, x);
-    return BB__R_ASYNC;
+    if (BBE__ARR_PUSH(&b->waiters, ((struct bbe__waiter){opi, x})))
+        return bbe__fail(e, "out of memory");
+    bbe__park_begin(e, x);
+    return BBE__R_ASYNC;
 }
 
-void bb__batch_deadline(bb_engine *e, uint64_t id)
+void bbe__batch_deadline(bb_engine *e, uint64_t id)
 {
-    bb__batch *b = batch_find(e, id);
+    bbe__batch *b = batch_find(e, id);
     if (!b || b->done)
         return;
     for (uint32_t i = 0; i < b->expected; i++)
         if (!b->answered[i])
-            bb__peer_failure(e, &b->cohort[i]);
+            bbe__peer_failure(e, &b->cohort[i]);
     batch_complete(e, b, b->n_items < b->quorum);
 }
 
-void bb__exec_drop_batches(bb_engine *e, bb__exec *x)
+void bbe__exec_drop_batches(bb_engine *e, bbe__exec *x)
 {
-    bb__batch *b = x->batches;
+    bbe__batch *b = x->batches;
     x->batches = NULL;
     while (b) {
-        bb__batch *next = b->next_in_exec;
+        bbe__batch *next = b->next_in_exec;
         if (!b->done) {
-            bb__map_del(&e->batches_wire, b->wire_req_id);
+            bbe__map_del(&e->batches_wire, b->wire_req_id);
             for (size_t i = 0; i < b->waiters.n; i++)
-                bb__park_fail(e, b->waiters.v[i].op, b->waiters.v[i].x,
+                bbe__park_fail(e, b->waiters.v[i].op, b->waiters.v[i].x,
                               "batched request abandoned by its execution");
         }
-        bb__map_del(&e->batches, b->id);
+        bbe__map_del(&e->batches, b->id);
         batch_free(b);
         b = next;
     }
@@ -538,48 +538,48 @@ void bb__exec_drop_batches(bb_engine *e, bb__exec *x)
 
 /* ---- SendResp ------------------------------------------------------------------------ */
 
-BB__SYSCALL(bb__sys_send_resp)
+BBE__SYSCALL(bbe__sys_send_resp)
 {
     (void)out;
-    const bb__op *op = &e->ops[opi];
+    const bbe__op *op = &e->ops[opi];
     const bb_value *rid = in[op->n_in - 1];
     if (!rid || !rid->type || rid->type->kind != BB_VK_U64)
-        return bb__fail(e, "SendResp: req_id is not a RequestId");
-    bb__inreq *rq = inreq_find(e, rid->u.u64);
+        return bbe__fail(e, "SendResp: req_id is not a RequestId");
+    bbe__inreq *rq = inreq_find(e, rid->u.u64);
     if (!rq)
-        return bb__fail(e, "SendResp: unknown or expired request id %llu",
+        return bbe__fail(e, "SendResp: unknown or expired request id %llu",
                         (unsigned long long)rid->u.u64);
     if (!in[0])
-        return bb__fail(e, "SendResp: data is absent");
+        return bbe__fail(e, "SendResp: data is absent");
     /* Responses are self-describing: a one-child Composite carries the
      * child's wire hash, so the requester decodes without a site type. */
     bb_value *one = bb_value_ref(in[0]);
     bb_value *wrap = bb_value_list(&BB_TYPE_COMPOSITE, &one, 1);
     if (!wrap)
-        return bb__fail(e, "SendResp: out of memory");
+        return bbe__fail(e, "SendResp: out of memory");
     size_t plen;
     bb_error err;
     int rc = bb_value_encoded_size(wrap, &plen, &err);
     if (rc) {
         bb_value_unref(wrap);
-        return bb__fail(e, "SendResp: cannot encode data: %s", err.msg);
+        return bbe__fail(e, "SendResp: cannot encode data: %s", err.msg);
     }
     uint8_t sfx[16];
     size_t sl = 0;
     bb_suffix_site(rq->site, sfx, sizeof sfx, &sl, NULL);
-    bb__fill f = {.suffix = sfx, .suffix_len = sl, .value = wrap, .payload_len = plen};
-    bb__envelope env = {.fills = &f, .n_fills = 1, .corr_kind = 2, .wire_req_id = rq->wire_req_id,
+    bbe__fill f = {.suffix = sfx, .suffix_len = sl, .value = wrap, .payload_len = plen};
+    bbe__envelope env = {.fills = &f, .n_fills = 1, .corr_kind = 2, .wire_req_id = rq->wire_req_id,
                         .echo_sent_at_ns = rq->sent_at_ns,
                         .echo_delay_ns = e->now_ns - rq->recv_at_ns};
     bb_peerid peer = rq->peer;
-    bb__map_del(&e->inreq_map, rq->id);
+    bbe__map_del(&e->inreq_map, rq->id);
     rc = emit(e, &peer, NULL, 0, &env, x->id);
     bb_value_unref(wrap);
     if (rc == BB_ENOTFOUND)
         resolve_failed(e, opi, x, &peer);
     else if (rc)
-        return bb__fail(e, "SendResp: out of memory");
-    return BB__R_DONE;
+        return bbe__fail(e, "SendResp: out of memory");
+    return BBE__R_DONE;
 }
 
 /* ---- install-time parsing ---------------------------------------------------------------- */
@@ -610,7 +610,7 @@ static bool parse_u64(const char *s, size_t n, uint64_t *out)
 }
 
 /* "<u64>" or "<function>/<value>" (hashed like the receiver hashes its sites). */
-uint64_t bb__site_wire_id(const char *fn_name, const char *value)
+uint64_t bbe__site_wire_id(const char *fn_name, const char *value)
 {
     size_t a = strlen(fn_name), b = strlen(value);
     char stack[256];
@@ -627,7 +627,7 @@ uint64_t bb__site_wire_id(const char *fn_name, const char *value)
 }
 
 /* FNV-1a-64 of "port:<port>" (docs/DECISIONS.md "Wire routing"). */
-uint64_t bb__port_wire_id(const char *port)
+uint64_t bbe__port_wire_id(const char *port)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (const char *p = "port:"; *p; p++)
@@ -637,36 +637,36 @@ uint64_t bb__port_wire_id(const char *port)
     return h;
 }
 
-BB__SYSINIT(bb__init_send)
+BBE__SYSINIT(bbe__init_send)
 {
-    bb__opst *st = bb__opst_new(ins, op);
+    bbe__opst *st = bbe__opst_new(ins, op);
     if (!st)
         return BB_ENOMEM;
     bool found;
-    st->i = bb__attr_int(op->node, "quorum", -1, &found);
-    st->i2 = bb__attr_int(op->node, BB__ATTR_DEADLINE_NS, 0, &found);
+    st->i = bbe__attr_int(op->node, "quorum", -1, &found);
+    st->i2 = bbe__attr_int(op->node, BBE__ATTR_DEADLINE_NS, 0, &found);
     op->deadline_ns = 0; /* the deadline bounds the envelope / batch, not a suspension */
-    const char *to = meta_get(op->node, BB__KEY_WIRE_TRANSPORT);
-    st->trigger_only = to && strcmp(to, BB__WIRE_TRANSPORT_TRIGGER_ONLY) == 0;
-    const char *ds = meta_get(op->node, BB__KEY_WIRE_DEST_SITE);
+    const char *to = meta_get(op->node, BBE__KEY_WIRE_TRANSPORT);
+    st->trigger_only = to && strcmp(to, BBE__WIRE_TRANSPORT_TRIGGER_ONLY) == 0;
+    const char *ds = meta_get(op->node, BBE__KEY_WIRE_DEST_SITE);
     if (strcmp(op->op_type, "SendResp") == 0)
         return 0;
     if (!ds) {
-        const char *port = meta_get(op->node, BB__KEY_PORT);
+        const char *port = meta_get(op->node, BBE__KEY_PORT);
         if (!port || !port[0])
             return 0;
         uint32_t n_data = op->n_in - 1;
-        st->dest_sites = bb_arena_calloc(bb__install_arena(ins), n_data, sizeof *st->dest_sites);
+        st->dest_sites = bb_arena_calloc(bbe__install_arena(ins), n_data, sizeof *st->dest_sites);
         if (!st->dest_sites)
             return BB_ENOMEM;
         for (uint32_t i = 0; i < n_data; i++) {
             if (n_data == 1) {
-                st->dest_sites[i] = bb__port_wire_id(port);
+                st->dest_sites[i] = bbe__port_wire_id(port);
             } else {
-                char *p = bb_arena_sprintf(bb__install_arena(ins), "%s#%u", port, i);
+                char *p = bb_arena_sprintf(bbe__install_arena(ins), "%s#%u", port, i);
                 if (!p)
                     return BB_ENOMEM;
-                st->dest_sites[i] = bb__port_wire_id(p);
+                st->dest_sites[i] = bbe__port_wire_id(p);
             }
         }
         st->n_dest_sites = n_data;
@@ -676,8 +676,8 @@ BB__SYSINIT(bb__init_send)
     for (const char *p = ds; *p; p++)
         n += *p == ',';
     if (n > 4096)
-        return bb__node_malformed(ins, op, err, "too many %s entries", BB__KEY_WIRE_DEST_SITE);
-    st->dest_sites = bb_arena_calloc(bb__install_arena(ins), n, sizeof *st->dest_sites);
+        return bbe__node_malformed(ins, op, err, "too many %s entries", BBE__KEY_WIRE_DEST_SITE);
+    st->dest_sites = bb_arena_calloc(bbe__install_arena(ins), n, sizeof *st->dest_sites);
     if (!st->dest_sites)
         return BB_ENOMEM;
     const char *p = ds;
@@ -693,14 +693,14 @@ BB__SYSINIT(bb__init_send)
         } else {
             const char *slash = memchr(p, '/', len);
             if (!slash || slash == p || slash == p + len - 1)
-                return bb__node_malformed(ins, op, err, "bad %s entry '%.*s'",
-                                          BB__KEY_WIRE_DEST_SITE, (int)len, p);
-            char *fn = bb_arena_strndup(bb__install_arena(ins), p, (size_t)(slash - p));
-            char *val = bb_arena_strndup(bb__install_arena(ins), slash + 1,
+                return bbe__node_malformed(ins, op, err, "bad %s entry '%.*s'",
+                                          BBE__KEY_WIRE_DEST_SITE, (int)len, p);
+            char *fn = bb_arena_strndup(bbe__install_arena(ins), p, (size_t)(slash - p));
+            char *val = bb_arena_strndup(bbe__install_arena(ins), slash + 1,
                                          len - (size_t)(slash - p) - 1);
             if (!fn || !val)
                 return BB_ENOMEM;
-            st->dest_sites[i] = bb__site_wire_id(fn, val);
+            st->dest_sites[i] = bbe__site_wire_id(fn, val);
         }
         p += strcspn(p, ",");
         if (*p == ',')
@@ -709,56 +709,56 @@ BB__SYSINIT(bb__init_send)
     st->n_dest_sites = n;
     uint32_t n_data = op->n_in - 1;
     if (strcmp(op->op_type, "SendResp") != 0 && n != n_data)
-        return bb__node_malformed(ins, op, err, "%u data inputs but %u %s entries", n_data, n,
-                                  BB__KEY_WIRE_DEST_SITE);
+        return bbe__node_malformed(ins, op, err, "%u data inputs but %u %s entries", n_data, n,
+                                  BBE__KEY_WIRE_DEST_SITE);
     return 0;
 }
 
-uint32_t bb__install_comp_by_slot_id(bb__install *ins, uint32_t slot_id);
-int bb__install_set_out_type(bb__install *ins, bb__op *op, uint32_t k, const bb_type_node *t);
+uint32_t bbe__install_comp_by_slot_id(bbe__install *ins, uint32_t slot_id);
+int bbe__install_set_out_type(bbe__install *ins, bbe__op *op, uint32_t k, const bb_type_node *t);
 
-BB__SYSINIT(bb__init_recv)
+BBE__SYSINIT(bbe__init_recv)
 {
-    bb__opst *st = bb__opst_new(ins, op);
+    bbe__opst *st = bbe__opst_new(ins, op);
     if (!st)
         return BB_ENOMEM;
-    st->comp = BB__NONE;
-    const char *ws = meta_get(op->node, BB__KEY_WIRE_SITE);
+    st->comp = BBE__NONE;
+    const char *ws = meta_get(op->node, BBE__KEY_WIRE_SITE);
     if (ws) {
         if (!parse_u64(ws, strlen(ws), &st->wire_site))
-            return bb__node_malformed(ins, op, err, "bad %s '%s'", BB__KEY_WIRE_SITE, ws);
-    } else if (meta_get(op->node, BB__KEY_PORT) && meta_get(op->node, BB__KEY_PORT)[0]) {
-        st->wire_site = bb__port_wire_id(meta_get(op->node, BB__KEY_PORT));
+            return bbe__node_malformed(ins, op, err, "bad %s '%s'", BBE__KEY_WIRE_SITE, ws);
+    } else if (meta_get(op->node, BBE__KEY_PORT) && meta_get(op->node, BBE__KEY_PORT)[0]) {
+        st->wire_site = bbe__port_wire_id(meta_get(op->node, BBE__KEY_PORT));
     } else {
         const bb_node *n = op->node;
         const char *v = n->outputs.n > 1 && n->outputs.v[1] && n->outputs.v[1][0]
                             ? n->outputs.v[1]
                             : n->outputs.v[0];
-        st->wire_site = bb__site_wire_id(bb__install_fn_name(ins, op), v ? v : "");
+        st->wire_site = bbe__site_wire_id(bbe__install_fn_name(ins, op), v ? v : "");
     }
-    const char *rs = meta_get(op->node, BB__KEY_RECV_SLOT_ID);
+    const char *rs = meta_get(op->node, BBE__KEY_RECV_SLOT_ID);
     if (rs) {
         uint64_t sid;
         if (!parse_u64(rs, strlen(rs), &sid) || sid > UINT32_MAX)
-            return bb__node_malformed(ins, op, err, "bad %s '%s'", BB__KEY_RECV_SLOT_ID, rs);
-        st->comp = bb__install_comp_by_slot_id(ins, (uint32_t)sid);
-        if (st->comp == BB__NONE)
-            return bb__node_malformed(ins, op, err, "%s %llu names no bound slot",
-                                      BB__KEY_RECV_SLOT_ID, (unsigned long long)sid);
+            return bbe__node_malformed(ins, op, err, "bad %s '%s'", BBE__KEY_RECV_SLOT_ID, rs);
+        st->comp = bbe__install_comp_by_slot_id(ins, (uint32_t)sid);
+        if (st->comp == BBE__NONE)
+            return bbe__node_malformed(ins, op, err, "%s %llu names no bound slot",
+                                      BBE__KEY_RECV_SLOT_ID, (unsigned long long)sid);
     }
     for (size_t i = 0; i < op->node->attrs.n; i++) {
         const bb_attr *a = op->node->attrs.v[i];
         if (a->name && strcmp(a->name, "payload_type") == 0 && a->type == BB_ATTR_TYPE_PROTO &&
             a->tp && op->n_out > 1) {
             const bb_type_node *t = bb_type_from_proto(a->tp);
-            if (t && bb__install_set_out_type(ins, op, 1, t))
+            if (t && bbe__install_set_out_type(ins, op, 1, t))
                 return BB_ENOMEM;
         }
     }
     if (op->n_out > 0)
-        bb__install_set_out_type(ins, op, 0, &BB_TYPE_TRIGGER);
-    if ((op->flags & BB__OPF_RECV_REQ) && op->n_out > 2)
-        bb__install_set_out_type(ins, op, 2, &BB_TYPE_REQUEST_ID);
+        bbe__install_set_out_type(ins, op, 0, &BB_TYPE_TRIGGER);
+    if ((op->flags & BBE__OPF_RECV_REQ) && op->n_out > 2)
+        bbe__install_set_out_type(ins, op, 2, &BB_TYPE_REQUEST_ID);
     return 0;
 }
 
@@ -781,18 +781,18 @@ static bb_buffer *sub_buffer(bb_buffer *parent, const uint8_t *data, size_t len)
 static void rx_error(bb_engine *e, const bb_peerid *src, bb_wire_rx_error kind, const char *fmt,
                      const char *a, const char *b)
 {
-    e->c[BB__C_WIRE_RX_ERRORS]++;
-    bb__step_infra(e, BB_INFRA_WIRE_RECEIVE_ERROR, kind, src, 0, fmt, a, b);
-    bb__bus_publish(e, BB_EVENT_WIRE_RECEIVE_ERROR);
+    e->c[BBE__C_WIRE_RX_ERRORS]++;
+    bbe__step_infra(e, BB_INFRA_WIRE_RECEIVE_ERROR, kind, src, 0, fmt, a, b);
+    bbe__bus_publish(e, BB_EVENT_WIRE_RECEIVE_ERROR);
 }
 
 /* Decode one fill payload for a site of type t. 0, or the bb_wire_rx_error. */
-static int decode_payload(bb_engine *e, const bb__fill *f, const bb_type_node *t, uint32_t comp,
+static int decode_payload(bb_engine *e, const bbe__fill *f, const bb_type_node *t, uint32_t comp,
                           bb_buffer *buf, bb_value **out, char *why, size_t why_len)
 {
     *out = NULL;
     if (f->trigger_only || t->kind == BB_VK_TRIGGER) {
-        *out = bb__trigger(e);
+        *out = bbe__trigger(e);
         return 0;
     }
     bb_error err;
@@ -801,9 +801,9 @@ static int decode_payload(bb_engine *e, const bb__fill *f, const bb_type_node *t
     if (lim.max_bytes > e->caps.max_envelope_bytes)
         lim.max_bytes = e->caps.max_envelope_bytes;
     int rc;
-    if (comp != BB__NONE && (t->kind == BB_VK_TENSOR || t == &BB_TYPE_TENSOR) &&
+    if (comp != BBE__NONE && (t->kind == BB_VK_TENSOR || t == &BB_TYPE_TENSOR) &&
         e->comps[comp].type->materialize_from_wire) {
-        bb__comp *c = &e->comps[comp];
+        bbe__comp *c = &e->comps[comp];
         bb_buffer *sb = sub_buffer(buf, f->payload, f->payload_len);
         if (!sb)
             return BB_WIRE_RX_ALLOCATION_FAILED;
@@ -865,39 +865,39 @@ decode_failed:
 typedef struct inbound_ctx {
     bb_engine *e;
     const bb_peerid *src;
-    const bb__envelope *env;
+    const bbe__envelope *env;
     const uint8_t *bytes; /* the envelope's, for its dedup key */
     size_t len;
     uint64_t env_hash; /* made with the first frame: a response needs none */
     bool hashed;
     bb_exec_id exec;
-    bb__exec *frames[8]; /* one frame per graph touched by this envelope */
+    bbe__exec *frames[8]; /* one frame per graph touched by this envelope */
     uint32_t n_frames;
     bb_buffer *buf;
 } inbound_ctx;
 
-static bb__exec *frame_for(inbound_ctx *c, bb__graph *g)
+static bbe__exec *frame_for(inbound_ctx *c, bbe__graph *g)
 {
     for (uint32_t i = 0; i < c->n_frames; i++)
         if (c->frames[i]->g == g)
             return c->frames[i];
     bb_engine *e = c->e;
     if (!c->exec)
-        c->exec = bb__exec_id_new(e);
-    bb__exec *x = bb__exec_new(e, g, c->exec);
+        c->exec = bbe__exec_id_new(e);
+    bbe__exec *x = bbe__exec_new(e, g, c->exec);
     if (!x)
         return NULL;
     if (!c->hashed) {
-        c->env_hash = bb__envelope_dedup_key(c->src, c->bytes, c->len, c->env);
+        c->env_hash = bbe__envelope_dedup_key(c->src, c->bytes, c->len, c->env);
         c->hashed = true;
     }
-    bb__inbound *in = bb__exec_set_inbound(x);
+    bbe__inbound *in = bbe__exec_set_inbound(x);
     in->src = *c->src;
     in->env_hash = c->env_hash;
     in->deadline_ns = c->env->deadline_ns;
     if (c->n_frames == sizeof c->frames / sizeof c->frames[0]) {
         /* rare: many graphs in one envelope; release the oldest seed ref */
-        bb__exec_unref(e, c->frames[0]);
+        bbe__exec_unref(e, c->frames[0]);
         memmove(c->frames, c->frames + 1, (c->n_frames - 1) * sizeof c->frames[0]);
         c->n_frames--;
     }
@@ -905,108 +905,108 @@ static bb__exec *frame_for(inbound_ctx *c, bb__graph *g)
     return x;
 }
 
-static void deliver_site_fill(inbound_ctx *c, const bb__fill *f, uint64_t site_id)
+static void deliver_site_fill(inbound_ctx *c, const bbe__fill *f, uint64_t site_id)
 {
     bb_engine *e = c->e;
     uint64_t v;
-    uint32_t opi = BB__NONE, site;
-    bb__graph *g;
-    if (bb__map_get(&e->recv_ops, site_id, &v)) {
+    uint32_t opi = BBE__NONE, site;
+    bbe__graph *g;
+    if (bbe__map_get(&e->recv_ops, site_id, &v)) {
         opi = (uint32_t)v;
-        const bb__op *op = &e->ops[opi];
+        const bbe__op *op = &e->ops[opi];
         g = &e->graphs[op->graph];
-        site = op->n_out > 1 ? op->out[1] : BB__NONE;
-    } else if (bb__map_get(&e->wire_sites, site_id, &v)) {
+        site = op->n_out > 1 ? op->out[1] : BBE__NONE;
+    } else if (bbe__map_get(&e->wire_sites, site_id, &v)) {
         g = &e->graphs[v >> 32];
         site = (uint32_t)v;
     } else {
-        e->c[BB__C_UNROUTABLE]++;
-        if (BB__TRACING(e, BB_TRACE_INBOUND))
-            bb__trace(e, BB_TRACE_INBOUND, "deliver_fill", 0, BB__NONE, "unknown /site id", site_id);
+        e->c[BBE__C_UNROUTABLE]++;
+        if (BBE__TRACING(e, BB_TRACE_INBOUND))
+            bbe__trace(e, BB_TRACE_INBOUND, "deliver_fill", 0, BBE__NONE, "unknown /site id", site_id);
         return;
     }
-    e->c[BB__C_FILLS_IN]++;
-    if (!bb__budget_charge(e, f->payload_len)) {
+    e->c[BBE__C_FILLS_IN]++;
+    if (!bbe__budget_charge(e, f->payload_len)) {
         char n[32];
         snprintf(n, sizeof n, "%zu", f->payload_len);
         rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED,
                  "fill of %s bytes for %s exceeds the ingress byte budget", n,
-                 site == BB__NONE ? e->ops[opi].label : g->site_names[site]);
+                 site == BBE__NONE ? e->ops[opi].label : g->site_names[site]);
         return;
     }
     bb_value *val = NULL;
     char why[256];
     why[0] = '\0';
-    if (site != BB__NONE) {
-        uint32_t comp = opi != BB__NONE ? e->ops[opi].st->comp : BB__NONE;
+    if (site != BBE__NONE) {
+        uint32_t comp = opi != BBE__NONE ? e->ops[opi].st->comp : BBE__NONE;
         int k = decode_payload(e, f, g->site_type[site], comp, c->buf, &val, why, sizeof why);
         if (k) {
-            bb__budget_release(e, f->payload_len);
+            bbe__budget_release(e, f->payload_len);
             rx_error(e, c->src, (bb_wire_rx_error)k, "fill for site %s: %s", g->site_names[site],
                      why);
             return;
         }
     }
-    bb__exec *x = frame_for(c, g);
+    bbe__exec *x = frame_for(c, g);
     if (!x) {
         bb_value_unref(val);
-        bb__budget_release(e, f->payload_len);
+        bbe__budget_release(e, f->payload_len);
         rx_error(e, c->src, BB_WIRE_RX_ALLOCATION_FAILED, "fill for %s: %s", g->name,
                  "out of memory");
         return;
     }
-    if (BB__TRACING(e, BB_TRACE_INBOUND))
-        bb__trace(e, BB_TRACE_INBOUND, "deliver_fill", x->id, opi, "data", site_id);
-    if (opi == BB__NONE) {
-        bb__write(e, x, site, val, f->payload_len);
+    if (BBE__TRACING(e, BB_TRACE_INBOUND))
+        bbe__trace(e, BB_TRACE_INBOUND, "deliver_fill", x->id, opi, "data", site_id);
+    if (opi == BBE__NONE) {
+        bbe__write(e, x, site, val, f->payload_len);
         return;
     }
-    const bb__op *op = &e->ops[opi];
-    bb__write(e, x, op->out[0], bb__trigger(e), 0);
+    const bbe__op *op = &e->ops[opi];
+    bbe__write(e, x, op->out[0], bbe__trigger(e), 0);
     if (val) {
         if (f->trigger_only && op->n_out > 1) {
             bb_value_unref(val); /* trigger-only edge: the payload never flows */
-            bb__budget_release(e, f->payload_len);
+            bbe__budget_release(e, f->payload_len);
         } else {
-            bb__write(e, x, site, val, f->payload_len);
+            bbe__write(e, x, site, val, f->payload_len);
         }
     } else {
-        bb__budget_release(e, f->payload_len);
+        bbe__budget_release(e, f->payload_len);
     }
-    if ((op->flags & BB__OPF_RECV_REQ) && op->n_out > 2 && op->out[2] != BB__NONE) {
+    if ((op->flags & BBE__OPF_RECV_REQ) && op->n_out > 2 && op->out[2] != BBE__NONE) {
         uint64_t id = inreq_open(e, c->src, c->env->corr_kind == 1 ? c->env->wire_req_id : 0,
                                  site_id, c->env->sent_at_ns);
         bb_value *rid = id ? bb_value_u64(&BB_TYPE_REQUEST_ID, id) : NULL;
         if (rid)
-            bb__write(e, x, op->out[2], rid, 0);
+            bbe__write(e, x, op->out[2], rid, 0);
     }
 }
 
-void bb__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
+void bbe__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
                              const char *domain, const char *msg)
 {
-    bb_step *st = bb__step_push(e, BB_STEP_OP_FAILED, 0);
+    bb_step *st = bbe__step_push(e, BB_STEP_OP_FAILED, 0);
     if (st) {
-        st->u.op_failed.node = bb__step_strf(e, "%s/%s", e->comps[comp].slot, decl->op_type);
+        st->u.op_failed.node = bbe__step_strf(e, "%s/%s", e->comps[comp].slot, decl->op_type);
         st->u.op_failed.op_type = decl->op_type;
         st->u.op_failed.domain = domain ? domain : "";
-        st->u.op_failed.message = bb__step_str(e, msg);
+        st->u.op_failed.message = bbe__step_str(e, msg);
     }
-    e->c[BB__C_OP_FAILED]++;
+    e->c[BBE__C_OP_FAILED]++;
 }
 
 /* A fill addressed to a component op (/comp/<ref>/op/<name>): dispatched
  * at once with the payload bytes and the correlation token; its outputs go
  * nowhere. A dispatch that returns LATER keeps an HK_FILL handle, whose
- * failure is reported like an immediate one (bb__completion_process). */
-static void deliver_control_fill(inbound_ctx *c, const bb__fill *f, const bb_suffix *sfx)
+ * failure is reported like an immediate one (bbe__completion_process). */
+static void deliver_control_fill(inbound_ctx *c, const bbe__fill *f, const bb_suffix *sfx)
 {
     bb_engine *e = c->e;
     if (sfx->cref >= e->n_comps) {
-        e->c[BB__C_UNROUTABLE]++;
+        e->c[BBE__C_UNROUTABLE]++;
         return;
     }
-    bb__comp *comp = &e->comps[sfx->cref];
+    bbe__comp *comp = &e->comps[sfx->cref];
     const char *domain = NULL;
     uint32_t idx = 0;
     const bb_op_decl *decl = NULL;
@@ -1022,22 +1022,22 @@ static void deliver_control_fill(inbound_ctx *c, const bb__fill *f, const bb_suf
         }
     }
     if (!decl) {
-        e->c[BB__C_UNROUTABLE]++;
+        e->c[BBE__C_UNROUTABLE]++;
         return;
     }
-    e->c[BB__C_FILLS_IN]++;
-    if (!bb__budget_charge(e, f->payload_len)) {
+    e->c[BBE__C_FILLS_IN]++;
+    if (!bbe__budget_charge(e, f->payload_len)) {
         rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED, "control fill for %s/%s exceeds the budget",
                  comp->slot, sfx->op);
         return;
     }
-    if (BB__TRACING(e, BB_TRACE_INBOUND))
-        bb__trace(e, BB_TRACE_INBOUND, "deliver_fill", 0, BB__NONE, "control", sfx->cref);
+    if (BBE__TRACING(e, BB_TRACE_INBOUND))
+        bbe__trace(e, BB_TRACE_INBOUND, "deliver_fill", 0, BBE__NONE, "control", sfx->cref);
     bb_value *ins[2] = {bb_value_bytes(&BB_TYPE_BYTES, f->payload, f->payload_len),
                         bb_value_u64(&BB_TYPE_CORRELATION_TOKEN, c->env->wire_req_id)};
     uint32_t n_out = decl->n_outputs;
-    bb_value **outs = bb__zalloc((n_out ? n_out : 1) * sizeof *outs);
-    bb__handle *h = bb__handle_new(e, BB__HK_FILL);
+    bb_value **outs = bbe__zalloc((n_out ? n_out : 1) * sizeof *outs);
+    bbe__handle *h = bbe__handle_new(e, BBE__HK_FILL);
     bool answers_later = false; /* then h lives on until the op completes */
     if (ins[0] && ins[1] && outs && h) {
         bb_dispatch_call call = {.domain = domain ? domain : "", .op_type = sfx->op,
@@ -1050,31 +1050,31 @@ static void deliver_control_fill(inbound_ctx *c, const bb__fill *f, const bb_suf
         h->fill_domain = domain;
         bb_dispatch_result r = comp->type->dispatch(comp->inst, &comp->ctx.pub, &call, outs, &err);
         if (r == BB_DISPATCH_NOW_ERR)
-            bb__control_fill_failed(e, sfx->cref, decl, domain, err.msg[0] ? err.msg : "failed");
+            bbe__control_fill_failed(e, sfx->cref, decl, domain, err.msg[0] ? err.msg : "failed");
         answers_later = r == BB_DISPATCH_LATER;
         for (uint32_t j = 0; j < n_out; j++)
             bb_value_unref(outs[j]);
     }
     if (h && !answers_later) {
-        bb__handle_drop(e, h);
-        bb__handle_retire(e, h);
+        bbe__handle_drop(e, h);
+        bbe__handle_retire(e, h);
     }
     free(outs);
     bb_value_unref(ins[0]);
     bb_value_unref(ins[1]);
-    bb__budget_release(e, f->payload_len);
+    bbe__budget_release(e, f->payload_len);
 }
 
 static void deliver_response(inbound_ctx *c)
 {
     bb_engine *e = c->e;
     uint64_t id;
-    bb__batch *b = NULL;
-    if (bb__map_get(&e->batches_wire, c->env->wire_req_id, &id))
+    bbe__batch *b = NULL;
+    if (bbe__map_get(&e->batches_wire, c->env->wire_req_id, &id))
         b = batch_find(e, id);
     if (!b || b->done) {
-        e->c[BB__C_UNROUTABLE]++;
-        bb__step_infra(e, BB_INFRA_UNKNOWN_CORRELATION, 0, c->src, c->env->wire_req_id,
+        e->c[BBE__C_UNROUTABLE]++;
+        bbe__step_infra(e, BB_INFRA_UNKNOWN_CORRELATION, 0, c->src, c->env->wire_req_id,
                        "response for no open request (wire_req_id %llu)",
                        (unsigned long long)c->env->wire_req_id);
         return;
@@ -1084,14 +1084,14 @@ static void deliver_response(inbound_ctx *c)
         if (!b->answered[i] && bb_peerid_equal(&b->cohort[i], c->src))
             who = i;
     if (who == UINT32_MAX) {
-        e->c[BB__C_UNROUTABLE]++;
+        e->c[BBE__C_UNROUTABLE]++;
         return; /* not in the cohort, or a duplicate answer */
     }
     if (c->env->n_fills < 1)
         return;
-    const bb__fill *f = &c->env->fills[0];
-    e->c[BB__C_FILLS_IN]++;
-    if (!bb__budget_charge(e, f->payload_len)) {
+    const bbe__fill *f = &c->env->fills[0];
+    e->c[BBE__C_FILLS_IN]++;
+    if (!bbe__budget_charge(e, f->payload_len)) {
         rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED, "response of %s: %s", "request",
                  "exceeds the ingress byte budget");
         return;
@@ -1099,8 +1099,8 @@ static void deliver_response(inbound_ctx *c)
     bb_value *v = NULL;
     char why[256];
     why[0] = '\0';
-    int k = decode_payload(e, f, &BB_TYPE_COMPOSITE, BB__NONE, c->buf, &v, why, sizeof why);
-    bb__budget_release(e, f->payload_len);
+    int k = decode_payload(e, f, &BB_TYPE_COMPOSITE, BBE__NONE, c->buf, &v, why, sizeof why);
+    bbe__budget_release(e, f->payload_len);
     if (k) {
         rx_error(e, c->src, (bb_wire_rx_error)k, "response: %s%s", why, "");
         return;
@@ -1110,8 +1110,8 @@ static void deliver_response(inbound_ctx *c)
         item = bb_value_ref(v->u.list.items[0]);
         bb_value_unref(v);
     }
-    bb__peer *sender = bb__peer_find(e, c->src);
-    bb_value *pv = sender ? bb__peer_cached_id_value(sender) : bb__peerid_value(c->src);
+    bbe__peer *sender = bbe__peer_find(e, c->src);
+    bb_value *pv = sender ? bbe__peer_cached_id_value(sender) : bbe__peerid_value(c->src);
     if (!pv) {
         bb_value_unref(item);
         return;
@@ -1119,57 +1119,57 @@ static void deliver_response(inbound_ctx *c)
     b->items[b->n_items] = item; /* room: each of `expected` answers once */
     b->peers[b->n_items++] = pv;
     b->answered[who] = true;
-    bb__peer_success(e, c->src);
-    bb__bus_publish(e, BB_EVENT_WIRE_RESPONSE_LANDED);
+    bbe__peer_success(e, c->src);
+    bbe__bus_publish(e, BB_EVENT_WIRE_RESPONSE_LANDED);
     if (b->n_items == b->expected)
         batch_complete(e, b, false);
 }
 
-static void merge_addresses(bb_engine *e, const bb_peerid *src, const bb__envelope *env,
+static void merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envelope *env,
                             const uint8_t *obs, size_t obs_len)
 {
     if (bb_peerid_equal(src, &e->cfg.peer))
         return;
     if (env->n_src) {
-        bb__peer *p = bb__peer_find(e, src);
+        bbe__peer *p = bbe__peer_find(e, src);
         bool same = p && p->n_addrs == env->n_src;
         for (size_t i = 0; same && i < env->n_src; i++)
             same = p->addrs[i].len == env->src[i].len &&
                    memcmp(p->addrs[i].data, env->src[i].data, env->src[i].len) == 0;
-        if (!same && (p = bb__peer_get(e, src)))
+        if (!same && (p = bbe__peer_get(e, src)))
             for (size_t i = 0; i < env->n_src; i++)
-                bb__peer_add_addr(e, p, env->src[i].data, env->src[i].len); /* caps swallowed */
+                bbe__peer_add_addr(e, p, env->src[i].data, env->src[i].len); /* caps swallowed */
     }
     if (obs && obs_len) {
-        bb__peer *p = bb__peer_get(e, src);
+        bbe__peer *p = bbe__peer_get(e, src);
         if (p)
-            bb__peer_add_addr(e, p, obs, obs_len);
+            bbe__peer_add_addr(e, p, obs, obs_len);
     }
 }
 
-void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
+void bbe__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
                           bb_buffer *buf)
 {
     const uint8_t *bytes = buf->data;
     size_t len = buf->len;
-    e->c[BB__C_ENVELOPES_IN]++;
-    bb__envelope env;
+    e->c[BBE__C_ENVELOPES_IN]++;
+    bbe__envelope env;
     bb_error err;
     bb_error_clear(&err);
-    bb__env_limits lim = {e->caps.max_envelope_fills, e->caps.max_envelope_addresses};
-    if (bb__envelope_decode(bytes, len, &lim, &env, &err)) {
-        e->c[BB__C_WIRE_RX_ERRORS]++;
-        bb__step_infra(e, BB_INFRA_ENVELOPE_MALFORMED, 0, src, len, "%s", err.msg);
-        bb__bus_publish(e, BB_EVENT_WIRE_RECEIVE_ERROR);
+    bbe__env_limits lim = {e->caps.max_envelope_fills, e->caps.max_envelope_addresses};
+    if (bbe__envelope_decode(bytes, len, &lim, &env, &err)) {
+        e->c[BBE__C_WIRE_RX_ERRORS]++;
+        bbe__step_infra(e, BB_INFRA_ENVELOPE_MALFORMED, 0, src, len, "%s", err.msg);
+        bbe__bus_publish(e, BB_EVENT_WIRE_RECEIVE_ERROR);
         return;
     }
-    if (BB__TRACING(e, BB_TRACE_INBOUND))
-        bb__trace(e, BB_TRACE_INBOUND, "deliver_inbound", 0, BB__NONE,
+    if (BBE__TRACING(e, BB_TRACE_INBOUND))
+        bbe__trace(e, BB_TRACE_INBOUND, "deliver_inbound", 0, BBE__NONE,
                   env.corr_kind == 2 ? "response" : env.corr_kind == 1 ? "request" : "none",
                   env.n_fills);
     merge_addresses(e, src, &env, obs, obs_len);
     if (!bb_peerid_equal(src, &e->cfg.peer)) {
-        bb__peer *p = bb__peer_find(e, src);
+        bbe__peer *p = bbe__peer_find(e, src);
         if (p) {
             if (env.sent_at_ns) {
                 p->last_rx_sent_at = env.sent_at_ns;
@@ -1183,12 +1183,12 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
     if (env.corr_kind == 2) {
         deliver_response(&c);
     } else {
-        uint64_t unroutable = e->c[BB__C_UNROUTABLE];
+        uint64_t unroutable = e->c[BBE__C_UNROUTABLE];
         for (size_t i = 0; i < env.n_fills; i++) {
-            const bb__fill *f = &env.fills[i];
+            const bbe__fill *f = &env.fills[i];
             bb_suffix sfx;
             if (bb_suffix_parse(f->suffix, f->suffix_len, &sfx, NULL) != BB_OK) {
-                e->c[BB__C_UNROUTABLE]++; /* malformed suffix: dropped */
+                e->c[BBE__C_UNROUTABLE]++; /* malformed suffix: dropped */
                 continue;
             }
             if (sfx.kind == BB_SUFFIX_SITE)
@@ -1198,23 +1198,23 @@ void bb__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs
         }
         /* ENGINE.md 6.2 drops these silently; one step per envelope (never
          * per fill) tells the host without letting a sender flood it */
-        unroutable = e->c[BB__C_UNROUTABLE] - unroutable;
+        unroutable = e->c[BBE__C_UNROUTABLE] - unroutable;
         if (unroutable)
-            bb__step_infra(e, BB_INFRA_UNROUTABLE_FILL, 0, src, unroutable,
+            bbe__step_infra(e, BB_INFRA_UNROUTABLE_FILL, 0, src, unroutable,
                            "%llu of %zu fills had no destination on this node",
                            (unsigned long long)unroutable, env.n_fills);
     }
     for (uint32_t i = 0; i < c.n_frames; i++)
-        bb__exec_unref(e, c.frames[i]);
-    bb__envelope_release(&env);
+        bbe__exec_unref(e, c.frames[i]);
+    bbe__envelope_release(&env);
 }
 
-void bb__drain_loopback(bb_engine *e)
+void bbe__drain_loopback(bb_engine *e)
 {
     if (!e->loopback.n)
         return;
     size_t n = e->loopback.n;
-    struct bb__loop *l = e->loopback.v;
+    struct bbe__loop *l = e->loopback.v;
     e->loopback.v = NULL;
     e->loopback.n = e->loopback.cap = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1223,18 +1223,18 @@ void bb__drain_loopback(bb_engine *e)
             free(l[i].bytes);
             continue;
         }
-        bb__deliver_envelope(e, &e->cfg.peer, NULL, 0, b);
+        bbe__deliver_envelope(e, &e->cfg.peer, NULL, 0, b);
         bb_buffer_unref(b);
     }
     free(l);
 }
 
-void bb__flush_outbound(bb_engine *e)
+void bbe__flush_outbound(bb_engine *e)
 {
     for (size_t i = 0; i < e->outbound.n; i++) {
-        bb_step *st = bb__step_push(e, BB_STEP_SEND_ENVELOPE, 0);
+        bb_step *st = bbe__step_push(e, BB_STEP_SEND_ENVELOPE, 0);
         if (!st) {
-            bb__steps_release(&e->outbound.v[i]);
+            bbe__steps_release(&e->outbound.v[i]);
             continue;
         }
         *st = e->outbound.v[i];
@@ -1242,16 +1242,16 @@ void bb__flush_outbound(bb_engine *e)
     e->outbound.n = 0;
 }
 
-void bb__wire_free(bb_engine *e)
+void bbe__wire_free(bb_engine *e)
 {
     for (size_t i = 0; i < e->batches.cap; i++)
-        if (e->batches.slots[i].state == BB__MAP_FULL)
-            batch_free((bb__batch *)(uintptr_t)e->batches.slots[i].val);
-    bb__map_free(&e->batches);
-    bb__map_free(&e->batches_wire);
-    bb__map_free(&e->inreq_map);
+        if (e->batches.slots[i].state == BBE__MAP_FULL)
+            batch_free((bbe__batch *)(uintptr_t)e->batches.slots[i].val);
+    bbe__map_free(&e->batches);
+    bbe__map_free(&e->batches_wire);
+    bbe__map_free(&e->inreq_map);
     free(e->inreqs);
     e->inreqs = NULL;
-    for (bb__exec *x = e->live; x; x = x->next)
+    for (bbe__exec *x = e->live; x; x = x->next)
         x->batches = NULL;
 }

@@ -5,9 +5,9 @@
  * whose output site holds the EventKind, exactly like a wire fill lands.
  * Events nobody subscribed to are not even queued.
  */
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
-void bb__bus_publish(bb_engine *e, uint64_t kind)
+void bbe__bus_publish(bb_engine *e, uint64_t kind)
 {
     if (kind >= 64 || !(e->bus_subscribed & (1ULL << kind)))
         return;
@@ -15,13 +15,13 @@ void bb__bus_publish(bb_engine *e, uint64_t kind)
     if (e->bus_n == cap) {
         e->bus_head = (e->bus_head + 1) % cap;
         e->bus_n--;
-        e->c[BB__C_BUS_DROPPED]++;
+        e->c[BBE__C_BUS_DROPPED]++;
     }
     e->bus[(e->bus_head + e->bus_n) % cap].kind = kind;
     e->bus_n++;
 }
 
-void bb__route_bus(bb_engine *e)
+void bbe__route_bus(bb_engine *e)
 {
     /* Route only what was queued when the phase began: events published by
      * the cascades started here wait for the next cycle (no livelock). */
@@ -36,7 +36,7 @@ void bb__route_bus(bb_engine *e)
                 continue;
             bb_value *v = bb_value_u64(&BB_TYPE_EVENT_KIND, kind);
             if (v)
-                bb__fire_op_output(e, opi, v, 0);
+                bbe__fire_op_output(e, opi, v, 0);
         }
     }
 }

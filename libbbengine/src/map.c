@@ -1,7 +1,7 @@
 /*
  * map.c — the engine's small containers: a u64 -> u64 open-addressing hash
  * map (linear probing, power-of-two capacity, tombstones), the growable
- * malloc array helper behind BB__ARR, zeroed allocations for the per-message
+ * malloc array helper behind BBE__ARR, zeroed allocations for the per-message
  * path, and the byte hash of whole envelopes.
  *
  * Used on warm paths only (wire site ids, request ids, dedup window): the
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bbd/engine/engine_internal.h"
+#include "libbbengine/src/engine_internal.h"
 
-void *bb__zalloc(size_t n)
+void *bbe__zalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
     if (!p)
@@ -23,7 +23,7 @@ void *bb__zalloc(size_t n)
     return memset(p, 0, n);
 }
 
-int bb__arr_reserve(void *arr, size_t elem, size_t need)
+int bbe__arr_reserve(void *arr, size_t elem, size_t need)
 {
     struct {
         void *v;
@@ -49,18 +49,18 @@ int bb__arr_reserve(void *arr, size_t elem, size_t need)
 
 static size_t slot_of(size_t cap, uint64_t k)
 {
-    return (size_t)bb__mix64(k) & (cap - 1);
+    return (size_t)bbe__mix64(k) & (cap - 1);
 }
 
-bool bb__map_get(const bb__map *m, uint64_t k, uint64_t *v)
+bool bbe__map_get(const bbe__map *m, uint64_t k, uint64_t *v)
 {
     if (!m->cap)
         return false;
     for (size_t i = slot_of(m->cap, k), probes = 0; probes < m->cap; i = (i + 1) & (m->cap - 1), probes++) {
-        const bb__mslot *s = &m->slots[i];
-        if (s->state == BB__MAP_EMPTY)
+        const bbe__mslot *s = &m->slots[i];
+        if (s->state == BBE__MAP_EMPTY)
             return false;
-        if (s->state == BB__MAP_FULL && s->key == k) {
+        if (s->state == BBE__MAP_FULL && s->key == k) {
             if (v)
                 *v = s->val;
             return true;
@@ -69,28 +69,28 @@ bool bb__map_get(const bb__map *m, uint64_t k, uint64_t *v)
     return false;
 }
 
-static int rehash(bb__map *m, size_t cap)
+static int rehash(bbe__map *m, size_t cap)
 {
-    bb__mslot *slots = calloc(cap, sizeof *slots);
+    bbe__mslot *slots = calloc(cap, sizeof *slots);
     if (!slots)
         return BB_ENOMEM;
     size_t n = 0;
     for (size_t i = 0; i < m->cap; i++) {
-        const bb__mslot *s = &m->slots[i];
-        if (s->state != BB__MAP_FULL)
+        const bbe__mslot *s = &m->slots[i];
+        if (s->state != BBE__MAP_FULL)
             continue;
         size_t j = slot_of(cap, s->key);
-        while (slots[j].state != BB__MAP_EMPTY)
+        while (slots[j].state != BBE__MAP_EMPTY)
             j = (j + 1) & (cap - 1);
         slots[j] = *s;
         n++;
     }
     free(m->slots);
-    *m = (bb__map){.slots = slots, .cap = cap, .n = n};
+    *m = (bbe__map){.slots = slots, .cap = cap, .n = n};
     return 0;
 }
 
-int bb__map_put(bb__map *m, uint64_t k, uint64_t v)
+int bbe__map_put(bbe__map *m, uint64_t k, uint64_t v)
 {
     if ((m->n + m->tomb + 1) * 10 >= m->cap * 7) {
         size_t cap = m->cap ? m->cap : 16;
@@ -99,37 +99,37 @@ int bb__map_put(bb__map *m, uint64_t k, uint64_t v)
         if (rehash(m, cap))
             return BB_ENOMEM;
     }
-    bb__mslot *tomb = NULL;
+    bbe__mslot *tomb = NULL;
     for (size_t i = slot_of(m->cap, k);; i = (i + 1) & (m->cap - 1)) {
-        bb__mslot *s = &m->slots[i];
-        if (s->state == BB__MAP_FULL && s->key == k) {
+        bbe__mslot *s = &m->slots[i];
+        if (s->state == BBE__MAP_FULL && s->key == k) {
             s->val = v;
             return 0;
         }
-        if (s->state == BB__MAP_TOMB && !tomb)
+        if (s->state == BBE__MAP_TOMB && !tomb)
             tomb = s;
-        if (s->state == BB__MAP_EMPTY) {
+        if (s->state == BBE__MAP_EMPTY) {
             if (tomb) {
                 s = tomb;
                 m->tomb--;
             }
-            *s = (bb__mslot){.key = k, .val = v, .state = BB__MAP_FULL};
+            *s = (bbe__mslot){.key = k, .val = v, .state = BBE__MAP_FULL};
             m->n++;
             return 0;
         }
     }
 }
 
-bool bb__map_del(bb__map *m, uint64_t k)
+bool bbe__map_del(bbe__map *m, uint64_t k)
 {
     if (!m->cap)
         return false;
     for (size_t i = slot_of(m->cap, k), probes = 0; probes < m->cap; i = (i + 1) & (m->cap - 1), probes++) {
-        bb__mslot *s = &m->slots[i];
-        if (s->state == BB__MAP_EMPTY)
+        bbe__mslot *s = &m->slots[i];
+        if (s->state == BBE__MAP_EMPTY)
             return false;
-        if (s->state == BB__MAP_FULL && s->key == k) {
-            s->state = BB__MAP_TOMB;
+        if (s->state == BBE__MAP_FULL && s->key == k) {
+            s->state = BBE__MAP_TOMB;
             m->n--;
             m->tomb++;
             return true;
@@ -138,13 +138,13 @@ bool bb__map_del(bb__map *m, uint64_t k)
     return false;
 }
 
-void bb__map_free(bb__map *m)
+void bbe__map_free(bbe__map *m)
 {
     free(m->slots);
     memset(m, 0, sizeof *m);
 }
 
-/* ---- bb__hash_bytes: one 64x64->128 multiply per 16 bytes, three lanes ------------ */
+/* ---- bbe__hash_bytes: one 64x64->128 multiply per 16 bytes, three lanes ------------ */
 
 #define S0 0xa0761d6478bd642fULL /* odd constants with mixed bits (wyhash's) */
 #define S1 0xe7037ed1a0b428dbULL
@@ -174,7 +174,7 @@ static inline uint64_t mum(uint64_t a, uint64_t b)
 #endif
 }
 
-uint64_t bb__hash_bytes(const void *data, size_t len)
+uint64_t bbe__hash_bytes(const void *data, size_t len)
 {
     const uint8_t *p = data, *end = p + len;
     uint64_t a = S0 ^ (uint64_t)len, b = S1, c = S2;
@@ -194,5 +194,5 @@ uint64_t bb__hash_bytes(const void *data, size_t len)
     } else {
         memcpy(&lo, p, r);
     }
-    return bb__mix64(mum(lo ^ S1, hi ^ a ^ (uint64_t)r));
+    return bbe__mix64(mum(lo ^ S1, hi ^ a ^ (uint64_t)r));
 }

@@ -21,8 +21,8 @@
  *
  * No global state: many engines may live in one process.
  */
-#ifndef BBD_ENGINE_H
-#define BBD_ENGINE_H
+#ifndef BB_ENGINE_H
+#define BB_ENGINE_H
 
 #include <stdbool.h>
 #include <stddef.h>

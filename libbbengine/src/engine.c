@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bbd/engine/engine_internal.h"
+#include "libbbengine/src/engine_internal.h"
 
 #define MIB ((size_t)1 << 20)
 #define KIB ((size_t)1 << 10)
@@ -68,23 +68,23 @@ void bb_engine_config_init(bb_engine_config *cfg)
     bb_engine_caps_default(&cfg->caps);
 }
 
-static const char *const COUNTER_NAMES[BB__C_COUNT] = {
-    [BB__C_OPS] = "ops.invoked",
-    [BB__C_FRONTIER_PEAK] = "frontier.depth_peak",
-    [BB__C_PENDING_ASYNC] = "pending_async.count",
-    [BB__C_EXEC_LIVE] = "exec.live",
-    [BB__C_ENVELOPES_IN] = "envelopes.in",
-    [BB__C_ENVELOPES_OUT] = "envelopes.out",
-    [BB__C_FILLS_IN] = "fills.in",
-    [BB__C_WIRE_RX_ERRORS] = "wire.receive_errors",
-    [BB__C_UNROUTABLE] = "wire.unroutable",
-    [BB__C_GATE_DENIED] = "gate.denied",
-    [BB__C_OP_FAILED] = "ops.failed",
-    [BB__C_BUS_DROPPED] = "bus.dropped",
-    [BB__C_PEER_RESOLVE_FAILED] = "peer.resolve_failed",
-    [BB__C_APP_EVENTS] = "app.events",
-    [BB__C_BUDGET_HITS] = "cycle.budget_exceeded",
-    [BB__C_APP_INGRESS_ERRORS] = "app_ingress.errors",
+static const char *const COUNTER_NAMES[BBE__C_COUNT] = {
+    [BBE__C_OPS] = "ops.invoked",
+    [BBE__C_FRONTIER_PEAK] = "frontier.depth_peak",
+    [BBE__C_PENDING_ASYNC] = "pending_async.count",
+    [BBE__C_EXEC_LIVE] = "exec.live",
+    [BBE__C_ENVELOPES_IN] = "envelopes.in",
+    [BBE__C_ENVELOPES_OUT] = "envelopes.out",
+    [BBE__C_FILLS_IN] = "fills.in",
+    [BBE__C_WIRE_RX_ERRORS] = "wire.receive_errors",
+    [BBE__C_UNROUTABLE] = "wire.unroutable",
+    [BBE__C_GATE_DENIED] = "gate.denied",
+    [BBE__C_OP_FAILED] = "ops.failed",
+    [BBE__C_BUS_DROPPED] = "bus.dropped",
+    [BBE__C_PEER_RESOLVE_FAILED] = "peer.resolve_failed",
+    [BBE__C_APP_EVENTS] = "app.events",
+    [BBE__C_BUDGET_HITS] = "cycle.budget_exceeded",
+    [BBE__C_APP_INGRESS_ERRORS] = "app_ingress.errors",
 };
 
 bb_engine *bb_engine_new(const bb_engine_config *cfg, bb_error *err)
@@ -136,7 +136,7 @@ bb_engine *bb_engine_new(const bb_engine_config *cfg, bb_error *err)
     e->next_inreq = 1;
     e->next_token = 1;
     e->next_work = 1;
-    e->next_wire_req = (bb__rng_next(e) >> 16) | 1;
+    e->next_wire_req = (bbe__rng_next(e) >> 16) | 1;
     bb_steps_init(&e->acc);
 
     if (cfg->n_addrs) {
@@ -162,7 +162,7 @@ bb_engine *bb_engine_new(const bb_engine_config *cfg, bb_error *err)
             e->n_local_addrs++;
         }
     }
-    e->self_value = bb__peerid_value(&cfg->peer);
+    e->self_value = bbe__peerid_value(&cfg->peer);
     e->trigger = bb_value_trigger();
     e->bus = calloc(e->caps.bus_capacity, sizeof *e->bus);
     e->records = calloc(e->caps.record_ring, sizeof *e->records);
@@ -183,31 +183,31 @@ void bb_engine_free(bb_engine *e)
         return;
     /* Drop in-flight work first so executions release their values, then
      * the components that may hold references to them. */
-    bb__ingress_free(e);
+    bbe__ingress_free(e);
     for (size_t i = 0; i < e->pending_completions.n; i++) {
-        bb__completion_ev *ev = &e->pending_completions.v[i];
+        bbe__completion_ev *ev = &e->pending_completions.v[i];
         for (uint32_t k = 0; k < ev->n; k++)
             bb_value_unref(ev->outs[k]);
         free(ev->outs);
         free(ev->msg);
     }
-    BB__ARR_FREE(&e->pending_completions);
-    bb__timers_free(e);
-    bb__wire_free(e);
-    bb__exec_free_all(e);
-    bb__uninstall(e);
-    bb__boot_free(e);
-    bb__handles_free(e);
-    bb__peers_free(e);
+    BBE__ARR_FREE(&e->pending_completions);
+    bbe__timers_free(e);
+    bbe__wire_free(e);
+    bbe__exec_free_all(e);
+    bbe__uninstall(e);
+    bbe__boot_free(e);
+    bbe__handles_free(e);
+    bbe__peers_free(e);
     bb_steps_free(&e->acc);
     for (size_t i = 0; i < e->outbound.n; i++)
-        bb__steps_release(&e->outbound.v[i]);
-    BB__ARR_FREE(&e->outbound);
+        bbe__steps_release(&e->outbound.v[i]);
+    BBE__ARR_FREE(&e->outbound);
     for (size_t i = 0; i < e->loopback.n; i++)
         free(e->loopback.v[i].bytes);
-    BB__ARR_FREE(&e->loopback);
-    BB__ARR_FREE(&e->parked);
-    BB__ARR_FREE(&e->works);
+    BBE__ARR_FREE(&e->loopback);
+    BBE__ARR_FREE(&e->parked);
+    BBE__ARR_FREE(&e->works);
     free(e->fr);
     if (e->records) {
         for (size_t i = 0; i < e->rec_n; i++)
@@ -215,7 +215,7 @@ void bb_engine_free(bb_engine *e)
         free(e->records);
     }
     free(e->dedup);
-    bb__map_free(&e->dedup_set);
+    bbe__map_free(&e->dedup_set);
     free(e->bus);
     bb_value_unref(e->self_value);
     bb_value_unref(e->trigger);
@@ -225,16 +225,16 @@ void bb_engine_free(bb_engine *e)
     free(e);
 }
 
-int bb__fail(bb_engine *e, const char *fmt, ...)
+int bbe__fail(bb_engine *e, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->fail_msg, sizeof e->fail_msg, fmt, ap);
     va_end(ap);
-    return BB__R_FAIL;
+    return BBE__R_FAIL;
 }
 
-uint64_t bb__rng_next(bb_engine *e)
+uint64_t bbe__rng_next(bb_engine *e)
 {
     uint64_t z = (e->rng += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -242,7 +242,7 @@ uint64_t bb__rng_next(bb_engine *e)
     return z ^ (z >> 31);
 }
 
-bool bb__budget_charge(bb_engine *e, size_t n)
+bool bbe__budget_charge(bb_engine *e, size_t n)
 {
     if (!n)
         return true;
@@ -257,7 +257,7 @@ bool bb__budget_charge(bb_engine *e, size_t n)
 }
 
 /* Approximate payload bytes of a value (for caps; not an encoding size). */
-size_t bb__value_size(const bb_value *v)
+size_t bbe__value_size(const bb_value *v)
 {
     if (!v || !v->type)
         return 0;
@@ -275,13 +275,13 @@ size_t bb__value_size(const bb_value *v)
     case BB_VK_COMPOSITE: {
         size_t s = 0;
         for (size_t i = 0; i < v->u.list.n; i++)
-            s += bb__value_size(v->u.list.items[i]);
+            s += bbe__value_size(v->u.list.items[i]);
         return s;
     }
     case BB_VK_RESPONSE_BATCH: {
         size_t s = 0;
         for (size_t i = 0; i < v->u.batch.n; i++)
-            s += bb__value_size(v->u.batch.items[i]) + bb__value_size(v->u.batch.peers[i]);
+            s += bbe__value_size(v->u.batch.items[i]) + bbe__value_size(v->u.batch.peers[i]);
         return s;
     }
     default:
@@ -294,9 +294,9 @@ size_t bb__value_size(const bb_value *v)
 static uint64_t counter_value(const bb_engine *e, size_t i)
 {
     switch (i) {
-    case BB__C_PENDING_ASYNC:
+    case BBE__C_PENDING_ASYNC:
         return e->pending_async;
-    case BB__C_EXEC_LIVE:
+    case BBE__C_EXEC_LIVE:
         return e->n_live;
     default:
         return e->c[i];
@@ -306,12 +306,12 @@ static uint64_t counter_value(const bb_engine *e, size_t i)
 #define N_EXTRA 5
 bool bb_engine_counter_at(const bb_engine *e, size_t i, const char **name, uint64_t *value)
 {
-    if (i < BB__C_COUNT) {
+    if (i < BBE__C_COUNT) {
         *name = COUNTER_NAMES[i];
         *value = counter_value(e, i);
         return true;
     }
-    i -= BB__C_COUNT;
+    i -= BBE__C_COUNT;
     if (i < N_EXTRA) {
         switch (i) {
         case 0:
@@ -376,7 +376,7 @@ bool bb_engine_record_at(const bb_engine *e, size_t i, const char **name, const 
 {
     if (i >= e->rec_n)
         return false;
-    const bb__record *r = &e->records[(e->rec_head + i) % e->caps.record_ring];
+    const bbe__record *r = &e->records[(e->rec_head + i) % e->caps.record_ring];
     if (name)
         *name = r->name;
     if (v)

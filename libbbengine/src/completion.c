@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
-#define SLAB BB__HANDLE_SLAB
+#define SLAB BBE__HANDLE_SLAB
 
 static int api_complete(bb_completion *c, int status, bb_value **outputs, uint32_t n,
                         const char *errmsg);
@@ -32,14 +32,14 @@ static const bb_completion_api API = {
     .abandon = api_abandon,
 };
 
-bb__handle *bb__handle_new(bb_engine *e, uint32_t kind)
+bbe__handle *bbe__handle_new(bb_engine *e, uint32_t kind)
 {
-    bb__handle *h = e->free_handles;
+    bbe__handle *h = e->free_handles;
     if (h) {
         e->free_handles = h->next;
     } else {
-        bb__handle *slab = calloc(SLAB, sizeof *slab);
-        if (!slab || BB__ARR_PUSH(&e->slabs, slab)) {
+        bbe__handle *slab = calloc(SLAB, sizeof *slab);
+        if (!slab || BBE__ARR_PUSH(&e->slabs, slab)) {
             free(slab);
             return NULL;
         }
@@ -54,15 +54,15 @@ bb__handle *bb__handle_new(bb_engine *e, uint32_t kind)
     h->kind = kind;
     h->attached = false;
     h->x = NULL;
-    h->op = BB__NONE;
+    h->op = BBE__NONE;
     h->boot = 0;
     h->next = NULL;
     h->cmd_id = e->next_cmd++;
-    atomic_store_explicit(&h->state, BB__H_PENDING, memory_order_release);
+    atomic_store_explicit(&h->state, BBE__H_PENDING, memory_order_release);
     return h;
 }
 
-void bb__handle_retire(bb_engine *e, bb__handle *h)
+void bbe__handle_retire(bb_engine *e, bbe__handle *h)
 {
     h->next = NULL;
     if (e->quar_tail)
@@ -72,31 +72,31 @@ void bb__handle_retire(bb_engine *e, bb__handle *h)
     e->quar_tail = h;
     e->quar_n++;
     while (e->quar_n > e->caps.completion_quarantine) {
-        bb__handle *old = e->quar_head;
+        bbe__handle *old = e->quar_head;
         e->quar_head = old->next;
         if (!e->quar_head)
             e->quar_tail = NULL;
         e->quar_n--;
         old->gen++;
-        atomic_store_explicit(&old->state, BB__H_IDLE, memory_order_release);
+        atomic_store_explicit(&old->state, BBE__H_IDLE, memory_order_release);
         old->next = e->free_handles;
         e->free_handles = old;
     }
 }
 
-bool bb__handle_drop(bb_engine *e, bb__handle *h)
+bool bbe__handle_drop(bb_engine *e, bbe__handle *h)
 {
     (void)e;
-    uint32_t exp = BB__H_PENDING;
-    return atomic_compare_exchange_strong_explicit(&h->state, &exp, BB__H_DROPPED,
+    uint32_t exp = BBE__H_PENDING;
+    return atomic_compare_exchange_strong_explicit(&h->state, &exp, BBE__H_DROPPED,
                                                    memory_order_acq_rel, memory_order_acquire);
 }
 
-void bb__handles_free(bb_engine *e)
+void bbe__handles_free(bb_engine *e)
 {
     for (size_t i = 0; i < e->slabs.n; i++)
         free(e->slabs.v[i]);
-    BB__ARR_FREE(&e->slabs);
+    BBE__ARR_FREE(&e->slabs);
     e->free_handles = e->quar_head = e->quar_tail = NULL;
     e->spare = NULL;
 }
@@ -115,7 +115,7 @@ static bool on_engine_thread(bb_engine *e)
            pthread_equal(pthread_self(), e->cycle_thread);
 }
 
-static int complete_common(bb__handle *h, int status, bb_value **outputs, uint32_t n,
+static int complete_common(bbe__handle *h, int status, bb_value **outputs, uint32_t n,
                            const char *errmsg)
 {
     bb_engine *e = h->e;
@@ -124,63 +124,63 @@ static int complete_common(bb__handle *h, int status, bb_value **outputs, uint32
     size_t bytes = 0;
     if (status == BB_OK) {
         for (uint32_t i = 0; i < n; i++)
-            bytes += bb__value_size(outputs[i]);
+            bytes += bbe__value_size(outputs[i]);
         if (bytes > e->caps.max_completion_result_bytes) {
             release_outs(outputs, n);
-            bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED,
+            bbe__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED,
                        "completion result of %zu bytes exceeds max_completion_result_bytes %zu",
                        bytes, e->caps.max_completion_result_bytes);
             return BB_ELIMIT; /* handle stays pending: the op may still time out */
         }
         /* the result joins the in-flight ingress bytes until its slots are freed */
-        if (!bb__budget_charge(e, bytes)) {
+        if (!bbe__budget_charge(e, bytes)) {
             release_outs(outputs, n);
-            bb__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_BUDGET_EXCEEDED,
+            bbe__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_BUDGET_EXCEEDED,
                        "completion result of %zu bytes exceeds the ingress byte budget", bytes);
             return BB_EBUDGET; /* handle stays pending */
         }
     }
-    bb__completion_ev ev = {.h = h, .gen = h->gen, .status = status, .n = status == BB_OK ? n : 0,
+    bbe__completion_ev ev = {.h = h, .gen = h->gen, .status = status, .n = status == BB_OK ? n : 0,
                             .charged = bytes};
     if (ev.n) {
         ev.outs = malloc(ev.n * sizeof *ev.outs);
         if (!ev.outs) {
             release_outs(outputs, n);
-            bb__budget_release(e, bytes);
+            bbe__budget_release(e, bytes);
             return BB_ENOMEM;
         }
         memcpy(ev.outs, outputs, ev.n * sizeof *ev.outs);
     }
     if (status != BB_OK && errmsg)
         ev.msg = strdup(errmsg);
-    uint32_t exp = BB__H_PENDING;
-    if (!atomic_compare_exchange_strong_explicit(&h->state, &exp, BB__H_COMPLETED,
+    uint32_t exp = BBE__H_PENDING;
+    if (!atomic_compare_exchange_strong_explicit(&h->state, &exp, BBE__H_COMPLETED,
                                                  memory_order_acq_rel, memory_order_acquire)) {
         free(ev.outs);
         free(ev.msg);
         release_outs(outputs, n);
-        bb__budget_release(e, bytes);
+        bbe__budget_release(e, bytes);
         return BB_ESTATE;
     }
     if (status != BB_OK)
         release_outs(outputs, n);
     if (on_engine_thread(e)) {
-        if (BB__ARR_PUSH(&e->pending_completions, ev) == 0)
+        if (BBE__ARR_PUSH(&e->pending_completions, ev) == 0)
             return BB_OK;
         /* fall through to the ingress on OOM */
     }
-    bb__ingress_ev *iev = bb__zalloc(sizeof *iev);
+    bbe__ingress_ev *iev = bbe__zalloc(sizeof *iev);
     if (!iev) {
         release_outs(ev.outs, ev.n);
         free(ev.outs);
         free(ev.msg);
-        bb__budget_release(e, ev.charged);
+        bbe__budget_release(e, ev.charged);
         return BB_ENOMEM;
     }
-    iev->kind = BB__IN_COMPLETION;
+    iev->kind = BBE__IN_COMPLETION;
     iev->must = true;
     iev->u.comp = ev;
-    return bb__ingress_push(e, iev);
+    return bbe__ingress_push(e, iev);
 }
 
 static int api_complete(bb_completion *c, int status, bb_value **outputs, uint32_t n,
@@ -190,74 +190,74 @@ static int api_complete(bb_completion *c, int status, bb_value **outputs, uint32
         release_outs(outputs, n);
         return BB_EINVAL;
     }
-    return complete_common((bb__handle *)c, status, outputs, n, errmsg);
+    return complete_common((bbe__handle *)c, status, outputs, n, errmsg);
 }
 
 static void api_abandon(bb_completion *c)
 {
     if (c && c->api == &API)
-        complete_common((bb__handle *)c, BB_ERUNTIME, NULL, 0, "completion abandoned");
+        complete_common((bbe__handle *)c, BB_ERUNTIME, NULL, 0, "completion abandoned");
 }
 
 /* What a failed completion reports: its message and status name. */
-static const char *failure_text(const bb__completion_ev *ev, char *buf, size_t cap)
+static const char *failure_text(const bbe__completion_ev *ev, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s (%s)", ev->msg ? ev->msg : "async op failed",
              bb_status_name(ev->status));
     return buf;
 }
 
-void bb__completion_process(bb_engine *e, bb__completion_ev *ev)
+void bbe__completion_process(bb_engine *e, bbe__completion_ev *ev)
 {
-    bb__handle *h = ev->h;
+    bbe__handle *h = ev->h;
     char buf[320];
     switch (h->kind) {
-    case BB__HK_OP:
+    case BBE__HK_OP:
         if (h->attached) {
             uint32_t op = h->op;
-            bb__exec *x = h->x;
+            bbe__exec *x = h->x;
             h->attached = false;
             h->x = NULL;
-            if (BB__TRACING(e, BB_TRACE_EVENT))
-                bb__trace(e, BB_TRACE_EVENT, "handle_completion", x->id, op,
+            if (BBE__TRACING(e, BB_TRACE_EVENT))
+                bbe__trace(e, BB_TRACE_EVENT, "handle_completion", x->id, op,
                           bb_status_name(ev->status), h->cmd_id);
             if (ev->status == BB_OK) {
-                bb__park_resume_charged(e, op, x, ev->outs, ev->n); /* takes the charge */
+                bbe__park_resume_charged(e, op, x, ev->outs, ev->n); /* takes the charge */
                 ev->n = 0;
                 ev->charged = 0;
             } else {
-                bb__park_fail(e, op, x, failure_text(ev, buf, sizeof buf));
+                bbe__park_fail(e, op, x, failure_text(ev, buf, sizeof buf));
             }
         }
         break;
-    case BB__HK_BOOTSTRAP:
-        bb__boot_handle_done(e, h->boot, ev->status, ev->msg);
+    case BBE__HK_BOOTSTRAP:
+        bbe__boot_handle_done(e, h->boot, ev->status, ev->msg);
         break;
-    case BB__HK_FILL:
+    case BBE__HK_FILL:
         if (ev->status != BB_OK)
-            bb__control_fill_failed(e, h->comp, h->fill_decl, h->fill_domain,
+            bbe__control_fill_failed(e, h->comp, h->fill_decl, h->fill_domain,
                                     failure_text(ev, buf, sizeof buf));
         break;
     default:
         break;
     }
     release_outs(ev->outs, ev->n);
-    bb__budget_release(e, ev->charged);
+    bbe__budget_release(e, ev->charged);
     free(ev->outs);
     free(ev->msg);
     ev->outs = NULL;
     ev->msg = NULL;
     ev->charged = 0;
-    bb__handle_retire(e, h);
+    bbe__handle_retire(e, h);
 }
 
-void bb__drain_pending_completions(bb_engine *e)
+void bbe__drain_pending_completions(bb_engine *e)
 {
     /* Processing may dispatch ops that complete more handles in-cycle: take
      * the list by index so appends during the walk are processed too. */
     for (size_t i = 0; i < e->pending_completions.n; i++) {
-        bb__completion_ev ev = e->pending_completions.v[i];
-        bb__completion_process(e, &ev);
+        bbe__completion_ev ev = e->pending_completions.v[i];
+        bbe__completion_process(e, &ev);
     }
     e->pending_completions.n = 0;
 }

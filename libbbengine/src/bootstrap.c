@@ -9,7 +9,7 @@
  *     frames carry the in-flight tag (calls inherit it);
  *   - a component bootstrap calls type->bootstrap (NOW or LATER);
  *   - while a bootstrap is in flight, body ops that would touch a component
- *     in its touch set (computed at install) park (bb__op_locked); disjoint
+ *     in its touch set (computed at install) park (bbe__op_locked); disjoint
  *     components keep firing; parked ops return to the frontier when it ends;
  *   - staged requests whose touch sets overlap an in-flight one wait;
  *   - ALL walks targets in install order, one at a time, then fires every
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
 static bool touch_overlap(const bb_engine *e, const uint64_t *a, const uint64_t *b)
 {
@@ -32,7 +32,7 @@ static bool touch_overlap(const bb_engine *e, const uint64_t *a, const uint64_t 
     return false;
 }
 
-static const uint64_t *req_touch(const bb_engine *e, const bb__boot_req *r)
+static const uint64_t *req_touch(const bb_engine *e, const bbe__boot_req *r)
 {
     if (r->kind == BB_BOOTSTRAP_SLOTS)
         return e->boot.comp_touch ? e->boot.comp_touch + (size_t)r->idx * e->boot.touch_words : NULL;
@@ -42,7 +42,7 @@ static const uint64_t *req_touch(const bb_engine *e, const bb__boot_req *r)
 static bool in_flight(const bb_engine *e, bool component, uint32_t idx)
 {
     for (size_t i = 0; i < e->boot.inflight.n; i++) {
-        const bb__inflight *f = &e->boot.inflight.v[i];
+        const bbe__inflight *f = &e->boot.inflight.v[i];
         if (f->used && f->component == component && f->idx == idx)
             return true;
     }
@@ -52,7 +52,7 @@ static bool in_flight(const bb_engine *e, bool component, uint32_t idx)
 static bool conflicts(const bb_engine *e, const uint64_t *touch)
 {
     for (size_t i = 0; i < e->boot.inflight.n; i++) {
-        const bb__inflight *f = &e->boot.inflight.v[i];
+        const bbe__inflight *f = &e->boot.inflight.v[i];
         if (f->used && touch_overlap(e, f->touch, touch))
             return true;
     }
@@ -65,9 +65,9 @@ static uint32_t slot_alloc(bb_engine *e, bool component, uint32_t idx, uint64_t 
     for (i = 0; i < e->boot.inflight.n; i++)
         if (!e->boot.inflight.v[i].used)
             break;
-    if (i == e->boot.inflight.n && BB__ARR_PUSH(&e->boot.inflight, (bb__inflight){0}))
+    if (i == e->boot.inflight.n && BBE__ARR_PUSH(&e->boot.inflight, (bbe__inflight){0}))
         return 0;
-    bb__inflight *f = &e->boot.inflight.v[i];
+    bbe__inflight *f = &e->boot.inflight.v[i];
     memset(f, 0, sizeof *f);
     f->used = true;
     f->component = component;
@@ -79,7 +79,7 @@ static uint32_t slot_alloc(bb_engine *e, bool component, uint32_t idx, uint64_t 
 
 static void finish(bb_engine *e, uint32_t tag, bool ok, const char *msg)
 {
-    bb__inflight *f = &e->boot.inflight.v[tag - 1];
+    bbe__inflight *f = &e->boot.inflight.v[tag - 1];
     if (f->failed) {
         ok = false;
         if (!msg)
@@ -87,45 +87,45 @@ static void finish(bb_engine *e, uint32_t tag, bool ok, const char *msg)
     }
     if (ok && !f->component)
         e->boot.mods[f->idx].done = true;
-    bb_step *st = bb__step_push(e, ok ? BB_STEP_BOOTSTRAP_COMPLETE : BB_STEP_BOOTSTRAP_FAILED, 0);
+    bb_step *st = bbe__step_push(e, ok ? BB_STEP_BOOTSTRAP_COMPLETE : BB_STEP_BOOTSTRAP_FAILED, 0);
     if (st) {
         if (f->component) {
             st->u.bootstrap.slot = e->comps[f->idx].slot;
         } else {
-            const bb__modboot *m = &e->boot.mods[f->idx];
+            const bbe__modboot *m = &e->boot.mods[f->idx];
             st->u.bootstrap.target = e->targets[m->target].name;
         }
         if (!ok)
-            st->u.bootstrap.message = bb__step_str(e, msg ? msg : "bootstrap failed");
+            st->u.bootstrap.message = bbe__step_str(e, msg ? msg : "bootstrap failed");
     }
-    if (BB__TRACING(e, BB_TRACE_BOOTSTRAP))
-        bb__trace(e, BB_TRACE_BOOTSTRAP, ok ? "bootstrap_complete" : "bootstrap_failed", 0,
-                  BB__NONE, f->component ? e->comps[f->idx].slot : e->targets[e->boot.mods[f->idx].target].name, 0);
-    bb__bus_publish(e, BB_EVENT_BOOTSTRAP_COMPLETE);
+    if (BBE__TRACING(e, BB_TRACE_BOOTSTRAP))
+        bbe__trace(e, BB_TRACE_BOOTSTRAP, ok ? "bootstrap_complete" : "bootstrap_failed", 0,
+                  BBE__NONE, f->component ? e->comps[f->idx].slot : e->targets[e->boot.mods[f->idx].target].name, 0);
+    bbe__bus_publish(e, BB_EVENT_BOOTSTRAP_COMPLETE);
     f->used = false;
     e->boot.n_inflight--;
-    bb__boot_unpark(e);
+    bbe__boot_unpark(e);
 }
 
-void bb__boot_frame_done(bb_engine *e, uint32_t tag)
+void bbe__boot_frame_done(bb_engine *e, uint32_t tag)
 {
-    bb__inflight *f = &e->boot.inflight.v[tag - 1];
+    bbe__inflight *f = &e->boot.inflight.v[tag - 1];
     if (f->live && --f->live == 0 && !f->component)
         finish(e, tag, true, NULL);
 }
 
-void bb__boot_op_failed(bb_engine *e, uint32_t tag, const char *msg)
+void bbe__boot_op_failed(bb_engine *e, uint32_t tag, const char *msg)
 {
     if (!tag || tag > e->boot.inflight.n)
         return;
-    bb__inflight *f = &e->boot.inflight.v[tag - 1];
+    bbe__inflight *f = &e->boot.inflight.v[tag - 1];
     if (f->used && !f->failed) {
         f->failed = true;
         snprintf(f->why, sizeof f->why, "%s", msg ? msg : "an op failed");
     }
 }
 
-void bb__boot_handle_done(bb_engine *e, uint32_t tag, int status, const char *msg)
+void bbe__boot_handle_done(bb_engine *e, uint32_t tag, int status, const char *msg)
 {
     if (!tag || tag > e->boot.inflight.n || !e->boot.inflight.v[tag - 1].used)
         return;
@@ -133,17 +133,17 @@ void bb__boot_handle_done(bb_engine *e, uint32_t tag, int status, const char *ms
 }
 
 /* Parked ops go back to the front of the frontier, in their order. */
-void bb__boot_unpark(bb_engine *e)
+void bbe__boot_unpark(bb_engine *e)
 {
     size_t n = e->parked.n;
     if (!n)
         return;
     e->parked.n = 0;
     for (size_t k = n; k-- > 0;) {
-        struct bb__fentry f = e->parked.v[k];
+        struct bbe__fentry f = e->parked.v[k];
         if (e->fr_n == e->fr_cap) {
             /* grow through a regular push, then rotate it to the front */
-            bb__frontier_push(e, f.op, f.x);
+            bbe__frontier_push(e, f.op, f.x);
             f.x->refs--; /* the parked entry already held its reference */
             e->fr_n--;
         }
@@ -153,39 +153,39 @@ void bb__boot_unpark(bb_engine *e)
     }
 }
 
-static void fire_module(bb_engine *e, bb__boot_req *r)
+static void fire_module(bb_engine *e, bbe__boot_req *r)
 {
-    const bb__modboot *m = &e->boot.mods[r->idx];
-    bb__graph *g = &e->graphs[m->graph];
+    const bbe__modboot *m = &e->boot.mods[r->idx];
+    bbe__graph *g = &e->graphs[m->graph];
     uint32_t tag = slot_alloc(e, false, r->idx, g->touch);
-    bb__exec *x = tag ? bb__exec_new(e, g, bb__exec_id_new(e)) : NULL;
+    bbe__exec *x = tag ? bbe__exec_new(e, g, bbe__exec_id_new(e)) : NULL;
     if (!x) {
         if (tag)
             finish(e, tag, false, "out of memory");
         return;
     }
-    if (BB__TRACING(e, BB_TRACE_BOOTSTRAP))
-        bb__trace(e, BB_TRACE_BOOTSTRAP, "bootstrap_start", x->id, BB__NONE,
+    if (BBE__TRACING(e, BB_TRACE_BOOTSTRAP))
+        bbe__trace(e, BB_TRACE_BOOTSTRAP, "bootstrap_start", x->id, BBE__NONE,
                   e->targets[m->target].name, 0);
     x->boot = tag;
     e->boot.inflight.v[tag - 1].live = 1;
     for (uint32_t i = 0; i < r->n; i++) {
-        bb__write(e, x, r->in[i].site, r->in[i].v, r->in[i].charged);
+        bbe__write(e, x, r->in[i].site, r->in[i].v, r->in[i].charged);
         r->in[i].v = NULL;
         r->in[i].charged = 0;
     }
-    bb__push_sources(e, x);
-    bb__exec_unref(e, x);
+    bbe__push_sources(e, x);
+    bbe__exec_unref(e, x);
 }
 
-static void fire_component(bb_engine *e, bb__boot_req *r)
+static void fire_component(bb_engine *e, bbe__boot_req *r)
 {
-    bb__comp *c = &e->comps[r->idx];
+    bbe__comp *c = &e->comps[r->idx];
     uint64_t *touch = e->boot.comp_touch + (size_t)r->idx * e->boot.touch_words;
     uint32_t tag = slot_alloc(e, true, r->idx, touch);
     if (!tag)
         return;
-    bb__handle *h = bb__handle_new(e, BB__HK_BOOTSTRAP);
+    bbe__handle *h = bbe__handle_new(e, BBE__HK_BOOTSTRAP);
     if (!h) {
         finish(e, tag, false, "out of memory");
         return;
@@ -198,23 +198,23 @@ static void fire_component(bb_engine *e, bb__boot_req *r)
         return;
     }
     /* Done inline: the handle is spent whatever the component did with it. */
-    if (bb__handle_drop(e, h))
-        bb__handle_retire(e, h);
+    if (bbe__handle_drop(e, h))
+        bbe__handle_retire(e, h);
     finish(e, tag, res == BB_DISPATCH_NOW_OK, err.msg[0] ? err.msg : NULL);
 }
 
-static void req_release(bb_engine *e, bb__boot_req *r)
+static void req_release(bb_engine *e, bbe__boot_req *r)
 {
     for (uint32_t i = 0; r->in && i < r->n; i++) {
         bb_value_unref(r->in[i].v);
-        bb__budget_release(e, r->in[i].charged);
+        bbe__budget_release(e, r->in[i].charged);
     }
     free(r->in);
     r->in = NULL;
     r->n = 0;
 }
 
-static void fire(bb_engine *e, bb__boot_req *r)
+static void fire(bb_engine *e, bbe__boot_req *r)
 {
     if (r->kind == BB_BOOTSTRAP_SLOTS)
         fire_component(e, r);
@@ -223,20 +223,20 @@ static void fire(bb_engine *e, bb__boot_req *r)
     req_release(e, r);
 }
 
-static bool queued(const bb_engine *e, const bb__boot_req *r)
+static bool queued(const bb_engine *e, const bbe__boot_req *r)
 {
     bool comp = r->kind == BB_BOOTSTRAP_SLOTS;
     if (in_flight(e, comp, r->idx))
         return true;
     for (size_t i = 0; i < e->boot.waiting.n; i++) {
-        const bb__boot_req *w = &e->boot.waiting.v[i];
+        const bbe__boot_req *w = &e->boot.waiting.v[i];
         if ((w->kind == BB_BOOTSTRAP_SLOTS) == comp && w->idx == r->idx)
             return true;
     }
     return false;
 }
 
-void bb__boot_stage(bb_engine *e, bb__ingress_ev *ev)
+void bbe__boot_stage(bb_engine *e, bbe__ingress_ev *ev)
 {
     e->boot.all_blocked = false; /* new requests may unblock the ALL walk */
     if (ev->u.boot.all && !e->boot.all_armed && !e->boot.pulses_fired) {
@@ -244,27 +244,27 @@ void bb__boot_stage(bb_engine *e, bb__ingress_ev *ev)
         e->boot.next_idx = 0;
     }
     for (uint32_t i = 0; i < ev->u.boot.n; i++) {
-        bb__boot_req *r = &ev->u.boot.reqs[i];
+        bbe__boot_req *r = &ev->u.boot.reqs[i];
         if (queued(e, r)) {
-            bb__step_infra(e, BB_INFRA_BOOTSTRAP_REJECTED, 0, NULL, 0,
+            bbe__step_infra(e, BB_INFRA_BOOTSTRAP_REJECTED, 0, NULL, 0,
                            "AlreadyTransitivelyQueued: %s",
                            r->kind == BB_BOOTSTRAP_SLOTS ? e->comps[r->idx].slot
                                                          : e->targets[e->boot.mods[r->idx].target].name);
             continue;
         }
-        if (BB__ARR_PUSH(&e->boot.waiting, *r) == 0) {
+        if (BBE__ARR_PUSH(&e->boot.waiting, *r) == 0) {
             r->in = NULL; /* moved */
             r->n = 0;
         }
     }
 }
 
-void bb__boot_progress(bb_engine *e)
+void bbe__boot_progress(bb_engine *e)
 {
-    bb__bootstate *b = &e->boot;
+    bbe__bootstate *b = &e->boot;
     /* staged requests whose touch set is free now */
     for (size_t i = 0; i < b->waiting.n;) {
-        bb__boot_req r = b->waiting.v[i];
+        bbe__boot_req r = b->waiting.v[i];
         if (conflicts(e, req_touch(e, &r))) {
             i++;
             continue;
@@ -284,12 +284,12 @@ void bb__boot_progress(bb_engine *e)
         if (busy)
             return;
         if (b->next_idx < b->n_mods) {
-            const bb__modboot *m = &b->mods[b->next_idx];
+            const bbe__modboot *m = &b->mods[b->next_idx];
             if (m->done) {
                 b->next_idx++;
                 continue;
             }
-            bb__boot_req r = {.kind = BB_BOOTSTRAP_MODULE_NAMES, .idx = b->next_idx};
+            bbe__boot_req r = {.kind = BB_BOOTSTRAP_MODULE_NAMES, .idx = b->next_idx};
             if (queued(e, &r))
                 return; /* staged by the host: it fires when its touch set is free */
             if (e->graphs[m->graph].n_formals) {
@@ -304,19 +304,19 @@ void bb__boot_progress(bb_engine *e)
         if (!b->pulses_fired) {
             b->pulses_fired = true;
             for (uint32_t k = 0; k < e->n_pulse_ops; k++)
-                bb__fire_op_output(e, e->pulse_ops[k], bb__trigger(e), 0);
+                bbe__fire_op_output(e, e->pulse_ops[k], bbe__trigger(e), 0);
         }
     }
 }
 
-void bb__boot_announce(bb_engine *e)
+void bbe__boot_announce(bb_engine *e)
 {
     for (size_t i = 0; i < e->boot.inflight.n; i++) {
-        bb__inflight *f = &e->boot.inflight.v[i];
+        bbe__inflight *f = &e->boot.inflight.v[i];
         if (!f->used || f->announced)
             continue;
         f->announced = true;
-        bb_step *st = bb__step_push(e, BB_STEP_WAITING_ON_BOOTSTRAP, 0);
+        bb_step *st = bbe__step_push(e, BB_STEP_WAITING_ON_BOOTSTRAP, 0);
         if (!st)
             continue;
         if (f->component)
@@ -330,10 +330,10 @@ void bb__boot_announce(bb_engine *e)
  * the ingress, so walking the pushed nodes from it is safe. */
 static bool staged_in_ingress(const bb_engine *e)
 {
-    for (const bb__ingress_ev *ev = atomic_load_explicit(&((bb_engine *)e)->ing.head,
+    for (const bbe__ingress_ev *ev = atomic_load_explicit(&((bb_engine *)e)->ing.head,
                                                          memory_order_acquire);
          ev; ev = ev->next)
-        if (ev->kind == BB__IN_BOOTSTRAP)
+        if (ev->kind == BBE__IN_BOOTSTRAP)
             return true;
     return false;
 }
@@ -348,12 +348,12 @@ bb_bootstrap_status bb_engine_bootstrap_status(const bb_engine *e)
     return BB_BOOTSTRAP_IDLE;
 }
 
-void bb__boot_free(bb_engine *e)
+void bbe__boot_free(bb_engine *e)
 {
     for (size_t i = 0; i < e->boot.waiting.n; i++)
         req_release(e, &e->boot.waiting.v[i]);
-    BB__ARR_FREE(&e->boot.waiting);
-    BB__ARR_FREE(&e->boot.inflight);
+    BBE__ARR_FREE(&e->boot.waiting);
+    BBE__ARR_FREE(&e->boot.inflight);
     e->boot.n_inflight = 0;
 }
 
@@ -362,7 +362,7 @@ void bb__boot_free(bb_engine *e)
 static int find_module(const bb_engine *e, const char *name)
 {
     for (uint32_t i = 0; name && i < e->n_targets; i++)
-        if (e->targets[i].boot != BB__NONE &&
+        if (e->targets[i].boot != BBE__NONE &&
             (strcmp(e->targets[i].name, name) == 0 ||
              strcmp(e->graphs[e->targets[i].graph].name, name) == 0))
             return (int)e->targets[i].boot;
@@ -388,19 +388,19 @@ int bb_engine_run_bootstrap(bb_engine *e, const bb_bootstrap_target *t, bb_error
                                                      : t->n_names;
     if (n > 4096)
         return bb_error_set(err, BB_ELIMIT, "run_bootstrap: %zu entries", n);
-    bb__ingress_ev *ev = calloc(1, sizeof *ev);
-    bb__boot_req *reqs = calloc(n ? n : 1, sizeof *reqs);
+    bbe__ingress_ev *ev = calloc(1, sizeof *ev);
+    bbe__boot_req *reqs = calloc(n ? n : 1, sizeof *reqs);
     if (!ev || !reqs) {
         free(ev);
         free(reqs);
         return bb_error_set(err, BB_ENOMEM, "run_bootstrap: out of memory");
     }
-    ev->kind = BB__IN_BOOTSTRAP;
+    ev->kind = BBE__IN_BOOTSTRAP;
     ev->u.boot.all = t->kind == BB_BOOTSTRAP_ALL;
     ev->u.boot.reqs = reqs;
     int rc = BB_OK;
     for (size_t i = 0; i < n && !rc; i++) {
-        bb__boot_req *r = &reqs[i];
+        bbe__boot_req *r = &reqs[i];
         const char *name = t->kind == BB_BOOTSTRAP_MODULE_REQUESTS ? t->requests[i].target
                                                                     : t->names[i];
         r->kind = t->kind;
@@ -419,7 +419,7 @@ int bb_engine_run_bootstrap(bb_engine *e, const bb_bootstrap_target *t, bb_error
             }
         if (rc || t->kind == BB_BOOTSTRAP_SLOTS)
             continue;
-        const bb__graph *g = &e->graphs[e->boot.mods[r->idx].graph];
+        const bbe__graph *g = &e->graphs[e->boot.mods[r->idx].graph];
         const bb_bootstrap_request *q = t->kind == BB_BOOTSTRAP_MODULE_REQUESTS ? &t->requests[i] : NULL;
         size_t nin = q ? q->n_inputs : 0;
         if (nin > g->n_formals) {
@@ -443,13 +443,13 @@ int bb_engine_run_bootstrap(bb_engine *e, const bb_bootstrap_target *t, bb_error
                 break;
             }
             size_t len = in->value ? 0 : in->len;
-            if (!bb__budget_charge(e, len)) {
+            if (!bbe__budget_charge(e, len)) {
                 rc = bb_error_set(err, BB_EBUDGET, "run_bootstrap %s: BudgetExceeded", name);
                 break;
             }
-            rc = bb__decode_input(e, g, g->formals[f], in, &r->in[r->n], err);
+            rc = bbe__decode_input(e, g, g->formals[f], in, &r->in[r->n], err);
             if (rc) {
-                bb__budget_release(e, len);
+                bbe__budget_release(e, len);
                 break;
             }
             r->in[r->n++].charged = len;
@@ -465,12 +465,12 @@ int bb_engine_run_bootstrap(bb_engine *e, const bb_bootstrap_target *t, bb_error
     }
     ev->u.boot.n = (uint32_t)n;
     if (rc) {
-        bb__ingress_ev_free(e, ev);
+        bbe__ingress_ev_free(e, ev);
         return rc;
     }
-    rc = bb__ingress_push(e, ev);
+    rc = bbe__ingress_push(e, ev);
     if (rc) {
-        bb__ingress_ev_free(e, ev);
+        bbe__ingress_ev_free(e, ev);
         return bb_error_set(err, rc, "run_bootstrap: ingress full");
     }
     return BB_OK;

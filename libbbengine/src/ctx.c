@@ -3,22 +3,22 @@
  * declared dependencies, synchronous dependency calls, the host's clock and
  * seeded randomness, the address book views (peers, peers_running,
  * peer_addresses), fresh completion handles, component timers, worker-pool
- * submission and logging. One bb__ctx lives in each component record, so a
+ * submission and logging. One bbe__ctx lives in each component record, so a
  * component may keep the pointer it was given.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
-static bb__comp *comp_of(bb_ctx *ctx, bb_engine **e)
+static bbe__comp *comp_of(bb_ctx *ctx, bb_engine **e)
 {
-    bb__ctx *c = (bb__ctx *)ctx;
+    bbe__ctx *c = (bbe__ctx *)ctx;
     *e = c->e;
     return &c->e->comps[c->comp];
 }
 
-static bb__comp *dep_of(bb_engine *e, bb__comp *c, const char *slot)
+static bbe__comp *dep_of(bb_engine *e, bbe__comp *c, const char *slot)
 {
     if (!slot)
         return NULL;
@@ -31,8 +31,8 @@ static bb__comp *dep_of(bb_engine *e, bb__comp *c, const char *slot)
 static void *ctx_dependency(bb_ctx *ctx, const char *slot, const bb_component_type **type)
 {
     bb_engine *e;
-    bb__comp *c = comp_of(ctx, &e);
-    bb__comp *d = dep_of(e, c, slot);
+    bbe__comp *c = comp_of(ctx, &e);
+    bbe__comp *d = dep_of(e, c, slot);
     if (type)
         *type = d ? d->type : NULL;
     return d && d->created ? d->inst : NULL;
@@ -43,8 +43,8 @@ static int ctx_call_dependency(bb_ctx *ctx, const char *slot, const char *op_typ
                                uint32_t n_outputs, bb_error *err)
 {
     bb_engine *e;
-    bb__comp *c = comp_of(ctx, &e);
-    bb__comp *d = dep_of(e, c, slot);
+    bbe__comp *c = comp_of(ctx, &e);
+    bbe__comp *d = dep_of(e, c, slot);
     if (!d || !d->created)
         return bb_error_set(err, BB_ENOTFOUND, "%s: no dependency bound at slot '%s'", c->slot,
                             slot ? slot : "(null)");
@@ -65,7 +65,7 @@ static int ctx_call_dependency(bb_ctx *ctx, const char *slot, const char *op_typ
     if (!decl)
         return bb_error_set(err, BB_ENOTFOUND, "%s: %s (%s) has no op %s", c->slot, d->slot,
                             d->type->type_name, op_type ? op_type : "(null)");
-    bb__handle *h = bb__handle_new(e, BB__HK_FREE);
+    bbe__handle *h = bbe__handle_new(e, BBE__HK_FREE);
     if (!h)
         return bb_error_set(err, BB_ENOMEM, "out of memory");
     for (uint32_t j = 0; j < n_outputs; j++)
@@ -83,8 +83,8 @@ static int ctx_call_dependency(bb_ctx *ctx, const char *slot, const char *op_typ
     bb_error derr;
     bb_error_clear(&derr);
     bb_dispatch_result r = d->type->dispatch(d->inst, &d->ctx.pub, &call, outputs, &derr);
-    bb__handle_drop(e, h);
-    bb__handle_retire(e, h);
+    bbe__handle_drop(e, h);
+    bbe__handle_retire(e, h);
     if (r == BB_DISPATCH_NOW_OK)
         return BB_OK;
     for (uint32_t j = 0; j < n_outputs; j++) {
@@ -99,15 +99,15 @@ static int ctx_call_dependency(bb_ctx *ctx, const char *slot, const char *op_typ
                         d->slot, op_type, derr.msg[0] ? derr.msg : "failed");
 }
 
-static uint64_t ctx_now(bb_ctx *ctx) { return ((bb__ctx *)ctx)->e->now_ns; }
-static uint64_t ctx_rng(bb_ctx *ctx) { return bb__rng_next(((bb__ctx *)ctx)->e); }
-static const bb_value *ctx_local_peer(bb_ctx *ctx) { return ((bb__ctx *)ctx)->e->self_value; }
+static uint64_t ctx_now(bb_ctx *ctx) { return ((bbe__ctx *)ctx)->e->now_ns; }
+static uint64_t ctx_rng(bb_ctx *ctx) { return bbe__rng_next(((bbe__ctx *)ctx)->e); }
+static const bb_value *ctx_local_peer(bb_ctx *ctx) { return ((bbe__ctx *)ctx)->e->self_value; }
 
 static size_t ctx_peers_filtered(bb_engine *e, const char *target, bb_value **out, size_t cap)
 {
     size_t total = 0;
     for (size_t i = 0; i < e->peers.n; i++) {
-        bb__peer *p = &e->peers.v[i];
+        bbe__peer *p = &e->peers.v[i];
         if (!p->live || bb_peerid_equal(&p->id, &e->cfg.peer))
             continue;
         if (target) {
@@ -122,7 +122,7 @@ static size_t ctx_peers_filtered(bb_engine *e, const char *target, bb_value **ou
             continue;
         }
         if (out && total < cap)
-            out[total] = bb__peer_cached_id_value(p);
+            out[total] = bbe__peer_cached_id_value(p);
         total++;
     }
     return total;
@@ -130,53 +130,53 @@ static size_t ctx_peers_filtered(bb_engine *e, const char *target, bb_value **ou
 
 static size_t ctx_peers(bb_ctx *ctx, bb_value **out, size_t cap)
 {
-    return ctx_peers_filtered(((bb__ctx *)ctx)->e, NULL, out, cap);
+    return ctx_peers_filtered(((bbe__ctx *)ctx)->e, NULL, out, cap);
 }
 
 static size_t ctx_peers_running(bb_ctx *ctx, const char *target, bb_value **out, size_t cap)
 {
     if (!target)
         return 0;
-    return ctx_peers_filtered(((bb__ctx *)ctx)->e, target, out, cap);
+    return ctx_peers_filtered(((bbe__ctx *)ctx)->e, target, out, cap);
 }
 
-bb_value *bb__addr_vec_value(const bb_engine_addr *a, size_t n);
+bb_value *bbe__addr_vec_value(const bb_engine_addr *a, size_t n);
 
 static bb_value *ctx_peer_addresses(bb_ctx *ctx, const bb_value *peer)
 {
-    bb_engine *e = ((bb__ctx *)ctx)->e;
+    bb_engine *e = ((bbe__ctx *)ctx)->e;
     bb_peerid id;
-    if (!bb__peerid_from_value(peer, &id))
+    if (!bbe__peerid_from_value(peer, &id))
         return NULL;
-    const bb__peer *p = bb__peer_find(e, &id);
+    const bbe__peer *p = bbe__peer_find(e, &id);
     if (!p || !p->n_addrs)
         return NULL;
-    return bb__addr_vec_value(p->addrs, p->n_addrs);
+    return bbe__addr_vec_value(p->addrs, p->n_addrs);
 }
 
 static bb_completion *ctx_open_completion(bb_ctx *ctx)
 {
-    bb__handle *h = bb__handle_new(((bb__ctx *)ctx)->e, BB__HK_FREE);
+    bbe__handle *h = bbe__handle_new(((bbe__ctx *)ctx)->e, BBE__HK_FREE);
     return h ? &h->pub : NULL;
 }
 
 static int ctx_schedule(bb_ctx *ctx, uint64_t delay_ns, uint64_t token)
 {
-    bb__ctx *c = (bb__ctx *)ctx;
+    bbe__ctx *c = (bbe__ctx *)ctx;
     uint64_t at = c->e->now_ns + delay_ns;
     if (at < c->e->now_ns)
         at = UINT64_MAX;
-    return bb__timer_add(c->e, at, BB__T_COMPONENT, BB__NONE, c->comp, token, NULL);
+    return bbe__timer_add(c->e, at, BBE__T_COMPONENT, BBE__NONE, c->comp, token, NULL);
 }
 
 static int ctx_submit_work(bb_ctx *ctx, void (*work)(void *), void (*done)(void *), void *arg)
 {
-    bb_engine *e = ((bb__ctx *)ctx)->e;
+    bb_engine *e = ((bbe__ctx *)ctx)->e;
     if (!work)
         return BB_EINVAL;
     if (e->cfg.submit_work) {
         uint64_t token = e->next_work++;
-        if (BB__ARR_PUSH(&e->works, ((struct bb__work){token, done, arg})) == 0) {
+        if (BBE__ARR_PUSH(&e->works, ((struct bbe__work){token, done, arg})) == 0) {
             if (e->cfg.submit_work(e->cfg.submit_work_ud, work, arg, token) == BB_OK)
                 return BB_OK;
             e->works.n--;
@@ -191,7 +191,7 @@ static int ctx_submit_work(bb_ctx *ctx, void (*work)(void *), void (*done)(void 
 static void ctx_log(bb_ctx *ctx, bb_log_level level, const char *msg)
 {
     bb_engine *e;
-    bb__comp *c = comp_of(ctx, &e);
+    bbe__comp *c = comp_of(ctx, &e);
     if (e->cfg.log)
         e->cfg.log(e->cfg.log_ud, level, c->slot, msg ? msg : "");
 }
@@ -206,9 +206,9 @@ static const char *ctx_slot(bb_ctx *ctx)
 
 static int ctx_add_peer(bb_ctx *ctx, const bb_value *peer, const bb_value *addrs, bb_error *err)
 {
-    bb_engine *e = ((bb__ctx *)ctx)->e;
+    bb_engine *e = ((bbe__ctx *)ctx)->e;
     bb_peerid id;
-    if (!bb__peerid_from_value(peer, &id))
+    if (!bbe__peerid_from_value(peer, &id))
         return bb_error_set(err, BB_EINVAL, "add_peer: not a PeerId value");
     bb_engine_addr a[ADD_PEER_MAX_ADDRS];
     size_t n = 0;
@@ -231,7 +231,7 @@ static int ctx_add_peer(bb_ctx *ctx, const bb_value *peer, const bb_value *addrs
     return bb_engine_add_peer(e, &id, a, n, err);
 }
 
-const bb_ctx_api bb__ctx_api = {
+const bb_ctx_api bbe__ctx_api = {
     .struct_size = sizeof(bb_ctx_api),
     .dependency = ctx_dependency,
     .call_dependency = ctx_call_dependency,
@@ -249,21 +249,21 @@ const bb_ctx_api bb__ctx_api = {
     .add_peer = ctx_add_peer,
 };
 
-void bb__ctx_init(bb_engine *e, uint32_t comp)
+void bbe__ctx_init(bb_engine *e, uint32_t comp)
 {
-    bb__ctx *c = &e->comps[comp].ctx;
-    c->pub.api = &bb__ctx_api;
+    bbe__ctx *c = &e->comps[comp].ctx;
+    c->pub.api = &bbe__ctx_api;
     c->e = e;
     c->comp = comp;
 }
 
 int bb_engine_work_done(bb_engine *e, uint64_t token)
 {
-    bb__ingress_ev *ev = bb__zalloc(sizeof *ev);
+    bbe__ingress_ev *ev = bbe__zalloc(sizeof *ev);
     if (!ev)
         return BB_ENOMEM;
-    ev->kind = BB__IN_WORK_DONE;
+    ev->kind = BBE__IN_WORK_DONE;
     ev->must = true;
     ev->u.work.token = token;
-    return bb__ingress_push(e, ev);
+    return bbe__ingress_push(e, ev);
 }

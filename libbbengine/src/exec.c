@@ -18,28 +18,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bbd/engine/engine_internal.h"
+#include "libbbengine/src/engine_internal.h"
 
 #define POOL_BYTES ((size_t)1 << 20) /* pooled frames per graph */
 
-bb_exec_id bb__exec_id_new(bb_engine *e)
+bb_exec_id bbe__exec_id_new(bb_engine *e)
 {
     return atomic_fetch_add_explicit(&e->next_exec, 1, memory_order_relaxed);
 }
 
-static size_t frame_size(const bb__graph *g)
+static size_t frame_size(const bbe__graph *g)
 {
-    return sizeof(bb__exec) + (size_t)g->n_sites * (sizeof(bb__slot) + sizeof(uint32_t));
+    return sizeof(bbe__exec) + (size_t)g->n_sites * (sizeof(bbe__slot) + sizeof(uint32_t));
 }
 
-bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id)
+bbe__exec *bbe__exec_new(bb_engine *e, bbe__graph *g, bb_exec_id id)
 {
-    bb__exec *x = g->pool;
+    bbe__exec *x = g->pool;
     if (x) {
         g->pool = x->next;
         e->pool_extra -= --g->pool_n > 0;
     } else {
-        x = bb__zalloc(frame_size(g));
+        x = bbe__zalloc(frame_size(g));
         if (!x)
             return NULL;
         x->written = (uint32_t *)(x->slots + g->n_sites);
@@ -47,7 +47,7 @@ bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id)
     x->id = id;
     x->g = g;
     x->refs = 1;
-    x->call_op = BB__NONE;
+    x->call_op = BBE__NONE;
     x->parent = NULL;
     x->boot = 0;
     x->n_written = 0;
@@ -71,13 +71,13 @@ bb__exec *bb__exec_new(bb_engine *e, bb__graph *g, bb_exec_id id)
     return x;
 }
 
-static void release_slots(bb_engine *e, bb__exec *x)
+static void release_slots(bb_engine *e, bbe__exec *x)
 {
     for (uint32_t i = 0; i < x->n_written; i++) {
-        bb__slot *s = &x->slots[x->written[i]];
+        bbe__slot *s = &x->slots[x->written[i]];
         if (s->v) {
             bb_value_unref(s->v);
-            bb__budget_release(e, s->charged);
+            bbe__budget_release(e, s->charged);
             s->v = NULL;
             s->charged = 0;
             e->live_slots--;
@@ -86,7 +86,7 @@ static void release_slots(bb_engine *e, bb__exec *x)
     x->n_written = 0;
 }
 
-static void unlink_live(bb_engine *e, bb__exec *x)
+static void unlink_live(bb_engine *e, bbe__exec *x)
 {
     if (x->prev)
         x->prev->next = x->next;
@@ -97,9 +97,9 @@ static void unlink_live(bb_engine *e, bb__exec *x)
     e->n_live--;
 }
 
-static void frame_recycle(bb_engine *e, bb__exec *x)
+static void frame_recycle(bb_engine *e, bbe__exec *x)
 {
-    bb__graph *g = x->g;
+    bbe__graph *g = x->g;
     if (!g->pool_n || (g->pool_n + 1) * frame_size(g) <= POOL_BYTES) {
         x->next = g->pool;
         g->pool = x;
@@ -114,9 +114,9 @@ static void frame_recycle(bb_engine *e, bb__exec *x)
 static void pools_trim(bb_engine *e)
 {
     for (uint32_t i = 0; i < e->n_graphs && e->pool_extra; i++) {
-        bb__graph *g = &e->graphs[i];
+        bbe__graph *g = &e->graphs[i];
         while (g->pool_n > 1) {
-            bb__exec *x = g->pool;
+            bbe__exec *x = g->pool;
             g->pool = x->next;
             g->pool_n--;
             e->pool_extra--;
@@ -127,36 +127,36 @@ static void pools_trim(bb_engine *e)
 }
 
 /* Limit.Acquire holds are released when the holder finishes (ENGINE.md 5.5). */
-void bb__sema_release(bb_engine *e, uint32_t sema);
+void bbe__sema_release(bb_engine *e, uint32_t sema);
 
-void bb__exec_gc(bb_engine *e, bb__exec *x)
+void bbe__exec_gc(bb_engine *e, bbe__exec *x)
 {
     release_slots(e, x);
     if (x->batches)
-        bb__exec_drop_batches(e, x);
+        bbe__exec_drop_batches(e, x);
     while (x->n_limits)
-        bb__sema_release(e, x->limits[--x->n_limits]);
+        bbe__sema_release(e, x->limits[--x->n_limits]);
     x->inbound = NULL;
     unlink_live(e, x);
     uint32_t boot = x->boot;
-    bb__exec *parent = x->parent;
+    bbe__exec *parent = x->parent;
     frame_recycle(e, x);
     if (!e->n_live && e->pool_extra)
         pools_trim(e);
     if (boot)
-        bb__boot_frame_done(e, boot);
+        bbe__boot_frame_done(e, boot);
     if (parent)
-        bb__exec_unref(e, parent);
+        bbe__exec_unref(e, parent);
 }
 
-int bb__frontier_reserve(bb_engine *e, size_t need)
+int bbe__frontier_reserve(bb_engine *e, size_t need)
 {
     if (need <= e->fr_cap)
         return 0;
     size_t cap = e->fr_cap ? e->fr_cap : 1024;
     while (cap < need)
         cap *= 2;
-    struct bb__fentry *n = malloc(cap * sizeof *n);
+    struct bbe__fentry *n = malloc(cap * sizeof *n);
     if (!n)
         return BB_ENOMEM;
     for (size_t i = 0; i < e->fr_n; i++)
@@ -170,100 +170,100 @@ int bb__frontier_reserve(bb_engine *e, size_t need)
 
 /* The frontier is full: grow it (the ring doubles, so this is rare), then
  * push. */
-void bb__frontier_push_grow(bb_engine *e, uint32_t op, bb__exec *x)
+void bbe__frontier_push_grow(bb_engine *e, uint32_t op, bbe__exec *x)
 {
-    if (bb__frontier_reserve(e, e->fr_n + 1)) {
-        bb__op_failed(e, op, x, "out of memory growing the frontier");
+    if (bbe__frontier_reserve(e, e->fr_n + 1)) {
+        bbe__op_failed(e, op, x, "out of memory growing the frontier");
         return;
     }
-    bb__frontier_push(e, op, x);
+    bbe__frontier_push(e, op, x);
 }
 
-static void forward(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v)
+static void forward(bb_engine *e, bbe__exec *x, uint32_t site, bb_value *v)
 {
-    const bb__op *call = &e->ops[x->call_op];
+    const bbe__op *call = &e->ops[x->call_op];
     uint32_t j = x->g->fwd_index[site];
-    if (j < call->n_out && call->out[j] != BB__NONE)
-        bb__write(e, x->parent, call->out[j], bb_value_ref(v), 0);
+    if (j < call->n_out && call->out[j] != BBE__NONE)
+        bbe__write(e, x->parent, call->out[j], bb_value_ref(v), 0);
 }
 
-static void app_event(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v)
+static void app_event(bb_engine *e, bbe__exec *x, uint32_t site, bb_value *v)
 {
-    bb_step *st = bb__step_push(e, BB_STEP_APP_EVENT, x->id);
+    bb_step *st = bbe__step_push(e, BB_STEP_APP_EVENT, x->id);
     if (!st)
         return;
     st->u.app.target = x->g->target;
     st->u.app.topic = x->g->site_names[site];
     st->u.app.value = bb_value_ref(v);
-    e->c[BB__C_APP_EVENTS]++;
+    e->c[BBE__C_APP_EVENTS]++;
 }
 
-/* The rarer parts of a write (bb__write_inline, engine_internal.h), out of
+/* The rarer parts of a write (bbe__write_inline, engine_internal.h), out of
  * line so the common one stays small: a site written again, a function
  * output forwarded to the caller, an entry point's unconsumed output
  * surfaced as an AppEvent. */
-void bb__write_again(bb_engine *e, bb__slot *s)
+void bbe__write_again(bb_engine *e, bbe__slot *s)
 {
     bb_value_unref(s->v);
-    bb__budget_release(e, s->charged);
+    bbe__budget_release(e, s->charged);
 }
 
-void bb__write_flagged(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, uint8_t fl)
+void bbe__write_flagged(bb_engine *e, bbe__exec *x, uint32_t site, bb_value *v, uint8_t fl)
 {
-    if ((fl & BB__SITE_FWD) && x->parent)
+    if ((fl & BBE__SITE_FWD) && x->parent)
         forward(e, x, site, v);
-    if ((fl & BB__SITE_APP_OUT) && !x->parent)
+    if ((fl & BBE__SITE_APP_OUT) && !x->parent)
         app_event(e, x, site, v);
 }
 
-void bb__write(bb_engine *e, bb__exec *x, uint32_t site, bb_value *v, size_t charged)
+void bbe__write(bb_engine *e, bbe__exec *x, uint32_t site, bb_value *v, size_t charged)
 {
-    bb__write_inline(e, x, site, v, charged);
+    bbe__write_inline(e, x, site, v, charged);
 }
 
-void bb__push_sources(bb_engine *e, bb__exec *x)
+void bbe__push_sources(bb_engine *e, bbe__exec *x)
 {
-    const bb__graph *g = x->g;
+    const bbe__graph *g = x->g;
     for (uint32_t i = 0; i < g->n_sources; i++)
-        bb__frontier_push(e, g->sources[i], x);
+        bbe__frontier_push(e, g->sources[i], x);
 }
 
-bb__exec *bb__fire_op_output(bb_engine *e, uint32_t opi, bb_value *v, uint32_t k)
+bbe__exec *bbe__fire_op_output(bb_engine *e, uint32_t opi, bb_value *v, uint32_t k)
 {
-    const bb__op *op = &e->ops[opi];
-    bb__exec *x = bb__exec_new(e, &e->graphs[op->graph], bb__exec_id_new(e));
+    const bbe__op *op = &e->ops[opi];
+    bbe__exec *x = bbe__exec_new(e, &e->graphs[op->graph], bbe__exec_id_new(e));
     if (!x) {
         bb_value_unref(v);
         return NULL;
     }
-    if (k < op->n_out && op->out[k] != BB__NONE)
-        bb__write(e, x, op->out[k], v, 0);
+    if (k < op->n_out && op->out[k] != BBE__NONE)
+        bbe__write(e, x, op->out[k], v, 0);
     else
         bb_value_unref(v);
     if (op->st)
         for (uint32_t i = 0; i < op->st->n_companions; i++)
-            bb__frontier_push(e, op->st->companions[i], x);
-    bb__exec_unref(e, x);
+            bbe__frontier_push(e, op->st->companions[i], x);
+    bbe__exec_unref(e, x);
     return x;
 }
 
 /* Teardown: drop every execution without running anything. */
-void bb__exec_free_all(bb_engine *e)
+void bbe__exec_free_all(bb_engine *e)
 {
     e->fr_n = 0;
     e->fr_head = 0;
     e->parked.n = 0;
     while (e->live) {
-        bb__exec *x = e->live;
+        bbe__exec *x = e->live;
         release_slots(e, x);
         unlink_live(e, x);
         free(x->limits);
         free(x);
     }
     for (uint32_t i = 0; i < e->n_graphs; i++) {
-        bb__graph *g = &e->graphs[i];
+        bbe__graph *g = &e->graphs[i];
         while (g->pool) {
-            bb__exec *x = g->pool;
+            bbe__exec *x = g->pool;
             g->pool = x->next;
             free(x->limits);
             free(x);

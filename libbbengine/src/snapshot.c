@@ -26,22 +26,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
 #define MAGIC "BBSNAP2"
 #define MAX_COUNT (1u << 26)
 
-uint64_t bb__install_fingerprint(const bb_engine *e)
+uint64_t bbe__install_fingerprint(const bb_engine *e)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (uint32_t gi = 0; gi < e->n_graphs; gi++) {
-        const bb__graph *g = &e->graphs[gi];
-        h = bb__mix64(h ^ bb_fnv1a64(g->name, strlen(g->name)) ^ g->n_sites);
+        const bbe__graph *g = &e->graphs[gi];
+        h = bbe__mix64(h ^ bb_fnv1a64(g->name, strlen(g->name)) ^ g->n_sites);
         for (uint32_t k = g->op_begin; k < g->op_end; k++)
-            h = bb__mix64(h ^ bb_fnv1a64(e->ops[k].op_type, strlen(e->ops[k].op_type)) ^ k);
+            h = bbe__mix64(h ^ bb_fnv1a64(e->ops[k].op_type, strlen(e->ops[k].op_type)) ^ k);
     }
     for (uint32_t c = 0; c < e->n_comps; c++)
-        h = bb__mix64(h ^ bb_fnv1a64(e->comps[c].slot, strlen(e->comps[c].slot)));
+        h = bbe__mix64(h ^ bb_fnv1a64(e->comps[c].slot, strlen(e->comps[c].slot)));
     return h;
 }
 
@@ -203,15 +203,15 @@ static bool r_peer(rd *r, bb_peerid *p)
 /* ---- snapshot ---------------------------------------------------------------------------- */
 
 /* frame -> 1-based index (0 = none) */
-static uint64_t fidx(const bb__map *m, const bb__exec *x)
+static uint64_t fidx(const bbe__map *m, const bbe__exec *x)
 {
     uint64_t v = 0;
     if (x)
-        bb__map_get(m, (uint64_t)(uintptr_t)x, &v);
+        bbe__map_get(m, (uint64_t)(uintptr_t)x, &v);
     return v;
 }
 
-static void w_waiters(wr *w, const bb__map *fm, const struct bb__waiter *v, size_t n)
+static void w_waiters(wr *w, const bbe__map *fm, const struct bbe__waiter *v, size_t n)
 {
     w_u(w, n);
     for (size_t i = 0; i < n; i++) {
@@ -220,7 +220,7 @@ static void w_waiters(wr *w, const bb__map *fm, const struct bb__waiter *v, size
     }
 }
 
-static void w_in_values(wr *w, const bb__in_value *in, uint32_t n)
+static void w_in_values(wr *w, const bbe__in_value *in, uint32_t n)
 {
     w_u(w, n);
     for (uint32_t i = 0; i < n; i++) {
@@ -237,10 +237,10 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     if (atomic_load(&e->in_cycle))
         return bb_error_set(err, BB_ESTATE, "snapshot: inside a poll");
     wr w = {0};
-    bb__map fm = {0};
+    bbe__map fm = {0};
     uint64_t nf = 0;
-    for (bb__exec *x = e->live; x; x = x->next)
-        if (bb__map_put(&fm, (uint64_t)(uintptr_t)x, ++nf))
+    for (bbe__exec *x = e->live; x; x = x->next)
+        if (bbe__map_put(&fm, (uint64_t)(uintptr_t)x, ++nf))
             w.oom = true;
     w_raw(&w, MAGIC, 8);
     w_u(&w, e->fingerprint);
@@ -255,8 +255,8 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     w_u(&w, e->timer_seq);
     w_u(&w, e->intervals_armed);
     w_u(&w, e->cycle_seq);
-    w_u(&w, BB__C_COUNT);
-    for (int i = 0; i < BB__C_COUNT; i++)
+    w_u(&w, BBE__C_COUNT);
+    for (int i = 0; i < BBE__C_COUNT; i++)
         w_u(&w, e->c[i]);
     w_u(&w, e->n_metrics);
     for (uint32_t i = 0; i < e->n_metrics; i++)
@@ -264,7 +264,7 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     /* components */
     w_u(&w, e->n_comps);
     for (uint32_t i = 0; i < e->n_comps; i++) {
-        bb__comp *c = &e->comps[i];
+        bbe__comp *c = &e->comps[i];
         w_str(&w, c->slot);
         uint8_t *s = NULL;
         size_t sl = 0;
@@ -272,7 +272,7 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
             bb_error cerr = {0};
             if (c->type->snapshot(c->inst, &s, &sl, &cerr) != BB_OK) {
                 free(w.p);
-                bb__map_free(&fm);
+                bbe__map_free(&fm);
                 return bb_error_set(err, BB_ERUNTIME, "snapshot: slot '%s' (%s): %s", c->slot,
                                     c->type->type_name, cerr.msg);
             }
@@ -285,11 +285,11 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     }
     /* executions */
     w_u(&w, nf);
-    for (bb__exec *x = e->live; x; x = x->next) {
+    for (bbe__exec *x = e->live; x; x = x->next) {
         w_u(&w, x->id);
         w_u(&w, x->g->index);
         w_u(&w, fidx(&fm, x->parent));
-        w_u(&w, x->call_op == BB__NONE ? 0 : (uint64_t)x->call_op + 1);
+        w_u(&w, x->call_op == BBE__NONE ? 0 : (uint64_t)x->call_op + 1);
         w_u(&w, x->boot);
         w_u(&w, x->inbound != NULL);
         if (x->inbound) {
@@ -305,7 +305,7 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
             live += x->slots[x->written[i]].v != NULL;
         w_u(&w, live);
         for (uint32_t i = 0; i < x->n_written; i++) {
-            const bb__slot *s = &x->slots[x->written[i]];
+            const bbe__slot *s = &x->slots[x->written[i]];
             if (!s->v)
                 continue;
             w_u(&w, x->written[i]);
@@ -316,11 +316,11 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     /* frontier (+ parked behind bootstraps + component ops waiting on a handle) */
     size_t n_handles = 0;
     for (size_t s = 0; s < e->slabs.n; s++)
-        for (size_t k = 0; k < BB__HANDLE_SLAB; k++)
+        for (size_t k = 0; k < BBE__HANDLE_SLAB; k++)
             n_handles += e->slabs.v[s][k].attached && e->slabs.v[s][k].x;
     w_u(&w, e->fr_n + e->parked.n + n_handles);
     for (size_t i = 0; i < e->fr_n; i++) {
-        const struct bb__fentry *f = &e->fr[(e->fr_head + i) & (e->fr_cap - 1)];
+        const struct bbe__fentry *f = &e->fr[(e->fr_head + i) & (e->fr_cap - 1)];
         w_u(&w, f->op);
         w_u(&w, fidx(&fm, f->x));
     }
@@ -329,8 +329,8 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
         w_u(&w, fidx(&fm, e->parked.v[i].x));
     }
     for (size_t s = 0; s < e->slabs.n; s++)
-        for (size_t k = 0; k < BB__HANDLE_SLAB; k++) {
-            const bb__handle *h = &e->slabs.v[s][k];
+        for (size_t k = 0; k < BBE__HANDLE_SLAB; k++) {
+            const bbe__handle *h = &e->slabs.v[s][k];
             if (h->attached && h->x) {
                 w_u(&w, h->op);
                 w_u(&w, fidx(&fm, h->x));
@@ -339,19 +339,19 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     /* timers (handle deadlines die with their handles) */
     size_t nt = 0;
     for (size_t i = 0; i < e->timers.n; i++)
-        nt += e->timers.v[i].kind != BB__T_HANDLE_DEADLINE;
+        nt += e->timers.v[i].kind != BBE__T_HANDLE_DEADLINE;
     w_u(&w, nt);
     for (size_t i = 0; i < e->timers.n; i++) {
-        const bb__timer *t = &e->timers.v[i];
-        if (t->kind == BB__T_HANDLE_DEADLINE)
+        const bbe__timer *t = &e->timers.v[i];
+        if (t->kind == BBE__T_HANDLE_DEADLINE)
             continue;
         w_u(&w, t->at);
         w_u(&w, t->seq);
         w_u(&w, t->kind);
-        w_u(&w, t->op == BB__NONE ? 0 : (uint64_t)t->op + 1);
+        w_u(&w, t->op == BBE__NONE ? 0 : (uint64_t)t->op + 1);
         w_u(&w, t->a);
         w_u(&w, t->b);
-        w_u(&w, t->kind == BB__T_PARK ? fidx(&fm, t->p) : 0);
+        w_u(&w, t->kind == BBE__T_PARK ? fidx(&fm, t->p) : 0);
     }
     /* semaphores, queues, holds */
     w_u(&w, e->n_semas);
@@ -361,7 +361,7 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     }
     w_u(&w, e->n_queues);
     for (uint32_t i = 0; i < e->n_queues; i++) {
-        const bb__queue *q = &e->queues[i];
+        const bbe__queue *q = &e->queues[i];
         w_u(&w, q->items.n - q->head);
         for (size_t k = q->head; k < q->items.n; k++)
             w_value(&w, q->items.v[k]);
@@ -373,16 +373,16 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     /* records */
     w_u(&w, e->rec_n);
     for (size_t i = 0; i < e->rec_n; i++) {
-        const bb__record *rec = &e->records[(e->rec_head + i) % e->caps.record_ring];
+        const bbe__record *rec = &e->records[(e->rec_head + i) % e->caps.record_ring];
         w_str(&w, rec->name);
         w_value(&w, rec->v);
     }
     /* batches */
     w_u(&w, e->batches.n);
     for (size_t i = 0; i < e->batches.cap; i++) {
-        if (e->batches.slots[i].state != BB__MAP_FULL)
+        if (e->batches.slots[i].state != BBE__MAP_FULL)
             continue;
-        const bb__batch *b = (const bb__batch *)(uintptr_t)e->batches.slots[i].val;
+        const bbe__batch *b = (const bbe__batch *)(uintptr_t)e->batches.slots[i].val;
         w_u(&w, b->id);
         w_u(&w, b->wire_req_id);
         w_u(&w, b->op);
@@ -405,8 +405,8 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     /* open inbound requests */
     w_u(&w, e->inreq_n);
     for (size_t i = 0; i < e->inreq_n; i++) {
-        const bb__inreq *q = &e->inreqs[(e->inreq_head + i) % e->caps.inbound_requests_max];
-        bool open = bb__map_get(&e->inreq_map, q->id, NULL);
+        const bbe__inreq *q = &e->inreqs[(e->inreq_head + i) % e->caps.inbound_requests_max];
+        bool open = bbe__map_get(&e->inreq_map, q->id, NULL);
         w_u(&w, open ? q->id : 0);
         w_peer(&w, &q->peer);
         w_u(&w, q->wire_req_id);
@@ -424,7 +424,7 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
         np += e->peers.v[i].live;
     w_u(&w, np);
     for (size_t i = 0; i < e->peers.n; i++) {
-        const bb__peer *p = &e->peers.v[i];
+        const bbe__peer *p = &e->peers.v[i];
         if (!p->live)
             continue;
         w_peer(&w, &p->id);
@@ -460,7 +460,7 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
         w_u(&w, e->boot.mods[i].done);
     w_u(&w, e->boot.inflight.n);
     for (size_t i = 0; i < e->boot.inflight.n; i++) {
-        const bb__inflight *f = &e->boot.inflight.v[i];
+        const bbe__inflight *f = &e->boot.inflight.v[i];
         w_u(&w, f->used);
         w_u(&w, f->component);
         w_u(&w, f->idx);
@@ -470,38 +470,38 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     }
     w_u(&w, e->boot.waiting.n);
     for (size_t i = 0; i < e->boot.waiting.n; i++) {
-        const bb__boot_req *q = &e->boot.waiting.v[i];
+        const bbe__boot_req *q = &e->boot.waiting.v[i];
         w_u(&w, (uint64_t)q->kind);
         w_u(&w, q->idx);
         w_in_values(&w, q->in, q->n);
     }
     /* ingress: take it, serialize, put it back in order */
-    bb__ingress_ev *ing = bb__ingress_take(e);
+    bbe__ingress_ev *ing = bbe__ingress_take(e);
     size_t ni = 0;
-    for (bb__ingress_ev *ev = ing; ev; ev = ev->next)
-        ni += ev->kind != BB__IN_COMPLETION && ev->kind != BB__IN_WORK_DONE;
+    for (bbe__ingress_ev *ev = ing; ev; ev = ev->next)
+        ni += ev->kind != BBE__IN_COMPLETION && ev->kind != BBE__IN_WORK_DONE;
     w_u(&w, ni);
-    for (bb__ingress_ev *ev = ing; ev; ev = ev->next) {
-        if (ev->kind == BB__IN_COMPLETION || ev->kind == BB__IN_WORK_DONE)
+    for (bbe__ingress_ev *ev = ing; ev; ev = ev->next) {
+        if (ev->kind == BBE__IN_COMPLETION || ev->kind == BBE__IN_WORK_DONE)
             continue;
         w_u(&w, (uint64_t)ev->kind);
         w_u(&w, ev->charged);
         switch (ev->kind) {
-        case BB__IN_ENVELOPE:
+        case BBE__IN_ENVELOPE:
             w_peer(&w, &ev->u.env.src);
             w_bytes(&w, ev->u.env.obs, ev->u.env.obs_len);
             w_bytes(&w, ev->u.env.buf->data, ev->u.env.buf->len);
             break;
-        case BB__IN_INVOKE:
+        case BBE__IN_INVOKE:
             w_u(&w, ev->u.inv.target);
             w_u(&w, ev->u.inv.exec);
             w_u(&w, ev->u.inv.sources);
             w_in_values(&w, ev->u.inv.in, ev->u.inv.n);
             break;
-        case BB__IN_LIFECYCLE:
+        case BBE__IN_LIFECYCLE:
             w_u(&w, (uint64_t)ev->u.lc.phase);
             break;
-        case BB__IN_BOOTSTRAP:
+        case BBE__IN_BOOTSTRAP:
             w_u(&w, (uint64_t)ev->u.boot.all);
             w_u(&w, ev->u.boot.n);
             for (uint32_t k = 0; k < ev->u.boot.n; k++) {
@@ -510,7 +510,7 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
                 w_in_values(&w, ev->u.boot.reqs[k].in, ev->u.boot.reqs[k].n);
             }
             break;
-        case BB__IN_NOTICE:
+        case BBE__IN_NOTICE:
             w_u(&w, (uint64_t)ev->u.notice.infra);
             w_u(&w, (uint64_t)ev->u.notice.sub);
             w_u(&w, ev->u.notice.count);
@@ -520,17 +520,17 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
     }
     /* re-queue (the take reversed nothing visible: push back oldest first) */
     while (ing) {
-        bb__ingress_ev *next = ing->next;
+        bbe__ingress_ev *next = ing->next;
         ing->next = NULL;
         bool must = ing->must;
         ing->must = true; /* never drop our own re-queue */
-        bb__ingress_push(e, ing);
+        bbe__ingress_push(e, ing);
         ing->must = must;
         if (!must)
             atomic_fetch_add(&e->ing.count, 1);
         ing = next;
     }
-    bb__map_free(&fm);
+    bbe__map_free(&fm);
     if (w.oom) {
         free(w.p);
         return bb_error_set(err, BB_ENOMEM, "snapshot: out of memory (or an unencodable value)");
@@ -542,7 +542,7 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
 
 /* ---- restore ------------------------------------------------------------------------------ */
 
-static bb__exec *frame_at(rd *r, bb__exec **frames, size_t n)
+static bbe__exec *frame_at(rd *r, bbe__exec **frames, size_t n)
 {
     uint64_t v = r_u(r);
     if (!v || v > n) {
@@ -552,19 +552,19 @@ static bb__exec *frame_at(rd *r, bb__exec **frames, size_t n)
     return frames[v - 1];
 }
 
-static int r_waiters(rd *r, bb_engine *e, bb__exec **frames, size_t nf, void *arr)
+static int r_waiters(rd *r, bb_engine *e, bbe__exec **frames, size_t nf, void *arr)
 {
     size_t n = r_count(r);
     for (size_t i = 0; i < n && !r->bad; i++) {
-        struct bb__waiter wt;
+        struct bbe__waiter wt;
         wt.op = r_idx(r, e->n_ops);
         wt.x = frame_at(r, frames, nf);
         if (r->bad || e->ops[wt.op].graph != wt.x->g->index) {
             r->bad = true;
             break;
         }
-        BB__ARR(struct bb__waiter) *a = arr;
-        if (BB__ARR_PUSH(a, wt))
+        BBE__ARR(struct bbe__waiter) *a = arr;
+        if (BBE__ARR_PUSH(a, wt))
             return BB_ENOMEM;
         wt.x->refs++;
         e->pending_async++;
@@ -572,10 +572,10 @@ static int r_waiters(rd *r, bb_engine *e, bb__exec **frames, size_t nf, void *ar
     return 0;
 }
 
-static bb__in_value *r_in_values(rd *r, bb_engine *e, uint32_t graph, uint32_t *n_out)
+static bbe__in_value *r_in_values(rd *r, bb_engine *e, uint32_t graph, uint32_t *n_out)
 {
     size_t n = r_count(r);
-    bb__in_value *in = calloc(n ? n : 1, sizeof *in);
+    bbe__in_value *in = calloc(n ? n : 1, sizeof *in);
     *n_out = 0;
     if (!in) {
         nomem(r);
@@ -598,22 +598,22 @@ static bb__in_value *r_in_values(rd *r, bb_engine *e, uint32_t graph, uint32_t *
 /* Drop every restored transient structure (restore failed). */
 static void reset_transient(bb_engine *e)
 {
-    bb__ingress_free(e);
-    bb__timers_free(e);
-    bb__wire_free(e);
-    bb__exec_free_all(e);
-    bb__boot_free(e);
+    bbe__ingress_free(e);
+    bbe__timers_free(e);
+    bbe__wire_free(e);
+    bbe__exec_free_all(e);
+    bbe__boot_free(e);
     for (uint32_t i = 0; i < e->boot.n_mods; i++)
         e->boot.mods[i].done = false;
     e->boot.all_armed = e->boot.all_blocked = e->boot.pulses_fired = false;
     e->boot.next_idx = 0;
-    bb__peers_free(e);
+    bbe__peers_free(e);
     for (uint32_t i = 0; i < e->n_semas; i++) {
         e->semas[i].held = 0;
         e->semas[i].waiters.n = 0;
     }
     for (uint32_t i = 0; i < e->n_queues; i++) {
-        bb__queue *q = &e->queues[i];
+        bbe__queue *q = &e->queues[i];
         for (size_t k = q->head; k < q->items.n; k++)
             bb_value_unref(q->items.v[k]);
         q->items.n = q->head = 0;
@@ -630,7 +630,7 @@ static void reset_transient(bb_engine *e)
         free(e->loopback.v[i].bytes);
     e->loopback.n = 0;
     e->dedup_n = e->dedup_head = 0;
-    bb__map_free(&e->dedup_set);
+    bbe__map_free(&e->dedup_set);
     e->bus_n = e->bus_head = 0;
     e->pending_async = 0;
     e->inreq_n = e->inreq_head = 0;
@@ -640,7 +640,7 @@ static void reset_transient(bb_engine *e)
 static const char *record_name(const bb_engine *e, const uint8_t *d, size_t len)
 {
     for (uint32_t k = 0; k < e->n_ops; k++) {
-        const bb__op *op = &e->ops[k];
+        const bbe__op *op = &e->ops[k];
         if (op->st && op->st->name && strlen(op->st->name) == len && memcmp(op->st->name, d, len) == 0)
             return op->st->name;
     }
@@ -667,7 +667,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     size_t nc = r_count(r);
     for (size_t i = 0; i < nc; i++) {
         uint64_t v = r_u(r);
-        if (i < BB__C_COUNT)
+        if (i < BBE__C_COUNT)
             e->c[i] = v;
     }
     if (r_u(r) != e->n_metrics)
@@ -678,7 +678,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     if (r_u(r) != e->n_comps)
         r->bad = true;
     for (uint32_t i = 0; i < e->n_comps && !r->bad; i++) {
-        bb__comp *c = &e->comps[i];
+        bbe__comp *c = &e->comps[i];
         size_t sl;
         const uint8_t *s = r_bytes(r, &sl);
         if (r->bad || sl != strlen(c->slot) || memcmp(s, c->slot, sl) != 0) {
@@ -705,7 +705,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         goto bad;
     /* executions */
     size_t nf = r_count(r);
-    bb__exec **frames = calloc(nf ? nf : 1, sizeof *frames);
+    bbe__exec **frames = calloc(nf ? nf : 1, sizeof *frames);
     uint64_t *parents = calloc(nf ? nf : 1, sizeof *parents);
     if (!frames || !parents) {
         free(frames);
@@ -717,11 +717,11 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         uint32_t gi = r_idx(r, e->n_graphs);
         if (r->bad)
             break;
-        bb__graph *g = &e->graphs[gi];
+        bbe__graph *g = &e->graphs[gi];
         /* a blank frame: no constants pre-filled (the snapshot has them) */
         uint32_t nconst = g->n_consts;
         g->n_consts = 0;
-        bb__exec *x = bb__exec_new(e, g, id);
+        bbe__exec *x = bbe__exec_new(e, g, id);
         g->n_consts = nconst;
         if (!x) {
             nomem(r);
@@ -731,7 +731,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         x->refs = 0; /* recounted from the restored references below */
         parents[i] = r_u(r);
         uint64_t call = r_u(r);
-        x->call_op = call ? (uint32_t)(call - 1) : BB__NONE;
+        x->call_op = call ? (uint32_t)(call - 1) : BBE__NONE;
         if (call > e->n_ops)
             r->bad = true;
         uint64_t boot = r_u(r);
@@ -739,7 +739,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         if (boot > 4096)
             r->bad = true;
         if (r_u(r)) {
-            bb__exec_set_inbound(x);
+            bbe__exec_set_inbound(x);
             r_peer(r, &x->inbound->src);
             x->inbound->env_hash = r_u(r);
             x->inbound->deadline_ns = r_u(r);
@@ -773,15 +773,15 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         }
     }
     for (size_t i = 0; i < nf && !r->bad; i++) {
-        bb__exec *x = frames[i];
+        bbe__exec *x = frames[i];
         if (parents[i] > nf || parents[i] == i + 1) {
             r->bad = true;
             break;
         }
         x->parent = parents[i] ? frames[parents[i] - 1] : NULL;
         if (x->parent) {
-            const bb__op *call = x->call_op < e->n_ops ? &e->ops[x->call_op] : NULL;
-            if (!call || call->disp != BB__DISP_CALL || call->comp != x->g->index ||
+            const bbe__op *call = x->call_op < e->n_ops ? &e->ops[x->call_op] : NULL;
+            if (!call || call->disp != BBE__DISP_CALL || call->comp != x->g->index ||
                 call->graph != x->parent->g->index) {
                 r->bad = true;
                 break;
@@ -796,23 +796,23 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     size_t nfr = r_count(r);
     for (size_t i = 0; i < nfr && !r->bad; i++) {
         uint32_t op = r_idx(r, e->n_ops);
-        bb__exec *x = frame_at(r, frames, nf);
+        bbe__exec *x = frame_at(r, frames, nf);
         if (r->bad)
             break;
         if (e->ops[op].graph != x->g->index) {
             r->bad = true;
             break;
         }
-        if (bb__frontier_reserve(e, e->fr_n + 1)) {
+        if (bbe__frontier_reserve(e, e->fr_n + 1)) {
             nomem(r);
             break;
         }
-        bb__frontier_push(e, op, x);
+        bbe__frontier_push(e, op, x);
     }
     /* timers */
     size_t nt = r_count(r);
     for (size_t i = 0; i < nt && !r->bad; i++) {
-        bb__timer t = {0};
+        bbe__timer t = {0};
         t.at = r_u(r);
         t.seq = r_u(r);
         t.kind = (uint32_t)r_u(r);
@@ -820,14 +820,14 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         t.a = (uint32_t)r_u(r);
         t.b = r_u(r);
         uint64_t fx = r_u(r);
-        if (r->bad || op > e->n_ops || t.kind < BB__T_PARK || t.kind > BB__T_BATCH_DEADLINE ||
-            t.kind == BB__T_HANDLE_DEADLINE) {
+        if (r->bad || op > e->n_ops || t.kind < BBE__T_PARK || t.kind > BBE__T_BATCH_DEADLINE ||
+            t.kind == BBE__T_HANDLE_DEADLINE) {
             r->bad = true;
             break;
         }
-        t.op = op ? (uint32_t)(op - 1) : BB__NONE;
-        if (t.kind == BB__T_PARK) {
-            if (!fx || fx > nf || t.op == BB__NONE || e->ops[t.op].graph != frames[fx - 1]->g->index) {
+        t.op = op ? (uint32_t)(op - 1) : BBE__NONE;
+        if (t.kind == BBE__T_PARK) {
+            if (!fx || fx > nf || t.op == BBE__NONE || e->ops[t.op].graph != frames[fx - 1]->g->index) {
                 r->bad = true;
                 break;
             }
@@ -835,21 +835,21 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
             frames[fx - 1]->refs++;
             e->pending_async++;
         }
-        if ((t.kind == BB__T_INTERVAL &&
-             (t.op == BB__NONE || strcmp(e->ops[t.op].op_type, "Interval") != 0 || !e->ops[t.op].st ||
+        if ((t.kind == BBE__T_INTERVAL &&
+             (t.op == BBE__NONE || strcmp(e->ops[t.op].op_type, "Interval") != 0 || !e->ops[t.op].st ||
               e->ops[t.op].st->i <= 0)) ||
-            (t.kind == BB__T_COMPONENT && t.a >= e->n_comps)) {
+            (t.kind == BBE__T_COMPONENT && t.a >= e->n_comps)) {
             r->bad = true;
             break;
         }
-        if (BB__ARR_PUSH(&e->timers, t)) {
+        if (BBE__ARR_PUSH(&e->timers, t)) {
             nomem(r);
             break;
         }
     }
     /* the snapshot left out the handle deadlines: what remains of the heap
      * array is not a heap in general (and a snapshot is input) */
-    bb__timers_heapify(e);
+    bbe__timers_heapify(e);
     /* semaphores, queues, holds */
     if (r_u(r) != e->n_semas)
         r->bad = true;
@@ -861,13 +861,13 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     if (r_u(r) != e->n_queues)
         r->bad = true;
     for (uint32_t i = 0; i < e->n_queues && !r->bad; i++) {
-        bb__queue *q = &e->queues[i];
+        bbe__queue *q = &e->queues[i];
         size_t n = r_count(r);
         for (size_t k = 0; k < n && !r->bad; k++) {
             bb_value *v = r_value(r);
             if (!v) {
                 r->bad = true;
-            } else if (BB__ARR_PUSH(&q->items, v)) {
+            } else if (BBE__ARR_PUSH(&q->items, v)) {
                 bb_value_unref(v);
                 nomem(r);
             }
@@ -899,13 +899,13 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     for (size_t i = 0; i < nb && !r->bad; i++) {
         uint64_t id = r_u(r), wire_req_id = r_u(r);
         uint32_t op = r_idx(r, e->n_ops);
-        bb__exec *x = frame_at(r, frames, nf);
+        bbe__exec *x = frame_at(r, frames, nf);
         uint64_t exp = r_u(r), quorum = r_u(r);
         if (r->bad || exp > 65536 || quorum > exp || e->ops[op].graph != x->g->index) {
             r->bad = true;
             break;
         }
-        bb__batch *b = bb__batch_new((uint32_t)exp);
+        bbe__batch *b = bbe__batch_new((uint32_t)exp);
         if (!b) {
             nomem(r);
             break;
@@ -918,7 +918,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         /* link first so a failure below frees it with the frame */
         b->next_in_exec = b->x->batches;
         b->x->batches = b;
-        if (bb__map_put(&e->batches, b->id, (uint64_t)(uintptr_t)b)) {
+        if (bbe__map_put(&e->batches, b->id, (uint64_t)(uintptr_t)b)) {
             nomem(r);
             break;
         }
@@ -953,7 +953,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         if (!r->bad && r_waiters(r, e, frames, nf, &b->waiters))
             nomem(r);
         b->result = r_value(r);
-        if (!b->done && !r->bad && bb__map_put(&e->batches_wire, b->wire_req_id, b->id))
+        if (!b->done && !r->bad && bbe__map_put(&e->batches_wire, b->wire_req_id, b->id))
             nomem(r);
     }
     /* inbound requests */
@@ -963,7 +963,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     if (nq && !r->bad && !e->inreqs && !(e->inreqs = calloc(e->caps.inbound_requests_max, sizeof *e->inreqs)))
         nomem(r);
     for (size_t i = 0; i < nq && !r->bad; i++) {
-        bb__inreq *q = &e->inreqs[i];
+        bbe__inreq *q = &e->inreqs[i];
         q->id = r_u(r);
         r_peer(r, &q->peer);
         q->wire_req_id = r_u(r);
@@ -971,7 +971,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         q->sent_at_ns = r_u(r);
         q->recv_at_ns = r_u(r);
         e->inreq_n++;
-        if (q->id && bb__map_put(&e->inreq_map, q->id, i))
+        if (q->id && bbe__map_put(&e->inreq_map, q->id, i))
             nomem(r);
     }
     /* dedup */
@@ -981,7 +981,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     for (size_t i = 0; i < nd && !r->bad; i++) {
         e->dedup[i] = r_u(r);
         e->dedup_n++;
-        if (bb__map_put(&e->dedup_set, e->dedup[i], 1))
+        if (bbe__map_put(&e->dedup_set, e->dedup[i], 1))
             nomem(r);
     }
     /* peers */
@@ -990,7 +990,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         bb_peerid id;
         if (!r_peer(r, &id))
             break;
-        bb__peer *p = bb__peer_get(e, &id);
+        bbe__peer *p = bbe__peer_get(e, &id);
         if (!p) {
             r->bad = true;
             break;
@@ -999,7 +999,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         for (size_t k = 0; k < na && !r->bad; k++) {
             size_t len;
             const uint8_t *a = r_bytes(r, &len);
-            int rc = r->bad ? BB_OK : bb__peer_add_addr(e, p, a, len);
+            int rc = r->bad ? BB_OK : bbe__peer_add_addr(e, p, a, len);
             if (rc == BB_ENOMEM)
                 nomem(r);
             else if (rc)
@@ -1032,7 +1032,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         p->blocked = (fl >> 1) & 1;
         if ((fl >> 2) & 1)
             bb_engine_allow_peer(e, &id, true);
-        p = bb__peer_find(e, &id);
+        p = bbe__peer_find(e, &id);
         p->rtt_ns = r_u(r);
         p->last_rx_sent_at = r_u(r);
         p->last_rx_at = r_u(r);
@@ -1051,7 +1051,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         if (r->bad)
             break;
         uint8_t *copy = malloc(len ? len : 1);
-        if (!copy || BB__ARR_PUSH(&e->loopback, ((struct bb__loop){copy, len}))) {
+        if (!copy || BBE__ARR_PUSH(&e->loopback, ((struct bbe__loop){copy, len}))) {
             free(copy);
             nomem(r);
             break;
@@ -1070,7 +1070,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     if (nif > 4096)
         r->bad = true;
     for (size_t i = 0; i < nif && !r->bad; i++) {
-        bb__inflight f = {0};
+        bbe__inflight f = {0};
         f.used = r_u(r) != 0;
         f.component = r_u(r) != 0;
         f.idx = (uint32_t)r_u(r);
@@ -1087,15 +1087,15 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
             break;
         if (f.used && f.component) {
             /* its completion handle is gone: stage it again */
-            bb__boot_req q = {.kind = BB_BOOTSTRAP_SLOTS, .idx = f.idx};
-            if (BB__ARR_PUSH(&e->boot.waiting, q))
+            bbe__boot_req q = {.kind = BB_BOOTSTRAP_SLOTS, .idx = f.idx};
+            if (BBE__ARR_PUSH(&e->boot.waiting, q))
                 nomem(r);
             f.used = false;
         } else if (f.used) {
             f.touch = e->graphs[e->boot.mods[f.idx].graph].touch;
             e->boot.n_inflight++;
         }
-        if (BB__ARR_PUSH(&e->boot.inflight, f))
+        if (BBE__ARR_PUSH(&e->boot.inflight, f))
             nomem(r);
     }
     for (size_t i = 0; i < nf && !r->bad; i++) {
@@ -1106,7 +1106,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     }
     size_t nw = r_count(r);
     for (size_t i = 0; i < nw && !r->bad; i++) {
-        bb__boot_req q = {0};
+        bbe__boot_req q = {0};
         q.kind = (int)r_u(r);
         q.idx = (uint32_t)r_u(r);
         if (q.kind < BB_BOOTSTRAP_MODULE_NAMES || q.kind > BB_BOOTSTRAP_SLOTS ||
@@ -1116,7 +1116,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         }
         uint32_t g = q.kind == BB_BOOTSTRAP_SLOTS ? 0 : e->boot.mods[q.idx].graph;
         q.in = r_in_values(r, e, g, &q.n);
-        if (BB__ARR_PUSH(&e->boot.waiting, q)) {
+        if (BBE__ARR_PUSH(&e->boot.waiting, q)) {
             free(q.in);
             nomem(r);
         }
@@ -1128,8 +1128,8 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         size_t charged = (size_t)r_u(r);
         size_t len;
         const uint8_t *d;
-        bb__ingress_ev *ev;
-        if (kind == BB__IN_ENVELOPE) { /* one block with its bytes */
+        bbe__ingress_ev *ev;
+        if (kind == BBE__IN_ENVELOPE) { /* one block with its bytes */
             bb_peerid src;
             size_t obs_len;
             r_peer(r, &src);
@@ -1137,7 +1137,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
             d = r_bytes(r, &len);
             if (r->bad)
                 break;
-            ev = bb__envelope_ev_new(d, NULL, len, obs_len ? obs : NULL, obs_len);
+            ev = bbe__envelope_ev_new(d, NULL, len, obs_len ? obs : NULL, obs_len);
             if (ev)
                 ev->u.env.src = src;
         } else {
@@ -1152,19 +1152,19 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
         ev->charged = charged;
         ev->must = true; /* restored work is never dropped */
         switch (ev->kind) {
-        case BB__IN_ENVELOPE:
+        case BBE__IN_ENVELOPE:
             break;
-        case BB__IN_INVOKE:
+        case BBE__IN_INVOKE:
             ev->u.inv.target = r_idx(r, e->n_graphs);
             ev->u.inv.exec = r_u(r);
             ev->u.inv.sources = r_u(r) != 0;
             if (!r->bad)
                 ev->u.inv.in = r_in_values(r, e, ev->u.inv.target, &ev->u.inv.n);
             break;
-        case BB__IN_LIFECYCLE:
+        case BBE__IN_LIFECYCLE:
             ev->u.lc.phase = (int64_t)r_u(r);
             break;
-        case BB__IN_BOOTSTRAP: {
+        case BBE__IN_BOOTSTRAP: {
             ev->u.boot.all = (int)r_u(r);
             size_t nq2 = r_count(r);
             ev->u.boot.reqs = calloc(nq2 ? nq2 : 1, sizeof *ev->u.boot.reqs);
@@ -1173,7 +1173,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
                 break;
             }
             for (size_t k = 0; k < nq2 && !r->bad; k++) {
-                bb__boot_req *q = &ev->u.boot.reqs[k];
+                bbe__boot_req *q = &ev->u.boot.reqs[k];
                 q->kind = (int)r_u(r);
                 q->idx = (uint32_t)r_u(r);
                 if (q->kind < BB_BOOTSTRAP_MODULE_NAMES || q->kind > BB_BOOTSTRAP_SLOTS ||
@@ -1186,7 +1186,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
             }
             break;
         }
-        case BB__IN_NOTICE:
+        case BBE__IN_NOTICE:
             ev->u.notice.infra = (int)r_u(r);
             ev->u.notice.sub = (int)r_u(r);
             ev->u.notice.count = r_u(r);
@@ -1202,7 +1202,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
             atomic_fetch_add(&e->bytes_in_flight, ev->charged);
         else
             ev->charged = 0;
-        bb__ingress_push(e, ev); /* freed with the ingress if the restore fails */
+        bbe__ingress_push(e, ev); /* freed with the ingress if the restore fails */
     }
     if (r->bad || r->pos != r->n)
         goto bad_frames;
@@ -1210,7 +1210,7 @@ static int restore_body(bb_engine *e, rd *r, bb_error *err)
     for (size_t i = 0; i < nf; i++) {
         if (!frames[i]->refs) {
             frames[i]->refs = 1;
-            bb__exec_unref(e, frames[i]);
+            bbe__exec_unref(e, frames[i]);
         }
     }
     free(frames);

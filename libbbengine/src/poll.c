@@ -14,20 +14,20 @@
  */
 #include <string.h>
 
-#include "bbd/engine/syscalls.h"
+#include "libbbengine/src/syscalls.h"
 
 static void phase(bb_engine *e, const char *name)
 {
     e->phase_name = name;
-    if (BB__TRACING(e, BB_TRACE_POLL))
-        bb__trace(e, BB_TRACE_POLL, name, 0, BB__NONE, NULL, e->cycle_seq);
+    if (BBE__TRACING(e, BB_TRACE_POLL))
+        bbe__trace(e, BB_TRACE_POLL, name, 0, BBE__NONE, NULL, e->cycle_seq);
 }
 
 static void report_drops(bb_engine *e)
 {
     uint64_t d = atomic_load_explicit(&e->ing.dropped, memory_order_relaxed);
     if (d > e->ing.dropped_reported) {
-        bb__step_infra(e, BB_INFRA_INGRESS_DROPPED, 0, NULL, d - e->ing.dropped_reported,
+        bbe__step_infra(e, BB_INFRA_INGRESS_DROPPED, 0, NULL, d - e->ing.dropped_reported,
                        "%llu ingress events dropped (capacity %zu)",
                        (unsigned long long)(d - e->ing.dropped_reported), e->ing.capacity);
         e->ing.dropped_reported = d;
@@ -45,59 +45,59 @@ int bb_engine_poll(bb_engine *e, uint64_t now_ns, bb_steps *steps)
     e->budget_hit = false;
     e->cycle_thread = pthread_self();
     atomic_store_explicit(&e->in_cycle, true, memory_order_release);
-    uint64_t bus_dropped = e->c[BB__C_BUS_DROPPED];
+    uint64_t bus_dropped = e->c[BBE__C_BUS_DROPPED];
     phase(e, "node.poll");
 
     if (!e->intervals_armed && e->installed) {
         e->intervals_armed = true;
         for (uint32_t k = 0; k < e->n_interval_ops; k++) {
             uint32_t opi = e->interval_ops[k];
-            bb__timer_add(e, e->now_ns + (uint64_t)e->ops[opi].st->i, BB__T_INTERVAL, opi, 0, 0, NULL);
+            bbe__timer_add(e, e->now_ns + (uint64_t)e->ops[opi].st->i, BBE__T_INTERVAL, opi, 0, 0, NULL);
         }
     }
 
     /* 1 */
     phase(e, "engine.drain_ingress");
     report_drops(e);
-    bb__drain_loopback(e);
-    for (bb__ingress_ev *ev = bb__ingress_take(e); ev;) {
-        bb__ingress_ev *next = ev->next;
-        bb__ingress_process(e, ev);
+    bbe__drain_loopback(e);
+    for (bbe__ingress_ev *ev = bbe__ingress_take(e); ev;) {
+        bbe__ingress_ev *next = ev->next;
+        bbe__ingress_process(e, ev);
         ev = next;
     }
-    bb__boot_progress(e);
+    bbe__boot_progress(e);
     /* 2 */
     phase(e, "engine.drain_frontier");
-    bb__drain_frontier(e);
+    bbe__drain_frontier(e);
     if (!e->budget_hit) {
         /* 3 */
         phase(e, "engine.route_bus_events");
-        bb__route_bus(e);
+        bbe__route_bus(e);
         /* 4 */
         phase(e, "engine.poll_timers");
-        bb__poll_timers(e);
+        bbe__poll_timers(e);
         /* 5 */
         phase(e, "engine.drain_pending_completions");
-        bb__drain_pending_completions(e);
+        bbe__drain_pending_completions(e);
         /* 6 */
         phase(e, "engine.drain_frontier");
-        bb__drain_frontier(e);
+        bbe__drain_frontier(e);
         while (!e->budget_hit) {
-            bb__boot_progress(e);
+            bbe__boot_progress(e);
             if (!e->fr_n)
                 break;
-            bb__drain_frontier(e);
+            bbe__drain_frontier(e);
         }
     }
     if (e->boot.n_inflight)
-        bb__boot_announce(e);
+        bbe__boot_announce(e);
     /* 7 */
     phase(e, "engine.drain_outbound");
-    bb__flush_outbound(e);
-    if (e->c[BB__C_BUS_DROPPED] > bus_dropped)
-        bb__step_infra(e, BB_INFRA_BUS_DROPPED, 0, NULL, e->c[BB__C_BUS_DROPPED] - bus_dropped,
+    bbe__flush_outbound(e);
+    if (e->c[BBE__C_BUS_DROPPED] > bus_dropped)
+        bbe__step_infra(e, BB_INFRA_BUS_DROPPED, 0, NULL, e->c[BBE__C_BUS_DROPPED] - bus_dropped,
                        "%llu bus events dropped (capacity %zu)",
-                       (unsigned long long)(e->c[BB__C_BUS_DROPPED] - bus_dropped), e->caps.bus_capacity);
+                       (unsigned long long)(e->c[BBE__C_BUS_DROPPED] - bus_dropped), e->caps.bus_capacity);
     e->phase_name = NULL;
     atomic_store_explicit(&e->in_cycle, false, memory_order_release);
 
@@ -118,5 +118,5 @@ uint64_t bb_engine_next_deadline(const bb_engine *e)
         return 0;
     if (!e->intervals_armed && e->n_interval_ops)
         return 0;
-    return bb__timer_next(e);
+    return bbe__timer_next(e);
 }
