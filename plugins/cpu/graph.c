@@ -135,7 +135,7 @@ bool cpu_plan_output_type(const cpu_plan *p, uint32_t i, int32_t *dtype, uint32_
         return false;
     const bb_value_info *vi = p->g->outputs.v[i];
     const bb_type_proto *t = vi ? vi->type : NULL;
-    if (!t || t->kind != BB_TP_TENSOR || !cpu_dtype_size(t->elem_type))
+    if (!t || t->kind != BB_TP_TENSOR || !bb_tensor_elem_size(t->elem_type))
         return false;
     *dtype = t->elem_type;
     *ndim = 0;
