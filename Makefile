@@ -121,8 +121,11 @@ BINS += $(B)/bin/bbctl
 endif
 
 # Per-plugin extra flags: plugins/NAME/build.mk may set
-#   PLUGIN_CFLAGS_NAME and PLUGIN_LIBS_NAME
+#   PLUGIN_CFLAGS_NAME and PLUGIN_LIBS_NAME;
+# tests/plugins/NAME/build.mk may set TPLUGIN_CFLAGS_NAME (placed before
+# the common flags, so its -I directories come first) and add rules.
 -include $(wildcard plugins/*/build.mk)
+-include $(wildcard tests/plugins/*/build.mk)
 
 .PHONY: all deps check check-unit check-integration demo bench footprint install clean examples programs
 .SECONDARY:
@@ -221,7 +224,8 @@ $(B)/tests/plugins/%.so: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard tests
 
 $(B)/obj/tests/plugins/%.o: tests/plugins/%.c | $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -c $< -o $@
+	$(CC) $(TPLUGIN_CFLAGS_$(firstword $(subst /, ,$*))) $(CFLAGS_COMMON) -fvisibility=hidden \
+		-c $< -o $@
 
 # ---- tests, examples, benchmarks -------------------------------------------
 TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
