@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/uvarint.h"
 #include "libbbengine/src/syscalls.h"
 
 #define MAGIC "BBSNAP2"
@@ -77,7 +78,7 @@ static void w_raw(wr *w, const void *d, size_t n)
 static void w_u(wr *w, uint64_t v)
 {
     uint8_t b[10];
-    w_raw(w, b, bb_varint_put(b, v));
+    w_raw(w, b, bb_uvarint_encode(v, b));
 }
 
 static void w_bytes(wr *w, const void *d, size_t n)
@@ -122,10 +123,12 @@ static void nomem(rd *r) { r->bad = r->oom = true; }
 static uint64_t r_u(rd *r)
 {
     uint64_t v = 0;
-    if (r->bad || bb_varint_get(r->p, r->n, &r->pos, &v) != BB_OK) {
+    size_t used;
+    if (r->bad || bb_uvarint_read_u64(r->p + r->pos, r->n - r->pos, &v, &used) != BB_UVARINT_OK) {
         r->bad = true;
         return 0;
     }
+    r->pos += used;
     return v;
 }
 
