@@ -57,6 +57,15 @@ void bb_writer_put(bb_writer *w, const void *src, size_t n)
     w->len += n;
 }
 
+uint8_t *bb_writer_grow(bb_writer *w, size_t n)
+{
+    if (!writer_room(w, n))
+        return NULL;
+    uint8_t *p = w->data + w->len;
+    w->len += n;
+    return p;
+}
+
 void bb_writer_put_u8(bb_writer *w, uint8_t v)
 {
     bb_writer_put(w, &v, 1);

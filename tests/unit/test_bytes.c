@@ -30,6 +30,9 @@ static void test_round_trip_every_kind(void **state)
     bb_writer_put_delimited(&w, "xyz", 3);
     bb_writer_put_str(&w, "name");
     bb_writer_put_str(&w, NULL);
+    uint8_t *room = bb_writer_grow(&w, 2);
+    assert_non_null(room);
+    memcpy(room, "ok", 2);
     assert_false(w.failed);
     /* fixed-width integers are little-endian whatever the host */
     assert_memory_equal(w.data + 5, "\x04\x03\x02\x01", 4);
@@ -59,6 +62,8 @@ static void test_round_trip_every_kind(void **state)
     assert_memory_equal(d, "xyz", 3);
     assert_true(bb_reader_delimited(&r, &d, &dl) && dl == 4 && memcmp(d, "name", 4) == 0);
     assert_true(bb_reader_delimited(&r, &d, &dl) && dl == 0);
+    assert_true(bb_reader_get(&r, magic, 2));
+    assert_memory_equal(magic, "ok", 2);
     assert_int_equal(bb_reader_left(&r), 0);
     assert_true(bb_reader_view(&r, 0, &d)); /* nothing, at the end: fine */
     assert_false(r.failed);
@@ -127,6 +132,7 @@ static void test_fixed_writer_runs_out_of_room(void **state)
     /* a failed writer hands over nothing */
     bb_writer_init_fixed(&w, buf, 1);
     bb_writer_put_u64le(&w, 1);
+    assert_null(bb_writer_grow(&w, 1)); /* a failed writer gives no room */
     uint8_t *out;
     size_t len;
     assert_false(bb_writer_take(&w, &out, &len));

@@ -44,6 +44,9 @@ typedef struct bb_writer {
 /* Write into buf[0..cap) (borrowed); a put that does not fit fails. */
 void bb_writer_init_fixed(bb_writer *w, void *buf, size_t cap);
 void bb_writer_put(bb_writer *w, const void *src, size_t n);
+/* Append n > 0 bytes for the caller to fill (an encoder writing in
+ * place); returns where they start, NULL when the writer failed. */
+uint8_t *bb_writer_grow(bb_writer *w, size_t n);
 void bb_writer_put_u8(bb_writer *w, uint8_t v);
 void bb_writer_put_u32le(bb_writer *w, uint32_t v);
 void bb_writer_put_u64le(bb_writer *w, uint64_t v);
