@@ -96,7 +96,10 @@ static void read_batch_state(bb_engine *e, bbe__snap_in *in, bbe__batch *b)
 
 static void read_batch(bb_engine *e, bbe__snap_in *in)
 {
+    size_t at = in->r.pos;
     uint64_t id = bbe__snap_u(in), wire_req_id = bbe__snap_u(in);
+    if (!in->r.failed && bbe__map_get(&e->batches, id, NULL))
+        bbe__snap_fail(in, at, "a request batch listed twice");
     uint32_t op;
     bbe__exec *x;
     if (!bbe__snap_op_in_frame(e, in, &op, &x))
