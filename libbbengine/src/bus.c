@@ -13,6 +13,7 @@ void bbe__bus_publish(bb_engine *e, uint64_t kind)
     if (kind >= 64 || !(e->bus_subscribed & (1ULL << kind)))
         return;
     size_t cap = e->caps.bus_capacity;
+    BBE__ASSERT(cap > 0 && e->bus_n <= cap && e->bus_head < cap);
     if (e->bus_n == cap) {
         e->bus_head = (e->bus_head + 1) % cap;
         e->bus_n--;

@@ -417,6 +417,12 @@ const char *bb_install_error_name(bb_install_error k)
     return "?";
 }
 
+void bbe__assert_fail(const char *file, int line, const char *cond)
+{
+    fprintf(stderr, "%s:%d: engine invariant failed: %s\n", file, line, cond);
+    abort();
+}
+
 /* ---- snapshot section "engine" -------------------------------------------------------------
  * the install fingerprint (checked first: a snapshot of another install is
  * refused before anything is read), incarnation, the ExecId counter, rng,

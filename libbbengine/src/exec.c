@@ -81,6 +81,7 @@ static void release_slots(bb_engine *e, bbe__exec *x)
             bbe__budget_release(e, s->charged);
             s->v = NULL;
             s->charged = 0;
+            BBE__ASSERT(e->live_slots > 0);
             e->live_slots--;
         }
     }
@@ -89,6 +90,7 @@ static void release_slots(bb_engine *e, bbe__exec *x)
 
 static void unlink_live(bb_engine *e, bbe__exec *x)
 {
+    BBE__ASSERT(e->n_live > 0);
     if (x->prev)
         x->prev->next = x->next;
     else
@@ -132,6 +134,7 @@ void bbe__sema_release(bb_engine *e, uint32_t sema);
 
 void bbe__exec_gc(bb_engine *e, bbe__exec *x)
 {
+    BBE__ASSERT(x->refs == 0);
     release_slots(e, x);
     if (x->batches)
         bbe__exec_drop_batches(e, x);
@@ -160,6 +163,7 @@ int bbe__frontier_reserve(bb_engine *e, size_t need)
     struct bbe__fentry *n = malloc(cap * sizeof *n);
     if (!n)
         return BB_ENOMEM;
+    BBE__ASSERT(e->fr_n <= e->fr_cap && e->fr_n < cap);
     for (size_t i = 0; i < e->fr_n; i++)
         n[i] = e->fr[(e->fr_head + i) & (e->fr_cap - 1)];
     free(e->fr);

@@ -50,6 +50,7 @@ static bool dedup_record(bb_engine *e, uint64_t h)
     if (bbe__map_get(&e->dedup_set, h, NULL))
         return true;
     size_t cap = e->caps.dedup_window;
+    BBE__ASSERT(cap > 0 && e->dedup_n <= cap && e->dedup_head < cap);
     if (e->dedup_n == cap) {
         bbe__map_del(&e->dedup_set, e->dedup[e->dedup_head]);
         e->dedup_head = (e->dedup_head + 1) % cap;

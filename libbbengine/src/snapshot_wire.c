@@ -147,9 +147,10 @@ int bbe__snap_write_inbound_requests(bb_engine *e, bbe__snap_out *o, bb_error *e
 {
     (void)err;
     bbe__snap_put_u(o, e->next_inreq);
+    size_t cap = bbe__inreq_ring_cap(&e->caps);
     bbe__snap_put_u(o, e->inreq_n);
     for (size_t i = 0; i < e->inreq_n; i++) {
-        const bbe__inreq *q = &e->inreqs[(e->inreq_head + i) % e->caps.inbound_requests_max];
+        const bbe__inreq *q = &e->inreqs[(e->inreq_head + i) % cap];
         bool open = bbe__map_get(&e->inreq_map, q->id, NULL);
         bbe__snap_put_u(o, open ? q->id : 0);
         bbe__snap_put_peer(o, &q->peer);
@@ -164,11 +165,10 @@ int bbe__snap_write_inbound_requests(bb_engine *e, bbe__snap_out *o, bb_error *e
 int bbe__snap_read_inbound_requests(bb_engine *e, bbe__snap_in *in, bb_error *err)
 {
     (void)err;
+    size_t cap = bbe__inreq_ring_cap(&e->caps);
     e->next_inreq = bbe__snap_u(in);
-    size_t n = bbe__snap_count(in, e->caps.inbound_requests_max,
-                               "more inbound requests than the cap allows");
-    if (n && !in->r.failed && !e->inreqs &&
-        !(e->inreqs = calloc(e->caps.inbound_requests_max, sizeof *e->inreqs)))
+    size_t n = bbe__snap_count(in, cap, "more inbound requests than the ring holds");
+    if (n && !in->r.failed && !e->inreqs && !(e->inreqs = calloc(cap, sizeof *e->inreqs)))
         bbe__snap_nomem(in);
     for (size_t i = 0; i < n && !in->r.failed; i++) {
         bbe__inreq *q = &e->inreqs[i];

@@ -51,6 +51,7 @@ BBE__SYSCALL(bbe__sys_record)
     const bbe__op *op = &e->ops[opi];
     size_t cap = e->caps.record_ring;
     bbe__record *r;
+    BBE__ASSERT(cap > 0 && e->rec_n <= cap && e->rec_head < cap);
     if (e->rec_n == cap) {
         r = &e->records[e->rec_head];
         bb_value_unref(r->v);
