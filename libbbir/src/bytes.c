@@ -161,7 +161,7 @@ bool bb_reader_view(bb_reader *r, size_t n, const uint8_t **out)
         return false;
     if (n > r->len - r->pos)
         return bb_reader_fail(r, r->pos, BB_ETRUNC, "the data ends early");
-    *out = r->data + r->pos;
+    *out = r->data ? r->data + r->pos : NULL; /* no data: nothing to point into */
     r->pos += n;
     return true;
 }
@@ -205,9 +205,10 @@ static bool reader_varint(bb_reader *r, uint64_t *v, bool minimal)
     *v = 0;
     if (r->failed)
         return false;
-    size_t used;
+    size_t used, n = r->len - r->pos;
+    if (!n)
+        return bb_reader_fail(r, r->pos, BB_ETRUNC, bb_uvarint_rc_str(BB_UVARINT_TRUNC));
     const uint8_t *p = r->data + r->pos;
-    size_t n = r->len - r->pos;
     bb_uvarint_rc rc = minimal ? bb_uvarint_decode(p, n, BB_UVARINT_MAX_U64, v, &used)
                                : bb_uvarint_read_u64(p, n, v, &used);
     if (rc != BB_UVARINT_OK) {

@@ -206,6 +206,14 @@ static void test_reader_reports_where_it_stopped(void **state)
     assert_false(bb_reader_uvarint_minimal(&r, &v));
     assert_string_equal(r.why, "non-minimal varint");
 
+    /* no data at all: an empty read succeeds, a varint is truncated */
+    bb_reader_init(&r, NULL, 0);
+    assert_true(bb_reader_view(&r, 0, &d));
+    assert_null(d);
+    assert_false(bb_reader_uvarint(&r, &v));
+    assert_int_equal(r.status, BB_ETRUNC);
+    assert_int_equal(r.fail_at, 0);
+
     /* a caller's own verdict on a value that decoded */
     bb_reader_init(&r, nonmin, 2);
     assert_false(bb_reader_fail(&r, 1, BB_EDECODE, "index out of range"));
