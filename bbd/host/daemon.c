@@ -838,10 +838,11 @@ static int load_registry(bbd_daemon *d, bb_error *err)
                                       c->targets.n, err);
 }
 
-static int start_transport(bbd_daemon *d, bb_error *err)
+static int start_transport(bbd_daemon *d, const bb_keypair *identity, bb_error *err)
 {
     bbd_config *c = d->cfg;
     bbd_transport_callbacks cb = {
+        .admit = bbd_daemon_admit,
         .on_envelope = tr_envelope,
         .on_envelope_owned = tr_envelope_owned,
         .on_peer_connected = tr_connected,
@@ -852,6 +853,11 @@ static int start_transport(bbd_daemon *d, bb_error *err)
     };
     bbd_transport_config tc = c->transport;
     tc.self = d->self;
+    tc.identity = identity; /* signs the transport's Noise key, not kept */
+    tc.dial_allow = c->dial_allow.v;
+    tc.n_dial_allow = c->dial_allow.n;
+    tc.dial_deny = c->dial_deny.v;
+    tc.n_dial_deny = c->dial_deny.n;
     tc.targets = (const char *const *)c->targets.v;
     tc.n_targets = c->targets.n;
     if (!(d->transport = bbd_transport_new(&d->loop, &tc, &cb, err)))
@@ -1047,7 +1053,6 @@ static int start(bbd_daemon *d, bb_error *err)
     bool created = false;
     if ((rc = bbd_node_key(c->key_file, &kp, &d->self, &created, err)))
         return bb_error_prefix(err, "node key");
-    bb_keypair_wipe(&kp); /* the key signs nothing yet: only the PeerId is used */
     bbd_daemon_peer_text(&d->self, d->self_text);
     if (created) {
         bbd_logline l;
@@ -1058,19 +1063,26 @@ static int start(bbd_daemon *d, bb_error *err)
         }
     }
     phase_done(d, "node key");
-    if ((rc = bb_model_load_file(c->artifact, &d->model, err)))
+    if ((rc = bb_model_load_file(c->artifact, &d->model, err))) {
+        bb_keypair_wipe(&kp);
         return rc;
+    }
     phase_done(d, "artifact loaded");
-    if ((rc = pick_targets(d, err)) || (rc = load_registry(d, err)))
-        return rc;
-    phase_done(d, "plugins scanned, bindings resolved");
-    if ((rc = uv_loop_init(&d->loop)))
-        return bb_error_set(err, BB_ERUNTIME, "event loop: %s", uv_strerror(rc));
-    d->loop_ready = true;
-    if ((rc = init_handles(d, err)) || (rc = start_transport(d, err)))
+    /* the key is kept until the transport signed its Noise key with it */
+    if (!(rc = pick_targets(d, err)) && !(rc = load_registry(d, err))) {
+        phase_done(d, "plugins scanned, bindings resolved");
+        if ((rc = uv_loop_init(&d->loop)))
+            rc = bb_error_set(err, BB_ERUNTIME, "event loop: %s", uv_strerror(rc));
+        d->loop_ready = rc == BB_OK;
+    }
+    if (!rc && !(rc = init_handles(d, err)))
+        rc = start_transport(d, &kp, err);
+    bb_keypair_wipe(&kp);
+    if (rc)
         return rc;
     phase_done(d, "listening");
-    if ((rc = start_engine(d, err)) || (rc = restore(d, err)))
+    if ((rc = start_engine(d, err)) || (rc = restore(d, err)) ||
+        (rc = bbd_daemon_access_apply(d, err)))
         return rc;
     phase_done(d, "targets installed");
     bbd_control_ops ops = bbd_daemon_control_ops;

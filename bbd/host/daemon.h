@@ -84,6 +84,7 @@ typedef struct bbd_daemon {
     uint64_t deliver_errors;   /* inbound envelopes the engine refused */
     uint64_t app_events;
     uint64_t snapshots_written;
+    uint64_t peers_refused;    /* handshakes the access lists refused */
 
     bbd_wait *waits;
     bbd_job *jobs;
@@ -126,6 +127,15 @@ void bbd_daemon_dial_init(bbd_daemon *d);
 void bbd_daemon_dial(bbd_daemon *d);
 void bbd_daemon_dial_lost(bbd_daemon *d, const bb_peerid *peer);
 void bbd_daemon_dial_found(bbd_daemon *d, const bb_peerid *peer);
+
+/* daemon_access.c: the allow / deny lists (bbd(8) ACCESS CONTROL).
+ * admit is the transport's admit callback (ud: the daemon); access_apply
+ * puts the config's lists on the engine (after a restore) and warns when
+ * security is off; cmd_access runs the control command "access" (NULL
+ * with why on a bad request). */
+const char *bbd_daemon_admit(void *ud, const bb_peerid *peer);
+int bbd_daemon_access_apply(bbd_daemon *d, bb_error *err);
+cJSON *bbd_daemon_cmd_access(bbd_daemon *d, const cJSON *req, char *why, size_t cap);
 
 /* daemon_metrics.c */
 void bbd_daemon_render_metrics(void *daemon, bbd_mtext *out);

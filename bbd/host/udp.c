@@ -644,6 +644,15 @@ int bbd__udp_listen(bbd_transport *t, const struct sockaddr *sa, const char *tex
     return BB_OK;
 }
 
+void bbd__udp_drop_peer(bbd_transport *t, bbd_peer *p)
+{
+    for (udp_session *s = t->sessions, *next; s; s = next) {
+        next = s->next;
+        if (s->peer == p || s->expected == p)
+            session_free(t, s);
+    }
+}
+
 void bbd__udp_close_all(bbd_transport *t)
 {
     while (t->sessions)

@@ -543,6 +543,7 @@ enum {
     BBE__C_APP_EVENTS,
     BBE__C_BUDGET_HITS,
     BBE__C_APP_INGRESS_ERRORS,
+    BBE__C_SEND_REFUSED,
     BBE__C_COUNT
 };
 

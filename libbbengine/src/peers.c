@@ -350,9 +350,15 @@ int bb_engine_allow_peer(bb_engine *e, const bb_peerid *peer, bool allowed)
     return BB_OK;
 }
 
+const char *bb_engine_peer_access(const bb_engine *e, const bb_peerid *peer)
+{
+    return peer ? bbe__peer_check(e, peer, false) : NULL;
+}
+
 static void peer_info(const bbe__peer *p, bb_engine_peer_info *out)
 {
     out->peer = p->id;
+    out->allowed = p->allowed;
     out->addrs = p->addrs;
     out->n_addrs = p->n_addrs;
     out->connected = p->connected;

@@ -517,6 +517,52 @@ static void test_batch_deadline_and_quorum(void **state)
     }
 }
 
+/* Access control on sends to peers picked at run time (a PeerIdVec input,
+ * no static `peer`): a blocked peer, or one off the allow list, gets no
+ * envelope and is not in the batch's cohort, so the request completes with
+ * the others; counted as gate.send_refused. */
+static void test_secure_send_refuses_blocked_runtime_peers(void **state)
+{
+    (void)state;
+    bb_model *m = rr_model(1000000, -1);
+    bb_engine *a = node(1, m, "Client", NULL);
+    bb_engine *b = node(2, m, "Server", NULL);
+    bb_engine *c = node(3, m, "Server", NULL);
+    know(a, 2);
+    know(a, 3);
+    bb_peerid p2 = fx_peer(2), p3 = fx_peer(3);
+    uint8_t to[2] = {2, 3};
+    fx_net net = {0};
+    net.now = 10;
+    fx_net_add(&net, a);
+    fx_net_add(&net, b);
+    fx_net_add(&net, c);
+    for (int round = 0; round < 3; round++) {
+        /* 0: 3 blocked; 1: only 2 allowed; 2: policy cleared, both asked */
+        bb_engine_block_peer(a, &p3, round == 0);
+        bb_engine_allow_peer(a, &p2, round == 1);
+        const char *why = bb_engine_peer_access(a, &p3);
+        assert_string_equal(why ? why : "", round == 0   ? "blocklisted"
+                                            : round == 1 ? "not_allowlisted"
+                                                         : "");
+        uint64_t refused = bb_engine_counter(a, "gate.send_refused");
+        uint64_t got_c = bb_engine_counter(c, "envelopes.in");
+        invoke2(a, "Client", "x", bb_value_u64(&BB_TYPE_U64, 6), "peers", peers_of(to, 2));
+        fx_net_run(&net, 20);
+        const fx_rec *r = fx_log_app(&net.log[0], "batch", round);
+        assert_non_null(r); /* complete without waiting for the refused peer */
+        assert_int_equal(r->value->u.batch.n, round == 2 ? 2 : 1);
+        assert_int_equal(bb_engine_counter(a, "gate.send_refused"), refused + (round < 2));
+        assert_int_equal(bb_engine_counter(c, "envelopes.in"), got_c + (round == 2));
+        net.now += 1000;
+    }
+    bb_engine_peer_info pi;
+    assert_true(bb_engine_peer_info_get(a, &p2, &pi));
+    assert_false(pi.allowed);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
 /* A batch answered before its deadline leaves a dead deadline timer behind;
  * a client sending far more requests than fit in one deadline keeps the
  * heap bounded (dead timers are compacted away) and every answer lands. */
@@ -853,6 +899,7 @@ int main(void)
         cmocka_unit_test(test_control_fill_completed_later),
         cmocka_unit_test(test_unknown_correlation),
         cmocka_unit_test(test_batch_deadline_and_quorum),
+        cmocka_unit_test(test_secure_send_refuses_blocked_runtime_peers),
         cmocka_unit_test(test_answered_batches_do_not_pile_up_timers),
         cmocka_unit_test(test_federated_round_three_engines),
     };

@@ -342,11 +342,14 @@ static size_t handshake_frame(uint8_t seed, uint8_t *out, size_t cap)
     return hl + n;
 }
 
+/* Plaintext framing (security off: a raw peer speaks frames). The secure
+ * channel's raw peers are test_secure_channel's. */
 static void test_raw_peer_abuse(void **state)
 {
     (void)state;
     bbd_transport_config cfg;
     bbd_transport_config_init(&cfg);
+    cfg.security = BBD_SECURITY_OFF;
     cfg.handshake_timeout_ms = 200;
     cfg.stall_timeout_ms = 200;
     node b;
@@ -427,6 +430,7 @@ static void raw_peer_connect(raw_peer *r, size_t max_queue, uint8_t seed)
 {
     bbd_transport_config cfg;
     bbd_transport_config_init(&cfg);
+    cfg.security = BBD_SECURITY_OFF; /* the raw peer speaks plaintext frames */
     cfg.max_queue_per_peer_bytes = max_queue;
     node_start(&r->a, 1, "A", &cfg);
     r->lfd = socket(AF_INET, SOCK_STREAM, 0);
