@@ -73,7 +73,8 @@ static int config_check(const bbd_transport_config *c, bb_error *err)
         return bb_error_set(err, BB_EINVAL,
                             "transport: max_frame_bytes %zu over 4 GiB (UDP sizes are 32-bit)",
                             c->max_frame_bytes);
-    size_t min_dgram = BBD_DGRAM_FRAGMENT_HEADER + BBD_DGRAM_MIN_CHUNK;
+    size_t min_dgram = BBD_DGRAM_FRAGMENT_HEADER + BBD_DGRAM_MIN_CHUNK +
+                       (c->security == BBD_SECURITY_NOISE ? BBD_DGRAM_SEALED_OVERHEAD : 0);
     if (c->udp_payload_bytes < min_dgram || c->udp_payload_bytes > BBD_DGRAM_MAX_BYTES ||
         c->udp_payload_bytes - BBD_DGRAM_FRAGMENT_HEADER > UINT16_MAX)
         return bb_error_set(err, BB_EINVAL, "transport: udp_payload_bytes %zu not in %zu..%d",
@@ -126,6 +127,7 @@ static void free_transport(bbd_transport *t)
     bbd__peers_free(t);
     bbd_reasm_free(t->reasm);
     free(t->sess_buckets);
+    free(t->udp_scratch);
     for (size_t i = 0; i < t->cfg.n_targets; i++)
         free(t->targets[i]);
     free(t->targets);

@@ -31,6 +31,7 @@
 #include "bbd/host/frame.h"
 #include "bbd/host/handshake.h"
 #include "bbd/host/noise.h"
+#include "bbd/host/replay.h"
 #include "bbd/host/transport.h"
 
 #define BBD_ADDR_BYTES 24          /* a binary /ip6/../tcp/.. is 21 bytes */
@@ -166,6 +167,22 @@ struct udp_session {
     uint32_t next_msg_id;
     uint8_t observed[BBD_ADDR_BYTES];
     size_t observed_len;
+    /* secure sessions (udp_secure.c) */
+    bbd_noise_hs *noise;      /* a handshake in progress, either role */
+    uint64_t hs_started_ms;
+    uint8_t *last_hs;         /* our last handshake datagram: retransmitted by an
+                               * initiator, sent again on a duplicate */
+    size_t last_hs_len;
+    bool hs_retx;             /* initiator waiting for an answer: retransmit */
+    uint8_t hs_e[32];         /* responder: the initiator's e it answered */
+    uint8_t last_msg3[16];    /* responder: the tag of the message 3 it took */
+    bool sealed;              /* tx / rx are the session's keys */
+    bool pending;             /* ptx / prx: an initiator's keys until admitted */
+    bbd_noise_cipher tx, rx, ptx, prx;
+    uint64_t tx_nonce;
+    bbd_replay replay, preplay;
+    uint8_t *peer_hs;         /* initiator: the responder's Handshake until admitted */
+    size_t peer_hs_len;
 };
 
 typedef struct tcp_listener {
@@ -222,6 +239,8 @@ struct bbd_transport {
     bbd_reasm *reasm;
     uint64_t probe_window_ms;
     unsigned probes_in_window;
+    uint64_t udp_hs_window_ms;    /* NOISE1s answered from new sources, per second */
+    unsigned udp_handshakes_in_window;
 
     size_t held_total;            /* queued + being written, all peers */
     uv_prepare_t report_prepare;  /* reports sends that completed at once */
@@ -231,6 +250,7 @@ struct bbd_transport {
 
     uint64_t log_window_ms;
     unsigned logs_in_window, logs_suppressed;
+    uint8_t *udp_scratch;         /* BBD_DGRAM_MAX_BYTES + 1: sealing and opening */
 
     uint8_t rx[BBD_RX_SHARED];    /* shared TCP read buffer */
 };
@@ -361,6 +381,24 @@ void bbd__tcp_rx_reset(tcp_conn *c);
 bool bbd__tcp_rx_partial(const tcp_conn *c);
 
 /* ---- udp.c -------------------------------------------------------------------------- */
+udp_session *bbd__udp_session_find(bbd_transport *t, const struct sockaddr *sa);
+/* A new session for sa (NULL: the table is full of dialing sessions). */
+udp_session *bbd__udp_session_new(bbd_transport *t, udp_sock *sock, const struct sockaddr *sa);
+void bbd__udp_session_free(bbd_transport *t, udp_session *s);
+/* Send len wire bytes to s as one datagram (copied when it must wait). */
+void bbd__udp_send_bytes(udp_session *s, const uint8_t *bytes, size_t len);
+/* s's handshake named peer p (proven, or claimed with security off): it
+ * carries p's traffic now; report the connection. */
+void bbd__udp_establish(bbd_transport *t, udp_session *s, bbd_peer *p, const bbd_handshake *hs);
+/* A plaintext ENVELOPE or FRAGMENT datagram on an established session
+ * (wire: its size on the wire). */
+void bbd__udp_on_data(bbd_transport *t, udp_session *s, const bbd_dgram *d, size_t wire);
+/* Data from a source without a session: ask it for a handshake (rate-limited). */
+void bbd__udp_unknown_source(udp_sock *sock, const struct sockaddr *addr);
+/* Stop waiting for s's HELLO / handshake on behalf of its expected peer. */
+void bbd__udp_drop_expected(bbd_transport *t, udp_session *s);
+/* Tick the session timers within ms (no later than already armed). */
+void bbd__udp_arm_tick(bbd_transport *t, uint64_t ms);
 int bbd__udp_init(bbd_transport *t);
 int bbd__udp_listen(bbd_transport *t, const struct sockaddr *sa, const char *text,
                     bb_error *err);
@@ -370,5 +408,24 @@ void bbd__udp_send(bbd_transport *t, udp_session *s, bbd_payload *pl);
 void bbd__udp_close_all(bbd_transport *t);
 /* Forget every UDP session of p. */
 void bbd__udp_drop_peer(bbd_transport *t, bbd_peer *p);
+
+/* ---- udp_secure.c ------------------------------------------------------------------- */
+/* Start a Noise handshake to s as the initiator (dial or probe). */
+void bbd__udp_noise_start(bbd_transport *t, udp_session *s);
+/* NOISE1..3 datagrams from addr. */
+void bbd__udp_on_noise(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram *d);
+/* A SEALED datagram from addr (wire: its size). */
+void bbd__udp_on_sealed(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram *d,
+                        size_t wire);
+/* Seal the plaintext datagram hdr ‖ data (hdr[0] the magic) for s into
+ * out[BBD_DGRAM_MAX_BYTES]; returns its size, 0 when it cannot be. */
+size_t bbd__udp_seal(udp_session *s, const uint8_t *hdr, size_t hl, const uint8_t *data,
+                     size_t n, uint8_t *out);
+/* Give up s's handshake in progress (and the dial waiting on it). */
+void bbd__udp_noise_drop(bbd_transport *t, udp_session *s);
+/* Wipe s's keys and handshake. */
+void bbd__udp_secure_free(udp_session *s);
+/* The plaintext node's side of a mismatch: a Noise datagram from addr. */
+void bbd__udp_security_mismatch(udp_sock *sock, const struct sockaddr *addr, bool peer_secure);
 
 #endif

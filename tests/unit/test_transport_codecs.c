@@ -431,9 +431,21 @@ static void test_dgram_malformed(void **state)
     expect_error(bbd_dgram_decode(d, 4, 1024, 1024, &g, &err), BB_EPARSE, &err,
                  "not a bbd datagram");
     d[0] = BBD_DGRAM_MAGIC;
-    d[1] = 9;
+    d[1] = 0x0a;
     expect_error(bbd_dgram_decode(d, 4, 1024, 1024, &g, &err), BB_EPARSE, &err,
-                 "unknown kind 0x09");
+                 "unknown kind 0x0a");
+    /* secure kinds: a NOISE1 not padded, a SEALED too short for its tag */
+    d[1] = BBD_DGRAM_NOISE1;
+    expect_error(bbd_dgram_decode(d, 40, 1024, 1024, &g, &err), BB_EPARSE, &err,
+                 "padded to at least");
+    d[1] = BBD_DGRAM_SEALED;
+    expect_error(bbd_dgram_decode(d, 2 + 8 + 16, 1024, 1024, &g, &err), BB_EPARSE, &err,
+                 "sealed datagram of 26 bytes");
+    memset(d + 2, 0, 8);
+    d[9] = 7;
+    assert_int_equal(bbd_dgram_decode(d, 2 + 8 + 17, 1024, 1024, &g, &err), BB_OK);
+    assert_int_equal(g.nonce, 7);
+    assert_int_equal(g.body_len, 17);
     bbd_dgram_header_encode(BBD_DGRAM_HELLO, d);
     expect_error(bbd_dgram_decode(d, 2, 1024, 1024, &g, &err), BB_EPARSE, &err,
                  "empty handshake");
