@@ -30,6 +30,7 @@ void bbd_config_init(bbd_config *c)
     c->control_max_line_bytes = 16 * MIB;
     c->control_max_clients = 64;
     c->max_snapshot_bytes = (size_t)1 << 30;
+    c->max_peers_per_source = 64;
     bb_engine_caps_default(&c->caps);
     bbd_transport_config_init(&c->transport);
 }
@@ -595,6 +596,8 @@ static int set_key(loader *ld, const cJSON *v)
         return set_size(ld, v, k, &c->control_max_clients);
     if (!strcmp(k, "max_snapshot_bytes"))
         return set_size(ld, v, k, &c->max_snapshot_bytes);
+    if (!strcmp(k, "max_peers_per_source"))
+        return set_size(ld, v, k, &c->max_peers_per_source);
     if (!strcmp(k, "caps"))
         return set_fields(ld, v, k, CAP_FIELDS, sizeof CAP_FIELDS / sizeof *CAP_FIELDS,
                           &c->caps, true);
@@ -795,5 +798,7 @@ int bbd_config_finish(bbd_config *c, bb_error *err)
         return bb_error_set(err, BB_ECONFIG, "control_max_line_bytes must be at least 1024");
     if (c->control_max_clients < 1)
         return bb_error_set(err, BB_ECONFIG, "control_max_clients must be at least 1");
+    if (c->max_peers_per_source < 1)
+        return bb_error_set(err, BB_ECONFIG, "max_peers_per_source must be at least 1");
     return BB_OK;
 }

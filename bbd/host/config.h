@@ -76,6 +76,7 @@ typedef struct bbd_config {
     size_t control_max_line_bytes;
     size_t control_max_clients;
     size_t max_snapshot_bytes;
+    size_t max_peers_per_source; /* learned peers per IP in the address book */
     bb_engine_caps caps;
     bbd_transport_config transport; /* .security: "security" / --security */
     char *components_json;       /* {"<slot>": config, ...} compact, or NULL */

@@ -489,7 +489,8 @@ static void tr_connected(void *ud, const bb_peerid *peer, const bbd_addr *addrs,
     bb_error err = {0};
     if (d->stopping)
         return;
-    /* claimed addresses merge into the book; a full book is not fatal */
+    bbd_daemon_book_connected(d, peer); /* may make room in the book */
+    /* its (proven) addresses merge into the book; a full book is not fatal */
     bb_engine_add_peer(d->engine, peer, (const bb_engine_addr *)addrs, n_addrs, NULL);
     int rc = bb_engine_peer_connected(d->engine, peer, targets, n_targets, &err);
     bbd_daemon_dial_found(d, peer);
@@ -518,6 +519,7 @@ static void tr_disconnected(void *ud, const bb_peerid *peer)
     if (d->stopping)
         return;
     bb_engine_peer_disconnected(d->engine, peer);
+    bbd_daemon_book_lost(d, peer);
     bbd_daemon_dial_lost(d, peer);
     const char *peer_text = bbd_daemon_peer_text(peer, pb); /* logged and published */
     bbd_logline l;
@@ -1084,6 +1086,7 @@ static int start(bbd_daemon *d, bb_error *err)
     if ((rc = start_engine(d, err)) || (rc = restore(d, err)) ||
         (rc = bbd_daemon_access_apply(d, err)))
         return rc;
+    bbd_daemon_book_init(d);
     phase_done(d, "targets installed");
     bbd_control_ops ops = bbd_daemon_control_ops;
     ops.ud = d;
@@ -1115,6 +1118,7 @@ static void finish(bbd_daemon *d)
     }
     bb_steps_free(&d->steps);
     free(d->dial);
+    free(d->learned);
     bb_engine_free(d->engine);
     bbd_registry_free(d->reg);
     bb_model_free(d->model);

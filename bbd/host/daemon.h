@@ -38,6 +38,7 @@ enum { BBD_EXIT_OK = 0, BBD_EXIT_FAIL = 1, BBD_EXIT_USAGE = 2 };
 typedef struct bbd_wait bbd_wait;   /* an invoke waiting for an AppEvent */
 typedef struct bbd_job bbd_job;     /* a worker-pool job */
 typedef struct bbd_dial_peer bbd_dial_peer; /* a peer kept connected (daemon_dial.c) */
+typedef struct bbd_learned bbd_learned; /* a peer learned from a connection (daemon_book.c) */
 
 typedef struct bbd_daemon {
     bbd_config *cfg;
@@ -85,6 +86,7 @@ typedef struct bbd_daemon {
     uint64_t app_events;
     uint64_t snapshots_written;
     uint64_t peers_refused;    /* handshakes the access lists refused */
+    uint64_t book_evicted;     /* learned peers dropped for max_peers_per_source */
 
     bbd_wait *waits;
     bbd_job *jobs;
@@ -92,6 +94,9 @@ typedef struct bbd_daemon {
     uv_timer_t dial_timer;     /* daemon_dial.c */
     bbd_dial_peer *dial;       /* configured peers first, then dropped ones */
     size_t n_dial, dial_cap;
+
+    bbd_learned *learned;      /* daemon_book.c */
+    size_t n_learned, cap_learned, max_learned;
 } bbd_daemon;
 
 /* Run a node with a finished config (bbd_config_finish). Returns the exit
@@ -127,6 +132,18 @@ void bbd_daemon_dial_init(bbd_daemon *d);
 void bbd_daemon_dial(bbd_daemon *d);
 void bbd_daemon_dial_lost(bbd_daemon *d, const bb_peerid *peer);
 void bbd_daemon_dial_found(bbd_daemon *d, const bb_peerid *peer);
+/* Stop redialing peer (it left the address book). */
+void bbd_daemon_dial_forget(bbd_daemon *d, const bb_peerid *peer);
+
+/* daemon_book.c: what peers may put in the address book (at most
+ * max_peers_per_source learned peers per IP address) and where a dropped
+ * peer is redialed (only at addresses on the IP it came from). init with
+ * the engine; connected / lost from the transport's callbacks; source:
+ * may addr be dialed to reach peer? */
+void bbd_daemon_book_init(bbd_daemon *d);
+void bbd_daemon_book_connected(bbd_daemon *d, const bb_peerid *peer);
+void bbd_daemon_book_lost(bbd_daemon *d, const bb_peerid *peer);
+bool bbd_daemon_book_source(bbd_daemon *d, const bb_peerid *peer, const bbd_addr *addr);
 
 /* daemon_access.c: the allow / deny lists (bbd(8) ACCESS CONTROL).
  * admit is the transport's admit callback (ud: the daemon); access_apply

@@ -26,6 +26,8 @@ const bbd_stat_field BBD_DAEMON_COUNTERS[] = {
     DAEMON_FIELD(app_events, false, "AppEvents emitted"),
     DAEMON_FIELD(snapshots_written, false, "snapshots written"),
     DAEMON_FIELD(peers_refused, false, "handshakes refused by the allow and deny lists"),
+    DAEMON_FIELD(book_evicted, false,
+                 "learned peers dropped from the address book (max_peers_per_source)"),
     {NULL, NULL, false, 0},
 };
 #undef DAEMON_FIELD
@@ -53,6 +55,7 @@ const bbd_stat_field BBD_TRANSPORT_TOTALS[] = {
     TRANSPORT_FIELD(connections_evicted, false,
                     "unauthenticated connections closed to make room for a new one"),
     TRANSPORT_FIELD(slow_closed, false, "connections closed for idling or a too slow frame"),
+    TRANSPORT_FIELD(rx_buffered_bytes, true, "bytes of partial inbound frames held"),
     {NULL, NULL, false, 0},
 };
 #undef TRANSPORT_FIELD

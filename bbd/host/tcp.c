@@ -71,6 +71,7 @@ static tcp_conn *conn_new(bbd_transport *t)
     }
     uv_timer_init(t->loop, &c->timer);
     c->t = t;
+    c->seq = ++t->next_conn_seq;
     c->tcp.data = c->timer.data = c->connect_req.data = c->shutdown_req.data = c;
     c->handles = 2;
     t->handles += 2;
@@ -94,6 +95,10 @@ void bbd__tcp_close(tcp_conn *c, const char *why)
     }
     c->state = CONN_CLOSING;
     t->n_conns--;
+    bb_ma_transport src;
+    if (c->counted_source && bb_multiaddr_transport(c->remote, c->remote_len, &src, NULL) == BB_OK)
+        bbd__source_remove(t, &src);
+    c->counted_source = false;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -118,12 +123,27 @@ void bbd__tcp_close(tcp_conn *c, const char *why)
 
 /* ---- timers ------------------------------------------------------------------------ */
 
+#define RATE_GRACE_MS 1000 /* a frame's first second is not judged */
+#define RATE_CHECK_MS 1000
+
+/* A frame in progress arriving under min_rx_bytes_per_s since it began
+ * (or since its connection was last resumed: a pause for the budget is
+ * not its sender's fault). */
+static bool too_slow(const tcp_conn *c, uint64_t now, uint64_t *rate)
+{
+    uint64_t el = now - c->body_started_ms;
+    if (!c->in_body || c->paused || el < RATE_GRACE_MS)
+        return false;
+    *rate = (uint64_t)(c->body_len - c->body_started_len) * 1000 / el;
+    return *rate < c->t->cfg.min_rx_bytes_per_s;
+}
+
 static void conn_timer_cb(uv_timer_t *h)
 {
     tcp_conn *c = h->data;
     bbd_transport *t = c->t;
-    uint64_t now = uv_now(t->loop);
-    char why[128];
+    uint64_t now = uv_now(t->loop), rate = 0;
+    char why[160];
     if (c->deadline_ms && now >= c->deadline_ms) {
         if (c->state == CONN_CONNECTING)
             snprintf(why, sizeof why, "connect timed out after %llu ms",
@@ -140,21 +160,47 @@ static void conn_timer_cb(uv_timer_t *h)
         bbd__tcp_close(c, why);
         return;
     }
+    if (too_slow(c, now, &rate)) {
+        t->stats.slow_closed++;
+        snprintf(why, sizeof why, "a frame arrives at %llu bytes/s, under min_rx_bytes_per_s %zu",
+                 (unsigned long long)rate, t->cfg.min_rx_bytes_per_s);
+        bbd__tcp_close(c, why);
+        return;
+    }
+    if (c->state == CONN_OPEN && now - c->last_active_ms >= t->cfg.idle_timeout_ms) {
+        t->stats.slow_closed++;
+        snprintf(why, sizeof why, "idle for %llu ms (idle_timeout_ms)",
+                 (unsigned long long)t->cfg.idle_timeout_ms);
+        bbd__tcp_close(c, why);
+        return;
+    }
     bbd__tcp_arm_timer(c);
 }
 
+static uint64_t earliest(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* The connection's timer at its earliest due check: its deadline (connect,
+ * handshake, drain), the stall of a partial frame, the rate of a frame in
+ * progress, the idle timeout of an open connection. */
 void bbd__tcp_arm_timer(tcp_conn *c)
 {
     if (c->state == CONN_CLOSING)
         return;
+    const bbd_transport_config *cfg = &c->t->cfg;
+    uint64_t now = uv_now(c->t->loop);
     uint64_t due = c->deadline_ms ? c->deadline_ms : UINT64_MAX;
-    if (bbd__tcp_rx_partial(c) && c->last_progress_ms + c->t->cfg.stall_timeout_ms < due)
-        due = c->last_progress_ms + c->t->cfg.stall_timeout_ms;
+    if (bbd__tcp_rx_partial(c))
+        due = earliest(due, c->last_progress_ms + cfg->stall_timeout_ms);
+    if (c->in_body && !c->paused)
+        due = earliest(due, now < c->body_started_ms + RATE_GRACE_MS
+                                ? c->body_started_ms + RATE_GRACE_MS
+                                : now + RATE_CHECK_MS);
+    if (c->state == CONN_OPEN)
+        due = earliest(due, c->last_active_ms + cfg->idle_timeout_ms);
     if (due == UINT64_MAX) {
         uv_timer_stop(&c->timer);
         return;
     }
-    uint64_t now = uv_now(c->t->loop);
     uv_timer_start(&c->timer, conn_timer_cb, due > now ? due - now : 0, 0);
 }
 
@@ -636,6 +682,49 @@ int bbd__tcp_dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma)
     return BB_OK;
 }
 
+/* The inbound connection still in its handshake that came first. */
+static tcp_conn *oldest_unauthenticated(bbd_transport *t, const tcp_conn *not)
+{
+    tcp_conn *v = NULL;
+    for (tcp_conn *c = t->conns; c; c = c->next)
+        if (c != not && !c->outbound && c->state == CONN_HANDSHAKE &&
+            (!v || c->seq < v->seq))
+            v = c;
+    return v;
+}
+
+/* May the new inbound connection c stay? Its source's share of the table
+ * (max_connections_per_source), then room in the table: when it is full,
+ * the oldest connection not yet past its handshake makes room, so
+ * anonymous ones can never lock out peers that prove who they are. */
+static bool admit_connection(bbd_transport *t, tcp_conn *c)
+{
+    char why[160];
+    bb_ma_transport src;
+    if (bb_multiaddr_transport(c->remote, c->remote_len, &src, NULL) == BB_OK) {
+        if (!bbd__source_add(t, &src)) {
+            t->stats.connections_refused++;
+            snprintf(why, sizeof why, "refused: %zu connections from this address "
+                     "(max_connections_per_source)", t->cfg.max_connections_per_source);
+            bbd__tcp_close(c, why);
+            return false;
+        }
+        c->counted_source = true;
+    }
+    if (t->n_conns <= t->cfg.max_connections)
+        return true;
+    tcp_conn *victim = oldest_unauthenticated(t, c);
+    if (!victim) {
+        t->stats.connections_refused++;
+        bbd__tcp_close(c, "refused: max_connections reached");
+        return false;
+    }
+    t->stats.connections_evicted++;
+    bbd__tcp_close(victim, "closed to make room: still in its handshake when the connection "
+                           "table was full (max_connections)");
+    return true;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     tcp_listener *l = server->data;
@@ -659,10 +748,8 @@ static void on_connection(uv_stream_t *server, int status)
         bb_multiaddr_from_sockaddr((struct sockaddr *)&ss, (socklen_t)sslen, BB_MA_TCP,
                                    c->remote, sizeof c->remote, &c->remote_len, NULL) != BB_OK)
         c->remote_len = 0;
-    if (t->n_conns > t->cfg.max_connections) {
-        bbd__tcp_close(c, "refused: max_connections reached");
+    if (!admit_connection(t, c))
         return;
-    }
     start_handshake(c);
 }
 

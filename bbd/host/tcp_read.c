@@ -11,12 +11,15 @@
  * that buffer.
  *
  * All partial-frame buffers together are charged against
- * max_rx_buffer_total_bytes. Bytes already read are always kept (so a
- * connection goes at most one read over the budget); beyond that, one
- * connection at a time (the owner) may grow past the budget so that one
- * frame always completes, and the others stop reading until memory is
- * freed. A partial frame that gets no new bytes for stall_timeout_ms closes
- * its connection (slowloris), which also frees what it held. Memory is thus
+ * max_rx_buffer_total_bytes, and one connection's against an eighth of it
+ * (its share). Bytes already read are always kept (so a connection goes
+ * at most one read over); beyond that, one connection at a time (the
+ * owner) may grow past its share and the budget so that one frame always
+ * completes, and the others stop reading until memory is freed. A partial
+ * frame that gets no new bytes for stall_timeout_ms, or that arrives at
+ * under min_rx_bytes_per_s after its first second (time paused for the
+ * budget not counted), closes its connection (slowloris), which also
+ * frees what it held. Memory is thus
  * bounded by the budget + one max_frame_bytes frame + one read per
  * connection. The first frame must be a handshake of at most
  * BBD_HANDSHAKE_MAX_BYTES, every later one an envelope of at most
@@ -57,7 +60,10 @@ static void resume_paused(bbd_transport *t)
         if (c->paused) {
             c->paused = false;
             t->n_paused--;
+            c->body_started_ms = uv_now(t->loop); /* its rate is measured anew */
+            c->body_started_len = c->body_len;
             bbd__tcp_read_start(c);
+            bbd__tcp_arm_timer(c);
         }
     }
 }
@@ -100,7 +106,14 @@ static bool body_reserve(tcp_conn *c, size_t need, bool force)
                                                                           : BBD_RX_EAGER);
     while (cap < need)
         cap = cap > c->body_want / 2 ? c->body_want : cap * 2;
-    if (t->rx_charged + (cap - c->body_cap) > t->cfg.max_rx_buffer_total_bytes) {
+    /* over the budget, or over this connection's share of it (an eighth,
+     * so that a few connections cannot hold it all): only one connection
+     * at a time (the owner) may go on */
+    size_t share = t->cfg.max_rx_buffer_total_bytes / 8;
+    if (share < BBD_RX_EAGER)
+        share = BBD_RX_EAGER;
+    if (t->rx_charged + (cap - c->body_cap) > t->cfg.max_rx_buffer_total_bytes ||
+        (cap > share && !force)) {
         if (force)
             cap = need;
         else if (!t->rx_owner || t->rx_owner == c)
@@ -120,7 +133,7 @@ static bool body_reserve(tcp_conn *c, size_t need, bool force)
 static void mark_progress(tcp_conn *c, bool was_partial)
 {
     c->last_progress_ms = uv_now(c->t->loop);
-    if (!was_partial && bbd__tcp_rx_partial(c) && !uv_is_active((uv_handle_t *)&c->timer))
+    if (!was_partial && bbd__tcp_rx_partial(c)) /* the stall and rate checks start */
         bbd__tcp_arm_timer(c);
 }
 
@@ -207,7 +220,9 @@ static void begin_body(tcp_conn *c, const bbd_frame_header *h)
     c->in_body = true;
     c->body_kind = h->kind;
     c->body_want = h->payload_len;
-    c->body_len = 0;
+    c->body_len = c->body_started_len = 0;
+    c->body_started_ms = uv_now(c->t->loop);
+    bbd__tcp_arm_timer(c); /* its rate is checked */
 }
 
 /* Parse frames from data[0..n) (the shared buffer, or a record's

@@ -392,6 +392,7 @@ void bbd_transport_stats_get(const bbd_transport *t, bbd_transport_stats *out)
 {
     *out = t->stats;
     out->connections_open = t->n_conns;
+    out->rx_buffered_bytes = t->rx_charged;
 }
 
 /* ---- logging ----------------------------------------------------------------------- */

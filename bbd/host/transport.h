@@ -227,6 +227,9 @@ typedef struct bbd_peer_stats {
     bb_peerid peer;
     bool connected;
     const char *state;          /* "connecting", "handshake", "open", "closed", "udp" */
+    uint8_t remote[24];         /* the open channel's socket address (binary
+                                 * multiaddr; remote_len 0 without one) */
+    size_t remote_len;
     uint64_t bytes_in, bytes_out;
     uint64_t envelopes_in, envelopes_out;
     uint64_t queued_bytes;
@@ -260,6 +263,8 @@ typedef struct bbd_transport_stats {
                                    * room for a new one */
     uint64_t slow_closed;       /* connections closed for idling or for a frame
                                  * arriving under min_rx_bytes_per_s */
+    uint64_t rx_buffered_bytes; /* buffers of partial inbound frames (the
+                                 * receive budget's use) */
 } bbd_transport_stats;
 
 void bbd_transport_stats_get(const bbd_transport *t, bbd_transport_stats *out);

@@ -120,6 +120,7 @@ struct tcp_conn {
     uint64_t last_progress_ms;
     uint64_t last_active_ms;  /* anything read or written (idle timeout) */
     uint64_t opened_ms;       /* accepted or connected */
+    uint64_t seq;             /* order of creation (the oldest is evicted first) */
     uint8_t remote[BBD_ADDR_BYTES];   /* remote socket address as a multiaddr */
     size_t remote_len;
     uint8_t observed[BBD_ADDR_BYTES]; /* reported to on_envelope */
@@ -131,7 +132,8 @@ struct tcp_conn {
     bbd_frame_kind body_kind;
     uint8_t *body;
     size_t body_len, body_cap, body_want;
-    uint64_t body_started_ms;         /* when the frame in progress began */
+    uint64_t body_started_ms;         /* when the frame in progress began (or resumed) */
+    size_t body_started_len;          /* its bytes then */
     /* secure channel (tcp_secure.c; records parsed in tcp_read.c) */
     bbd_noise_hs *noise;              /* during the Noise handshake */
     bool sealed;                      /* tx/rx are set: records are transport messages */
@@ -227,6 +229,7 @@ struct bbd_transport {
 
     tcp_conn *conns;
     size_t n_conns;               /* not yet closing */
+    uint64_t next_conn_seq;
     size_t n_paused;
     size_t rx_charged;            /* partial inbound frame buffers */
     tcp_conn *rx_owner;           /* the one allowed past the budget */

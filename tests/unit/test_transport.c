@@ -330,18 +330,6 @@ static void test_wrong_peer_at_address(void **state)
 
 /* ---- misbehaving peers (raw sockets) ------------------------------------------------------- */
 
-static size_t handshake_frame(uint8_t seed, uint8_t *out, size_t cap)
-{
-    bbd_handshake h = {.peer = peer_of(seed), .version = BBD_HANDSHAKE_VERSION};
-    uint8_t body[512];
-    size_t n;
-    assert_int_equal(bbd_handshake_encode(&h, body, sizeof body, &n, NULL), BB_OK);
-    size_t hl = bbd_frame_header_encode(BBD_FRAME_HANDSHAKE, n, out);
-    assert_true(hl + n <= cap);
-    memcpy(out + hl, body, n);
-    return hl + n;
-}
-
 /* Plaintext framing (security off: a raw peer speaks frames). The secure
  * channel's raw peers are test_secure_channel's. */
 static void test_raw_peer_abuse(void **state)
@@ -550,7 +538,8 @@ static void test_small_frames_split_by_a_full_socket(void **state)
     raw_peer_close(&r);
 }
 
-/* max_connections: the connection over the limit is accepted and closed. */
+/* max_connections: a connection over the limit makes room by closing the
+ * oldest one still in its handshake (test_flood has the rest). */
 static void test_connection_limit(void **state)
 {
     (void)state;
@@ -560,10 +549,13 @@ static void test_connection_limit(void **state)
     node b;
     bbd_addr ba = node_serve(&b, 2, "B", &cfg, TCP0, BB_MA_TCP);
     int fds[3];
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         fds[i] = raw_connect(&ba);
-    WAIT_FOR(raw_closed(fds[2]), 3000);
+        WAIT_FOR(stats_of(&b).connections_open == (uint64_t)(i < 2 ? i + 1 : 2), 3000);
+    }
+    WAIT_FOR(raw_closed(fds[0]), 3000);
     assert_int_equal(stats_of(&b).connections_open, 2);
+    assert_int_equal(stats_of(&b).connections_evicted, 1);
     assert_non_null(strstr(b.logs, "max_connections"));
     for (int i = 0; i < 3; i++)
         close(fds[i]);

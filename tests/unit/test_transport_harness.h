@@ -25,6 +25,8 @@
 
 #include "bb/multiaddr.h"
 #include "bb/peerid.h"
+#include "bbd/host/frame.h"
+#include "bbd/host/handshake.h"
 #include "bbd/host/transport.h"
 
 #define MAX_ENV 256
@@ -455,6 +457,20 @@ HARNESS int raw_connect(const bbd_addr *a)
 HARNESS void raw_send(int fd, const void *p, size_t n)
 {
     assert_int_equal(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* A plaintext handshake frame for identity seed (a raw peer of a node
+ * with security off); returns its size. */
+HARNESS size_t handshake_frame(uint8_t seed, uint8_t *out, size_t cap)
+{
+    bbd_handshake h = {.peer = peer_of(seed), .version = BBD_HANDSHAKE_VERSION};
+    uint8_t body[512];
+    size_t n;
+    assert_int_equal(bbd_handshake_encode(&h, body, sizeof body, &n, NULL), BB_OK);
+    size_t hl = bbd_frame_header_encode(BBD_FRAME_HANDSHAKE, n, out);
+    assert_true(hl + n <= cap);
+    memcpy(out + hl, body, n);
+    return hl + n;
 }
 
 /* The other side closed (EOF or reset); drains what it sent before. */
