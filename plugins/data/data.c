@@ -77,6 +77,8 @@ int data_options_read(const bbp_config *cfg, uint64_t host_seed, data_options *o
     if (!rc)
         rc = bbp_config_double(cfg, "dirichlet_alpha", 1e-6, 1e6, &o->dirichlet_alpha, err);
     if (!rc)
+        rc = bbp_config_int(cfg, "dirichlet_min_rows", 1, 1 << 30, &o->dirichlet_min_rows, err);
+    if (!rc)
         rc = bbp_config_int(cfg, "classes_per_client", 1, 1 << 16, &o->classes_per_client, err);
     if (!rc)
         rc = read_seed(cfg, "partition_seed", 0, &o->partition_seed, err);

@@ -10,7 +10,7 @@
  *   normalization   statistics from the training rows only, applied to all;
  *   part            which rows this source serves: "train", "holdout", "all";
  *   shard           shard_index of shard_count, IID or non-IID by label
- *                   (Dirichlet alpha, or classes per client), drawn with
+ *                   (Dirichlet(alpha) label skew, or classes per client), drawn with
  *                   `partition_seed` so the shards of all clients are
  *                   disjoint and cover the part.
  * The result is a source (source.c): NextBatch cycles epochs over its rows
@@ -56,6 +56,7 @@ typedef struct data_options {
     int64_t shard_index, shard_count;
     data_partition partition;
     double dirichlet_alpha;
+    int64_t dirichlet_min_rows;
     int64_t classes_per_client;
     uint64_t partition_seed;
 } data_options;
@@ -98,10 +99,13 @@ typedef struct data_source {
      "into shard_count * classes_per_client pieces, classes_per_client pieces per shard)"},   \
     {"dirichlet_alpha", "float", "0.5", "concentration of the Dirichlet partition (small = "  \
                                         "more skewed)"},                                      \
+    {"dirichlet_min_rows", "int", "1",                                                        \
+     "the Dirichlet partition draws again (at most 100 times) until every shard holds at "    \
+     "least this many rows"},                                                                 \
     {"classes_per_client", "int", "2", "label pieces per shard of the \"classes\" partition"}, \
     {"partition_seed", "int", "0", "seed of the shard draw (keep it equal on every client)"}
 
-#define DATA_COMMON_DECL_COUNT 13
+#define DATA_COMMON_DECL_COUNT 14
 
 /* Options shared by both types, read from the config. */
 int data_options_read(const bbp_config *cfg, uint64_t host_seed, data_options *o, bb_error *err);

@@ -4,7 +4,8 @@
  * and gzip, header, skip_rows, label by index or name, unsupervised), every
  * bad-file error naming file, line and column, normalization, batching and
  * epochs, Reset, the held-out split, the IID / Dirichlet / classes shards
- * (disjoint, covering, deterministic), EvalSet and NumSamples, snapshots,
+ * (disjoint, covering, deterministic per seed; Dirichlet label skew growing
+ * as alpha falls, starved draws redrawn), EvalSet and NumSamples, snapshots,
  * the generator, and the real digits file from scripts/fetch-data.
  */
 #include <setjmp.h>
@@ -536,6 +537,117 @@ static void test_shards_iid_dirichlet_classes(void **state)
     assert_non_null(strstr(err.msg, "shard 0 of 3 is empty"));
 }
 
+/* Shard `index` of `count` by `partition` as sorted ids (the rows' first
+ * feature); returns the row count. */
+static size_t shard_ids(const char *path, const char *partition, double alpha, int seed,
+                        int count, int index, float *ids, size_t cap)
+{
+    char extra[320];
+    snprintf(extra, sizeof extra,
+             "\"partition\": \"%s\", \"shard_count\": %d, \"shard_index\": %d, "
+             "\"dirichlet_alpha\": %g, \"partition_seed\": %d",
+             partition, count, index, alpha, seed);
+    src s = csv(path, extra);
+    size_t n = all_ids(&s, ids, cap);
+    drop(&s);
+    return n;
+}
+
+static void test_partitions_are_deterministic_per_seed(void **state)
+{
+    (void)state;
+    const char *path = id_file("seeded.csv", 300, 10);
+    static const char *const KINDS[] = {"iid", "dirichlet", "classes"};
+    float a[300], b[300], c[300];
+    for (int k = 0; k < 3; k++) {
+        size_t na = shard_ids(path, KINDS[k], 0.5, 7, 5, 2, a, 300);
+        size_t nb = shard_ids(path, KINDS[k], 0.5, 7, 5, 2, b, 300);
+        assert_int_equal(na, nb); /* the same seed: the same shard */
+        assert_memory_equal(a, b, na * sizeof *a);
+        bool differs = false; /* another seed: another shard (for some of three seeds) */
+        for (int seed = 8; seed < 11 && !differs; seed++) {
+            size_t nc = shard_ids(path, KINDS[k], 0.5, seed, 5, 2, c, 300);
+            differs = nc != na || memcmp(a, c, na * sizeof *a) != 0;
+        }
+        if (!differs)
+            fail_msg("partition %s: the shard does not depend on partition_seed", KINDS[k]);
+    }
+}
+
+/* Mean total-variation distance between each shard's label mix and the
+ * whole part's (uniform here): 0 for IID shards, near 1 when each shard
+ * holds one class. Checks that the shards partition the rows. */
+static double label_skew(const char *path, int n, int classes, int count, double alpha, int seed)
+{
+    float *ids = malloc((size_t)n * sizeof *ids);
+    int *owner = malloc((size_t)n * sizeof *owner);
+    for (int i = 0; i < n; i++)
+        owner[i] = -1;
+    size_t total = 0;
+    double tv = 0;
+    for (int k = 0; k < count; k++) {
+        size_t m = shard_ids(path, "dirichlet", alpha, seed, count, k, ids, (size_t)n);
+        int hist[64] = {0};
+        for (size_t i = 0; i < m; i++) {
+            int id = (int)ids[i];
+            assert_true(id >= 0 && id < n && owner[id] < 0); /* disjoint */
+            owner[id] = k;
+            hist[id % classes]++;
+        }
+        total += m;
+        double d = 0;
+        for (int c = 0; c < classes; c++)
+            d += fabs((double)hist[c] / (double)m - 1.0 / classes);
+        tv += d / 2;
+    }
+    assert_int_equal(total, (size_t)n); /* the sizes sum to the part: it is covered */
+    free(ids);
+    free(owner);
+    return tv / count;
+}
+
+static void test_dirichlet_skew_grows_as_alpha_falls(void **state)
+{
+    (void)state;
+    const char *path = id_file("skew.csv", 2000, 10);
+    for (int seed = 1; seed <= 2; seed++) {
+        double flat = label_skew(path, 2000, 10, 10, 100.0, seed);
+        double mid = label_skew(path, 2000, 10, 10, 1.0, seed);
+        double sharp = label_skew(path, 2000, 10, 10, 0.1, seed);
+        print_message("dirichlet seed %d: label skew (mean TV) %.3f at alpha 100, %.3f at 1, "
+                      "%.3f at 0.1\n", seed, flat, mid, sharp);
+        assert_true(flat < 0.15);
+        assert_true(mid > flat + 0.1);
+        assert_true(sharp > mid + 0.1);
+        assert_true(sharp > 0.5);
+    }
+    /* a skewed draw that starves a shard is drawn again */
+    float ids[2000];
+    for (int k = 0; k < 10; k++) {
+        char extra[256];
+        snprintf(extra, sizeof extra,
+                 "\"partition\": \"dirichlet\", \"shard_count\": 10, \"shard_index\": %d, "
+                 "\"dirichlet_alpha\": 0.05, \"dirichlet_min_rows\": 60, \"partition_seed\": 4",
+                 k);
+        src s = csv(path, extra);
+        assert_true(all_ids(&s, ids, 2000) >= 60);
+        drop(&s);
+    }
+    /* ... a bounded number of times, then the error says what to change */
+    bb_error err = {0};
+    assert_int_equal(csv_error(path, "\"partition\": \"dirichlet\", \"shard_count\": 10, "
+                                     "\"dirichlet_alpha\": 0.01, \"dirichlet_min_rows\": 190",
+                               &err),
+                     BB_EINVAL);
+    assert_non_null(strstr(err.msg, "no Dirichlet(0.01) draw of 100"));
+    assert_non_null(strstr(err.msg, "raise dirichlet_alpha"));
+    assert_int_equal(csv_error(path, "\"partition\": \"dirichlet\", \"shard_count\": 10, "
+                                     "\"dirichlet_min_rows\": 201",
+                               &err),
+                     BB_EINVAL);
+    assert_non_null(strstr(err.msg, "cannot give 10 shards 201 rows each"));
+}
+
 /* ---- synthetic ----------------------------------------------------------------------------- */
 
 static void test_synthetic_blobs(void **state)
@@ -638,6 +750,8 @@ int main(void)
         cmocka_unit_test(test_snapshot_resumes_mid_epoch),
         cmocka_unit_test(test_holdout_split_is_disjoint_and_shared),
         cmocka_unit_test(test_shards_iid_dirichlet_classes),
+        cmocka_unit_test(test_partitions_are_deterministic_per_seed),
+        cmocka_unit_test(test_dirichlet_skew_grows_as_alpha_falls),
         cmocka_unit_test(test_synthetic_blobs),
         cmocka_unit_test(test_digits_from_fetch_data),
     };
