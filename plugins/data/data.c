@@ -1,6 +1,7 @@
 /*
- * data.c — the data plugin: data::Csv (a numeric CSV file, plain or gzip)
- * and data::Synthetic (Gaussian blobs), two DataSources over one pipeline
+ * data.c — the data plugin: data::Csv (a numeric CSV file, plain or gzip),
+ * data::Idx (IDX files: MNIST, Fashion-MNIST) and data::Synthetic (Gaussian
+ * blobs), three DataSources over one pipeline
  * (data.h) and one set of ops (source.c). The table is read or generated at
  * create, so a bad file fails the install with its name, line and column.
  */
@@ -22,6 +23,22 @@ static const bb_config_decl CSV_CONFIG[] = {
     {"skip_rows", "int", "0", "lines to skip before the header or the data"},
     {"delimiter", "string", "\",\"", "the one-character field separator"},
     {"max_bytes", "int", "1073741824", "refuse files larger than this once decompressed"},
+    DATA_COMMON_DECLS,
+};
+
+static const bb_config_decl IDX_CONFIG[] = {
+    {"path", "string", NULL,
+     "the IDX file of samples (e.g. train-images-idx3-ubyte.gz; gzip is detected): the first "
+     "dimension counts the samples, the others are flattened into the features"},
+    {"label_path", "string", "null",
+     "the IDX file of labels, one value per sample (e.g. train-labels-idx1-ubyte.gz); null "
+     "for an unsupervised source"},
+    {"scale", "float", "null",
+     "every sample value is multiplied by this as it is read; null: 1/255 for unsigned-byte "
+     "files (pixels to [0, 1]), else 1. Unlike normalization it needs no statistics, so a "
+     "test file and a training file scale alike"},
+    {"max_bytes", "int", "1073741824", "refuse files whose data is larger than this once "
+                                       "decompressed"},
     DATA_COMMON_DECLS,
 };
 
@@ -140,6 +157,12 @@ static int csv_create(const bb_create_args *args, void **out, bb_error *err)
                          data_csv_load, out, err);
 }
 
+static int idx_create(const bb_create_args *args, void **out, bb_error *err)
+{
+    return create_source(args, "data::Idx", IDX_CONFIG, sizeof IDX_CONFIG / sizeof *IDX_CONFIG,
+                         data_idx_load, out, err);
+}
+
 static int synthetic_create(const bb_create_args *args, void **out, bb_error *err)
 {
     return create_source(args, "data::Synthetic", SYNTHETIC_CONFIG,
@@ -170,11 +193,15 @@ DATA_TYPE(CSV, "data::Csv",
           "a numeric CSV file (plain or gzip) of features and a label column, with held-out "
           "split, normalization, shuffling, batching and IID / non-IID sharding",
           csv_create, CSV_CONFIG);
+DATA_TYPE(IDX, "data::Idx",
+          "IDX files (MNIST, Fashion-MNIST; plain or gzip): samples and labels, with the same "
+          "split, normalization, batching and sharding as data::Csv",
+          idx_create, IDX_CONFIG);
 DATA_TYPE(SYNTHETIC, "data::Synthetic",
           "deterministic Gaussian blobs of any size (classification without a file), with the "
           "same split, normalization, batching and sharding as data::Csv",
           synthetic_create, SYNTHETIC_CONFIG);
 
-static const bb_component_type *const TYPES[] = {&CSV, &SYNTHETIC};
+static const bb_component_type *const TYPES[] = {&CSV, &IDX, &SYNTHETIC};
 
 BBP_PLUGIN_ENTRY("data", TYPES)

@@ -1,8 +1,8 @@
 /*
- * data.h — internal interface of the data plugin (data::Csv,
+ * data.h — internal interface of the data plugin (data::Csv, data::Idx,
  * data::Synthetic).
  *
- * Both types build a table (rows of f32 features plus an optional f32
+ * Every type builds a table (rows of f32 features plus an optional f32
  * label), then run the same pipeline (split.c):
  *   held-out split  the fraction `holdout` of the rows, drawn with
  *                   `split_seed`, is set aside — every node that reads the
@@ -130,5 +130,22 @@ int data_csv_load(const bbp_config *cfg, data_table *t, bb_error *err);
 int data_csv_parse(const char *file, const char *text, size_t len, const bbp_config *cfg,
                    data_table *t, bb_error *err);
 int data_synthetic_generate(const bbp_config *cfg, data_table *t, bb_error *err);
+
+/* ---- idx.c -------------------------------------------------------------------------- */
+#define DATA_IDX_MAX_DIMS 16
+/* What an IDX header says (dims[0] samples of `features` values each). */
+typedef struct data_idx_info {
+    uint8_t type;             /* IDX value type byte (0x08 u8 ... 0x0e f64) */
+    uint32_t ndims;
+    uint32_t dims[DATA_IDX_MAX_DIMS];
+    size_t elem_size, header_bytes, data_bytes, rows, features;
+} data_idx_info;
+/* Checks the header at the start of p[0..len) (file names it in messages):
+ * magic, value type, dimensions, and the data size against max_bytes. */
+int data_idx_header(const char *file, const uint8_t *p, size_t len, uint64_t max_bytes,
+                    data_idx_info *h, bb_error *err);
+/* Reads the config's path (samples) and label_path (labels, optional),
+ * plain or gzip, into t. */
+int data_idx_load(const bbp_config *cfg, data_table *t, bb_error *err);
 
 #endif
