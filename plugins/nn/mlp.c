@@ -15,7 +15,9 @@
  *       the optimizer (moments, step count)
  *   Params() -> params [P]
  *   Train(trigger) -> (params [P], num_samples U64)   `epochs` whole epochs
- *       over the "data" dependency, off the engine thread (jobs.c)
+ *       over the "data" dependency, off the engine thread (jobs.c); with
+ *       proximal_mu > 0 each step's gradient gains mu (w - w0), w0 the
+ *       parameters the Train started from (FedProx)
  *   EvaluateMetrics(trigger) -> (loss, accuracy)   on the source's
  *       evaluation set (its held-out rows), off the engine thread
  * bb-nn.Mlp.atomic:
@@ -68,6 +70,10 @@ static const bb_config_decl CONFIG[] = {
      "(default: the attribute, 1 when absent)"},
     {"batches_per_epoch", "int", "0",
      "epoch length in batches for data sources without a NumSamples op (0: ask the source)"},
+    {"proximal_mu", "float", "0",
+     "FedProx (Li et al. 2020): Train minimizes loss + proximal_mu/2 ||w - w0||^2, w0 the "
+     "parameters the Train started from (the global model a federated client just loaded), "
+     "so local training cannot drift far on a skewed shard; 0: plain local training"},
     {"attack_update_scale", "float", "1",
      "attack simulation for tests and demos, not for training: Train answers start + scale x "
      "(trained - start), a poisoned client's update (e.g. 1e6); the node keeps the trained "
@@ -115,7 +121,7 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     static const char *const OPT[] = {"sgd", "adam"};
     uint32_t sizes[MLP_MAX_LAYERS + 1], n = 0;
     int act = 0, loss = 0, opt = 0;
-    double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0, scale = 1;
+    double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0, scale = 1, prox = 0;
     bool has_seed = false, has_epochs = false;
     int rc = read_layers(cfg, sizes, &n, err);
     if (!rc)
@@ -144,6 +150,8 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
         rc = bbp_config_int(cfg, "batches_per_epoch", 0, INT64_C(1) << 40, &m->batches_per_epoch,
                             err);
     if (!rc)
+        rc = bbp_config_double(cfg, "proximal_mu", 0, 1e6, &prox, err);
+    if (!rc)
         rc = bbp_config_double(cfg, "attack_update_scale", -1e12, 1e12, &scale, err);
     if (!rc && loss == LOSS_CE && sizes[n - 1] < 2)
         rc = bb_error_set(err, BB_ECONFIG,
@@ -160,6 +168,7 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     m->opt.eps = (float)eps;
     m->epochs_cfg = has_epochs ? (int64_t)ep : -1;
     m->update_scale = (float)scale;
+    m->proximal_mu = (float)prox;
     *seed = has_seed ? (uint64_t)s : host_seed;
     return BB_OK;
 }
