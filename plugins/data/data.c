@@ -5,6 +5,7 @@
  * (data.h) and one set of ops (source.c). The table is read or generated at
  * create, so a bad file fails the install with its name, line and column.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,30 @@ static int read_seed(const bbp_config *cfg, const char *key, uint64_t fallback, 
     return rc;
 }
 
+static int read_sample_shape(const bbp_config *cfg, data_options *o, bb_error *err)
+{
+    cJSON *owned;
+    const cJSON *v = bbp_config_get(cfg, "sample_shape", &owned);
+    int rc = BB_OK, n = v ? (cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1) : 0;
+    if (n < 0 || n >= BB_MAX_DIMS)
+        rc = bb_error_set(err, BB_ECONFIG,
+                          "%s: config key 'sample_shape' must be null or an array of 1 to %d "
+                          "dimensions",
+                          cfg->who, BB_MAX_DIMS - 1);
+    for (int i = 0; !rc && i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 1 ||
+            e->valuedouble > (double)(1u << 30))
+            rc = bb_error_set(err, BB_ECONFIG, "%s: sample_shape[%d] must be a whole number in "
+                              "[1, 2^30]", cfg->who, i);
+        else
+            o->sample_dims[i] = (int64_t)e->valuedouble;
+    }
+    o->sample_nd = rc ? 0 : (uint32_t)n;
+    cJSON_Delete(owned);
+    return rc;
+}
+
 int data_options_read(const bbp_config *cfg, uint64_t host_seed, data_options *o, bb_error *err)
 {
     static const char *const NORM[] = {"none", "min-max", "standardize"};
@@ -99,6 +124,8 @@ int data_options_read(const bbp_config *cfg, uint64_t host_seed, data_options *o
         rc = bbp_config_int(cfg, "classes_per_client", 1, 1 << 16, &o->classes_per_client, err);
     if (!rc)
         rc = read_seed(cfg, "partition_seed", 0, &o->partition_seed, err);
+    if (!rc)
+        rc = read_sample_shape(cfg, o, err);
     o->norm = (data_norm)norm;
     o->part = (data_part)part;
     o->partition = (data_partition)partition;

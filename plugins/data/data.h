@@ -59,6 +59,8 @@ typedef struct data_options {
     int64_t dirichlet_min_rows;
     int64_t classes_per_client;
     uint64_t partition_seed;
+    uint32_t sample_nd;       /* 0: flat rows [b, d]; else [b, sample_dims...] */
+    int64_t sample_dims[BB_MAX_DIMS - 1];
 } data_options;
 
 /* The runtime state of one source. */
@@ -66,6 +68,8 @@ typedef struct data_source {
     const char *type_name;
     char who[160];            /* "data::Csv at slot 'data' (digits.csv.gz)" */
     size_t n, d;              /* rows served, features */
+    uint32_t sample_nd;       /* a batch is [b, sample_dims...], or [b, d] when 0 */
+    int64_t sample_dims[BB_MAX_DIMS - 1];
     bb_value *x, *y;          /* [n, d] and [n] (y NULL when unsupervised) */
     bb_value *eval_x, *eval_y;/* the evaluation rows (may share x / y) */
     int64_t batch_size;
@@ -103,9 +107,12 @@ typedef struct data_source {
      "the Dirichlet partition draws again (at most 100 times) until every shard holds at "    \
      "least this many rows"},                                                                 \
     {"classes_per_client", "int", "2", "label pieces per shard of the \"classes\" partition"}, \
-    {"partition_seed", "int", "0", "seed of the shard draw (keep it equal on every client)"}
+    {"partition_seed", "int", "0", "seed of the shard draw (keep it equal on every client)"},   \
+    {"sample_shape", "array", "null",                                                         \
+     "the shape of one sample in NextBatch and EvalSet, e.g. [1, 28, 28] for a CNN's NCHW "   \
+     "input (the product must be the feature count); null: flat rows [batch, features]"}
 
-#define DATA_COMMON_DECL_COUNT 14
+#define DATA_COMMON_DECL_COUNT 15
 
 /* Options shared by both types, read from the config. */
 int data_options_read(const bbp_config *cfg, uint64_t host_seed, data_options *o, bb_error *err);

@@ -67,13 +67,15 @@ static int norm_stats(const data_table *t, const idx_list *train, data_norm norm
     return BB_OK;
 }
 
-/* Tensors [n, d] and [n] of the listed rows, normalized. */
+/* Tensors [n, sample shape] and [n] of the listed rows, normalized. */
 static int materialize(const data_source *s, const data_table *t, const idx_list *rows,
                        const double *shift, const double *scale, bb_value **x, bb_value **y,
                        bb_error *err)
 {
-    int64_t dx[2] = {(int64_t)rows->n, (int64_t)t->cols}, dy = (int64_t)rows->n;
-    *x = bb_value_tensor_new(BB_DT_FLOAT, 2, dx);
+    int64_t dx[BB_MAX_DIMS] = {(int64_t)rows->n, (int64_t)t->cols}, dy = (int64_t)rows->n;
+    if (s->sample_nd)
+        memcpy(dx + 1, s->sample_dims, s->sample_nd * sizeof *dx);
+    *x = bb_value_tensor_new(BB_DT_FLOAT, s->sample_nd ? 1 + s->sample_nd : 2, dx);
     *y = t->y ? bb_value_tensor_new(BB_DT_FLOAT, 1, &dy) : NULL;
     if (!*x || (t->y && !*y)) {
         bb_value_unref(*x);
@@ -326,12 +328,29 @@ static int shard(const data_source *s, const data_table *t, const idx_list *part
     return rc;
 }
 
+/* sample_shape against the table's features. */
+static int set_sample_shape(data_source *s, const data_table *t, const data_options *o,
+                            bb_error *err)
+{
+    uint64_t prod = 1;
+    for (uint32_t i = 0; i < o->sample_nd; i++)
+        prod = prod <= UINT32_MAX ? prod * (uint64_t)o->sample_dims[i] : prod;
+    if (o->sample_nd && prod != t->cols)
+        return bb_error_set(err, BB_ECONFIG,
+                            "%s: sample_shape holds %llu values per sample, the data has %zu "
+                            "features",
+                            s->who, (unsigned long long)prod, t->cols);
+    s->sample_nd = o->sample_nd;
+    memcpy(s->sample_dims, o->sample_dims, sizeof s->sample_dims);
+    return BB_OK;
+}
+
 int data_source_build(data_source *s, data_table *t, const data_options *o, bb_error *err)
 {
     size_t n = t->rows;
     idx_list all = {malloc((n ? n : 1) * sizeof(uint32_t)), n}, rows = {0};
     double *shift = NULL, *scale = NULL;
-    int rc = all.v ? BB_OK : oom(s, err);
+    int rc = all.v ? set_sample_shape(s, t, o, err) : oom(s, err);
     if (!rc && n > UINT32_MAX)
         rc = bb_error_set(err, BB_ELIMIT, "%s: %zu rows (at most %u)", s->who, n, UINT32_MAX);
     size_t n_hold = 0;

@@ -742,6 +742,29 @@ static void test_idx_reads_samples_and_labels(void **state)
         bb_value_unref(x);
         bb_value_unref(y);
         drop(&s);
+        /* sample_shape: batches (and the evaluation rows) shaped for a CNN */
+        s = idx(images, labels, "\"shuffle\": false, \"batch_size\": 4, "
+                                "\"sample_shape\": [1, 2, 3]");
+        call2(&s, "NextBatch", &x, &y);
+        const int64_t want_dims[4] = {4, 1, 2, 3};
+        assert_int_equal(x->u.tensor.ndim, 4);
+        assert_memory_equal(x->u.tensor.dims, want_dims, sizeof want_dims);
+        assert_true(fabsf(bb_tensor_f32(x)[6] - 50.0f / 255.0f) < 1e-6f); /* image 1, pixel 0 */
+        bb_value_unref(x);
+        bb_value_unref(y);
+        call2(&s, "EvalSet", &x, &y);
+        assert_int_equal(x->u.tensor.ndim, 4);
+        assert_int_equal(x->u.tensor.dims[0], 5);
+        bb_value_unref(x);
+        bb_value_unref(y);
+        drop(&s);
+        bb_error err = {0};
+        assert_null(idx_try(images, labels, "\"sample_shape\": [2, 2]", &err));
+        assert_non_null(strstr(err.msg, "sample_shape holds 4 values per sample, the data has 6"));
+        assert_null(idx_try(images, labels, "\"sample_shape\": [2, 0, 3]", &err));
+        assert_non_null(strstr(err.msg, "sample_shape[1] must be a whole number"));
+        assert_null(idx_try(images, labels, "\"sample_shape\": [1, 1, 1, 1, 1, 1, 1, 6]", &err));
+        assert_non_null(strstr(err.msg, "an array of 1 to 7 dimensions"));
         /* an explicit scale; no labels: unsupervised */
         s = idx(images, NULL, "\"shuffle\": false, \"batch_size\": 5, \"scale\": 2");
         call2(&s, "NextBatch", &x, &y);
