@@ -259,6 +259,18 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
         {"--epochs", &k->epochs, 1000000},
     };
     const size_t n_whole = sizeof whole / sizeof *whole;
+    const struct {
+        const char *opt;
+        const char **dst;
+    } text[] = {
+        {"--aggregator", &k->aggregator},
+        {"--data", &k->data},
+        {"--model", &k->model},
+        {"--model-config", &k->model_config},
+        {"--aggregator-config", &k->aggregator_config},
+        {"--data-config", &k->data_config},
+    };
+    const size_t n_text = sizeof text / sizeof *text;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -278,10 +290,14 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
             return 2;
         }
         const char *v = argv[++i];
-        size_t w = 0;
+        size_t w = 0, t = 0;
         while (w < n_whole && strcmp(a, whole[w].opt))
             w++;
-        if (w < n_whole) {
+        while (t < n_text && strcmp(a, text[t].opt))
+            t++;
+        if (t < n_text) {
+            *text[t].dst = v;
+        } else if (w < n_whole) {
             if ((*whole[w].dst = parse_long(argv[0], a, v, 1, whole[w].hi)) < 0)
                 return 2;
         } else if (!strcmp(a, "--quorum")) {
@@ -292,18 +308,6 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
                         argv[0], v);
                 return 2;
             }
-        } else if (!strcmp(a, "--aggregator")) {
-            k->aggregator = v;
-        } else if (!strcmp(a, "--data")) {
-            k->data = v;
-        } else if (!strcmp(a, "--model")) {
-            k->model = v;
-        } else if (!strcmp(a, "--model-config")) {
-            k->model_config = v;
-        } else if (!strcmp(a, "--aggregator-config")) {
-            k->aggregator_config = v;
-        } else if (!strcmp(a, "--data-config")) {
-            k->data_config = v;
         } else {
             fprintf(stderr, "%s: error: unknown option '%s'\n", argv[0], a);
             usage(stderr, argv[0]);
