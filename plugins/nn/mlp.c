@@ -15,9 +15,10 @@
  *       the optimizer (moments, step count)
  *   Params() -> params [P]
  *   Train(trigger) -> (params [P], num_samples U64)   `epochs` whole epochs
- *       over the "data" dependency, off the engine thread (jobs.c); with
- *       proximal_mu > 0 each step's gradient gains mu (w - w0), w0 the
- *       parameters the Train started from (FedProx)
+ *       over the "data" dependency, off the engine thread (jobs.c)
+ * FedProx: with proximal_mu > 0, every step of Train and Step gains mu (w -
+ * center), center the parameters of the last LoadParameters (the global
+ * model a federated client received; the initial parameters before one).
  *   EvaluateMetrics(trigger) -> (loss, accuracy)   on the source's
  *       evaluation set (its held-out rows), off the engine thread
  * bb-nn.Mlp.atomic:
@@ -71,9 +72,10 @@ static const bb_config_decl CONFIG[] = {
     {"batches_per_epoch", "int", "0",
      "epoch length in batches for data sources without a NumSamples op (0: ask the source)"},
     {"proximal_mu", "float", "0",
-     "FedProx (Li et al. 2020): Train minimizes loss + proximal_mu/2 ||w - w0||^2, w0 the "
-     "parameters the Train started from (the global model a federated client just loaded), "
-     "so local training cannot drift far on a skewed shard; 0: plain local training"},
+     "FedProx (Li et al. 2020): Train and Step minimize loss + proximal_mu/2 ||w - "
+     "w_global||^2, w_global the parameters of the last LoadParameters (the global model a "
+     "federated client received), so local training cannot drift far on a skewed shard; 0: "
+     "off"},
     {"attack_update_scale", "float", "1",
      "attack simulation for tests and demos, not for training: Train answers start + scale x "
      "(trained - start), a poisoned client's update (e.g. 1e6); the node keeps the trained "
@@ -206,6 +208,8 @@ static void mlp_destroy(void *inst)
     mlp_optim_free(&m->opt);
     free(m->params);
     free(m->grad_acc);
+    free(m->center);
+    free(m->step_grad);
     free(m);
 }
 
@@ -229,7 +233,12 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
         size_t n = m->shape.n_params;
         m->params = malloc(n * sizeof *m->params);
         m->grad_acc = calloc(n, sizeof *m->grad_acc);
-        if (!m->params || !m->grad_acc || mlp_optim_init(&m->opt, n))
+        if (m->proximal_mu > 0) {
+            m->center = malloc(n * sizeof *m->center);
+            m->step_grad = malloc(n * sizeof *m->step_grad);
+        }
+        if (!m->params || !m->grad_acc || mlp_optim_init(&m->opt, n) ||
+            (m->proximal_mu > 0 && (!m->center || !m->step_grad)))
             rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory for %zu parameters", m->who, n);
     }
     if (!rc) {
@@ -238,6 +247,8 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
             rc = load_weights(m, w, err);
         else
             mlp_init_params(&m->shape, seed, m->params);
+        if (!rc && m->center)
+            memcpy(m->center, m->params, m->shape.n_params * sizeof *m->center);
     }
     if (rc) {
         mlp_destroy(m);
@@ -369,13 +380,23 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
     int rc = check_flat(m, "Step", g, true, err);
     if (rc)
         return rc;
-    if (bb_tensor_numel(g) == m->shape.n_params) {
-        mlp_optim_step(&m->opt, m->params, bb_tensor_f32(g), m->shape.n_params);
+    size_t n = m->shape.n_params;
+    mlp_prox prox = {m->proximal_mu, m->center};
+    if (bb_tensor_numel(g) == n) {
+        const float *grad = bb_tensor_f32(g);
+        if (m->center) { /* the input is not ours to change */
+            memcpy(m->step_grad, grad, n * sizeof *m->step_grad);
+            mlp_add_proximal(&prox, m->params, m->step_grad, n);
+            grad = m->step_grad;
+        }
+        mlp_optim_step(&m->opt, m->params, grad, n);
         return BB_OK;
     }
     if (!m->grad_pending)
         return bb_error_set(err, BB_ESTATE,
                             "%s: Step with no gradient: pass one, or run Backward first", m->who);
+    if (m->center)
+        mlp_add_proximal(&prox, m->params, m->grad_acc, n);
     mlp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params);
     memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
     m->grad_pending = false;
@@ -401,6 +422,8 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
     case OP_LOAD_PARAMETERS:
         if (!(rc = check_flat(m, "LoadParameters", a, false, err))) {
             memcpy(m->params, bb_tensor_f32(a), m->shape.n_params * sizeof(float));
+            if (m->center) /* FedProx's global model */
+                memcpy(m->center, m->params, m->shape.n_params * sizeof(float));
             mlp_optim_reset(&m->opt, m->shape.n_params);
             forget_forward(m);
         }
@@ -575,11 +598,13 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
 }
 
 /* ---- snapshot ----------------------------------------------------------------------------
- * "BBNN" u32 version=1, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
- * params[n], momentum / first moment[n], [Adam: second moment[n]]  (f32) */
+ * "BBNN" u32 version=2, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
+ * params[n], momentum / first moment[n], [Adam: second moment[n]]  (f32),
+ * u8 has_center, [FedProx center[n]]  (version 1 ends before has_center: the
+ * center is then the restored parameters) */
 
 #define MAGIC "BBNN"
-#define SNAP_VERSION 1u
+#define SNAP_VERSION 2u
 
 static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
 {
@@ -596,6 +621,9 @@ static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *er
     bbp_put(&w, m->opt.m, bytes);
     if (m->opt.v)
         bbp_put(&w, m->opt.v, bytes);
+    bbp_put_u8(&w, m->center != NULL);
+    if (m->center)
+        bbp_put(&w, m->center, bytes);
     if (w.oom) {
         free(w.p);
         return oom(m, err);
@@ -614,7 +642,7 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
     uint64_t n = 0, t = 0, changes = 0;
     size_t bytes = m->shape.n_params * sizeof(float);
     if (!bbp_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) || !bbp_get(&r, &version, 4) ||
-        version != SNAP_VERSION || !bbp_get(&r, &n, 8) || !bbp_get(&r, &kind, 4) ||
+        version < 1 || version > SNAP_VERSION || !bbp_get(&r, &n, 8) || !bbp_get(&r, &kind, 4) ||
         !bbp_get(&r, &t, 8) || !bbp_get(&r, &changes, 8))
         return bb_error_set(err, BB_EDECODE, "%s: not a model snapshot", m->who);
     if (n != m->shape.n_params || kind != (uint32_t)m->opt.kind)
@@ -623,14 +651,25 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
                             "has %zu for optimizer %u",
                             m->who, (unsigned long long)n, kind, m->shape.n_params,
                             (unsigned)m->opt.kind);
-    size_t want = bytes * (m->opt.v ? 3 : 2);
-    if (r.n - r.off != want)
+    size_t want = bytes * (m->opt.v ? 3 : 2), left = r.n - r.off;
+    uint8_t has_center = 0;
+    if (version >= 2) { /* the center flag sits after the moments */
+        if (left <= want || (data[r.off + want] != 0 && data[r.off + want] != 1))
+            return bb_error_set(err, BB_EDECODE, "%s: the snapshot's state is truncated",
+                                m->who);
+        has_center = data[r.off + want];
+        want += 1 + (has_center ? bytes : 0);
+    }
+    if (left != want)
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot has %zu state bytes, not %zu",
-                            m->who, r.n - r.off, want);
+                            m->who, left, want);
     bbp_get(&r, m->params, bytes);
     bbp_get(&r, m->opt.m, bytes);
     if (m->opt.v)
         bbp_get(&r, m->opt.v, bytes);
+    r.off += version >= 2; /* has_center, read above */
+    if (m->center) /* a snapshot without a center (mu was 0, or version 1): the parameters */
+        memcpy(m->center, has_center ? data + r.off : (const uint8_t *)m->params, bytes);
     m->opt.t = t;
     m->version = changes;
     forget_forward(m);

@@ -330,12 +330,11 @@ int mlp_target_from(const mlp_shape *s, const bb_value *y, size_t rows, int32_t 
     return BB_OK;
 }
 
-static void add_proximal(const mlp_prox *prox, const float *restrict p, float *restrict g,
-                         size_t n)
+void mlp_add_proximal(const mlp_prox *prox, const float *restrict p, float *restrict g, size_t n)
 {
-    const float mu = prox->mu, *restrict anchor = prox->anchor;
+    const float mu = prox->mu, *restrict center = prox->center;
     for (size_t i = 0; i < n; i++)
-        g[i] += mu * (p[i] - anchor[i]);
+        g[i] += mu * (p[i] - center[i]);
 }
 
 int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, const mlp_prox *prox, mlp_ws *w,
@@ -355,7 +354,7 @@ int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, const mlp_prox *prox, m
         if (o) {
             mlp_backward(s, p, w, grad, false);
             if (prox)
-                add_proximal(prox, p, grad, s->n_params);
+                mlp_add_proximal(prox, p, grad, s->n_params);
             mlp_optim_step(o, p, grad, s->n_params);
         }
     }

@@ -486,10 +486,11 @@ static bb_value *direct_call(const bb_component_type *t, void *inst, const char 
     return out[0];
 }
 
-/* proximal_mu: Train's SGD steps gain mu (w - w0), w0 where the Train
- * started. Two steps of one epoch (8 rows, minibatches of 4) against the
- * same steps by hand from the model's own Gradients op: the first step
- * equals plain SGD's (w = w0), the second differs by -lr mu (w1 - w0). */
+/* proximal_mu: Train's SGD steps gain mu (w - w0), w0 the center (here the
+ * initial parameters: no LoadParameters). Two steps of one epoch (8 rows,
+ * minibatches of 4) against the same steps by hand from the model's own
+ * Gradients op: the first step equals plain SGD's (w = w0), the second
+ * differs by -lr mu (w1 - w0). */
 static void test_fedprox_steps_by_hand(void **state)
 {
     (void)state;
