@@ -21,7 +21,7 @@ typedef struct reader {
 
 static bool is_target(const bb_function *f)
 {
-    return bb_kv_get(&f->metadata, BBC_META_PARTITION_ID) != NULL;
+    return bb_kv_get(&f->metadata, BB_META_PARTITION_ID) != NULL;
 }
 
 /* The model-local function node n calls, or SIZE_MAX. */
@@ -128,7 +128,7 @@ static int read_targets(reader *r, bbc_artifact *out)
         const bb_function *f = m->functions.v[i];
         bbc_artifact_target *t = &out->targets[out->n_targets++];
         t->name = f->name ? f->name : "";
-        t->partition_id = bb_kv_get(&f->metadata, BBC_META_PARTITION_ID);
+        t->partition_id = bb_kv_get(&f->metadata, BB_META_PARTITION_ID);
         t->fn = f;
         t->bootstrap = bootstrap_of(r, f);
         memset(r->visited, 0, m->functions.n * sizeof *r->visited);
@@ -195,9 +195,9 @@ static bbc_artifact_edge *add_edge(reader *r, edge_vec *edges)
 static void describe(bbc_artifact_edge *e)
 {
     const bb_node *s = e->send.node, *rv = e->recv.node;
-    e->port = s ? bbc_meta(s, BBC_META_PORT) : NULL;
+    e->port = s ? bbc_meta(s, BB_META_PORT) : NULL;
     if (!e->port && rv)
-        e->port = bbc_meta(rv, BBC_META_PORT);
+        e->port = bbc_meta(rv, BB_META_PORT);
     e->transport = s ? bbc_meta(s, BB_META_WIRE_TRANSPORT) : NULL;
     if (!e->transport && rv)
         e->transport = bbc_meta(rv, BB_META_WIRE_TRANSPORT);
@@ -222,7 +222,7 @@ static int read_edges(reader *r, bbc_artifact *out)
         if (!e)
             return BB_ENOMEM;
         e->send = ops.v[i].end;
-        const char *site = bbc_meta(n, BBC_META_DEST_SITE);
+        const char *site = bbc_meta(n, BB_META_DEST_SITE);
         size_t k;
         if (site && bbc_map_get(&by_name, site, &k) && bbc_is_wire_recv(ops.v[k].end.node)) {
             e->recv = ops.v[k].end;
@@ -239,7 +239,7 @@ static int read_edges(reader *r, bbc_artifact *out)
         if (!e)
             return BB_ENOMEM;
         e->recv = ops.v[i].end;
-        const char *site = bbc_meta(n, BBC_META_SRC_SITE);
+        const char *site = bbc_meta(n, BB_META_SRC_SITE);
         size_t k;
         if (site && bbc_map_get(&by_name, site, &k) && bbc_is_wire_send(ops.v[k].end.node))
             e->send = ops.v[k].end;

@@ -46,33 +46,6 @@
  * every wire send; insert_async_deadlines stamps it on async carriers. */
 #define BBC_DEFAULT_PER_HOP_BUDGET_NS 10000000000ull
 
-/* ---- metadata keys bbc writes that bb/meta.h does not spell (yet) ---------- */
-/* Recorder keys (bb/recorder.h). */
-#define BBC_META_PORT "ai.bytesandbrains.port"
-#define BBC_META_NET_OUT_PREFIX "ai.bytesandbrains.net_out."
-#define BBC_META_NET_IN_PREFIX "ai.bytesandbrains.net_in."
-#define BBC_META_SLOT_ROLE_PREFIX "ai.bytesandbrains.slot_role."
-#define BBC_META_SLOT_ID_PREFIX "ai.bytesandbrains.slot_id."
-/* On a Recv that synthesize_wire_recvs materialized: "true". */
-#define BBC_META_SYNTHESIZED "ai.bytesandbrains.synthesized"
-/* On a wire send: the name of the receive node (the NodeSiteId the sender
- * addresses with /site/<id>) in the destination partition. */
-#define BBC_META_DEST_SITE "ai.bytesandbrains.dest_site"
-/* On a wire receive: the name of the send node that feeds it. */
-#define BBC_META_SRC_SITE "ai.bytesandbrains.src_site"
-/* On a wire send (optional, author-set): hops the deadline covers (default 1). */
-#define BBC_META_CHAIN_DEPTH "ai.bytesandbrains.chain_depth"
-/* On a wire send: sends of one partition with the same value batch into one
- * envelope per destination peer (value = destination class). */
-#define BBC_META_WIRE_BATCH "ai.bytesandbrains.wire_batch"
-/* On a DeadlineCheck: the node whose deadline it enforces. On that node:
- * the name of its DeadlineCheck (idempotence stamp of insert_async_deadlines). */
-#define BBC_META_DEADLINE_SOURCE "ai.bytesandbrains.deadline_source"
-#define BBC_META_DEADLINE_CHECK "ai.bytesandbrains.deadline_check"
-/* On a partition function: its 16-hex content hash and "<class>#<hash>". */
-#define BBC_META_PARTITION_HASH "ai.bytesandbrains.partition_hash"
-#define BBC_META_PARTITION_ID "ai.bytesandbrains.partition_id"
-
 /* ---- error variants (COMPILER.md "Error variants") -------------------------- */
 
 /* X(ID, Name, doc). The first block is ValidationError (the validate pass),

@@ -151,14 +151,14 @@ static bool has_prefix(const char *s, const char *p)
 static const char *net_in_port(fn_facts *ff, bb_arena *a, size_t i, const char *v)
 {
     const bb_function *f = ff->ix.m->functions.v[i];
-    size_t pl = strlen(BBC_META_NET_IN_PREFIX), k;
+    size_t pl = strlen(BB_META_NET_IN_PREFIX), k;
     if (!ff->net_in[i]) {
         bbc_map *map = bb_arena_alloc(a, sizeof *map);
         if (!map || bbc_map_init(map, a, 16) != BB_OK)
             return NULL;
         for (k = 0; k < f->metadata.n; k++) {
             const bb_kv *kv = &f->metadata.v[k];
-            if (kv->value && has_prefix(kv->key, BBC_META_NET_IN_PREFIX) &&
+            if (kv->value && has_prefix(kv->key, BB_META_NET_IN_PREFIX) &&
                 !bbc_map_get(map, kv->value, NULL) && bbc_map_put(map, kv->value, k) != BB_OK)
                 return NULL;
         }
@@ -279,8 +279,8 @@ static int carry_declarations(inliner *in)
         *slot = c;
     }
     static const char *const CARRIED[] = {BB_META_SLOT_CONCRETE_TYPE_PREFIX,
-                                          BBC_META_SLOT_ROLE_PREFIX, BBC_META_SLOT_ID_PREFIX,
-                                          BBC_META_NET_OUT_PREFIX};
+                                          BB_META_SLOT_ROLE_PREFIX, BB_META_SLOT_ID_PREFIX,
+                                          BB_META_NET_OUT_PREFIX};
     for (size_t i = 0; i < f->metadata.n; i++) {
         const bb_kv *kv = &f->metadata.v[i];
         bool carry = false;

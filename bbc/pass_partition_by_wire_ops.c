@@ -61,7 +61,7 @@ static int sets_init(bb_arena *a, const bb_function *pf, part_sets *ps)
                  bbc_map_put(&ps->made, nd->outputs.v[j], i) != BB_OK))
                 return BB_ENOMEM;
         const char *slot = bbc_meta(nd, BB_META_SLOT);
-        const char *port = bbc_is_wire_send(nd) ? bbc_meta(nd, BBC_META_PORT) : NULL;
+        const char *port = bbc_is_wire_send(nd) ? bbc_meta(nd, BB_META_PORT) : NULL;
         if ((slot && bbc_map_put(&ps->slots, slot, i) != BB_OK) ||
             (port && bbc_map_put(&ps->ports, port, i) != BB_OK))
             return BB_ENOMEM;
@@ -96,7 +96,7 @@ static bool partition_slot(bbc_state *st, const char *cls, const part_sets *ps, 
 static const char *slot_of_key(const char *key)
 {
     static const char *const PREFIXES[] = {BB_META_SLOT_CONCRETE_TYPE_PREFIX,
-                                           BBC_META_SLOT_ROLE_PREFIX, BBC_META_SLOT_ID_PREFIX};
+                                           BB_META_SLOT_ROLE_PREFIX, BB_META_SLOT_ID_PREFIX};
     for (size_t i = 0; i < 3; i++)
         if (has_prefix(key, PREFIXES[i]))
             return key + strlen(PREFIXES[i]);
@@ -242,11 +242,11 @@ static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cl
         bool keep;
         if (slot)
             keep = partition_slot(st, cls, &ps, slot, single);
-        else if (has_prefix(kv->key, BBC_META_NET_OUT_PREFIX))
-            keep = bbc_map_get(&ps.ports, kv->key + strlen(BBC_META_NET_OUT_PREFIX), NULL);
+        else if (has_prefix(kv->key, BB_META_NET_OUT_PREFIX))
+            keep = bbc_map_get(&ps.ports, kv->key + strlen(BB_META_NET_OUT_PREFIX), NULL);
         else
             keep = !bbc_str_eq(kv->key, BB_META_HOME_CLASS) &&
-                   !has_prefix(kv->key, BBC_META_NET_IN_PREFIX);
+                   !has_prefix(kv->key, BB_META_NET_IN_PREFIX);
         if (keep && bbc_kv_set_indexed(a, &pf->metadata, &meta_keys, kv->key, kv->value) != BB_OK)
             return bbc_oom(st);
     }

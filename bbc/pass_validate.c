@@ -151,7 +151,7 @@ static int rule4_pairing(bbc_state *st, const bb_function *f)
             }
         }
         if (answers[i] != 1) {
-            const char *port = bbc_meta(s, BBC_META_PORT);
+            const char *port = bbc_meta(s, BB_META_PORT);
             return bbc_fail(st, BBC_E_UNPAIRED_WIRE_REQUEST,
                             "function '%s': SendReqBatched '%s'%s%s%s is answered by %zu "
                             "SendResp nodes whose req_id traces back to it (exactly 1 required)",

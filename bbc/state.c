@@ -111,9 +111,9 @@ static int declare_slots(bbc_state *st, const bb_function *f)
                 return bbc_oom(st);
             snprintf(key, sizeof key, "%s%s", BB_META_SLOT_CONCRETE_TYPE_PREFIX, name);
             const char *ct = bb_kv_get(&f->metadata, key);
-            snprintf(key, sizeof key, "%s%s", BBC_META_SLOT_ROLE_PREFIX, name);
+            snprintf(key, sizeof key, "%s%s", BB_META_SLOT_ROLE_PREFIX, name);
             bb_role role = bb_role_parse(bb_kv_get(&f->metadata, key));
-            snprintf(key, sizeof key, "%s%s", BBC_META_SLOT_ID_PREFIX, name);
+            snprintf(key, sizeof key, "%s%s", BB_META_SLOT_ID_PREFIX, name);
             uint32_t sid;
             bool has_sid = parse_u32(bb_kv_get(&f->metadata, key), &sid);
             if (pass == 1 && ct) {
@@ -271,7 +271,7 @@ static bool fn_called(const bb_model *m, const bb_function *f)
 
 static bool is_partition_fn(const bb_function *f)
 {
-    return bb_kv_get(&f->metadata, BBC_META_PARTITION_HASH) != NULL;
+    return bb_kv_get(&f->metadata, BB_META_PARTITION_HASH) != NULL;
 }
 
 static bool has_prefix(const char *s, const char *prefix)
@@ -354,8 +354,8 @@ static int reassemble_compiled(bbc_state *st)
                 return bbc_oom(st);
         for (size_t j = 0; j < f->metadata.n; j++) {
             const bb_kv *kv = &f->metadata.v[j];
-            if (bbc_str_eq(kv->key, BBC_META_PARTITION_HASH) ||
-                bbc_str_eq(kv->key, BBC_META_PARTITION_ID) ||
+            if (bbc_str_eq(kv->key, BB_META_PARTITION_HASH) ||
+                bbc_str_eq(kv->key, BB_META_PARTITION_ID) ||
                 bbc_str_eq(kv->key, BB_META_HOME_CLASS) || bb_kv_get(&root->metadata, kv->key))
                 continue;
             if (bb_kv_set(a, &root->metadata, kv->key, kv->value) != BB_OK)
@@ -424,10 +424,10 @@ static int collect_net_ins(bbc_state *st)
 {
     const bb_function *f = st->root;
     const char *cls = bb_kv_get(&f->metadata, BB_META_HOME_CLASS);
-    size_t pl = strlen(BBC_META_NET_IN_PREFIX);
+    size_t pl = strlen(BB_META_NET_IN_PREFIX);
     for (size_t i = 0; i < f->metadata.n; i++) {
         const bb_kv *kv = &f->metadata.v[i];
-        if (!has_prefix(kv->key, BBC_META_NET_IN_PREFIX) || !kv->value)
+        if (!has_prefix(kv->key, BB_META_NET_IN_PREFIX) || !kv->value)
             continue;
         bbc_net_in *ni = BB_VEC_PUSH(st->arena, &st->net_ins);
         if (!ni)

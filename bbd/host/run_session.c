@@ -36,7 +36,7 @@ void bbd_run_result_free(bbd_run_result *r)
 
 static bool is_partition(const bb_function *f)
 {
-    return f && f->name && bb_kv_get(&f->metadata, BBC_META_PARTITION_ID) &&
+    return f && f->name && bb_kv_get(&f->metadata, BB_META_PARTITION_ID) &&
            !bb_kv_get(&f->metadata, BB_META_MODULE_PHASE);
 }
 

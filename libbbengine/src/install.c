@@ -88,14 +88,6 @@ static int fail(bbe__install *ins, bb_install_error kind, const char *fmt, ...)
 static const char *nz(const char *s) { return s ? s : ""; }
 static const char *dom_norm(const char *d) { return !d || strcmp(d, "ai.onnx") == 0 ? "" : d; }
 
-static const char *kv(const bb_kv_list *l, const char *key)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (l->v[i].key && strcmp(l->v[i].key, key) == 0)
-            return l->v[i].value;
-    return NULL;
-}
-
 /* ---- helpers used by the syscall init functions ---------------------------------- */
 
 bbe__opst *bbe__opst_new(bbe__install *ins, bbe__op *op)
@@ -405,14 +397,14 @@ static int resolve_targets(bbe__install *ins, const char *const *targets, size_t
         ins->target_name[ti] = bb_arena_strdup(ins->a, name);
         ins->boot_fn[ti] = -1;
         /* the bootstrap sibling: "<resolved>__bootstrap" or "<target>__bootstrap" */
-        const char *cands[2] = {bb_arena_sprintf(ins->a, "%s" BBE__BOOTSTRAP_SUFFIX, m->functions.v[found]->name),
-                                bb_arena_sprintf(ins->a, "%s" BBE__BOOTSTRAP_SUFFIX, name)};
+        const char *cands[2] = {bb_arena_sprintf(ins->a, "%s" BB_BOOTSTRAP_SUFFIX, m->functions.v[found]->name),
+                                bb_arena_sprintf(ins->a, "%s" BB_BOOTSTRAP_SUFFIX, name)};
         for (int c = 0; c < 2 && ins->boot_fn[ti] < 0; c++) {
             for (size_t i = 0; cands[c] && i < ins->n_fn; i++) {
                 const bb_function *f = m->functions.v[i];
-                const char *phase = kv(&f->metadata, BBE__KEY_MODULE_PHASE);
+                const char *phase = bb_kv_get(&f->metadata, BB_META_MODULE_PHASE);
                 if (ins->canon[i] == i && strcmp(f->name, cands[c]) == 0 &&
-                    (!phase || strcmp(phase, BBE__MODULE_PHASE_BOOTSTRAP) == 0)) {
+                    (!phase || strcmp(phase, BB_MODULE_PHASE_BOOTSTRAP) == 0)) {
                     ins->boot_fn[ti] = (int32_t)i;
                     break;
                 }
@@ -486,14 +478,14 @@ static int add_binding(bbe__install *ins, const char *target, const char *key, c
 static int read_bindings(bbe__install *ins)
 {
     const bb_kv_list *md = &ins->m->metadata;
-    size_t pl = strlen(BBE__KEY_BINDING_PREFIX);
+    size_t pl = strlen(BB_META_BINDING_PREFIX);
     for (uint32_t t = 0; t < ins->n_targets; t++) {
         const char *resolved = ins->m->functions.v[ins->target_fn[t]]->name;
         const char *names[2] = {resolved, ins->target_name[t]};
         int n_names = strcmp(resolved, ins->target_name[t]) ? 2 : 1;
         for (size_t i = 0; i < md->n; i++) {
             const char *key = md->v[i].key;
-            if (!key || strncmp(key, BBE__KEY_BINDING_PREFIX, pl) != 0)
+            if (!key || strncmp(key, BB_META_BINDING_PREFIX, pl) != 0)
                 continue;
             for (int k = 0; k < n_names; k++) {
                 size_t nl = strlen(names[k]);
@@ -529,8 +521,8 @@ static int read_bindings(bbe__install *ins)
                     b->construction = a;
                 continue;
             }
-            char *mk = bb_arena_sprintf(ins->a, "%s%s", BBE__KEY_SLOT_CONCRETE_TYPE_PREFIX, a->name);
-            const char *tn = mk ? kv(&f->metadata, mk) : NULL;
+            char *mk = bb_arena_sprintf(ins->a, "%s%s", BB_META_SLOT_CONCRETE_TYPE_PREFIX, a->name);
+            const char *tn = mk ? bb_kv_get(&f->metadata, mk) : NULL;
             if (!tn)
                 continue; /* an ordinary defaulted attribute, not a component slot */
             binding nb = {.slot = a->name, .role = "", .type_name = tn, .construction = a,
@@ -712,11 +704,11 @@ static int component_for(bbe__install *ins, bbe__op *op, uint32_t *out)
     const char *dom = dom_norm(n->domain);
     const char *v;
     *out = BBE__NONE;
-    if ((v = kv(&n->metadata, BBE__KEY_SLOT_ID))) {
+    if ((v = bb_kv_get(&n->metadata, BB_META_SLOT_ID))) {
         char *end;
         unsigned long long id = strtoull(v, &end, 10);
         if (*end || !*v || id > UINT32_MAX)
-            return bbe__node_malformed(ins, op, NULL, "bad %s '%s'", BBE__KEY_SLOT_ID, v);
+            return bbe__node_malformed(ins, op, NULL, "bad %s '%s'", BB_META_SLOT_ID, v);
         *out = bbe__install_comp_by_slot_id(ins, (uint32_t)id);
         if (*out == BBE__NONE)
             return fail(ins, BB_INSTALL_UNBOUND_GENERIC_SLOT,
@@ -724,14 +716,14 @@ static int component_for(bbe__install *ins, bbe__op *op, uint32_t *out)
                         ins->g->name, v);
         return 0;
     }
-    if ((v = kv(&n->metadata, BBE__KEY_SLOT))) {
+    if ((v = bb_kv_get(&n->metadata, BB_META_SLOT))) {
         *out = comp_by_slot(e, v);
         if (*out == BBE__NONE)
             return fail(ins, BB_INSTALL_UNBOUND_GENERIC_SLOT, "node %s of %s uses slot '%s', which is not bound",
                         op->label, ins->g->name, v);
         return 0;
     }
-    if ((v = kv(&n->metadata, BBE__KEY_CONCRETE_TYPE))) {
+    if ((v = bb_kv_get(&n->metadata, BB_META_CONCRETE_TYPE))) {
         uint32_t count = 0;
         for (uint32_t i = 0; i < e->n_comps; i++)
             if (strcmp(e->comps[i].type->type_name, v) == 0 && count++ == 0)
@@ -742,7 +734,7 @@ static int component_for(bbe__install *ins, bbe__op *op, uint32_t *out)
                         ins->g->name, v);
         if (count > 1)
             return bbe__node_malformed(ins, op, NULL, "%u slots bind %s: add %s metadata", count, v,
-                                      BBE__KEY_SLOT);
+                                      BB_META_SLOT);
         return 0;
     }
     uint32_t count = 0, backends = 0, backend = BBE__NONE;
@@ -758,7 +750,7 @@ static int component_for(bbe__install *ins, bbe__op *op, uint32_t *out)
         *out = backend;
     else if (count > 1)
         return bbe__node_malformed(ins, op, NULL, "%u components serve domain '%s': add %s metadata",
-                                  count, dom[0] ? dom : "ai.onnx", BBE__KEY_SLOT);
+                                  count, dom[0] ? dom : "ai.onnx", BB_META_SLOT);
     if (*out == BBE__NONE && !dom[0]) { /* ai.onnx with no declaring backend: the backend */
         for (uint32_t i = 0; i < e->n_comps; i++)
             if (e->comps[i].role == BB_ROLE_BACKEND && backends++ == 0)
@@ -776,7 +768,7 @@ static int classify(bbe__install *ins, bbe__op *op, uint32_t opi)
     const bb_node *n = op->node;
     const char *dom = dom_norm(n->domain);
     bool found;
-    int64_t dl = bbe__attr_int(n, BBE__ATTR_DEADLINE_NS, 0, &found);
+    int64_t dl = bbe__attr_int(n, BB_ATTR_NAME_DEADLINE_NS, 0, &found);
     op->deadline_ns = dl > 0 ? (uint64_t)dl : 0;
     op->disp = BBE__DISP_UNRESOLVED;
     op->comp = BBE__NONE;
@@ -814,7 +806,7 @@ static int classify(bbe__install *ins, bbe__op *op, uint32_t opi)
             rc = BBE__ARR_PUSH(&ins->events, opi);
             if (op->st->i < 64)
                 e->bus_subscribed |= 1ULL << op->st->i;
-        } else if (strcmp(dom, BBE__DOM_WIRE) == 0 && (strcmp(t, "Recv") == 0 || strcmp(t, "RecvReq") == 0)) {
+        } else if (strcmp(dom, BB_DOMAIN_WIRE) == 0 && (strcmp(t, "Recv") == 0 || strcmp(t, "RecvReq") == 0)) {
             if (bbe__map_get(&e->recv_ops, op->st->wire_site, NULL))
                 return bbe__node_malformed(ins, op, NULL, "two receivers share wire site %llu",
                                           (unsigned long long)op->st->wire_site);
@@ -841,7 +833,7 @@ static int classify(bbe__install *ins, bbe__op *op, uint32_t opi)
     const bb_component_type *t = e->comps[c].type;
     uint32_t idx = 0;
     const bb_op_decl *decl = bb_component_type_find_op(t, dom, op->op_type, &idx);
-    if (!decl && strncmp(dom, "ai.bytesandbrains.role.", 23) == 0) {
+    if (!decl && strncmp(dom, BB_DOMAIN_ROLE_PREFIX, sizeof BB_DOMAIN_ROLE_PREFIX - 1) == 0) {
         for (uint32_t s = 0; s < t->n_opsets && !decl; s++)
             decl = bb_component_type_find_op(t, t->opsets[s].domain, op->op_type, &idx);
     }
@@ -1408,10 +1400,10 @@ int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *ta
     e->model = ins.m = e->arena ? bb_model_clone(model) : NULL;
     if (!ins.a || !ins.m)
         goto fail;
-    const char *passport = kv(&ins.m->metadata, BBE__KEY_COMPILED);
-    if (!passport || strcmp(passport, BBE__COMPILED_V1) != 0) {
+    const char *passport = bb_kv_get(&ins.m->metadata, BB_META_COMPILED);
+    if (!passport || strcmp(passport, BB_COMPILED_PASSPORT) != 0) {
         rc = fail(&ins, BB_INSTALL_NOT_COMPILED, "model has no %s = \"%s\" passport (run bbc compile)",
-                  BBE__KEY_COMPILED, BBE__COMPILED_V1);
+                  BB_META_COMPILED, BB_COMPILED_PASSPORT);
         goto fail;
     }
     if ((rc = index_functions(&ins)) || (rc = resolve_targets(&ins, targets, n_targets)) ||

@@ -265,7 +265,7 @@ static FX_UNUSED void fx_concrete(bb_model *m, bb_function *f, const char *slot,
     char key[256];
     snprintf(key, sizeof key, "%s%s", BB_META_SLOT_CONCRETE_TYPE_PREFIX, slot);
     bb_kv_set(m->arena, &f->metadata, key, type);
-    snprintf(key, sizeof key, "%s%s", BBC_META_SLOT_ROLE_PREFIX, slot);
+    snprintf(key, sizeof key, "%s%s", BB_META_SLOT_ROLE_PREFIX, slot);
     bb_kv_set(m->arena, &f->metadata, key, role);
 }
 
@@ -274,7 +274,7 @@ static FX_UNUSED void fx_generic(bb_model *m, bb_function *f, const char *slot, 
 {
     bb_str_list_push(m->arena, &f->attributes, slot);
     char key[256];
-    snprintf(key, sizeof key, "%s%s", BBC_META_SLOT_ROLE_PREFIX, slot);
+    snprintf(key, sizeof key, "%s%s", BB_META_SLOT_ROLE_PREFIX, slot);
     bb_kv_set(m->arena, &f->metadata, key, role);
 }
 

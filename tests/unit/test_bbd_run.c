@@ -336,7 +336,7 @@ static void test_pick_target(void **state)
     const char *names[] = {"Server", "Client", "Client__bootstrap"};
     for (int i = 0; i < 3; i++) {
         bb_function *f = bb_model_add_function(m, "user.app", names[i]);
-        assert_int_equal(bb_kv_set(m->arena, &f->metadata, BBC_META_PARTITION_ID, "x#0"), BB_OK);
+        assert_int_equal(bb_kv_set(m->arena, &f->metadata, BB_META_PARTITION_ID, "x#0"), BB_OK);
         if (i == 2)
             assert_int_equal(bb_kv_set(m->arena, &f->metadata, BB_META_MODULE_PHASE,
                                        BB_MODULE_PHASE_BOOTSTRAP),
