@@ -20,6 +20,9 @@
 
 #define BBC_VERSION "0.9.0"
 
+/* Where the subcommands' type sources say they looked for a TYPE_NAME. */
+#define BBC_PLUGIN_SEARCH_PATH "the plugin search path (see 'bbc plugins')"
+
 typedef struct bbc_command {
     const char *name;
     const char *help; /* one line, for `bbc --help` */

@@ -172,8 +172,8 @@ int bbc_cmd_compile(int argc, char **argv)
         }
     if (bb_model_load_file(in, &m, &err) != BB_OK)
         goto fail;
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, loader);
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, loader, BBC_PLUGIN_SEARCH_PATH);
     if (bbc_compile(m, &opts, &b, &ts, stages, n_stages, &compiled, &cerr) != BB_OK) {
         bbc_error_print(&cerr, stderr);
         goto done;

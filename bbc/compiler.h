@@ -36,6 +36,7 @@
 #include "bb/plugin.h"
 #include "bb/plugin_loader.h"
 #include "bb/status.h"
+#include "bb/type_source.h"
 #include "bb/types.h"
 
 /* ---- defaults ------------------------------------------------------------- */
@@ -136,32 +137,6 @@ typedef struct bbc_options {
 void bbc_options_init(bbc_options *o);
 bool bbc_options_without(const bbc_options *o, const char *name);
 
-/* ---- where component types come from ------------------------------------------------ */
-
-/* An interface so tests can hand in bb_component_type structs directly and
- * bbc can use the plugin loader. All returned pointers are borrowed. */
-typedef struct bbc_type_source {
-    void *ctx;
-    const bb_component_type *(*find)(void *ctx, const char *type_name);
-    size_t (*count)(void *ctx);
-    const bb_component_type *(*at)(void *ctx, size_t i);
-    /* Where types were looked for, for error messages (may be NULL). */
-    const char *(*where)(void *ctx);
-} bbc_type_source;
-
-/* Types of a loader (borrows l; valid while l lives). */
-void bbc_type_source_from_loader(bbc_type_source *ts, const bb_plugin_loader *l);
-
-/* Types of a static array (borrows arr and its types). */
-typedef struct bbc_type_array {
-    const bb_component_type *const *types;
-    size_t n;
-} bbc_type_array;
-void bbc_type_source_from_array(bbc_type_source *ts, bbc_type_array *arr);
-
-/* NULL-safe lookups. */
-const bb_component_type *bbc_types_find(const bbc_type_source *ts, const char *type_name);
-
 /* ---- bindings (the bind chain) ---------------------------------------------------------- */
 
 typedef struct bbc_binding {
@@ -245,7 +220,7 @@ typedef struct bbc_state {
     bb_function *root;            /* the root function (in model) */
     const bbc_options *opts;      /* borrowed */
     const bbc_bindings *bindings; /* borrowed (may be NULL) */
-    const bbc_type_source *types; /* borrowed (may be NULL) */
+    const bb_type_source *types; /* borrowed (may be NULL) */
     BB_VEC(bbc_slot) slots;
     BB_VEC(bbc_net_in) net_ins;
     BB_VEC(bbc_class_slot) class_slots;
@@ -264,7 +239,7 @@ typedef struct bbc_state {
  * A compiled input (passport "v1") is first re-assembled into one root from
  * its partitions so the pipeline runs on it unchanged (idempotence). */
 int bbc_state_init(bbc_state *st, bb_model *model, const bbc_options *opts,
-                   const bbc_bindings *bindings, const bbc_type_source *types,
+                   const bbc_bindings *bindings, const bb_type_source *types,
                    bbc_error *err);
 void bbc_state_free(bbc_state *st);
 /* Record a failure for the running pass. Returns BB_EVALIDATE/BB_ECOMPILE. */
@@ -382,14 +357,14 @@ int bbc_verify_function(const bb_function *f, char *why, size_t cap);
  * the canonical pipeline once per partition in array order (a stage named
  * in opts->without is skipped). */
 int bbc_compile(const bb_model *recorded, const bbc_options *opts,
-                const bbc_bindings *bindings, const bbc_type_source *types,
+                const bbc_bindings *bindings, const bb_type_source *types,
                 const bb_stage *const *stages, size_t n_stages, bb_model **out,
                 bbc_error *err);
 
 /* `bbc check`: the pre-partition structural checks only (bootstrap
  * composition, inline, validate). A recorded TYPE_NAME no plugin in types
  * describes is tolerated (opts->allow_unknown_types is forced on). */
-int bbc_check(const bb_model *recorded, const bbc_options *opts, const bbc_type_source *types,
+int bbc_check(const bb_model *recorded, const bbc_options *opts, const bb_type_source *types,
               bbc_error *err);
 
 /* CLI entry points (bbc/cmd_*.c). */

@@ -23,17 +23,9 @@ static bool declared_op(bbc_state *st, const bb_node *n)
     bbc_sig sig;
     if (bbc_node_sig(st, n, &sig))
         return true;
-    const bbc_type_source *ts = st->types;
-    if (!ts || !ts->count)
+    if (!bb_type_source_count(st->types))
         return bbc_is_role_node(n); /* no types to ask: trust the slot stamps */
-    size_t count = ts->count(ts->ctx);
-    for (size_t i = 0; i < count; i++) {
-        const bb_component_type *t = ts->at(ts->ctx, i);
-        uint32_t idx;
-        if (t && bb_component_type_find_op(t, n->domain, n->op_type, &idx))
-            return true;
-    }
-    return false;
+    return bb_type_source_find_op(st->types, n->domain, n->op_type) != NULL;
 }
 
 static int walk(bbc_state *st, const bb_function *boot, const bb_function *f,

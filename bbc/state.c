@@ -194,11 +194,11 @@ static int resolve_bindings(bbc_state *st)
         bbc_slot *s = &st->slots.v[i];
         if (!s->type_name || !st->types)
             continue;
-        s->type = bbc_types_find(st->types, s->type_name);
+        s->type = bb_type_source_find(st->types, s->type_name);
         if (!s->type && st->opts->allow_unknown_types)
             continue;
         if (!s->type) {
-            const char *where = st->types->where ? st->types->where(st->types->ctx) : NULL;
+            const char *where = st->types->where;
             return bbc_fail(st, BBC_E_UNKNOWN_COMPONENT_TYPE,
                             "slot '%s' is bound to '%s' (%s), which no plugin exports%s%s",
                             s->name, s->type_name, s->binding ? s->binding->origin : "recorded",
@@ -440,7 +440,7 @@ static int collect_net_ins(bbc_state *st)
 }
 
 int bbc_state_init(bbc_state *st, bb_model *model, const bbc_options *opts,
-                   const bbc_bindings *bindings, const bbc_type_source *types, bbc_error *err)
+                   const bbc_bindings *bindings, const bb_type_source *types, bbc_error *err)
 {
     memset(st, 0, sizeof *st);
     st->model = model;

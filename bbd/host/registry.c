@@ -1,6 +1,7 @@
 /*
- * registry.c — bbd's component registry: the plugin loader plus the
- * per-slot JSON configs, seen by the engine as a bb_engine_registry, and
+ * registry.c — bbd's component registry: the plugin loader (seen as a
+ * bb_type_source) plus the per-slot JSON configs, seen by the engine as a
+ * bb_engine_registry, and
  * the pre-install check that resolves a compiled model's bindings with
  * messages naming target, binding, slot and the directories searched.
  *
@@ -29,12 +30,6 @@ struct bbd_registry {
     char searched[1024]; /* the directories of the scan, for messages */
 };
 
-static const bb_component_type *find_type(void *ud, const char *type_name)
-{
-    const bbd_registry *r = ud;
-    return bb_plugin_loader_type_lookup(r->loader, type_name);
-}
-
 static const char *find_config(void *ud, const char *slot)
 {
     return bbd_registry_slot_config(ud, slot);
@@ -56,12 +51,13 @@ int bbd_registry_new(const bbd_registry_options *opts, bbd_registry **out, bb_er
         bbd_registry_free(r);
         return rc;
     }
-    r->engine = (bb_engine_registry){.find_type = find_type, .slot_config = find_config, .ud = r};
     bb_plugin_loader_describe_dirs(r->loader, r->searched, sizeof r->searched);
     static const char prefix[] = "searched: ";
     if (strncmp(r->searched, prefix, sizeof prefix - 1) == 0)
         memmove(r->searched, r->searched + sizeof prefix - 1,
                 strlen(r->searched + sizeof prefix - 1) + 1);
+    r->engine = (bb_engine_registry){.slot_config = find_config, .ud = r};
+    bb_type_source_from_loader(&r->engine.types, r->loader, r->searched);
     *out = r;
     return BB_OK;
 }
@@ -333,6 +329,11 @@ int bbd_registry_resolve_model(const bbd_registry *r, const bb_model *m,
 const bb_engine_registry *bbd_registry_engine(const bbd_registry *r)
 {
     return r ? &r->engine : NULL;
+}
+
+const bb_type_source *bbd_registry_types(const bbd_registry *r)
+{
+    return r ? &r->engine.types : NULL;
 }
 
 const char *bbd_registry_searched(const bbd_registry *r)

@@ -195,29 +195,6 @@ static int pick_target(program *p, const char *want, const bb_graph *top, bb_err
     return BB_OK;
 }
 
-/* The loader's types for bbc, with the registry's directory list for
- * UnknownComponentType messages. */
-static const char *registry_where(void *ctx)
-{
-    return bbd_registry_searched(ctx);
-}
-
-static const bb_component_type *registry_find(void *ctx, const char *type_name)
-{
-    return bbd_registry_engine(ctx)->find_type(bbd_registry_engine(ctx)->ud, type_name);
-}
-
-static size_t registry_count(void *ctx)
-{
-    return bb_plugin_loader_type_count(bbd_registry_loader(ctx));
-}
-
-static const bb_component_type *registry_at(void *ctx, size_t i)
-{
-    const bb_loaded_type *t = bb_plugin_loader_type_at(bbd_registry_loader(ctx), i);
-    return t ? t->type : NULL;
-}
-
 static int compile_program(const run_opts *o, const bbd_registry *reg, const char *path,
                            program *p, bb_error *err)
 {
@@ -250,15 +227,14 @@ static int compile_program(const run_opts *o, const bbd_registry *reg, const cha
     bbc_bindings b;
     rc = load_bindings(o, plain, &b, err);
     if (rc == BB_OK) {
-        bbc_type_source ts = {.ctx = (void *)reg, .find = registry_find, .count = registry_count,
-                              .at = registry_at, .where = registry_where};
         bbc_options opts;
         bbc_options_init(&opts);
         /* ONNX graphs rarely type their intermediates (value_info is
          * optional): leave what the catalogs cannot narrow at ANY. */
         opts.permissive_types = plain;
         bbc_error cerr;
-        if (bbc_compile(m, &opts, &b, &ts, NULL, 0, &p->compiled, &cerr) != BB_OK)
+        if (bbc_compile(m, &opts, &b, bbd_registry_types(reg), NULL, 0, &p->compiled,
+                        &cerr) != BB_OK)
             rc = bb_error_set(err, BB_ECOMPILE, "%s: compile: %s: %s: %s", path, cerr.pass,
                               bbc_errkind_name(cerr.kind), cerr.msg);
     }

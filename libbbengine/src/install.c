@@ -544,9 +544,8 @@ static int make_components(bbe__install *ins)
         return BB_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         binding *b = &ins->binds.v[i];
-        const bb_component_type *t = ins->reg && ins->reg->find_type
-                                         ? ins->reg->find_type(ins->reg->ud, b->type_name)
-                                         : NULL;
+        const bb_component_type *t =
+            ins->reg ? bb_type_source_find(&ins->reg->types, b->type_name) : NULL;
         if (!t)
             return fail(ins, BB_INSTALL_UNREGISTERED_CONCRETE_TYPE,
                         "type '%s' bound at slot '%s' is not registered", b->type_name, b->slot);

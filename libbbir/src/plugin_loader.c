@@ -775,12 +775,6 @@ const bb_loaded_type *bb_plugin_loader_find(const bb_plugin_loader *l, const cha
     return find_type(l, type_name);
 }
 
-const bb_component_type *bb_plugin_loader_type_lookup(void *loader, const char *type_name)
-{
-    const bb_loaded_type *t = bb_plugin_loader_find(loader, type_name);
-    return t ? t->type : NULL;
-}
-
 void bb_plugin_loader_describe_dirs(const bb_plugin_loader *l, char *buf, size_t cap)
 {
     size_t used = 0;

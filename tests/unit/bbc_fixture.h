@@ -128,11 +128,11 @@ static const bb_component_type *const FX_TYPES[] = {
     &FX_REQRESP, &FX_BURN, &FX_PQ, &FX_CYCLONE, &FX_WAGG};
 
 /* A type source over FX_TYPES; arr must outlive ts. */
-static FX_UNUSED void fx_types(bbc_type_source *ts, bbc_type_array *arr)
+static FX_UNUSED void fx_types(bb_type_source *ts, bb_type_array *arr)
 {
     arr->types = FX_TYPES;
     arr->n = sizeof FX_TYPES / sizeof *FX_TYPES;
-    bbc_type_source_from_array(ts, arr);
+    bb_type_source_from_array(ts, arr);
 }
 
 /* ---- one bbc_compile -------------------------------------------------------------- */
@@ -142,8 +142,8 @@ static FX_UNUSED void fx_types(bbc_type_source *ts, bbc_type_array *arr)
 typedef struct fx_compiled {
     bb_model *in, *out;
     bbc_bindings b;
-    bbc_type_array arr;
-    bbc_type_source ts;
+    bb_type_array arr;
+    bb_type_source ts;
     bbc_options o;
     bbc_error err;
     int rc;
@@ -225,7 +225,7 @@ static FX_UNUSED void fx_type(bb_model *m, bb_function *f, const char *v, const 
 }
 
 /* A state over m (taken) for running single passes. */
-static FX_UNUSED int fx_state(bbc_state *st, bb_model *m, bbc_options *o, bbc_type_source *ts,
+static FX_UNUSED int fx_state(bbc_state *st, bb_model *m, bbc_options *o, bb_type_source *ts,
                               bbc_bindings *b, bbc_error *err)
 {
     return bbc_state_init(st, m, o, b, ts, err);

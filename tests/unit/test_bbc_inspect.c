@@ -37,8 +37,8 @@ static void compile_example(const char *in, const char *bind, const char *path)
     assert_int_equal(bbc_bindings_init(&b), BB_OK);
     if (bind)
         assert_int_equal(bbc_bindings_add_arg(&b, bind, &e), BB_OK);
-    bbc_type_array arr;
-    bbc_type_source ts;
+    bb_type_array arr;
+    bb_type_source ts;
     fx_types(&ts, &arr);
     bbc_error ce;
     if (bbc_compile(m, NULL, &b, &ts, NULL, 0, &c, &ce) != BB_OK)

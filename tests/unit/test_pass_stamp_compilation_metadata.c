@@ -24,8 +24,8 @@ static void test_stamps(void **state)
     bbc_bindings_init(&b);
     assert_int_equal(bbc_bindings_add(&b, "sel", "peers::Connected", "{\"target\":\"X\"}", "b.json",
                                       NULL), BB_OK);
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
     fx_types(&ts, &arr);
     bbc_state st;
     bbc_error err;

@@ -49,8 +49,8 @@ static bb_model *record(const bb_type_node *lookup_type)
 typedef struct t {
     bbc_state st;
     bbc_error err;
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
 } t;
 
 static int prefix(t *x, bb_model *m)
@@ -140,8 +140,8 @@ static void test_full_compile(void **state)
 {
     (void)state;
     bb_model *m = record(NULL);
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
     fx_types(&ts, &arr);
     bb_model *out = NULL;
     bbc_error err;

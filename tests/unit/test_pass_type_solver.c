@@ -19,8 +19,8 @@ typedef struct t {
     bbc_state st;
     bbc_error err;
     bbc_options o;
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
 } t;
 
 static void begin(t *x)

@@ -17,8 +17,8 @@ typedef struct t {
     bb_function *f;
     bbc_state st;
     bbc_error err;
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
 } t;
 
 static void begin(t *x)

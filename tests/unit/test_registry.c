@@ -71,12 +71,16 @@ static void test_engine_view_finds_types(void **state)
     bbd_registry *r = registry();
     const bb_engine_registry *er = bbd_registry_engine(r);
     assert_non_null(er);
-    const bb_component_type *t = er->find_type(er->ud, "cpu::CpuBackend");
+    const bb_component_type *t = bb_type_source_find(&er->types, "cpu::CpuBackend");
     assert_non_null(t);
     assert_string_equal(t->type_name, "cpu::CpuBackend");
     assert_int_equal(t->role, BB_ROLE_BACKEND);
-    assert_non_null(er->find_type(er->ud, "example::Counter"));
-    assert_null(er->find_type(er->ud, "no::Such"));
+    assert_non_null(bb_type_source_find(&er->types, "example::Counter"));
+    assert_null(bb_type_source_find(&er->types, "no::Such"));
+    /* the same types bbc compiles against, saying where they were looked for */
+    const bb_type_source *ts = bbd_registry_types(r);
+    assert_ptr_equal(bb_type_source_find(ts, "cpu::CpuBackend"), t);
+    assert_string_equal(ts->where, bbd_registry_searched(r));
     assert_null(er->slot_config(er->ud, "backend"));
     assert_true(bb_plugin_loader_type_count(bbd_registry_loader(r)) >= 2);
     assert_contains(bbd_registry_searched(r), g_plugins);
@@ -287,13 +291,11 @@ static bb_model *compiled_relu(const bbd_registry *r)
     assert_int_equal(bbc_bindings_add(&b, BBD_RUN_BACKEND_SLOT, "cpu::CpuBackend", NULL, "test",
                                       &err),
                      BB_OK);
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, bbd_registry_loader(r));
     bbc_options o;
     bbc_options_init(&o);
     o.permissive_types = true;
     bbc_error cerr;
-    if (bbc_compile(mod, &o, &b, &ts, NULL, 0, &out, &cerr) != BB_OK)
+    if (bbc_compile(mod, &o, &b, bbd_registry_types(r), NULL, 0, &out, &cerr) != BB_OK)
         fail_msg("compile: %s: %s", cerr.pass, cerr.msg);
     bbc_bindings_free(&b);
     bb_model_free(mod);
