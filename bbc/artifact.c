@@ -8,7 +8,7 @@
 
 #include "bb/meta.h"
 #include "bbc/artifact.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 typedef struct reader {

@@ -14,7 +14,7 @@
 #include "bb/model_io.h"
 #include "bb/plugin_loader.h"
 #include "bbc/bbc.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 
 static const char USAGE[] =
     "usage: bbc compile MODEL.onnx -o OUT.onnx [--bind SLOT=TYPE_NAME]... [--bindings FILE.json]\n"

@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 
 static int check_ir_version(bbc_state *st)
 {

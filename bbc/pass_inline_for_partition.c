@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "bb/meta.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 /* Upper bound on call sites inlined in one compile (defends against call

@@ -25,7 +25,7 @@
 
 #include "bb/meta.h"
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
 
@@ -179,8 +179,8 @@ static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cl
         return bbc_oom(st);
     }
     pf->doc_string = bb_model_str(pm, root->doc_string);
-    /* The root's nodes move into their partition (see compiler.h: partition
-     * models borrow from the working model, which outlives them). */
+    /* The root's nodes move into their partition (see compiler_internal.h:
+     * partition models borrow from the working model, which outlives them). */
     pf->nodes.v = bb_arena_calloc(a, n_members + 1, sizeof *pf->nodes.v);
     if (!pf->nodes.v)
         return bbc_oom(st);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 #define MAX_DEPTH 64

@@ -7,7 +7,7 @@
  * with a DeadlineCheck (RuntimeIncomplete). Reads only.
  */
 #include "bb/meta.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/fnedit.h"
 #include "bbc/gates.h"
 #include "bbc/util.h"

@@ -15,7 +15,7 @@
 #include "bb/ir.h"
 #include "bb/opsets.h"
 #include "bb/types.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 
 /* ---- metadata, op classification ---------------------------------------- */
 

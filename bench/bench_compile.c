@@ -39,7 +39,7 @@
 
 #include "bb/model_io.h"
 #include "bb/recorder.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bench/support/bench_util.h"
 
 #define SEND_EVERY 32

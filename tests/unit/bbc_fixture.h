@@ -21,7 +21,7 @@
 #include "bb/opsets.h"
 #include "bb/plugin.h"
 #include "bb/types.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 #define FX_UNUSED __attribute__((unused))
