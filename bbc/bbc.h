@@ -15,8 +15,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "bb/artifact.h"
 #include "bb/ir.h"
-#include "bbc/artifact.h"
 
 #define BBC_VERSION "0.9.0"
 
@@ -54,7 +54,7 @@ int bbc_load_model(const char *path, bb_model **out);
 typedef struct bbc_opened {
     bb_model *model;
     bb_arena *arena;
-    bbc_artifact view;
+    bb_artifact view;
 } bbc_opened;
 /* Loads path and reads the view; on failure prints "bbc: error: ..."
  * (naming the file) and returns the status, with nothing left to close. */

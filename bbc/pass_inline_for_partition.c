@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bbc/compiler_internal.h"
 #include "bbc/util.h"
@@ -105,7 +106,7 @@ static int facts_init(fn_facts *ff, bb_arena *a, const bb_model *m)
 static bool should_inline(fn_facts *ff, size_t i)
 {
     const bb_function *f = ff->ix.m->functions.v[i];
-    if (bbc_is_bootstrap_fn(f))
+    if (bb_artifact_is_bootstrap(f))
         return false;
     return closure(ff, ff->wire, i, true, 0) || closure(ff, ff->onnx, i, false, 0) ||
            ff->sites[i] == 1;
@@ -522,7 +523,7 @@ int bbc_pass_inline_for_partition(bbc_state *st)
         size_t k = 0;
         for (size_t i = 0; i < m->functions.n; i++) {
             bb_function *f = m->functions.v[i];
-            bool gone = ff.inlined[i] && ff.sites[i] == 0 && f != root && !bbc_is_bootstrap_fn(f);
+            bool gone = ff.inlined[i] && ff.sites[i] == 0 && f != root && !bb_artifact_is_bootstrap(f);
             if (!gone)
                 m->functions.v[k++] = f;
         }

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/opsets.h"
 #include "bbc/compiler_internal.h"
@@ -86,7 +87,7 @@ static bool partition_slot(bbc_state *st, const char *cls, const part_sets *ps, 
     /* Bootstrap bodies name slots too. */
     for (size_t i = 0; i < st->model->functions.n; i++) {
         const bb_function *f = st->model->functions.v[i];
-        if (bbc_is_bootstrap_fn(f) && bbc_str_eq(bb_kv_get(&f->metadata, BB_META_HOME_CLASS), cls) &&
+        if (bb_artifact_is_bootstrap(f) && bbc_str_eq(bb_kv_get(&f->metadata, BB_META_HOME_CLASS), cls) &&
             class_uses(&f->nodes, slot))
             return true;
     }
@@ -285,7 +286,7 @@ static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cl
     snprintf(root_boot, sizeof root_boot, "%s%s", root->name, BB_BOOTSTRAP_SUFFIX);
     for (size_t i = 0; i < ix->m->functions.n; i++) {
         const bb_function *f = ix->m->functions.v[i];
-        if (!bbc_is_bootstrap_fn(f) || !bootstrap_of(f, cls, want, single ? root_boot : NULL))
+        if (!bb_artifact_is_bootstrap(f) || !bootstrap_of(f, cls, want, single ? root_boot : NULL))
             continue;
         if ((rc = clone_function_into(st, ix, pm, i, 0)) != BB_OK)
             return rc;

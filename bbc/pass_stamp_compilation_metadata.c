@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/opsets.h"
 #include "bbc/compiler_internal.h"
@@ -249,7 +250,7 @@ int bbc_pass_stamp_compilation_metadata(bbc_state *st)
         int rc;
         if ((rc = stamp_bindings(st, p)) != BB_OK || (rc = stamp_recv_slots(st, p)) != BB_OK)
             return rc;
-        if (bb_kv_set(a, &p->model->metadata, BB_META_COMPILED, BB_COMPILED_PASSPORT) != BB_OK)
+        if (bb_artifact_stamp_passport(p->model) != BB_OK)
             return bbc_oom(st);
         snprintf(p->hash, sizeof p->hash, "%016llx", (unsigned long long)bbc_hash_nodes(p->fn));
         char id[600];

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/opsets.h"
 #include "bbc/compiler_internal.h"
 #include "bbc/util.h"
@@ -69,7 +70,7 @@ int bbc_pass_validate_bootstrap_composition(bbc_state *st)
     const bb_function *stack[MAX_DEPTH + 1];
     for (size_t i = 0; i < st->model->functions.n; i++) {
         const bb_function *f = st->model->functions.v[i];
-        if (!bbc_is_bootstrap_fn(f))
+        if (!bb_artifact_is_bootstrap(f))
             continue;
         int rc = walk(st, f, f, stack, 0);
         if (rc != BB_OK)

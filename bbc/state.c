@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/opsets.h"
 #include "bbc/compiler_internal.h"
@@ -221,7 +222,7 @@ static int resolve_bindings(bbc_state *st)
 static int note_class_slots(bbc_state *st, const bb_function *f)
 {
     const char *cls = bb_kv_get(&f->metadata, BB_META_HOME_CLASS);
-    if (!cls || bbc_is_bootstrap_fn(f))
+    if (!cls || bb_artifact_is_bootstrap(f))
         return BB_OK;
     size_t na = f->attributes.n, np = f->attribute_protos.n;
     for (size_t i = 0; i < na + np; i++) {
@@ -269,11 +270,6 @@ static bool fn_called(const bb_model *m, const bb_function *f)
     return false;
 }
 
-static bool is_partition_fn(const bb_function *f)
-{
-    return bb_kv_get(&f->metadata, BB_META_PARTITION_HASH) != NULL;
-}
-
 static bool has_prefix(const char *s, const char *prefix)
 {
     return s && strncmp(s, prefix, strlen(prefix)) == 0;
@@ -303,7 +299,7 @@ static int reassemble_compiled(bbc_state *st)
     size_t kept = 0;
     for (size_t i = 0; i < m->functions.n; i++) {
         bb_function *f = m->functions.v[i];
-        if (!is_partition_fn(f)) {
+        if (!bb_artifact_is_partition(f)) {
             m->functions.v[kept++] = f;
             continue;
         }
@@ -389,9 +385,9 @@ static int find_root(bbc_state *st)
         if (rc != BB_OK)
             return rc;
     }
-    if (bbc_str_eq(bb_kv_get(&m->metadata, BB_META_COMPILED), BB_COMPILED_PASSPORT)) {
+    if (bb_artifact_is_compiled(m)) {
         for (size_t i = 0; i < m->functions.n; i++)
-            if (is_partition_fn(m->functions.v[i]))
+            if (bb_artifact_is_partition(m->functions.v[i]))
                 return reassemble_compiled(st);
     }
     if (m->graph && m->graph->nodes.n == 1) {
@@ -404,7 +400,7 @@ static int find_root(bbc_state *st)
     bb_function *found = NULL;
     for (size_t i = 0; i < m->functions.n; i++) {
         bb_function *f = m->functions.v[i];
-        if (bbc_is_bootstrap_fn(f) || fn_called(m, f))
+        if (bb_artifact_is_bootstrap(f) || fn_called(m, f))
             continue;
         if (found)
             return bbc_fail(st, BBC_E_INTERNAL,

@@ -79,13 +79,15 @@ const char *bbd_registry_slot_config(const bbd_registry *r, const char *slot);
 
 /* ---- resolution ------------------------------------------------------------------- */
 
-/* Resolve every binding of targets[0..n) in the compiled model m (all
- * bindings of the model when n is 0): each TYPE_NAME must be exported by a
- * loaded plugin with the binding's role, and a slot's config must be a JSON
- * object whose keys the type declares (when it declares any) with values of
- * the declared kinds. Errors: BB_ENOTFOUND / BB_ETYPE / BB_EPARSE /
- * BB_ECONFIG, the message naming the target, binding, slot and, for a
- * missing type, every directory searched. */
+/* Resolve every binding of targets[0..n) in the compiled model m (the
+ * targets and their bindings as bb/artifact.h reads them; every target's
+ * when n is 0): each TYPE_NAME must be exported by a loaded plugin with the
+ * binding's role, and a slot's config must be a JSON object whose keys the
+ * type declares (when it declares any) with values of the declared kinds.
+ * Errors: BB_ENOTFOUND / BB_ETYPE / BB_EPARSE / BB_ECONFIG, the message
+ * naming the target, binding, slot and, for a missing type, every
+ * directory searched; the artifact's own refusals (no passport, an unknown
+ * or ambiguous target). */
 int bbd_registry_resolve_model(const bbd_registry *r, const bb_model *m,
                                const char *const *targets, size_t n_targets, bb_error *err);
 

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/model_io.h"
 #include "bbc/compiler.h"
@@ -204,9 +205,7 @@ static int compile_program(const run_opts *o, const bbd_registry *reg, const cha
     if (rc)
         return rc;
     bool plain = bbd_run_is_plain_onnx(m);
-    const char *passport = bb_kv_get(&m->metadata, BB_META_COMPILED);
-    if (passport && strcmp(passport, BB_COMPILED_PASSPORT) == 0 && !o->n_binds &&
-        !o->n_bindings_files) {
+    if (bb_artifact_is_compiled(m) && !o->n_binds && !o->n_bindings_files) {
         /* Compiled: its bindings are stamped; run it as it is. */
         p->compiled = m;
         rc = pick_target(p, o->target, NULL, err);

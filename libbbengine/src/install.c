@@ -5,8 +5,9 @@
  * resolves EVERYTHING the hot path needs, once:
  *   1. passport check, ODR dedupe of functions[] (identical bodies share,
  *      different bodies under one (domain, name, overload) conflict);
- *   2. targets: exact function name, else the unique "<target>#<hash>";
- *      bootstrap siblings "<target>__bootstrap";
+ *   2. targets, their bootstrap siblings and binding triples as the
+ *      artifact view reads them (bb/artifact.h: exact function name, else
+ *      the unique "<target>#<hash>");
  *   3. reachability over call sites (recursion is an error);
  *   4. binding triples "<role>|<TYPE_NAME>|<slot_id>" per target, deduped
  *      across targets (one component per slot, conflicts listed), generic
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "libbbengine/src/syscalls.h"
 
 #define MAX_FUNCTIONS 65536
@@ -57,9 +59,11 @@ struct bbe__install {
     uint8_t *color;
     bbe__map fn_index;  /* key hash -> canonical function */
     BBE__ARR(uint32_t) order; /* graph index -> function */
-    uint32_t *target_fn;
-    const char **target_name;
-    int32_t *boot_fn;
+    bb_artifact art;                     /* the view of m (bb/artifact.h) */
+    const bb_artifact_target **target;   /* the view's target of each installed one */
+    uint32_t *target_fn;                 /* its canonical entry function */
+    const char **target_name;            /* as the host asked for it */
+    int32_t *boot_fn;                    /* its canonical bootstrap, or -1 */
     uint32_t n_targets;
     BBE__ARR(binding) binds;
     bbe__graph *g; /* graph under construction */
@@ -356,60 +360,53 @@ static int visit(bbe__install *ins, uint32_t fn, uint32_t depth, const char *pat
     return 0;
 }
 
+/* The view's target a host name asks for (bb_artifact_find_target). */
+static int find_target(bbe__install *ins, const char *name, int read_rc, const bb_error *read_err,
+                       const bb_artifact_target **out)
+{
+    bb_error err;
+    bb_error_clear(&err);
+    int rc = read_rc == BB_OK ? bb_artifact_find_target(&ins->art, name, out, &err) : read_rc;
+    if (rc == BB_OK)
+        return 0;
+    if (rc == BB_ENOMEM)
+        return BB_ENOMEM;
+    return fail(ins, rc == BB_EINVAL ? BB_INSTALL_AMBIGUOUS_TARGET : BB_INSTALL_UNKNOWN_TARGET,
+                "%s", read_rc == BB_OK ? err.msg : read_err->msg);
+}
+
 static int resolve_targets(bbe__install *ins, const char *const *targets, size_t n)
 {
-    bb_model *m = ins->m;
+    bb_error read_err;
+    bb_error_clear(&read_err);
+    int read_rc = bb_artifact_read(ins->m, "the model", ins->a, &ins->art, &read_err);
+    ins->target = bb_arena_calloc(ins->a, n, sizeof *ins->target);
     ins->target_fn = bb_arena_calloc(ins->a, n, sizeof *ins->target_fn);
     ins->target_name = bb_arena_calloc(ins->a, n, sizeof *ins->target_name);
     ins->boot_fn = bb_arena_calloc(ins->a, n, sizeof *ins->boot_fn);
-    if (!ins->target_fn || !ins->target_name || !ins->boot_fn)
+    if (!ins->target || !ins->target_fn || !ins->target_name || !ins->boot_fn)
         return BB_ENOMEM;
     for (size_t t = 0; t < n; t++) {
         const char *name = targets[t];
         if (!name || !name[0])
             return fail(ins, BB_INSTALL_UNKNOWN_TARGET, "target %zu is empty", t);
-        int32_t found = -1;
-        for (size_t i = 0; i < ins->n_fn && found < 0; i++)
-            if (ins->canon[i] == i && strcmp(m->functions.v[i]->name, name) == 0)
-                found = (int32_t)i;
-        if (found < 0) {
-            size_t nl = strlen(name);
-            for (size_t i = 0; i < ins->n_fn; i++) {
-                const char *fname = m->functions.v[i]->name;
-                if (ins->canon[i] != i || strncmp(fname, name, nl) != 0 || fname[nl] != '#')
-                    continue;
-                if (found >= 0)
-                    return fail(ins, BB_INSTALL_AMBIGUOUS_TARGET, "'%s' matches both %s and %s",
-                                name, m->functions.v[found]->name, fname);
-                found = (int32_t)i;
-            }
-        }
-        if (found < 0)
-            return fail(ins, BB_INSTALL_UNKNOWN_TARGET, "no function named '%s' or '%s#<hash>'",
-                        name, name);
+        const bb_artifact_target *at = NULL;
+        int rc = find_target(ins, name, read_rc, &read_err, &at);
+        if (rc)
+            return rc;
+        uint32_t found = ins->canon[at->fn_index];
         bool dup = false;
         for (uint32_t k = 0; k < ins->n_targets; k++)
-            dup |= ins->target_fn[k] == (uint32_t)found;
+            dup |= ins->target_fn[k] == found;
         if (dup)
             continue;
         uint32_t ti = ins->n_targets++;
-        ins->target_fn[ti] = (uint32_t)found;
+        ins->target[ti] = at;
+        ins->target_fn[ti] = found;
         ins->target_name[ti] = bb_arena_strdup(ins->a, name);
-        ins->boot_fn[ti] = -1;
-        /* the bootstrap sibling: "<resolved>__bootstrap" or "<target>__bootstrap" */
-        const char *cands[2] = {bb_arena_sprintf(ins->a, "%s" BB_BOOTSTRAP_SUFFIX, m->functions.v[found]->name),
-                                bb_arena_sprintf(ins->a, "%s" BB_BOOTSTRAP_SUFFIX, name)};
-        for (int c = 0; c < 2 && ins->boot_fn[ti] < 0; c++) {
-            for (size_t i = 0; cands[c] && i < ins->n_fn; i++) {
-                const bb_function *f = m->functions.v[i];
-                const char *phase = bb_kv_get(&f->metadata, BB_META_MODULE_PHASE);
-                if (ins->canon[i] == i && strcmp(f->name, cands[c]) == 0 &&
-                    (!phase || strcmp(phase, BB_MODULE_PHASE_BOOTSTRAP) == 0)) {
-                    ins->boot_fn[ti] = (int32_t)i;
-                    break;
-                }
-            }
-        }
+        ins->boot_fn[ti] = at->bootstrap ? (int32_t)ins->canon[at->bootstrap_index] : -1;
+        if (!ins->target_name[ti])
+            return BB_ENOMEM;
     }
     for (uint32_t t = 0; t < ins->n_targets; t++)
         if (add_graph(ins, ins->target_fn[t]))
@@ -439,30 +436,19 @@ static binding *find_binding(bbe__install *ins, const char *slot)
     return NULL;
 }
 
-static int add_binding(bbe__install *ins, const char *target, const char *key, const char *slot,
-                       const char *value)
+/* One binding of the installed target t (its triple parsed by the view). */
+static int add_binding(bbe__install *ins, uint32_t t, const bb_artifact_binding *ab)
 {
-    const char *p1 = value ? strchr(value, '|') : NULL;
-    const char *p2 = p1 ? strchr(p1 + 1, '|') : NULL;
-    if (!slot[0] || !p1 || !p2 || p1 == value || p2 == p1 + 1 || strchr(p2 + 1, '|'))
-        return fail(ins, BB_INSTALL_MALFORMED_BINDING, "%s = \"%s\" (want \"<role>|<TYPE_NAME>|<slot_id>\")",
-                    key, value ? value : "");
-    binding b = {.slot = bb_arena_strdup(ins->a, slot),
-                 .role = bb_arena_strndup(ins->a, value, (size_t)(p1 - value)),
-                 .type_name = bb_arena_strndup(ins->a, p1 + 1, (size_t)(p2 - p1 - 1))};
-    const char *sid = p2 + 1;
-    if (*sid) {
-        char *end;
-        unsigned long long v = strtoull(sid, &end, 10);
-        if (*end || v > UINT32_MAX || *sid == '-' || *sid == '+' || *sid == ' ')
-            return fail(ins, BB_INSTALL_MALFORMED_BINDING, "%s: slot_id '%s' is not a u32", key, sid);
-        b.slot_id = (uint32_t)v;
-        b.has_slot_id = true;
-    }
-    if (!b.slot || !b.role || !b.type_name)
-        return BB_ENOMEM;
+    if (ab->error)
+        return fail(ins, BB_INSTALL_MALFORMED_BINDING, "%s: %s", ab->key, ab->error);
+    binding b = {.slot = ab->slot,
+                 .role = ab->parsed.role,
+                 .type_name = ab->parsed.type_name,
+                 .slot_id = ab->parsed.slot_id,
+                 .has_slot_id = true};
     binding *have = find_binding(ins, b.slot);
-    const char *me = bb_arena_sprintf(ins->a, "%s binds %s|%s", target, b.role, b.type_name);
+    const char *me = bb_arena_sprintf(ins->a, "%s binds %s|%s", ins->target_name[t], b.role,
+                                      b.type_name);
     if (!me)
         return BB_ENOMEM;
     if (!have) {
@@ -477,25 +463,11 @@ static int add_binding(bbe__install *ins, const char *target, const char *key, c
 
 static int read_bindings(bbe__install *ins)
 {
-    const bb_kv_list *md = &ins->m->metadata;
-    size_t pl = strlen(BB_META_BINDING_PREFIX);
     for (uint32_t t = 0; t < ins->n_targets; t++) {
-        const char *resolved = ins->m->functions.v[ins->target_fn[t]]->name;
-        const char *names[2] = {resolved, ins->target_name[t]};
-        int n_names = strcmp(resolved, ins->target_name[t]) ? 2 : 1;
-        for (size_t i = 0; i < md->n; i++) {
-            const char *key = md->v[i].key;
-            if (!key || strncmp(key, BB_META_BINDING_PREFIX, pl) != 0)
-                continue;
-            for (int k = 0; k < n_names; k++) {
-                size_t nl = strlen(names[k]);
-                if (strncmp(key + pl, names[k], nl) == 0 && key[pl + nl] == '.') {
-                    int rc = add_binding(ins, ins->target_name[t], key, key + pl + nl + 1, md->v[i].value);
-                    if (rc)
-                        return rc;
-                    break;
-                }
-            }
+        for (size_t i = 0; i < ins->target[t]->n_bindings; i++) {
+            int rc = add_binding(ins, t, &ins->target[t]->bindings[i]);
+            if (rc)
+                return rc;
         }
     }
     for (size_t i = 0; i < ins->binds.n; i++)
@@ -1399,8 +1371,7 @@ int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *ta
     e->model = ins.m = e->arena ? bb_model_clone(model) : NULL;
     if (!ins.a || !ins.m)
         goto fail;
-    const char *passport = bb_kv_get(&ins.m->metadata, BB_META_COMPILED);
-    if (!passport || strcmp(passport, BB_COMPILED_PASSPORT) != 0) {
+    if (!bb_artifact_is_compiled(ins.m)) {
         rc = fail(&ins, BB_INSTALL_NOT_COMPILED, "model has no %s = \"%s\" passport (run bbc compile)",
                   BB_META_COMPILED, BB_COMPILED_PASSPORT);
         goto fail;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/model_io.h"
 #include "bbc/compiler.h"
@@ -332,6 +333,9 @@ static void test_pick_target(void **state)
     bb_model *m = bb_model_new();
     const bb_function *t = NULL;
     bb_error err = {0};
+    assert_int_equal(bbd_run_pick_target(m, NULL, &t, &err), BB_EINVAL);
+    assert_contains(err.msg, "not a compiled model");
+    assert_int_equal(bb_artifact_stamp_passport(m), BB_OK);
     assert_int_equal(bbd_run_pick_target(m, NULL, &t, &err), BB_ENOTFOUND);
     const char *names[] = {"Server", "Client", "Client__bootstrap"};
     for (int i = 0; i < 3; i++) {

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/peerid.h"
 #include "bbc/compiler.h"
@@ -178,12 +179,14 @@ static void test_slot_config_limits(void **state)
 
 /* ---- resolving a compiled model's bindings ------------------------------------------- */
 
-/* A model with functions fns[] and binding metadata key -> value pairs. */
+/* A compiled model with functions fns[] (unstamped: each is a target) and
+ * binding metadata key -> value pairs. */
 static bb_model *bound_model(const char *const *fns, size_t n_fns, const char *const *kv,
                              size_t n_kv)
 {
     bb_model *m = bb_model_new();
     assert_non_null(m);
+    assert_int_equal(bb_artifact_stamp_passport(m), BB_OK);
     for (size_t i = 0; i < n_fns; i++)
         assert_non_null(bb_model_add_function(m, "user.app", fns[i]));
     for (size_t i = 0; i + 1 < n_kv; i += 2)
@@ -212,7 +215,7 @@ static void test_resolve_bindings(void **state)
     assert_contains(err.msg, "slot 'model'");
     assert_contains(err.msg, g_plugins);
     assert_contains(err.msg, "(--plugin-path)");
-    /* no targets: every function */
+    /* no targets: every target */
     assert_int_equal(bbd_registry_resolve_model(r, m, NULL, 0, &err), BB_ENOTFOUND);
     assert_contains(err.msg, "no::Such");
     const char *empty[] = {""};

@@ -151,7 +151,9 @@ typedef enum bb_install_error {
 const char *bb_install_error_name(bb_install_error k);
 
 /* Install targets[0..n) of the compiled model (borrowed: the engine keeps a
- * clone). Resolution: exact function name first, then "<target>#<hash>".
+ * clone). Targets, their bootstraps and bindings are the artifact view's
+ * (bb/artifact.h): a name is a target's exact name, else the one
+ * "<name>#<hash>"; a binding value that does not parse is MalformedBinding.
  * On failure returns BB_EINSTALL (or BB_ENOMEM) with err naming the culprit
  * and bb_engine_install_error() telling the variant; nothing is installed. */
 int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *targets,
