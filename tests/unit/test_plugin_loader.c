@@ -579,6 +579,15 @@ static void test_resolve_binding(void **state)
     assert_contains(err.msg, "Wizard");
     assert_int_equal(bb_plugin_loader_resolve(l, "Aggregator||1", "s", &t, &err), BB_EPARSE);
     assert_int_equal(bb_plugin_loader_resolve(l, "Aggregator|a|1|2", "s", &t, &err), BB_EPARSE);
+    /* the triple is read by bb_binding_triple_parse: its message, after the slot */
+    assert_int_equal(bb_plugin_loader_resolve(l, "Aggregator|example::Counter", "s", &t, &err),
+                     BB_EPARSE);
+    assert_contains(err.msg, "slot 's': binding value 'Aggregator|example::Counter': want "
+                             "<role>|<TYPE_NAME>|<slot_id>");
+    assert_int_equal(bb_plugin_loader_resolve(l, "Aggregator|example::Counter|-1", "s", &t, &err),
+                     BB_EPARSE);
+    assert_contains(err.msg, "slot_id is not a decimal number");
+    assert_int_equal(bb_plugin_loader_resolve(l, "", "s", &t, &err), BB_EPARSE);
     assert_int_equal(bb_plugin_loader_resolve(l, NULL, "s", &t, &err), BB_EINVAL);
     bb_plugin_loader_destroy(l);
 

@@ -119,10 +119,11 @@ int bb_plugin_loader_load_stages(bb_plugin_loader *l, const char *path,
  * bb/type_source.h, gives the loader's types to bbc and the engine.) */
 const bb_loaded_type *bb_plugin_loader_find(const bb_plugin_loader *l, const char *type_name);
 
-/* Resolve a binding "<role>|<TYPE_NAME>|<slot_id>" (a bare TYPE_NAME is
- * accepted too) bound at slot. Errors: BB_ENOTFOUND naming the binding, the
- * slot and every directory searched; BB_ETYPE when the type's role differs
- * from the binding's; BB_EPARSE for an unreadable binding. */
+/* Resolve a binding "<role>|<TYPE_NAME>|<slot_id>" (read by
+ * bb_binding_triple_parse; a bare TYPE_NAME, without '|', is accepted too)
+ * bound at slot. Errors: BB_ENOTFOUND naming the binding, the slot and
+ * every directory searched; BB_ETYPE when the type's role differs from the
+ * binding's; BB_EPARSE for an unreadable binding or an unknown role. */
 int bb_plugin_loader_resolve(const bb_plugin_loader *l, const char *binding, const char *slot,
                              const bb_loaded_type **out, bb_error *err);
 
