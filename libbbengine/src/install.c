@@ -884,6 +884,236 @@ static int companion_sources(bbe__install *ins, bbe__graph *g, const uint8_t *is
     return rc;
 }
 
+/* Pass 1 for one node: its op record, its ports named in tab. */
+static int name_op_ports(bbe__install *ins, const bb_function *f, size_t k, site_tab *tab)
+{
+    bb_engine *e = ins->e;
+    bbe__graph *g = ins->g;
+    const bb_node *n = f->nodes.v[k];
+    bbe__op *op = &e->ops[g->op_begin + k];
+    op->node = n;
+    op->graph = g->index;
+    op->op_type = n->op_type ? n->op_type : "";
+    op->domain = n->domain ? n->domain : "";
+    op->label = n->name && n->name[0] ? n->name : bb_arena_sprintf(ins->a, "%s#%zu", op->op_type, k);
+    if (!n->op_type || !n->op_type[0])
+        return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: node %zu has no op_type", f->name, k);
+    if (!op->label)
+        return BB_ENOMEM;
+    if (n->inputs.n > UINT16_MAX || n->outputs.n > UINT16_MAX)
+        return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: node %s has too many ports", f->name, op->label);
+    op->n_in = (uint16_t)n->inputs.n;
+    op->n_out = (uint16_t)n->outputs.n;
+    uint32_t *in = bb_arena_calloc(ins->a, op->n_in + 1, sizeof *in);
+    uint32_t *outp = bb_arena_calloc(ins->a, op->n_out + 1, sizeof *outp);
+    if (!in || !outp)
+        return BB_ENOMEM;
+    for (uint32_t i = 0; i < op->n_in; i++) {
+        const char *nm = n->inputs.v[i];
+        in[i] = !nm || !nm[0] ? BBE__NONE : tab_add(tab, nm);
+        if (nm && nm[0] && in[i] == BBE__NONE)
+            return BB_ENOMEM;
+    }
+    for (uint32_t j = 0; j < op->n_out; j++) {
+        const char *nm = n->outputs.v[j];
+        outp[j] = !nm || !nm[0] ? BBE__NONE : tab_add(tab, nm);
+        if (nm && nm[0] && outp[j] == BBE__NONE)
+            return BB_ENOMEM;
+    }
+    op->in = in;
+    op->out = outp;
+    if (op->n_in > e->max_in)
+        e->max_in = op->n_in;
+    if (op->n_out > e->max_out)
+        e->max_out = op->n_out;
+    return 0;
+}
+
+/* Pass 1: name every value (formals, node ports, results) in tab. */
+static int name_values(bbe__install *ins, const bb_function *f, site_tab *tab)
+{
+    bbe__graph *g = ins->g;
+    g->n_formals = (uint32_t)f->inputs.n;
+    g->formals = bb_arena_calloc(ins->a, f->inputs.n + 1, sizeof *g->formals);
+    g->n_results = (uint32_t)f->outputs.n;
+    g->results = bb_arena_calloc(ins->a, f->outputs.n + 1, sizeof *g->results);
+    if (!g->formals || !g->results)
+        return BB_ENOMEM;
+    for (size_t i = 0; i < f->inputs.n; i++) {
+        const char *nm = f->inputs.v[i];
+        if (!nm || !nm[0] || tab_find(tab, nm) != BBE__NONE)
+            return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: input %zu is empty or repeated", f->name, i);
+        if ((g->formals[i] = tab_add(tab, nm)) == BBE__NONE)
+            return BB_ENOMEM;
+    }
+    for (size_t k = 0; k < f->nodes.n; k++) {
+        int rc = name_op_ports(ins, f, k, tab);
+        if (rc)
+            return rc;
+    }
+    for (size_t i = 0; i < f->outputs.n; i++) {
+        const char *nm = f->outputs.v[i];
+        if (!nm || !nm[0])
+            return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: output %zu is empty", f->name, i);
+        if ((g->results[i] = tab_add(tab, nm)) == BBE__NONE)
+            return BB_ENOMEM;
+    }
+    return 0;
+}
+
+/* The site tables: names, declared types (value_info, else Any), and the
+ * one-definition check; defined[s] is set for every defined site. */
+static int site_tables(bbe__install *ins, const bb_function *f, const site_tab *tab, uint8_t *defined)
+{
+    bbe__graph *g = ins->g;
+    uint32_t ns = g->n_sites = (uint32_t)tab->names.n;
+    g->site_names = bb_arena_calloc(ins->a, ns + 1, sizeof *g->site_names);
+    g->site_type = bb_arena_calloc(ins->a, ns + 1, sizeof *g->site_type);
+    g->site_flags = bb_arena_calloc(ins->a, ns + 1, 1);
+    g->fwd_index = bb_arena_calloc(ins->a, ns + 1, sizeof *g->fwd_index);
+    g->cons_off = bb_arena_calloc(ins->a, ns + 2, sizeof *g->cons_off);
+    if (!g->site_names || !g->site_type || !g->site_flags || !g->fwd_index || !g->cons_off)
+        return BB_ENOMEM;
+    for (uint32_t s = 0; s < ns; s++) {
+        g->site_names[s] = tab->names.v[s];
+        g->site_type[s] = &BB_TYPE_ANY;
+    }
+    for (uint32_t i = 0; i < g->n_formals; i++)
+        defined[g->formals[i]] = 1;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+        const bbe__op *op = &ins->e->ops[k];
+        for (uint32_t j = 0; j < op->n_out; j++) {
+            uint32_t s = op->out[j];
+            if (s == BBE__NONE)
+                continue;
+            if (defined[s])
+                return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: value '%s' is defined twice (node %s)",
+                            f->name, g->site_names[s], op->label);
+            defined[s] = 1;
+        }
+    }
+    for (size_t i = 0; i < f->value_info.n; i++) {
+        const bb_value_info *vi = f->value_info.v[i];
+        uint32_t s = vi && vi->name ? tab_find(tab, vi->name) : BBE__NONE;
+        const bb_type_node *t = s != BBE__NONE && vi->type ? bb_type_from_proto(vi->type) : NULL;
+        if (t)
+            g->site_type[s] = t;
+    }
+    return 0;
+}
+
+/* Constants (folded: their sites are pre-filled in every frame) and
+ * sources (ops whose inputs are all omitted or constant); is_const[s] is
+ * set to 2 for a constant site. */
+static int constants_and_sources(bbe__install *ins, uint8_t *is_const)
+{
+    bb_engine *e = ins->e;
+    bbe__graph *g = ins->g;
+    uint32_t nc = 0, nsrc = 0;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++)
+        nc += e->ops[k].disp == BBE__DISP_CONST && e->ops[k].out[0] != BBE__NONE;
+    g->const_sites = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_sites);
+    g->const_vals = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_vals);
+    if (!g->const_sites || !g->const_vals)
+        return BB_ENOMEM;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+        const bbe__op *op = &e->ops[k];
+        if (op->disp == BBE__DISP_CONST && op->out[0] != BBE__NONE) {
+            g->const_sites[g->n_consts] = op->out[0];
+            g->const_vals[g->n_consts++] = op->st->value;
+            is_const[op->out[0]] = 2;
+        }
+    }
+    for (uint32_t pass = 0; pass < 2; pass++) { /* count, then fill */
+        for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+            bbe__op *op = &e->ops[k];
+            if (op->disp == BBE__DISP_CONST || (op->flags & BBE__OPF_EVENT_SOURCE))
+                continue;
+            bool src = true;
+            for (uint32_t i = 0; i < op->n_in && src; i++)
+                src = op->in[i] == BBE__NONE || is_const[op->in[i]] == 2;
+            if (!src)
+                continue;
+            if (pass == 1)
+                g->sources[g->n_sources++] = k;
+            else
+                nsrc++;
+            op->flags |= BBE__OPF_SOURCE;
+        }
+        if (pass == 0 && !(g->sources = bb_arena_calloc(ins->a, nsrc + 1, sizeof *g->sources)))
+            return BB_ENOMEM;
+    }
+    return companion_sources(ins, g, is_const);
+}
+
+/* Is input i of op the first of its ports to read its site? (An op is a
+ * consumer of a site once, however many of its ports read it.) */
+static bool first_read(const bbe__op *op, uint32_t i)
+{
+    uint32_t s = op->in[i];
+    if (s == BBE__NONE)
+        return false;
+    for (uint32_t p = 0; p < i; p++)
+        if (op->in[p] == s)
+            return false;
+    return true;
+}
+
+/* Consumer lists in CSR form: g->cons[cons_off[s] .. cons_off[s + 1]). */
+static int build_consumers(bbe__install *ins)
+{
+    bb_engine *e = ins->e;
+    bbe__graph *g = ins->g;
+    uint32_t *cnt = g->cons_off + 1;
+    size_t total = 0;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++)
+        for (uint32_t i = 0; i < e->ops[k].n_in; i++)
+            if (first_read(&e->ops[k], i)) {
+                cnt[e->ops[k].in[i]]++;
+                total++;
+            }
+    for (uint32_t s = 0; s < g->n_sites; s++)
+        g->cons_off[s + 1] += g->cons_off[s];
+    g->cons = bb_arena_calloc(ins->a, total + 1, sizeof *g->cons);
+    uint32_t *fill = calloc(g->n_sites + 1, sizeof *fill);
+    if (!g->cons || !fill) {
+        free(fill);
+        return BB_ENOMEM;
+    }
+    for (uint32_t k = g->op_begin; k < g->op_end; k++)
+        for (uint32_t i = 0; i < e->ops[k].n_in; i++)
+            if (first_read(&e->ops[k], i)) {
+                uint32_t s = e->ops[k].in[i];
+                g->cons[g->cons_off[s] + fill[s]++] = k;
+            }
+    free(fill);
+    return 0;
+}
+
+/* Results forward to callers; entry-point results with no consumer
+ * surface as AppEvents; every site is addressable by its wire id. */
+static int results_and_wire_ids(bbe__install *ins)
+{
+    bb_engine *e = ins->e;
+    bbe__graph *g = ins->g;
+    for (uint32_t j = 0; j < g->n_results; j++) {
+        uint32_t s = g->results[j];
+        if (!(g->site_flags[s] & BBE__SITE_FWD)) {
+            g->site_flags[s] |= BBE__SITE_FWD;
+            g->fwd_index[s] = j;
+        }
+        if (g->entry && g->cons_off[s + 1] == g->cons_off[s])
+            g->site_flags[s] |= BBE__SITE_APP_OUT;
+    }
+    for (uint32_t s = 0; s < g->n_sites; s++) {
+        uint64_t id = bbe__site_wire_id(g->name, g->site_names[s]);
+        if (!bbe__map_get(&e->wire_sites, id, NULL) &&
+            bbe__map_put(&e->wire_sites, id, ((uint64_t)g->index << 32) | s))
+            return BB_ENOMEM;
+    }
+    return 0;
+}
+
 static int build_graph(bbe__install *ins, uint32_t gi, uint32_t *next_op)
 {
     bb_engine *e = ins->e;
@@ -900,232 +1130,23 @@ static int build_graph(bbe__install *ins, uint32_t gi, uint32_t *next_op)
     for (size_t k = 0; k < f->nodes.n; k++)
         expect += f->nodes.v[k]->inputs.n + f->nodes.v[k]->outputs.n;
     site_tab tab = {0};
-    uint8_t *defined = NULL;
+    uint8_t *defined = NULL; /* per site; reused by constants_and_sources */
     int rc = tab_init(&tab, expect + 1);
-    if (rc)
-        goto out;
-    /* pass 1: name every value */
-    g->n_formals = (uint32_t)f->inputs.n;
-    g->formals = bb_arena_calloc(ins->a, f->inputs.n + 1, sizeof *g->formals);
-    g->n_results = (uint32_t)f->outputs.n;
-    g->results = bb_arena_calloc(ins->a, f->outputs.n + 1, sizeof *g->results);
-    if (!g->formals || !g->results) {
+    if (!rc)
+        rc = name_values(ins, f, &tab);
+    if (!rc && !(defined = calloc(tab.names.n + 1, 1)))
         rc = BB_ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < f->inputs.n; i++) {
-        const char *nm = f->inputs.v[i];
-        if (!nm || !nm[0] || tab_find(&tab, nm) != BBE__NONE) {
-            rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: input %zu is empty or repeated", f->name, i);
-            goto out;
-        }
-        if ((g->formals[i] = tab_add(&tab, nm)) == BBE__NONE) {
-            rc = BB_ENOMEM;
-            goto out;
-        }
-    }
-    for (size_t k = 0; k < f->nodes.n; k++) {
-        const bb_node *n = f->nodes.v[k];
-        bbe__op *op = &e->ops[g->op_begin + k];
-        op->node = n;
-        op->graph = gi;
-        op->op_type = n->op_type ? n->op_type : "";
-        op->domain = n->domain ? n->domain : "";
-        op->label = n->name && n->name[0] ? n->name : bb_arena_sprintf(ins->a, "%s#%zu", op->op_type, k);
-        if (!n->op_type || !n->op_type[0] || !op->label) {
-            rc = n->op_type && n->op_type[0] ? BB_ENOMEM
-                                             : fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: node %zu has no op_type", f->name, k);
-            goto out;
-        }
-        if (n->inputs.n > UINT16_MAX || n->outputs.n > UINT16_MAX) {
-            rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: node %s has too many ports", f->name, op->label);
-            goto out;
-        }
-        op->n_in = (uint16_t)n->inputs.n;
-        op->n_out = (uint16_t)n->outputs.n;
-        uint32_t *in = bb_arena_calloc(ins->a, op->n_in + 1, sizeof *in);
-        uint32_t *outp = bb_arena_calloc(ins->a, op->n_out + 1, sizeof *outp);
-        if (!in || !outp) {
-            rc = BB_ENOMEM;
-            goto out;
-        }
-        for (uint32_t i = 0; i < op->n_in; i++) {
-            const char *nm = n->inputs.v[i];
-            in[i] = !nm || !nm[0] ? BBE__NONE : tab_add(&tab, nm);
-            if (nm && nm[0] && in[i] == BBE__NONE) {
-                rc = BB_ENOMEM;
-                goto out;
-            }
-        }
-        for (uint32_t j = 0; j < op->n_out; j++) {
-            const char *nm = n->outputs.v[j];
-            outp[j] = !nm || !nm[0] ? BBE__NONE : tab_add(&tab, nm);
-            if (nm && nm[0] && outp[j] == BBE__NONE) {
-                rc = BB_ENOMEM;
-                goto out;
-            }
-        }
-        op->in = in;
-        op->out = outp;
-        if (op->n_in > e->max_in)
-            e->max_in = op->n_in;
-        if (op->n_out > e->max_out)
-            e->max_out = op->n_out;
-    }
-    for (size_t i = 0; i < f->outputs.n; i++) {
-        const char *nm = f->outputs.v[i];
-        if (!nm || !nm[0]) {
-            rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: output %zu is empty", f->name, i);
-            goto out;
-        }
-        if ((g->results[i] = tab_add(&tab, nm)) == BBE__NONE) {
-            rc = BB_ENOMEM;
-            goto out;
-        }
-    }
-    uint32_t ns = g->n_sites = (uint32_t)tab.names.n;
-    g->site_names = bb_arena_calloc(ins->a, ns + 1, sizeof *g->site_names);
-    g->site_type = bb_arena_calloc(ins->a, ns + 1, sizeof *g->site_type);
-    g->site_flags = bb_arena_calloc(ins->a, ns + 1, 1);
-    g->fwd_index = bb_arena_calloc(ins->a, ns + 1, sizeof *g->fwd_index);
-    g->cons_off = bb_arena_calloc(ins->a, ns + 2, sizeof *g->cons_off);
-    defined = calloc(ns + 1, 1);
-    if (!g->site_names || !g->site_type || !g->site_flags || !g->fwd_index || !g->cons_off || !defined) {
-        rc = BB_ENOMEM;
-        goto out;
-    }
-    for (uint32_t s = 0; s < ns; s++) {
-        g->site_names[s] = tab.names.v[s];
-        g->site_type[s] = &BB_TYPE_ANY;
-    }
-    for (uint32_t i = 0; i < g->n_formals; i++)
-        defined[g->formals[i]] = 1;
-    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bbe__op *op = &e->ops[k];
-        for (uint32_t j = 0; j < op->n_out; j++) {
-            uint32_t s = op->out[j];
-            if (s == BBE__NONE)
-                continue;
-            if (defined[s]) {
-                rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: value '%s' is defined twice (node %s)",
-                          f->name, g->site_names[s], op->label);
-                goto out;
-            }
-            defined[s] = 1;
-        }
-    }
-    for (size_t i = 0; i < f->value_info.n; i++) {
-        const bb_value_info *vi = f->value_info.v[i];
-        uint32_t s = vi && vi->name ? tab_find(&tab, vi->name) : BBE__NONE;
-        const bb_type_node *t = s != BBE__NONE && vi->type ? bb_type_from_proto(vi->type) : NULL;
-        if (t)
-            g->site_type[s] = t;
-    }
+    if (!rc)
+        rc = site_tables(ins, f, &tab, defined);
     /* pass 2: dispatch */
-    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+    for (uint32_t k = g->op_begin; !rc && k < g->op_end; k++)
         rc = classify(ins, &e->ops[k], k);
-        if (rc)
-            goto out;
-    }
-    /* constants, sources */
-    uint32_t nc = 0, nsrc = 0;
-    for (uint32_t k = g->op_begin; k < g->op_end; k++)
-        nc += e->ops[k].disp == BBE__DISP_CONST && e->ops[k].out[0] != BBE__NONE;
-    g->const_sites = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_sites);
-    g->const_vals = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_vals);
-    if (!g->const_sites || !g->const_vals) {
-        rc = BB_ENOMEM;
-        goto out;
-    }
-    uint8_t *is_const = defined; /* reuse: 2 marks a constant site */
-    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bbe__op *op = &e->ops[k];
-        if (op->disp == BBE__DISP_CONST && op->out[0] != BBE__NONE) {
-            g->const_sites[g->n_consts] = op->out[0];
-            g->const_vals[g->n_consts++] = op->st->value;
-            is_const[op->out[0]] = 2;
-        }
-    }
-    for (uint32_t pass = 0; pass < 2; pass++) {
-        for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-            bbe__op *op = &e->ops[k];
-            if (op->disp == BBE__DISP_CONST || (op->flags & BBE__OPF_EVENT_SOURCE))
-                continue;
-            bool src = true;
-            for (uint32_t i = 0; i < op->n_in && src; i++)
-                src = op->in[i] == BBE__NONE || is_const[op->in[i]] == 2;
-            if (!src)
-                continue;
-            if (pass == 1)
-                g->sources[g->n_sources++] = k;
-            else
-                nsrc++;
-            op->flags |= BBE__OPF_SOURCE;
-        }
-        if (pass == 0 && !(g->sources = bb_arena_calloc(ins->a, nsrc + 1, sizeof *g->sources))) {
-            rc = BB_ENOMEM;
-            goto out;
-        }
-    }
-    rc = companion_sources(ins, g, is_const);
-    if (rc)
-        goto out;
-    /* consumers (CSR), each op once per distinct input site */
-    uint32_t *cnt = g->cons_off + 1;
-    size_t total = 0;
-    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bbe__op *op = &e->ops[k];
-        for (uint32_t i = 0; i < op->n_in; i++) {
-            uint32_t s = op->in[i];
-            bool seen = s == BBE__NONE;
-            for (uint32_t p = 0; p < i && !seen; p++)
-                seen = op->in[p] == s;
-            if (!seen) {
-                cnt[s]++;
-                total++;
-            }
-        }
-    }
-    for (uint32_t s = 0; s < ns; s++)
-        g->cons_off[s + 1] += g->cons_off[s];
-    g->cons = bb_arena_calloc(ins->a, total + 1, sizeof *g->cons);
-    uint32_t *fill = calloc(ns + 1, sizeof *fill);
-    if (!g->cons || !fill) {
-        free(fill);
-        rc = BB_ENOMEM;
-        goto out;
-    }
-    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bbe__op *op = &e->ops[k];
-        for (uint32_t i = 0; i < op->n_in; i++) {
-            uint32_t s = op->in[i];
-            bool seen = s == BBE__NONE;
-            for (uint32_t p = 0; p < i && !seen; p++)
-                seen = op->in[p] == s;
-            if (!seen)
-                g->cons[g->cons_off[s] + fill[s]++] = k;
-        }
-    }
-    free(fill);
-    /* results forward to callers; entry-point results with no consumer surface */
-    for (uint32_t j = 0; j < g->n_results; j++) {
-        uint32_t s = g->results[j];
-        if (!(g->site_flags[s] & BBE__SITE_FWD)) {
-            g->site_flags[s] |= BBE__SITE_FWD;
-            g->fwd_index[s] = j;
-        }
-        if (g->entry && g->cons_off[s + 1] == g->cons_off[s])
-            g->site_flags[s] |= BBE__SITE_APP_OUT;
-    }
-    for (uint32_t s = 0; s < ns; s++) {
-        uint64_t id = bbe__site_wire_id(g->name, g->site_names[s]);
-        if (!bbe__map_get(&e->wire_sites, id, NULL) &&
-            bbe__map_put(&e->wire_sites, id, ((uint64_t)gi << 32) | s)) {
-            rc = BB_ENOMEM;
-            goto out;
-        }
-    }
-out:
+    if (!rc)
+        rc = constants_and_sources(ins, defined);
+    if (!rc)
+        rc = build_consumers(ins);
+    if (!rc)
+        rc = results_and_wire_ids(ins);
     free(defined);
     tab_free(&tab);
     return rc;
