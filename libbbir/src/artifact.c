@@ -185,33 +185,29 @@ static void set_bootstrap(const reader *r, bb_artifact_target *t)
     t->bootstrap = i == SIZE_MAX ? NULL : r->m->functions.v[i];
 }
 
-/* Does key name target t ("<prefix><name>.<slot>" or "<prefix><class>.<slot>")?
- * Returns the slot part, or NULL. */
-static const char *binding_slot(const bb_artifact_target *t, const char *key)
+/* The slot of a binding key naming the target by its name or its class
+ * (NULL: none), or NULL when key names neither. */
+static const char *binding_slot(const char *key, const char *name, const char *cls)
 {
-    const char *slot = bb_meta_binding_key_slot(key, t->name);
-    size_t cl = class_len(t->name);
-    if (!slot && cl) {
-        static const char prefix[] = BB_META_BINDING_PREFIX;
-        size_t pl = sizeof prefix - 1;
-        if (key && strncmp(key, prefix, pl) == 0 && strncmp(key + pl, t->name, cl) == 0 &&
-            key[pl + cl] == '.' && key[pl + cl + 1])
-            slot = key + pl + cl + 1;
-    }
-    return slot;
+    const char *slot = bb_meta_binding_key_slot(key, name);
+    return slot || !cls ? slot : bb_meta_binding_key_slot(key, cls);
 }
 
 static int read_bindings(reader *r, bb_artifact_target *t)
 {
     const bb_kv_list *md = &r->m->metadata;
+    size_t cl = class_len(t->name);
+    const char *cls = cl ? bb_arena_strndup(r->a, t->name, cl) : NULL;
+    if (cl && !cls)
+        return BB_ENOMEM;
     size_t n = 0;
     for (size_t i = 0; i < md->n; i++)
-        n += binding_slot(t, md->v[i].key) != NULL;
+        n += binding_slot(md->v[i].key, t->name, cls) != NULL;
     t->bindings = bb_arena_calloc(r->a, n + 1, sizeof *t->bindings);
     if (!t->bindings)
         return BB_ENOMEM;
     for (size_t i = 0; i < md->n; i++) {
-        const char *slot = binding_slot(t, md->v[i].key);
+        const char *slot = binding_slot(md->v[i].key, t->name, cls);
         if (!slot)
             continue;
         bb_artifact_binding *b = &t->bindings[t->n_bindings++];
