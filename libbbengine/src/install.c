@@ -360,19 +360,23 @@ static int visit(bbe__install *ins, uint32_t fn, uint32_t depth, const char *pat
     return 0;
 }
 
-/* The view's target a host name asks for (bb_artifact_find_target). */
+/* The view's target a host name asks for (bb_artifact_find_target); when
+ * the view could not be read (a model with no target), every name is
+ * unknown. */
 static int find_target(bbe__install *ins, const char *name, int read_rc, const bb_error *read_err,
                        const bb_artifact_target **out)
 {
+    if (read_rc == BB_ENOMEM)
+        return BB_ENOMEM;
+    if (read_rc != BB_OK)
+        return fail(ins, BB_INSTALL_UNKNOWN_TARGET, "'%s': %s", name, read_err->msg);
     bb_error err;
     bb_error_clear(&err);
-    int rc = read_rc == BB_OK ? bb_artifact_find_target(&ins->art, name, out, &err) : read_rc;
-    if (rc == BB_OK)
-        return 0;
-    if (rc == BB_ENOMEM)
-        return BB_ENOMEM;
+    int rc = bb_artifact_find_target(&ins->art, name, out, &err);
+    if (rc == BB_OK || rc == BB_ENOMEM)
+        return rc;
     return fail(ins, rc == BB_EINVAL ? BB_INSTALL_AMBIGUOUS_TARGET : BB_INSTALL_UNKNOWN_TARGET,
-                "%s", read_rc == BB_OK ? err.msg : read_err->msg);
+                "%s", err.msg);
 }
 
 static int resolve_targets(bbe__install *ins, const char *const *targets, size_t n)
