@@ -76,7 +76,7 @@ int bbc_open_artifact(const char *path, bbc_opened *o)
         rc = bb_error_set(&err, BB_ENOMEM, "%s: out of memory", path);
     } else {
         rc = bb_artifact_read(o->model, path, o->arena, &o->view, &err);
-        if (rc == BB_OK && (rc = bb_artifact_read_edges(&o->view, o->arena, &err)) != BB_OK)
+        if (rc == BB_OK && (rc = bb_artifact_read_links(&o->view, o->arena, &err)) != BB_OK)
             bb_error_prefix(&err, "%s", path);
     }
     if (rc != BB_OK) {

@@ -91,7 +91,7 @@ static void test_compiled_federated(void **state)
     assert_string_equal(agg->triple, "Aggregator|agg::FedAvg|2");
     /* no edges until asked for */
     assert_int_equal(v.n_edges, 0);
-    assert_int_equal(bb_artifact_read_edges(&v, a, &e), BB_OK);
+    assert_int_equal(bb_artifact_read_links(&v, a, &e), BB_OK);
     /* Request Server -> Client, response Client -> Server. */
     assert_int_equal(v.n_edges, 2);
     assert_int_equal(v.edges[0].send.target, 0);
@@ -133,9 +133,10 @@ static void test_fallback_targets(void **state)
     assert_int_equal(v.n_targets, 1);
     assert_string_equal(v.targets[0].name, "M");
     assert_ptr_equal(v.targets[0].bootstrap, boot);
+    assert_int_equal(v.targets[0].n_calls, 0); /* until asked for */
+    assert_int_equal(bb_artifact_read_links(&v, a, &e), BB_OK);
     assert_int_equal(v.targets[0].n_calls, 1);
     assert_ptr_equal(v.targets[0].calls[0], sub);
-    assert_int_equal(bb_artifact_read_edges(&v, a, &e), BB_OK);
     assert_int_equal(v.n_edges, 0);
     bb_arena_destroy(a);
     bb_model_free(m);
@@ -283,8 +284,8 @@ static void test_untrusted_shapes(void **state)
     bb_error e = {0};
     assert_int_equal(bb_artifact_read(m, "m.onnx", a, &v, &e), BB_OK);
     assert_int_equal(v.n_targets, 1);
+    assert_int_equal(bb_artifact_read_links(&v, a, &e), BB_OK);
     assert_int_equal(v.targets[0].n_calls, BB_ARTIFACT_MAX_CALL_DEPTH + 1);
-    assert_int_equal(bb_artifact_read_edges(&v, a, &e), BB_OK);
     assert_int_equal(v.n_edges, 2);
     assert_ptr_equal(v.edges[0].send.node, send);
     assert_null(v.edges[0].recv.node);
@@ -297,12 +298,66 @@ static void test_untrusted_shapes(void **state)
     bb_model_free(m);
 }
 
+/* Many targets: each binding key goes to the one target it names (T1's
+ * is not T10's), read in one pass; call walks that together would look at
+ * more than BB_ARTIFACT_MAX_WALK nodes are refused. */
+static void test_many_targets(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    bb_model *m = bb_model_new();
+    assert_int_equal(bb_artifact_stamp_passport(m), BB_OK);
+    char name[32], slot[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "T%d", i);
+        assert_non_null(bb_model_add_function(m, "user.app", name));
+        snprintf(slot, sizeof slot, "s%d", i);
+        bb_kv *kv = BB_VEC_PUSH(m->arena, &m->metadata); /* bb_kv_set would scan */
+        assert_non_null(kv);
+        kv->key = bb_meta_binding_key(m->arena, name, slot);
+        kv->value = "Model|nn::Mlp|1";
+    }
+    bb_arena *a = bb_arena_create();
+    bb_artifact v;
+    bb_error e = {0};
+    assert_int_equal(bb_artifact_read(m, "many.onnx", a, &v, &e), BB_OK);
+    assert_int_equal(v.n_targets, N);
+    for (int i = 0; i < N; i++) {
+        snprintf(slot, sizeof slot, "s%d", i);
+        assert_int_equal(v.targets[i].n_bindings, 1);
+        assert_string_equal(v.targets[i].bindings[0].slot, slot);
+    }
+    bb_arena_destroy(a);
+    bb_model_free(m);
+
+    /* 300 targets calling one function of 60000 nodes: 1.8e7 > 2^24 */
+    m = bb_model_new();
+    assert_int_equal(bb_artifact_stamp_passport(m), BB_OK);
+    bb_function *big = bb_model_add_function(m, "user.app", "Big");
+    for (int i = 0; i < 60000; i++)
+        bb_function_add_node(m, big, BB_DOMAIN_SYSCALL, "PassThrough");
+    for (int i = 0; i < 300; i++) {
+        snprintf(name, sizeof name, "T%d", i);
+        bb_function *t = bb_model_add_function(m, "user.app", name);
+        assert_int_equal(bb_kv_set(m->arena, &t->metadata, BB_META_PARTITION_ID, "x#0"), BB_OK);
+        bb_function_add_node(m, t, "user.app", "Big");
+    }
+    a = bb_arena_create();
+    assert_int_equal(bb_artifact_read(m, "big.onnx", a, &v, &e), BB_OK);
+    assert_int_equal(v.n_targets, 300);
+    assert_int_equal(bb_artifact_read_links(&v, a, &e), BB_ELIMIT);
+    assert_has(e.msg, "call graphs are larger than");
+    bb_arena_destroy(a);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compiled_federated), cmocka_unit_test(test_fallback_targets),
         cmocka_unit_test(test_find_target),        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_malformed_bindings), cmocka_unit_test(test_untrusted_shapes),
+        cmocka_unit_test(test_many_targets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

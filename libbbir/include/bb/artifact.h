@@ -18,7 +18,7 @@
  *     domain (or, for a target named "<class>#<hash>", "<class>__bootstrap")
  *     whose module_phase is absent or "bootstrap";
  *   - the model-local functions its entry and bootstrap reach (in the order
- *     a depth-first walk meets them);
+ *     a depth-first walk meets them; read by bb_artifact_read_links);
  *   - its bindings: model.metadata "ai.bytesandbrains.binding.<T>.<slot>"
  *     with <T> its name (or its <class>), value "<role>|<TYPE_NAME>|<slot_id>"
  *     parsed by bb_binding_triple_parse. A value that does not parse stays
@@ -27,15 +27,17 @@
  * A host asks for a target by name: the exact function name, else the one
  * function named "<name>#<hash>" (bb_artifact_find_target).
  *
- * Wire edges (bb_artifact_read_edges) pair every wire send of a target's
+ * Wire edges (bb_artifact_read_links) pair every wire send of a target's
  * entry or bootstrap with the receive its dest_site stamp names; a receive
  * no send addresses is paired with the send its src_site names, or with
  * nothing.
  *
- * The model is untrusted: call depth is bounded, names may be missing, and
- * a stamp naming a node that does not exist makes a one-sided edge, never
- * an error. Everything points into the model and into the arena passed in:
- * the view lives as long as both. Reading allocates only from that arena.
+ * The model is untrusted: reading the view costs O(size log size) however
+ * many targets it has; the call walks are bounded in depth and in total
+ * work; names may be missing; a stamp naming a node that does not exist
+ * makes a one-sided edge, never an error. Everything points into the model
+ * and into the arena passed in: the view lives as long as both. Reading
+ * allocates only from that arena.
  */
 #ifndef BB_ARTIFACT_H
 #define BB_ARTIFACT_H
@@ -51,6 +53,8 @@
 
 /* Call chains deeper than this are not followed. */
 #define BB_ARTIFACT_MAX_CALL_DEPTH 64
+/* The call walks of all targets together look at no more nodes than this. */
+#define BB_ARTIFACT_MAX_WALK (1 << 24)
 
 typedef struct bb_artifact_binding {
     const char *key;        /* "ai.bytesandbrains.binding.<T>.<slot>" */
@@ -68,7 +72,7 @@ typedef struct bb_artifact_target {
     size_t bootstrap_index;        /* SIZE_MAX when there is no bootstrap */
     const bb_function *bootstrap;  /* or NULL */
     const bb_function **calls;     /* model-local functions fn / bootstrap reach */
-    size_t n_calls;
+    size_t n_calls;                /* (both 0 until bb_artifact_read_links) */
     bb_artifact_binding *bindings; /* in model.metadata order */
     size_t n_bindings;
 } bb_artifact_target;
@@ -96,7 +100,7 @@ typedef struct bb_artifact {
     const char *name;      /* the program's name: model.graph's name, or NULL */
     bb_artifact_target *targets;
     size_t n_targets;
-    bb_artifact_edge *edges; /* empty until bb_artifact_read_edges */
+    bb_artifact_edge *edges; /* empty until bb_artifact_read_links */
     size_t n_edges;
 } bb_artifact;
 
@@ -109,17 +113,20 @@ bool bb_artifact_is_bootstrap(const bb_function *f);
 /* Is f a partition function (partition_id stamped, not a bootstrap)? */
 bool bb_artifact_is_partition(const bb_function *f);
 
-/* Reads the view of m: targets with their bootstraps, calls and bindings
- * (not the wire edges). origin names m in messages (a file name). Errors:
+/* Reads the view of m: the targets with their bootstraps and bindings (what
+ * an installer needs; not the calls and wire edges). origin names m in
+ * messages (a file name). Errors:
  * BB_EINVAL when m carries no passport ("not a compiled model ... run 'bbc
  * compile' first"), BB_ENOTFOUND when it has no target, BB_ENOMEM; each
  * message starts with origin. */
 int bb_artifact_read(const bb_model *m, const char *origin, bb_arena *a, bb_artifact *out,
                      bb_error *err);
 
-/* Adds the wire edges to a view bb_artifact_read filled (a the same arena
- * or one that lives as long). BB_ENOMEM. */
-int bb_artifact_read_edges(bb_artifact *art, bb_arena *a, bb_error *err);
+/* Adds what the inspection tools draw to a view bb_artifact_read filled:
+ * each target's calls and the wire edges (a the same arena or one that
+ * lives as long). BB_ELIMIT when the call walks would look at more than
+ * BB_ARTIFACT_MAX_WALK nodes; BB_ENOMEM. */
+int bb_artifact_read_links(bb_artifact *art, bb_arena *a, bb_error *err);
 
 /* The target a host asks for by name: the target whose function is named
  * name, else the only one named "<name>#<hash>". *out borrows the view.
