@@ -20,7 +20,7 @@
 #include <bb/peerid.h>
 #include <bb/plugin.h>
 
-#include "plugins/common/plugin_bytes.h"
+#include <bb/bytes.h>
 
 typedef enum agg_kind {
     AGG_FEDAVG = 0,    /* mean weighted by num_samples */
@@ -110,8 +110,8 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err);
 void agg_round_clear(agg *a);
 /* A tensor as shape (u32 ndim, ndim x i64) then f32 data; the reader
  * returns a new value, or NULL when the bytes are short or out of range. */
-void agg_snapshot_put_tensor(bbp_wbuf *w, const bb_value *t);
-bb_value *agg_snapshot_get_tensor(bbp_rbuf *r);
+void agg_snapshot_put_tensor(bb_writer *w, const bb_value *t);
+bb_value *agg_snapshot_get_tensor(bb_reader *r);
 
 /* ---- server_opt.c ---------------------------------------------------------- */
 
@@ -126,8 +126,8 @@ int agg_server_set_model(agg *a, const bb_value *params, bb_error *err);
 int agg_server_step(agg *a, float *inout, bool commit, bb_error *err);
 /* After an Aggregate: the result is the next step's starting point. */
 void agg_server_advance(agg *a, const bb_value *result);
-void agg_server_snapshot(const agg *a, bbp_wbuf *w);
+void agg_server_snapshot(const agg *a, bb_writer *w);
 /* Reads into->srv (empty) from r; into->last must already be restored. */
-int agg_server_restore(agg *into, bbp_rbuf *r, bb_error *err);
+int agg_server_restore(agg *into, bb_reader *r, bb_error *err);
 
 #endif

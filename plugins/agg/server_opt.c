@@ -144,26 +144,26 @@ void agg_server_advance(agg *a, const bb_value *result)
 /* ---- snapshot: u8 reference (0 none, 1 the last result, 2 its own tensor),
  * [shape, f32 data], u64 steps, u8 has_moments, [m, v: numel f32 each] ------ */
 
-void agg_server_snapshot(const agg *a, bbp_wbuf *w)
+void agg_server_snapshot(const agg *a, bb_writer *w)
 {
     const agg_server *s = &a->srv;
     uint8_t ref = !s->reference ? 0 : s->reference == a->last ? 1 : 2;
-    bbp_put_u8(w, ref);
+    bb_writer_put_u8(w, ref);
     if (ref == 2)
         agg_snapshot_put_tensor(w, s->reference);
-    bbp_put_u64(w, s->steps);
-    bbp_put_u8(w, s->m != NULL);
+    bb_writer_put_u64le(w, s->steps);
+    bb_writer_put_u8(w, s->m != NULL);
     if (s->m) {
-        bbp_put(w, s->m, s->numel * sizeof(float));
-        bbp_put(w, s->v, s->numel * sizeof(float));
+        bb_writer_put(w, s->m, s->numel * sizeof(float));
+        bb_writer_put(w, s->v, s->numel * sizeof(float));
     }
 }
 
-int agg_server_restore(agg *into, bbp_rbuf *r, bb_error *err)
+int agg_server_restore(agg *into, bb_reader *r, bb_error *err)
 {
     agg_server *s = &into->srv;
     uint8_t ref = 0, has_moments = 0;
-    if (!bbp_get(r, &ref, 1) || ref > 2 || (ref == 1 && !into->last))
+    if (!bb_reader_u8(r, &ref) || ref > 2 || (ref == 1 && !into->last))
         return bb_error_set(err, BB_EDECODE, "%s: snapshot server state is truncated or out of "
                             "range", into->type_name);
     if (ref == 1)
@@ -171,22 +171,22 @@ int agg_server_restore(agg *into, bbp_rbuf *r, bb_error *err)
     if (ref == 2 && !(s->reference = agg_snapshot_get_tensor(r)))
         return bb_error_set(err, BB_EDECODE, "%s: snapshot global model is truncated",
                             into->type_name);
-    if (!bbp_get(r, &s->steps, 8) || !bbp_get(r, &has_moments, 1) || has_moments > 1 ||
+    if (!bb_reader_u64le(r, &s->steps) || !bb_reader_u8(r, &has_moments) || has_moments > 1 ||
         (has_moments && !s->reference))
         return bb_error_set(err, BB_EDECODE, "%s: snapshot server state is truncated or out of "
                             "range", into->type_name);
     if (!has_moments)
         return BB_OK;
     size_t n = bb_tensor_numel(s->reference);
-    if (!bbp_has(r, 2 * n, sizeof(float)) || n > SIZE_MAX / 2 / sizeof(float))
+    if (n > SIZE_MAX / 2 / sizeof(float) || !bb_reader_has(r, 2 * n, sizeof(float)))
         return bb_error_set(err, BB_EDECODE, "%s: snapshot optimizer moments are truncated",
                             into->type_name);
     s->m = malloc((n ? n : 1) * sizeof *s->m);
     s->v = malloc((n ? n : 1) * sizeof *s->v);
     if (!s->m || !s->v)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", into->type_name);
-    bbp_get(r, s->m, n * sizeof(float));
-    bbp_get(r, s->v, n * sizeof(float));
+    bb_reader_get(r, s->m, n * sizeof(float));
+    bb_reader_get(r, s->v, n * sizeof(float));
     s->numel = n;
     return BB_OK;
 }
