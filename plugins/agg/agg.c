@@ -416,24 +416,29 @@ done:
     return BB_OK;
 }
 
+/* A server optimizer checks its global model before the round is reduced
+ * (reduce_round may recycle the last result's memory). */
+static int prepare_server_step(agg *a, bb_error *err)
+{
+    return agg_is_server_optimizer(a->kind) && a->n ? agg_server_prepare(a, err) : BB_OK;
+}
+
 static int aggregate(agg *a, const bb_dispatch_call *call, bb_value **outputs, bb_error *err)
 {
     bb_value *t;
     uint64_t total;
-    int rc = reduce_round(a, &t, &total, err);
+    int rc = prepare_server_step(a, err);
+    if (!rc)
+        rc = reduce_round(a, &t, &total, err);
     if (rc)
         return rc;
     bb_value *meta = call->n_outputs > 1 ? bb_value_u64(&BB_TYPE_U64, total) : NULL;
-    if (call->n_outputs > 1 && !meta)
-        rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
-    /* the last thing that can fail: the round stays open when it does */
-    if (!rc && agg_is_server_optimizer(a->kind))
-        rc = agg_server_step(a, bb_tensor_f32(t), true, err);
-    if (rc) {
+    if (call->n_outputs > 1 && !meta) {
         bb_value_unref(t);
-        bb_value_unref(meta);
-        return rc;
+        return bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
     }
+    if (agg_is_server_optimizer(a->kind))
+        agg_server_step(a, bb_tensor_f32(t), true);
     bb_value_unref(a->last);
     a->last = bb_value_ref(t);
     a->last_samples = total;
@@ -459,13 +464,12 @@ static int current_tensor(agg *a, bb_value **out, bb_error *err)
     /* new_result may recycle last's memory: keep a second reference so the
      * previous result stays intact while the round is still open. */
     bb_value *keep = bb_value_ref(a->last);
-    int rc = reduce_round(a, out, &total, err);
+    int rc = prepare_server_step(a, err);
+    if (!rc)
+        rc = reduce_round(a, out, &total, err);
     bb_value_unref(keep);
-    if (!rc && agg_is_server_optimizer(a->kind) &&
-        (rc = agg_server_step(a, bb_tensor_f32(*out), false, err))) {
-        bb_value_unref(*out);
-        *out = NULL;
-    }
+    if (!rc && agg_is_server_optimizer(a->kind))
+        agg_server_step(a, bb_tensor_f32(*out), false);
     return rc;
 }
 

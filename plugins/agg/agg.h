@@ -121,9 +121,13 @@ void agg_server_free(agg_server *s);
  * reference; ignored by the averaging kinds). A new size restarts the
  * moments. */
 int agg_server_set_model(agg *a, const bb_value *params, bb_error *err);
+/* Before a step, while nothing has changed yet: a global model of the
+ * round's size, and the moments (allocated at the first step). */
+int agg_server_prepare(agg *a, bb_error *err);
 /* inout holds the round's mean (a->numel values); it becomes the stepped
- * model. commit = false (CurrentTensor) leaves the moments untouched. */
-int agg_server_step(agg *a, float *inout, bool commit, bb_error *err);
+ * model. commit = false (CurrentTensor) leaves the moments untouched.
+ * Cannot fail once agg_server_prepare succeeded. */
+void agg_server_step(agg *a, float *inout, bool commit);
 /* After an Aggregate: the result is the next step's starting point. */
 void agg_server_advance(agg *a, const bb_value *result);
 void agg_server_snapshot(const agg *a, bb_writer *w);

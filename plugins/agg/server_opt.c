@@ -83,7 +83,7 @@ static inline float second_moment(agg_kind kind, float v, float d2, float beta2)
     }
 }
 
-int agg_server_step(agg *a, float *inout, bool commit, bb_error *err)
+int agg_server_prepare(agg *a, bb_error *err)
 {
     agg_server *s = &a->srv;
     if (!s->reference)
@@ -101,24 +101,30 @@ int agg_server_step(agg *a, float *inout, bool commit, bb_error *err)
                             "(SetModel) has shape %s",
                             a->type_name, want, have);
     }
+    if (s->m)
+        return BB_OK;
     size_t n = a->numel;
-    float tau2 = (float)(s->tau * s->tau);
-    if (!s->m) {
-        s->m = calloc(n ? n : 1, sizeof *s->m);
-        s->v = malloc((n ? n : 1) * sizeof *s->v);
-        if (!s->m || !s->v) {
-            forget_moments(s);
-            return bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
-        }
-        for (size_t i = 0; i < n; i++)
-            s->v[i] = tau2;
-        s->numel = n;
+    s->m = calloc(n ? n : 1, sizeof *s->m);
+    s->v = malloc((n ? n : 1) * sizeof *s->v);
+    if (!s->m || !s->v) {
+        forget_moments(s);
+        return bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
     }
+    float tau2 = (float)(s->tau * s->tau);
+    for (size_t i = 0; i < n; i++)
+        s->v[i] = tau2;
+    s->numel = n;
+    return BB_OK;
+}
+
+void agg_server_step(agg *a, float *inout, bool commit)
+{
+    agg_server *s = &a->srv;
     const float *x = bb_tensor_f32(s->reference);
     float *m = s->m, *v = s->v;
     float b1 = (float)s->beta1, b2 = (float)s->beta2, lr = (float)s->lr, tau = (float)s->tau;
     agg_kind kind = a->kind;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < s->numel; i++) {
         float d = inout[i] - x[i];
         float mi = b1 * m[i] + (1 - b1) * d;
         float vi = second_moment(kind, v[i], d * d, b2);
@@ -130,7 +136,6 @@ int agg_server_step(agg *a, float *inout, bool commit, bb_error *err)
     }
     if (commit)
         s->steps++;
-    return BB_OK;
 }
 
 void agg_server_advance(agg *a, const bb_value *result)

@@ -775,10 +775,26 @@ static void test_server_optimizer_errors_and_current_tensor(void **state)
     r = aggregate_ok(&a, NULL);
     EXPECT_VEC(r, 1.014134f, 2, -1);
     assert_true(bb_value_equal(peek[0], r) && bb_value_equal(peek[1], r));
-    bb_value_unref(trig);
     bb_value_unref(peek[0]);
     bb_value_unref(peek[1]);
+    /* a global model of the wrong size fails the next Aggregate before
+     * anything changes (the state, snapshot included, is the same after it),
+     * although the last result is held by nobody else and could have been
+     * recycled for the failed round's */
+    bb_value_unref(trig);
     bb_value_unref(r);
+    set_model_ok(&a, VEC(1, 2));
+    contribute_ok(&a, VEC(4, 2, -1), u64(3));
+    uint8_t *before = NULL, *after = NULL;
+    size_t n_before = 0, n_after = 0;
+    assert_int_equal(a.t->snapshot(a.inst, &before, &n_before, &err), BB_OK);
+    bb_value *none = NULL;
+    assert_int_equal(aggregate(&a, &none, NULL, &err), BB_ETYPE);
+    assert_int_equal(a.t->snapshot(a.inst, &after, &n_after, &err), BB_OK);
+    assert_int_equal(n_after, n_before);
+    assert_memory_equal(after, before, n_before);
+    free(before);
+    free(after);
     drop(&a);
     /* the averaging aggregators take SetModel and ignore it */
     agg_t f = make("agg::FedAvg", NULL);
