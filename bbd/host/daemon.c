@@ -1064,7 +1064,7 @@ static int start(bbd_daemon *d, bb_error *err)
         }
     }
     phase_done(d, "node key");
-    if ((rc = bb_model_load_file(c->artifact, &d->model, err))) {
+    if ((rc = bbd_daemon_load_artifact(d, err))) {
         bb_keypair_wipe(&kp);
         return rc;
     }

@@ -151,6 +151,10 @@ bool bbd_daemon_book_source(bbd_daemon *d, const bb_peerid *peer, const bbd_addr
  * security is off; cmd_access runs the control command "access" (NULL
  * with why on a bad request). */
 const char *bbd_daemon_admit(void *ud, const bb_peerid *peer);
+/* Load the artifact into d->model; with require_signed_by, only when it
+ * carries a valid signature by one of those keys (bb/model_sign.h), the
+ * bytes verified being the bytes loaded. */
+int bbd_daemon_load_artifact(bbd_daemon *d, bb_error *err);
 int bbd_daemon_access_apply(bbd_daemon *d, bb_error *err);
 cJSON *bbd_daemon_cmd_access(bbd_daemon *d, const cJSON *req, char *why, size_t cap);
 

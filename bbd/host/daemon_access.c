@@ -12,10 +12,16 @@
  * start the config's lists are applied after the snapshot is restored: a
  * PeerId the config names gets the config's verdict, every other keeps
  * what the snapshot says.
+ *
+ * Which program the node runs, too: with require_signed_by, the artifact
+ * must carry a valid signature by one of those keys (bb/model_sign.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "bb/model_io.h"
+#include "bb/model_sign.h"
 #include "bbd/host/daemon.h"
 
 #define ACCESS_MAX_PEERS 1024 /* PeerIds in one control request */
@@ -161,4 +167,32 @@ cJSON *bbd_daemon_cmd_access(bbd_daemon *d, const cJSON *req, char *why, size_t 
         return NULL;
     }
     return access_list(d, r);
+}
+
+/* ---- signed artifacts ---------------------------------------------------------------------- */
+
+int bbd_daemon_load_artifact(bbd_daemon *d, bb_error *err)
+{
+    const bbd_config *c = d->cfg;
+    if (!c->require_signed_by.n)
+        return bb_model_load_file(c->artifact, &d->model, err);
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    bb_peerid signer;
+    char who[BB_PEERID_TEXT_MAX];
+    int rc = bb_model_read_file(c->artifact, &bytes, &len, err);
+    if (rc == BB_OK &&
+        (rc = bb_model_verify(bytes, len, c->require_signed_by.v, c->require_signed_by.n, &signer,
+                              err)) != BB_OK)
+        bb_error_prefix(err, "%s refused (require_signed_by)", c->artifact);
+    if (rc == BB_OK)
+        rc = bb_model_load_mem(bytes, len, c->artifact, &d->model, err);
+    free(bytes);
+    bbd_logline l;
+    if (rc == BB_OK && bbd_log_begin(&l, &d->log, BB_LOG_INFO, "daemon", "artifact signature verified")) {
+        bbd_log_str(&l, "artifact", c->artifact);
+        bbd_log_str(&l, "signer", bbd_daemon_peer_text(&signer, who));
+        bbd_log_end(&l);
+    }
+    return rc;
 }
