@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# secure_flood.sh — what one hostile machine can make a node hold or do
+# (bbd(8) SECURITY; issues 20 and 21): hundreds of identities with genuine
+# keys (tests/integration/forge_peers.c) become at most max_peers_per_source
+# address-book entries, and the addresses they announce on another IP are
+# never dialed; a flood of silent connections from one address holds at
+# most its share of the connection table while a real peer from another
+# address is served. Ends with "N passed, N failed".
+source "$(dirname "$0")/bbd_common.bash"
+
+check "ping_pong compiles" compile_example ping_pong
+if cc -std=c11 -D_GNU_SOURCE -O1 -I. -Ilibbbir/include -Ilibbbengine/include -I"$BB_BUILD/gen" \
+    tests/integration/forge_peers.c "$BB_BUILD/lib/libbbdhost.a" -L"$BB_BUILD/lib" -lbbir \
+    -Wl,-rpath,"$BB_BUILD/lib" -luv -lsodium -lprotobuf-c -o "$TMP/forge_peers" >"$TMP/cc.log" 2>&1; then
+    ok "the forging helper builds"
+else
+    not_ok "build forge_peers" "$TMP/cc.log"
+fi
+
+start_node victim --targets Ponger --listen /ip4/127.0.0.1/tcp/0 "$TMP/ping_pong.onnx" ||
+    not_ok "the node starts" "$TMP/victim.log"
+VICTIM_PORT=$(node_addr victim tcp)
+VICTIM_PORT=${VICTIM_PORT##*/}
+SENTINEL_PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.2", 0)); print(s.getsockname()[1])')
+
+# ---- 600 identities from one machine -----------------------------------------------------
+"$TMP/forge_peers" 127.0.0.1 "$VICTIM_PORT" 600 127.0.0.2 "$SENTINEL_PORT" 1500 >"$TMP/forge.out" 2>&1
+read -r _ admitted _ refused _ sentinel <"$TMP/forge.out"
+[ "${admitted:-0}" = 600 ] && ok "600 forged identities each proved a key and were admitted" ||
+    not_ok "forged handshakes: $(cat "$TMP/forge.out")" "$TMP/victim.log"
+ctl victim --json peers >"$TMP/peers.json"
+n_peers=$(jget 'len(d["peers"])' <"$TMP/peers.json")
+size=$(stat -c %s "$TMP/peers.json")
+[ "${n_peers:-999}" -le 64 ] && [ "$size" -lt 100000 ] &&
+    ok "the address book keeps $n_peers of them (max_peers_per_source 64); bbctl peers is $size bytes" ||
+    not_ok "address book after the forgery: $n_peers peers, $size bytes"
+ctl victim --json status | jget 'd["counters"]["daemon.book_evicted"] >= 500' | grep -q true &&
+    ok "the replaced ones are counted (book_evicted)" || not_ok "book_evicted"
+[ "${sentinel:-1}" = 0 ] && ok "the address they announced on another IP was never dialed" ||
+    not_ok "the node dialed the forged peers' announced address ${sentinel:-?} times" "$TMP/victim.log"
+
+# ---- silent connections from one address ------------------------------------------------------
+# 200 sockets from 127.0.0.2 that never say anything, held while a real
+# peer (from 127.0.0.1) connects
+"$PY" - "$VICTIM_PORT" "$TMP/flood.ready" >"$TMP/flood.out" 2>&1 <<'PY' &
+import socket, sys, time
+socks = []
+for i in range(200):
+    s = socket.socket()
+    s.bind(("127.0.0.2", 0))
+    try:
+        s.connect(("127.0.0.1", int(sys.argv[1])))
+        socks.append(s)
+    except OSError:
+        pass
+open(sys.argv[2], "w").write(str(len(socks)))
+time.sleep(30)
+PY
+FLOOD=$!
+wait_until 20 test -s "$TMP/flood.ready" || not_ok "the flood starts" "$TMP/flood.out"
+refused_some() { ctl victim --json status | jget 'd["transport"]["connections_refused"] >= 130' | grep -q true; }
+wait_until 10 refused_some && ok "one address holds at most its share: the rest are refused" ||
+    not_ok "per-source limit" "$TMP/victim.log"
+start_node real --targets Pinger --listen /ip4/127.0.0.1/tcp/0 \
+    --peer "$(node_peer victim)=$(node_addr victim tcp)" "$TMP/ping_pong.onnx" ||
+    not_ok "a real peer starts" "$TMP/real.log"
+ctl real --timeout 15 invoke Pinger 'x=[4,2]' --wait pong >"$TMP/real.out" 2>&1
+grep -q 'float\[2\] 4 2)$' "$TMP/real.out" && ok "a real peer from another address is served during the flood" ||
+    not_ok "the real peer during the flood" "$TMP/real.out"
+kill "$FLOOD" 2>/dev/null
+wait "$FLOOD" 2>/dev/null
+stop_nodes "both nodes stop cleanly" real victim
+
+finish
