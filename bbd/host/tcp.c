@@ -20,8 +20,11 @@
  * directions ended (or after handshake_timeout_ms). So no envelope written
  * during the race is lost.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include "bbd/host/transport_internal.h"
 
@@ -167,13 +170,6 @@ static void conn_timer_cb(uv_timer_t *h)
         bbd__tcp_close(c, why);
         return;
     }
-    if (c->state == CONN_OPEN && now - c->last_active_ms >= t->cfg.idle_timeout_ms) {
-        t->stats.slow_closed++;
-        snprintf(why, sizeof why, "idle for %llu ms (idle_timeout_ms)",
-                 (unsigned long long)t->cfg.idle_timeout_ms);
-        bbd__tcp_close(c, why);
-        return;
-    }
     bbd__tcp_arm_timer(c);
 }
 
@@ -181,7 +177,11 @@ static uint64_t earliest(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 /* The connection's timer at its earliest due check: its deadline (connect,
  * handshake, drain), the stall of a partial frame, the rate of a frame in
- * progress, the idle timeout of an open connection. */
+ * progress. An open connection exchanging whole frames has no timer
+ * pending: with any uv timer pending, every epoll_wait of the loop carries
+ * a timeout, which costs each round trip about a microsecond (DECISIONS.md,
+ * "The engine's next deadline arms a timerfd"); idle connections are found
+ * by the sweep instead. */
 void bbd__tcp_arm_timer(tcp_conn *c)
 {
     if (c->state == CONN_CLOSING)
@@ -195,8 +195,6 @@ void bbd__tcp_arm_timer(tcp_conn *c)
         due = earliest(due, now < c->body_started_ms + RATE_GRACE_MS
                                 ? c->body_started_ms + RATE_GRACE_MS
                                 : now + RATE_CHECK_MS);
-    if (c->state == CONN_OPEN)
-        due = earliest(due, c->last_active_ms + cfg->idle_timeout_ms);
     if (due == UINT64_MAX) {
         uv_timer_stop(&c->timer);
         return;
@@ -208,6 +206,48 @@ static void set_deadline(tcp_conn *c, uint64_t after_ms)
 {
     c->deadline_ms = after_ms ? uv_now(c->t->loop) + after_ms : 0;
     bbd__tcp_arm_timer(c);
+}
+
+/* ---- the idle sweep ------------------------------------------------------------------ */
+
+/* Every sweep period (a periodic timerfd watched by a uv_poll: no uv timer
+ * pending, see bbd__tcp_arm_timer) close the open connections idle for
+ * idle_timeout_ms: a quarter of it, between 50 ms and 60 s, so one closes
+ * at most a quarter late. */
+static void on_sweep(uv_poll_t *h, int status, int events)
+{
+    (void)status, (void)events;
+    bbd_transport *t = h->data;
+    uint64_t expirations, now = uv_now(t->loop);
+    if (read(t->sweep_fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+        return;
+    char why[96];
+    for (tcp_conn *c = t->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->state != CONN_OPEN || now - c->last_active_ms < t->cfg.idle_timeout_ms)
+            continue;
+        t->stats.slow_closed++;
+        snprintf(why, sizeof why, "idle for %llu ms (idle_timeout_ms)",
+                 (unsigned long long)t->cfg.idle_timeout_ms);
+        bbd__tcp_close(c, why);
+    }
+}
+
+int bbd__tcp_sweep_init(bbd_transport *t, bb_error *err)
+{
+    uint64_t period = t->cfg.idle_timeout_ms / 4;
+    period = period < 50 ? 50 : period > 60000 ? 60000 : period;
+    t->sweep_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct timespec ts = {.tv_sec = (time_t)(period / 1000), .tv_nsec = (long)(period % 1000) * 1000000};
+    struct itimerspec its = {.it_interval = ts, .it_value = ts};
+    if (t->sweep_fd < 0 || timerfd_settime(t->sweep_fd, 0, &its, NULL) != 0 ||
+        uv_poll_init(t->loop, &t->sweep, t->sweep_fd) != 0)
+        return bb_error_set(err, BB_ERUNTIME, "transport: idle sweep timer: %s", strerror(errno));
+    t->sweep.data = t;
+    bbd__handle_init(t);
+    uv_unref((uv_handle_t *)&t->sweep); /* housekeeping alone keeps no loop alive */
+    uv_poll_start(&t->sweep, UV_READABLE, on_sweep);
+    return BB_OK;
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
@@ -785,6 +825,8 @@ int bbd__tcp_listen(bbd_transport *t, const struct sockaddr *sa, const char *tex
 
 void bbd__tcp_close_all(bbd_transport *t)
 {
+    if (t->sweep_fd >= 0)
+        uv_close((uv_handle_t *)&t->sweep, bbd__own_handle_closed);
     for (size_t i = 0; i < t->n_tcp_listeners; i++)
         uv_close((uv_handle_t *)&t->tcp_listeners[i]->tcp, listener_closed);
     t->n_tcp_listeners = 0;

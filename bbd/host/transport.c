@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bbd/host/transport_internal.h"
 
@@ -122,6 +123,8 @@ static int build_handshake(bbd_transport *t, bb_error *err)
 
 static void free_transport(bbd_transport *t)
 {
+    if (t->sweep_fd >= 0)
+        close(t->sweep_fd);
     bbd__secure_free(t);
     bbd__rules_free(t);
     bbd__peers_free(t);
@@ -147,6 +150,7 @@ bbd_transport *bbd_transport_new(uv_loop_t *loop, const bbd_transport_config *cf
     t->loop = loop;
     t->cfg = *cfg;
     t->cb = *cb;
+    t->sweep_fd = -1;
     config_defaults(&t->cfg);
     if (config_check(&t->cfg, err)) {
         free(t);
@@ -176,7 +180,7 @@ bbd_transport *bbd_transport_new(uv_loop_t *loop, const bbd_transport_config *cf
                            .timeout_ms = t->cfg.udp_reassembly_timeout_ms,
                            .max_messages = 1024};
     if (build_handshake(t, err) || bbd__peers_init(t) || !(t->reasm = bbd_reasm_new(&rc)) ||
-        bbd__udp_init(t) || bbd__reports_init(t)) {
+        bbd__udp_init(t) || bbd__reports_init(t) || bbd__tcp_sweep_init(t, err)) {
         if (!err || err->code == BB_OK)
             bb_error_set(err, BB_ENOMEM, "transport: out of memory");
         free_transport(t);
