@@ -85,7 +85,6 @@ typedef struct bbd_daemon {
     uint64_t deliver_errors;   /* inbound envelopes the engine refused */
     uint64_t app_events;
     uint64_t snapshots_written;
-    uint64_t peers_refused;    /* handshakes the access lists refused */
     uint64_t book_evicted;     /* learned peers dropped for max_peers_per_source */
 
     bbd_wait *waits;

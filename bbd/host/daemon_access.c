@@ -31,8 +31,7 @@ const char *bbd_daemon_admit(void *ud, const bb_peerid *peer)
     bbd_daemon *d = ud;
     const char *why = d->engine ? bb_engine_peer_access(d->engine, peer) : NULL;
     if (!why)
-        return NULL;
-    d->peers_refused++;
+        return NULL; /* a refusal is counted by the transport (peers_refused) */
     return strcmp(why, "blocklisted") == 0 ? "denied by the node's access control (deny)"
                                            : "not on the node's allow list";
 }
@@ -109,7 +108,10 @@ static cJSON *access_list(bbd_daemon *d, cJSON *r)
         return r;
     bb_engine_peer_foreach(d->engine, list_entry, &lc);
     cJSON_AddBoolToObject(r, "allowlist_active", cJSON_GetArraySize(lc.allow) > 0);
-    cJSON_AddNumberToObject(r, "refused", (double)d->peers_refused);
+    bbd_transport_stats ts = {0};
+    if (d->transport)
+        bbd_transport_stats_get(d->transport, &ts);
+    cJSON_AddNumberToObject(r, "refused", (double)ts.peers_refused);
     return r;
 }
 

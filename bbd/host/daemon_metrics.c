@@ -25,7 +25,6 @@ const bbd_stat_field BBD_DAEMON_COUNTERS[] = {
     DAEMON_FIELD(deliver_errors, false, "inbound envelopes the engine refused"),
     DAEMON_FIELD(app_events, false, "AppEvents emitted"),
     DAEMON_FIELD(snapshots_written, false, "snapshots written"),
-    DAEMON_FIELD(peers_refused, false, "handshakes refused by the allow and deny lists"),
     DAEMON_FIELD(book_evicted, false,
                  "learned peers dropped from the address book (max_peers_per_source)"),
     {NULL, NULL, false, 0},

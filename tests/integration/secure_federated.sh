@@ -47,7 +47,7 @@ fi
 participants=$(round_of srv $((K0 + 2)) 'r["participants"]' 2>/dev/null)
 [ "$participants" = 2 ] && ok "each round has exactly the two allowed participants" ||
     not_ok "participants in a round: ${participants:-none}" "$TMP/srv.events"
-ctl srv --json status | jget 'd["counters"]["daemon.peers_refused"] >= 1' | grep -q true &&
+ctl srv --json status | jget 'd["transport"]["peers_refused"] >= 1' | grep -q true &&
     ok "the refusal is counted (peers_refused)" || not_ok "peers_refused"
 grep -q 'refused this node: not on the node.s allow list' "$TMP/c2.log" &&
     ok "the refused client hears why" || not_ok "the refused client's log" "$TMP/c2.log"
