@@ -195,5 +195,10 @@ fi
 [ $rc = 1 ] && grep -q 'Permission denied (the control socket is reachable only by the user bbd runs as' "$TMP/perm.out" &&
     ok "another user's bbctl is refused, and told why" || not_ok "permission message" "$TMP/perm.out"
 stop_nodes "the Ponger stops" acl
+mkdir -m 0755 "$TMP/loose"
+start_node loose --targets Ponger "$TMP/ping_pong.onnx" || not_ok "a node in a 0755 state dir" "$TMP/loose.log"
+[ "$(mode_of "$TMP/loose")" = 700 ] && ok "a state directory made by hand with a looser mode becomes 0700" ||
+    not_ok "state dir mode $(mode_of "$TMP/loose")"
+stop_nodes "that node stops" loose
 
 finish
