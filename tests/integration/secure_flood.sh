@@ -9,7 +9,11 @@
 source "$(dirname "$0")/bbd_common.bash"
 
 check "ping_pong compiles" compile_example ping_pong
-if cc -std=c11 -D_GNU_SOURCE -O1 -I. -Ilibbbir/include -Ilibbbengine/include -I"$BB_BUILD/gen" \
+san=() # a sanitizer build's library needs the helper built the same way
+if ldd "$BB_BUILD/lib/libbbir.so" 2>/dev/null | grep -q libasan; then
+    san=(-fsanitize=address,undefined)
+fi
+if cc -std=c11 -D_GNU_SOURCE -O1 "${san[@]}" -I. -Ilibbbir/include -Ilibbbengine/include -I"$BB_BUILD/gen" \
     tests/integration/forge_peers.c "$BB_BUILD/lib/libbbdhost.a" -L"$BB_BUILD/lib" -lbbir \
     -Wl,-rpath,"$BB_BUILD/lib" -luv -lsodium -lprotobuf-c -o "$TMP/forge_peers" >"$TMP/cc.log" 2>&1; then
     ok "the forging helper builds"
