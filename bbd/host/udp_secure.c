@@ -182,15 +182,15 @@ static void send_admission(udp_session *s, const bbd_noise_cipher *c, uint64_t n
 /* The peer's payload (hs views into payload) proven and consistent, and
  * the checks every channel passes: not this node, the peer we dialed,
  * the admit callback. NULL when it may open, else the reason (refusal:
- * *admit_refused set; a failed handshake is counted and logged here). */
+ * *refused set to the admit callback's reason, for the peer). */
 static const char *check_payload(bbd_transport *t, udp_session *s, const uint8_t *payload,
                                  size_t plen, bbd_noise_identity *id, bbd_handshake *hs,
-                                 bool *admit_refused)
+                                 const char **refused)
 {
     static char why[BB_ERROR_MSG_MAX + 256];
     char a[BB_PEERID_TEXT_MAX], b[BB_PEERID_TEXT_MAX];
     bb_error err = {0};
-    *admit_refused = false;
+    *refused = NULL;
     if (bbd_noise_payload_verify(payload, plen, bbd_noise_hs_remote_static(s->noise), id, &err) ||
         !id->data || bbd_handshake_decode(id->data, id->data_len, hs, &err)) {
         snprintf(why, sizeof why, "refused %s", err.msg[0] ? err.msg : "a payload without a handshake");
@@ -209,11 +209,9 @@ static const char *check_payload(bbd_transport *t, udp_session *s, const uint8_t
                  bbd__peer_text(&id->peer, b, sizeof b));
         return why;
     }
-    const char *refused = bbd__admit(t, &id->peer);
-    if (refused) {
-        *admit_refused = true;
+    if ((*refused = bbd__admit(t, &id->peer))) {
         snprintf(why, sizeof why, "refused peer %s: %s", bbd__peer_text(&id->peer, a, sizeof a),
-                 refused);
+                 *refused);
         return why;
     }
     return NULL;
@@ -261,13 +259,13 @@ static void on_msg1(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram
  * check_payload). Returns the payload buffer (the caller frees it: id and
  * hs view it), NULL when out of memory; *why is NULL when all is well. */
 static uint8_t *read_peer(bbd_transport *t, udp_session *s, const bbd_dgram *d,
-                          bbd_noise_identity *id, bbd_handshake *hs, bool *admit_refused,
+                          bbd_noise_identity *id, bbd_handshake *hs, const char **refused,
                           const char **why)
 {
     static bb_error err;
     uint8_t *payload = malloc(d->body_len);
     size_t plen = 0;
-    *admit_refused = false;
+    *refused = NULL;
     *why = NULL;
     if (!payload)
         return NULL;
@@ -275,7 +273,7 @@ static uint8_t *read_peer(bbd_transport *t, udp_session *s, const bbd_dgram *d,
     if (bbd_noise_hs_read(s->noise, d->body, d->body_len, payload, d->body_len, &plen, &err))
         *why = err.msg;
     else
-        *why = check_payload(t, s, payload, plen, id, hs, admit_refused);
+        *why = check_payload(t, s, payload, plen, id, hs, refused);
     return payload;
 }
 
@@ -290,16 +288,15 @@ static void on_msg2(bbd_transport *t, udp_session *s, const bbd_dgram *d)
     }
     bbd_noise_identity id;
     bbd_handshake hs;
-    bool admit_refused;
-    const char *why;
-    uint8_t *payload = read_peer(t, s, d, &id, &hs, &admit_refused, &why);
+    const char *refused, *why;
+    uint8_t *payload = read_peer(t, s, d, &id, &hs, &refused, &why);
     if (!payload)
         return;
     if (!why && !(s->peer_hs = malloc(id.data_len ? id.data_len : 1)))
         why = "out of memory";
     if (why) {
         free(payload);
-        if (admit_refused) { /* counted as refused by bbd__admit */
+        if (refused) { /* counted as refused by bbd__admit */
             char at[BB_MULTIADDR_TEXT_MAX + 1];
             bbd__log_remote(t, BB_LOG_WARN, "udp %s: %s", at_text(s, at, sizeof at), why);
             bbd__udp_noise_drop(t, s);
@@ -347,13 +344,12 @@ static void on_msg3(bbd_transport *t, udp_session *s, const bbd_dgram *d)
     }
     bbd_noise_identity id;
     bbd_handshake hs;
-    bool admit_refused;
-    const char *why;
-    uint8_t *payload = read_peer(t, s, d, &id, &hs, &admit_refused, &why);
+    const char *refused, *why;
+    uint8_t *payload = read_peer(t, s, d, &id, &hs, &refused, &why);
     if (!payload)
         return;
     bbd_noise_cipher tx, rx;
-    if (why && !admit_refused) {
+    if (why && !refused) {
         free(payload);
         handshake_failed(t, s, why);
         return;
@@ -362,10 +358,9 @@ static void on_msg3(bbd_transport *t, udp_session *s, const bbd_dgram *d)
     bbd_noise_hs_wipe(s->noise);
     free(s->noise);
     s->noise = NULL;
-    if (admit_refused) { /* told why, then forgotten; an older session stays */
+    if (refused) { /* told why, then forgotten; an older session stays */
         char at[BB_MULTIADDR_TEXT_MAX + 1];
-        const char *reason = strstr(why, ": ");
-        send_admission(s, &tx, 0, reason ? reason + 2 : why);
+        send_admission(s, &tx, 0, refused);
         bbd__log_remote(t, BB_LOG_WARN, "udp %s: %s", at_text(s, at, sizeof at), why);
     } else {
         bbd_peer *p = bbd__peer_get(t, &hs.peer);
