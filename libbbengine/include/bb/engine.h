@@ -102,6 +102,16 @@ typedef struct bb_engine_config {
      * default; gather_min_bytes 0 means 64 KiB. */
     bool send_gather;
     size_t gather_min_bytes;
+    /* Optional read-only cache shared by the engines of one host, behind
+     * ctx->shared_get / shared_put (bb/plugin.h): get returns a new
+     * reference or NULL; put stores a reference to v (borrowed) unless key
+     * is taken and returns a new reference to what key holds, or NULL when
+     * out of memory. Without them get answers NULL and put hands v back.
+     * Called on the engine thread with keys the engine checked (non-empty,
+     * at most BB_SHARED_KEY_MAX bytes). */
+    bb_value *(*shared_get)(void *ud, const char *key);
+    bb_value *(*shared_put)(void *ud, const char *key, bb_value *v);
+    void *shared_ud;
 } bb_engine_config;
 
 /* Zeroed config with default caps. */
