@@ -14,6 +14,7 @@
 #   libbbengine/src/*.c      -> lib/libbbengine.so, lib/libbbengine.a
 #   bbc/*.c (not main.c)     -> lib/libbbc.a,     bbc/main.c  -> bin/bbc
 #   bbd/host/*.c             -> lib/libbbdhost.a, bbd/main.c  -> bin/bbd
+#   bbsim/*.c (not main.c)   -> lib/libbbsim.a,   bbsim/main.c -> bin/bbsim
 #   bbctl/*.c                -> bin/bbctl
 #   plugins/NAME/*.c         -> lib/bytesandbrains/plugins/NAME.so
 #   tests/plugins/NAME/*.c   -> tests/plugins/NAME.so
@@ -82,6 +83,8 @@ BBC_O       = $(patsubst %.c,$(B)/obj/%.o,$(BBC_SRC))
 HOST_SRC    = $(wildcard bbd/host/*.c)
 HOST_O      = $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 BBCTL_SRC   = $(wildcard bbctl/*.c)
+BBSIM_SRC   = $(filter-out bbsim/main.c,$(wildcard bbsim/*.c))
+BBSIM_O     = $(patsubst %.c,$(B)/obj/%.o,$(BBSIM_SRC))
 
 LIBBBIR_SO  = $(B)/lib/libbbir.so
 LIBBBIR_A   = $(B)/lib/libbbir.a
@@ -89,6 +92,7 @@ LIBENGINE_A = $(B)/lib/libbbengine.a
 LIBENGINE_SO = $(B)/lib/libbbengine.so
 LIBBBC_A    = $(B)/lib/libbbc.a
 LIBHOST_A   = $(B)/lib/libbbdhost.a
+LIBBBSIM_A  = $(B)/lib/libbbsim.a
 
 PLUGIN_NAMES = $(notdir $(patsubst %/,%,$(dir $(wildcard plugins/*/*.c))))
 PLUGIN_NAMES := $(sort $(PLUGIN_NAMES))
@@ -118,6 +122,9 @@ BINS += $(B)/bin/bbd
 endif
 ifneq ($(BBCTL_SRC),)
 BINS += $(B)/bin/bbctl
+endif
+ifneq ($(wildcard bbsim/main.c),)
+BINS += $(B)/bin/bbsim
 endif
 
 # Per-plugin extra flags: plugins/NAME/build.mk may set
@@ -175,6 +182,10 @@ $(LIBHOST_A): $(HOST_O)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
 
+$(LIBBBSIM_A): $(BBSIM_O)
+	@mkdir -p $(dir $@)
+	rm -f $@; ar rcs $@ $^
+
 # ---- programs --------------------------------------------------------------
 $(B)/bin/bbc: $(B)/obj/bbc/main.o $(LIBBBC_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
@@ -197,6 +208,13 @@ $(B)/bin/bbd: $(BBD_O) $(B)/bbd.dynlist
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(LTO_LDFLAGS) -Wl,--dynamic-list=$(B)/bbd.dynlist \
 		-o $@ $(BBD_O) $(SYS_LIBS)
+
+# bbsim: the simulator links the engine and libbbir.so (the plugins it
+# loads bind to it), never bbd's host.
+$(B)/bin/bbsim: $(B)/obj/bbsim/main.o $(LIBBBSIM_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $(B)/obj/bbsim/main.o $(LIBBBSIM_A) $(LIBENGINE_A) \
+		-L$(B)/lib -lbbir $(SYS_LIBS)
 
 $(B)/bin/bbctl: $(patsubst %.c,$(B)/obj/%.o,$(BBCTL_SRC)) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
@@ -224,9 +242,9 @@ $(B)/obj/tests/plugins/%.o: tests/plugins/%.c | $(GEN_H)
 	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -c $< -o $@
 
 # ---- tests, examples, benchmarks -------------------------------------------
-TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
+TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
 
-$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(TEST_SUPPORT_O) $(TEST_LINK)
 
@@ -237,9 +255,9 @@ $(B)/examples/%: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard examples/$$*/
 testdata/%.onnx: $(B)/examples/%
 	$< $@
 
-$(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+$(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) \
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) \
 		-L$(B)/lib -lbbir $(SYS_LIBS)
 
 examples: $(EXAMPLE_ONNX)
