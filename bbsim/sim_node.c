@@ -185,6 +185,7 @@ static bb_engine *make_engine(bbsim *s, uint32_t k, bb_error *err)
     c.shared_get = bbsim__shared_get;
     c.shared_put = bbsim__shared_put;
     c.shared_ud = s;
+    c.share_model = true; /* one artifact for every node: the simulator keeps it */
     return bb_engine_new(&c, err);
 }
 

@@ -779,6 +779,36 @@ static void test_shared_cache_through_the_host(void **state)
     bb_value_unref(c.v);
 }
 
+/* share_model: engines run the host's model itself (no clone); each still
+ * works on its own, and freeing them leaves the model to its owner (ASan
+ * would see a double free or a use after free). */
+static void test_engines_share_the_model(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    fx_chain(m, "Main", 3);
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    cfg.share_model = true;
+    bb_engine *e[2] = {make(m, "Main", &cfg), make(m, "Main", &cfg)};
+    size_t arena_before = bb_arena_used(m->arena);
+    for (int i = 0; i < 2; i++) {
+        invoke1(e[i], "Main", "in", u64v(40 + (uint64_t)i));
+        fx_log log = {0};
+        fx_run(e[i], &log, 1, 10);
+        const fx_rec *r = fx_log_app(&log, "out", 0);
+        assert_non_null(r);
+        assert_int_equal(r->value->u.u64, 40 + (uint64_t)i);
+        fx_log_free(&log);
+    }
+    assert_int_equal(bb_arena_used(m->arena), arena_before); /* nothing written into it */
+    bb_engine_free(e[0]);
+    bb_engine_free(e[1]);
+    assert_int_equal(m->functions.n, 1);
+    bb_model_free(m);
+}
+
 /* ---- the poll cycle: phases in order (ENGINE.md Part 7) ------------------------------------ */
 
 #define MAX_SEEN 64
@@ -1013,6 +1043,7 @@ int main(void)
         cmocka_unit_test(test_dependency_call),
         cmocka_unit_test(test_component_timer_worker_pool_and_views),
         cmocka_unit_test(test_shared_cache_through_the_host),
+        cmocka_unit_test(test_engines_share_the_model),
         cmocka_unit_test(test_tracing_filter),
         cmocka_unit_test(test_entry_point_spans),
         cmocka_unit_test(test_op_steps_opt_in),

@@ -112,6 +112,11 @@ typedef struct bb_engine_config {
     bb_value *(*shared_get)(void *ud, const char *key);
     bb_value *(*shared_put)(void *ud, const char *key, bb_value *v);
     void *shared_ud;
+    /* Install uses the caller's model instead of a clone of it: the host
+     * keeps it alive and unchanged until bb_engine_free (bbsim's thousands
+     * of engines share one artifact; a clone of the federated example is
+     * ~45 KB of every node). */
+    bool share_model;
 } bb_engine_config;
 
 /* Zeroed config with default caps. */
@@ -158,7 +163,8 @@ typedef enum bb_install_error {
 const char *bb_install_error_name(bb_install_error k);
 
 /* Install targets[0..n) of the compiled model (borrowed: the engine keeps a
- * clone). Resolution: exact function name first, then "<target>#<hash>".
+ * clone, or the model itself with config.share_model). Resolution: exact
+ * function name first, then "<target>#<hash>".
  * On failure returns BB_EINSTALL (or BB_ENOMEM) with err naming the culprit
  * and bb_engine_install_error() telling the variant; nothing is installed. */
 int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *targets,
