@@ -12,6 +12,23 @@
 
 #include "bbsim/sim_internal.h"
 
+/* The bytes of a value's payloads (tensors, bytes, and those of its items),
+ * for the summary's "shared" figure. */
+static size_t payload_bytes(const bb_value *v, int depth)
+{
+    switch (v && depth < 8 ? v->type->kind : BB_VK_TRIGGER) {
+    case BB_VK_TENSOR: return v->u.tensor.nbytes;
+    case BB_VK_BYTES: return v->u.bytes.len;
+    case BB_VK_COMPOSITE: {
+        size_t n = 0;
+        for (size_t i = 0; i < v->u.list.n; i++)
+            n += payload_bytes(v->u.list.items[i], depth + 1);
+        return n;
+    }
+    default: return 0;
+    }
+}
+
 bb_value *bbsim__shared_get(void *ud, const char *key)
 {
     bbsim_cache *c = &((bbsim *)ud)->cache;
@@ -41,6 +58,8 @@ bb_value *bbsim__shared_put(void *ud, const char *key, bb_value *v)
     if (!(c->keys[c->n] = strdup(key)))
         return NULL;
     c->vals[c->n++] = bb_value_ref(v);
+    ((bbsim *)ud)->sum.shared_values = c->n;
+    ((bbsim *)ud)->sum.shared_bytes += payload_bytes(v, 0);
     return bb_value_ref(v);
 }
 

@@ -304,7 +304,7 @@ static void print_metric(const bbsim *s, size_t m, FILE *f)
 void bbsim_report_print(const bbsim *s, FILE *f)
 {
     const bbsim_summary *u = &s->sum;
-    char a[32], b[32], c[32], d[32];
+    char a[32], b[32], c[32], d[32], e[32];
     fprintf(f, "bbsim: %u nodes; stopped at %.3f s of virtual time (%s) after %.2f s of wall "
                "time (starting the nodes: %.2f s)\n",
             u->nodes, (double)u->virtual_ns / 1e9, u->stopped, u->wall_s, u->setup_s);
@@ -327,9 +327,12 @@ void bbsim_report_print(const bbsim *s, FILE *f)
             u->nodes_up, (unsigned long long)u->kills, (unsigned long long)u->restarts,
             (unsigned long long)u->jobs, (unsigned long long)u->app_events,
             (unsigned long long)u->failures);
-    fprintf(f, "memory: %s per node (resident %s before the nodes, %s with them), peak %s\n",
+    fprintf(f, "memory: %s per node (resident %s before the nodes, %s with them), peak %s; "
+               "%zu shared value%s, %s\n",
             size_text(per_node(u), a, sizeof a), size_text((double)u->rss_before, b, sizeof b),
-            size_text((double)u->rss_nodes, c, sizeof c), size_text((double)u->rss_peak, d, sizeof d));
+            size_text((double)u->rss_nodes, c, sizeof c), size_text((double)u->rss_peak, d, sizeof d),
+            u->shared_values, u->shared_values == 1 ? "" : "s",
+            size_text((double)u->shared_bytes, e, sizeof e));
     fprintf(f, "events: %llu (%llu polls); event log hash %016llx\n",
             (unsigned long long)u->events, (unsigned long long)u->polls,
             (unsigned long long)u->log_hash);
@@ -396,7 +399,8 @@ static cJSON *summary_json(const bbsim *s)
                {"jobs", (double)u->jobs}, {"rounds", (double)u->rounds},
                {"nodes_up", u->nodes_up}, {"rss_before", (double)u->rss_before},
                {"rss_nodes", (double)u->rss_nodes}, {"rss_peak", (double)u->rss_peak},
-               {"bytes_per_node", per_node(u)}};
+               {"bytes_per_node", per_node(u)}, {"shared_values", (double)u->shared_values},
+               {"shared_bytes", (double)u->shared_bytes}};
     for (size_t i = 0; j && i < sizeof NUM / sizeof *NUM; i++)
         cJSON_AddNumberToObject(j, NUM[i].k, NUM[i].v);
     char hash[24];

@@ -237,18 +237,23 @@ static int resolve_connects(bbsim_scenario *sc, char ***names, bb_error *err)
     return BB_OK;
 }
 
-/* Every template substituted once (for each group's first node), so a bad
- * placeholder fails the load, not the run. */
+/* Every template substituted for each group's first and last node, so a
+ * bad placeholder fails the load, not the run (arithmetic that overflows
+ * only in between still fails the run, at that node's start, by name). */
 static int check_templates(const bbsim_scenario *sc, bb_error *err)
 {
     for (size_t gi = 0; gi < sc->n_groups; gi++) {
-        const cJSON *comp = sc->groups[gi].components;
-        for (const cJSON *slot = comp ? comp->child : NULL; slot; slot = slot->next) {
-            char *text = NULL;
-            int rc = bbsim_slot_config(sc, (uint32_t)gi, 0, slot->string, &text, err);
-            free(text);
-            if (rc)
-                return rc;
+        const bbsim_group *g = &sc->groups[gi];
+        for (const cJSON *slot = g->components ? g->components->child : NULL; slot;
+             slot = slot->next) {
+            uint32_t ends[2] = {0, g->count - 1};
+            for (int e = 0; e < 2; e++) {
+                char *text = NULL;
+                int rc = bbsim_slot_config(sc, (uint32_t)gi, ends[e], slot->string, &text, err);
+                free(text);
+                if (rc)
+                    return rc;
+            }
         }
     }
     return BB_OK;

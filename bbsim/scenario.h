@@ -6,8 +6,8 @@
  * Everything is checked at load: every object's keys (an unknown key is
  * refused with its path, "groups[1].conect"), every number's range, every
  * duration and rate's unit, every group a selector or a connect names,
- * every component-config template (substituted once for a group's first
- * node). A loaded scenario cannot make the simulator fail on its own; only
+ * every component-config template (substituted for a group's first and
+ * last node). A loaded scenario cannot make the simulator fail on its own; only
  * the artifact and the components can.
  *
  * Node numbering: groups in file order, node k of group g is global node

@@ -234,6 +234,8 @@ void bbsim_free(bbsim *s)
     bbsim__report_free(s);
     free(s->measuring);
     free(s->partition_on);
+    free(s->slot_names);
+    free(s->slot_texts);
     bb_model_free(s->model);
     bb_plugin_loader_destroy(s->loader);
     free(s);

@@ -59,6 +59,7 @@ typedef struct bbsim_summary {
     uint64_t rounds;                /* AppEvents of report.round_topic */
     uint32_t nodes, nodes_up;
     size_t rss_before, rss_nodes, rss_peak; /* bytes: before the nodes, with them, peak */
+    size_t shared_values, shared_bytes;     /* what the nodes share (ctx->shared_put) */
     uint64_t log_hash;
 } bbsim_summary;
 

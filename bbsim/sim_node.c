@@ -127,7 +127,8 @@ static void component_log(void *ud, bb_log_level level, const char *slot, const 
 
 /* The engine's slot_config while node s->installing installs: the group's
  * template substituted for it, made once per slot and kept until the install
- * ends. */
+ * ends. NULL: the group configures no such slot (or out of memory: the
+ * templates were all substituted once at load, nothing else can fail). */
 static const char *slot_config(void *ud, const char *slot)
 {
     bbsim *s = ud;
@@ -135,21 +136,21 @@ static const char *slot_config(void *ud, const char *slot)
         if (strcmp(s->slot_names[i], slot) == 0)
             return s->slot_texts[i];
     const bbsim_node *n = &s->nodes[s->installing];
-    char *text = NULL;
+    char *text = NULL, *name = NULL;
     bb_error err = {0};
+    if (bbsim_slot_config(s->sc, n->group, n->index, slot, &text, &err) != BB_OK || !text)
+        return NULL;
     char **names = realloc(s->slot_names, (s->n_slot_texts + 1) * sizeof *names);
     if (names)
         s->slot_names = names;
     char **texts = names ? realloc(s->slot_texts, (s->n_slot_texts + 1) * sizeof *texts) : NULL;
     if (texts)
         s->slot_texts = texts;
-    /* the templates were substituted once at load: this fails only when out of memory */
-    if (!texts || bbsim_slot_config(s->sc, n->group, n->index, slot, &text, &err) != BB_OK)
-        return NULL;
-    if (!(s->slot_names[s->n_slot_texts] = strdup(slot))) {
+    if (!texts || !(name = strdup(slot))) {
         free(text);
         return NULL;
     }
+    s->slot_names[s->n_slot_texts] = name;
     s->slot_texts[s->n_slot_texts++] = text;
     return text;
 }
