@@ -1,5 +1,5 @@
 /*
- * io.c — bb/io.h.
+ * io.c — bb/io.h: whole buffers out to a descriptor, whole files in.
  */
 #include "bb/io.h"
 
@@ -92,3 +92,21 @@ int bb_read_file(const char *path, size_t max_bytes, uint8_t **out, size_t *out_
     return BB_OK;
 }
 
+int bb_write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *at = p;
+    while (n) {
+        ssize_t w = write(fd, at, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -1;
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
+        at += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
