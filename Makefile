@@ -25,6 +25,8 @@
 #   tests/unit/test_X.c      -> tests/test_X (cmocka; + tests/unit/support/*.c)
 #   examples/NAME/*.c        -> examples/NAME, run to write testdata/NAME.onnx
 #   bench/bench_X.c          -> bench/bench_X     (+ bench/support/*.c)
+#   sim/federated-kK.onnx    the federated example for K clients a round, compiled:
+#                            the artifacts of the bbsim scenarios in examples/sim/
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -125,6 +127,8 @@ EXAMPLE_NAMES := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/*.c
 EXAMPLES     = $(patsubst %,$(B)/examples/%,$(EXAMPLE_NAMES))
 EXAMPLE_ONNX = $(patsubst %,testdata/%.onnx,$(EXAMPLE_NAMES))
 
+SIM_ARTIFACTS = $(patsubst %,$(B)/sim/federated-k%.onnx,4 50 100)
+
 BENCH_SRC    = $(wildcard bench/bench_*.c)
 BENCHES      = $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 BENCH_SUPPORT_O = $(patsubst %.c,$(B)/obj/%.o,$(wildcard bench/support/*.c))
@@ -154,7 +158,7 @@ endif
 .SECONDARY:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_SO) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
-     $(TESTS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES)
+     $(TESTS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES) $(SIM_ARTIFACTS)
 
 deps:
 	@scripts/deps
@@ -274,6 +278,13 @@ $(B)/examples/%: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard examples/$$*/
 
 testdata/%.onnx: $(B)/examples/%
 	$< $@
+
+# The scenarios in examples/sim/ run these (recorded with --clients K, compiled).
+$(B)/sim/federated-k%.onnx: $(B)/examples/federated $(B)/bin/bbc $(PLUGINS)
+	@mkdir -p $(dir $@)
+	$(B)/examples/federated $@.recorded --clients $*
+	$(B)/bin/bbc compile $@.recorded -o $@ --plugin-path $(B)/lib/bytesandbrains/plugins
+	rm -f $@.recorded
 
 $(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)

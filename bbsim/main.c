@@ -31,6 +31,7 @@ static void usage(FILE *f)
           "      --threads N        worker threads for the nodes' off-thread work (0: none;\n"
           "                         default: the scenario's, else one per CPU)\n"
           "      --no-progress      no progress bar (drawn only when stderr is a terminal)\n"
+          "      --check            read and check the scenario, print what it holds, run nothing\n"
           "  -q, --quiet            no summary on stderr\n"
           "  -h, --help             this text\n",
           f);
@@ -59,12 +60,12 @@ typedef struct cli {
     bbsim_options o;
     const char *dirs[MAX_PLUGIN_DIRS];
     const char *out, *events, *scenario;
-    bool quiet, no_progress;
+    bool quiet, no_progress, check;
 } cli;
 
 static int parse_args(int argc, char **argv, cli *c)
 {
-    enum { OPT_ARTIFACT = 256, OPT_PLUGIN_PATH, OPT_SEED, OPT_THREADS, OPT_NO_PROGRESS };
+    enum { OPT_ARTIFACT = 256, OPT_PLUGIN_PATH, OPT_SEED, OPT_THREADS, OPT_NO_PROGRESS, OPT_CHECK };
     static const struct option LONG[] = {
         {"out", required_argument, NULL, 'o'},
         {"events", required_argument, NULL, 'e'},
@@ -73,6 +74,7 @@ static int parse_args(int argc, char **argv, cli *c)
         {"seed", required_argument, NULL, OPT_SEED},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+        {"check", no_argument, NULL, OPT_CHECK},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -105,6 +107,7 @@ static int parse_args(int argc, char **argv, cli *c)
             c->o.threads = (int)v;
             break;
         case OPT_NO_PROGRESS: c->no_progress = true; break;
+        case OPT_CHECK: c->check = true; break;
         case ':': return bad_usage("%s needs a value", argv[optind - 1]);
         default: return bad_usage("unknown option '%s'", argv[optind - 1]);
         }
@@ -115,6 +118,13 @@ static int parse_args(int argc, char **argv, cli *c)
         return bad_usage("one scenario at a time ('%s' is extra)", argv[optind + 1]);
     c->scenario = argv[optind];
     return 0;
+}
+
+static const char *duration_text(bbsim_ns ns)
+{
+    static char buf[32];
+    snprintf(buf, sizeof buf, "%.3f s", (double)ns / 1e9);
+    return buf;
 }
 
 /* Where the event lines go: --events, else DIR/events.jsonl, else stdout. */
@@ -151,6 +161,13 @@ int main(int argc, char **argv)
     if (bbsim_scenario_load(c.scenario, &sc, &err)) {
         fprintf(stderr, "bbsim: error: %s\n", err.msg);
         return 1;
+    }
+    if (c.check) {
+        printf("%s: ok: %u nodes in %zu groups, %s of virtual time, artifact %s\n", c.scenario,
+               sc->n_nodes, sc->n_groups, duration_text(sc->duration),
+               c.o.artifact ? c.o.artifact : sc->artifact);
+        bbsim_scenario_free(sc);
+        return 0;
     }
     if (c.out && mkdir(c.out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "bbsim: error: %s: cannot create: %s\n", c.out, strerror(errno));

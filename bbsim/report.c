@@ -407,7 +407,7 @@ static cJSON *summary_json(const bbsim *s)
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)u->log_hash);
     cJSON_AddStringToObject(j, "stopped", u->stopped);
     cJSON_AddStringToObject(j, "log_hash", hash);
-    cJSON *rounds = cJSON_AddArrayToObject(j, "rounds");
+    cJSON *rounds = cJSON_AddArrayToObject(j, "per_round");
     for (size_t r = 0; rounds && r < s->n_rounds; r++) {
         cJSON *x = cJSON_CreateObject();
         cJSON_AddNumberToObject(x, "round", (double)(r + 1));
