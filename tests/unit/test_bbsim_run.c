@@ -289,8 +289,12 @@ static void test_bbsim_network_model(void **state)
     assert_int_equal(r.sum.dropped_loss, 3);
     assert_null(nth_event(&r, "app", "trained", 9)); /* 3 rounds x 3 clients */
     run_free(&r);
-    /* every envelope twice: the dedup gates drop the copies, nothing changes */
-    small_run("", 4, "\"duplicate\": 1", &r);
+    /* every envelope twice, in any order, over jittery links: the dedup gates
+     * drop the copies, nothing changes */
+    small_run("", 4,
+              "\"duplicate\": 1, \"reorder\": 1, \"links\": [{\"from\": \"clients\", \"to\": "
+              "\"server\", \"latency\": {\"dist\": \"exponential\", \"mean\": \"20ms\"}}]",
+              &r);
     assert_int_equal(r.sum.duplicated, r.sum.sent);
     ev = nth_event(&r, "app", "round", 2);
     assert_int_equal((int)item(ev, R_PARTICIPANTS), 4);
