@@ -37,7 +37,8 @@
 #define BBSIM_DIAL_MAX_NS 5000000000ull   /* to 5 s */
 #define BBSIM_LOST_REDIAL_NS (600ull * 1000000000ull) /* a lost peer: 10 minutes */
 
-/* One end of a connection a node keeps (sorted by peer). */
+/* One end of a connection a node keeps (sorted by peer: the first member,
+ * as sim_net.c's sorted arrays want). */
 enum { BBSIM_EDGE_CONFIGURED = 1, BBSIM_EDGE_CONNECTED = 2, BBSIM_EDGE_REDIALING = 4 };
 typedef struct bbsim_edge {
     uint32_t peer;
@@ -45,7 +46,8 @@ typedef struct bbsim_edge {
     bbsim_ns lost_at;  /* when it dropped (redials of an unconfigured edge stop 10 min later) */
 } bbsim_edge;
 
-/* The state of the link to one destination (sorted by dst): its queue
+/* The state of the link to one destination (sorted by dst, the first
+ * member): its queue
  * for the bandwidth and the last arrival, so envelopes keep their order. */
 typedef struct bbsim_link {
     uint32_t dst;

@@ -40,42 +40,60 @@ bbsim_node *bbsim__node_at(bbsim *s, const uint8_t *addr, size_t len)
     return &s->nodes[k];
 }
 
-static bbsim_edge *edge_find(bbsim_node *n, uint32_t peer)
+/* Edges (by peer) and links (by destination) are arrays sorted by the
+ * uint32 key each element starts with: found by binary search, inserted in
+ * place. */
+static uint32_t lower_bound(const void *v, uint32_t n, size_t size, uint32_t key)
 {
-    uint32_t lo = 0, hi = n->n_edges;
+    uint32_t lo = 0, hi = n;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (n->edges[mid].peer < peer)
+        uint32_t k;
+        memcpy(&k, (const char *)v + (size_t)mid * size, sizeof k);
+        if (k < key)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < n->n_edges && n->edges[lo].peer == peer ? &n->edges[lo] : NULL;
+    return lo;
 }
 
-/* The edge to peer, added (sorted) when missing; NULL when out of memory. */
+/* Room for one element at index `at` (the array doubles when full); NULL
+ * when out of memory. */
+static void *insert_at(void **v, uint32_t *n, uint32_t *cap, size_t size, uint32_t at)
+{
+    if (*n == *cap) {
+        uint32_t c = *cap ? *cap * 2 : 2;
+        void *grown = realloc(*v, (size_t)c * size);
+        if (!grown)
+            return NULL;
+        *v = grown;
+        *cap = c;
+    }
+    char *p = (char *)*v + (size_t)at * size;
+    memmove(p + size, p, (size_t)(*n - at) * size);
+    (*n)++;
+    return p;
+}
+
+static bbsim_edge *edge_find(bbsim_node *n, uint32_t peer)
+{
+    uint32_t i = lower_bound(n->edges, n->n_edges, sizeof *n->edges, peer);
+    return i < n->n_edges && n->edges[i].peer == peer ? &n->edges[i] : NULL;
+}
+
+/* The edge to peer, added when missing; NULL when out of memory. */
 static bbsim_edge *edge_add(bbsim_node *n, uint32_t peer, uint32_t flags)
 {
-    bbsim_edge *e = edge_find(n, peer);
-    if (e) {
-        e->flags |= flags;
-        return e;
+    uint32_t i = lower_bound(n->edges, n->n_edges, sizeof *n->edges, peer);
+    if (i < n->n_edges && n->edges[i].peer == peer) {
+        n->edges[i].flags |= flags;
+        return &n->edges[i];
     }
-    if (n->n_edges == n->cap_edges) {
-        uint32_t cap = n->cap_edges ? n->cap_edges * 2 : 2;
-        bbsim_edge *v = realloc(n->edges, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        n->edges = v;
-        n->cap_edges = cap;
-    }
-    uint32_t at = n->n_edges;
-    while (at > 0 && n->edges[at - 1].peer > peer) /* appends are the common case */
-        at--;
-    memmove(&n->edges[at + 1], &n->edges[at], (n->n_edges - at) * sizeof *n->edges);
-    n->edges[at] = (bbsim_edge){peer, flags, UINT64_MAX}; /* never lost yet */
-    n->n_edges++;
-    return &n->edges[at];
+    bbsim_edge *e = insert_at((void **)&n->edges, &n->n_edges, &n->cap_edges, sizeof *e, i);
+    if (e)
+        *e = (bbsim_edge){peer, flags, UINT64_MAX}; /* never lost yet */
+    return e;
 }
 
 static int connect_pair(bbsim *s, uint32_t a, uint32_t b, bb_error *err)
@@ -169,30 +187,16 @@ bool bbsim__reachable(const bbsim *s, uint32_t a, uint32_t b)
     return true;
 }
 
+/* The state of the link to dst, made when missing; NULL when out of memory. */
 static bbsim_link *link_state(bbsim_node *n, uint32_t dst)
 {
-    uint32_t lo = 0, hi = n->n_links;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (n->links[mid].dst < dst)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < n->n_links && n->links[lo].dst == dst)
-        return &n->links[lo];
-    if (n->n_links == n->cap_links) {
-        uint32_t cap = n->cap_links ? n->cap_links * 2 : 2;
-        bbsim_link *v = realloc(n->links, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        n->links = v;
-        n->cap_links = cap;
-    }
-    memmove(&n->links[lo + 1], &n->links[lo], (n->n_links - lo) * sizeof *n->links);
-    n->links[lo] = (bbsim_link){dst, 0, 0};
-    n->n_links++;
-    return &n->links[lo];
+    uint32_t i = lower_bound(n->links, n->n_links, sizeof *n->links, dst);
+    if (i < n->n_links && n->links[i].dst == dst)
+        return &n->links[i];
+    bbsim_link *l = insert_at((void **)&n->links, &n->n_links, &n->cap_links, sizeof *l, i);
+    if (l)
+        *l = (bbsim_link){dst, 0, 0};
+    return l;
 }
 
 /* ---- connections ------------------------------------------------------------------------- */
