@@ -40,20 +40,24 @@ done
 expect "federated-4 runs its 20 rounds" 0 'rounds: 20' -- \
     "$BBSIM" examples/sim/federated-4.json --artifact "$K4" -o "$TMP/run1" --no-progress
 hash1=$(grep -oE 'event log hash [0-9a-f]{16}' "$TMP/err")
-for f in events.jsonl summary.json metric-accuracy.svg metric-loss.svg traffic.svg; do
+for f in events.jsonl summary.json metric-accuracy.svg metric-loss.svg metric-trained_rows.svg traffic.svg; do
     [ -s "$TMP/run1/$f" ] || not_ok "$f written"
 done
 check "the plots are well-formed SVG" "$PY" -c '
 import sys, xml.etree.ElementTree as ET
 for f in sys.argv[1:]:
     assert ET.parse(f).getroot().tag.endswith("svg"), f' \
-    "$TMP/run1/metric-accuracy.svg" "$TMP/run1/metric-loss.svg" "$TMP/run1/traffic.svg"
+    "$TMP/run1/metric-accuracy.svg" "$TMP/run1/metric-loss.svg" \
+    "$TMP/run1/metric-trained_rows.svg" "$TMP/run1/traffic.svg"
 check "summary.json: 20 rounds, the hash the summary printed" "$PY" -c '
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["rounds"] == 20 and len(s["per_round"]) == 20, s["rounds"]
 assert "event log hash " + s["log_hash"] == sys.argv[2], (s["log_hash"], sys.argv[2])
-assert s["metrics"][0]["name"] == "accuracy" and len(s["metrics"][0]["points"]) == 20' \
+assert s["metrics"][0]["name"] == "accuracy" and len(s["metrics"][0]["points"]) == 20
+m = s["metrics"][2]  # every client: 4 values a round, medians per bucket
+assert m["name"] == "trained_rows" and len(m["points"]) == 80, m["name"]
+assert all(b["median"] in (1795, 1797.5, 1800) and b["values"] >= 4 for b in m["median_per_bucket"])' \
     "$TMP/run1/summary.json" "$hash1"
 expect "scripts/fed-report reads the event lines" 0 '20 rounds: held-out accuracy 98\.05%' -- \
     "$PY" scripts/fed-report --rounds 20 --min-accuracy 0.95 <"$TMP/run1/events.jsonl"
