@@ -190,16 +190,12 @@ static bb_engine *make_engine(bbsim *s, uint32_t k, bb_error *err)
     return bb_engine_new(&c, err);
 }
 
-static const bb_component_type *find_type(void *ud, const char *type_name)
-{
-    return bb_plugin_loader_type_lookup(((bbsim *)ud)->loader, type_name);
-}
-
 static int install(bbsim *s, uint32_t k, bb_engine *e, bb_error *err)
 {
     bbsim_node *n = &s->nodes[k];
     const bbsim_group *g = &s->sc->groups[n->group];
-    bb_engine_registry reg = {.find_type = find_type, .slot_config = slot_config, .ud = s};
+    bb_engine_registry reg = {.slot_config = slot_config, .ud = s};
+    bb_type_source_from_loader(&reg.types, s->loader, NULL);
     s->installing = k;
     int rc = bb_engine_install(e, s->model, (const char *const *)g->targets, g->n_targets,
                                &reg, err);

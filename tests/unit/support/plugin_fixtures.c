@@ -173,7 +173,8 @@ bb_engine_registry pfx_registry(const pfx_slot_config *cfg, size_t n)
 {
     g_reg_ud.cfg = cfg;
     g_reg_ud.n = n;
-    bb_engine_registry r = {reg_find, reg_config, &g_reg_ud};
+    bb_engine_registry r = {.types = {.find = reg_find}, .slot_config = reg_config,
+                            .ud = &g_reg_ud};
     return r;
 }
 
@@ -239,8 +240,8 @@ bb_model *pfx_compile_example(const char *example, const char *const *knobs)
     if (bb_model_load_file(out, &in, &e))
         fail_msg("load %s: %s", out, e.msg);
     unlink(out);
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, pfx_loader());
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, pfx_loader(), NULL);
     bbc_options o;
     bbc_options_init(&o);
     bbc_error err = {0};
