@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/io.h"
 #include "bb/model_io.h"
 #include "bb/model_sign.h"
 #include "bbc/bbc.h"
@@ -33,7 +34,7 @@ int bbc_sign_file(const char *in, const char *out, const char *key_path, bb_peer
     int rc = bb_keyfile_load(key_path, &kp, err);
     if (rc)
         return bb_error_prefix(err, "signing key");
-    if ((rc = bb_model_read_file(in, &bytes, &len, err)) == BB_OK &&
+    if ((rc = bb_read_file(in, BB_MODEL_MAX_BYTES, &bytes, &len, err)) == BB_OK &&
         (rc = bb_model_sign(bytes, len, &kp, &signed_bytes, &signed_len, err)) != BB_OK)
         bb_error_prefix(err, "%s", in);
     if (rc == BB_OK)

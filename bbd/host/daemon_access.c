@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/io.h"
 #include "bb/model_io.h"
 #include "bb/model_sign.h"
 #include "bbd/host/daemon.h"
@@ -182,7 +183,7 @@ int bbd_daemon_load_artifact(bbd_daemon *d, bb_error *err)
     size_t len = 0;
     bb_peerid signer;
     char who[BB_PEERID_TEXT_MAX];
-    int rc = bb_model_read_file(c->artifact, &bytes, &len, err);
+    int rc = bb_read_file(c->artifact, BB_MODEL_MAX_BYTES, &bytes, &len, err);
     if (rc == BB_OK &&
         (rc = bb_model_verify(bytes, len, c->require_signed_by.v, c->require_signed_by.n, &signer,
                               err)) != BB_OK)

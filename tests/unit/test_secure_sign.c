@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bb/meta.h"
+#include "bb/io.h"
 #include "bb/model_io.h"
 #include "bb/model_sign.h"
 
@@ -34,7 +35,7 @@ static uint8_t *artifact(size_t *len)
 {
     uint8_t *b = NULL;
     bb_error err = {0};
-    if (bb_model_read_file(ARTIFACT, &b, len, &err) != BB_OK)
+    if (bb_read_file(ARTIFACT, BB_MODEL_MAX_BYTES, &b, len, &err) != BB_OK)
         fail_msg("%s (run from the repository root)", err.msg);
     return b;
 }
@@ -92,7 +93,7 @@ static void test_secure_sign_and_verify(void **state)
     assert_int_equal(bb_model_write_file(path, s1, sn, &err), BB_OK);
     uint8_t *back = NULL;
     size_t bn = 0;
-    assert_int_equal(bb_model_read_file(path, &back, &bn, &err), BB_OK);
+    assert_int_equal(bb_read_file(path, BB_MODEL_MAX_BYTES, &back, &bn, &err), BB_OK);
     unlink(path);
     assert_int_equal(bb_model_verify(back, bn, &a, 1, &who, &err), BB_OK);
     free(back);

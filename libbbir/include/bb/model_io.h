@@ -21,11 +21,6 @@
 
 /* Load from a file. *out is new on success (free with bb_model_free). */
 int bb_model_load_file(const char *path, bb_model **out, bb_error *err);
-/* A model file's bytes as bb_model_load_file reads them (at most
- * BB_MODEL_MAX_BYTES; *out malloc'd, the caller frees): for checks over
- * the bytes themselves (a signature, bb/model_sign.h) before
- * bb_model_load_mem loads those same bytes. */
-int bb_model_read_file(const char *path, uint8_t **out, size_t *len, bb_error *err);
 /* Load from memory; name is used in error messages ("<name>: ..."). */
 int bb_model_load_mem(const void *data, size_t len, const char *name,
                       bb_model **out, bb_error *err);
