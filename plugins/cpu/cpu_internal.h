@@ -131,6 +131,16 @@ int cpu_execute_graph(void *inst, const bb_graph *graph, const char *const *inpu
 cpu_plan_cache *cpu_plan_cache_new(size_t max_plans);
 void cpu_plan_cache_free(cpu_plan_cache *c);
 
+/* Value name -> slot, open addressing over borrowed names; cap is a power
+ * of two, at least twice the entries (keys / vals: cap entries, zeroed). */
+typedef struct cpu_name_map {
+    const char **keys;
+    int32_t *vals;
+    size_t cap;
+} cpu_name_map;
+int32_t cpu_name_map_get(const cpu_name_map *m, const char *k); /* -1 when absent */
+void cpu_name_map_put(cpu_name_map *m, const char *k, int32_t v);
+
 /* ---- errors, dtypes, attributes (util.c) ----------------------------------- */
 int cpu_fail(cpu_run *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* "dtype <name> not supported". */
@@ -203,6 +213,22 @@ typedef struct cpu_geom {
  * from the node; kernel has ns entries. */
 int cpu_geom_init(cpu_run *r, const bb_tensor_view *x, const int64_t *kernel, bool allow_ceil,
                   cpu_geom *g);
+/* col [C * K, O] of one image's C channels at x (K kernel elements, O
+ * output positions; padding reads as 0), and its adjoint: x += what
+ * im2col would have read into col. */
+void cpu_im2col_f32(const cpu_geom *g, const float *x, size_t C, float *col);
+void cpu_col2im_add_f32(const cpu_geom *g, const float *col, size_t C, float *x);
+/* In-bounds offsets (row-major within a plane) of the pooling window at
+ * output position oc; *padded counts positions inside the padded extent. */
+size_t cpu_pool_window(const cpu_geom *g, const int64_t *oc, size_t *offs, size_t *padded);
+/* Slice's geometry from its inputs (starts, ends, axes, steps): per axis
+ * the first index, the step and the output extent. */
+int cpu_slice_geom(cpu_run *r, bb_value *const *in, uint32_t n_in, int64_t *start,
+                   int64_t *step, int64_t *out_dims);
+/* Where that slice's elements sit in t: returns the first one's offset;
+ * sst[d] is the element stride of output axis d. */
+ptrdiff_t cpu_slice_strides(const bb_tensor_view *t, const int64_t *start, const int64_t *step,
+                            const int64_t *out_dims, ptrdiff_t *sst);
 
 /* ---- multidirectional broadcasting (broadcast.c) --------------------------- */
 #define CPU_BC_MAX 3

@@ -26,18 +26,12 @@
 
 /* ---- name -> slot map (open addressing, borrowed keys) --------------------- */
 
-typedef struct name_map {
-    const char **keys;
-    int32_t *vals;
-    size_t cap; /* power of two */
-} name_map;
-
 static uint64_t name_hash(const char *s)
 {
     return bb_fnv1a64(s, strlen(s));
 }
 
-static int32_t map_get(const name_map *m, const char *k)
+int32_t cpu_name_map_get(const cpu_name_map *m, const char *k)
 {
     if (!m->cap)
         return -1;
@@ -49,7 +43,7 @@ static int32_t map_get(const name_map *m, const char *k)
     }
 }
 
-static void map_put(name_map *m, const char *k, int32_t v)
+void cpu_name_map_put(cpu_name_map *m, const char *k, int32_t v)
 {
     size_t i = name_hash(k) & (m->cap - 1);
     while (m->keys[i])
@@ -81,7 +75,7 @@ struct cpu_plan {
     const char **slot_name;
     bb_value **konst;    /* initializer / Constant value per slot (owned), or NULL */
     int32_t *def_node;   /* producing node index; -1 input/initializer/outer */
-    name_map map;
+    cpu_name_map map;
     uint32_t n_in, n_out, n_outer;
     int32_t *in_slot, *out_slot, *outer_slot;
     uint32_t n_nodes;
@@ -176,7 +170,7 @@ static int32_t slot_add(builder *b, const char *name, int32_t def)
     int32_t s = (int32_t)p->n_slots++;
     p->slot_name[s] = name;
     p->def_node[s] = def;
-    map_put(&p->map, name, s);
+    cpu_name_map_put(&p->map, name, s);
     return s;
 }
 
@@ -238,7 +232,7 @@ static int plan_nodes(builder *b, uint32_t depth)
                 pn->in[j] = -1;
                 continue;
             }
-            int32_t s = map_get(&p->map, nm);
+            int32_t s = cpu_name_map_get(&p->map, nm);
             if (s < 0) {
                 s = slot_add(b, nm, -1);
                 p->outer_slot[p->n_outer++] = s;
@@ -251,7 +245,7 @@ static int plan_nodes(builder *b, uint32_t depth)
         }
         for (uint32_t j = 0; j < pn->n_out; j++) {
             const char *nm = n->outputs.v[j];
-            pn->out[j] = nm && *nm ? map_get(&p->map, nm) : -1;
+            pn->out[j] = nm && *nm ? cpu_name_map_get(&p->map, nm) : -1;
             if (pn->out[j] >= 0)
                 prod[pn->out[j]] = k;
         }
@@ -270,7 +264,7 @@ static int plan_nodes(builder *b, uint32_t depth)
                 const cpu_plan *ch = pn->child[c];
                 for (uint32_t q = 0; q < ch->n_outer; q++) {
                     const char *nm = ch->slot_name[ch->outer_slot[q]];
-                    int32_t s = map_get(&p->map, nm);
+                    int32_t s = cpu_name_map_get(&p->map, nm);
                     if (s < 0) {
                         if (p->n_slots >= b->cap_slots)
                             return bfail(b, BB_ELIMIT, "too many outer-scope names");
@@ -309,7 +303,7 @@ static int plan_nodes(builder *b, uint32_t depth)
         const bb_value_info *vi = g->outputs.v[j];
         if (!vi || !vi->name || !*vi->name)
             return bfail(b, BB_EINVAL, "output %u has no name", j);
-        int32_t s = map_get(&p->map, vi->name);
+        int32_t s = cpu_name_map_get(&p->map, vi->name);
         if (s < 0) {
             if (p->n_slots >= b->cap_slots)
                 return bfail(b, BB_ELIMIT, "too many names");
@@ -392,7 +386,7 @@ static int plan_build(cpu_backend *be, const bb_graph *g, uint32_t depth, cpu_pl
             rc = bfail(&b, BB_EINVAL, "input %u has no name", i);
             goto fail;
         }
-        if (map_get(&p->map, vi->name) >= 0) {
+        if (cpu_name_map_get(&p->map, vi->name) >= 0) {
             rc = bfail(&b, BB_EINVAL, "input '%s' declared twice", vi->name);
             goto fail;
         }
@@ -404,7 +398,7 @@ static int plan_build(cpu_backend *be, const bb_graph *g, uint32_t depth, cpu_pl
             rc = bfail(&b, BB_EINVAL, "initializer %zu has no name", i);
             goto fail;
         }
-        int32_t s = map_get(&p->map, tp->name);
+        int32_t s = cpu_name_map_get(&p->map, tp->name);
         if (s >= 0 && p->konst[s]) {
             rc = bfail(&b, BB_EINVAL, "initializer '%s' declared twice", tp->name);
             goto fail;
@@ -423,7 +417,7 @@ static int plan_build(cpu_backend *be, const bb_graph *g, uint32_t depth, cpu_pl
             const char *nm = n->outputs.v[j];
             if (!nm || !*nm)
                 continue;
-            if (map_get(&p->map, nm) >= 0) {
+            if (cpu_name_map_get(&p->map, nm) >= 0) {
                 rc = bfail(&b, BB_EINVAL, "node '%s' (%s): value '%s' is already defined",
                            nname(n), n->op_type ? n->op_type : "?", nm);
                 goto fail;
@@ -563,7 +557,7 @@ static bb_value *frame_lookup(const cpu_frame *f, const char *name)
                     return f->vals[i];
             continue;
         }
-        int32_t s = map_get(&f->plan->map, name);
+        int32_t s = cpu_name_map_get(&f->plan->map, name);
         if (s >= 0 && f->vals[s])
             return f->vals[s];
     }
@@ -673,7 +667,7 @@ int cpu_execute_graph(void *inst, const bb_graph *graph, const char *const *inpu
         const char *nm = input_names ? input_names[i] : NULL;
         uint32_t j = p->n_in;
         if (nm) {
-            int32_t s = map_get(&p->map, nm);
+            int32_t s = cpu_name_map_get(&p->map, nm);
             for (j = 0; j < p->n_in && p->in_slot[j] != s; j++)
                 ;
         }

@@ -15,9 +15,7 @@
 
 #define MAX_WINDOW ((size_t)1 << 24)
 
-/* In-bounds offsets (row-major within the plane) of the window at output
- * position oc; *padded counts positions inside the padded extent. */
-static size_t window(const cpu_geom *g, const int64_t *oc, size_t *offs, size_t *padded)
+size_t cpu_pool_window(const cpu_geom *g, const int64_t *oc, size_t *offs, size_t *padded)
 {
     uint32_t ns = g->ns;
     int64_t kk[CPU_MAX_SPATIAL] = {0};
@@ -157,7 +155,7 @@ static int pool(cpu_run *r, bb_value *const *in, bb_value **out, uint32_t n_out,
         return BB_ENOMEM;
     int64_t oc[CPU_MAX_SPATIAL] = {0};
     for (size_t o = 0; o < j.O; o++) {
-        size_t padded, n = window(&g, oc, offs, &padded);
+        size_t padded, n = cpu_pool_window(&g, oc, offs, &padded);
         if (is_max) {
             switch (dt) {
             case BB_DT_FLOAT: maxpool_float(&j, offs, n, o); break;
