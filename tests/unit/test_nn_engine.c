@@ -26,6 +26,7 @@
 
 #include "support/engine_fixtures.h"
 #include "support/plugin_fixtures.h"
+#include "support/worker_pool.h"
 
 #define MODEL "ai.bytesandbrains.role.model"
 #define SLOT "ai.bytesandbrains.slot"
@@ -35,80 +36,6 @@ static double now_s(clockid_t clock)
     struct timespec ts;
     clock_gettime(clock, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ---- a worker pool of one thread, with a gate the test holds ------------------------ */
-
-typedef struct pool_job {
-    void (*work)(void *);
-    void *arg;
-    uint64_t token;
-} pool_job;
-
-typedef struct pool {
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pool_job q[64];
-    int n;
-    bool open, stop, running;
-    int ran;
-    bb_engine *e; /* NULL once the engine is gone: results are dropped */
-} pool;
-
-static void *pool_main(void *p)
-{
-    pool *w = p;
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        while (!w->stop && (!w->open || w->n == 0))
-            pthread_cond_wait(&w->cv, &w->mu);
-        if (w->stop)
-            break;
-        pool_job j = w->q[0];
-        memmove(w->q, w->q + 1, (size_t)--w->n * sizeof *w->q);
-        w->running = true;
-        pthread_cond_broadcast(&w->cv);
-        pthread_mutex_unlock(&w->mu);
-        j.work(j.arg);
-        pthread_mutex_lock(&w->mu);
-        if (w->e)
-            bb_engine_work_done(w->e, j.token);
-        w->running = false;
-        w->ran++;
-        pthread_cond_broadcast(&w->cv);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
-}
-
-static int pool_submit(void *ud, void (*work)(void *), void *arg, uint64_t token)
-{
-    pool *w = ud;
-    pthread_mutex_lock(&w->mu);
-    int rc = w->n < 64 ? BB_OK : BB_EFULL;
-    if (!rc)
-        w->q[w->n++] = (pool_job){work, arg, token};
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    return rc;
-}
-
-static void pool_gate(pool *w, bool open)
-{
-    pthread_mutex_lock(&w->mu);
-    w->open = open;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
-static void pool_stop(pool *w)
-{
-    pthread_mutex_lock(&w->mu);
-    w->stop = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->th, NULL);
 }
 
 /* ---- artifacts and runs -------------------------------------------------------------------- */
@@ -260,14 +187,12 @@ static void test_digits_centralized_baseline(void **state)
 static void test_train_on_a_worker_while_the_node_serves(void **state)
 {
     (void)state;
-    pool w = {.open = false};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
+    pool w;
+    pool_init(&w);
     bb_model *m = mlp_model("data::Synthetic", 3);
     bb_engine *e = install(m, "{\"layers\": [2, 8, 2], \"learning_rate\": 0.1, \"seed\": 3}",
                            "{\"samples\": 200, \"cluster_std\": 0.5, \"batch_size\": 10}", &w);
-    w.e = e;
-    assert_int_equal(pthread_create(&w.th, NULL, pool_main, &w), 0);
+    assert_int_equal(pool_start(&w, e), 0);
     fx_log log = {0};
     invoke(e, "Peek", "go", bb_value_trigger());
     const fx_rec *p0 = run_until(e, &log, "p", 5);
@@ -346,16 +271,14 @@ static void test_model_destroyed_with_work_queued_or_running(void **state)
 {
     (void)state;
     for (int running = 0; running < 2; running++) {
-        pool w = {.open = false};
-        pthread_mutex_init(&w.mu, NULL);
-        pthread_cond_init(&w.cv, NULL);
+        pool w;
+        pool_init(&w);
         bb_model *m = mlp_model("data::Synthetic", 50);
         bb_engine *e = install(m, "{\"layers\": [64, 256, 10], \"seed\": 1}",
                                "{\"samples\": 100000, \"features\": 64, \"classes\": 10, "
                                "\"batch_size\": 1000}",
                                &w);
-        w.e = e;
-        assert_int_equal(pthread_create(&w.th, NULL, pool_main, &w), 0);
+        assert_int_equal(pool_start(&w, e), 0);
         fx_log log = {0};
         invoke(e, "Central", "go", bb_value_trigger());
         fx_run(e, &log, 1, 10);

@@ -1,0 +1,258 @@
+/*
+ * nn::Onnx training the CNN of examples/cnn through the engine (one node,
+ * in-process), on the handwritten digits (scripts/fetch-data; 8x8 images,
+ * so the CNN's small shape): EvaluateMetrics before and after a short
+ * Train on 80% of the images — the held-out loss falls and the accuracy
+ * clearly beats chance (10%); the figures are printed. Then the job
+ * protocol on a real worker thread: the node answers reads from the
+ * committed parameters while the CNN trains, and a LoadParameters waits
+ * for the Train to commit.
+ *
+ * The long Fashion-MNIST run (>= 91%) is a benchmark: scripts/cnn-fashion.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "examples/cnn/cnn_graph.h"
+#include "support/engine_fixtures.h"
+#include "support/plugin_fixtures.h"
+#include "support/worker_pool.h"
+
+#define MODEL "ai.bytesandbrains.role.model"
+#define SLOT "ai.bytesandbrains.slot"
+
+static char g_dir[64];
+static char g_cnn[128]; /* the digits CNN as an ONNX file */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/bb-cnn.XXXXXX");
+    if (!mkdtemp(g_dir))
+        return -1;
+    snprintf(g_cnn, sizeof g_cnn, "%s/digits_cnn.onnx", g_dir);
+    og o;
+    og_begin(&o, "digits_cnn");
+    cnn_shape s = {8, 8, 16, 32, 10, true};
+    cnn_graph(&o, &s, 5);
+    bb_error err = {0};
+    int rc = og_save(&o, 17, g_cnn, &err);
+    og_end(&o);
+    if (rc)
+        fprintf(stderr, "writing %s: %s\n", g_cnn, err.msg);
+    return rc ? -1 : 0;
+}
+
+static int group_teardown(void **state)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", g_dir);
+    return pfx_group_teardown(state);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Targets: Before(go) -> EvaluateMetrics -> loss0, acc0; Central(go) ->
+ * Train(epochs) -> EvaluateMetrics -> loss, accuracy, num_samples;
+ * Peek(go) -> Params -> p; Load(x) -> LoadParameters -> cmd. */
+static bb_model *cnn_model(int64_t epochs)
+{
+    bb_model *m = fx_model();
+    bb_function *b = fx_fn(m, "Before", "go", "loss0,acc0");
+    fx_meta(m, fx_op(m, b, MODEL, "EvaluateMetrics", "go", "loss0,acc0"), SLOT, "model");
+    bb_function *f = fx_fn(m, "Central", "go", "loss,accuracy,num_samples");
+    bb_node *n = fx_op(m, f, MODEL, "Train", "go", "params,num_samples");
+    fx_meta(m, n, SLOT, "model");
+    fx_int(m, n, "epochs", epochs);
+    fx_meta(m, fx_op(m, f, MODEL, "EvaluateMetrics", "params", "loss,accuracy"), SLOT, "model");
+    bb_function *p = fx_fn(m, "Peek", "go", "p");
+    fx_meta(m, fx_op(m, p, MODEL, "Params", "", "p"), SLOT, "model");
+    bb_function *l = fx_fn(m, "Load", "x", "cmd");
+    fx_meta(m, fx_op(m, l, MODEL, "LoadParameters", "x", "cmd"), SLOT, "model");
+    fx_type(m, l, "x", &BB_TYPE_TENSOR_F32);
+    const char *targets[4] = {"Before", "Central", "Peek", "Load"};
+    for (int i = 0; i < 4; i++) {
+        fx_bind(m, targets[i], "model", "Model|nn::Onnx|0");
+        fx_bind(m, targets[i], "data", "DataSource|data::Csv|1");
+    }
+    return m;
+}
+
+static bb_engine *install(bb_model *m, const char *model_cfg, const char *data_cfg, pool *w)
+{
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    if (w) {
+        cfg.submit_work = pool_submit;
+        cfg.submit_work_ud = w;
+    }
+    bb_engine *e = fx_engine(1, 7001, &cfg);
+    assert_non_null(e);
+    pfx_slot_config sc[2] = {{"model", model_cfg}, {"data", data_cfg}};
+    bb_engine_registry reg = pfx_registry(sc, 2);
+    const char *targets[4] = {"Before", "Central", "Peek", "Load"};
+    bb_error err = {0};
+    if (bb_engine_install(e, m, targets, 4, &reg, &err) != BB_OK)
+        fail_msg("install: %s", err.msg);
+    return e;
+}
+
+static void invoke(bb_engine *e, const char *target, const char *input, bb_value *v)
+{
+    bb_engine_input in = {.name = input, .value = v};
+    bb_error err = {0};
+    if (bb_engine_invoke(e, target, &in, 1, NULL, &err))
+        fail_msg("invoke %s: %s", target, err.msg);
+    bb_value_unref(v);
+}
+
+/* Polls until an AppEvent with topic appears (or an op fails, or the wall
+ * deadline passes). */
+static const fx_rec *run_until(bb_engine *e, fx_log *log, const char *topic, double seconds)
+{
+    double end = now_s() + seconds;
+    bb_steps s;
+    bb_steps_init(&s);
+    const fx_rec *r = NULL;
+    while (!(r = fx_log_app(log, topic, 0)) && !fx_log_count(log, BB_STEP_OP_FAILED) &&
+           now_s() < end) {
+        bb_engine_poll(e, 1, &s);
+        for (size_t k = 0; k < s.n; k++)
+            fx_log_add(log, &s.v[k]);
+        if (!s.n) {
+            struct timespec ts = {0, 200000}; /* waiting on a worker */
+            nanosleep(&ts, NULL);
+        }
+    }
+    bb_steps_free(&s);
+    if (!r && fx_log_count(log, BB_STEP_OP_FAILED))
+        fail_msg("op failed: %s", fx_log_nth(log, BB_STEP_OP_FAILED, 0)->c);
+    if (!r)
+        fail_msg("no %s event within %.0f s", topic, seconds);
+    return r;
+}
+
+static float scalar_of(const fx_rec *r)
+{
+    assert_non_null(r);
+    assert_int_equal(r->value->type->kind, BB_VK_TENSOR);
+    return *bb_tensor_f32(r->value);
+}
+
+static void data_config(char *out, size_t cap)
+{
+    snprintf(out, cap,
+             "{\"path\": \"%s\", \"holdout\": 0.2, \"split_seed\": 0, \"normalization\": "
+             "\"min-max\", \"batch_size\": 64, \"seed\": 1}",
+             pfx_repo_path("data/digits.csv.gz"));
+}
+
+static void test_cnn_digits_loss_falls(void **state)
+{
+    (void)state;
+    if (!pfx_fetch_data())
+        fail_msg("scripts/fetch-data could not provide data/digits.csv.gz");
+    enum { EPOCHS = 4 };
+    char data_cfg[512], model_cfg[512];
+    data_config(data_cfg, sizeof data_cfg);
+    snprintf(model_cfg, sizeof model_cfg,
+             "{\"model_file\": \"%s\", \"optimizer\": \"adam\", \"learning_rate\": 0.003, "
+             "\"batch_size\": 32}", g_cnn);
+    bb_model *m = cnn_model(EPOCHS);
+    bb_engine *e = install(m, model_cfg, data_cfg, NULL);
+    fx_log log = {0};
+    invoke(e, "Before", "go", bb_value_trigger());
+    float loss0 = scalar_of(run_until(e, &log, "loss0", 60));
+    float acc0 = scalar_of(fx_log_app(&log, "acc0", 0));
+    double t0 = now_s();
+    invoke(e, "Central", "go", bb_value_trigger());
+    float acc = scalar_of(run_until(e, &log, "accuracy", 240));
+    float loss = scalar_of(fx_log_app(&log, "loss", 0));
+    const fx_rec *ns = fx_log_app(&log, "num_samples", 0);
+    assert_non_null(ns);
+    print_message("  digits CNN (8x8, conv 8/16 + BN, fc 32): held-out loss %.4f -> %.4f, "
+                  "accuracy %.2f%% -> %.2f%% after %d epochs over 1438 images (%.2f s)\n",
+                  (double)loss0, (double)loss, 100.0 * acc0, 100.0 * acc, EPOCHS, now_s() - t0);
+    assert_int_equal(ns->value->u.u64, (uint64_t)EPOCHS * 1438);
+    assert_true(loss < 0.5f * loss0);
+    assert_true(acc >= 0.8f); /* chance: 10% */
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+/* The node keeps serving while a worker trains the CNN. */
+static void test_cnn_train_on_a_worker(void **state)
+{
+    (void)state;
+    if (!pfx_fetch_data())
+        fail_msg("scripts/fetch-data could not provide data/digits.csv.gz");
+    char data_cfg[512], model_cfg[512];
+    data_config(data_cfg, sizeof data_cfg);
+    snprintf(model_cfg, sizeof model_cfg, "{\"model_file\": \"%s\"}", g_cnn);
+    pool w;
+    pool_init(&w);
+    bb_model *m = cnn_model(1);
+    bb_engine *e = install(m, model_cfg, data_cfg, &w);
+    assert_int_equal(pool_start(&w, e), 0);
+    fx_log log = {0};
+    invoke(e, "Peek", "go", bb_value_trigger());
+    bb_value *initial = bb_value_ref(run_until(e, &log, "p", 5)->value);
+    invoke(e, "Central", "go", bb_value_trigger()); /* its work waits at the closed gate */
+    fx_run(e, &log, 1, 10);
+    assert_true(bb_engine_pending_async_count(e) >= 1);
+    invoke(e, "Peek", "go", bb_value_trigger()); /* answered from the committed parameters */
+    fx_run(e, &log, 1, 10);
+    assert_non_null(fx_log_app(&log, "p", 1));
+    assert_true(bb_value_equal(fx_log_app(&log, "p", 1)->value, initial));
+    size_t n = bb_tensor_numel(initial);
+    float *zeros = calloc(n, sizeof *zeros);
+    invoke(e, "Load", "x", fx_f32(zeros, n)); /* waits for the Train */
+    fx_run(e, &log, 1, 10);
+    assert_null(fx_log_app(&log, "cmd", 0));
+    pool_gate(&w, true);
+    run_until(e, &log, "cmd", 120);
+    assert_non_null(fx_log_app(&log, "num_samples", 0)); /* Train committed first */
+    invoke(e, "Peek", "go", bb_value_trigger());
+    const fx_rec *p2 = NULL;
+    for (double end = now_s() + 5; !p2 && now_s() < end;) {
+        fx_run(e, &log, 1, 10);
+        p2 = fx_log_app(&log, "p", 2);
+    }
+    assert_non_null(p2);
+    assert_true(fx_f32_eq(p2->value, zeros, n));
+    pthread_mutex_lock(&w.mu);
+    assert_true(w.ran >= 1); /* the training ran on the worker */
+    pthread_mutex_unlock(&w.mu);
+    free(zeros);
+    bb_value_unref(initial);
+    pool_stop(&w);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cnn_digits_loss_falls),
+        cmocka_unit_test(test_cnn_train_on_a_worker),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
