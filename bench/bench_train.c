@@ -1,0 +1,388 @@
+/*
+ * bench_train.c — training and inference speed on one CPU core, against
+ * the frameworks people would otherwise use, measured in the same run:
+ *
+ *   training step (forward + backward + SGD-momentum update) of nn::Onnx
+ *     on the CNN of examples/cnn (Fashion-MNIST shape) at batch 32 and 64,
+ *     and on the 784-128-10 MLP at batch 64, against PyTorch on the same
+ *     shapes with torch.set_num_threads(1) (bench/bench_train_torch.py);
+ *   inference: the MLP at batch 1 and 64 and the CNN at batch 64 through
+ *     cpu::CpuBackend's execute_graph, against ONNX Runtime single-threaded
+ *     (npm's onnxruntime-node, bench/bench_infer_ort.js) minus ORT's
+ *     per-call binding overhead, measured on an Identity model of the same
+ *     input.
+ * Target: every ratio (ours / theirs) <= 1.0. A baseline that is not
+ * installed is skipped with a message (make bench installs both:
+ * scripts/bench-deps). Each figure is the median of 7 trials.
+ *
+ * Usage: bench_train [--quick]
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "bb/plugin_loader.h"
+#include "bench/support/bench_util.h"
+#include "examples/cnn/cnn_graph.h"
+
+#define TRIALS 7
+
+static double TRIAL_S = 0.4;
+static char TMP[64];
+
+typedef struct comp {
+    const bb_component_type *t;
+    void *inst;
+} comp;
+
+static _Noreturn void fail(const char *what, const char *msg)
+{
+    fprintf(stderr, "bench_train: error: %s: %s\n", what, msg);
+    exit(1);
+}
+
+static void dispatch(comp *c, const char *op, bb_value **in, uint32_t n_in, bb_value **out,
+                     uint32_t n_out)
+{
+    uint32_t idx = 0;
+    const char *domain = NULL;
+    for (uint32_t s = 0; s < c->t->n_opsets && !domain; s++)
+        if (bb_component_type_find_op(c->t, c->t->opsets[s].domain, op, &idx))
+            domain = c->t->opsets[s].domain;
+    bb_dispatch_call call = {.domain = domain, .op_type = op, .op_index = idx, .inputs = in,
+                             .n_inputs = n_in, .n_outputs = n_out};
+    bb_error err = {0};
+    if (!domain || c->t->dispatch(c->inst, NULL, &call, out, &err) != BB_DISPATCH_NOW_OK)
+        fail(op, domain ? err.msg : "no such op");
+}
+
+/* Median seconds per call of fn(ctx) over TRIALS trials of ~TRIAL_S. */
+static double measure(void (*fn)(void *), void *ctx)
+{
+    fn(ctx); /* warm up: buffers, plans */
+    long reps = 1;
+    for (;;) {
+        double t0 = bench_now_ns();
+        for (long i = 0; i < reps; i++)
+            fn(ctx);
+        if ((bench_now_ns() - t0) * 1e-9 > TRIAL_S / 4 || reps > (1L << 24))
+            break;
+        reps *= 2;
+    }
+    double t[TRIALS];
+    for (int k = 0; k < TRIALS; k++) {
+        double t0 = bench_now_ns();
+        for (long i = 0; i < reps; i++)
+            fn(ctx);
+        t[k] = (bench_now_ns() - t0) * 1e-9 / (double)reps;
+    }
+    return bench_median(t, TRIALS);
+}
+
+static bb_value *random_tensor(uint32_t nd, const int64_t *dims, uint64_t seed)
+{
+    bb_value *v = bb_value_tensor_new(BB_DT_FLOAT, nd, dims);
+    if (!v)
+        fail("tensor", "out of memory");
+    float *p = bb_tensor_f32(v);
+    for (size_t i = 0, n = bb_tensor_numel(v); i < n; i++)
+        p[i] = (float)og_normal(&seed);
+    return v;
+}
+
+/* ---- the models ------------------------------------------------------------------------ */
+
+static void mlp_graph(og *o)
+{
+    uint64_t seed = 3;
+    og_begin(o, "mlp");
+    og_input(o, "input", 2, (int64_t[]){-1, 784});
+    float *w1 = malloc(128 * 784 * sizeof *w1), *w2 = malloc(10 * 128 * sizeof *w2);
+    float b1[128] = {0}, b2[10] = {0};
+    og_he(w1, 128 * 784, 784, &seed);
+    og_he(w2, 10 * 128, 128, &seed);
+    og_param(o, "fc1.weight", 2, (int64_t[]){128, 784}, w1);
+    og_param(o, "fc1.bias", 1, (int64_t[]){128}, b1);
+    og_param(o, "fc2.weight", 2, (int64_t[]){10, 128}, w2);
+    og_param(o, "fc2.bias", 1, (int64_t[]){10}, b2);
+    og_attr_int(o, og_node(o, "Gemm", "fc1", "input,fc1.weight,fc1.bias", "h"), "transB", 1);
+    og_node(o, "Relu", "relu", "h", "hr");
+    og_attr_int(o, og_node(o, "Gemm", "fc2", "hr,fc2.weight,fc2.bias", "logits"), "transB", 1);
+    og_output(o, "logits", 2, (int64_t[]){-1, 10});
+    free(w1);
+    free(w2);
+}
+
+static void cnn(og *o)
+{
+    og_begin(o, "cnn");
+    cnn_shape s = CNN_SHAPE_FASHION;
+    cnn_graph(o, &s, 2024);
+}
+
+static void identity_graph(og *o)
+{
+    og_begin(o, "identity");
+    og_input(o, "input", 2, (int64_t[]){-1, 784});
+    og_node(o, "Identity", "id", "input", "output");
+    og_output(o, "output", 2, (int64_t[]){-1, 784});
+}
+
+static void save(og *o, const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s.onnx", TMP, name);
+    bb_error err = {0};
+    if (og_save(o, 17, path, &err))
+        fail(path, err.msg);
+}
+
+/* ---- a training step through nn::Onnx's ops ------------------------------------------------ */
+
+typedef struct step_case {
+    comp m;
+    bb_value *x;
+    int32_t *labels;
+    int64_t rows;
+} step_case;
+
+/* Forward, softmax cross-entropy's gradient, Backward, Step. */
+static void train_step(void *p)
+{
+    step_case *c = p;
+    bb_value *logits = NULL, *cmd = NULL, *dl;
+    dispatch(&c->m, "Forward", &c->x, 1, &logits, 1);
+    int64_t k = (int64_t)bb_tensor_numel(logits) / c->rows;
+    dl = bb_value_tensor_new(BB_DT_FLOAT, 2, (int64_t[]){c->rows, k});
+    const float *y = bb_tensor_f32(logits);
+    float *g = bb_tensor_f32(dl);
+    for (int64_t r = 0; r < c->rows; r++) {
+        float mx = y[r * k], sum = 0;
+        for (int64_t j = 1; j < k; j++)
+            mx = y[r * k + j] > mx ? y[r * k + j] : mx;
+        for (int64_t j = 0; j < k; j++)
+            sum += (g[r * k + j] = expf(y[r * k + j] - mx));
+        for (int64_t j = 0; j < k; j++)
+            g[r * k + j] = (g[r * k + j] / sum - (j == c->labels[r])) / (float)c->rows;
+    }
+    dispatch(&c->m, "Backward", &dl, 1, &cmd, 1);
+    bb_value_unref(cmd);
+    bb_value *empty = bb_value_tensor_new(BB_DT_FLOAT, 1, (int64_t[]){0});
+    dispatch(&c->m, "Step", &empty, 1, &cmd, 1);
+    bb_value_unref(cmd);
+    bb_value_unref(empty);
+    bb_value_unref(dl);
+    bb_value_unref(logits);
+}
+
+static double time_training(bb_plugin_loader *l, og *o, int64_t batch)
+{
+    step_case c = {.rows = batch};
+    const bb_loaded_type *lt = bb_plugin_loader_find(l, "nn::Onnx");
+    if (!lt)
+        fail("nn::Onnx", "not found in the plugin directory");
+    c.m.t = lt->type;
+    static const char cfg[] = "{\"learning_rate\": 0.01, \"momentum\": 0.9}";
+    bb_attr at = {.name = "model", .type = BB_ATTR_STRING, .has_s = true, .g = o->g};
+    at.s.data = (uint8_t *)(uintptr_t)cfg;
+    at.s.len = sizeof cfg - 1;
+    bb_create_args a = {.struct_size = sizeof a, .slot = "model", .construction = &at, .seed = 1};
+    bb_error err = {0};
+    if (c.m.t->create(&a, &c.m.inst, &err))
+        fail("nn::Onnx", err.msg);
+    c.x = random_tensor(2, (int64_t[]){batch, 784}, 9);
+    c.labels = malloc((size_t)batch * sizeof *c.labels);
+    for (int64_t r = 0; r < batch; r++)
+        c.labels[r] = (int32_t)(r * 7 % 10);
+    double t = measure(train_step, &c);
+    c.m.t->destroy(c.m.inst);
+    bb_value_unref(c.x);
+    free(c.labels);
+    return t;
+}
+
+/* ---- inference through cpu::CpuBackend ------------------------------------------------------- */
+
+typedef struct infer_case {
+    comp be;
+    const bb_graph *g;
+    bb_value *x;
+} infer_case;
+
+static void infer(void *p)
+{
+    infer_case *c = p;
+    const char *names[1] = {"input"};
+    bb_value *out = NULL;
+    bb_error err = {0};
+    if (c->be.t->execute_graph(c->be.inst, c->g, names, &c->x, 1, &out, 1, &err))
+        fail("execute_graph", err.msg);
+    bb_value_unref(out);
+}
+
+static double time_inference(comp *be, og *o, int64_t batch)
+{
+    infer_case c = {*be, o->g, random_tensor(2, (int64_t[]){batch, 784}, 5)};
+    double t = measure(infer, &c);
+    bb_value_unref(c.x);
+    return t;
+}
+
+/* ---- the baselines (helper processes) ---------------------------------------------------------- */
+
+/* Runs cmd; each output line "<key> <seconds>" fills the matching want[i]
+ * (NAN when absent). False (and the reason printed) when cmd failed. */
+static bool run_baseline(const char *cmd, const char *const *keys, double *vals, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        vals[i] = -1;
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return false;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char key[64];
+        double v;
+        if (sscanf(line, "%63s %lf", key, &v) != 2) {
+            fputs(line, stdout); /* a skip message */
+            continue;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(key, keys[i]) == 0)
+                vals[i] = v;
+    }
+    return pclose(f) == 0;
+}
+
+static void repo_root(char *out, size_t cap)
+{
+    char exe[1000];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    snprintf(out, cap, ".");
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    for (int i = 0; i < 3; i++) { /* <repo>/<build>/bench/bench_train -> <repo> */
+        char *s = strrchr(exe, '/');
+        if (s)
+            *s = '\0';
+    }
+    snprintf(out, cap, "%s", exe);
+}
+
+static void build_dir(char *out, size_t cap)
+{
+    const char *env = getenv("BB_BUILD");
+    char exe[1000];
+    ssize_t n;
+    if (env && *env) {
+        snprintf(out, cap, "%s", env);
+    } else if ((n = readlink("/proc/self/exe", exe, sizeof exe - 1)) > 0) {
+        exe[n] = '\0';
+        for (int i = 0; i < 2; i++) {
+            char *s = strrchr(exe, '/');
+            if (s)
+                *s = '\0';
+        }
+        snprintf(out, cap, "%s", exe);
+    } else {
+        snprintf(out, cap, "build");
+    }
+}
+
+static void row(const char *name, double ours, double base, const char *base_name, int *worst)
+{
+    if (base <= 0) {
+        printf("%-34s %10.3f ms %13s  %-18s %6s\n", name, ours * 1e3, "-", base_name, "skip");
+        return;
+    }
+    printf("%-34s %10.3f ms %10.3f ms  %-18s %6.3f\n", name, ours * 1e3, base * 1e3, base_name,
+           ours / base);
+    if (ours / base > 1.0)
+        (*worst)++;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--quick") == 0)
+        TRIAL_S = 0.05;
+    char build[1024], repo[1024], plugins[1100], cmd[4096];
+    build_dir(build, sizeof build);
+    repo_root(repo, sizeof repo);
+    snprintf(plugins, sizeof plugins, "%s/lib/bytesandbrains/plugins", build);
+    snprintf(TMP, sizeof TMP, "/tmp/bb-bench-train.XXXXXX");
+    if (!mkdtemp(TMP))
+        bench_die("mkdtemp");
+    bench_place(true); /* one core, as the baselines get */
+    openblas_set_num_threads(1);
+    bb_plugin_loader *l = NULL;
+    bb_error err = {0};
+    if (bb_plugin_loader_create(BB_PLUGIN_LOADER_ONLY_EXPLICIT, &l, &err) ||
+        bb_plugin_loader_add_dirs(l, plugins, &err) || bb_plugin_loader_scan(l, &err))
+        fail("plugins", err.msg);
+    og mlp, conv, id;
+    mlp_graph(&mlp);
+    cnn(&conv);
+    identity_graph(&id);
+    save(&mlp, "mlp");
+    save(&conv, "cnn");
+    save(&id, "identity");
+
+    /* training: ours */
+    double tr[3] = {time_training(l, &conv, 32), time_training(l, &conv, 64),
+                    time_training(l, &mlp, 64)};
+    /* training: PyTorch */
+    static const char *const TKEYS[3] = {"cnn_32", "cnn_64", "mlp_64"};
+    double tt[3];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/bench/bench_train_torch.py --trial-s %g",
+             repo, TRIAL_S);
+    bool torch_ok = run_baseline(cmd, TKEYS, tt, 3);
+    /* inference: ours through cpu::CpuBackend */
+    const bb_loaded_type *cpu = bb_plugin_loader_find(l, "cpu::CpuBackend");
+    if (!cpu)
+        fail("cpu::CpuBackend", "not found in the plugin directory");
+    comp be = {cpu->type, NULL};
+    bb_create_args a = {.struct_size = sizeof a, .slot = "backend",
+                        .config_json = "{\"threads\": 1}"};
+    if (be.t->create(&a, &be.inst, &err))
+        fail("cpu::CpuBackend", err.msg);
+    double ti[3] = {time_inference(&be, &mlp, 1), time_inference(&be, &mlp, 64),
+                    time_inference(&be, &conv, 64)};
+    /* inference: ONNX Runtime, minus its per-call overhead */
+    static const char *const IKEYS[3] = {"mlp_1", "mlp_64", "cnn_64"};
+    double to[3];
+    snprintf(cmd, sizeof cmd,
+             "NODE_PATH=%s/bench/ort/node_modules node %s/bench/bench_infer_ort.js %s %g", build,
+             repo, TMP, TRIAL_S);
+    bool ort_ok = run_baseline(cmd, IKEYS, to, 3);
+
+    printf("\nnn::Onnx and cpu::CpuBackend vs PyTorch / ONNX Runtime, one core each, "
+           "median of %d trials\n\n", TRIALS);
+    printf("%-34s %13s %13s  %-18s %6s\n", "case", "ours", "baseline", "baseline is", "ratio");
+    int over = 0;
+    static const char *const TNAMES[3] = {"train step CNN, batch 32", "train step CNN, batch 64",
+                                          "train step MLP 784-128-10, b 64"};
+    for (int i = 0; i < 3; i++)
+        row(TNAMES[i], tr[i], torch_ok ? tt[i] : -1, "PyTorch 1 thread", &over);
+    static const char *const INAMES[3] = {"infer MLP 784-128-10, batch 1",
+                                          "infer MLP 784-128-10, batch 64", "infer CNN, batch 64"};
+    for (int i = 0; i < 3; i++)
+        row(INAMES[i], ti[i], ort_ok ? to[i] : -1, "ORT 1 thread - id", &over);
+    if (!torch_ok || !ort_ok)
+        printf("\n(a baseline is missing: make bench installs python3-torch and "
+               "onnxruntime-node, scripts/bench-deps)\n");
+    printf("\ntarget: every ratio <= 1.0: %s\n", over ? "MISSED" : "met");
+    be.t->destroy(be.inst);
+    og_end(&mlp);
+    og_end(&conv);
+    og_end(&id);
+    bb_plugin_loader_destroy(l);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", TMP);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_train: could not remove %s\n", TMP);
+    return 0;
+}
