@@ -2,7 +2,7 @@
 // wrote (DIR/mlp.onnx, DIR/cnn.onnx) on one thread, minus ORT's per-call
 // overhead (the binding, the input and output copies) measured on
 // DIR/identity.onnx with the same input. Prints "<case> <seconds>" lines
-// (the median of 7 trials), or one line saying why it is skipped (exit 0)
+// (the best of 7 trials), or one line saying why it is skipped (exit 0)
 // when onnxruntime-node is not installed (make bench installs it into
 // <build>/bench/ort; NODE_PATH points there).
 //
@@ -36,8 +36,7 @@ async function timeRuns(session, feeds) {
         for (let i = 0; i < reps; i++) await once();
         trials.push(Number(process.hrtime.bigint() - t0) * 1e-9 / reps);
     }
-    trials.sort((a, b) => a - b);
-    return trials[3];
+    return Math.min(...trials);
 }
 
 async function open(file) {

@@ -12,7 +12,7 @@ static int like(cpu_run *r, const bb_value *x, bb_value **out, size_t *n)
 {
     const bb_tensor_view *t = cpu_tv(x);
     *n = cpu_numel(t->ndim, t->dims);
-    return cpu_alloc(r, t->dtype, t->ndim, t->dims, out);
+    return cpu_alloc_uninit(r, t->dtype, t->ndim, t->dims, out);
 }
 
 #define RELU_LOOP(T)                                                        \

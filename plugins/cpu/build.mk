@@ -9,4 +9,4 @@
 #   make CPU_ARCH_FLAGS=-march=native
 CPU_ARCH_FLAGS ?= -march=native -mno-avx512f
 PLUGIN_CFLAGS_cpu = -O3 $(CPU_ARCH_FLAGS) -fno-math-errno
-PLUGIN_LIBS_cpu =
+PLUGIN_LIBS_cpu = -ldnnl -lgomp

@@ -263,7 +263,7 @@ int cpu_k_Conv(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out, u
     od[0] = N;
     od[1] = M;
     memcpy(od + 2, g.out, g.ns * sizeof *od);
-    if ((rc = cpu_alloc(r, x->dtype, x->ndim, od, out)))
+    if ((rc = cpu_alloc_uninit(r, x->dtype, x->ndim, od, out)))
         return rc;
     size_t es = cpu_dtype_size(x->dtype);
     size_t Cg = (size_t)(C / group), Mg = (size_t)(M / group), K = cpu_numel(g.ns, g.k);

@@ -12,16 +12,17 @@
  * inputs, named by node metadata BB_META_OUTER_SCOPE_PREFIX "<k>"
  * (`bbd run` stamps them): they become the subgraphs' enclosing scope.
  *
- * Config (JSON, all optional): {"threads": 1, "max_cached_graphs": 256}.
- * threads sets OpenBLAS's thread count at create; OpenBLAS keeps that
- * setting process-wide, so the default of 1 keeps many engines in one
+ * Config (JSON, all optional): {"threads": 1, "max_cached_graphs": 256,
+ * "pool_mb": 64}. Results come from a pool of recycled blocks
+ * (tensor_pool.c): at most pool_mb MiB of freed results are kept.
+ * threads sets the GEMMs' thread count at create (OpenBLAS and oneDNN);
+ * it is process-wide, so the default of 1 keeps many engines in one
  * process from oversubscribing the CPU.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 
 #include <bb/meta.h>
@@ -31,6 +32,7 @@
 
 #define MAX_THREADS 256
 #define DEFAULT_MAX_PLANS 256
+#define DEFAULT_POOL_MB 64
 #define MAX_OUTER_SCOPE 4096 /* captured outer values of one per-op If/Loop */
 #define N_(a) (uint32_t)(sizeof(a) / sizeof *(a))
 
@@ -41,10 +43,12 @@ static bool domain_is_onnx(const char *d)
     return !d || !*d || strcmp(d, "ai.onnx") == 0;
 }
 
-static int parse_config(const char *json, int *threads, size_t *max_plans, bb_error *err)
+static int parse_config(const char *json, int *threads, size_t *max_plans, size_t *pool_mb,
+                        bb_error *err)
 {
     *threads = 1;
     *max_plans = DEFAULT_MAX_PLANS;
+    *pool_mb = DEFAULT_POOL_MB;
     if (!json || !*json)
         return BB_OK;
     cJSON *root = cJSON_Parse(json);
@@ -69,6 +73,13 @@ static int parse_config(const char *json, int *threads, size_t *max_plans, bb_er
                                   "be an integer in 0..1000000");
             else
                 *max_plans = (size_t)it->valuedouble;
+        } else if (strcmp(k, "pool_mb") == 0) {
+            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1 << 20 ||
+                it->valuedouble != (double)(long)it->valuedouble)
+                rc = bb_error_set(err, BB_ECONFIG, CPU_NAME ": config pool_mb must be an "
+                                  "integer in 0..1048576");
+            else
+                *pool_mb = (size_t)it->valuedouble;
         } else {
             rc = bb_error_set(err, BB_ECONFIG, CPU_NAME ": unknown config key \"%s\"", k);
         }
@@ -80,8 +91,8 @@ static int parse_config(const char *json, int *threads, size_t *max_plans, bb_er
 static int cpu_create(const bb_create_args *args, void **out, bb_error *err)
 {
     int threads;
-    size_t max_plans;
-    int rc = parse_config(args ? args->config_json : NULL, &threads, &max_plans, err);
+    size_t max_plans, pool_mb;
+    int rc = parse_config(args ? args->config_json : NULL, &threads, &max_plans, &pool_mb, err);
     if (rc)
         return rc;
     cpu_backend *be = calloc(1, sizeof *be);
@@ -89,11 +100,13 @@ static int cpu_create(const bb_create_args *args, void **out, bb_error *err)
         return bb_error_set(err, BB_ENOMEM, CPU_NAME ": out of memory");
     be->threads = threads;
     be->plans = cpu_plan_cache_new(max_plans);
-    if (!be->plans) {
+    be->pool = pool_mb ? cpu_tensor_pool_new(pool_mb << 20) : NULL;
+    if (!be->plans || (pool_mb && !be->pool)) {
+        cpu_plan_cache_free(be->plans);
         free(be);
         return bb_error_set(err, BB_ENOMEM, CPU_NAME ": out of memory");
     }
-    openblas_set_num_threads(threads);
+    cpu_gemm_set_threads(threads);
     *out = be;
     return BB_OK;
 }
@@ -104,6 +117,7 @@ static void cpu_destroy(void *inst)
     if (!be)
         return;
     cpu_plan_cache_free(be->plans);
+    cpu_tensor_pool_release(be->pool);
     free(be->scratch);
     free(be);
 }
@@ -197,9 +211,12 @@ static int cpu_materialize(void *inst, uint64_t type_hash, bb_buffer *payload, b
 static const bb_opset_decl OPSETS[] = {{"ai.onnx", BB_ONNX_OPSET_VERSION, cpu_op_decls, CPU_N_OPS}};
 
 static const bb_config_decl CONFIG[] = {
-    {"threads", "int", "1", "OpenBLAS threads (a process-wide OpenBLAS setting)"},
+    {"threads", "int", "1", "GEMM threads (OpenBLAS and oneDNN; a process-wide setting)"},
     {"max_cached_graphs", "int", "256",
      "graph plans kept per instance (keyed by graph pointer); 0 disables the cache"},
+    {"pool_mb", "int", "64",
+     "MiB of freed result memory kept for reuse (results of the same sizes recur every run); "
+     "0: every result from malloc"},
 };
 
 static const bb_component_type CPU_BACKEND = {

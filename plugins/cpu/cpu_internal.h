@@ -80,12 +80,24 @@ typedef int (*cpu_kernel)(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_val
 CPU_OPS(CPU__PROTO)
 #undef CPU__PROTO
 
+/* ---- recycled result memory (tensor_pool.c) ------------------------------- */
+typedef struct cpu_tensor_pool cpu_tensor_pool;
+/* New pool keeping at most max_bytes idle; NULL on OOM. */
+cpu_tensor_pool *cpu_tensor_pool_new(size_t max_bytes);
+/* The owner lets go; the pool goes when its last block has come back. */
+void cpu_tensor_pool_release(cpu_tensor_pool *p);
+/* A tensor (new reference) over a pooled block of nbytes (the shape's
+ * bytes), zeroed when zero; NULL on OOM. */
+bb_value *cpu_tensor_pool_value(cpu_tensor_pool *p, int32_t dtype, uint32_t ndim,
+                                const int64_t *dims, size_t nbytes, bool zero);
+
 /* ---- the instance (cpu_backend.c) ------------------------------------------- */
 struct cpu_backend {
-    int threads;             /* OpenBLAS threads requested by the config */
+    int threads;             /* GEMM threads requested by the config */
     void *scratch;           /* grow-only, 64-byte aligned */
     size_t scratch_cap;
     cpu_plan_cache *plans;   /* graph executor plans, per bb_graph pointer */
+    cpu_tensor_pool *pool;   /* results' memory, or NULL (malloc) */
 };
 
 /* Grow-only scratch owned by the instance (im2col columns and the like).
@@ -165,8 +177,12 @@ static inline const bb_tensor_view *cpu_tv(const bb_value *v)
 {
     return &v->u.tensor;
 }
-/* New zeroed tensor; BB_ENOMEM (with message) on failure. */
+/* New zeroed tensor (from the instance's pool when it has one); BB_ENOMEM
+ * (with message) on failure. */
 int cpu_alloc(cpu_run *r, int32_t dtype, uint32_t ndim, const int64_t *dims, bb_value **out);
+/* The same, not zeroed: for kernels that write every element. */
+int cpu_alloc_uninit(cpu_run *r, int32_t dtype, uint32_t ndim, const int64_t *dims,
+                     bb_value **out);
 /* New value sharing src's bytes under another shape of equal numel. */
 int cpu_view(cpu_run *r, const bb_value *src, uint32_t ndim, const int64_t *dims,
              bb_value **out);
@@ -196,6 +212,11 @@ void cpu_cast_buf(void *dst, int32_t ddt, const void *src, int32_t sdt, size_t n
  * [K,N] ([N,K] when tb), row-major and contiguous. */
 void cpu_gemm(int32_t dt, bool ta, bool tb, size_t M, size_t K, size_t N, float alpha,
               const void *A, const void *B, float beta, void *C);
+/* The f32 GEMM behind cpu_gemm (oneDNN), same operands; M, N > 1, K > 0. */
+void cpu_sgemm(bool ta, bool tb, size_t M, size_t K, size_t N, float alpha, const float *A,
+               const float *B, float beta, float *C);
+/* Threads of the GEMMs (OpenBLAS and oneDNN): process-wide, default 1. */
+void cpu_gemm_set_threads(int n);
 
 #define CPU_MAX_SPATIAL (BB_MAX_DIMS - 2)
 /* Sliding-window geometry of Conv and the pools over X [N, C, spatial...]. */

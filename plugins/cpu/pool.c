@@ -137,12 +137,12 @@ static int pool(cpu_run *r, bb_value *const *in, bb_value **out, uint32_t n_out,
     od[0] = x->dims[0];
     od[1] = x->dims[1];
     memcpy(od + 2, g.out, g.ns * sizeof *od);
-    if ((rc = cpu_alloc(r, dt, x->ndim, od, &out[0])))
+    if ((rc = cpu_alloc_uninit(r, dt, x->ndim, od, &out[0])))
         return rc;
     pool_job j = {&g, cpu_numel(2, x->dims), cpu_numel(g.ns, g.in), cpu_numel(g.ns, g.out),
                   x->data, cpu_tv(out[0])->data, NULL, false, false};
     if (is_max && n_out > 1) {
-        if ((rc = cpu_alloc(r, BB_DT_INT64, x->ndim, od, &out[1])))
+        if ((rc = cpu_alloc_uninit(r, BB_DT_INT64, x->ndim, od, &out[1])))
             return rc;
         j.ind = (int64_t *)(void *)cpu_tv(out[1])->data;
         j.colmajor = cpu_attr_i(r->node, "storage_order", 0) != 0;
@@ -205,7 +205,7 @@ int cpu_k_GlobalAveragePool(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_v
     int64_t od[BB_MAX_DIMS];
     for (uint32_t d = 0; d < x->ndim; d++)
         od[d] = d < 2 ? x->dims[d] : 1;
-    int rc = cpu_alloc(r, x->dtype, x->ndim, od, out);
+    int rc = cpu_alloc_uninit(r, x->dtype, x->ndim, od, out);
     if (rc)
         return rc;
     size_t planes = cpu_numel(2, x->dims), n = cpu_numel(x->ndim - 2, x->dims + 2);

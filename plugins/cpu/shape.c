@@ -300,7 +300,7 @@ int cpu_k_Transpose(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **o
         od[i] = t->dims[perm[i]];
         st[i] = ist[perm[i]];
     }
-    int rc = cpu_alloc(r, t->dtype, nd, od, out);
+    int rc = cpu_alloc_uninit(r, t->dtype, nd, od, out);
     if (rc)
         return rc;
     /* Collapse: drop size-1 dims, merge axes that stay adjacent. */
@@ -444,7 +444,7 @@ int cpu_k_Slice(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
     int rc = cpu_slice_geom(r, in, n_in, st, step, od);
     if (rc)
         return rc;
-    if ((rc = cpu_alloc(r, t->dtype, nd, od, out)))
+    if ((rc = cpu_alloc_uninit(r, t->dtype, nd, od, out)))
         return rc;
     if (cpu_numel(nd, od) == 0)
         return BB_OK;
@@ -491,7 +491,7 @@ int cpu_k_Concat(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
                             cpu_shape_str(nd, t0->dims, s2, 128), axis);
         od[axis] += t->dims[axis];
     }
-    if ((rc = cpu_alloc(r, t0->dtype, nd, od, out)))
+    if ((rc = cpu_alloc_uninit(r, t0->dtype, nd, od, out)))
         return rc;
     size_t outer = cpu_numel(axis, od), inner = cpu_numel(nd - axis - 1, od + axis + 1) * es;
     size_t orow = (size_t)od[axis] * inner;
@@ -599,7 +599,7 @@ int cpu_k_Split(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
                 goto done;
             }
         } else {
-            if ((rc = cpu_alloc(r, t->dtype, nd, od, &out[i])))
+            if ((rc = cpu_alloc_uninit(r, t->dtype, nd, od, &out[i])))
                 goto done;
             uint8_t *dst = cpu_tv(out[i])->data;
             if (row)

@@ -42,6 +42,7 @@
 
 #define AD_MAX_NODES (1u << 20)
 #define AD_MAX_FLOATS (UINT64_C(1) << 30) /* parameters + buffers */
+#define AD_POOL_BYTES ((size_t)1 << 30)     /* idle tensor memory a session keeps */
 
 typedef struct ad_plan ad_plan;
 typedef struct ad_session ad_session;
@@ -191,9 +192,11 @@ const bb_value *ad_saved(const ad_ctx *c, uint32_t k);
 /* Add g (takes the reference) to input i's gradient. g must have the
  * input's shape and be f32. */
 int ad_give(ad_ctx *c, uint32_t i, bb_value *g);
-/* New zeroed / uninitialized f32 tensor. */
+/* New f32 tensors from the session's pool: zeroed, zeroed in like's shape,
+ * and in like's shape for a rule that writes every element. */
 int ad_new(ad_ctx *c, uint32_t ndim, const int64_t *dims, bb_value **out);
 int ad_new_like(ad_ctx *c, const bb_value *like, bb_value **out);
+int ad_new_uninit(ad_ctx *c, const bb_value *like, bb_value **out);
 /* A view of v with another shape of equal numel (new reference). */
 int ad_view(ad_ctx *c, const bb_value *v, uint32_t ndim, const int64_t *dims, bb_value **out);
 /* Run a CPU kernel with node's attributes (node NULL: defaults). */

@@ -211,7 +211,7 @@ int ad_bwd_global_avgpool(ad_ctx *c)
     if (!rc)
         rc = ad_need_f32(c, gy, "the output gradient");
     bb_value *dx;
-    if (rc || (rc = ad_new_like(c, x, &dx)))
+    if (rc || (rc = ad_new_uninit(c, x, &dx)))
         return rc;
     size_t planes = cpu_numel(2, x->u.tensor.dims);
     size_t n = cpu_numel(x->u.tensor.ndim - 2, x->u.tensor.dims + 2);

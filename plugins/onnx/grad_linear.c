@@ -33,7 +33,7 @@ int ad_bwd_gemm(ad_ctx *c)
     const float *A = bb_tensor_f32(a), *B = bb_tensor_f32(b), *G = bb_tensor_f32(g);
     if (ad_wants(c, 0)) {
         bb_value *da;
-        if ((rc = ad_new_like(c, a, &da)))
+        if ((rc = ad_new_uninit(c, a, &da)))
             return rc;
         if (!ta) /* dA [M, K] = dY [M, N] op(B)^T */
             cpu_gemm(BB_DT_FLOAT, false, !tb, M, N, K, alpha, G, B, 0.0f, bb_tensor_f32(da));
@@ -44,7 +44,7 @@ int ad_bwd_gemm(ad_ctx *c)
     }
     if (ad_wants(c, 1)) {
         bb_value *db;
-        if ((rc = ad_new_like(c, b, &db)))
+        if ((rc = ad_new_uninit(c, b, &db)))
             return rc;
         if (!tb) /* dB [K, N] = op(A)^T dY */
             cpu_gemm(BB_DT_FLOAT, !ta, false, K, M, N, alpha, A, G, 0.0f, bb_tensor_f32(db));

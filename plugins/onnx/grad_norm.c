@@ -83,7 +83,7 @@ int ad_fwd_batchnorm_train(ad_ctx *c, bb_value *const *in, bb_value **out)
     bb_value *mean, *istd;
     if ((rc = ad_new(c, 1, &C, &mean)))
         return rc;
-    if ((rc = ad_new(c, 1, &C, &istd)) || (rc = ad_new_like(c, in[0], &out[0]))) {
+    if ((rc = ad_new(c, 1, &C, &istd)) || (rc = ad_new_uninit(c, in[0], &out[0]))) {
         bb_value_unref(mean);
         bb_value_unref(istd);
         return rc;
@@ -142,7 +142,7 @@ int ad_bwd_batchnorm(ad_ctx *c)
     size_t N = (size_t)x->u.tensor.dims[0];
     size_t inner = cpu_numel(x->u.tensor.ndim - 2, x->u.tensor.dims + 2), count = N * inner;
     bb_value *dx = NULL, *dscale = NULL, *db = NULL;
-    if ((ad_wants(c, 0) && (rc = ad_new_like(c, x, &dx))) ||
+    if ((ad_wants(c, 0) && (rc = ad_new_uninit(c, x, &dx))) ||
         (ad_wants(c, 1) && (rc = ad_new(c, 1, &C, &dscale))) ||
         (ad_wants(c, 2) && (rc = ad_new(c, 1, &C, &db)))) {
         bb_value_unref(dx);
@@ -250,7 +250,7 @@ int ad_bwd_layernorm(ad_ctx *c)
         return rc;
     float *sfull = bb_tensor_f32(work), *dsc = sfull + norm, *dbias = dsc + norm;
     if ((rc = norm_operand(c, ad_in(c, 1), nn, ndims, sfull, "Scale")) ||
-        (ad_wants(c, 0) && (rc = ad_new_like(c, x, &dx)))) {
+        (ad_wants(c, 0) && (rc = ad_new_uninit(c, x, &dx)))) {
         bb_value_unref(work);
         return rc;
     }
@@ -300,7 +300,7 @@ int ad_bwd_softmax(ad_ctx *c)
                                          "axis", &axis)))
         rc = ad_cpu_error(c, rc);
     bb_value *dx;
-    if (rc || (rc = ad_new_like(c, y, &dx)))
+    if (rc || (rc = ad_new_uninit(c, y, &dx)))
         return rc;
     size_t outer = cpu_numel(axis, t->dims), len = t->ndim ? (size_t)t->dims[axis] : 1;
     size_t inner = t->ndim ? cpu_numel(t->ndim - axis - 1, t->dims + axis + 1) : 1;

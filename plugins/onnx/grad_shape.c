@@ -87,7 +87,7 @@ int ad_bwd_concat(ad_ctx *c)
         size_t len = (size_t)x->u.tensor.dims[axis];
         if (ad_wants(c, i)) {
             bb_value *dx;
-            if ((rc = ad_new_like(c, x, &dx)))
+            if ((rc = ad_new_uninit(c, x, &dx)))
                 return rc;
             block_copy(bb_tensor_f32(dx), bb_tensor_f32(g), outer, len, total, at, inner, false);
             if ((rc = ad_give(c, i, dx)))
@@ -272,7 +272,7 @@ int ad_bwd_reduce(ad_ctx *c)
         count *= red[d] ? (size_t)t->dims[d] : 1;
     }
     bb_value *gk = NULL, *dx = NULL;
-    if ((rc = ad_view(c, g, t->ndim, kd, &gk)) || (rc = ad_new_like(c, x, &dx))) {
+    if ((rc = ad_view(c, g, t->ndim, kd, &gk)) || (rc = ad_new_uninit(c, x, &dx))) {
         bb_value_unref(gk);
         return rc;
     }

@@ -249,7 +249,7 @@ static int bwd_unary(ad_ctx *c)
     int rc = need_f32_io(c);
     bb_value *dx = NULL;
     if (!rc)
-        rc = ad_new_like(c, ad_in(c, 0), &dx);
+        rc = ad_new_uninit(c, ad_in(c, 0), &dx);
     if (rc)
         return rc;
     unary_grad(k, alpha, bb_tensor_f32(ad_dout(c, 0)), bb_tensor_f32(ad_in(c, 0)),
@@ -318,13 +318,13 @@ static int fwd_dropout_train(ad_ctx *c, bb_value *const *in, bb_value **out)
     if (rc || !train || ratio == 0)
         return rc ? rc : dropout_passthrough(c, in, out);
     bb_value *mask;
-    if ((rc = ad_new_like(c, in[0], &mask)))
+    if ((rc = ad_new_uninit(c, in[0], &mask)))
         return rc;
     float *m = bb_tensor_f32(mask), keep = (float)(1.0 / (1.0 - ratio));
     size_t n = bb_tensor_numel(mask);
     for (size_t i = 0; i < n; i++)
         m[i] = ad_uniform(c) >= ratio ? keep : 0.0f;
-    rc = ad_new_like(c, in[0], &out[0]);
+    rc = ad_new_uninit(c, in[0], &out[0]);
     if (!rc) {
         const float *x = bb_tensor_f32(in[0]);
         float *y = bb_tensor_f32(out[0]);
@@ -348,7 +348,7 @@ static int bwd_dropout(ad_ctx *c)
     if (!mask)
         return bwd_view(c); /* it passed its input through */
     bb_value *dx;
-    int rc = ad_new_like(c, ad_in(c, 0), &dx);
+    int rc = ad_new_uninit(c, ad_in(c, 0), &dx);
     if (rc)
         return rc;
     const float *g = bb_tensor_f32(ad_dout(c, 0)), *m = bb_tensor_f32(mask);

@@ -82,12 +82,14 @@ ad_session *ad_session_new(const ad_plan *p, float *params, uint64_t seed)
     s->params = params;
     s->rng = seed ? seed : 0x9e3779b97f4a7c15ULL;
     s->be.threads = 1;
+    s->be.pool = cpu_tensor_pool_new(AD_POOL_BYTES);
     s->pview = calloc(p->n_params + 1, sizeof *s->pview);
     s->val = calloc(p->n_slots + 1, sizeof *s->val);
     s->grad = calloc(p->n_slots + 1, sizeof *s->grad);
     s->saved = calloc((size_t)p->n_nodes * AD_MAX_SAVED + 1, sizeof *s->saved);
     s->touched = calloc(p->n_params + 1, sizeof *s->touched);
-    if (!s->pview || !s->val || !s->grad || !s->saved || !s->touched || !make_views(s)) {
+    if (!s->be.pool || !s->pview || !s->val || !s->grad || !s->saved || !s->touched ||
+        !make_views(s)) {
         ad_session_free(s);
         return NULL;
     }
@@ -123,6 +125,7 @@ void ad_session_free(ad_session *s)
     free(s->saved);
     free(s->touched);
     free(s->be.scratch);
+    cpu_tensor_pool_release(s->be.pool);
     free(s);
 }
 
@@ -220,15 +223,29 @@ int ad_need_f32(ad_ctx *c, const bb_value *v, const char *what)
                                                       : "not a tensor");
 }
 
+static int new_tensor(ad_ctx *c, uint32_t ndim, const int64_t *dims, bool zero, bb_value **out)
+{
+    size_t n = bb_shape_numel(ndim, dims);
+    *out = n <= SIZE_MAX / sizeof(float)
+               ? cpu_tensor_pool_value(c->s->be.pool, BB_DT_FLOAT, ndim, dims, n * sizeof(float),
+                                       zero)
+               : NULL;
+    return *out ? BB_OK : ad_fail(c, BB_ENOMEM, "out of memory");
+}
+
 int ad_new(ad_ctx *c, uint32_t ndim, const int64_t *dims, bb_value **out)
 {
-    *out = bb_value_tensor_new(BB_DT_FLOAT, ndim, dims);
-    return *out ? BB_OK : ad_fail(c, BB_ENOMEM, "out of memory");
+    return new_tensor(c, ndim, dims, true, out);
 }
 
 int ad_new_like(ad_ctx *c, const bb_value *like, bb_value **out)
 {
-    return ad_new(c, like->u.tensor.ndim, like->u.tensor.dims, out);
+    return new_tensor(c, like->u.tensor.ndim, like->u.tensor.dims, true, out);
+}
+
+int ad_new_uninit(ad_ctx *c, const bb_value *like, bb_value **out)
+{
+    return new_tensor(c, like->u.tensor.ndim, like->u.tensor.dims, false, out);
 }
 
 int ad_view(ad_ctx *c, const bb_value *v, uint32_t ndim, const int64_t *dims, bb_value **out)
