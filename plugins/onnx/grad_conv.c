@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "grad.h"
+#include "vec.h"
 
 static int conv_geom(ad_ctx *c, const bb_value *x, const bb_value *w, cpu_geom *g)
 {
@@ -38,13 +39,8 @@ static int conv_bias_grad(ad_ctx *c, const bb_value *gy)
     float *d = bb_tensor_f32(db);
     const float *g = bb_tensor_f32(gy);
     for (size_t n = 0; n < N; n++)
-        for (size_t m = 0; m < (size_t)M; m++) {
-            const float *p = g + (n * (size_t)M + m) * O;
-            float s = 0;
-            for (size_t o = 0; o < O; o++)
-                s += p[o];
-            d[m] += s;
-        }
+        for (size_t m = 0; m < (size_t)M; m++)
+            d[m] += (float)vec_sum(g + (n * (size_t)M + m) * O, O);
     return ad_give(c, 2, db);
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "grad.h"
+#include "vec.h"
 
 /* ---- BatchNormalization -------------------------------------------------------------- */
 
@@ -94,17 +95,11 @@ int ad_fwd_batchnorm_train(ad_ctx *c, bb_value *const *in, bb_value **out)
     float *Y = bb_tensor_f32(out[0]), *rm = running(c, 3, in), *rv = running(c, 4, in);
     for (size_t ch = 0; ch < (size_t)C; ch++) {
         double s = 0, ss = 0;
-        for (size_t n = 0; n < N; n++) {
-            const float *xp = X + (n * (size_t)C + ch) * inner;
-            for (size_t i = 0; i < inner; i++)
-                s += xp[i];
-        }
+        for (size_t n = 0; n < N; n++)
+            s += vec_sum(X + (n * (size_t)C + ch) * inner, inner);
         double mu = count ? s / (double)count : 0;
-        for (size_t n = 0; n < N; n++) {
-            const float *xp = X + (n * (size_t)C + ch) * inner;
-            for (size_t i = 0; i < inner; i++)
-                ss += (xp[i] - mu) * (xp[i] - mu);
-        }
+        for (size_t n = 0; n < N; n++)
+            ss += vec_sqdev(X + (n * (size_t)C + ch) * inner, inner, (float)mu);
         double var = count ? ss / (double)count : 0, is = 1.0 / sqrt(var + eps);
         bb_tensor_f32(mean)[ch] = (float)mu;
         bb_tensor_f32(istd)[ch] = (float)is;
@@ -154,11 +149,9 @@ int ad_bwd_batchnorm(ad_ctx *c)
         double mu = bb_tensor_f32(mean)[ch], is = bb_tensor_f32(istd)[ch], sg = 0, sgx = 0;
         for (size_t n = 0; n < N; n++) {
             size_t off = (n * (size_t)C + ch) * inner;
-            for (size_t i = 0; i < inner; i++) {
-                sg += G[off + i];
-                sgx += G[off + i] * (X[off + i] - mu) * is;
-            }
+            vec_gsums(G + off, X + off, inner, (float)mu, &sg, &sgx);
         }
+        sgx *= is;
         if (dscale)
             bb_tensor_f32(dscale)[ch] = (float)sgx;
         if (db)
@@ -310,8 +303,11 @@ int ad_bwd_softmax(ad_ctx *c)
         for (size_t in = 0; in < inner; in++) {
             size_t base = o * len * inner + in;
             double dot = 0;
-            for (size_t i = 0; i < len; i++)
-                dot += (double)G[base + i * inner] * Y[base + i * inner];
+            if (inner == 1)
+                dot = vec_dot(G + base, Y + base, len);
+            else
+                for (size_t i = 0; i < len; i++)
+                    dot += (double)G[base + i * inner] * Y[base + i * inner];
             for (size_t i = 0; i < len; i++)
                 D[base + i * inner] = Y[base + i * inner] * (G[base + i * inner] - (float)dot);
         }

@@ -18,6 +18,7 @@
 
 #include "autodiff.h"
 #include "grad.h"
+#include "vec.h"
 
 /* ---- broadcasting in reverse ------------------------------------------------------- */
 
@@ -52,10 +53,7 @@ int ad_unbroadcast(ad_ctx *c, const bb_value *g, uint32_t ndim, const int64_t *d
             for (size_t i = 0; i < inner; i++)
                 r[roff + i] += src[i];
         } else {
-            float acc = 0;
-            for (size_t i = 0; i < inner; i++)
-                acc += src[i];
-            r[roff] += acc;
+            r[roff] += (float)vec_sum(src, inner);
         }
         for (int32_t d = (int32_t)nd - 2; d >= 0; d--) {
             if (++idx[d] < t->dims[d]) {
