@@ -29,38 +29,13 @@
 
 #include "bb/plugin_loader.h"
 #include "bench/support/bench_util.h"
+#include "bench/support/onnx_driver.h"
 #include "examples/cnn/cnn_graph.h"
 
 #define TRIALS 7
 
 static double TRIAL_S = 0.4;
 static char TMP[64];
-
-typedef struct comp {
-    const bb_component_type *t;
-    void *inst;
-} comp;
-
-static _Noreturn void fail(const char *what, const char *msg)
-{
-    fprintf(stderr, "bench_train: error: %s: %s\n", what, msg);
-    exit(1);
-}
-
-static void dispatch(comp *c, const char *op, bb_value **in, uint32_t n_in, bb_value **out,
-                     uint32_t n_out)
-{
-    uint32_t idx = 0;
-    const char *domain = NULL;
-    for (uint32_t s = 0; s < c->t->n_opsets && !domain; s++)
-        if (bb_component_type_find_op(c->t, c->t->opsets[s].domain, op, &idx))
-            domain = c->t->opsets[s].domain;
-    bb_dispatch_call call = {.domain = domain, .op_type = op, .op_index = idx, .inputs = in,
-                             .n_inputs = n_in, .n_outputs = n_out};
-    bb_error err = {0};
-    if (!domain || c->t->dispatch(c->inst, NULL, &call, out, &err) != BB_DISPATCH_NOW_OK)
-        fail(op, domain ? err.msg : "no such op");
-}
 
 /* Seconds per call of fn(ctx): the best of TRIALS trials of ~TRIAL_S. */
 static double measure(void (*fn)(void *), void *ctx)
@@ -89,7 +64,7 @@ static bb_value *random_tensor(uint32_t nd, const int64_t *dims, uint64_t seed)
 {
     bb_value *v = bb_value_tensor_new(BB_DT_FLOAT, nd, dims);
     if (!v)
-        fail("tensor", "out of memory");
+        drv_fail("tensor", "out of memory");
     float *p = bb_tensor_f32(v);
     for (size_t i = 0, n = bb_tensor_numel(v); i < n; i++)
         p[i] = (float)og_normal(&seed);
@@ -140,68 +115,34 @@ static void save(og *o, const char *name)
     snprintf(path, sizeof path, "%s/%s.onnx", TMP, name);
     bb_error err = {0};
     if (og_save(o, 17, path, &err))
-        fail(path, err.msg);
+        drv_fail(path, err.msg);
 }
 
 /* ---- a training step through nn::Onnx's ops ------------------------------------------------ */
 
 typedef struct step_case {
-    comp m;
+    drv_comp m;
     bb_value *x;
     int32_t *labels;
     int64_t rows;
 } step_case;
 
-/* Forward, softmax cross-entropy's gradient, Backward, Step. */
 static void train_step(void *p)
 {
     step_case *c = p;
-    bb_value *logits = NULL, *cmd = NULL, *dl;
-    dispatch(&c->m, "Forward", &c->x, 1, &logits, 1);
-    int64_t k = (int64_t)bb_tensor_numel(logits) / c->rows;
-    dl = bb_value_tensor_new(BB_DT_FLOAT, 2, (int64_t[]){c->rows, k});
-    const float *y = bb_tensor_f32(logits);
-    float *g = bb_tensor_f32(dl);
-    for (int64_t r = 0; r < c->rows; r++) {
-        float mx = y[r * k], sum = 0;
-        for (int64_t j = 1; j < k; j++)
-            mx = y[r * k + j] > mx ? y[r * k + j] : mx;
-        for (int64_t j = 0; j < k; j++)
-            sum += (g[r * k + j] = expf(y[r * k + j] - mx));
-        for (int64_t j = 0; j < k; j++)
-            g[r * k + j] = (g[r * k + j] / sum - (j == c->labels[r])) / (float)c->rows;
-    }
-    dispatch(&c->m, "Backward", &dl, 1, &cmd, 1);
-    bb_value_unref(cmd);
-    bb_value *empty = bb_value_tensor_new(BB_DT_FLOAT, 1, (int64_t[]){0});
-    dispatch(&c->m, "Step", &empty, 1, &cmd, 1);
-    bb_value_unref(cmd);
-    bb_value_unref(empty);
-    bb_value_unref(dl);
-    bb_value_unref(logits);
+    drv_train_step(&c->m, c->x, c->labels, c->rows);
 }
 
 static double time_training(bb_plugin_loader *l, og *o, int64_t batch)
 {
     step_case c = {.rows = batch};
-    const bb_loaded_type *lt = bb_plugin_loader_find(l, "nn::Onnx");
-    if (!lt)
-        fail("nn::Onnx", "not found in the plugin directory");
-    c.m.t = lt->type;
-    static const char cfg[] = "{\"learning_rate\": 0.01, \"momentum\": 0.9}";
-    bb_attr at = {.name = "model", .type = BB_ATTR_STRING, .has_s = true, .g = o->g};
-    at.s.data = (uint8_t *)(uintptr_t)cfg;
-    at.s.len = sizeof cfg - 1;
-    bb_create_args a = {.struct_size = sizeof a, .slot = "model", .construction = &at, .seed = 1};
-    bb_error err = {0};
-    if (c.m.t->create(&a, &c.m.inst, &err))
-        fail("nn::Onnx", err.msg);
+    c.m = drv_create(l, "nn::Onnx", o->g, "{\"learning_rate\": 0.01, \"momentum\": 0.9}");
     c.x = random_tensor(2, (int64_t[]){batch, 784}, 9);
     c.labels = malloc((size_t)batch * sizeof *c.labels);
     for (int64_t r = 0; r < batch; r++)
         c.labels[r] = (int32_t)(r * 7 % 10);
     double t = measure(train_step, &c);
-    c.m.t->destroy(c.m.inst);
+    drv_destroy(&c.m);
     bb_value_unref(c.x);
     free(c.labels);
     return t;
@@ -210,7 +151,7 @@ static double time_training(bb_plugin_loader *l, og *o, int64_t batch)
 /* ---- inference through cpu::CpuBackend ------------------------------------------------------- */
 
 typedef struct infer_case {
-    comp be;
+    drv_comp be;
     const bb_graph *g;
     bb_value *x;
 } infer_case;
@@ -222,11 +163,11 @@ static void infer(void *p)
     bb_value *out = NULL;
     bb_error err = {0};
     if (c->be.t->execute_graph(c->be.inst, c->g, names, &c->x, 1, &out, 1, &err))
-        fail("execute_graph", err.msg);
+        drv_fail("execute_graph", err.msg);
     bb_value_unref(out);
 }
 
-static double time_inference(comp *be, og *o, int64_t batch)
+static double time_inference(drv_comp *be, og *o, int64_t batch)
 {
     infer_case c = {*be, o->g, random_tensor(2, (int64_t[]){batch, 784}, 5)};
     double t = measure(infer, &c);
@@ -321,20 +262,15 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    char build[1024], repo[1024], plugins[1100], cmd[4096];
+    char build[1024], repo[1024], cmd[4096];
     build_dir(build, sizeof build);
     repo_root(repo, sizeof repo);
-    snprintf(plugins, sizeof plugins, "%s/lib/bytesandbrains/plugins", build);
     snprintf(TMP, sizeof TMP, "/tmp/bb-bench-train.XXXXXX");
     if (!mkdtemp(TMP))
         bench_die("mkdtemp");
     bench_place(true); /* one core, as the baselines get */
     openblas_set_num_threads(1);
-    bb_plugin_loader *l = NULL;
-    bb_error err = {0};
-    if (bb_plugin_loader_create(BB_PLUGIN_LOADER_ONLY_EXPLICIT, &l, &err) ||
-        bb_plugin_loader_add_dirs(l, plugins, &err) || bb_plugin_loader_scan(l, &err))
-        fail("plugins", err.msg);
+    bb_plugin_loader *l = drv_plugins();
     og mlp, conv, id;
     mlp_graph(&mlp);
     cnn(&conv);
@@ -353,14 +289,7 @@ int main(int argc, char **argv)
              repo, TRIAL_S);
     bool torch_ok = baselines && run_baseline(cmd, TKEYS, tt, 3);
     /* inference: ours through cpu::CpuBackend */
-    const bb_loaded_type *cpu = bb_plugin_loader_find(l, "cpu::CpuBackend");
-    if (!cpu)
-        fail("cpu::CpuBackend", "not found in the plugin directory");
-    comp be = {cpu->type, NULL};
-    bb_create_args a = {.struct_size = sizeof a, .slot = "backend",
-                        .config_json = "{\"threads\": 1}"};
-    if (be.t->create(&a, &be.inst, &err))
-        fail("cpu::CpuBackend", err.msg);
+    drv_comp be = drv_create(l, "cpu::CpuBackend", NULL, "{\"threads\": 1}");
     double ti[3] = {time_inference(&be, &mlp, 1), time_inference(&be, &mlp, 64),
                     time_inference(&be, &conv, 64)};
     /* inference: ONNX Runtime, minus its per-call overhead */
@@ -387,7 +316,7 @@ int main(int argc, char **argv)
         printf("\n(a baseline is missing: make bench installs python3-torch and "
                "onnxruntime-node, scripts/bench-deps)\n");
     printf("\ntarget: every ratio <= 1.0: %s\n", over ? "MISSED" : "met");
-    be.t->destroy(be.inst);
+    drv_destroy(&be);
     og_end(&mlp);
     og_end(&conv);
     og_end(&id);
