@@ -247,6 +247,7 @@ static void fd_check(og *o, const char *config, bb_value *x, int per_param)
 
 #define MSE "{\"loss\": \"mse\"}"
 
+
 /* Begins a graph whose data input x [nd dims] enters as xa = x + p0. */
 static void begin(og *o, const char *name, uint32_t nd, const int64_t *d, float p0_scale)
 {
@@ -1045,6 +1046,118 @@ static void test_autodiff_export_onnx(void **state)
     og_end(&o);
 }
 
+/* ---- against PyTorch's autograd ------------------------------------------------------------- */
+
+static void *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+    p[n] = 0;
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+/* tests/integration/autodiff_torch.py exports a network of the supported
+ * ops with torch.onnx.export and computes its softmax cross-entropy
+ * gradient with autograd; nn::Onnx, loading that file, must agree on the
+ * loss, on every parameter's gradient (by initializer name) and on how
+ * BatchNormalization's running statistics move. Skipped, with a message,
+ * where python3-torch is not installed (make bench installs it). */
+static void test_autodiff_vs_pytorch(void **state)
+{
+    (void)state;
+    if (system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+        print_message("  PyTorch comparison skipped: python3-torch is not installed "
+                      "(make bench installs it: scripts/bench-deps)\n");
+        skip();
+    }
+    char dir[] = "/tmp/bb-autodiff-torch.XXXXXX", cmd[1024], path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s 2>/dev/null",
+             pfx_repo_path("tests/integration/autodiff_torch.py"), dir);
+    assert_int_equal(system(cmd), 0);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "{\"model_file\": \"%s/model.onnx\"}", dir);
+    model m = {pfx_type("nn::Onnx"), NULL};
+    bb_error err = {0};
+    m.inst = pfx_create(m.t, "model", cfg, NULL, 1, NULL, &err);
+    if (!m.inst)
+        fail_msg("create from the PyTorch export: %s", err.msg);
+    size_t len;
+    snprintf(path, sizeof path, "%s/x.f32", dir);
+    float *xv = read_file(path, &len);
+    assert_int_equal(len, 8 * 64 * sizeof(float));
+    snprintf(path, sizeof path, "%s/y.i64", dir);
+    int64_t *yv = read_file(path, &len);
+    bb_value *x = tensor(xv, 2, (int64_t[]){8, 64});
+    bb_value *y = bb_value_tensor_copy(BB_DT_INT64, 1, (int64_t[]){8}, yv, 8 * sizeof *yv);
+    snprintf(path, sizeof path, "%s/torch.json", dir);
+    char *js = read_file(path, &len);
+    cJSON *want = cJSON_Parse(js);
+    assert_non_null(want);
+    double loss;
+    bb_value *g = grads(&m, x, y, &loss);
+    double tl = cJSON_GetObjectItem(want, "loss")->valuedouble;
+    if (fabs(loss - tl) > 1e-4 * fmax(1, fabs(tl)))
+        fail_msg("loss: nn::Onnx %.7g, PyTorch %.7g", loss, tl);
+    layout lay;
+    read_layout(&m, &lay);
+    int compared = 0;
+    for (cJSON *e = cJSON_GetObjectItem(want, "grads")->child; e; e = e->next, compared++) {
+        size_t q = 0;
+        while (q < lay.n && strcmp(lay.name[q], e->string) != 0)
+            q++;
+        if (q == lay.n)
+            fail_msg("PyTorch's parameter %s is no trained initializer of the export", e->string);
+        assert_int_equal((size_t)cJSON_GetArraySize(e), lay.len[q]);
+        size_t i = 0;
+        for (cJSON *v = e->child; v; v = v->next, i++) {
+            double an = bb_tensor_f32(g)[lay.off[q] + i], tv = v->valuedouble;
+            if (fabs(an - tv) > 1e-5 + 2e-3 * fabs(tv))
+                fail_msg("d loss / d %s[%zu]: nn::Onnx %.7g, PyTorch %.7g", e->string, i, an, tv);
+        }
+    }
+    assert_int_equal(compared, 12);
+    /* a training Forward moves bn1's running statistics as PyTorch does */
+    bb_value *p0 = call_ok(&m, "Params", NULL, NULL);
+    bb_value_unref(call_ok(&m, "Forward", x, NULL));
+    bb_value *p1 = call_ok(&m, "Params", NULL, NULL);
+    double mom = cJSON_GetObjectItem(want, "momentum")->valuedouble;
+    static const char *const stats[2][2] = {{"bn1.running_mean", "batch_mean"},
+                                            {"bn1.running_var", "batch_var_unbiased"}};
+    for (int k = 0; k < 2; k++) {
+        size_t q = 0;
+        while (q < lay.n && strcmp(lay.name[q], stats[k][0]) != 0)
+            q++;
+        assert_true(q < lay.n);
+        cJSON *b = cJSON_GetObjectItem(want, stats[k][1])->child;
+        for (size_t i = 0; i < lay.len[q]; i++, b = b->next) {
+            double before = bb_tensor_f32(p0)[lay.off[q] + i];
+            double after = bb_tensor_f32(p1)[lay.off[q] + i];
+            double expect = (1 - mom) * before + mom * b->valuedouble;
+            assert_float_equal(after, expect, 1e-4 * fmax(1, fabs(expect)));
+        }
+    }
+    print_message("  nn::Onnx agrees with PyTorch autograd: loss %.6f, 12 parameters' "
+                  "gradients, running statistics\n", loss);
+    cJSON_Delete(want);
+    free(js);
+    free(xv);
+    free(yv);
+    bb_value *vals[] = {x, y, g, p0, p1};
+    for (size_t i = 0; i < 5; i++)
+        bb_value_unref(vals[i]);
+    drop(&m);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1070,6 +1183,7 @@ int main(void)
         cmocka_unit_test(test_autodiff_optimizers),
         cmocka_unit_test(test_autodiff_snapshot),
         cmocka_unit_test(test_autodiff_export_onnx),
+        cmocka_unit_test(test_autodiff_vs_pytorch),
     };
     return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
 }
