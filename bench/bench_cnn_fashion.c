@@ -2,7 +2,10 @@
  * bench_cnn_fashion.c — the centralized Fashion-MNIST run of examples/cnn:
  * nn::Onnx trains the CNN (two conv + BN + pool blocks, two dense layers)
  * on the 60,000 training images with Adam, minibatch 64, through its own
- * ops (Forward, Backward, Step: as a program's nodes would), and after
+ * ops (Forward, Backward, Step: as a program's nodes would) — learning
+ * rate 1e-3, then 1e-4 from epoch --lr-drop on (a step schedule: a new
+ * nn::Onnx at the lower rate takes the parameters, running statistics
+ * included, by LoadParameters; Adam's moments start again) — and after
  * every epoch evaluates the 10,000 test images (Evaluate, inference mode:
  * running statistics). Prints a line per epoch (test loss and accuracy,
  * wall time) and the target: >= 91% test accuracy (the Fashion-MNIST
@@ -13,7 +16,7 @@
  * the run is skipped with a message. The IDX reader here is a minimal one
  * for this benchmark (gzip, bounded, checked).
  *
- * Usage: bench_cnn_fashion [--data DIR] [--epochs N] [--quick]
+ * Usage: bench_cnn_fashion [--data DIR] [--epochs N] [--lr-drop E] [--quick]
  *   --quick: 2 epochs on the first 6,000 images (a smoke run)
  */
 #include <errno.h>
@@ -143,18 +146,21 @@ static void evaluate(drv_comp *m, const dataset *te, float *loss, float *acc)
 int main(int argc, char **argv)
 {
     const char *dir = "data/fashion-mnist";
-    int epochs = 12;
+    int epochs = 12, lr_drop = 9;
     bool quick = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--data") == 0 && i + 1 < argc) {
             dir = argv[++i];
         } else if (strcmp(argv[i], "--epochs") == 0 && i + 1 < argc) {
             epochs = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--lr-drop") == 0 && i + 1 < argc) {
+            lr_drop = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--quick") == 0) {
             quick = true;
             epochs = 2;
         } else {
-            fprintf(stderr, "usage: bench_cnn_fashion [--data DIR] [--epochs N] [--quick]\n");
+            fprintf(stderr, "usage: bench_cnn_fashion [--data DIR] [--epochs N] [--lr-drop E] "
+                            "[--quick]\n");
             return 2;
         }
     }
@@ -178,8 +184,8 @@ int main(int argc, char **argv)
     cnn_graph(&g, &s, 2024);
     drv_comp m = drv_create(l, "nn::Onnx", g.g,
                             "{\"optimizer\": \"adam\", \"learning_rate\": 0.001}");
-    printf("CNN on Fashion-MNIST: %zu training images, %zu test images, Adam 1e-3, "
-           "minibatch %d, one core\n\n", tr.n, te.n, BATCH);
+    printf("CNN on Fashion-MNIST: %zu training images, %zu test images, Adam 1e-3 "
+           "(1e-4 from epoch %d), minibatch %d, one core\n\n", tr.n, te.n, lr_drop, BATCH);
     printf("%5s %12s %12s %10s %10s\n", "epoch", "train loss", "test loss", "test acc", "wall s");
     size_t *idx = malloc(tr.n * sizeof *idx);
     int32_t labels[BATCH];
@@ -189,6 +195,16 @@ int main(int argc, char **argv)
     double t0 = now_s();
     float loss = 0, acc = 0;
     for (int e = 1; e <= epochs; e++) {
+        if (e == lr_drop) { /* the step schedule: the same parameters, a lower rate */
+            bb_value *p = NULL, *cmd = NULL;
+            drv_call(&m, "Params", NULL, 0, &p, 1);
+            drv_destroy(&m);
+            m = drv_create(l, "nn::Onnx", g.g,
+                           "{\"optimizer\": \"adam\", \"learning_rate\": 0.0001}");
+            drv_call(&m, "LoadParameters", &p, 1, &cmd, 1);
+            bb_value_unref(p);
+            bb_value_unref(cmd);
+        }
         shuffle(idx, tr.n, &seed);
         double sum = 0;
         size_t steps = 0;

@@ -120,10 +120,41 @@ static bool pool2d_fast_fits(const pool_job *j, int32_t dt)
     return dt == BB_DT_FLOAT && g->ns == 2 && g->d[0] == 1 && g->d[1] == 1 && !j->colmajor;
 }
 
+/* 2x2 windows at stride 2 without padding and without indices (a CNN's
+ * inference pool): one select per element, in loops the compiler
+ * vectorizes ("a > b ? a : b" is x86's maxps, NaN handling included). */
+static bool pool2x2(const pool_job *j, bool is_max)
+{
+    const cpu_geom *g = j->g;
+    for (int d = 0; d < 2; d++)
+        if (g->k[d] != 2 || g->s[d] != 2 || g->pb[d] || g->pe[d] || g->out[d] * 2 > g->in[d])
+            return false;
+    if (!is_max || j->ind)
+        return false;
+    int64_t W = g->in[1], OH = g->out[0], OW = g->out[1];
+    for (size_t p = 0; p < j->planes; p++) {
+        const float *xp = (const float *)(const void *)j->x + p * j->plane;
+        float *yp = (float *)(void *)j->y + p * j->O;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            const float *restrict r0 = xp + 2 * oh * W, *restrict r1 = r0 + W;
+            float *restrict y = yp + oh * OW;
+            for (int64_t ow = 0; ow < OW; ow++) {
+                float a = r0[2 * ow] > -INFINITY ? r0[2 * ow] : -INFINITY;
+                float b = r0[2 * ow + 1] > a ? r0[2 * ow + 1] : a;
+                float c = r1[2 * ow] > b ? r1[2 * ow] : b;
+                y[ow] = r1[2 * ow + 1] > c ? r1[2 * ow + 1] : c;
+            }
+        }
+    }
+    return true;
+}
+
 static void pool2d_fast(const pool_job *j, bool is_max)
 {
     const cpu_geom *g = j->g;
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
+    if (pool2x2(j, is_max))
+        return;
     for (size_t p = 0; p < j->planes; p++) {
         const float *xp = (const float *)(const void *)j->x + p * j->plane;
         float *yp = (float *)(void *)j->y + p * j->O;
