@@ -204,6 +204,9 @@ int64_t cpu_elem_i64(const bb_tensor_view *t, size_t i);
 bool cpu_cast_supported(int32_t dt);
 void cpu_cast_buf(void *dst, int32_t ddt, const void *src, int32_t sdt, size_t n);
 
+/* y = max(x, 0) (activation.c; x may be y: the fused Conv's epilogue). */
+void cpu_relu_f32(const float *x, float *y, size_t n);
+
 /* ---- BLAS and window geometry (matmul.c, conv.c) ---------------------------- */
 /* C[M,N] = alpha * op(A) op(B) + beta * C for float/double (CBLAS; gemv for
  * one row or column), exact wrapping product for int32/int64/uint32/uint64

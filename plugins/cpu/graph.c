@@ -16,6 +16,7 @@
  * a fingerprint of the graph's arrays); beyond max_cached_graphs a plan is
  * built for one call and freed after it.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,9 @@ struct cpu_plan_node {
     uint32_t n_release;
     int32_t *release;    /* slots dead after this node */
     cpu_plan *child[2];  /* If: then, else; Loop: body */
+    bb_value *fused_w;   /* Conv with a BatchNormalization folded in: its weights, */
+    bb_value *fused_b;   /* and bias (owned), used instead of inputs 1 and 2 */
+    bool fused_relu;     /* ... and a Relu in its epilogue */
 };
 
 struct cpu_plan {
@@ -101,6 +105,8 @@ void cpu_plan_free(cpu_plan *p)
     for (uint32_t i = 0; i < p->n_nodes; i++) {
         cpu_plan_free(p->nodes[i].child[0]);
         cpu_plan_free(p->nodes[i].child[1]);
+        bb_value_unref(p->nodes[i].fused_w);
+        bb_value_unref(p->nodes[i].fused_b);
     }
     for (uint32_t s = 0; s < p->n_slots; s++)
         bb_value_unref(p->konst[s]);
@@ -351,6 +357,129 @@ static int plan_releases(builder *b)
     return BB_OK;
 }
 
+/* ---- inference fusion: Conv -> BatchNormalization [-> Relu] ---------------
+ * A Conv whose output feeds only an inference BatchNormalization, with the
+ * Conv's weights and bias and the normalization's four vectors constant,
+ * becomes one Conv with the normalization folded into its weights:
+ *   a = scale / sqrt(var + eps),  W' = W a (per output channel),
+ *   B' = (B - mean) a + shift;
+ * a Relu that alone reads the result runs in the Conv's epilogue. Two
+ * passes over a CNN's largest activations saved (ONNX Runtime folds the
+ * same); the results equal the unfused ones up to rounding. */
+
+static const bb_value *konst_vec(const cpu_plan *p, int32_t s, int64_t len)
+{
+    const bb_value *v = s >= 0 ? p->konst[s] : NULL;
+    return v && cpu_tv(v)->dtype == BB_DT_FLOAT && cpu_tv(v)->ndim == 1 &&
+                   cpu_tv(v)->dims[0] == len
+               ? v
+               : NULL;
+}
+
+/* The folded weights and bias of Conv c and BatchNormalization n, or false. */
+static bool fold_bn(builder *b, const cpu_plan_node *c, const cpu_plan_node *n,
+                    bb_value **w2, bb_value **b2)
+{
+    const cpu_plan *p = b->p;
+    const bb_value *w = c->in[1] >= 0 ? p->konst[c->in[1]] : NULL;
+    if (!w || cpu_tv(w)->dtype != BB_DT_FLOAT || cpu_tv(w)->ndim < 3)
+        return false;
+    int64_t M = cpu_tv(w)->dims[0];
+    const bb_value *bias = c->n_in > 2 && c->in[2] >= 0 ? konst_vec(p, c->in[2], M) : NULL;
+    const bb_value *bn[4];
+    for (int i = 0; i < 4; i++)
+        if (!(bn[i] = konst_vec(p, n->in[1 + i], M)))
+            return false;
+    if ((c->n_in > 2 && c->in[2] >= 0 && !bias) || M <= 0)
+        return false;
+    const float *sc = (const float *)(const void *)cpu_tv(bn[0])->data;
+    const float *sh = (const float *)(const void *)cpu_tv(bn[1])->data;
+    const float *mu = (const float *)(const void *)cpu_tv(bn[2])->data;
+    const float *var = (const float *)(const void *)cpu_tv(bn[3])->data;
+    double eps = cpu_attr_f(n->node, "epsilon", 1e-5f);
+    *w2 = bb_value_tensor_copy(BB_DT_FLOAT, cpu_tv(w)->ndim, cpu_tv(w)->dims, cpu_tv(w)->data,
+                               cpu_tv(w)->nbytes);
+    *b2 = bb_value_tensor_new(BB_DT_FLOAT, 1, &M);
+    if (!*w2 || !*b2) {
+        bb_value_unref(*w2);
+        bb_value_unref(*b2);
+        return false; /* out of memory: run it unfused */
+    }
+    size_t per = bb_tensor_numel(w) / (size_t)M;
+    float *wv = bb_tensor_f32(*w2), *bv = bb_tensor_f32(*b2);
+    for (size_t m = 0; m < (size_t)M; m++) {
+        double a = sc[m] / sqrt((double)var[m] + eps);
+        for (size_t i = 0; i < per; i++)
+            wv[m * per + i] = (float)(wv[m * per + i] * a);
+        double b0 = bias ? ((const float *)(const void *)cpu_tv(bias)->data)[m] : 0.0;
+        bv[m] = (float)((b0 - mu[m]) * a + sh[m]);
+    }
+    return true;
+}
+
+/* Node i's only output is read by node j alone, and is not a graph output. */
+static bool feeds_only(const builder *b, const cpu_plan_node *ni, uint32_t j,
+                       const cpu_plan_node *nj)
+{
+    int32_t y = ni->n_out == 1 ? ni->out[0] : -1;
+    return y >= 0 && nj->n_in >= 1 && nj->in[0] == y && b->last_use[y] == j && !b->is_out[y];
+}
+
+/* Fuse at node k; marks the nodes it absorbed. */
+static void fuse_at(builder *b, uint32_t k, bool *gone)
+{
+    cpu_plan *p = b->p;
+    cpu_plan_node *c = &p->nodes[k], *n = &p->nodes[k + 1];
+    if (c->op != CPU_OP_Conv || n->op != CPU_OP_BatchNormalization || n->n_in != 5 ||
+        !feeds_only(b, c, k + 1, n) || cpu_attr_i(n->node, "training_mode", 0) != 0)
+        return;
+    for (uint32_t j = 1; j < n->n_out; j++)
+        if (n->out[j] >= 0)
+            return; /* running statistics read: an exporter's training graph */
+    if (n->out[0] < 0 || !fold_bn(b, c, n, &c->fused_w, &c->fused_b))
+        return;
+    gone[k + 1] = true;
+    c->out[0] = n->out[0];
+    cpu_plan_node *r = k + 2 < p->n_nodes ? &p->nodes[k + 2] : NULL;
+    if (r && r->op == CPU_OP_Relu && r->n_out == 1 && r->out[0] >= 0 &&
+        feeds_only(b, n, k + 2, r)) {
+        gone[k + 2] = true;
+        c->out[0] = r->out[0];
+        c->fused_relu = true;
+    }
+    b->prod[c->out[0]] = k;
+}
+
+/* Fuse what fits, then close the gaps: node indices in last_use / prod
+ * follow, and a removed node's index becomes the Conv's that absorbed it. */
+static int plan_fuse(builder *b)
+{
+    cpu_plan *p = b->p;
+    bool *gone = bb_arena_calloc(p->arena, p->n_nodes + 1, sizeof *gone);
+    uint32_t *to = bb_arena_calloc(p->arena, p->n_nodes + 1, sizeof *to);
+    if (!gone || !to)
+        return bfail(b, BB_ENOMEM, "out of memory");
+    for (uint32_t k = 0; k + 1 < p->n_nodes; k++)
+        if (!gone[k])
+            fuse_at(b, k, gone);
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < p->n_nodes; k++) {
+        to[k] = gone[k] ? n - 1 : n; /* an absorbed node follows its Conv */
+        if (!gone[k])
+            p->nodes[n++] = p->nodes[k];
+    }
+    if (n == p->n_nodes)
+        return BB_OK;
+    for (uint32_t s = 0; s < p->n_slots; s++) {
+        if (b->last_use[s] != NO_NODE)
+            b->last_use[s] = to[b->last_use[s]];
+        if (b->prod[s] != NO_NODE)
+            b->prod[s] = to[b->prod[s]];
+    }
+    p->n_nodes = n;
+    return BB_OK;
+}
+
 static int plan_nodes(builder *b, uint32_t depth)
 {
     cpu_plan *p = b->p;
@@ -382,6 +511,8 @@ static int plan_nodes(builder *b, uint32_t depth)
     }
     p->n_nodes = k;
     int rc = plan_outputs(b);
+    if (!rc)
+        rc = plan_fuse(b);
     return rc ? rc : plan_releases(b);
 }
 
@@ -658,9 +789,17 @@ int cpu_plan_run(cpu_backend *be, const cpu_plan *p, const cpu_frame *parent,
         const cpu_plan_node *pn = &p->nodes[k];
         for (uint32_t j = 0; j < pn->n_in; j++)
             ibuf[j] = pn->in[j] >= 0 ? vals[pn->in[j]] : NULL;
+        uint32_t n_in = pn->n_in;
+        if (pn->fused_w) { /* a Conv with its BatchNormalization folded in */
+            ibuf[1] = pn->fused_w;
+            ibuf[2] = pn->fused_b;
+            n_in = 3;
+        }
         cpu_run r = {.be = be, .node = pn->node, .op = pn->op, .scope = &f, .pn = pn, .err = err};
-        if ((rc = cpu_run_kernel(&r, ibuf, pn->n_in, obuf, pn->n_out)))
+        if ((rc = cpu_run_kernel(&r, ibuf, n_in, obuf, pn->n_out)))
             goto done;
+        if (pn->fused_relu)
+            cpu_relu_f32(bb_tensor_f32(obuf[0]), bb_tensor_f32(obuf[0]), bb_tensor_numel(obuf[0]));
         for (uint32_t j = 0; j < pn->n_out; j++) {
             if (pn->out[j] >= 0)
                 vals[pn->out[j]] = obuf[j];
