@@ -28,6 +28,7 @@
 #include "examples/cnn/cnn_graph.h"
 #include "support/engine_fixtures.h"
 #include "support/plugin_fixtures.h"
+#include "support/model_run.h"
 #include "support/worker_pool.h"
 
 #define MODEL "ai.bytesandbrains.role.model"
@@ -97,65 +98,11 @@ static bb_model *cnn_model(int64_t epochs)
     return m;
 }
 
+static const char *const TARGETS[] = {"Before", "Central", "Peek", "Load"};
+
 static bb_engine *install(bb_model *m, const char *model_cfg, const char *data_cfg, pool *w)
 {
-    bb_engine_config cfg;
-    bb_engine_config_init(&cfg);
-    if (w) {
-        cfg.submit_work = pool_submit;
-        cfg.submit_work_ud = w;
-    }
-    bb_engine *e = fx_engine(1, 7001, &cfg);
-    assert_non_null(e);
-    pfx_slot_config sc[2] = {{"model", model_cfg}, {"data", data_cfg}};
-    bb_engine_registry reg = pfx_registry(sc, 2);
-    const char *targets[4] = {"Before", "Central", "Peek", "Load"};
-    bb_error err = {0};
-    if (bb_engine_install(e, m, targets, 4, &reg, &err) != BB_OK)
-        fail_msg("install: %s", err.msg);
-    return e;
-}
-
-static void invoke(bb_engine *e, const char *target, const char *input, bb_value *v)
-{
-    bb_engine_input in = {.name = input, .value = v};
-    bb_error err = {0};
-    if (bb_engine_invoke(e, target, &in, 1, NULL, &err))
-        fail_msg("invoke %s: %s", target, err.msg);
-    bb_value_unref(v);
-}
-
-/* Polls until an AppEvent with topic appears (or an op fails, or the wall
- * deadline passes). */
-static const fx_rec *run_until(bb_engine *e, fx_log *log, const char *topic, double seconds)
-{
-    double end = now_s() + seconds;
-    bb_steps s;
-    bb_steps_init(&s);
-    const fx_rec *r = NULL;
-    while (!(r = fx_log_app(log, topic, 0)) && !fx_log_count(log, BB_STEP_OP_FAILED) &&
-           now_s() < end) {
-        bb_engine_poll(e, 1, &s);
-        for (size_t k = 0; k < s.n; k++)
-            fx_log_add(log, &s.v[k]);
-        if (!s.n) {
-            struct timespec ts = {0, 200000}; /* waiting on a worker */
-            nanosleep(&ts, NULL);
-        }
-    }
-    bb_steps_free(&s);
-    if (!r && fx_log_count(log, BB_STEP_OP_FAILED))
-        fail_msg("op failed: %s", fx_log_nth(log, BB_STEP_OP_FAILED, 0)->c);
-    if (!r)
-        fail_msg("no %s event within %.0f s", topic, seconds);
-    return r;
-}
-
-static float scalar_of(const fx_rec *r)
-{
-    assert_non_null(r);
-    assert_int_equal(r->value->type->kind, BB_VK_TENSOR);
-    return *bb_tensor_f32(r->value);
+    return mr_install(m, TARGETS, sizeof TARGETS / sizeof *TARGETS, model_cfg, data_cfg, w);
 }
 
 static void data_config(char *out, size_t cap)
@@ -180,13 +127,13 @@ static void test_cnn_digits_loss_falls(void **state)
     bb_model *m = cnn_model(EPOCHS);
     bb_engine *e = install(m, model_cfg, data_cfg, NULL);
     fx_log log = {0};
-    invoke(e, "Before", "go", bb_value_trigger());
-    float loss0 = scalar_of(run_until(e, &log, "loss0", 60));
-    float acc0 = scalar_of(fx_log_app(&log, "acc0", 0));
+    mr_invoke(e, "Before", "go", bb_value_trigger());
+    float loss0 = mr_scalar(mr_run_until(e, &log, "loss0", 60));
+    float acc0 = mr_scalar(fx_log_app(&log, "acc0", 0));
     double t0 = now_s();
-    invoke(e, "Central", "go", bb_value_trigger());
-    float acc = scalar_of(run_until(e, &log, "accuracy", 240));
-    float loss = scalar_of(fx_log_app(&log, "loss", 0));
+    mr_invoke(e, "Central", "go", bb_value_trigger());
+    float acc = mr_scalar(mr_run_until(e, &log, "accuracy", 240));
+    float loss = mr_scalar(fx_log_app(&log, "loss", 0));
     const fx_rec *ns = fx_log_app(&log, "num_samples", 0);
     assert_non_null(ns);
     print_message("  digits CNN (8x8, conv 8/16 + BN, fc 32): held-out loss %.4f -> %.4f, "
@@ -215,24 +162,26 @@ static void test_cnn_train_on_a_worker(void **state)
     bb_engine *e = install(m, model_cfg, data_cfg, &w);
     assert_int_equal(pool_start(&w, e), 0);
     fx_log log = {0};
-    invoke(e, "Peek", "go", bb_value_trigger());
-    bb_value *initial = bb_value_ref(run_until(e, &log, "p", 5)->value);
-    invoke(e, "Central", "go", bb_value_trigger()); /* its work waits at the closed gate */
+    mr_invoke(e, "Peek", "go", bb_value_trigger());
+    const fx_rec *p0 = mr_run_until(e, &log, "p", 5);
+    assert_non_null(p0);
+    bb_value *initial = bb_value_ref(p0->value);
+    mr_invoke(e, "Central", "go", bb_value_trigger()); /* its work waits at the closed gate */
     fx_run(e, &log, 1, 10);
     assert_true(bb_engine_pending_async_count(e) >= 1);
-    invoke(e, "Peek", "go", bb_value_trigger()); /* answered from the committed parameters */
+    mr_invoke(e, "Peek", "go", bb_value_trigger()); /* answered from the committed parameters */
     fx_run(e, &log, 1, 10);
     assert_non_null(fx_log_app(&log, "p", 1));
     assert_true(bb_value_equal(fx_log_app(&log, "p", 1)->value, initial));
     size_t n = bb_tensor_numel(initial);
     float *zeros = calloc(n, sizeof *zeros);
-    invoke(e, "Load", "x", fx_f32(zeros, n)); /* waits for the Train */
+    mr_invoke(e, "Load", "x", fx_f32(zeros, n)); /* waits for the Train */
     fx_run(e, &log, 1, 10);
     assert_null(fx_log_app(&log, "cmd", 0));
     pool_gate(&w, true);
-    run_until(e, &log, "cmd", 120);
+    assert_non_null(mr_run_until(e, &log, "cmd", 120));
     assert_non_null(fx_log_app(&log, "num_samples", 0)); /* Train committed first */
-    invoke(e, "Peek", "go", bb_value_trigger());
+    mr_invoke(e, "Peek", "go", bb_value_trigger());
     const fx_rec *p2 = NULL;
     for (double end = now_s() + 5; !p2 && now_s() < end;) {
         fx_run(e, &log, 1, 10);
@@ -306,8 +255,8 @@ static void test_cnn_in_a_recorded_program(void **state)
     if (bb_engine_install(e, compiled, &target, 1, &reg, &err))
         fail_msg("install: %s", err.msg);
     fx_log log = {0};
-    invoke(e, "@self", "go", bb_value_trigger());
-    float a = scalar_of(run_until(e, &log, "accuracy", 120));
+    mr_invoke(e, "@self", "go", bb_value_trigger());
+    float a = mr_scalar(mr_run_until(e, &log, "accuracy", 120));
     print_message("  a recorded program binding nn::Onnx (the CNN in its construction state): "
                   "%.2f%% after 3 epochs\n", 100.0 * a);
     assert_true(a >= 0.8f);
