@@ -38,10 +38,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <bb/bytes.h>
 #include <bb/model_io.h>
 
 #include "onnx_model.h"
-#include "plugins/common/plugin_bytes.h"
 #include "plugins/common/plugin_config.h"
 #include "plugins/common/plugin_type.h"
 
@@ -418,34 +418,36 @@ static int step(onnx_model *m, const bb_value *g, bb_error *err)
 /* ParamNames: JSON [{"name", "offset", "shape", "trained"}...] as Bytes. */
 static int param_names(const onnx_model *m, bb_value **out, bb_error *err)
 {
-    bbp_wbuf w = {0};
+    bb_writer w = {0};
     char buf[256];
-    bbp_put(&w, "[", 1);
+    bb_writer_put(&w, "[", 1);
     for (uint32_t i = 0; i < m->plan->n_params; i++) {
         const ad_param *pa = &m->plan->params[i];
         cJSON *name = cJSON_CreateString(pa->name);
         char *quoted = name ? cJSON_PrintUnformatted(name) : NULL;
         cJSON_Delete(name);
         if (!quoted) {
-            free(w.p);
+            bb_writer_free(&w);
             return oom(m, err);
         }
         int n = snprintf(buf, sizeof buf, "%s{\"name\": ", i ? ", " : "");
-        bbp_put(&w, buf, (size_t)n);
-        bbp_put(&w, quoted, strlen(quoted));
+        bb_writer_put(&w, buf, (size_t)n);
+        bb_writer_put(&w, quoted, strlen(quoted));
         free(quoted);
         n = snprintf(buf, sizeof buf, ", \"offset\": %zu, \"shape\": [", pa->offset);
-        bbp_put(&w, buf, (size_t)n);
+        bb_writer_put(&w, buf, (size_t)n);
         for (uint32_t d = 0; d < pa->ndim; d++) {
             n = snprintf(buf, sizeof buf, "%s%lld", d ? ", " : "", (long long)pa->dims[d]);
-            bbp_put(&w, buf, (size_t)n);
+            bb_writer_put(&w, buf, (size_t)n);
         }
         n = snprintf(buf, sizeof buf, "], \"trained\": %s}", pa->trained ? "true" : "false");
-        bbp_put(&w, buf, (size_t)n);
+        bb_writer_put(&w, buf, (size_t)n);
     }
-    bbp_put(&w, "]", 1);
-    *out = w.oom ? NULL : bb_value_bytes(&BB_TYPE_BYTES, w.p, w.n);
-    free(w.p);
+    bb_writer_put(&w, "]", 1);
+    uint8_t *text = NULL;
+    size_t len = 0;
+    *out = bb_writer_take(&w, &text, &len) ? bb_value_bytes(&BB_TYPE_BYTES, text, len) : NULL;
+    free(text);
     return *out ? BB_OK : oom(m, err);
 }
 
@@ -629,38 +631,35 @@ static int onnx_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *e
 {
     const onnx_model *m = inst;
     size_t bytes = m->plan->n_floats * sizeof(float);
-    bbp_wbuf w = {0};
-    bbp_put(&w, MAGIC, 4);
-    bbp_put_u32(&w, SNAP_VERSION);
-    bbp_put_u64(&w, m->plan->n_floats);
-    bbp_put_u32(&w, (uint32_t)m->opt.kind);
-    bbp_put_u64(&w, m->opt.t);
-    bbp_put_u64(&w, m->version);
-    bbp_put(&w, m->params, bytes);
-    bbp_put(&w, m->center, bytes);
-    bbp_put(&w, m->opt.m, bytes);
+    bb_writer w = {0};
+    bb_writer_put(&w, MAGIC, 4);
+    bb_writer_put_u32le(&w, SNAP_VERSION);
+    bb_writer_put_u64le(&w, m->plan->n_floats);
+    bb_writer_put_u32le(&w, (uint32_t)m->opt.kind);
+    bb_writer_put_u64le(&w, m->opt.t);
+    bb_writer_put_u64le(&w, m->version);
+    bb_writer_put(&w, m->params, bytes);
+    bb_writer_put(&w, m->center, bytes);
+    bb_writer_put(&w, m->opt.m, bytes);
     if (m->opt.v)
-        bbp_put(&w, m->opt.v, bytes);
-    if (w.oom) {
-        free(w.p);
+        bb_writer_put(&w, m->opt.v, bytes);
+    if (!bb_writer_take(&w, out, out_len))
         return oom(m, err);
-    }
-    *out = w.p;
-    *out_len = w.n;
     return BB_OK;
 }
 
 static int onnx_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
 {
     onnx_model *m = inst;
-    bbp_rbuf r = {data, len, 0};
+    bb_reader r;
+    bb_reader_init(&r, data, len);
     char magic[4];
     uint32_t version = 0, kind = 0;
     uint64_t n = 0, t = 0, changes = 0;
     size_t bytes = m->plan->n_floats * sizeof(float);
-    if (!bbp_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) || !bbp_get(&r, &version, 4) ||
-        version != SNAP_VERSION || !bbp_get(&r, &n, 8) || !bbp_get(&r, &kind, 4) ||
-        !bbp_get(&r, &t, 8) || !bbp_get(&r, &changes, 8))
+    if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) ||
+        !bb_reader_u32le(&r, &version) || version != SNAP_VERSION || !bb_reader_u64le(&r, &n) ||
+        !bb_reader_u32le(&r, &kind) || !bb_reader_u64le(&r, &t) || !bb_reader_u64le(&r, &changes))
         return bb_error_set(err, BB_EDECODE, "%s: not an nn::Onnx snapshot", m->who);
     if (n != m->plan->n_floats || kind != (uint32_t)m->opt.kind)
         return bb_error_set(err, BB_EDECODE,
@@ -669,14 +668,14 @@ static int onnx_restore(void *inst, const uint8_t *data, size_t len, bb_error *e
                             m->who, (unsigned long long)n, kind, m->plan->n_floats,
                             (unsigned)m->opt.kind);
     size_t want = bytes * (m->opt.v ? 4 : 3);
-    if (r.n - r.off != want)
+    if (bb_reader_left(&r) != want)
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot has %zu state bytes, not %zu",
-                            m->who, r.n - r.off, want);
-    bbp_get(&r, m->params, bytes);
-    bbp_get(&r, m->center, bytes);
-    bbp_get(&r, m->opt.m, bytes);
+                            m->who, bb_reader_left(&r), want);
+    bb_reader_get(&r, m->params, bytes);
+    bb_reader_get(&r, m->center, bytes);
+    bb_reader_get(&r, m->opt.m, bytes);
     if (m->opt.v)
-        bbp_get(&r, m->opt.v, bytes);
+        bb_reader_get(&r, m->opt.v, bytes);
     m->opt.t = t;
     m->version = changes;
     ad_session_clear(m->tr.sess);

@@ -240,8 +240,8 @@ static void test_cnn_in_a_recorded_program(void **state)
     bb_model_free(rec);
     assert_int_equal(bb_model_load_mem(bytes, len, "trainer.onnx", &rec, &err), BB_OK);
     free(bytes);
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, pfx_loader());
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, pfx_loader(), NULL);
     bbc_options opt;
     bbc_options_init(&opt);
     bbc_error cerr = {0};
