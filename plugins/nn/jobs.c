@@ -52,7 +52,7 @@ struct mlp_job {
     mlp_shape shape;
     size_t minibatch;
     float *params;             /* the job's parameters (a copy) */
-    mlp_optim opt;             /* Train: the job's optimizer state (a copy) */
+    bbp_optim opt;             /* Train: the job's optimizer state (a copy) */
     mlp_prox prox;             /* Train with proximal_mu > 0: mu and the model's center */
     float *center;             /* owned copy behind prox.center */
     float *grad;
@@ -64,7 +64,7 @@ struct mlp_job {
     size_t n_batch, cap_batch;
     bool count_batches;        /* epochs measured in batches, not rows */
     uint64_t target, pulled;   /* rows (or batches) to pull / pulled */
-    mlp_stats st;              /* over everything processed */
+    bbp_stats st;              /* over everything processed */
     int rc;
     char msg[BB_ERROR_MSG_MAX];
     bool in_submit, ran_inline;
@@ -83,7 +83,7 @@ static void job_free(mlp_job *j)
     free(j->grad);
     free(j->cls);
     free(j->fbuf);
-    mlp_optim_free(&j->opt);
+    bbp_optim_free(&j->opt);
     mlp_ws_free(&j->ws);
     free(j);
 }
@@ -198,7 +198,7 @@ static void job_work(void *arg)
                 break;
             }
         }
-        mlp_target t;
+        bbp_target t;
         char why[200];
         int rc = mlp_target_from(&j->shape, j->by[i], rows, j->cls, j->fbuf, &t, why, sizeof why);
         if (rc) {
@@ -246,7 +246,7 @@ static void job_finish(mlp_job *j)
         float *p = m->params;
         m->params = j->params;
         j->params = p;
-        mlp_optim o = m->opt;
+        bbp_optim o = m->opt;
         m->opt = j->opt;
         j->opt = o;
         int64_t dim = (int64_t)m->shape.n_params;
@@ -359,7 +359,7 @@ static mlp_job *job_new(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, m
     }
     bool ok = j && j->params;
     if (ok && train) {
-        ok = mlp_optim_init(&j->opt, m->shape.n_params) == BB_OK &&
+        ok = bbp_optim_init(&j->opt, m->shape.n_params) == BB_OK &&
              (j->grad = malloc(bytes)) != NULL;
         if (ok) {
             memcpy(j->opt.m, m->opt.m, bytes);

@@ -155,14 +155,14 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
         rc = bbp_config_double(cfg, "proximal_mu", 0, 1e6, &prox, err);
     if (!rc)
         rc = bbp_config_double(cfg, "attack_update_scale", -1e12, 1e12, &scale, err);
-    if (!rc && loss == LOSS_CE && sizes[n - 1] < 2)
+    if (!rc && loss == BBP_LOSS_CE && sizes[n - 1] < 2)
         rc = bb_error_set(err, BB_ECONFIG,
                           "%s: softmax cross-entropy needs at least 2 outputs (layers ends in 1)",
                           cfg->who);
     if (rc)
         return rc;
-    mlp_shape_init(&m->shape, sizes, n, (mlp_act)act, (mlp_loss)loss);
-    m->opt.kind = (mlp_opt)opt;
+    mlp_shape_init(&m->shape, sizes, n, (mlp_act)act, (bbp_loss)loss);
+    m->opt.kind = (bbp_opt)opt;
     m->opt.lr = (float)lr;
     m->opt.momentum = (float)mu;
     m->opt.beta1 = (float)b1;
@@ -205,7 +205,7 @@ static void mlp_destroy(void *inst)
     free(m->queue);
     mlp_ws_free(&m->ws);
     bb_value_unref(m->fwd_input);
-    mlp_optim_free(&m->opt);
+    bbp_optim_free(&m->opt);
     free(m->params);
     free(m->grad_acc);
     free(m->center);
@@ -237,7 +237,7 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
             m->center = malloc(n * sizeof *m->center);
             m->step_grad = malloc(n * sizeof *m->step_grad);
         }
-        if (!m->params || !m->grad_acc || mlp_optim_init(&m->opt, n) ||
+        if (!m->params || !m->grad_acc || bbp_optim_init(&m->opt, n) ||
             (m->proximal_mu > 0 && (!m->center || !m->step_grad)))
             rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory for %zu parameters", m->who, n);
     }
@@ -327,7 +327,7 @@ static int forward(mlp *m, const char *op, const bb_value *x, size_t *rows, bb_e
 
 /* Forward then the loss against target; dz filled when want_grad. */
 static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_value *y,
-                        bool want_grad, mlp_stats *st, bb_error *err)
+                        bool want_grad, bbp_stats *st, bb_error *err)
 {
     size_t rows = 0;
     int rc = forward(m, op, x, &rows, err);
@@ -336,7 +336,7 @@ static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_valu
     m->fwd_cached = false; /* the workspace now serves this op */
     int32_t *cls = malloc((rows ? rows : 1) * sizeof *cls);
     float *fbuf = malloc((rows ? rows : 1) * sizeof *fbuf);
-    mlp_target t;
+    bbp_target t;
     char why[200];
     if (!cls || !fbuf)
         rc = oom(m, err);
@@ -389,7 +389,7 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
             mlp_add_proximal(&prox, m->params, m->step_grad, n);
             grad = m->step_grad;
         }
-        mlp_optim_step(&m->opt, m->params, grad, n);
+        bbp_optim_step(&m->opt, m->params, grad, n, NULL, 0);
         return BB_OK;
     }
     if (!m->grad_pending)
@@ -397,7 +397,7 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
                             "%s: Step with no gradient: pass one, or run Backward first", m->who);
     if (m->center)
         mlp_add_proximal(&prox, m->params, m->grad_acc, n);
-    mlp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params);
+    bbp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params, NULL, 0);
     memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
     m->grad_pending = false;
     return BB_OK;
@@ -408,7 +408,7 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
                     uint32_t n_out, bb_error *err)
 {
     const bb_value *a = n_in > 0 ? in[0] : NULL, *b = n_in > 1 ? in[1] : NULL;
-    mlp_stats st = {0};
+    bbp_stats st = {0};
     size_t rows = 0;
     int rc = BB_OK;
     bool changes = false; /* the op answers a CommandId */
@@ -417,14 +417,14 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
     case OP_PARAMS_ON:
         return (out[0] = params_copy(m)) ? BB_OK : oom(m, err);
     case OP_PARAMS_DIGEST:
-        out[0] = bb_value_u64(&BB_TYPE_U64, mlp_params_digest(m->params, m->shape.n_params));
+        out[0] = bb_value_u64(&BB_TYPE_U64, bbp_params_digest(m->params, m->shape.n_params));
         return out[0] ? BB_OK : oom(m, err);
     case OP_LOAD_PARAMETERS:
         if (!(rc = check_flat(m, "LoadParameters", a, false, err))) {
             memcpy(m->params, bb_tensor_f32(a), m->shape.n_params * sizeof(float));
             if (m->center) /* FedProx's global model */
                 memcpy(m->center, m->params, m->shape.n_params * sizeof(float));
-            mlp_optim_reset(&m->opt, m->shape.n_params);
+            bbp_optim_reset(&m->opt, m->shape.n_params);
             forget_forward(m);
         }
         changes = true;
