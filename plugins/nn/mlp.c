@@ -195,14 +195,8 @@ static int load_weights(mlp *m, const bb_tensor_proto *t, bb_error *err)
 static void mlp_destroy(void *inst)
 {
     mlp *m = inst;
-    mlp_jobs_cancel_all(m);
-    free(m->jobs);
-    for (size_t i = 0; i < m->q_n; i++) { /* the engine dropped their completions */
-        mlp_deferred *d = &m->queue[(m->q_head + i) % m->q_cap];
-        for (uint32_t k = 0; k < d->n_in; k++)
-            bb_value_unref(d->in[k]);
-    }
-    free(m->queue);
+    bbp_jobs_cancel_all(&m->jobs);
+    bbp_queue_free(&m->queue); /* the engine dropped their completions */
     mlp_ws_free(&m->ws);
     bb_value_unref(m->fwd_input);
     bbp_optim_free(&m->opt);
@@ -499,45 +493,17 @@ static bool changes_model(mlp_op op)
            op == OP_STEP || op == OP_TRAIN;
 }
 
-static int enqueue(mlp *m, mlp_op op, const bb_dispatch_call *call, int64_t epochs, bb_error *err)
-{
-    if (m->q_n == m->q_cap) {
-        size_t cap = m->q_cap ? 2 * m->q_cap : 8;
-        mlp_deferred *q = malloc(cap * sizeof *q);
-        if (!q)
-            return oom(m, err);
-        for (size_t i = 0; i < m->q_n; i++)
-            q[i] = m->queue[(m->q_head + i) % m->q_cap];
-        free(m->queue);
-        m->queue = q;
-        m->q_cap = cap;
-        m->q_head = 0;
-    }
-    mlp_deferred *d = &m->queue[(m->q_head + m->q_n++) % m->q_cap];
-    memset(d, 0, sizeof *d);
-    d->op = op;
-    d->epochs = epochs;
-    d->completion = call->completion;
-    d->n_out = call->n_outputs;
-    d->n_in = call->n_inputs < 2 ? call->n_inputs : 2;
-    for (uint32_t k = 0; k < d->n_in; k++)
-        d->in[k] = bb_value_ref(call->inputs[k]);
-    return BB_OK;
-}
-
 void mlp_drain(mlp *m)
 {
-    while (!m->busy && m->q_n) {
-        mlp_deferred d = m->queue[m->q_head];
-        m->q_head = (m->q_head + 1) % m->q_cap;
-        m->q_n--;
+    bbp_deferred d;
+    while (!m->jobs.busy && bbp_queue_pop(&m->queue, &d)) {
         bb_error err = {0};
         if (d.op == OP_TRAIN) {
             if (mlp_start_train(m, m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
         } else {
             bb_value *out = NULL;
-            if (run_sync(m, d.op, d.in, d.n_in, &out, 1, &err))
+            if (run_sync(m, (mlp_op)d.op, d.in, d.n_in, &out, 1, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
             else
                 bb_complete_ok(d.completion, &out, 1);
@@ -579,13 +545,15 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
         rc = train_epochs(m, call, &epochs, err);
     if (rc)
         return BB_DISPATCH_NOW_ERR;
-    if (m->busy && changes_model(op)) {
-        if (enqueue(m, op, call, epochs, err))
+    if (m->jobs.busy && changes_model(op)) {
+        if (bbp_queue_push(&m->queue, (int)op, call, epochs)) {
+            oom(m, err);
             return BB_DISPATCH_NOW_ERR;
+        }
         return BB_DISPATCH_LATER;
     }
     if (op == OP_TRAIN || op == OP_EVALUATE_METRICS) {
-        mlp_sync sync = {.out = outputs, .err = err};
+        bbp_sync sync = {.out = outputs, .err = err};
         rc = op == OP_TRAIN
                  ? mlp_start_train(m, ctx, call->completion, call->n_outputs, epochs, &sync, err)
                  : mlp_start_eval(m, ctx, call->completion, call->n_outputs, &sync, err);

@@ -24,6 +24,7 @@
 
 #include <bb/plugin.h>
 
+#include "plugins/common/plugin_jobs.h"
 #include "plugins/common/plugin_train.h"
 
 #define MLP_MAX_LAYERS 16          /* weight layers */
@@ -101,17 +102,6 @@ typedef enum mlp_op {
     OP_PARAMS_DIGEST, N_MLP_OPS
 } mlp_op;
 
-/* An op that waits for the running Train (ops that change the model). */
-typedef struct mlp_deferred {
-    mlp_op op;
-    bb_value *in[2];
-    uint32_t n_in, n_out;
-    int64_t epochs;
-    bb_completion *completion;
-} mlp_deferred;
-
-typedef struct mlp_job mlp_job;
-
 typedef struct mlp {
     mlp_shape shape;
     char who[160];             /* "nn::Mlp at slot 'model'" */
@@ -132,41 +122,24 @@ typedef struct mlp {
     bool grad_pending;
     uint64_t version;          /* changes so far (the CommandId ops answer) */
     bb_ctx *ctx;               /* the engine's ctx for this component */
-    mlp_job *busy;             /* the Train in flight: changes wait for it */
-    mlp_job **jobs;            /* every live job (Train and EvaluateMetrics) */
-    size_t n_jobs, cap_jobs;
-    mlp_deferred *queue;       /* FIFO of ops waiting for busy */
-    size_t q_head, q_n, q_cap;
+    bbp_jobs jobs;             /* live Train / EvaluateMetrics; jobs.busy: the Train in
+                                * flight, changes wait for it */
+    bbp_queue queue;           /* FIFO of ops waiting for jobs.busy */
 } mlp;
-
-/* FNV-1a-64 over the parameters' 64-bit little-endian words (ParamsDigest). */
-uint64_t bbp_params_digest(const float *p, size_t n);
 
 /* Runs every queued op that can run now (after a Train finished). */
 void mlp_drain(mlp *m);
 
-/* ---- jobs.c ---------------------------------------------------------------------- */
-
-/* Where a job that finishes inside the dispatch that started it (the host
- * ran its work inline) leaves its result: the engine takes a result from
- * the dispatch itself then, not through the completion handle. */
-typedef struct mlp_sync {
-    bb_value **out;            /* the dispatch's outputs */
-    bb_error *err;
-    bool done;                 /* finished inline: out / err hold the result */
-    int rc;
-} mlp_sync;
+/* ---- jobs.c (plugins/common/plugin_jobs.h's protocol) ---------------------------- */
 
 /* Train epochs over the "data" dependency off the engine thread; the result
  * is (params, num_samples), n_out of them. Returns BB_OK when the job is
  * under way or done (see sync, which may be NULL when the op's dispatch has
  * already returned), else an error (c untouched). */
 int mlp_start_train(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, int64_t epochs,
-                    mlp_sync *sync, bb_error *err);
+                    bbp_sync *sync, bb_error *err);
 /* Loss and accuracy on the source's evaluation set; same contract. */
-int mlp_start_eval(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, mlp_sync *sync,
+int mlp_start_eval(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, bbp_sync *sync,
                    bb_error *err);
-/* The component is going away: running workers stop at their next batch. */
-void mlp_jobs_cancel_all(mlp *m);
 
 #endif
