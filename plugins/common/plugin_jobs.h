@@ -466,6 +466,43 @@ static inline void bbp_jobs_cancel_all(bbp_jobs *js)
     js->cap = 0;
 }
 
+/* The checks every model makes of a source's (batch, labels) pair after
+ * its own of the batch's shape: at least one row, and labels. */
+static inline int bbp_check_rows_and_labels(const bb_value *x, const bb_value *y, char *msg,
+                                            size_t cap)
+{
+    if (x->u.tensor.ndim < 1 || x->u.tensor.dims[0] <= 0) {
+        snprintf(msg, cap, "the data source returned an empty batch");
+        return BB_EINVAL;
+    }
+    if (!y || y->type->kind != BB_VK_TENSOR || bb_tensor_numel(y) == 0) {
+        snprintf(msg, cap, "the data source gives no labels");
+        return BB_EINVAL;
+    }
+    return BB_OK;
+}
+
+/* The epochs of a Train: the config's when set (epochs_cfg > 0), else the
+ * node's epochs attribute (1 when absent). */
+static inline int bbp_train_epochs(int64_t epochs_cfg, const bb_dispatch_call *call,
+                                   const char *who, int64_t *epochs, bb_error *err)
+{
+    *epochs = epochs_cfg > 0 ? epochs_cfg
+                             : call->node ? bb_node_attr_int(call->node, "epochs", 1) : 1;
+    if (*epochs < 1 || *epochs > (1 << 20))
+        return bb_error_set(err, BB_EINVAL, "%s: Train with epochs = %lld", who,
+                            (long long)*epochs);
+    return BB_OK;
+}
+
+/* What a dispatch that started a job returns: rc is the start's status. */
+static inline bb_dispatch_result bbp_job_dispatched(int rc, const bbp_sync *sync)
+{
+    if (rc || (sync->done && sync->rc))
+        return BB_DISPATCH_NOW_ERR;
+    return sync->done ? BB_DISPATCH_NOW_OK : BB_DISPATCH_LATER;
+}
+
 /* ---- ops waiting for a running Train ---------------------------------------------------- */
 
 typedef struct bbp_deferred {

@@ -153,6 +153,26 @@ static inline void bbp_loss_grad(bbp_loss loss, const float *y, size_t rows, siz
     st->rows += rows;
 }
 
+/* An f32 scalar tensor (new reference), NULL on OOM. */
+static inline bb_value *bbp_scalar(float v)
+{
+    bb_value *t = bb_value_tensor_new(BB_DT_FLOAT, 0, NULL);
+    if (t)
+        *bb_tensor_f32(t) = v;
+    return t;
+}
+
+/* The mean loss and the accuracy of st as f32 scalars into out[0], and
+ * out[1] when want_accuracy; false on OOM (the caller releases out[]). */
+static inline bool bbp_stats_outputs(const bbp_stats *st, bb_value **out, bool want_accuracy)
+{
+    double rows = st->rows ? (double)st->rows : 1.0;
+    out[0] = bbp_scalar((float)(st->loss_sum / rows));
+    if (want_accuracy)
+        out[1] = bbp_scalar((float)((double)st->correct / rows));
+    return out[0] && (!want_accuracy || out[1]);
+}
+
 /* ---- optimizers ---------------------------------------------------------------------- */
 
 /* A run of trained floats in the flat vector. */
@@ -191,13 +211,21 @@ static inline void bbp_optim_free(bbp_optim *o)
     o->m = o->v = NULL;
 }
 
-/* A copy of src's state (dst initialized for the same n). */
-static inline void bbp_optim_copy(bbp_optim *dst, const bbp_optim *src, size_t n)
+/* dst becomes a copy of src (settings and state) with its own buffers;
+ * BB_ENOMEM (dst freed) on failure. */
+static inline int bbp_optim_clone(bbp_optim *dst, const bbp_optim *src, size_t n)
 {
+    *dst = *src;
+    dst->m = dst->v = NULL;
+    if (bbp_optim_init(dst, n)) {
+        bbp_optim_free(dst);
+        return BB_ENOMEM;
+    }
     memcpy(dst->m, src->m, n * sizeof *dst->m);
     if (src->v && dst->v)
         memcpy(dst->v, src->v, n * sizeof *dst->v);
     dst->t = src->t;
+    return BB_OK;
 }
 
 static inline void bbp__optim_run(bbp_optim *o, float *restrict p, const float *restrict g,

@@ -53,15 +53,7 @@ static int job_check(void *model, const bb_value *x, const bb_value *y, char *ms
                  m->shape.size[0]);
         return BB_ETYPE;
     }
-    if (x->u.tensor.dims[0] <= 0) {
-        snprintf(msg, cap, "the data source returned an empty batch");
-        return BB_EINVAL;
-    }
-    if (!y || y->type->kind != BB_VK_TENSOR || bb_tensor_numel(y) == 0) {
-        snprintf(msg, cap, "the data source gives no labels");
-        return BB_EINVAL;
-    }
-    return BB_OK;
+    return bbp_check_rows_and_labels(x, y, msg, cap);
 }
 
 /* Worker: the chunk, with the job's own parameters. */
@@ -101,14 +93,6 @@ static int job_work(void *state, bb_value *const *bx, bb_value *const *by, size_
     return BB_OK;
 }
 
-static bb_value *scalar(float v)
-{
-    bb_value *t = bb_value_tensor_new(BB_DT_FLOAT, 0, NULL);
-    if (t)
-        *bb_tensor_f32(t) = v;
-    return t;
-}
-
 /* Engine thread: a Train commits its parameters and optimizer; the outputs. */
 static int job_finish(void *model, void *state, bool train, bb_value **out, char *msg,
                       size_t cap)
@@ -132,9 +116,7 @@ static int job_finish(void *model, void *state, bool train, bb_value **out, char
         }
         out[1] = bb_value_u64(&BB_TYPE_U64, j->st.rows);
     } else {
-        double rows = j->st.rows ? (double)j->st.rows : 1.0;
-        out[0] = scalar((float)(j->st.loss_sum / rows));
-        out[1] = scalar((float)((double)j->st.correct / rows));
+        bbp_stats_outputs(&j->st, out, true); /* on OOM the caller releases both */
     }
     if (out[0] && out[1])
         return BB_OK;
@@ -166,13 +148,10 @@ static mlp_job *job_state(const mlp *m, bool train)
     j->shape = m->shape;
     j->minibatch = (size_t)m->batch_size;
     j->params = malloc(bytes ? bytes : 1);
-    j->opt = m->opt;
-    j->opt.m = j->opt.v = NULL;
     bool ok = j->params != NULL;
     if (ok && train) {
-        ok = bbp_optim_init(&j->opt, n) == BB_OK && (j->grad = malloc(bytes ? bytes : 1));
-        if (ok)
-            bbp_optim_copy(&j->opt, &m->opt, n);
+        ok = bbp_optim_clone(&j->opt, &m->opt, n) == BB_OK &&
+             (j->grad = malloc(bytes ? bytes : 1)) != NULL;
         if (ok && m->center) {
             ok = (j->center = malloc(bytes ? bytes : 1)) != NULL;
             if (ok) {

@@ -343,14 +343,6 @@ static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_valu
     return rc;
 }
 
-static bb_value *scalar(float v)
-{
-    bb_value *t = bb_value_tensor_new(BB_DT_FLOAT, 0, NULL);
-    if (t)
-        *bb_tensor_f32(t) = v;
-    return t;
-}
-
 static int backward(mlp *m, const bb_value *g, bb_error *err)
 {
     size_t k = m->shape.size[m->shape.n_layers];
@@ -452,11 +444,8 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
         break;
     case OP_EVALUATE:
         if (!(rc = forward_loss(m, "Evaluate", a, b, false, &st, err))) {
-            double rows = st.rows ? (double)st.rows : 1.0;
-            out[0] = scalar((float)(st.loss_sum / rows));
-            if (n_out > 1) /* the optional accuracy */
-                out[1] = scalar((float)((double)st.correct / rows));
-            rc = out[0] && (n_out < 2 || out[1]) ? BB_OK : oom(m, err);
+            /* the accuracy is an optional output */
+            rc = bbp_stats_outputs(&st, out, n_out > 1) ? BB_OK : oom(m, err);
         }
         break;
     case OP_GRADIENTS:
@@ -513,17 +502,6 @@ void mlp_drain(mlp *m)
     }
 }
 
-static int train_epochs(const mlp *m, const bb_dispatch_call *call, int64_t *epochs,
-                        bb_error *err)
-{
-    *epochs = m->epochs_cfg > 0 ? m->epochs_cfg
-                                : call->node ? bb_node_attr_int(call->node, "epochs", 1) : 1;
-    if (*epochs < 1 || *epochs > (1 << 20))
-        return bb_error_set(err, BB_EINVAL, "%s: Train with epochs = %lld", m->who,
-                            (long long)*epochs);
-    return BB_OK;
-}
-
 static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
                                        bb_value **outputs, bb_error *err)
 {
@@ -542,7 +520,7 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
     else if (call->n_outputs < 1)
         rc = bb_error_set(err, BB_EINVAL, "%s: %s needs an output", m->who, OP_NAMES[op]);
     else if (op == OP_TRAIN)
-        rc = train_epochs(m, call, &epochs, err);
+        rc = bbp_train_epochs(m->epochs_cfg, call, m->who, &epochs, err);
     if (rc)
         return BB_DISPATCH_NOW_ERR;
     if (m->jobs.busy && changes_model(op)) {
@@ -557,9 +535,7 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
         rc = op == OP_TRAIN
                  ? mlp_start_train(m, ctx, call->completion, call->n_outputs, epochs, &sync, err)
                  : mlp_start_eval(m, ctx, call->completion, call->n_outputs, &sync, err);
-        if (rc || (sync.done && sync.rc))
-            return BB_DISPATCH_NOW_ERR;
-        return sync.done ? BB_DISPATCH_NOW_OK : BB_DISPATCH_LATER;
+        return bbp_job_dispatched(rc, &sync);
     }
     rc = run_sync(m, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
     return rc ? BB_DISPATCH_NOW_ERR : BB_DISPATCH_NOW_OK;

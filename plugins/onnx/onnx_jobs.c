@@ -167,15 +167,7 @@ static int job_check(void *model, const bb_value *x, const bb_value *y, char *ms
         snprintf(msg, cap, "the data source's batch is not an f32 tensor [rows, ...]");
         return BB_ETYPE;
     }
-    if (x->u.tensor.dims[0] <= 0) {
-        snprintf(msg, cap, "the data source returned an empty batch");
-        return BB_EINVAL;
-    }
-    if (!y || y->type->kind != BB_VK_TENSOR || bb_tensor_numel(y) == 0) {
-        snprintf(msg, cap, "the data source gives no labels");
-        return BB_EINVAL;
-    }
-    return BB_OK;
+    return bbp_check_rows_and_labels(x, y, msg, cap);
 }
 
 static int job_work(void *state, bb_value *const *x, bb_value *const *y, size_t n,
@@ -191,14 +183,6 @@ static int job_work(void *state, bb_value *const *x, bb_value *const *y, size_t 
             return rc;
     }
     return BB_OK;
-}
-
-static bb_value *scalar(float v)
-{
-    bb_value *t = bb_value_tensor_new(BB_DT_FLOAT, 0, NULL);
-    if (t)
-        *bb_tensor_f32(t) = v;
-    return t;
 }
 
 static int job_finish(void *model, void *state, bool train, bb_value **out, char *msg,
@@ -221,9 +205,7 @@ static int job_finish(void *model, void *state, bool train, bb_value **out, char
                                       m->plan->n_floats * sizeof(float));
         out[1] = bb_value_u64(&BB_TYPE_U64, j->st.rows);
     } else {
-        double rows = j->st.rows ? (double)j->st.rows : 1.0;
-        out[0] = scalar((float)(j->st.loss_sum / rows));
-        out[1] = scalar((float)((double)j->st.correct / rows));
+        bbp_stats_outputs(&j->st, out, true); /* on OOM the caller releases both */
     }
     if (out[0] && out[1])
         return BB_OK;
@@ -248,14 +230,9 @@ static onnx_job *job_state(onnx_model *m, bool train)
     j->train = train;
     j->params = malloc(bytes);
     j->center = train && m->prox_mu != 0 ? malloc(bytes) : NULL;
-    j->opt = m->opt;
-    j->opt.m = j->opt.v = NULL;
     bool ok = j->params && (!train || m->prox_mu == 0 || j->center);
-    if (ok && train) {
-        ok = bbp_optim_init(&j->opt, n) == BB_OK;
-        if (ok)
-            bbp_optim_copy(&j->opt, &m->opt, n);
-    }
+    if (ok && train)
+        ok = bbp_optim_clone(&j->opt, &m->opt, n) == BB_OK;
     uint64_t seed = m->seed ^ (0x9e3779b97f4a7c15ULL * ++m->jobs_started);
     if (ok)
         ok = onnx_trainer_init(&j->tr, m->plan, j->params, seed, m->loss, (size_t)m->batch_size,

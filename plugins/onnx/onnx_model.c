@@ -293,14 +293,6 @@ static int check_flat(const onnx_model *m, const char *op, const bb_value *v, bo
     return BB_OK;
 }
 
-static bb_value *scalar(float v)
-{
-    bb_value *t = bb_value_tensor_new(BB_DT_FLOAT, 0, NULL);
-    if (t)
-        *bb_tensor_f32(t) = v;
-    return t;
-}
-
 static int check_batch(const onnx_model *m, const char *op, const bb_value *x, bb_error *err)
 {
     if (!x || x->type->kind != BB_VK_TENSOR || x->u.tensor.dtype != BB_DT_FLOAT ||
@@ -324,11 +316,7 @@ static int evaluate(onnx_model *m, const bb_value *x, const bb_value *y, bb_valu
     char msg[BB_ERROR_MSG_MAX];
     if ((rc = onnx_pass(&m->tr, m->params, NULL, x, y, &st, msg, sizeof msg)))
         return bb_error_set(err, rc, "%s: Evaluate: %s", m->who, msg);
-    double rows = st.rows ? (double)st.rows : 1.0;
-    out[0] = scalar((float)(st.loss_sum / rows));
-    if (n_out > 1)
-        out[1] = scalar((float)((double)st.correct / rows));
-    return out[0] && (n_out < 2 || out[1]) ? BB_OK : oom(m, err);
+    return bbp_stats_outputs(&st, out, n_out > 1) ? BB_OK : oom(m, err);
 }
 
 /* Gradients: forward + backward in training mode on a copy of the
@@ -367,7 +355,7 @@ static int gradients(onnx_model *m, const bb_value *x, const bb_value *y, bb_val
     bb_value_unref(o);
     bb_value_unref(dz);
     ad_session_clear(t.sess);
-    if (!rc && n_out > 1 && !(out[1] = scalar((float)(st.loss_sum / (double)rows))))
+    if (!rc && n_out > 1 && !(out[1] = bbp_scalar((float)(st.loss_sum / (double)rows))))
         rc = oom(m, err);
     return rc;
 }
@@ -568,17 +556,6 @@ void onnx_drain(void *model)
     }
 }
 
-static int train_epochs(const onnx_model *m, const bb_dispatch_call *call, int64_t *epochs,
-                        bb_error *err)
-{
-    *epochs = m->epochs_cfg > 0 ? m->epochs_cfg
-                                : call->node ? bb_node_attr_int(call->node, "epochs", 1) : 1;
-    if (*epochs < 1 || *epochs > (1 << 20))
-        return bb_error_set(err, BB_EINVAL, "%s: Train with epochs = %lld", m->who,
-                            (long long)*epochs);
-    return BB_OK;
-}
-
 static bb_dispatch_result onnx_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
                                         bb_value **outputs, bb_error *err)
 {
@@ -597,7 +574,7 @@ static bb_dispatch_result onnx_dispatch(void *inst, bb_ctx *ctx, const bb_dispat
     else if (call->n_outputs < 1)
         rc = bb_error_set(err, BB_EINVAL, "%s: %s needs an output", m->who, OP_NAMES[op]);
     else if (op == OP_TRAIN)
-        rc = train_epochs(m, call, &epochs, err);
+        rc = bbp_train_epochs(m->epochs_cfg, call, m->who, &epochs, err);
     if (rc)
         return BB_DISPATCH_NOW_ERR;
     if (m->jobs.busy && changes_model(op)) {
@@ -612,9 +589,7 @@ static bb_dispatch_result onnx_dispatch(void *inst, bb_ctx *ctx, const bb_dispat
         rc = op == OP_TRAIN
                  ? onnx_start_train(m, ctx, call->completion, call->n_outputs, epochs, &sync, err)
                  : onnx_start_eval(m, ctx, call->completion, call->n_outputs, &sync, err);
-        if (rc || (sync.done && sync.rc))
-            return BB_DISPATCH_NOW_ERR;
-        return sync.done ? BB_DISPATCH_NOW_OK : BB_DISPATCH_LATER;
+        return bbp_job_dispatched(rc, &sync);
     }
     rc = run_sync(m, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
     return rc ? BB_DISPATCH_NOW_ERR : BB_DISPATCH_NOW_OK;
