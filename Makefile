@@ -340,7 +340,10 @@ demo: deps
 
 programs: $(LIBBBIR_SO) $(LIBBBIR_A) $(BINS) $(PLUGINS)
 
+# The baselines bench_train compares against (PyTorch, ONNX Runtime) are
+# bench-only: scripts/bench-deps installs them, not scripts/deps.
 bench: deps
+	@scripts/bench-deps $(B)
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 
