@@ -217,7 +217,9 @@ static int op_add(ix_index *ix, const bb_value *vec, bb_value **out, bb_error *e
     ix_rows r;
     uint32_t had_dim = ix->dim;
     uint64_t first = ix->n;
-    int rc = ix_rows_from(ix, vec, "Add", true, &r, err);
+    int rc = ix->kind == IX_IVFPQ ? ix_ivfpq_check_trained(ix, "Add", err) : BB_OK;
+    if (!rc)
+        rc = ix_rows_from(ix, vec, "Add", true, &r, err);
     if (rc)
         return rc;
     if (r.rows > ix->max_vectors - ix->n) {
@@ -256,7 +258,9 @@ static int op_search(ix_index *ix, const bb_dispatch_call *call, const bb_value 
         return bb_error_set(err, BB_EINVAL, "%s: Search k = %lld is outside [1, %u]", ix->who,
                             (long long)k, IX_MAX_K);
     ix_rows r;
-    int rc = ix_rows_from(ix, query, "Search", false, &r, err);
+    int rc = ix->kind == IX_IVFPQ ? ix_ivfpq_check_trained(ix, "Search", err) : BB_OK;
+    if (!rc)
+        rc = ix_rows_from(ix, query, "Search", false, &r, err);
     if (rc)
         return rc;
     uint32_t kk = (uint64_t)k < ix->live ? (uint32_t)k : (uint32_t)ix->live;
@@ -272,7 +276,7 @@ static int op_search(ix_index *ix, const bb_dispatch_call *call, const bb_value 
         rc = ix_flat_search(ix, r.x, r.rows, kk, hits, err);
     else if (kk && ix->kind == IX_HNSW)
         rc = ix_hnsw_search(ix, r.x, r.rows, kk, hits, err);
-    else if (ix->kind == IX_IVFPQ) /* also when empty: an untrained index says so */
+    else if (kk && ix->kind == IX_IVFPQ)
         rc = ix_ivfpq_search(ix, r.x, r.rows, kk, hits, err);
     ix_rows_free(&r);
     if (!rc) {

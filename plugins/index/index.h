@@ -166,7 +166,8 @@ void ix_rows_free(ix_rows *r);
  *   stored in ix->n and ix->live (Flat, IvfPq: all or nothing; Hnsw: a
  *   vector is stored and counted before it is linked, so an allocation
  *   failure mid-batch keeps the vectors before it).
- * search: nq queries, k' results each into out (nq x k'), IX_NO_ID-padded.
+ * search: nq queries, k' results each into out (nq x k'), IX_NO_ID-padded
+ *   (IvfPq: trained, checked by the caller).
  * remove: ids known live (checked by the caller). */
 int ix_flat_add(ix_index *ix, const float *x, size_t rows, bb_error *err);
 int ix_flat_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit *out,
@@ -179,6 +180,8 @@ int ix_hnsw_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit *
                    bb_error *err);
 void ix_hnsw_free(ix_index *ix);
 
+/* BB_ESTATE naming op `what` while the quantizers are not trained. */
+int ix_ivfpq_check_trained(const ix_index *ix, const char *what, bb_error *err);
 int ix_ivfpq_add(ix_index *ix, const float *x, size_t rows, bb_error *err);
 int ix_ivfpq_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit *out,
                     bb_error *err);

@@ -83,13 +83,18 @@ static bool list_reserve(ix_list *l, size_t need, uint32_t pq_m)
     return true;
 }
 
+int ix_ivfpq_check_trained(const ix_index *ix, const char *what, bb_error *err)
+{
+    if (ix->u.ivf.trained)
+        return BB_OK;
+    return bb_error_set(err, BB_ESTATE, "%s: %s before Train: an IvfPq index needs its "
+                        "quantizers trained first%s", ix->who, what,
+                        ix->u.ivf.job ? " (a Train is running)" : "");
+}
+
 int ix_ivfpq_add(ix_index *ix, const float *x, size_t rows, bb_error *err)
 {
     ix_ivfpq *v = &ix->u.ivf;
-    if (!v->trained)
-        return bb_error_set(err, BB_ESTATE, "%s: Add before Train: an IvfPq index needs its "
-                            "quantizers trained first%s", ix->who,
-                            v->job ? " (a Train is running)" : "");
     size_t need = (size_t)ix->n + rows;
     if (need > v->id_cap) {
         size_t cap = ix_next_cap(v->id_cap, need);
@@ -192,10 +197,6 @@ int ix_ivfpq_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit 
                     bb_error *err)
 {
     ix_ivfpq *v = &ix->u.ivf;
-    if (!v->trained)
-        return bb_error_set(err, BB_ESTATE, "%s: Search before Train: an IvfPq index needs its "
-                            "quantizers trained first%s", ix->who,
-                            v->job ? " (a Train is running)" : "");
     uint32_t np = v->nprobe < v->nlist ? v->nprobe : v->nlist;
     float *tab = malloc((size_t)v->pq_m * KSUB * sizeof *tab);
     ix_hit *probe = malloc((size_t)np * sizeof *probe), *heap = malloc((size_t)k * sizeof *heap);
