@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bb/plugin_loader.h"
+#include "bbc/compiler.h"
 #include "engine_fixtures.h"
 
 static bb_plugin_loader *g_loader;
@@ -134,6 +135,26 @@ int pfx_call(const bb_component_type *t, void *inst, bb_ctx *ctx, const char *op
     if (r == BB_DISPATCH_LATER)
         return bb_error_set(err, BB_ESTATE, "%s.%s went asynchronous", t->type_name, op_type);
     return err->code ? err->code : BB_ERUNTIME;
+}
+
+bb_model *pfx_compile(const bb_model *in, bb_error *err)
+{
+    struct bb_plugin_loader *l = pfx_loader();
+    if (!l) {
+        bb_error_set(err, BB_ENOTFOUND, "the build's plugins cannot be loaded");
+        return NULL;
+    }
+    bbc_type_source ts;
+    bbc_type_source_from_loader(&ts, l);
+    bbc_options o;
+    bbc_options_init(&o);
+    bbc_error e = {0};
+    bb_model *out = NULL;
+    if (bbc_compile(in, &o, NULL, &ts, NULL, 0, &out, &e)) {
+        bb_error_set(err, BB_ECOMPILE, "%s: %s", e.pass, e.msg);
+        return NULL;
+    }
+    return out;
 }
 
 /* ---- registry --------------------------------------------------------------------- */
