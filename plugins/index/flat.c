@@ -6,8 +6,7 @@
  * by BASE_BLOCK stored vectors, so each block of inner products stays in
  * cache while its rows feed the queries' top-k heaps (the form FAISS's
  * IndexFlat uses). L2 is ||x||^2 - 2 q.x + ||q||^2 with the stored
- * squared norms kept beside the vectors; clamped at 0, since the expanded
- * form can round below it for near-duplicates.
+ * squared norms kept beside the vectors.
  *
  * Remove leaves a tombstone: ids stay positions, the scan skips it.
  */
@@ -18,7 +17,7 @@
 
 #include "index.h"
 
-#define QUERY_BLOCK 256
+#define QUERY_BLOCK 4096
 #define BASE_BLOCK 1024
 
 int ix_flat_add(ix_index *ix, const float *x, size_t rows, bb_error *err)
@@ -44,14 +43,36 @@ int ix_flat_add(ix_index *ix, const float *x, size_t rows, bb_error *err)
     return BB_OK;
 }
 
-/* Distance of stored row j from a query with inner product ip. */
-static inline float flat_dist(ix_metric m, float qnorm, float xnorm, float ip)
+/* Rows b0..b0+nb of one query's block of inner products into its top-k:
+ * L2 is qnorm + ||x||^2 - 2 q.x (clamped at 0: the expanded form can
+ * round below it for near-duplicates), ip -q.x, cosine 1 - q.x. The
+ * metric and the tombstone test are hoisted out of the loop: this is
+ * the whole scan's per-vector cost. */
+static void scan_block(const ix_index *ix, const float *row, size_t b0, size_t nb, float qnorm,
+                       ix_topk *t)
 {
-    if (m == IX_L2) {
-        float d = qnorm + xnorm - 2.0f * ip;
-        return d > 0 ? d : 0;
+    const ix_flat *f = &ix->u.flat;
+    const uint8_t *dead = ix->live < ix->n ? f->dead + b0 : NULL;
+    const float *xn = f->norms + b0;
+    float bound = ix_topk_bound(t);
+    if (ix->metric == IX_L2) {
+        for (size_t j = 0; j < nb; j++) {
+            float d = qnorm + xn[j] - 2.0f * row[j];
+            if (d <= bound && !(dead && dead[j])) {
+                ix_topk_push(t, d > 0 ? d : 0, b0 + j);
+                bound = ix_topk_bound(t);
+            }
+        }
+        return;
     }
-    return m == IX_IP ? -ip : 1.0f - ip;
+    float off = ix->metric == IX_COSINE ? 1.0f : 0.0f;
+    for (size_t j = 0; j < nb; j++) {
+        float d = off - row[j];
+        if (d <= bound && !(dead && dead[j])) {
+            ix_topk_push(t, d, b0 + j);
+            bound = ix_topk_bound(t);
+        }
+    }
 }
 
 static void emit(ix_topk *t, uint32_t k, ix_hit *out)
@@ -70,15 +91,16 @@ int ix_flat_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit *
     float *ip = malloc((qb ? qb : 1) * (bb ? bb : 1) * sizeof *ip);
     ix_hit *heaps = malloc((qb ? qb : 1) * (k ? k : 1) * sizeof *heaps);
     float *qn = malloc((qb ? qb : 1) * sizeof *qn);
-    if (!ip || !heaps || !qn) {
+    ix_topk *t = malloc((qb ? qb : 1) * sizeof *t);
+    if (!ip || !heaps || !qn || !t) {
         free(ip);
         free(heaps);
         free(qn);
+        free(t);
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory for a search", ix->who);
     }
     for (size_t q0 = 0; q0 < nq; q0 += qb) {
         size_t nqb = nq - q0 < qb ? nq - q0 : qb;
-        ix_topk t[QUERY_BLOCK];
         for (size_t i = 0; i < nqb; i++) {
             t[i] = (ix_topk){heaps + i * k, 0, k};
             qn[i] = ix_dot(q + (q0 + i) * d, q + (q0 + i) * d, ix->dim);
@@ -91,17 +113,8 @@ int ix_flat_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit *
             else
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nqb, (int)nb, (int)d,
                             1.0f, q + q0 * d, (int)d, f->x + b0 * d, (int)d, 0.0f, ip, (int)nb);
-            for (size_t i = 0; i < nqb; i++) {
-                const float *row = ip + i * nb;
-                float bound = ix_topk_bound(&t[i]);
-                for (size_t j = 0; j < nb; j++) {
-                    float dist = flat_dist(ix->metric, qn[i], f->norms[b0 + j], row[j]);
-                    if (dist <= bound && !f->dead[b0 + j]) {
-                        ix_topk_push(&t[i], dist, b0 + j);
-                        bound = ix_topk_bound(&t[i]);
-                    }
-                }
-            }
+            for (size_t i = 0; i < nqb; i++)
+                scan_block(ix, ip + i * nb, b0, nb, qn[i], &t[i]);
         }
         for (size_t i = 0; i < nqb; i++)
             emit(&t[i], k, out + (q0 + i) * k);
@@ -109,6 +122,7 @@ int ix_flat_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit *
     free(ip);
     free(heaps);
     free(qn);
+    free(t);
     return BB_OK;
 }
 

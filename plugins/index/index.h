@@ -33,6 +33,7 @@
 #define IX_MAX_K 4096u              /* the largest Search k */
 #define IX_MAX_DSUB 256u            /* IvfPq: the widest sub-vector (dim / pq_m) */
 #define IX_KSUB 256u                /* IvfPq: codewords per sub-space (8-bit codes) */
+#define IX_PRECOMP_MAX (64u << 20)  /* IvfPq: largest precomputed L2 table, bytes */
 #define IX_NO_ID UINT64_MAX         /* a result slot with no neighbour */
 
 typedef enum ix_kind { IX_FLAT = 0, IX_HNSW = 1, IX_IVFPQ = 2 } ix_kind;
@@ -123,6 +124,7 @@ typedef struct ix_ivfpq {
     bool trained;
     float *centroids;   /* nlist x dim */
     float *codebooks;   /* pq_m x 256 x dsub */
+    float *precomp;     /* L2: nlist x pq_m x 256 list terms (derived; NULL: none) */
     ix_list *lists;     /* nlist */
     uint32_t *list_of;  /* per id: its list, UINT32_MAX when removed */
     uint32_t *pos_of;   /* per id: its place in the list */
@@ -180,6 +182,9 @@ int ix_hnsw_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit *
                    bb_error *err);
 void ix_hnsw_free(ix_index *ix);
 
+/* Derive the search tables of trained quantizers (after Train, restore);
+ * without memory for them, searches compute each list's table instead. */
+void ix_ivfpq_prepare(ix_index *ix);
 /* BB_ESTATE naming op `what` while the quantizers are not trained. */
 int ix_ivfpq_check_trained(const ix_index *ix, const char *what, bb_error *err);
 int ix_ivfpq_add(ix_index *ix, const float *x, size_t rows, bb_error *err);

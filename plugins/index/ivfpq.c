@@ -154,24 +154,65 @@ void ix_ivfpq_remove(ix_index *ix, uint64_t id)
 
 /* ---- search ---------------------------------------------------------------------- */
 
-/* Distance tables of one query: tab[m * 256 + j]. For L2 per probed list
- * (residual q - c), for inner product once per query (-q_m . w_j). */
-static void fill_table(const ix_index *ix, const float *q, const float *c, float *tab)
+/* Distance tables: tab[m * 256 + j], the contribution of codeword j of
+ * sub-space m to a code's distance from query q.
+ *   inner product: -q_m . w_j, once per query;
+ *   L2, per probed list c: |(q - c)_m - w_j|^2 — or, with the precomputed
+ *   table, pre[c][m][j] + (-2 q_m . w_j), the second part once per query:
+ *   |q - c - r|^2 = |q - c|^2 + sum_m (|w|^2 + 2 c_m.w - 2 q_m.w). */
+static void query_table(const ix_index *ix, const float *q, float scale, float *tab)
 {
     const ix_ivfpq *v = &ix->u.ivf;
     for (uint32_t m = 0; m < v->pq_m; m++) {
+        const float *cb = v->codebooks + (size_t)m * KSUB * v->dsub, *qm = q + (size_t)m * v->dsub;
+        for (uint32_t j = 0; j < KSUB; j++)
+            tab[(size_t)m * KSUB + j] = scale * ix_dot(qm, cb + (size_t)j * v->dsub, v->dsub);
+    }
+}
+
+static void list_table(const ix_index *ix, const float *q, uint32_t c, const float *qtab,
+                       float *tab)
+{
+    const ix_ivfpq *v = &ix->u.ivf;
+    size_t n = (size_t)v->pq_m * KSUB;
+    if (v->precomp) {
+        const float *pre = v->precomp + (size_t)c * n;
+        for (size_t i = 0; i < n; i++)
+            tab[i] = pre[i] + qtab[i];
+        return;
+    }
+    const float *cen = v->centroids + (size_t)c * ix->dim;
+    for (uint32_t m = 0; m < v->pq_m; m++) {
         const float *cb = v->codebooks + (size_t)m * KSUB * v->dsub;
-        float r[IX_MAX_DSUB], *t = tab + (size_t)m * KSUB;
-        const float *qm = q + (size_t)m * v->dsub;
-        if (c) { /* L2: residual of the sub-vector */
-            const float *cm = c + (size_t)m * v->dsub;
-            for (uint32_t d = 0; d < v->dsub; d++)
-                r[d] = qm[d] - cm[d];
-            for (uint32_t j = 0; j < KSUB; j++)
-                t[j] = ix_l2sq(r, cb + (size_t)j * v->dsub, v->dsub);
-        } else {
-            for (uint32_t j = 0; j < KSUB; j++)
-                t[j] = -ix_dot(qm, cb + (size_t)j * v->dsub, v->dsub);
+        const float *qm = q + (size_t)m * v->dsub, *cm = cen + (size_t)m * v->dsub;
+        float r[IX_MAX_DSUB];
+        for (uint32_t d = 0; d < v->dsub; d++)
+            r[d] = qm[d] - cm[d];
+        for (uint32_t j = 0; j < KSUB; j++)
+            tab[(size_t)m * KSUB + j] = ix_l2sq(r, cb + (size_t)j * v->dsub, v->dsub);
+    }
+}
+
+void ix_ivfpq_prepare(ix_index *ix)
+{
+    ix_ivfpq *v = &ix->u.ivf;
+    free(v->precomp);
+    v->precomp = NULL;
+    size_t per = (size_t)v->pq_m * KSUB;
+    if (ix->metric != IX_L2 || !v->trained ||
+        (size_t)v->nlist * per > IX_PRECOMP_MAX / sizeof(float) ||
+        !(v->precomp = malloc((size_t)v->nlist * per * sizeof(float))))
+        return; /* searches compute each list's table instead */
+    for (uint32_t c = 0; c < v->nlist; c++) {
+        const float *cen = v->centroids + (size_t)c * ix->dim;
+        float *t = v->precomp + (size_t)c * per;
+        for (uint32_t m = 0; m < v->pq_m; m++) {
+            const float *cb = v->codebooks + (size_t)m * KSUB * v->dsub;
+            const float *cm = cen + (size_t)m * v->dsub;
+            for (uint32_t j = 0; j < KSUB; j++) {
+                const float *w = cb + (size_t)j * v->dsub;
+                t[(size_t)m * KSUB + j] = ix_dot(w, w, v->dsub) + 2.0f * ix_dot(cm, w, v->dsub);
+            }
         }
     }
 }
@@ -198,10 +239,12 @@ int ix_ivfpq_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit 
 {
     ix_ivfpq *v = &ix->u.ivf;
     uint32_t np = v->nprobe < v->nlist ? v->nprobe : v->nlist;
-    float *tab = malloc((size_t)v->pq_m * KSUB * sizeof *tab);
+    size_t tn = (size_t)v->pq_m * KSUB;
+    float *tab = malloc(tn * sizeof *tab), *qtab = malloc(tn * sizeof *qtab);
     ix_hit *probe = malloc((size_t)np * sizeof *probe), *heap = malloc((size_t)k * sizeof *heap);
-    if (!tab || !probe || !heap) {
+    if (!tab || !qtab || !probe || !heap) {
         free(tab);
+        free(qtab);
         free(probe);
         free(heap);
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory for a search", ix->who);
@@ -210,21 +253,25 @@ int ix_ivfpq_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit 
         const float *qi = q + i * ix->dim;
         ix_topk lists = {probe, 0, np}, best = {heap, 0, k};
         for (uint32_t c = 0; c < v->nlist; c++)
-            ix_topk_push(&lists, ix_distance(ix->metric == IX_L2 ? IX_L2 : IX_IP,
+            ix_topk_push(&lists, ix_distance(by_ip(ix) ? IX_IP : IX_L2,
                                              v->centroids + (size_t)c * ix->dim, qi, ix->dim),
                          c);
         ix_topk_sort(&lists);
         if (by_ip(ix))
-            fill_table(ix, qi, NULL, tab);
+            query_table(ix, qi, -1.0f, tab);
+        else if (v->precomp)
+            query_table(ix, qi, -2.0f, qtab);
         for (uint32_t p = 0; p < lists.n; p++) {
             uint32_t c = (uint32_t)lists.v[p].id;
             if (!v->lists[c].n)
                 continue;
-            float base = 0;
-            if (by_ip(ix)) /* -q.c, and 1 - q.x for cosine */
-                base = lists.v[p].d + (ix->metric == IX_COSINE ? 1.0f : 0.0f);
-            else
-                fill_table(ix, qi, v->centroids + (size_t)c * ix->dim, tab);
+            /* the list's own term: -q.c (1 - q.x for cosine), or |q - c|^2 */
+            float base = lists.v[p].d + (ix->metric == IX_COSINE ? 1.0f : 0.0f);
+            if (!by_ip(ix)) {
+                list_table(ix, qi, c, qtab, tab);
+                if (!v->precomp)
+                    base = 0; /* the residual table holds the whole distance */
+            }
             scan_list(ix, &v->lists[c], tab, base, &best);
         }
         ix_topk_sort(&best);
@@ -232,6 +279,7 @@ int ix_ivfpq_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit 
             out[i * k + j] = j < best.n ? best.v[j] : (ix_hit){INFINITY, IX_NO_ID};
     }
     free(tab);
+    free(qtab);
     free(probe);
     free(heap);
     return BB_OK;
@@ -249,6 +297,8 @@ void ix_ivfpq_free(ix_index *ix)
     free(v->codebooks);
     free(v->list_of);
     free(v->pos_of);
+    free(v->precomp);
+    v->precomp = NULL;
     v->lists = NULL;
     v->centroids = v->codebooks = NULL;
     v->list_of = v->pos_of = NULL;

@@ -145,7 +145,9 @@ static int commit(ix_train_job *j, bb_error *err)
     v->centroids = j->centroids;
     v->codebooks = j->codebooks;
     j->centroids = j->codebooks = NULL;
+    v->dsub = j->dsub;
     v->trained = true;
+    ix_ivfpq_prepare(ix);
     return BB_OK;
 }
 
@@ -228,15 +230,14 @@ bb_dispatch_result ix_ivfpq_train(ix_index *ix, bb_ctx *ctx, const bb_dispatch_c
     if (rc || j->done_inline) {
         if (rc)
             bb_error_set(err, rc, "%s: the host refused the Train work", ix->who);
-        else if (!commit(j, err))
-            v->dsub = j->dsub;
+        else
+            commit(j, err);
         bool ok = !rc && !err->code;
         job_free(j);
         if (ok && !(outputs[0] = bb_value_trigger()))
             ok = !bb_error_set(err, BB_ENOMEM, "%s: out of memory", ix->who);
         return ok ? BB_DISPATCH_NOW_OK : BB_DISPATCH_NOW_ERR;
     }
-    v->dsub = j->dsub;
     v->job = j;
     return BB_DISPATCH_LATER;
 }

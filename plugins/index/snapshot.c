@@ -268,7 +268,10 @@ static const char *read_ivfpq(bbp_rbuf *r, ix_index *s, bb_error *err)
     const char *why = check_vectors(v->centroids, (size_t)nlist * s->dim);
     if (!why)
         why = check_vectors(v->codebooks, (size_t)pq_m * IX_KSUB * v->dsub);
-    return why ? why : read_lists(r, s);
+    if (why)
+        return why;
+    ix_ivfpq_prepare(s);
+    return read_lists(r, s);
 }
 
 static void free_store(ix_index *s)
