@@ -10,14 +10,18 @@
  * For each index: build time (Add, plus Train for IvfPq), recall@10
  * against exact search (our Flat; FAISS's Flat recall against it checks
  * the ground truth), and queries per second — all NQ queries as one
- * Search of [NQ, DIM] through the plugin's dispatch entry, best of five.
- * Hnsw is built once and swept over ef_search (and IvfPq over nprobe) by
- * restoring its snapshot into instances configured with each value.
- * One thread on both sides (the plugin runs on the engine thread): OpenBLAS
- * and OpenMP are set to one thread.
+ * Search of [NQ, DIM] through the plugin's dispatch entry. Hnsw is built
+ * once and swept over ef_search (and IvfPq over nprobe) by restoring its
+ * snapshot into instances configured with each value. One thread on both
+ * sides (the plugin runs on the engine thread): OpenBLAS and OpenMP are set
+ * to one thread.
  *
  * The FAISS side is bench/faiss_side.cpp (C++, Debian's libfaiss-dev), which
  * `make bench` builds beside this program; without it only our side runs.
+ * It runs as a coprocess that builds its indexes and then answers one
+ * measurement per request, and the two sides take turns point by point
+ * for ROUNDS rounds (each measurement the best of two searches; the best
+ * round kept): on a shared machine, load from elsewhere falls on both.
  * Targets (issue 18): Hnsw recall@10 >= 0.95 at >= 0.9x FAISS HNSW's QPS at
  * equal recall (each side's QPS interpolated at recall 0.95), Flat >= 0.9x
  * FAISS Flat's QPS.
@@ -31,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bb/plugin.h"
@@ -46,6 +51,7 @@
 #define IVF_PQ_M 16
 #define IVF_ITERS 10
 #define TARGET_RECALL 0.95
+#define ROUNDS 3
 
 static const int EF_SWEEP[] = {10, 16, 24, 32, 48, 64, 96, 128, 256};
 static const int NPROBE_SWEEP[] = {4, 8, 16, 32, 64};
@@ -171,13 +177,13 @@ static double build(index_inst *ix, const float *x, size_t n, bool train)
     return (bench_now_ns() - t0) / 1e9;
 }
 
-/* Best of five Searches of all queries; the ids of the last (malloc'd). */
+/* Best of two Searches of all queries (QPS); the ids of the last (malloc'd). */
 static double search(index_inst *ix, const float *q, size_t nq, uint64_t **ids_out)
 {
     /* k is a node attribute; without a node the plugin's default is 10 = K */
     double best = INFINITY;
     bb_value *res = NULL;
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < 2; r++) {
         bb_value_unref(res);
         double t0 = bench_now_ns();
         res = op(ix, "Search", NULL, rows_of(q, nq));
@@ -205,68 +211,96 @@ static double recall(const uint64_t *gt, const uint64_t *got, size_t nq)
     return (double)hit / (double)(nq * K);
 }
 
-/* A snapshot of src restored into a new instance with config. */
-static index_inst respawn(index_inst *src, const char *type, const char *config)
+/* ---- our side -------------------------------------------------------------------------- */
+
+/* The built indexes: Flat kept, Hnsw and IvfPq as snapshots that each
+ * measurement restores into an instance configured with its ef_search /
+ * nprobe (search-time knobs are config, not state). */
+typedef struct ours {
+    index_inst flat;
+    uint8_t *hnsw, *ivf;
+    size_t hnsw_len, ivf_len;
+} ours;
+
+static uint8_t *snapshot_of(index_inst *ix, size_t *len)
 {
     uint8_t *snap = NULL;
-    size_t len = 0;
     bb_error err = {0};
-    index_inst ix = make(type, config);
-    if (src->t->snapshot(src->inst, &snap, &len, &err) || ix.t->restore(ix.inst, snap, len, &err)) {
-        fprintf(stderr, "bench_index: snapshot/restore: %s\n", err.msg);
+    if (ix->t->snapshot(ix->inst, &snap, len, &err)) {
+        fprintf(stderr, "bench_index: snapshot: %s\n", err.msg);
         exit(1);
     }
-    free(snap);
-    return ix;
+    ix->t->destroy(ix->inst);
+    return snap;
 }
 
-static void ours(const float *x, size_t n, const float *q, size_t nq, uint64_t **gt, results *r)
+static void ours_build(ours *o, const float *x, size_t n, results *r)
 {
-    index_inst flat = make("index::Flat", NULL);
-    r->flat.build_s = build(&flat, x, n, false);
-    r->flat.qps = search(&flat, q, nq, gt);
-    r->flat.recall = 1.0;
-    r->flat.have = true;
-    flat.t->destroy(flat.inst);
-    printf("  ours: Flat done\n");
-    fflush(stdout);
-
     char cfg[256];
+    o->flat = make("index::Flat", NULL);
+    r->flat.build_s = build(&o->flat, x, n, false);
     snprintf(cfg, sizeof cfg, "{\"m\": %d, \"ef_construction\": %d}", HNSW_M, HNSW_EFC);
-    index_inst hnsw = make("index::Hnsw", cfg);
-    double hb = build(&hnsw, x, n, false);
-    for (size_t i = 0; i < N_EF; i++) {
-        snprintf(cfg, sizeof cfg, "{\"m\": %d, \"ef_construction\": %d, \"ef_search\": %d}",
-                 HNSW_M, HNSW_EFC, EF_SWEEP[i]);
-        index_inst s = respawn(&hnsw, "index::Hnsw", cfg);
-        uint64_t *ids;
-        r->hnsw[i] = (point){hb, search(&s, q, nq, &ids), 0, true};
-        r->hnsw[i].recall = recall(*gt, ids, nq);
-        free(ids);
-        s.t->destroy(s.inst);
-    }
-    hnsw.t->destroy(hnsw.inst);
-    printf("  ours: Hnsw done\n");
-    fflush(stdout);
-
+    index_inst h = make("index::Hnsw", cfg);
+    double hb = build(&h, x, n, false);
+    o->hnsw = snapshot_of(&h, &o->hnsw_len);
     snprintf(cfg, sizeof cfg, "{\"nlist\": %d, \"pq_m\": %d, \"train_iterations\": %d}",
              IVF_NLIST, IVF_PQ_M, IVF_ITERS);
-    index_inst ivf = make("index::IvfPq", cfg);
-    double ib = build(&ivf, x, n, true);
-    for (size_t i = 0; i < N_NPROBE; i++) {
-        snprintf(cfg, sizeof cfg, "{\"nlist\": %d, \"pq_m\": %d, \"nprobe\": %d}", IVF_NLIST,
-                 IVF_PQ_M, NPROBE_SWEEP[i]);
-        index_inst s = respawn(&ivf, "index::IvfPq", cfg);
-        uint64_t *ids;
-        r->ivf[i] = (point){ib, search(&s, q, nq, &ids), 0, true};
-        r->ivf[i].recall = recall(*gt, ids, nq);
-        free(ids);
-        s.t->destroy(s.inst);
-    }
-    ivf.t->destroy(ivf.inst);
+    index_inst v = make("index::IvfPq", cfg);
+    double ib = build(&v, x, n, true);
+    o->ivf = snapshot_of(&v, &o->ivf_len);
+    for (size_t i = 0; i < N_EF; i++)
+        r->hnsw[i].build_s = hb;
+    for (size_t i = 0; i < N_NPROBE; i++)
+        r->ivf[i].build_s = ib;
 }
 
-/* ---- the FAISS side ---------------------------------------------------------------------- */
+/* Keep the better QPS of a measurement. */
+static void keep(point *p, double qps, double rec)
+{
+    if (!p->have || qps > p->qps)
+        p->qps = qps;
+    p->recall = rec;
+    p->have = true;
+}
+
+/* One measurement of point (kind 0 Flat, 1 Hnsw, 2 IvfPq; i its sweep index). */
+static void ours_measure(ours *o, int kind, size_t i, const float *q, size_t nq,
+                         const uint64_t *gt, results *r)
+{
+    uint64_t *ids;
+    if (kind == 0) {
+        double qps = search(&o->flat, q, nq, &ids);
+        keep(&r->flat, qps, recall(gt, ids, nq));
+        free(ids);
+        return;
+    }
+    char cfg[256];
+    if (kind == 1)
+        snprintf(cfg, sizeof cfg, "{\"m\": %d, \"ef_construction\": %d, \"ef_search\": %d}",
+                 HNSW_M, HNSW_EFC, EF_SWEEP[i]);
+    else
+        snprintf(cfg, sizeof cfg, "{\"nlist\": %d, \"pq_m\": %d, \"nprobe\": %d}", IVF_NLIST,
+                 IVF_PQ_M, NPROBE_SWEEP[i]);
+    index_inst s = make(kind == 1 ? "index::Hnsw" : "index::IvfPq", cfg);
+    bb_error err = {0};
+    if (s.t->restore(s.inst, kind == 1 ? o->hnsw : o->ivf, kind == 1 ? o->hnsw_len : o->ivf_len,
+                     &err)) {
+        fprintf(stderr, "bench_index: restore: %s\n", err.msg);
+        exit(1);
+    }
+    double qps = search(&s, q, nq, &ids);
+    keep(kind == 1 ? &r->hnsw[i] : &r->ivf[i], qps, recall(gt, ids, nq));
+    free(ids);
+    s.t->destroy(s.inst);
+}
+
+/* ---- the FAISS side: a coprocess answering one measurement per request ----------------- */
+
+typedef struct faiss_proc {
+    pid_t pid;
+    FILE *to, *from;
+    char dir[64];
+} faiss_proc;
 
 static void write_matrix(const char *path, const void *p, uint32_t rows, uint32_t cols,
                          size_t item)
@@ -277,66 +311,106 @@ static void write_matrix(const char *path, const void *p, uint32_t rows, uint32_
         bench_die(path);
 }
 
-static void join_ints(const int *v, size_t n, char *out, size_t cap)
+static void data_files(faiss_proc *fp, bool remove, const float *x, size_t n, const float *q,
+                       size_t nq, const uint64_t *gt)
 {
-    size_t used = 0;
-    for (size_t i = 0; i < n && used < cap; i++)
-        used += (size_t)snprintf(out + used, cap - used, "%s%d", i ? "," : "", v[i]);
+    static const char *const NAMES[] = {"base.f32", "query.f32", "gt.u64"};
+    char path[128];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", fp->dir, NAMES[i]);
+        if (remove)
+            unlink(path);
+        else if (i == 0)
+            write_matrix(path, x, (uint32_t)n, DIM, sizeof(float));
+        else if (i == 1)
+            write_matrix(path, q, (uint32_t)nq, DIM, sizeof(float));
+        else
+            write_matrix(path, gt, (uint32_t)nq, K, sizeof(uint64_t));
+    }
+    if (remove)
+        rmdir(fp->dir);
 }
 
-/* Runs faiss_side on the data; false when it is not built. */
-static bool faiss(const float *x, size_t n, const float *q, size_t nq, const uint64_t *gt,
-                  results *r)
+/* Starts faiss_side on the data and reads its build times; false when it
+ * is not built. */
+static bool faiss_start(faiss_proc *fp, const float *x, size_t n, const float *q, size_t nq,
+                        const uint64_t *gt, results *r)
 {
-    char exe[PATH_MAX], dir[] = "/tmp/bench_index.XXXXXX", path[PATH_MAX + 32];
-    char cmd[3 * PATH_MAX], efs[128], nps[128];
+    char exe[PATH_MAX], args[5][16];
     bench_exe_dir(exe, sizeof exe - 16);
     strcat(exe, "/faiss_side");
     if (access(exe, X_OK) != 0)
         return false;
-    if (!mkdtemp(dir))
+    snprintf(fp->dir, sizeof fp->dir, "/tmp/bench_index.XXXXXX");
+    if (!mkdtemp(fp->dir))
         bench_die("mkdtemp");
-    snprintf(path, sizeof path, "%s/base.f32", dir);
-    write_matrix(path, x, (uint32_t)n, DIM, sizeof(float));
-    snprintf(path, sizeof path, "%s/query.f32", dir);
-    write_matrix(path, q, (uint32_t)nq, DIM, sizeof(float));
-    snprintf(path, sizeof path, "%s/gt.u64", dir);
-    write_matrix(path, gt, (uint32_t)nq, K, sizeof(uint64_t));
-    join_ints(EF_SWEEP, N_EF, efs, sizeof efs);
-    join_ints(NPROBE_SWEEP, N_NPROBE, nps, sizeof nps);
-    snprintf(cmd, sizeof cmd, "'%s' '%s' %d %d %s %d %d %s %d", exe, dir, HNSW_M, HNSW_EFC, efs,
-             IVF_NLIST, IVF_PQ_M, nps, IVF_ITERS);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        bench_die("popen faiss_side");
+    data_files(fp, false, x, n, q, nq, gt);
+    int in[2], out[2];
+    if (pipe(in) || pipe(out))
+        bench_die("pipe");
+    const int vals[5] = {HNSW_M, HNSW_EFC, IVF_NLIST, IVF_PQ_M, IVF_ITERS};
+    for (int i = 0; i < 5; i++)
+        snprintf(args[i], sizeof args[i], "%d", vals[i]);
+    fflush(stdout);
+    if ((fp->pid = fork()) < 0)
+        bench_die("fork");
+    if (fp->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execl(exe, exe, fp->dir, args[0], args[1], args[2], args[3], args[4], (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    fp->to = fdopen(in[1], "w");
+    fp->from = fdopen(out[0], "r");
     char line[256];
-    while (fgets(line, sizeof line, p)) {
-        int v = 0;
-        point pt = {.have = true};
-        if (sscanf(line, "flat build_s=%lf qps=%lf recall=%lf", &pt.build_s, &pt.qps,
-                   &pt.recall) == 3)
-            r->flat = pt;
-        for (size_t i = 0; i < N_EF; i++)
-            if (sscanf(line, "hnsw ef=%d build_s=%lf qps=%lf recall=%lf", &v, &pt.build_s,
-                       &pt.qps, &pt.recall) == 4 && v == EF_SWEEP[i])
-                r->hnsw[i] = pt;
-        for (size_t i = 0; i < N_NPROBE; i++)
-            if (sscanf(line, "ivfpq nprobe=%d build_s=%lf qps=%lf recall=%lf", &v, &pt.build_s,
-                       &pt.qps, &pt.recall) == 4 && v == NPROBE_SWEEP[i])
-                r->ivf[i] = pt;
-    }
-    int rc = pclose(p);
-    const char *names[] = {"base.f32", "query.f32", "gt.u64"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        unlink(path);
-    }
-    rmdir(dir);
-    if (rc != 0) {
-        fprintf(stderr, "bench_index: faiss_side failed (status %d)\n", rc);
+    point b = {.have = true};
+    double hb = 0, ib = 0;
+    if (!fp->to || !fp->from || !fgets(line, sizeof line, fp->from) ||
+        sscanf(line, "built flat=%lf hnsw=%lf ivfpq=%lf", &b.build_s, &hb, &ib) != 3) {
+        fprintf(stderr, "bench_index: faiss_side did not start\n");
         exit(1);
     }
+    r->flat.build_s = b.build_s;
+    for (size_t i = 0; i < N_EF; i++)
+        r->hnsw[i].build_s = hb;
+    for (size_t i = 0; i < N_NPROBE; i++)
+        r->ivf[i].build_s = ib;
     return true;
+}
+
+static void faiss_measure(faiss_proc *fp, int kind, size_t i, results *r)
+{
+    char line[256];
+    double qps, rec;
+    if (kind == 0)
+        fprintf(fp->to, "flat\n");
+    else
+        fprintf(fp->to, "%s %d\n", kind == 1 ? "hnsw" : "ivfpq",
+                kind == 1 ? EF_SWEEP[i] : NPROBE_SWEEP[i]);
+    fflush(fp->to);
+    if (!fgets(line, sizeof line, fp->from) ||
+        sscanf(line, "qps=%lf recall=%lf", &qps, &rec) != 2) {
+        fprintf(stderr, "bench_index: faiss_side stopped answering\n");
+        exit(1);
+    }
+    keep(kind == 0 ? &r->flat : kind == 1 ? &r->hnsw[i] : &r->ivf[i], qps, rec);
+}
+
+static void faiss_stop(faiss_proc *fp)
+{
+    fclose(fp->to);
+    fclose(fp->from);
+    int status = 0;
+    waitpid(fp->pid, &status, 0);
+    data_files(fp, true, NULL, 0, NULL, 0, NULL);
+    if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+        fprintf(stderr, "bench_index: faiss_side failed (status %d)\n", status);
+        exit(1);
+    }
 }
 
 /* ---- report ---------------------------------------------------------------------------- */
@@ -410,20 +484,35 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_index: error: %s\n", err.msg);
         return 1;
     }
-    printf("vector indexes vs FAISS %s: %zu x %d clustered synthetic points, %zu held-out "
-           "queries, k = %d, one thread each\n"
+    printf("vector indexes vs FAISS (IndexFlatL2, IndexHNSWFlat, IndexIVFPQ): %zu x %d clustered "
+           "synthetic points, %zu held-out queries, k = %d, one thread each\n"
            "Hnsw m = %d, ef_construction = %d; IvfPq nlist = %d, pq_m = %d (8-bit codes), %d "
-           "k-means iterations\n",
-           "(IndexFlatL2, IndexHNSWFlat, IndexIVFPQ)", n, DIM, nq, K, HNSW_M, HNSW_EFC, IVF_NLIST,
-           IVF_PQ_M, IVF_ITERS);
+           "k-means iterations; QPS: best of %d rounds, the two sides taking turns\n",
+           n, DIM, nq, K, HNSW_M, HNSW_EFC, IVF_NLIST, IVF_PQ_M, IVF_ITERS, ROUNDS);
     float *x = clustered(n + nq, n), *q = x + n * DIM;
     results o = {0}, f = {0};
+    ours mine;
+    ours_build(&mine, x, n, &o);
     uint64_t *gt = NULL;
-    ours(x, n, q, nq, &gt, &o);
-    printf("  ours: IvfPq done; FAISS side running\n");
-    fflush(stdout);
-    bool have = faiss(x, n, q, nq, gt, &f);
+    search(&mine.flat, q, nq, &gt); /* exact: the ground truth */
+    faiss_proc fp;
+    bool have = faiss_start(&fp, x, n, q, nq, gt, &f);
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int kind = 0; kind < 3; kind++) {
+            size_t count = kind == 0 ? 1 : kind == 1 ? N_EF : N_NPROBE;
+            for (size_t i = 0; i < count; i++) {
+                ours_measure(&mine, kind, i, q, nq, gt, &o);
+                if (have)
+                    faiss_measure(&fp, kind, i, &f);
+            }
+        }
+    }
+    if (have)
+        faiss_stop(&fp);
     report(&o, &f, have);
+    mine.flat.t->destroy(mine.flat.inst);
+    free(mine.hnsw);
+    free(mine.ivf);
     free(gt);
     free(x);
     bb_plugin_loader_destroy(g_loader);

@@ -1,17 +1,19 @@
 // faiss_side.cpp — FAISS's own indexes on bench_index's data, so the
-// index plugin is measured against them in the same run.
+// index plugin is measured against them in the same run, turn about.
 //
-//   faiss_side DIR M EF_CONSTRUCTION EF_LIST NLIST PQ_M NPROBE_LIST ITERS
+//   faiss_side DIR M EF_CONSTRUCTION NLIST PQ_M ITERS
 //
 // DIR holds what bench_index wrote: base.f32 and query.f32 (u32 rows,
 // u32 dim, rows*dim f32) and gt.u64 (u32 rows, u32 k, the exact ids).
+// Builds IndexFlatL2, IndexHNSWFlat and IndexIVFPQ at those parameters and
+// prints "built flat=S hnsw=S ivfpq=S" (seconds); then answers one request
+// per stdin line — "flat", "hnsw EF_SEARCH", "ivfpq NPROBE" — with
+// "qps=Q recall=R" (the best of two searches of every query), until EOF.
+// bench_index alternates these with its own measurements, so load from
+// elsewhere on the machine falls on both sides alike.
 // Built only by `make bench` (C++, Debian's libfaiss-dev: a static
 // libfaiss.a with OpenMP and BLAS). One thread, like the plugin on the
 // engine thread: omp_set_num_threads(1), openblas_set_num_threads(1).
-// Prints one line per measurement:
-//   flat build_s=B qps=Q recall=R
-//   hnsw ef=E build_s=B qps=Q recall=R
-//   ivfpq nprobe=P build_s=B qps=Q recall=R
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVFPQ.h>
@@ -60,28 +62,14 @@ double now_s()
     return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-std::vector<int> parse_list(const char *s)
-{
-    std::vector<int> v;
-    for (const char *p = s; *p;) {
-        char *end;
-        long x = std::strtol(p, &end, 10);
-        if (end == p || x < 1)
-            return {};
-        v.push_back((int)x);
-        p = *end == ',' ? end + 1 : end;
-    }
-    return v;
-}
-
-// Best of five timed searches of every query; recall@k against gt.
+// Best of two timed searches of every query; recall@k against gt.
 void measure(faiss::Index &idx, const Matrix &q, const Matrix &gt, double &qps, double &recall)
 {
     uint32_t k = gt.cols;
     std::vector<float> d((size_t)q.rows * k);
     std::vector<faiss::Index::idx_t> ids((size_t)q.rows * k);
     double best = 1e30;
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < 2; r++) {
         double t0 = now_s();
         idx.search(q.rows, q.f.data(), k, d.data(), ids.data());
         double dt = now_s() - t0;
@@ -100,18 +88,15 @@ void measure(faiss::Index &idx, const Matrix &q, const Matrix &gt, double &qps, 
 
 int main(int argc, char **argv)
 {
-    if (argc != 9) {
-        std::fprintf(stderr, "usage: %s DIR M EF_CONSTRUCTION EF_LIST NLIST PQ_M NPROBE_LIST "
-                             "ITERS\n", argv[0]);
+    if (argc != 7) {
+        std::fprintf(stderr, "usage: %s DIR M EF_CONSTRUCTION NLIST PQ_M ITERS\n", argv[0]);
         return 2;
     }
     std::string dir = argv[1];
-    int M = std::atoi(argv[2]), efc = std::atoi(argv[3]), nlist = std::atoi(argv[5]);
-    int pqm = std::atoi(argv[6]), iters = std::atoi(argv[8]);
-    std::vector<int> efs = parse_list(argv[4]), nprobes = parse_list(argv[7]);
+    int M = std::atoi(argv[2]), efc = std::atoi(argv[3]), nlist = std::atoi(argv[4]);
+    int pqm = std::atoi(argv[5]), iters = std::atoi(argv[6]);
     Matrix base, q, gt;
-    if (M < 2 || efc < 1 || nlist < 1 || pqm < 1 || iters < 1 || efs.empty() ||
-        nprobes.empty()) {
+    if (M < 2 || efc < 1 || nlist < 1 || pqm < 1 || iters < 1) {
         std::fprintf(stderr, "faiss_side: error: bad parameters\n");
         return 2;
     }
@@ -123,41 +108,46 @@ int main(int argc, char **argv)
     omp_set_num_threads(1);
     openblas_set_num_threads(1);
     uint32_t d = base.cols;
-    double qps, recall;
 
     faiss::IndexFlatL2 flat(d);
     double t0 = now_s();
     flat.add(base.rows, base.f.data());
-    double build = now_s() - t0;
-    measure(flat, q, gt, qps, recall);
-    std::printf("flat build_s=%.4f qps=%.1f recall=%.4f\n", build, qps, recall);
-    std::fflush(stdout);
+    double flat_s = now_s() - t0;
 
     faiss::IndexHNSWFlat hnsw(d, M);
     hnsw.hnsw.efConstruction = efc;
     t0 = now_s();
     hnsw.add(base.rows, base.f.data());
-    build = now_s() - t0;
-    for (int ef : efs) {
-        hnsw.hnsw.efSearch = ef;
-        measure(hnsw, q, gt, qps, recall);
-        std::printf("hnsw ef=%d build_s=%.4f qps=%.1f recall=%.4f\n", ef, build, qps, recall);
-        std::fflush(stdout);
-    }
+    double hnsw_s = now_s() - t0;
 
     faiss::IndexFlatL2 coarse(d);
     faiss::IndexIVFPQ ivfpq(&coarse, d, nlist, pqm, 8);
     ivfpq.cp.niter = iters;
     ivfpq.pq.cp.niter = iters;
-    ivfpq.verbose = false;
     t0 = now_s();
     ivfpq.train(base.rows, base.f.data());
     ivfpq.add(base.rows, base.f.data());
-    build = now_s() - t0;
-    for (int np : nprobes) {
-        ivfpq.nprobe = np;
-        measure(ivfpq, q, gt, qps, recall);
-        std::printf("ivfpq nprobe=%d build_s=%.4f qps=%.1f recall=%.4f\n", np, build, qps, recall);
+    double ivfpq_s = now_s() - t0;
+    std::printf("built flat=%.4f hnsw=%.4f ivfpq=%.4f\n", flat_s, hnsw_s, ivfpq_s);
+    std::fflush(stdout);
+
+    char line[128];
+    while (std::fgets(line, sizeof line, stdin)) {
+        int v = 0;
+        double qps = 0, recall = 0;
+        if (!std::strncmp(line, "flat", 4)) {
+            measure(flat, q, gt, qps, recall);
+        } else if (std::sscanf(line, "hnsw %d", &v) == 1 && v > 0) {
+            hnsw.hnsw.efSearch = v;
+            measure(hnsw, q, gt, qps, recall);
+        } else if (std::sscanf(line, "ivfpq %d", &v) == 1 && v > 0) {
+            ivfpq.nprobe = v;
+            measure(ivfpq, q, gt, qps, recall);
+        } else {
+            std::fprintf(stderr, "faiss_side: error: unknown request %s", line);
+            return 2;
+        }
+        std::printf("qps=%.1f recall=%.4f\n", qps, recall);
         std::fflush(stdout);
     }
     return 0;
