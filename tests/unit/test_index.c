@@ -11,6 +11,10 @@
  *    column), wrong dtype, k out of range, a zero vector under cosine,
  *    unknown / removed / repeated ids on Remove, Add and Search before an
  *    IvfPq is trained, too few training samples, max_vectors, bad config;
+ *  - IvfPq's Train on a worker pool (a stand-in host that holds the work):
+ *    LATER, Search and a second Train refused meanwhile, the completion
+ *    carries a Trigger once the work and its done() ran; an index
+ *    destroyed with its Train still queued frees the job (ASan, valgrind);
  *  - snapshot / restore: a restored index answers the same queries with
  *    the same ids and bit-identical distances, and goes on the same way
  *    (an Hnsw's level draws are part of its state); a snapshot of one
@@ -648,6 +652,102 @@ static void test_index_ivfpq_corrupted_snapshots(void **state)
     corrupt_all("index::IvfPq", "{\"nlist\": 2, \"pq_m\": 2, \"train_iterations\": 2}", true);
 }
 
+
+/* ---- IvfPq's Train on a worker pool ------------------------------------------------------ */
+
+static struct held_work {
+    void (*work)(void *), (*done)(void *);
+    void *arg;
+    int n;
+} g_held;
+
+static int held_submit(bb_ctx *ctx, void (*work)(void *), void (*done)(void *), void *arg)
+{
+    (void)ctx;
+    g_held = (struct held_work){work, done, arg, g_held.n + 1};
+    return BB_OK;
+}
+
+static struct completed {
+    int n, status;
+    bb_value *out;
+    char msg[256];
+} g_done;
+
+static int record_complete(bb_completion *c, int status, bb_value **outputs, uint32_t n,
+                           const char *errmsg)
+{
+    (void)c;
+    g_done.n++;
+    g_done.status = status;
+    g_done.out = n ? outputs[0] : NULL;
+    snprintf(g_done.msg, sizeof g_done.msg, "%s", errmsg ? errmsg : "");
+    return BB_OK;
+}
+
+static void record_abandon(bb_completion *c) { (void)c; }
+
+static const bb_ctx_api HELD_API = {.struct_size = sizeof HELD_API, .submit_work = held_submit};
+static bb_ctx g_held_ctx = {&HELD_API};
+static const bb_completion_api RECORD_API = {sizeof RECORD_API, record_complete, record_abandon};
+static bb_completion g_completion = {&RECORD_API};
+
+static bb_dispatch_result train_on_pool(ix_t *a, bb_value *samples, bb_value **out, bb_error *err)
+{
+    uint32_t idx = 0;
+    assert_non_null(bb_component_type_find_op(a->t, "ai.bytesandbrains.role.index", "Train", &idx));
+    bb_dispatch_call c = {.domain = "ai.bytesandbrains.role.index", .op_type = "Train",
+                          .op_index = idx, .inputs = &samples, .n_inputs = 1, .n_outputs = 1,
+                          .completion = &g_completion};
+    *out = NULL;
+    bb_dispatch_result r = a->t->dispatch(a->inst, &g_held_ctx, &c, out, err);
+    bb_value_unref(samples);
+    return r;
+}
+
+static void test_index_ivfpq_trains_on_the_worker_pool(void **state)
+{
+    (void)state;
+    float *x = clustered(600, 16, 8, 71);
+    ix_t a = make("index::IvfPq", "{\"nlist\": 8, \"pq_m\": 4, \"dim\": 16}");
+    memset(&g_held, 0, sizeof g_held);
+    memset(&g_done, 0, sizeof g_done);
+    bb_value *out;
+    bb_error err = {0};
+    assert_int_equal(train_on_pool(&a, rows_value(x, 600, 16), &out, &err), BB_DISPATCH_LATER);
+    assert_int_equal(g_held.n, 1);
+    expect_error(call(&a, "Search", NULL, rows_value(x, 1, 16), NULL, &err), &err,
+                 "Search before Train: an IvfPq index needs its quantizers trained first (a "
+                 "Train is running)");
+    memset(&err, 0, sizeof err);
+    assert_int_equal(train_on_pool(&a, rows_value(x, 600, 16), &out, &err), BB_DISPATCH_NOW_ERR);
+    expect_error(err.code, &err, "Train while another Train is running");
+    /* the worker runs, then done() on the engine thread: the op completes */
+    g_held.work(g_held.arg);
+    assert_int_equal(g_done.n, 0);
+    g_held.done(g_held.arg);
+    assert_int_equal(g_done.n, 1);
+    assert_int_equal(g_done.status, BB_OK);
+    assert_ptr_equal(g_done.out->type, &BB_TYPE_TRIGGER);
+    bb_value_unref(g_done.out);
+    add_ok(&a, x, 600, 16);
+    uint64_t *ids;
+    float *dist;
+    uint32_t k;
+    search_ok(&a, x + 5 * 16, 1, 16, 3, &ids, &dist, &k);
+    assert_int_equal(k, 3);
+    free(ids);
+    free(dist);
+    drop(&a);
+
+    /* destroyed with its Train still queued (the host cancels work not started) */
+    ix_t b = make("index::IvfPq", "{\"nlist\": 8, \"pq_m\": 4}");
+    assert_int_equal(train_on_pool(&b, rows_value(x, 600, 16), &out, &err), BB_DISPATCH_LATER);
+    drop(&b);
+    assert_int_equal(g_done.n, 1);
+    free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -658,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_index_ivfpq_recall_and_remove),
         cmocka_unit_test(test_index_refuses_malformed_input),
         cmocka_unit_test(test_index_ivfpq_needs_training),
+        cmocka_unit_test(test_index_ivfpq_trains_on_the_worker_pool),
         cmocka_unit_test(test_index_flat_snapshot_round_trip),
         cmocka_unit_test(test_index_hnsw_snapshot_round_trip),
         cmocka_unit_test(test_index_ivfpq_snapshot_round_trip),
