@@ -65,31 +65,34 @@ static const char *const METRICS[] = {"l2", "ip", "cosine"};
 
 static int config_kind(ix_index *ix, const bbp_config *cfg, bb_error *err)
 {
-    int64_t a = 0, b = 0, c = 0, d = 0, e = 0;
     int rc = BB_OK;
     if (ix->kind == IX_HNSW) {
-        if (!(rc = bbp_config_int(cfg, "m", 2, 128, &a, err)) &&
-            !(rc = bbp_config_int(cfg, "ef_construction", 1, 1 << 16, &b, err)))
-            rc = bbp_config_int(cfg, "ef_search", 1, 1 << 16, &c, err);
-        ix->u.hnsw.m = (uint32_t)a;
-        ix->u.hnsw.ef_construction = (uint32_t)b;
-        ix->u.hnsw.ef_search = (uint32_t)c;
-        if (!rc)
+        int64_t m = 0, efc = 0, efs = 0;
+        if (!(rc = bbp_config_int(cfg, "m", 2, 128, &m, err)) &&
+            !(rc = bbp_config_int(cfg, "ef_construction", 1, 1 << 16, &efc, err)) &&
+            !(rc = bbp_config_int(cfg, "ef_search", 1, 1 << 16, &efs, err))) {
+            ix->u.hnsw.m = (uint32_t)m;
+            ix->u.hnsw.ef_construction = (uint32_t)efc;
+            ix->u.hnsw.ef_search = (uint32_t)efs;
             rc = ix_hnsw_init(ix);
+        }
     } else if (ix->kind == IX_IVFPQ) {
-        if (!(rc = bbp_config_int(cfg, "nlist", 1, 1 << 20, &a, err)) &&
-            !(rc = bbp_config_int(cfg, "pq_m", 1, 4096, &b, err)) &&
-            !(rc = bbp_config_int(cfg, "nprobe", 1, 1 << 20, &c, err)) &&
-            !(rc = bbp_config_int(cfg, "train_iterations", 1, 1000, &d, err)))
-            rc = bbp_config_int(cfg, "max_train_samples", 256, (int64_t)1 << 32, &e, err);
-        ix->u.ivf.nlist = (uint32_t)a;
-        ix->u.ivf.pq_m = (uint32_t)b;
-        ix->u.ivf.nprobe = (uint32_t)c;
-        ix->u.ivf.iters = (uint32_t)d;
-        ix->u.ivf.max_train = (uint64_t)e;
-        if (!rc && ix->u.ivf.max_train < ix->u.ivf.nlist)
-            rc = bb_error_set(err, BB_ECONFIG, "%s: max_train_samples (%lld) is below nlist (%u)",
-                              ix->who, (long long)e, ix->u.ivf.nlist);
+        int64_t nlist = 0, pq_m = 0, nprobe = 0, iters = 0, max_train = 0;
+        if (!(rc = bbp_config_int(cfg, "nlist", 1, 1 << 20, &nlist, err)) &&
+            !(rc = bbp_config_int(cfg, "pq_m", 1, 4096, &pq_m, err)) &&
+            !(rc = bbp_config_int(cfg, "nprobe", 1, 1 << 20, &nprobe, err)) &&
+            !(rc = bbp_config_int(cfg, "train_iterations", 1, 1000, &iters, err)) &&
+            !(rc = bbp_config_int(cfg, "max_train_samples", 256, (int64_t)1 << 32, &max_train,
+                                  err))) {
+            ix->u.ivf.nlist = (uint32_t)nlist;
+            ix->u.ivf.pq_m = (uint32_t)pq_m;
+            ix->u.ivf.nprobe = (uint32_t)nprobe;
+            ix->u.ivf.iters = (uint32_t)iters;
+            ix->u.ivf.max_train = (uint64_t)max_train;
+            if (max_train < nlist)
+                rc = bb_error_set(err, BB_ECONFIG, "%s: max_train_samples (%lld) is below nlist "
+                                  "(%lld)", ix->who, (long long)max_train, (long long)nlist);
+        }
     }
     return rc;
 }

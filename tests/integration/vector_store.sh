@@ -14,7 +14,9 @@
 #  - the store, stopped (snapshot) and started again, answers the same
 #    query with the same ids and distances, without a new bootstrap;
 #  - an index::Hnsw build of the program answers the same way, and its
-#    restarted node too.
+#    restarted node too;
+#  - `bbc plugins` lists the three index types, and bb-index(7) renders
+#    without warnings and documents every config key they declare.
 source "$(dirname "$0")/bbd_common.bash"
 
 PLUG=$BB_BUILD/lib/bytesandbrains/plugins
@@ -160,4 +162,22 @@ else
     not_ok "the restored hnsw store answers" "$TMP/h2.out"
 fi
 stop_nodes "hnsw store exits 0" hstore
+
+# ---- bbc plugins and the man page ----------------------------------------------------------
+"$BBC" plugins --json --plugin-path "$PLUG" >"$TMP/plugins.json" 2>&1
+types=$(jget '" ".join(sorted(t["type_name"] for t in d["types"] if t["role"] == "Index"))' <"$TMP/plugins.json")
+[ "$types" = "index::Flat index::Hnsw index::IvfPq" ] && ok "bbc plugins lists the indexes" ||
+    not_ok "bbc plugins lists the indexes (got: $types)" "$TMP/plugins.json"
+if LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l man/bb-index.7 >"$TMP/page.txt" 2>"$TMP/man.err" &&
+    [ ! -s "$TMP/man.err" ]; then
+    ok "man/bb-index.7 renders with man -l, no warnings"
+else
+    not_ok "man/bb-index.7 renders without warnings" "$TMP/man.err"
+fi
+missing=$(jget '" ".join(sorted({c["key"] for t in d["types"] if t["role"] == "Index" for c in t["config"]}))' \
+    <"$TMP/plugins.json" | tr ' ' '\n' | while read -r key; do
+    grep -q "^\.BR $key \"" man/bb-index.7 || echo "$key"
+done)
+[ -z "$missing" ] && ok "bb-index(7) documents every index config key" ||
+    not_ok "bb-index(7) lacks config keys: $missing"
 finish
