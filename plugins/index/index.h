@@ -192,13 +192,14 @@ int ix_ivfpq_search(ix_index *ix, const float *q, size_t nq, uint32_t k, ix_hit 
                     bb_error *err);
 void ix_ivfpq_remove(ix_index *ix, uint64_t id);
 void ix_ivfpq_free(ix_index *ix);
-/* Train: validates and starts the k-means job (NOW when it finished inline,
- * LATER when the pool has it). samples is referenced by the job. */
-/* Stop and forget a running Train (destroy, restore). */
+/* Stop and forget a running Train (destroy). */
 void ix_ivfpq_cancel(ix_index *ix);
+/* Train: validates and starts the k-means job (NOW when it finished inline,
+ * LATER when the pool has it). samples is referenced by the job; rows are
+ * taken (freed on every path). */
 bb_dispatch_result ix_ivfpq_train(ix_index *ix, bb_ctx *ctx, const bb_dispatch_call *call,
-                                  const bb_value *samples, const ix_rows *rows,
-                                  bb_value **outputs, bb_error *err);
+                                  const bb_value *samples, ix_rows *rows, bb_value **outputs,
+                                  bb_error *err);
 
 /* ---- snapshot.c ---------------------------------------------------------------------- */
 int ix_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err);

@@ -198,15 +198,14 @@ static int train_check(ix_index *ix, const ix_rows *rows, bb_error *err)
 }
 
 bb_dispatch_result ix_ivfpq_train(ix_index *ix, bb_ctx *ctx, const bb_dispatch_call *call,
-                                  const bb_value *samples, const ix_rows *rows,
-                                  bb_value **outputs, bb_error *err)
+                                  const bb_value *samples, ix_rows *rows, bb_value **outputs,
+                                  bb_error *err)
 {
-    if (train_check(ix, rows, err))
-        return BB_DISPATCH_NOW_ERR;
     ix_ivfpq *v = &ix->u.ivf;
-    ix_train_job *j = calloc(1, sizeof *j);
-    if (!j) {
-        bb_error_set(err, BB_ENOMEM, "%s: out of memory", ix->who);
+    ix_train_job *j = NULL;
+    if (train_check(ix, rows, err) ||
+        (!(j = calloc(1, sizeof *j)) && bb_error_set(err, BB_ENOMEM, "%s: out of memory", ix->who))) {
+        ix_rows_free(rows);
         return BB_DISPATCH_NOW_ERR;
     }
     atomic_init(&j->state, JOB_QUEUED);
@@ -215,6 +214,7 @@ bb_dispatch_result ix_ivfpq_train(ix_index *ix, bb_ctx *ctx, const bb_dispatch_c
     j->completion = call->completion;
     j->samples = bb_value_ref((bb_value *)samples);
     j->rows = *rows; /* the job takes the rows (and an owned copy) */
+    rows->owned = NULL;
     j->dim = ix->dim;
     j->nlist = v->nlist;
     j->pq_m = v->pq_m;
