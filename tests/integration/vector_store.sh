@@ -68,13 +68,13 @@ print(len(set(map(int, got)) & set(ex)))' "$1" "$2"
 # ---- IvfPq: the bootstrap on the worker pool, a query during it --------------------------
 if record vs; then ok "recorded and compiled"; else not_ok "recorded and compiled" "$TMP/record-vs.log"; finish; fi
 # more k-means iterations than the default: Train takes long enough to query during it
-echo '{"components": {"index": {"train_iterations": 60}}}' >"$TMP/store.json"
+echo '{"components": {"index": {"train_iterations": 30}}}' >"$TMP/store.json"
 start_node store --config "$TMP/store.json" --targets VectorStore \
     --listen /ip4/127.0.0.1/tcp/0 "$TMP/vs.onnx" || not_ok "store starts" "$TMP/store.log"
 [ "$(ctl store --json status | jget 'd["bootstrap"]')" = waiting_for_input ] &&
     ok "the store waits for its seed corpus" || not_ok "the store waits for its seed corpus"
 
-ctl store --json --timeout 60 watch --kind app --kind bootstrap --kind failure >"$TMP/store.events" 2>&1 &
+ctl store --json --timeout 200 watch --kind app --kind bootstrap --kind failure >"$TMP/store.events" 2>&1 &
 WATCH=$!
 wait_until 10 watchers_are store 1 || not_ok "watcher attached"
 ctl store bootstrap --module VectorStore seed_corpus=@"$DATA/corpus.pb" >"$TMP/boot.out" 2>&1 ||
@@ -89,7 +89,7 @@ else
 fi
 early_exec=$(jget 'd["exec_id"]' <"$TMP/early.out")
 answered() { grep -q "\"exec_id\":$early_exec,.*\"topic\":\"results\"" "$TMP/store.events"; }
-if wait_until 60 answered; then ok "the early query is answered"; else not_ok "the early query is answered" "$TMP/store.events"; fi
+if wait_until 180 answered; then ok "the early query is answered"; else not_ok "the early query is answered" "$TMP/store.events"; fi
 kill "$WATCH" 2>/dev/null
 wait "$WATCH" 2>/dev/null
 order=$("$PY" -c '
