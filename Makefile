@@ -9,6 +9,19 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
 #   make LTO=0 ...  bbd without link-time optimization (a faster build)
+#   make NATIVE=1 ... the plugins' kernels (agg, cpu, nn) for this machine's CPU
+#                   (-march=native minus AVX-512; build-native/). Without it they
+#                   target baseline x86-64, so installed plugins run on any
+#                   x86-64 machine. ARCH_FLAGS=... sets the flags outright.
+#
+# Engine invariants (BBE__ASSERT: ring bounds, reference counts, site and op
+# indexes; libbbengine/src/engine_internal.h) are compiled in by -DBBE_CHECKED.
+# The engine is built twice into the same build dir: checked objects
+# (obj-checked/ -> lib/libbbengine-checked.a) for the unit tests, which are
+# compiled checked too, and release objects for the programs, the libraries
+# and the benches, where the checks compile to nothing. So make check, make
+# demo and make bench share build/ without rebuilding each other's objects.
+# SAN=1 checks the release engine as well (bbd under the sanitizers asserts).
 #
 # Sources are found by wildcard, so adding a file needs no Makefile edit:
 #   libbbir/src/*.c          -> lib/libbbir.so, lib/libbbir.a
@@ -31,9 +44,21 @@ ifeq ($(SAN),1)
 BUILD   ?= build-san
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 else
-BUILD   ?= build
 SANFLAGS =
 endif
+# Code for this machine only on request: a plugin built with -march=native
+# dies with SIGILL on an older CPU. Its own build directory, because make
+# does not rebuild objects when only flags change. AVX-512 stays off so the
+# tests run under valgrind, which cannot decode it; OpenBLAS picks its own
+# AVX-512 kernels at run time anyway. Measured: docs/DECISIONS.md.
+NATIVE  ?= 0
+ifeq ($(NATIVE),1)
+BUILD   ?= build-native
+ARCH_FLAGS ?= -march=native -mno-avx512f
+else
+ARCH_FLAGS ?=
+endif
+BUILD   ?= build
 
 PLUGIN_DIR_INSTALLED = $(PREFIX)/lib/bytesandbrains/plugins
 PKGS     = libprotobuf-c libuv libcjson libsodium zlib
@@ -78,6 +103,7 @@ LIBBBIR_SRC = $(wildcard libbbir/src/*.c)
 LIBBBIR_O   = $(patsubst %.c,$(B)/obj/%.o,$(LIBBBIR_SRC)) $(GEN_O)
 ENGINE_SRC  = $(wildcard libbbengine/src/*.c)
 ENGINE_O    = $(patsubst %.c,$(B)/obj/%.o,$(ENGINE_SRC))
+ENGINE_CHECKED_O = $(patsubst %.c,$(B)/obj-checked/%.o,$(ENGINE_SRC))
 BBC_SRC     = $(filter-out bbc/main.c,$(wildcard bbc/*.c))
 BBC_O       = $(patsubst %.c,$(B)/obj/%.o,$(BBC_SRC))
 HOST_SRC    = $(wildcard bbd/host/*.c)
@@ -87,6 +113,7 @@ BBCTL_SRC   = $(wildcard bbctl/*.c)
 LIBBBIR_SO  = $(B)/lib/libbbir.so
 LIBBBIR_A   = $(B)/lib/libbbir.a
 LIBENGINE_A = $(B)/lib/libbbengine.a
+LIBENGINE_CHECKED_A = $(B)/lib/libbbengine-checked.a
 LIBENGINE_SO = $(B)/lib/libbbengine.so
 LIBBBC_A    = $(B)/lib/libbbc.a
 LIBHOST_A   = $(B)/lib/libbbdhost.a
@@ -122,8 +149,11 @@ BINS += $(B)/bin/bbctl
 endif
 
 # Per-plugin extra flags: plugins/NAME/build.mk may set
-#   PLUGIN_CFLAGS_NAME and PLUGIN_LIBS_NAME
+#   PLUGIN_CFLAGS_NAME and PLUGIN_LIBS_NAME (vector kernels add $(ARCH_FLAGS));
+# tests/plugins/NAME/build.mk may set TPLUGIN_CFLAGS_NAME (placed before
+# the common flags, so its -I directories come first) and add rules.
 -include $(wildcard plugins/*/build.mk)
+-include $(wildcard tests/plugins/*/build.mk)
 
 .PHONY: all deps check check-unit check-integration demo bench footprint install clean examples programs
 .SECONDARY:
@@ -144,6 +174,23 @@ $(B)/obj/%.o: %.c | $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS_EXTRA) -c $< -o $@
 
+# the engine: release objects (checked under SAN=1) and checked ones (tests)
+CHECK_CFLAGS = -DBBE_CHECKED
+ifeq ($(SAN),1)
+ENGINE_CFLAGS = $(CHECK_CFLAGS)
+endif
+$(B)/obj/libbbengine/%.o: libbbengine/%.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(ENGINE_CFLAGS) $(CFLAGS_EXTRA) -c $< -o $@
+
+$(B)/obj-checked/libbbengine/%.o: libbbengine/%.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) $(CFLAGS_EXTRA) -c $< -o $@
+
+$(B)/obj/tests/unit/%.o: tests/unit/%.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) $(CFLAGS_EXTRA) -c $< -o $@
+
 $(B)/obj/gen/%.o: $(B)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_GEN) -c $< -o $@
@@ -158,6 +205,10 @@ $(LIBBBIR_A): $(LIBBBIR_O)
 	rm -f $@; ar rcs $@ $^
 
 $(LIBENGINE_A): $(ENGINE_O)
+	@mkdir -p $(dir $@)
+	rm -f $@; ar rcs $@ $^
+
+$(LIBENGINE_CHECKED_A): $(ENGINE_CHECKED_O)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
 
@@ -222,12 +273,13 @@ $(B)/tests/plugins/%.so: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard tests
 
 $(B)/obj/tests/plugins/%.o: tests/plugins/%.c | $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -c $< -o $@
+	$(CC) $(TPLUGIN_CFLAGS_$(firstword $(subst /, ,$*))) $(CFLAGS_COMMON) -fvisibility=hidden \
+		-c $< -o $@
 
 # ---- tests, examples, benchmarks -------------------------------------------
-TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
+TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
 
-$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(TEST_SUPPORT_O) $(TEST_LINK)
 
@@ -299,6 +351,6 @@ install: all
 	fi
 
 clean:
-	rm -rf build build-san $(EXAMPLE_ONNX)
+	rm -rf build build-san build-native $(EXAMPLE_ONNX)
 
--include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/obj-checked -name '*.d' 2>/dev/null)

@@ -26,7 +26,6 @@
 
 #include <bb/plugin.h>
 
-#include "plugins/common/plugin_bytes.h"
 #include "plugins/common/plugin_rng.h"
 
 #define IX_MAX_DIM 65536u           /* a wider vector is refused */

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/bytes.h"
 #include "index.h"
 
 #define MAGIC "BBIX"
@@ -37,38 +38,38 @@
 
 /* ---- writing ------------------------------------------------------------------------ */
 
-static void put_kind(bbp_wbuf *w, const ix_index *ix)
+static void put_kind(bb_writer *w, const ix_index *ix)
 {
     size_t n = ix->n, d = ix->dim;
     if (ix->kind == IX_FLAT) {
-        bbp_put(w, ix->u.flat.x, n * d * sizeof(float));
-        bbp_put(w, ix->u.flat.dead, n);
+        bb_writer_put(w, ix->u.flat.x, n * d * sizeof(float));
+        bb_writer_put(w, ix->u.flat.dead, n);
     } else if (ix->kind == IX_HNSW) {
         const ix_hnsw *h = &ix->u.hnsw;
-        bbp_put_u32(w, h->m);
-        bbp_put_u32(w, h->entry);
-        bbp_put_u32(w, (uint32_t)h->max_level);
-        bbp_put(w, h->rng.s, sizeof h->rng.s);
-        bbp_put(w, h->level, n);
-        bbp_put(w, h->dead, n);
-        bbp_put(w, h->x, n * d * sizeof(float));
-        bbp_put(w, h->links0, n * (1 + h->m0) * sizeof(uint32_t));
+        bb_writer_put_u32le(w, h->m);
+        bb_writer_put_u32le(w, h->entry);
+        bb_writer_put_u32le(w, (uint32_t)h->max_level);
+        bb_writer_put(w, h->rng.s, sizeof h->rng.s);
+        bb_writer_put(w, h->level, n);
+        bb_writer_put(w, h->dead, n);
+        bb_writer_put(w, h->x, n * d * sizeof(float));
+        bb_writer_put(w, h->links0, n * (1 + h->m0) * sizeof(uint32_t));
         for (size_t i = 0; i < n; i++)
-            bbp_put(w, h->upper[i], (size_t)h->level[i] * (1 + h->m) * sizeof(uint32_t));
+            bb_writer_put(w, h->upper[i], (size_t)h->level[i] * (1 + h->m) * sizeof(uint32_t));
     } else {
         const ix_ivfpq *v = &ix->u.ivf;
-        bbp_put_u32(w, v->nlist);
-        bbp_put_u32(w, v->pq_m);
-        bbp_put_u8(w, v->trained);
+        bb_writer_put_u32le(w, v->nlist);
+        bb_writer_put_u32le(w, v->pq_m);
+        bb_writer_put_u8(w, v->trained);
         if (!v->trained)
             return;
-        bbp_put(w, v->centroids, (size_t)v->nlist * d * sizeof(float));
-        bbp_put(w, v->codebooks, (size_t)v->pq_m * IX_KSUB * v->dsub * sizeof(float));
+        bb_writer_put(w, v->centroids, (size_t)v->nlist * d * sizeof(float));
+        bb_writer_put(w, v->codebooks, (size_t)v->pq_m * IX_KSUB * v->dsub * sizeof(float));
         for (uint32_t c = 0; c < v->nlist; c++) {
             const ix_list *l = &v->lists[c];
-            bbp_put_u32(w, l->n);
-            bbp_put(w, l->ids, (size_t)l->n * sizeof(uint64_t));
-            bbp_put(w, l->codes, (size_t)l->n * v->pq_m);
+            bb_writer_put_u32le(w, l->n);
+            bb_writer_put(w, l->ids, (size_t)l->n * sizeof(uint64_t));
+            bb_writer_put(w, l->codes, (size_t)l->n * v->pq_m);
         }
     }
 }
@@ -76,34 +77,30 @@ static void put_kind(bbp_wbuf *w, const ix_index *ix)
 int ix_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
 {
     const ix_index *ix = inst;
-    bbp_wbuf w = {0};
-    bbp_put(&w, MAGIC, 4);
-    bbp_put_u32(&w, VERSION);
-    bbp_put_u8(&w, (uint8_t)ix->kind);
-    bbp_put_u8(&w, (uint8_t)ix->metric);
-    bbp_put_u32(&w, ix->dim);
-    bbp_put_u64(&w, ix->n);
-    bbp_put_u64(&w, ix->live);
+    bb_writer w = {0};
+    bb_writer_put(&w, MAGIC, 4);
+    bb_writer_put_u32le(&w, VERSION);
+    bb_writer_put_u8(&w, (uint8_t)ix->kind);
+    bb_writer_put_u8(&w, (uint8_t)ix->metric);
+    bb_writer_put_u32le(&w, ix->dim);
+    bb_writer_put_u64le(&w, ix->n);
+    bb_writer_put_u64le(&w, ix->live);
     put_kind(&w, ix);
-    if (w.oom) {
-        free(w.p);
+    if (!bb_writer_take(&w, out, out_len))
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory for a snapshot", ix->who);
-    }
-    *out = w.p;
-    *out_len = w.n;
     return BB_OK;
 }
 
 /* ---- reading ------------------------------------------------------------------------ */
 
 /* count items of size bytes, copied into a new array (NULL: truncated or OOM). */
-static void *get_array(bbp_rbuf *r, size_t count, size_t size)
+static void *get_array(bb_reader *r, size_t count, size_t size)
 {
-    if (!bbp_has(r, count, size))
+    if (!bb_reader_has(r, count, size))
         return NULL;
     size_t bytes = count * size;
     void *p = malloc(bytes ? bytes : 1);
-    if (p && !bbp_get(r, p, count * size)) {
+    if (p && !bb_reader_get(r, p, count * size)) {
         free(p);
         return NULL;
     }
@@ -130,7 +127,7 @@ static const char *check_dead(const uint8_t *dead, size_t n, uint64_t live)
     return alive == live ? NULL : "the live count does not match the tombstones";
 }
 
-static const char *read_flat(bbp_rbuf *r, ix_index *s)
+static const char *read_flat(bb_reader *r, ix_index *s)
 {
     ix_flat *f = &s->u.flat;
     size_t n = s->n, d = s->dim;
@@ -159,7 +156,7 @@ static const char *check_links(const uint32_t *l, uint32_t max, uint64_t n,
     return NULL;
 }
 
-static const char *read_hnsw_graph(bbp_rbuf *r, ix_index *s)
+static const char *read_hnsw_graph(bb_reader *r, ix_index *s)
 {
     ix_hnsw *h = &s->u.hnsw;
     size_t n = s->n, d = s->dim, l0 = 1 + h->m0;
@@ -192,12 +189,12 @@ static const char *read_hnsw_graph(bbp_rbuf *r, ix_index *s)
     return why ? why : check_dead(h->dead, n, s->live);
 }
 
-static const char *read_hnsw(bbp_rbuf *r, ix_index *s, bb_error *err)
+static const char *read_hnsw(bb_reader *r, ix_index *s, bb_error *err)
 {
     ix_hnsw *h = &s->u.hnsw;
     uint32_t m = 0, entry = 0, top = 0;
-    if (!bbp_get(r, &m, 4) || !bbp_get(r, &entry, 4) || !bbp_get(r, &top, 4) ||
-        !bbp_get(r, h->rng.s, sizeof h->rng.s))
+    if (!bb_reader_get(r, &m, 4) || !bb_reader_get(r, &entry, 4) || !bb_reader_get(r, &top, 4) ||
+        !bb_reader_get(r, h->rng.s, sizeof h->rng.s))
         return "truncated header";
     if (m != h->m) {
         bb_error_set(err, BB_EVALIDATE, "%s: the snapshot was taken with m = %u, this slot "
@@ -212,7 +209,7 @@ static const char *read_hnsw(bbp_rbuf *r, ix_index *s, bb_error *err)
 }
 
 /* The lists; every id given out once at most, live = the entries. */
-static const char *read_lists(bbp_rbuf *r, ix_index *s)
+static const char *read_lists(bb_reader *r, ix_index *s)
 {
     ix_ivfpq *v = &s->u.ivf;
     size_t n = s->n;
@@ -226,7 +223,7 @@ static const char *read_lists(bbp_rbuf *r, ix_index *s)
     for (uint32_t c = 0; c < v->nlist; c++) {
         ix_list *l = &v->lists[c];
         uint32_t cnt = 0;
-        if (!bbp_get(r, &cnt, 4) || cnt > n || !(l->ids = get_array(r, cnt, sizeof(uint64_t))) ||
+        if (!bb_reader_get(r, &cnt, 4) || cnt > n || !(l->ids = get_array(r, cnt, sizeof(uint64_t))) ||
             !(l->codes = get_array(r, cnt, v->pq_m)))
             return "truncated lists (or out of memory)";
         l->n = l->cap = cnt;
@@ -242,12 +239,12 @@ static const char *read_lists(bbp_rbuf *r, ix_index *s)
     return entries == s->live ? NULL : "the live count does not match the lists";
 }
 
-static const char *read_ivfpq(bbp_rbuf *r, ix_index *s, bb_error *err)
+static const char *read_ivfpq(bb_reader *r, ix_index *s, bb_error *err)
 {
     ix_ivfpq *v = &s->u.ivf;
     uint32_t nlist = 0, pq_m = 0;
     uint8_t trained = 0;
-    if (!bbp_get(r, &nlist, 4) || !bbp_get(r, &pq_m, 4) || !bbp_get(r, &trained, 1) ||
+    if (!bb_reader_get(r, &nlist, 4) || !bb_reader_get(r, &pq_m, 4) || !bb_reader_get(r, &trained, 1) ||
         trained > 1)
         return "truncated header";
     if (nlist != v->nlist || pq_m != v->pq_m) {
@@ -309,12 +306,12 @@ static void blank_like(const ix_index *ix, ix_index *s)
     }
 }
 
-static const char *read_header(bbp_rbuf *r, const ix_index *ix, ix_index *s)
+static const char *read_header(bb_reader *r, const ix_index *ix, ix_index *s)
 {
     uint8_t kind = 0, metric = 0;
     uint32_t dim = 0;
-    if (!bbp_get(r, &kind, 1) || !bbp_get(r, &metric, 1) || !bbp_get(r, &dim, 4) ||
-        !bbp_get(r, &s->n, 8) || !bbp_get(r, &s->live, 8))
+    if (!bb_reader_get(r, &kind, 1) || !bb_reader_get(r, &metric, 1) || !bb_reader_get(r, &dim, 4) ||
+        !bb_reader_get(r, &s->n, 8) || !bb_reader_get(r, &s->live, 8))
         return "truncated header";
     if (kind != ix->kind)
         return "it is another kind of index";
@@ -333,10 +330,11 @@ int ix_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
     ix_index *ix = inst;
     if (ix->kind == IX_IVFPQ && ix->u.ivf.job)
         return bb_error_set(err, BB_ESTATE, "%s: restore while a Train is running", ix->who);
-    bbp_rbuf r = {data, len, 0};
+    bb_reader r;
+    bb_reader_init(&r, data, len);
     char magic[4];
     uint32_t version = 0;
-    if (!bbp_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) || !bbp_get(&r, &version, 4) ||
+    if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) || !bb_reader_get(&r, &version, 4) ||
         version != VERSION)
         return bb_error_set(err, BB_EDECODE, "%s: not an index snapshot (or version %u, not "
                             "%u)", ix->who, version, VERSION);
@@ -348,14 +346,14 @@ int ix_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
         why = ix->kind == IX_FLAT ? read_flat(&r, &s)
               : ix->kind == IX_HNSW ? read_hnsw(&r, &s, &kerr)
                                     : read_ivfpq(&r, &s, &kerr);
-    if (!why && r.off != len)
+    if (!why && r.pos != len)
         why = "stray bytes after the end";
     if (why) {
         free_store(&s);
         if (kerr.code)
             return bb_error_set(err, kerr.code, "%s", kerr.msg);
         return bb_error_set(err, BB_EDECODE, "%s: snapshot refused: %s (at byte %zu of %zu)",
-                            ix->who, why, r.off, len);
+                            ix->who, why, r.pos, len);
     }
     free_store(ix);
     *ix = s;

@@ -142,6 +142,10 @@ bb_value *bb_value_tensor_copy(int32_t dtype, uint32_t ndim, const int64_t *dims
 bb_value *bb_value_list(const bb_type_node *type, bb_value **items, size_t n);
 bb_value *bb_value_response_batch(bb_value **items, bb_value **peers, size_t n);
 
+/* Bytes per element of a tensor value of dtype: bb_dtype_size for the
+ * dtypes with a tensor leaf in the type tree (bb_type_tensor_of), 0 for
+ * every other dtype, which no tensor value carries. */
+size_t bb_tensor_elem_size(int32_t dtype);
 /* Element count of a tensor shape; SIZE_MAX on overflow / negative dims. */
 size_t bb_shape_numel(uint32_t ndim, const int64_t *dims);
 static inline size_t bb_tensor_numel(const bb_value *v)
@@ -214,12 +218,5 @@ int bb_value_decode_tensor_buf(bb_buffer *buf, const bb_decode_limits *lim,
  * too) and large Bytes payloads (takes new refs on buf as needed). */
 int bb_value_decode_buf(uint64_t type_hash, bb_buffer *buf, const bb_decode_limits *lim,
                         bb_value **out, bb_error *err);
-
-/* ---- varints (shared by the wire codecs) -------------------------------- */
-/* Writes up to 10 bytes; returns bytes written. */
-size_t bb_varint_put(uint8_t *out, uint64_t v);
-size_t bb_varint_len(uint64_t v);
-/* Reads at *pos; 0 on success, BB_ETRUNC / BB_EDECODE otherwise. */
-int bb_varint_get(const uint8_t *data, size_t len, size_t *pos, uint64_t *out);
 
 #endif
