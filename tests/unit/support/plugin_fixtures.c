@@ -144,8 +144,8 @@ bb_model *pfx_compile(const bb_model *in, bb_error *err)
         bb_error_set(err, BB_ENOTFOUND, "the build's plugins cannot be loaded");
         return NULL;
     }
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, l);
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, l, NULL);
     bbc_options o;
     bbc_options_init(&o);
     bbc_error e = {0};
@@ -185,7 +185,8 @@ bb_engine_registry pfx_registry(const pfx_slot_config *cfg, size_t n)
 {
     g_reg_ud.cfg = cfg;
     g_reg_ud.n = n;
-    bb_engine_registry r = {reg_find, reg_config, &g_reg_ud};
+    bb_engine_registry r = {.types = {.find = reg_find}, .slot_config = reg_config,
+                            .ud = &g_reg_ud};
     return r;
 }
 
