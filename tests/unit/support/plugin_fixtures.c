@@ -5,11 +5,19 @@
 #include "plugin_fixtures.h"
 
 #include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "bb/model_io.h"
 #include "bb/plugin_loader.h"
 #include "bbc/compiler.h"
 #include "engine_fixtures.h"
@@ -221,6 +229,46 @@ bool pfx_fetch_data(void)
             fprintf(stderr, "scripts/fetch-data failed (exit %d)\n", rc);
     }
     return state > 0;
+}
+
+/* ---- example programs ------------------------------------------------------------------- */
+
+bb_model *pfx_compile_example(const char *example, const char *const *knobs)
+{
+    char build[PATH_MAX], exe[PATH_MAX + 64], out[] = "/tmp/bb-test-example-XXXXXX";
+    build_dir(build, sizeof build);
+    snprintf(exe, sizeof exe, "%s/examples/%s", build, example);
+    int fd = mkstemp(out);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *argv[16] = {exe, out};
+    size_t n = 2;
+    for (; knobs && knobs[n - 2] && n < 15; n++)
+        argv[n] = knobs[n - 2];
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status))
+        fail_msg("%s failed (status %d)", exe, status);
+    bb_model *in = NULL, *compiled = NULL;
+    bb_error e = {0};
+    if (bb_model_load_file(out, &in, &e))
+        fail_msg("load %s: %s", out, e.msg);
+    unlink(out);
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, pfx_loader(), NULL);
+    bbc_options o;
+    bbc_options_init(&o);
+    bbc_error err = {0};
+    if (bbc_compile(in, &o, NULL, &ts, NULL, 0, &compiled, &err))
+        fail_msg("compile: %s: %s", err.pass, err.msg);
+    bb_model_free(in);
+    return compiled;
 }
 
 /* ---- values ------------------------------------------------------------------------------ */

@@ -66,6 +66,13 @@ bb_engine *pfx_net_node(struct fx_net *net, uint8_t seed, bb_model *m, const cha
 /* e learns the address of fx_peer(seed) (port 7000 + seed). A bb status. */
 int pfx_net_know(bb_engine *e, uint8_t seed);
 
+/* ---- example programs ------------------------------------------------------------ */
+/* Record examples/<example> with its knobs (argv after the output file,
+ * NULL-terminated; knobs may be NULL), then compile it as bbc does with the
+ * build's plugins. A cmocka failure when either fails; the caller frees the
+ * compiled model. */
+bb_model *pfx_compile_example(const char *example, const char *const *knobs);
+
 /* ---- the repository ------------------------------------------------------------- */
 /* Absolute path of rel inside the repository (static buffer). */
 const char *pfx_repo_path(const char *rel);
