@@ -16,7 +16,8 @@
  * with the new keys as its admission when the admission itself was lost.
  * A NOISE1 must be padded so that a spoofed one cannot draw an answer
  * larger than itself (NOISE2 is about 300 bytes), and answering NOISE1s
- * from new sources is rate-limited (each costs two X25519 operations).
+ * is rate-limited (each costs two X25519 operations): from new sources by
+ * a budget per second, on an established session to one per 250 ms.
  *
  * Both sides dialing at once (each sent a NOISE1): the handshake whose
  * initiator's ephemeral key is smaller goes on, the other initiator turns
@@ -39,6 +40,7 @@
 #include "bbd/host/transport_internal.h"
 
 #define HANDSHAKES_PER_S 128 /* NOISE1s answered per second from new sources */
+#define REHANDSHAKE_MS 250   /* between NOISE1s answered on one established session */
 #define SEALED_HEADER (BBD_DGRAM_HEADER + BBD_DGRAM_NONCE)
 
 static const char *at_text(const udp_session *s, char *buf, size_t cap)
@@ -217,6 +219,26 @@ static const char *check_payload(bbd_transport *t, udp_session *s, const uint8_t
     return NULL;
 }
 
+/* Whether a new NOISE1 may be answered: each costs two DH operations.
+ * From a new source, a transport-wide budget per second; on an established
+ * session (a restarted peer, whose datagrams a flood from new sources must
+ * not crowd out), one per session per REHANDSHAKE_MS, so spoofing a peer's
+ * address buys no more than that. */
+static bool handshake_budget(bbd_transport *t, const udp_session *s)
+{
+    uint64_t now = uv_now(t->loop);
+    if (s && s->established)
+        return now - s->hs_started_ms >= REHANDSHAKE_MS;
+    if (now - t->udp_hs_window_ms >= 1000) {
+        t->udp_hs_window_ms = now;
+        t->udp_handshakes_in_window = 0;
+    }
+    if (t->udp_handshakes_in_window >= HANDSHAKES_PER_S)
+        return false;
+    t->udp_handshakes_in_window++;
+    return true;
+}
+
 /* Responder: a NOISE1 (answered once; a repeat gets the same NOISE2). */
 static void on_msg1(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram *d)
 {
@@ -230,16 +252,8 @@ static void on_msg1(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram
     if (s && s->noise && s->noise->initiator && s->noise->step == 1 &&
         memcmp(s->noise->e_pub, d->body, 32) < 0)
         return; /* both dialed: ours goes on, the peer answers it */
-    if (!s || !s->established) { /* each costs two DH operations: a budget per second */
-        uint64_t now = uv_now(t->loop);
-        if (now - t->udp_hs_window_ms >= 1000) {
-            t->udp_hs_window_ms = now;
-            t->udp_handshakes_in_window = 0;
-        }
-        if (t->udp_handshakes_in_window >= HANDSHAKES_PER_S)
-            return;
-        t->udp_handshakes_in_window++;
-    }
+    if (!handshake_budget(t, s))
+        return;
     if (!s && !(s = bbd__udp_session_new(t, sock, addr)))
         return;
     uint8_t none[1];

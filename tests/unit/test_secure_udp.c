@@ -6,6 +6,8 @@
  */
 #include "test_transport_harness.h"
 
+#include <sodium.h>
+
 #include "bbd/host/fragment.h"
 #include "bbd/host/replay.h"
 
@@ -259,6 +261,45 @@ static void test_secure_udp_handshake_loss(void **state)
     pair_close(&a, &b);
 }
 
+/* NOISE1s spoofed on an established peer's address: each would cost two
+ * DH operations, so B answers at most one per 250 ms on that session (the
+ * bound counted against the time the burst took), keeps the session's
+ * keys, and A's traffic goes on. */
+static void test_secure_udp_spoofed_handshakes(void **state)
+{
+    (void)state;
+    node a, b;
+    relay r;
+    relay_pair(&a, &b, &r, NULL);
+    assert_int_equal(send_to(&a, &b.id, &r.addr, 10, 1), BB_OK);
+    PUMP_UNTIL(&r, b.n_env == 1 && a.n_connected == 1);
+    uint64_t started = uv_now(&loop);
+    uint8_t msg1[BBD_DGRAM_NOISE1_MIN] = {BBD_DGRAM_MAGIC, BBD_DGRAM_NOISE1};
+    size_t answers = 0;
+    while (uv_now(&loop) - started < 800) { /* past 250 ms from the handshake */
+        randombytes_buf(msg1 + 2, 32); /* a new ephemeral key each time */
+        relay_to(&r, &r.b, msg1, sizeof msg1);
+        run_for(1);
+        uint8_t d[2048];
+        struct sockaddr_in from;
+        socklen_t fl = sizeof from;
+        ssize_t n;
+        while ((n = recvfrom(r.fd, d, sizeof d, 0, (struct sockaddr *)&from, &fl)) > 0) {
+            if (from.sin_port == r.b.sin_port && d[1] == BBD_DGRAM_NOISE2)
+                answers++;
+            fl = sizeof from;
+        }
+    }
+    uint64_t took = uv_now(&loop) - started;
+    assert_true(answers >= 1); /* a restarted peer is still answered */
+    assert_true(answers <= 1 + took / 250);
+    assert_int_equal(send_to(&a, &b.id, NULL, 10, 2), BB_OK);
+    PUMP_UNTIL(&r, b.n_env == 2);
+    assert_true(env_is(&b.env[1], 10, 2));
+    close(r.fd);
+    pair_close(&a, &b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -266,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_secure_udp_replayed_altered_reordered),
         cmocka_unit_test(test_secure_udp_refusals),
         cmocka_unit_test(test_secure_udp_handshake_loss),
+        cmocka_unit_test(test_secure_udp_spoofed_handshakes),
     };
     return cmocka_run_group_tests(tests, harness_setup, harness_teardown);
 }
