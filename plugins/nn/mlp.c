@@ -26,6 +26,17 @@
  *       round that waited for a Limit would send stale parameters)
  *   ParamsDigest(trigger) -> digest U64   a digest of the committed
  *       parameters (which model version a node holds, e.g. across a restart)
+ *   split learning (a model cut in two, each part on its own node):
+ *   BackwardInput(grad) -> (input_grad [B, in], cmd?)   Backward, plus
+ *       dLoss/dInput of the remembered Forward: what the upper part sends
+ *       back down to the part whose outputs were its inputs
+ *   LossGradient(output [B, out], target) -> (grad [B, out], loss,
+ *       accuracy?)   the model's mean loss of given outputs, and its
+ *       gradient w.r.t. them (the input of BackwardInput); reads no
+ *       parameters
+ *   StepOn(trigger) -> cmd   Step with Backward's accumulated gradient,
+ *       when the trigger (the Backward's cmd) arrives: Step's own input is
+ *       a gradient, so it could not wait for a Backward
  *
  * Targets: class ids [B] (any numeric dtype) or f32 [B, out]. While a Train
  * runs, ops that change the model (LoadParameters, ApplyDelta, Step,
@@ -305,6 +316,21 @@ static int forward(mlp *m, const char *op, const bb_value *x, size_t *rows, bb_e
     return BB_OK;
 }
 
+/* The targets of rows outputs, read from y; *scratch (the caller frees it,
+ * also on failure) holds them. */
+static int targets_of(mlp *m, const char *op, const bb_value *y, size_t rows, void **scratch,
+                      mlp_target *t, bb_error *err)
+{
+    size_t n = rows ? rows : 1;
+    if (!(*scratch = malloc(n * (sizeof(int32_t) + sizeof(float)))))
+        return oom(m, err);
+    int32_t *cls = *scratch;
+    char why[200];
+    int rc = mlp_target_from(&m->shape, y, rows, cls, (float *)(void *)(cls + n), t, why,
+                             sizeof why);
+    return rc ? bb_error_set(err, rc, "%s: %s: %s", m->who, op, why) : BB_OK;
+}
+
 /* Forward then the loss against target; dz filled when want_grad. */
 static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_value *y,
                         bool want_grad, mlp_stats *st, bb_error *err)
@@ -314,18 +340,11 @@ static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_valu
     if (rc)
         return rc;
     m->fwd_cached = false; /* the workspace now serves this op */
-    int32_t *cls = malloc((rows ? rows : 1) * sizeof *cls);
-    float *fbuf = malloc((rows ? rows : 1) * sizeof *fbuf);
+    void *scratch = NULL;
     mlp_target t;
-    char why[200];
-    if (!cls || !fbuf)
-        rc = oom(m, err);
-    else if ((rc = mlp_target_from(&m->shape, y, rows, cls, fbuf, &t, why, sizeof why)))
-        bb_error_set(err, rc, "%s: %s: %s", m->who, op, why);
-    else
+    if (!(rc = targets_of(m, op, y, rows, &scratch, &t, err)))
         mlp_loss_grad(&m->shape, &m->ws, &t, want_grad ? m->ws.dz : NULL, st);
-    free(cls);
-    free(fbuf);
+    free(scratch);
     return rc;
 }
 
@@ -355,6 +374,18 @@ static int backward(mlp *m, const bb_value *g, bb_error *err)
     return BB_OK;
 }
 
+/* An optimizer step with Backward's accumulated gradient (op and the
+ * remedy name the caller in the error). */
+static int step_accumulated(mlp *m, const char *op, const char *remedy, bb_error *err)
+{
+    if (!m->grad_pending)
+        return bb_error_set(err, BB_ESTATE, "%s: %s with no gradient: %s", m->who, op, remedy);
+    mlp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params);
+    memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
+    m->grad_pending = false;
+    return BB_OK;
+}
+
 static int step(mlp *m, const bb_value *g, bb_error *err)
 {
     int rc = check_flat(m, "Step", g, true, err);
@@ -364,13 +395,61 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
         mlp_optim_step(&m->opt, m->params, bb_tensor_f32(g), m->shape.n_params);
         return BB_OK;
     }
-    if (!m->grad_pending)
-        return bb_error_set(err, BB_ESTATE,
-                            "%s: Step with no gradient: pass one, or run Backward first", m->who);
-    mlp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params);
-    memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
-    m->grad_pending = false;
+    return step_accumulated(m, "Step", "pass one, or run Backward first", err);
+}
+
+/* Backward, then the gradient of the remembered Forward's input (same
+ * shape as that input) into out[0] and the CommandId into out[1]. */
+static int backward_input(mlp *m, const bb_value *g, uint32_t n_out, bb_value **out,
+                          bb_error *err)
+{
+    int rc = backward(m, g, err);
+    if (rc)
+        return rc;
+    const bb_tensor_view *x = &m->fwd_input->u.tensor;
+    if (!(out[0] = bb_value_tensor_new(BB_DT_FLOAT, x->ndim, x->dims)))
+        return oom(m, err);
+    mlp_input_grad(&m->shape, m->params, &m->ws, bb_tensor_f32(out[0]));
+    ++m->version;
+    if (n_out > 1 && !(out[1] = bb_value_u64(&BB_TYPE_COMMAND_ID, m->version))) {
+        bb_value_unref(out[0]);
+        out[0] = NULL;
+        return oom(m, err);
+    }
     return BB_OK;
+}
+
+/* The mean loss of outputs y (f32 [rows, out], or [out] for one row)
+ * against target, its gradient w.r.t. y, and the accuracy. */
+static int loss_gradient(mlp *m, const bb_value *y, const bb_value *target, uint32_t n_out,
+                         bb_value **out, bb_error *err)
+{
+    uint32_t k = m->shape.size[m->shape.n_layers];
+    const bb_tensor_view *v = y && y->type->kind == BB_VK_TENSOR ? &y->u.tensor : NULL;
+    if (!v || v->dtype != BB_DT_FLOAT || !((v->ndim == 2 && v->dims[1] == k) ||
+                                           (v->ndim == 1 && v->dims[0] == k)))
+        return bb_error_set(err, BB_ETYPE, "%s: LossGradient takes f32 outputs [rows, %u]",
+                            m->who, k);
+    size_t rows = v->ndim == 2 ? (size_t)v->dims[0] : 1;
+    void *scratch = NULL;
+    mlp_target t;
+    mlp_stats st = {0};
+    int rc = targets_of(m, "LossGradient", target, rows, &scratch, &t, err);
+    if (!rc && !(out[0] = bb_value_tensor_new(BB_DT_FLOAT, v->ndim, v->dims)))
+        rc = oom(m, err);
+    if (!rc)
+        mlp_loss_grad_of(&m->shape, bb_tensor_f32(y), rows, &t, bb_tensor_f32(out[0]), &st);
+    free(scratch);
+    double n = st.rows ? (double)st.rows : 1.0;
+    if (!rc && n_out > 1 && !(out[1] = scalar((float)(st.loss_sum / n))))
+        rc = oom(m, err);
+    if (!rc && n_out > 2 && !(out[2] = scalar((float)((double)st.correct / n))))
+        rc = oom(m, err);
+    for (uint32_t i = 0; rc && i < n_out && i < MLP_MAX_OUTPUTS; i++) {
+        bb_value_unref(out[i]);
+        out[i] = NULL;
+    }
+    return rc;
 }
 
 /* Every op that completes inline. outputs[0..] receive new references. */
@@ -413,6 +492,14 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
         rc = backward(m, a, err);
         changes = true;
         break;
+    case OP_BACKWARD_INPUT: /* answers its own CommandId, second */
+        return backward_input(m, a, n_out, out, err);
+    case OP_STEP_ON:
+        rc = step_accumulated(m, "StepOn", "run Backward first", err);
+        changes = true;
+        break;
+    case OP_LOSS_GRADIENT:
+        return loss_gradient(m, a, b, n_out, out, err);
     case OP_FORWARD:
         if (!(rc = forward(m, "Forward", a, &rows, err))) {
             size_t k = m->shape.size[m->shape.n_layers];
@@ -459,12 +546,14 @@ static const char *const OP_NAMES[N_MLP_OPS] = {
     [OP_PARAMS] = "Params",            [OP_STEP] = "Step",
     [OP_TRAIN] = "Train",              [OP_GRADIENTS] = "Gradients",
     [OP_PARAMS_ON] = "ParamsOn",       [OP_PARAMS_DIGEST] = "ParamsDigest",
+    [OP_BACKWARD_INPUT] = "BackwardInput", [OP_LOSS_GRADIENT] = "LossGradient",
+    [OP_STEP_ON] = "StepOn",
 };
 
 static bool changes_model(mlp_op op)
 {
     return op == OP_APPLY_DELTA || op == OP_BACKWARD || op == OP_LOAD_PARAMETERS ||
-           op == OP_STEP || op == OP_TRAIN;
+           op == OP_STEP || op == OP_TRAIN || op == OP_BACKWARD_INPUT || op == OP_STEP_ON;
 }
 
 static int enqueue(mlp *m, mlp_op op, const bb_dispatch_call *call, int64_t epochs, bb_error *err)
@@ -504,11 +593,15 @@ void mlp_drain(mlp *m)
             if (mlp_start_train(m, m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
         } else {
-            bb_value *out = NULL;
-            if (run_sync(m, d.op, d.in, d.n_in, &out, 1, &err))
+            bb_value *out[MLP_MAX_OUTPUTS] = {NULL};
+            uint32_t n_out = d.n_out < MLP_MAX_OUTPUTS ? d.n_out : MLP_MAX_OUTPUTS;
+            if (run_sync(m, d.op, d.in, d.n_in, out, n_out, &err)) {
+                for (uint32_t k = 0; k < n_out; k++)
+                    bb_value_unref(out[k]);
                 bb_complete_err(d.completion, err.code, err.msg);
-            else
-                bb_complete_ok(d.completion, &out, 1);
+            } else {
+                bb_complete_ok(d.completion, out, n_out);
+            }
         }
         for (uint32_t k = 0; k < d.n_in; k++)
             bb_value_unref(d.in[k]);
@@ -646,6 +739,11 @@ static const bb_port_decl OUT_GRADS[] = {P("grads", TENSOR_F32)};
 static const bb_port_decl OUT_TRAIN[] = {P("params", TENSOR_F32), P_OPT("num_samples", U64)};
 static const bb_port_decl OUT_METRICS[] = {P("loss", TENSOR_F32), P_OPT("accuracy", TENSOR_F32)};
 static const bb_port_decl OUT_DIGEST[] = {P("digest", U64)};
+static const bb_port_decl IN_LOSS_GRAD[] = {P("output", TENSOR_F32), P("target", TENSOR)};
+static const bb_port_decl OUT_BACKWARD_INPUT[] = {P("input_grad", TENSOR_F32),
+                                                  P_OPT("cmd", COMMAND_ID)};
+static const bb_port_decl OUT_LOSS_GRAD[] = {P("grad", TENSOR_F32), P("loss", TENSOR_F32),
+                                             P_OPT("accuracy", TENSOR_F32)};
 
 #define OPD(name, in, out, doc) {name, in, BBP_COUNT(in), out, BBP_COUNT(out), doc}
 static const bb_op_decl ROLE_OPS[] = {
@@ -675,6 +773,14 @@ static const bb_op_decl EXT_OPS[] = {
     OPD("ParamsDigest", IN_TRIGGER, OUT_DIGEST,
         "FNV-1a-64 of the committed parameters' 64-bit words: which model version this "
         "node holds"),
+    OPD("BackwardInput", IN_GRAD, OUT_BACKWARD_INPUT,
+        "Backward, and dLoss/dInput of the last Forward: what split learning sends back to "
+        "the part below"),
+    OPD("LossGradient", IN_LOSS_GRAD, OUT_LOSS_GRAD,
+        "the mean loss of given outputs against targets, its gradient w.r.t. the outputs "
+        "and the accuracy (no parameters read)"),
+    OPD("StepOn", IN_TRIGGER, OUT_CMD,
+        "an optimizer step with Backward's accumulated gradient, when the trigger arrives"),
 };
 static const bb_opset_decl OPSETS[] = {
     {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS)},

@@ -82,10 +82,18 @@ const float *mlp_forward(const mlp_shape *s, const float *p, const float *x, siz
  * dLoss/dOutput of the MEAN loss over the rows. Adds to st. */
 void mlp_loss_grad(const mlp_shape *s, const mlp_ws *w, const mlp_target *t, float *dz,
                    mlp_stats *st);
+/* mlp_loss_grad over given outputs y (rows x outputs) instead of the last
+ * forward's: the loss of outputs that came from elsewhere (split learning's
+ * top receives its inputs, not its targets' model). */
+void mlp_loss_grad_of(const mlp_shape *s, const float *y, size_t rows, const mlp_target *t,
+                      float *dz, mlp_stats *st);
 /* Back-propagates w->dz (rows x outputs, dLoss/dOutput; consumed) through
  * the last forward into g (n_params): g = grad, or g += grad when
  * accumulate. */
 void mlp_backward(const mlp_shape *s, const float *p, mlp_ws *w, float *g, bool accumulate);
+/* Right after mlp_backward: dLoss/dInput of the last forward (rows x
+ * inputs) into dx — what split learning sends back to the layers below. */
+void mlp_input_grad(const mlp_shape *s, const float *p, const mlp_ws *w, float *dx);
 int mlp_optim_init(mlp_optim *o, size_t n_params);
 void mlp_optim_reset(mlp_optim *o, size_t n_params);
 void mlp_optim_free(mlp_optim *o);
@@ -109,8 +117,10 @@ int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, mlp_ws *w, float *grad,
 typedef enum mlp_op {
     OP_APPLY_DELTA, OP_BACKWARD, OP_EVALUATE, OP_EVALUATE_METRICS, OP_FORWARD,
     OP_LOAD_PARAMETERS, OP_PARAMS, OP_STEP, OP_TRAIN, OP_GRADIENTS, OP_PARAMS_ON,
-    OP_PARAMS_DIGEST, N_MLP_OPS
+    OP_PARAMS_DIGEST, OP_BACKWARD_INPUT, OP_LOSS_GRADIENT, OP_STEP_ON, N_MLP_OPS
 } mlp_op;
+
+#define MLP_MAX_OUTPUTS 3 /* LossGradient's (grad, loss, accuracy) */
 
 /* An op that waits for the running Train (ops that change the model). */
 typedef struct mlp_deferred {

@@ -149,8 +149,13 @@ static size_t argmax(const float *v, size_t n)
 void mlp_loss_grad(const mlp_shape *s, const mlp_ws *w, const mlp_target *t, float *dz,
                    mlp_stats *st)
 {
-    size_t rows = w->rows, k = s->size[s->n_layers];
-    const float *y = w->a[s->n_layers];
+    mlp_loss_grad_of(s, w->a[s->n_layers], w->rows, t, dz, st);
+}
+
+void mlp_loss_grad_of(const mlp_shape *s, const float *y, size_t rows, const mlp_target *t,
+                      float *dz, mlp_stats *st)
+{
+    size_t k = s->size[s->n_layers];
     double inv = rows ? 1.0 / (double)rows : 0.0;
     for (size_t r = 0; r < rows; r++) {
         const float *yr = y + r * k;
@@ -229,6 +234,15 @@ void mlp_backward(const mlp_shape *s, const float *p, mlp_ws *w, float *g, bool 
         w->da = t;
         dz = w->dz;
     }
+}
+
+void mlp_input_grad(const mlp_shape *s, const float *p, const mlp_ws *w, float *dx)
+{
+    /* dX = dZ_0 W_0^T: the first layer's input has no activation */
+    uint32_t in = s->size[0], out = s->size[1];
+    if (w->rows)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)w->rows, (int)in, (int)out,
+                    1.0f, w->dz, (int)out, p + s->w_off[0], (int)out, 0.0f, dx, (int)in);
 }
 
 int mlp_optim_init(mlp_optim *o, size_t n)
