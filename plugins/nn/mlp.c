@@ -55,6 +55,7 @@
 #include "plugins/common/plugin_type.h"
 
 #define NAME "nn::Mlp"
+#define PART_NAME "nn::MlpPart" /* a part of a model whose batches come through the graph */
 #define EXT_DOMAIN "bb-nn.Mlp.atomic"
 
 static const bb_config_decl CONFIG[] = {
@@ -211,17 +212,18 @@ static void mlp_destroy(void *inst)
     free(m);
 }
 
-static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
+static int create_as(const char *type_name, const bb_create_args *args, void **out,
+                     bb_error *err)
 {
     bbp_config cfg;
-    int rc = bbp_config_load(&cfg, args, NAME, CONFIG, BBP_COUNT(CONFIG), err);
+    int rc = bbp_config_load(&cfg, args, type_name, CONFIG, BBP_COUNT(CONFIG), err);
     if (rc)
         return rc;
     mlp *m = calloc(1, sizeof *m);
     uint64_t seed = 0;
     if (!m) {
         bbp_config_free(&cfg);
-        return bb_error_set(err, BB_ENOMEM, NAME ": out of memory");
+        return bb_error_set(err, BB_ENOMEM, "%s: out of memory", type_name);
     }
     snprintf(m->who, sizeof m->who, "%s", cfg.who);
     m->ctx = args->ctx;
@@ -247,6 +249,16 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
     }
     *out = m;
     return BB_OK;
+}
+
+static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
+{
+    return create_as(NAME, args, out, err);
+}
+
+static int part_create(const bb_create_args *args, void **out, bb_error *err)
+{
+    return create_as(PART_NAME, args, out, err);
 }
 
 /* ---- the synchronous ops ----------------------------------------------------------- */
@@ -808,6 +820,43 @@ static const bb_component_type MLP = {
     .restore = mlp_restore,
 };
 
-static const bb_component_type *const TYPES[] = {&MLP};
+/* nn::MlpPart: the same network and ops for one part of a model cut across
+ * nodes (split learning's bottom and top), whose batches come through the
+ * graph: no data source dependency, so a node that holds no rows (the top)
+ * binds none, and no Train or EvaluateMetrics, which would read one. */
+static const bb_op_decl PART_ROLE_OPS[] = {
+    OPD("ApplyDelta", IN_DELTA, OUT_CMD, "params += delta"),
+    OPD("Backward", IN_GRAD, OUT_CMD,
+        "back-propagates dLoss/dOutput through the last Forward; the gradient accumulates"),
+    OPD("Evaluate", IN_EVAL, OUT_METRICS, "the mean loss on (input, target), and the accuracy"),
+    OPD("Forward", IN_INPUT, OUT_OUTPUT, "outputs of a batch (kept for Backward)"),
+    OPD("LoadParameters", IN_PARAMS, OUT_CMD, "replaces the parameters, restarts the optimizer"),
+    {"Params", NULL, 0, OUT_PARAMS, 1, "the flat parameter vector"},
+    OPD("Step", IN_GRADS, OUT_CMD, "an optimizer step with grads, or the accumulated gradient"),
+};
+static const bb_opset_decl PART_OPSETS[] = {
+    {"ai.bytesandbrains.role.model", 1, PART_ROLE_OPS, BBP_COUNT(PART_ROLE_OPS)},
+    {EXT_DOMAIN, 1, EXT_OPS, BBP_COUNT(EXT_OPS)},
+};
+
+static const bb_component_type MLP_PART = {
+    BBP_TYPE_ABI,
+    .type_name = PART_NAME,
+    .role = BB_ROLE_MODEL,
+    .doc = "nn::Mlp as one part of a model cut across nodes (split learning): fed through the "
+           "graph, so no data source dependency and no Train / EvaluateMetrics (Train's config "
+           "keys are accepted and unused)",
+    .opsets = PART_OPSETS,
+    .n_opsets = BBP_COUNT(PART_OPSETS),
+    .config = CONFIG,
+    .n_config = BBP_COUNT(CONFIG),
+    .create = part_create,
+    .destroy = mlp_destroy,
+    .dispatch = mlp_dispatch,
+    .snapshot = mlp_snapshot,
+    .restore = mlp_restore,
+};
+
+static const bb_component_type *const TYPES[] = {&MLP, &MLP_PART};
 
 BBP_PLUGIN_ENTRY("nn", TYPES)

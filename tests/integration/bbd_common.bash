@@ -11,7 +11,7 @@
 # ctl NAME ARGS... (bbctl on NAME's socket), jget EXPR (JSON on stdin,
 # python expression over d), wait_until SECONDS CMD...
 set -u
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 BB_BUILD=${BB_BUILD:-$PWD/build}
 BBD=$BB_BUILD/bin/bbd
 BBCTL=$BB_BUILD/bin/bbctl

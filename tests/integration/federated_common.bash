@@ -23,7 +23,7 @@
 #   round_of NAME I EXPR         python EXPR over round I (0-based) of NAME's
 #                                events: r (round, participants, samples,
 #                                loss, accuracy, ms, before, after)
-source "$(dirname "$0")/bbd_common.bash"
+source "$(dirname "${BASH_SOURCE[0]}")/bbd_common.bash"
 
 PLUG=$BB_BUILD/lib/bytesandbrains/plugins
 FED=$BB_BUILD/examples/federated
