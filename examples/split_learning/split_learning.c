@@ -121,10 +121,11 @@ static bb_module *record_data_owner(bb_recorder *r, const sl_knobs *k)
                                      "step", 1);
     bb_val x, y;
     bb_role_data_loader_next_batch(g, data, &x, &y);
-    bb_val grads = ask_top(g, bottom, act_codec, selector, "acts", bb_sys_gate(g, x, go),
-                           bb_sys_gate(g, y, go), k);
+    bb_val answers = ask_top(g, bottom, act_codec, selector, "acts", bb_sys_gate(g, x, go),
+                             bb_sys_gate(g, y, go), k),
+           grads = answers;
     if (grad_codec)
-        ext_op(g, grad_codec, CODEC_ATOMIC, "DecompressBatch", &grads, 1,
+        ext_op(g, grad_codec, CODEC_ATOMIC, "DecompressBatch", &answers, 1,
                (const bb_type_node *const[]){&BB_TYPE_RESPONSE_BATCH}, &grads, 1);
     bb_val n = bb_role_aggregator_contribute(g, agg, grads, BB_VAL_OMIT);
     bb_val grad = bb_role_aggregator_aggregate(g, agg, n, NULL);
