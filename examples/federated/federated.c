@@ -28,11 +28,18 @@
  *   SendResp(Bundle(params, num_samples), req)
  *   AppEmit("trained", Bundle(num_samples, Clock on arrival, Clock after Train))
  *
+ * With --codec TYPE a client sends its update through a codec: the
+ * difference trained - received (ai.onnx Sub on a cpu::CpuBackend slot),
+ * compressed; the server decompresses the batch (DecompressBatch), FedAvg
+ * averages the updates and Model.ApplyDelta adds the mean to the global
+ * parameters instead of loading it. A TopK codec keeps each client's
+ * unsent residual for its next round (error feedback).
+ *
  * Knobs (argv, so no C is edited): --clients K, --quorum FRACTION (of K,
  * rounded up), --period-ms, --deadline-ms (authored on SendReqBatched as
  * deadline_ns: bbc keeps an authored deadline), --epochs E (the Train
  * attribute; a node's "model": {"epochs": N} overrides it), --aggregator
- * TYPE, --data TYPE. Everything else a node needs — the data file and its
+ * TYPE, --data TYPE, --codec TYPE. Everything else a node needs — the data file and its
  * shard, the model's hyper-parameters, the selector's target — is
  * per-slot JSON config of each bbd (bbd.json(5) "components"), over the
  * construction states recorded here.
@@ -47,6 +54,7 @@
 #include "bb/recorder.h"
 
 #define AGG_ATOMIC "bb-agg.Aggregator.atomic"
+#define CODEC_ATOMIC "bb-codec.Codec.atomic"
 #define MLP_ATOMIC "bb-nn.Mlp.atomic"
 
 /* The digits MLP of the centralized baseline (tests/unit/test_nn_engine.c). */
@@ -67,6 +75,7 @@ typedef struct fed_knobs {
     long epochs;         /* local epochs per round */
     const char *aggregator;
     const char *data;
+    const char *codec;   /* the clients' updates go through it; NULL: parameters, f32 */
 } fed_knobs;
 
 static long quorum_of(const fed_knobs *k)
@@ -97,6 +106,8 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
                                         "peers::Connected", CONNECTED_CONFIG, NULL);
     /* The held-out evaluation set EvaluateMetrics reads. */
     bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, DATA_CONFIG, NULL);
+    bb_slot *codec = k->codec ? bb_rec_concrete(m, BB_ROLE_CODEC, "codec", k->codec, "{}", NULL)
+                              : NULL;
 
     bb_rec *g = bb_module_body(m);
     bb_val tick = bb_sys_interval(g, (int64_t)k->period_ms * 1000000);
@@ -109,12 +120,16 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     bb_wire_send_req_batched(g, NULL, "params", params, peers, quorum_of(k),
                              (int64_t)k->deadline_ms * 1000000, &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
+    if (codec) /* the clients' compressed updates, decoded */
+        responses = ext_op(g, codec, CODEC_ATOMIC, "DecompressBatch", responses,
+                           &BB_TYPE_RESPONSE_BATCH);
     bb_val collected = bb_sys_clock(g, responses);
     bb_val participants = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
     bb_val samples, global = bb_role_aggregator_aggregate(g, agg, participants, &samples);
     bb_val aggregated = bb_sys_clock(g, global);
     bb_val round = ext_op(g, agg, AGG_ATOMIC, "Rounds", global, &BB_TYPE_U64);
-    bb_val loaded = bb_role_model_load_parameters(g, model, global);
+    bb_val loaded = codec ? bb_role_model_apply_delta(g, model, global) /* the mean update */
+                          : bb_role_model_load_parameters(g, model, global);
     bb_val loss, accuracy;
     bb_role_model_evaluate_metrics(g, model, loaded, &loss, &accuracy);
     bb_val after = ext_op(g, model, MLP_ATOMIC, "ParamsDigest", loaded, &BB_TYPE_U64);
@@ -139,15 +154,23 @@ static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
     bb_slot *model = bb_rec_concrete(m, BB_ROLE_MODEL, "model", "nn::Mlp", MLP_CONFIG, NULL);
     /* The local training shard Train reads. */
     bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, DATA_CONFIG, NULL);
+    bb_slot *codec = k->codec ? bb_rec_concrete(m, BB_ROLE_CODEC, "codec", k->codec, "{}", NULL)
+                              : NULL;
+    bb_slot *cpu = k->codec ? bb_rec_concrete(m, BB_ROLE_BACKEND, "backend", "cpu::CpuBackend",
+                                              "{}", NULL)
+                            : NULL;
 
     bb_rec *g = bb_module_body(m);
     bb_val params, req_id;
     bb_wire_recv_req(g, NULL, "params", &BB_TYPE_TENSOR_F32, NULL, &params, &req_id);
     bb_val received = bb_sys_clock(g, params);
     bb_val loaded = bb_role_model_load_parameters(g, model, params);
-    bb_val update[2];
+    bb_val update[2], sent[2];
     bb_role_model_train(g, model, loaded, k->epochs, &update[0], &update[1]);
-    bb_wire_send_resp(g, NULL, bb_rec_bundle(g, update, 2), BB_VAL_OMIT, req_id);
+    sent[0] = codec ? bb_role_compressor_compress(g, codec, bb_onnx_sub(g, cpu, update[0], params))
+                    : update[0];
+    sent[1] = update[1];
+    bb_wire_send_resp(g, NULL, bb_rec_bundle(g, sent, 2), BB_VAL_OMIT, req_id);
     /* the client's own record of its round: when the parameters came, when
      * its training ended (where a round's time goes, seen from a client) */
     bb_val local[] = {update[1], received, bb_sys_clock(g, update[1])};
@@ -171,6 +194,7 @@ static void usage(FILE *f, const char *prog)
     fprintf(f,
             "usage: %s OUT.onnx [--clients K] [--quorum FRACTION] [--period-ms MS]\n"
             "       [--deadline-ms MS] [--epochs E] [--aggregator TYPE] [--data TYPE]\n"
+            "       [--codec TYPE]\n"
             "  --clients K         clients asked per round (default 4)\n"
             "  --quorum FRACTION   fraction of K that must answer by the deadline, rounded\n"
             "                      up (default 0.75)\n"
@@ -179,7 +203,10 @@ static void usage(FILE *f, const char *prog)
             "  --epochs E          local epochs per round (default 5)\n"
             "  --aggregator TYPE   agg::FedAvg (default), agg::TrimmedMean, agg::Median,\n"
             "                      agg::WeightAggregator\n"
-            "  --data TYPE         data::Csv (default) or data::Synthetic\n",
+            "  --data TYPE         data::Csv (default) or data::Synthetic\n"
+            "  --codec TYPE        clients send their update (trained - received) through it:\n"
+            "                      codec::F16, codec::Int8Affine, codec::TopK, ... (default:\n"
+            "                      none, the trained parameters in f32)\n",
             prog);
 }
 
@@ -199,7 +226,7 @@ static long parse_long(const char *prog, const char *opt, const char *s, long lo
 
 static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
 {
-    *k = (fed_knobs){4, 0.75, 1000, 800, 5, "agg::FedAvg", "data::Csv"};
+    *k = (fed_knobs){4, 0.75, 1000, 800, 5, "agg::FedAvg", "data::Csv", NULL};
     *out = NULL;
     const struct {
         const char *opt;
@@ -249,6 +276,8 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
             k->aggregator = v;
         } else if (!strcmp(a, "--data")) {
             k->data = v;
+        } else if (!strcmp(a, "--codec")) {
+            k->codec = v;
         } else {
             fprintf(stderr, "%s: error: unknown option '%s'\n", argv[0], a);
             usage(stderr, argv[0]);

@@ -10,6 +10,9 @@
 # node_pid / node_peer / node_addr NAME [tcp|udp],
 # ctl NAME ARGS... (bbctl on NAME's socket), jget EXPR (JSON on stdin,
 # python expression over d), wait_until SECONDS CMD...
+# Sourced twice (by two *_common.bash files), the second time does nothing.
+[ -n "${BBD_COMMON_SOURCED:-}" ] && return 0
+BBD_COMMON_SOURCED=1
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 BB_BUILD=${BB_BUILD:-$PWD/build}
