@@ -16,10 +16,10 @@ check "... with Int8Affine activations" sl_record int8 --codec codec::Int8Affine
 declare -A BYTES=()
 for run in f32 int8; do
     sl_run "$run" "$TMP/$run.onnx" "$STEPS" || continue
-    read -r first last acc bytes <<<"$(sl_figures "$run" "$STEPS")"
+    read -r first last acc bytes at <<<"$(sl_figures "$run" "$STEPS")"
     BYTES[$run]=$bytes
     echo "     $run activations: training loss $first (first 20 steps) -> $last (last 20)," \
-        "held-out accuracy $acc after $STEPS steps, $bytes bytes a step"
+        "held-out accuracy $acc (evaluated after $at steps), $bytes bytes a step"
     if "$PY" -c "import sys; f, l, a = map(float, sys.argv[1:]); sys.exit(not (l < f / 2 and a >= 0.9))" \
         "$first" "$last" "$acc"; then
         ok "$run: the loss falls ($first -> $last) and the held-out accuracy is $acc (>= 0.90)"

@@ -11,12 +11,14 @@
 #                              and one held-out evaluation after them; the
 #                              Top's events in $TMP/NAME.events; both nodes
 #                              stopped (ok / not_ok "NAME: ...")
-#   sl_figures NAME STEPS      "LOSS_FIRST LOSS_LAST ACCURACY BYTES_PER_STEP":
+#   sl_figures NAME STEPS      "LOSS_FIRST LOSS_LAST ACCURACY BYTES_PER_STEP AT":
 #                              mean training loss of the first and of the
-#                              last 20 steps, the held-out accuracy of that
-#                              evaluation, and the median bytes a step moved
-#                              (the Top's transport totals, in and out, from
-#                              one training step's report to the next)
+#                              last 20 steps, the held-out accuracy of the
+#                              first evaluation after them, the median bytes
+#                              a step moved (the Top's transport totals, in
+#                              and out, from one training step's report to the
+#                              next), and the steps done when that evaluation
+#                              came (evaluations follow a clock, steps go on)
 source "$(dirname "${BASH_SOURCE[0]}")/bbd_common.bash"
 
 PLUG=$BB_BUILD/lib/bytesandbrains/plugins
@@ -87,8 +89,11 @@ def items(e):
     return [x["data"][0] for x in e["value"]["items"]]
 loss = [items(evs[i])[0] for i in pos]
 total = [evs[i]["transport"]["bytes_in"] + evs[i]["transport"]["bytes_out"] for i in pos]
-acc = next(items(e)[1] for e in evs[pos[-1]:] if e.get("topic") == "eval")
+at = next(i for i in range(pos[-1], len(evs)) if evs[i].get("topic") == "eval")
+acc = items(evs[at])[1]
+steps_then = sum(1 for e in evs[:at] if e.get("topic") == "train")
 per_step = statistics.median(b - a for a, b in zip(total, total[1:]))
-print("%.4f %.4f %.4f %d" % (sum(loss[:20]) / 20, sum(loss[-20:]) / 20, acc, per_step))
+print("%.4f %.4f %.4f %d %d" % (sum(loss[:20]) / 20, sum(loss[-20:]) / 20, acc, per_step,
+                                steps_then))
 PY
 }
