@@ -53,6 +53,9 @@ static int layout_of(const codec *c, bool per_channel, int64_t axis, uint32_t nd
         return bb_error_set(err, BB_ETYPE,
                             "%s: per-channel axis %lld does not exist in a %u-dimensional tensor",
                             c->who, (long long)axis, ndim);
+    if (dims[a] > UINT32_MAX)
+        return bb_error_set(err, BB_ELIMIT, "%s: %lld channels on axis %lld (at most %u)",
+                            c->who, (long long)dims[a], (long long)a, UINT32_MAX);
     l->axis = (uint32_t)a;
     l->channels = (uint32_t)dims[a];
     l->inner = bb_shape_numel(ndim - l->axis - 1, dims + l->axis + 1);
