@@ -5,7 +5,8 @@
 # wait bounded by a deadline on a condition (no sleep-and-hope).
 #
 # Provides: BBD BBCTL BBC TMP PY, ok / not_ok / finish (the summary line),
-# compile_example NAME (-> $TMP/NAME.onnx), start_node NAME ARGS...,
+# compile_example NAME (-> $TMP/NAME.onnx), use_example EXE / record_example
+# EXE NAME ARGS... (the example programs on the real plugins), start_node NAME ARGS...,
 # stop_node NAME, stop_nodes LABEL NAME..., start_fed_server tcp|udp,
 # node_pid / node_peer / node_addr NAME [tcp|udp],
 # ctl NAME ARGS... (bbctl on NAME's socket), jget EXPR (JSON on stdin,
@@ -82,6 +83,28 @@ compile_example() { # NAME [bbc options...]
     shift
     "$BBC" compile "testdata/$name.onnx" -o "$TMP/$name.onnx" --plugin-path "$PLUG" "$@" \
         >"$TMP/compile-$name.log" 2>&1
+}
+
+# The example programs on the real plugins and digits (PLUG, DIGITS): ends
+# the script as a failure when EXE is not built or the data cannot be had.
+use_example() { # EXE
+    PLUG=$BB_BUILD/lib/bytesandbrains/plugins
+    DIGITS=$PWD/data/digits.csv.gz
+    if [ ! -x "$1" ] || ! scripts/fetch-data >"$TMP/fetch.log" 2>&1; then
+        echo "FAIL $1 is not built or scripts/fetch-data failed"
+        cat "$TMP/fetch.log" 2>/dev/null
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+}
+
+# Record EXE's program with its knobs, compile it with bbc -> $TMP/NAME.onnx.
+record_example() { # EXE NAME ARGS...
+    local exe=$1 name=$2
+    shift 2
+    "$exe" "$TMP/$name.rec.onnx" "$@" >"$TMP/record-$name.log" 2>&1 &&
+        "$BBC" compile "$TMP/$name.rec.onnx" -o "$TMP/$name.onnx" --plugin-path "$PLUG" \
+            >>"$TMP/record-$name.log" 2>&1
 }
 
 ctl() { # NAME ARGS...

@@ -21,23 +21,10 @@
 #                              came (evaluations follow a clock, steps go on)
 source "$(dirname "${BASH_SOURCE[0]}")/bbd_common.bash"
 
-PLUG=$BB_BUILD/lib/bytesandbrains/plugins
 SPLIT=$BB_BUILD/examples/split_learning
-DIGITS=$PWD/data/digits.csv.gz
-if [ ! -x "$SPLIT" ] || ! scripts/fetch-data >"$TMP/fetch.log" 2>&1; then
-    echo "FAIL $SPLIT is not built or scripts/fetch-data failed"
-    cat "$TMP/fetch.log" 2>/dev/null
-    echo "0 passed, 1 failed"
-    exit 1
-fi
+use_example "$SPLIT"
 
-sl_record() { # NAME ARGS...
-    local name=$1
-    shift
-    "$SPLIT" "$TMP/$name.rec.onnx" "$@" >"$TMP/record-$name.log" 2>&1 &&
-        "$BBC" compile "$TMP/$name.rec.onnx" -o "$TMP/$name.onnx" --plugin-path "$PLUG" \
-            >>"$TMP/record-$name.log" 2>&1
-}
+sl_record() { record_example "$SPLIT" "$@"; } # NAME ARGS...
 
 # Has the Top done STEPS training steps, and an evaluation after them?
 sl_evaluated_after() { # NAME STEPS
