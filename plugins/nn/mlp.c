@@ -758,6 +758,9 @@ static const bb_port_decl OUT_LOSS_GRAD[] = {P("grad", TENSOR_F32), P("loss", TE
                                              P_OPT("accuracy", TENSOR_F32)};
 
 #define OPD(name, in, out, doc) {name, in, BBP_COUNT(in), out, BBP_COUNT(out), doc}
+/* The ops that read the data source come last (DATA_OPS of them):
+ * nn::MlpPart, which has no data source, declares the ones before. */
+#define DATA_OPS 2
 static const bb_op_decl ROLE_OPS[] = {
     OPD("ApplyDelta", IN_DELTA, OUT_CMD, "params += delta"),
     OPD("Backward", IN_GRAD, OUT_CMD,
@@ -765,14 +768,15 @@ static const bb_op_decl ROLE_OPS[] = {
         "for Step"),
     OPD("Evaluate", IN_EVAL, OUT_METRICS,
         "the mean loss (compute_loss) on (input, target), and the accuracy when asked"),
-    OPD("EvaluateMetrics", IN_TRIGGER, OUT_METRICS,
-        "loss and accuracy on the data source's evaluation set (off the engine thread)"),
     OPD("Forward", IN_INPUT, OUT_OUTPUT, "outputs (logits for cross-entropy) of a batch"),
     OPD("LoadParameters", IN_PARAMS, OUT_CMD,
         "replaces the parameters and restarts the optimizer"),
     {"Params", NULL, 0, OUT_PARAMS, 1, "the flat parameter vector"},
     OPD("Step", IN_GRADS, OUT_CMD,
         "an optimizer step with grads, or with Backward's accumulated gradient when empty"),
+    /* the DATA_OPS */
+    OPD("EvaluateMetrics", IN_TRIGGER, OUT_METRICS,
+        "loss and accuracy on the data source's evaluation set (off the engine thread)"),
     OPD("Train", IN_TRIGGER, OUT_TRAIN,
         "epochs whole epochs over the data source (off the engine thread); the new "
         "parameters and the samples seen"),
@@ -824,18 +828,8 @@ static const bb_component_type MLP = {
  * nodes (split learning's bottom and top), whose batches come through the
  * graph: no data source dependency, so a node that holds no rows (the top)
  * binds none, and no Train or EvaluateMetrics, which would read one. */
-static const bb_op_decl PART_ROLE_OPS[] = {
-    OPD("ApplyDelta", IN_DELTA, OUT_CMD, "params += delta"),
-    OPD("Backward", IN_GRAD, OUT_CMD,
-        "back-propagates dLoss/dOutput through the last Forward; the gradient accumulates"),
-    OPD("Evaluate", IN_EVAL, OUT_METRICS, "the mean loss on (input, target), and the accuracy"),
-    OPD("Forward", IN_INPUT, OUT_OUTPUT, "outputs of a batch (kept for Backward)"),
-    OPD("LoadParameters", IN_PARAMS, OUT_CMD, "replaces the parameters, restarts the optimizer"),
-    {"Params", NULL, 0, OUT_PARAMS, 1, "the flat parameter vector"},
-    OPD("Step", IN_GRADS, OUT_CMD, "an optimizer step with grads, or the accumulated gradient"),
-};
 static const bb_opset_decl PART_OPSETS[] = {
-    {"ai.bytesandbrains.role.model", 1, PART_ROLE_OPS, BBP_COUNT(PART_ROLE_OPS)},
+    {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS) - DATA_OPS},
     {EXT_DOMAIN, 1, EXT_OPS, BBP_COUNT(EXT_OPS)},
 };
 

@@ -9,8 +9,8 @@
  * BackwardInput's input gradient and the bottom's parameter gradient
  * through the cut are checked against central finite differences of the
  * composite loss (every activation x loss); LossGradient against Evaluate;
- * StepOn against Step; and the refusals (no Forward, no Backward, outputs
- * of the wrong width).
+ * StepOn against Step; the refusals (no Forward, no Backward, outputs
+ * of the wrong width); and nn::MlpPart, the type without a data source.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -311,12 +311,44 @@ static void test_split_learning_step_on(void **state)
     drop(&b);
 }
 
+/* nn::MlpPart: nn::Mlp without the data source — no dependency, no Train
+ * or EvaluateMetrics — and the same network for the same config. */
+static void test_split_learning_mlp_part(void **state)
+{
+    (void)state;
+    const bb_component_type *part = pfx_type("nn::MlpPart");
+    assert_non_null(part);
+    assert_int_equal(part->role, BB_ROLE_MODEL);
+    assert_int_equal(part->n_deps, 0);
+    const char *role = "ai.bytesandbrains.role.model";
+    assert_null(bb_component_type_find_op(part, role, "Train", NULL));
+    assert_null(bb_component_type_find_op(part, role, "EvaluateMetrics", NULL));
+    const char *ops[] = {"Forward", "Backward", "Step", "Params", "LoadParameters", "Evaluate",
+                         "ApplyDelta"};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        assert_non_null(bb_component_type_find_op(part, role, ops[i], NULL));
+    assert_non_null(bb_component_type_find_op(part, "bb-nn.Mlp.atomic", "BackwardInput", NULL));
+    const char *cfg = "{\"layers\": [3, 4, 2], \"seed\": 5}";
+    bb_error err = {0};
+    net p = {part, pfx_create(part, "bottom", cfg, NULL, 42, NULL, &err)}, m = make(cfg);
+    assert_non_null(p.inst);
+    bb_value *pp = run1(&p, "Params", NULL, NULL), *mp = run1(&m, "Params", NULL, NULL);
+    assert_true(bb_value_equal(pp, mp));
+    /* errors name the type */
+    refused(&p, "StepOn", pp, NULL, BB_ESTATE, "nn::MlpPart at slot 'bottom'");
+    bb_value_unref(pp);
+    bb_value_unref(mp);
+    drop(&p);
+    drop(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_learning_gradients),
         cmocka_unit_test(test_split_learning_loss_gradient),
         cmocka_unit_test(test_split_learning_step_on),
+        cmocka_unit_test(test_split_learning_mlp_part),
     };
     return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
 }
