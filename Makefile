@@ -8,6 +8,10 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
 #   make LTO=0 ...  bbd without link-time optimization (a faster build)
+#   make NATIVE=1 ... the plugins' kernels (agg, codec, cpu, nn) for this machine's CPU
+#                   (-march=native minus AVX-512; build-native/). Without it they
+#                   target baseline x86-64, so installed plugins run on any
+#                   x86-64 machine. ARCH_FLAGS=... sets the flags outright.
 #
 # Sources are found by wildcard, so adding a file needs no Makefile edit:
 #   libbbir/src/*.c          -> lib/libbbir.so, lib/libbbir.a
@@ -30,9 +34,21 @@ ifeq ($(SAN),1)
 BUILD   ?= build-san
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 else
-BUILD   ?= build
 SANFLAGS =
 endif
+# Code for this machine only on request: a plugin built with -march=native
+# dies with SIGILL on an older CPU. Its own build directory, because make
+# does not rebuild objects when only flags change. AVX-512 stays off so the
+# tests run under valgrind, which cannot decode it; OpenBLAS picks its own
+# AVX-512 kernels at run time anyway. Measured: docs/DECISIONS.md.
+NATIVE  ?= 0
+ifeq ($(NATIVE),1)
+BUILD   ?= build-native
+ARCH_FLAGS ?= -march=native -mno-avx512f
+else
+ARCH_FLAGS ?=
+endif
+BUILD   ?= build
 
 PLUGIN_DIR_INSTALLED = $(PREFIX)/lib/bytesandbrains/plugins
 PKGS     = libprotobuf-c libuv libcjson libsodium zlib
@@ -121,8 +137,11 @@ BINS += $(B)/bin/bbctl
 endif
 
 # Per-plugin extra flags: plugins/NAME/build.mk may set
-#   PLUGIN_CFLAGS_NAME and PLUGIN_LIBS_NAME
+#   PLUGIN_CFLAGS_NAME and PLUGIN_LIBS_NAME (vector kernels add $(ARCH_FLAGS));
+# tests/plugins/NAME/build.mk may set TPLUGIN_CFLAGS_NAME (placed before
+# the common flags, so its -I directories come first) and add rules.
 -include $(wildcard plugins/*/build.mk)
+-include $(wildcard tests/plugins/*/build.mk)
 
 .PHONY: all deps check check-unit check-integration demo bench footprint install clean examples programs
 .SECONDARY:
@@ -221,7 +240,8 @@ $(B)/tests/plugins/%.so: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard tests
 
 $(B)/obj/tests/plugins/%.o: tests/plugins/%.c | $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -c $< -o $@
+	$(CC) $(TPLUGIN_CFLAGS_$(firstword $(subst /, ,$*))) $(CFLAGS_COMMON) -fvisibility=hidden \
+		-c $< -o $@
 
 # ---- tests, examples, benchmarks -------------------------------------------
 TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
@@ -289,6 +309,6 @@ install: all
 	fi
 
 clean:
-	rm -rf build build-san $(EXAMPLE_ONNX)
+	rm -rf build build-san build-native $(EXAMPLE_ONNX)
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

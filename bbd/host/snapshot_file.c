@@ -12,25 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bb/io.h"
 #include "bb/le.h"
 #include "bb/types.h"
 
 static const uint8_t MAGIC[8] = {'B', 'B', 'D', 'S', 'N', 'A', 'P', 0};
 #define VERSION 1u
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 static void fsync_dir_of(const char *path)
 {
@@ -61,7 +48,7 @@ int bbd_snapshot_write(const char *path, const uint8_t *data, size_t len, bb_err
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return bb_error_set(err, BB_EIO, "snapshot %s: %s", tmp, strerror(errno));
-    if (write_all(fd, h, sizeof h) || write_all(fd, data, len) || fsync(fd)) {
+    if (bb_write_all(fd, h, sizeof h) || bb_write_all(fd, data, len) || fsync(fd)) {
         int e = errno;
         close(fd);
         unlink(tmp);

@@ -4,6 +4,7 @@
  *
  *   cpu_testdata <path>.onnx
  *     <path>.onnx                               the 784-128-10 MLP (random weights)
+ *     <path>_x.pb                               an input for it: x, 2 rows of 784
  *     <dir of path>/cpu_testdata/<case>/model.onnx
  *     <dir of path>/cpu_testdata/<case>/test_data_set_0/input_K.pb, output_K.pb
  *
@@ -177,10 +178,8 @@ static void mkdir_p(const char *path)
         die(path, NULL);
 }
 
-static void write_pb(const char *dir, const char *kind, int k, const bb_tensor_proto *t)
+static void write_pb_file(const char *path, const bb_tensor_proto *t)
 {
-    char path[PATH_MAX + 256];
-    snprintf(path, sizeof path, "%s/%s_%d.pb", dir, kind, k);
     uint8_t *buf;
     size_t len;
     bb_error err = {0};
@@ -190,6 +189,13 @@ static void write_pb(const char *dir, const char *kind, int k, const bb_tensor_p
     if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0)
         die(path, NULL);
     free(buf);
+}
+
+static void write_pb(const char *dir, const char *kind, int k, const bb_tensor_proto *t)
+{
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s_%d.pb", dir, kind, k);
+    write_pb_file(path, t);
 }
 
 static void end(void)
@@ -842,6 +848,30 @@ static void write_mlp(const char *path)
     bb_model_free(m);
 }
 
+/* x for the MLP, so `bbd run <path>.onnx x=<path>_x.pb` works as it is
+ * (README's tour): two rows of 784 pixels in [0, 1). */
+static void write_mlp_input(const char *mlp_path)
+{
+    enum { ROWS = 2, COLS = 784 };
+    char path[PATH_MAX + 16];
+    size_t n = strlen(mlp_path);
+    if (n > 5 && strcmp(mlp_path + n - 5, ".onnx") == 0)
+        n -= 5;
+    snprintf(path, sizeof path, "%.*s_x.pb", (int)n, mlp_path);
+    bb_model *m = bb_model_new();
+    if (!m)
+        die("out of memory", NULL);
+    static double v[ROWS * COLS];
+    unsigned seed = 784;
+    for (size_t i = 0; i < ROWS * COLS; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        v[i] = (double)((seed >> 9) % 1000) / 1000.0;
+    }
+    write_pb_file(path, tproto(m->arena, "x", F32, 2, (const int64_t[]){ROWS, COLS}, v,
+                               ROWS * COLS));
+    bb_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -861,6 +891,7 @@ int main(int argc, char **argv)
     creation_indexing();
     control();
     write_mlp(argv[1]);
+    write_mlp_input(argv[1]);
     printf("cpu_testdata: %d cases in %s, MLP model in %s\n", C.written, C.root, argv[1]);
     return 0;
 }

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 #define HEX_MAX 32
 /* TypeProtos nest (seq(seq(...))); deeper than this prints "...". */
 #define TYPE_DEPTH_MAX 32
@@ -121,39 +123,6 @@ char *bb_type_proto_str(const bb_type_proto *t, char *buf, size_t cap)
 
 /* ---- printing strings and bytes ------------------------------------------ */
 
-/* Length of the UTF-8 sequence at p (1..4), or 0 if invalid. */
-static size_t utf8_len(const uint8_t *p, size_t n)
-{
-    uint8_t c = p[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xe0) == 0xc0) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* Printable: valid UTF-8 without control characters other than \t \n \r. */
 static bool printable(const uint8_t *p, size_t n)
 {
@@ -162,7 +131,7 @@ static bool printable(const uint8_t *p, size_t n)
             return false;
         if (p[i] == 0x7f)
             return false;
-        size_t l = utf8_len(p + i, n - i);
+        size_t l = bb__utf8_len(p + i, n - i);
         if (!l)
             return false;
         i += l;

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "onnx-ml.pb-c.h"
+#include "utf8.h"
 
 /* ---- JSON writer ----------------------------------------------------------- */
 
@@ -86,39 +87,6 @@ static void jw_close(jw *w, char c)
     w->first = false;
 }
 
-/* Length of a valid UTF-8 sequence at p, or 0. */
-static size_t utf8_len(const uint8_t *p, size_t n)
-{
-    uint8_t c = p[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xe0) == 0xc0) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* A JSON string; invalid UTF-8 bytes become U+FFFD so the output stays JSON. */
 static void put_json_string(FILE *out, const uint8_t *p, size_t n)
 {
@@ -143,7 +111,7 @@ static void put_json_string(FILE *out, const uint8_t *p, size_t n)
             i++;
             continue;
         }
-        size_t l = utf8_len(p + i, n - i);
+        size_t l = bb__utf8_len(p + i, n - i);
         if (!l) {
             fputs("\\ufffd", out);
             i++;

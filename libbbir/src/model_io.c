@@ -38,6 +38,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "onnx-ml.pb-c.h"
+#include "bb/io.h"
 #include "bb/le.h"
 #include "bb/uvarint.h"
 #include "pb_scan.h"
@@ -1269,21 +1270,6 @@ int bb_tensor_proto_encode(const bb_tensor_proto *t, uint8_t **out, size_t *out_
     return rc;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int bb_model_save_file(const bb_model *m, const char *path, bb_error *err)
 {
     if (!m || !path)
@@ -1321,7 +1307,7 @@ int bb_model_save_file(const bb_model *m, const char *path, bb_error *err)
         return rc;
     }
     const char *step = NULL;
-    if (write_all(fd, buf, len) != 0)
+    if (bb_write_all(fd, buf, len) != 0)
         step = "write";
     else if (fsync(fd) != 0)
         step = "fsync";

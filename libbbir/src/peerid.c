@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bb/io.h"
 #include "bb/uvarint.h"
 
 /* ---- libsodium init ----------------------------------------------------- */
@@ -375,20 +376,6 @@ int bb_base58_decode(const char *text, size_t n, uint8_t *out, size_t cap, size_
 
 /* ---- key files ---------------------------------------------------------- */
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int bb_keyfile_save(const char *path, const bb_keypair *kp, bb_error *err)
 {
     uint8_t buf[BB_KEYFILE_LEN];
@@ -407,7 +394,7 @@ int bb_keyfile_save(const char *path, const bb_keypair *kp, bb_error *err)
     /* umask can only clear bits, but be explicit: owner read/write only */
     if (fchmod(fd, 0600) != 0)
         what = "chmod";
-    else if (write_all(fd, buf, sizeof buf) != 0)
+    else if (bb_write_all(fd, buf, sizeof buf) != 0)
         what = "write";
     else if (fsync(fd) != 0)
         what = "fsync";

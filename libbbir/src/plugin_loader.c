@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,12 +28,13 @@
 #define BB_PLUGIN_DIR_INSTALLED "/usr/local/lib/bytesandbrains/plugins"
 #endif
 
-/* Version-1 layouts end at their last version-1 field; later minors append. */
-#define V1_END(T, last) (offsetof(T, last) + sizeof(((T *)0)->last))
-#define PLUGIN_INFO_V1 V1_END(bb_plugin_info, n_types)
-#define COMPONENT_TYPE_V1 V1_END(bb_component_type, on_timer)
-#define STAGE_INFO_V1 V1_END(bb_stage_info, n_stages)
-#define STAGE_V1 V1_END(bb_stage, state)
+/* The oldest layout of each table this host reads ends at its last
+ * required field (ABI 2.0); later minors append. */
+#define LAYOUT_END(T, last) (offsetof(T, last) + sizeof(((T *)0)->last))
+#define PLUGIN_INFO_MIN LAYOUT_END(bb_plugin_info, value_layout)
+#define COMPONENT_TYPE_MIN LAYOUT_END(bb_component_type, on_timer)
+#define STAGE_INFO_MIN LAYOUT_END(bb_stage_info, n_stages)
+#define STAGE_MIN LAYOUT_END(bb_stage, state)
 
 /* Plausibility ceilings: a table beyond these is garbage, not a plugin. */
 #define MAX_TYPES 1024u
@@ -196,15 +198,27 @@ static int check_abi(const char *file, const char *what, uint32_t major, uint32_
     return BB_OK;
 }
 
-static int check_size(const char *file, const char *what, uint32_t size, size_t v1,
+static int check_size(const char *file, const char *what, uint32_t size, size_t min,
                       bb_error *err)
 {
-    if (size < v1)
+    if (size < min)
         return bb_error_set(err, BB_EABI,
-                            "%s: %s.struct_size is %u bytes, smaller than the version-1 "
-                            "layout (%zu bytes); was it built against bb/plugin.h?",
-                            file, what, size, v1);
+                            "%s: %s.struct_size is %u bytes, smaller than the oldest layout "
+                            "this host reads (%zu bytes); was it built against bb/plugin.h?",
+                            file, what, size, min);
     return BB_OK;
+}
+
+/* The structs the plugin reads in place must be laid out as the host's. */
+static int check_value_layout(const char *file, const bb_plugin_info *info, bb_error *err)
+{
+    if (info->value_layout == BB_PLUGIN_VALUE_LAYOUT)
+        return BB_OK;
+    return bb_error_set(err, BB_EABI,
+                        "%s: plugin '%s' was built against another value layout "
+                        "(signature 0x%016" PRIx64 ", this host's is 0x%016" PRIx64 "): "
+                        "rebuild it against this host's bb/plugin.h",
+                        file, info->name, info->value_layout, (uint64_t)BB_PLUGIN_VALUE_LAYOUT);
 }
 
 static bool nonempty(const char *s)
@@ -248,7 +262,7 @@ static int check_type(const char *file, uint32_t idx, const bb_component_type *t
 {
     if (!t)
         return bb_error_set(err, BB_EABI, "%s: types[%u] is NULL", file, idx);
-    int rc = check_size(file, "bb_component_type", t->struct_size, COMPONENT_TYPE_V1, err);
+    int rc = check_size(file, "bb_component_type", t->struct_size, COMPONENT_TYPE_MIN, err);
     if (rc)
         return rc;
     if (!nonempty(t->type_name))
@@ -394,11 +408,13 @@ static int module_attach_plugin(bb_plugin_loader *l, module *m, bb_error *err)
     if (!info)
         return bb_error_set(err, BB_EABI, "%s: %s() returned NULL", file,
                             BB_PLUGIN_ENTRY_SYMBOL);
-    int rc = check_size(file, "bb_plugin_info", info->struct_size, PLUGIN_INFO_V1, err);
+    int rc = check_size(file, "bb_plugin_info", info->struct_size, PLUGIN_INFO_MIN, err);
     if (rc || (rc = check_abi(file, "plugin", info->abi_major, info->abi_minor, err)))
         return rc;
     if (!nonempty(info->name))
         return bb_error_set(err, BB_EABI, "%s: bb_plugin_info has no name", file);
+    if ((rc = check_value_layout(file, info, err)))
+        return rc;
     if (info->n_types > MAX_TYPES || (info->n_types && !info->types))
         return bb_error_set(err, BB_EABI, "%s: bad type table (%u types)", file, info->n_types);
     for (uint32_t i = 0; i < info->n_types; i++) {
@@ -447,7 +463,7 @@ static int module_attach_stages(module *m, bb_error *err)
     if (!si)
         return bb_error_set(err, BB_EABI, "%s: %s() returned NULL", file,
                             BB_STAGE_ENTRY_SYMBOL);
-    int rc = check_size(file, "bb_stage_info", si->struct_size, STAGE_INFO_V1, err);
+    int rc = check_size(file, "bb_stage_info", si->struct_size, STAGE_INFO_MIN, err);
     if (rc || (rc = check_abi(file, "stage table", si->abi_major, si->abi_minor, err)))
         return rc;
     if (si->n_stages > MAX_STAGES || (si->n_stages && !si->stages))
@@ -457,7 +473,7 @@ static int module_attach_stages(module *m, bb_error *err)
         const bb_stage *s = si->stages[i];
         if (!s)
             return bb_error_set(err, BB_EABI, "%s: stages[%u] is NULL", file, i);
-        if ((rc = check_size(file, "bb_stage", s->struct_size, STAGE_V1, err)))
+        if ((rc = check_size(file, "bb_stage", s->struct_size, STAGE_MIN, err)))
             return rc;
         if (!nonempty(s->name) || !s->run)
             return bb_error_set(err, BB_EABI, "%s: stages[%u] needs a name and a run "

@@ -92,24 +92,9 @@ void bb_buffer_unref(bb_buffer *b)
 
 /* ---- shapes ----------------------------------------------------------------- */
 
-size_t bb__value_elem_size(int32_t dtype)
+size_t bb_tensor_elem_size(int32_t dtype)
 {
-    switch (dtype) {
-    case BB_DT_BOOL:
-    case BB_DT_INT8:
-    case BB_DT_UINT8: return 1;
-    case BB_DT_FLOAT16:
-    case BB_DT_BFLOAT16:
-    case BB_DT_INT16:
-    case BB_DT_UINT16: return 2;
-    case BB_DT_FLOAT:
-    case BB_DT_INT32:
-    case BB_DT_UINT32: return 4;
-    case BB_DT_DOUBLE:
-    case BB_DT_INT64:
-    case BB_DT_UINT64: return 8;
-    default: return 0;
-    }
+    return bb_type_tensor_of(dtype) ? bb_dtype_size(dtype) : 0;
 }
 
 size_t bb_shape_numel(uint32_t ndim, const int64_t *dims)
@@ -137,7 +122,7 @@ size_t bb_shape_numel(uint32_t ndim, const int64_t *dims)
 /* Bytes of a tensor of dtype/shape, or SIZE_MAX for an invalid one. */
 static size_t tensor_nbytes(int32_t dtype, uint32_t ndim, const int64_t *dims)
 {
-    size_t es = bb__value_elem_size(dtype);
+    size_t es = bb_tensor_elem_size(dtype);
     size_t n = bb_shape_numel(ndim, dims);
     if (!es || n == SIZE_MAX || n > (SIZE_MAX - 1) / es)
         return SIZE_MAX;
@@ -339,7 +324,7 @@ bb_value *bb_value_tensor_wrap(int32_t dtype, uint32_t ndim, const int64_t *dims
     if (data < buf->data || (size_t)(data - buf->data) > buf->len ||
         nbytes > buf->len - (size_t)(data - buf->data))
         return NULL;
-    if ((uintptr_t)data % bb__value_elem_size(dtype) != 0)
+    if ((uintptr_t)data % bb_tensor_elem_size(dtype) != 0)
         return NULL;
     return bb__value_tensor_checked(type, dtype, ndim, dims, buf, data, nbytes);
 }

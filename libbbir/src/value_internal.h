@@ -8,10 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Element size of a dtype that has a tensor leaf in the type tree; 0 for
- * every other dtype (such tensors cannot be values). */
-size_t bb__value_elem_size(int32_t dtype);
-
 struct bb_buffer;
 /* bb_buffer_new without zeroing, for decoders that overwrite every byte. */
 struct bb_buffer *bb__buffer_new_uninit(size_t len);

@@ -665,7 +665,7 @@ static bool decode_tensor_canonical(dec *d, const bb_type_node *expect, size_t s
         return false; /* raw_data must be the rest */
     p += used;
     const bb_type_node *leaf = bb_type_tensor_of(dtype);
-    size_t es = bb__value_elem_size(dtype);
+    size_t es = bb_tensor_elem_size(dtype);
     if (!leaf || !es || (expect && expect != leaf))
         return false;
     size_t numel = bb_shape_numel(ndim, dims);
@@ -746,7 +746,7 @@ static int decode_tensor(dec *d, const bb_type_node *expect, size_t s, size_t e,
     if (expect && expect != leaf)
         return dfail(d, BB_EDECODE, dtype_off, "tensor: data_type %d (%s) where %s was expected",
                      dtype, leaf->name, expect->name);
-    size_t es = bb__value_elem_size(dtype);
+    size_t es = bb_tensor_elem_size(dtype);
     size_t numel = bb_shape_numel(ndim, dims);
     if (numel == SIZE_MAX || numel > SIZE_MAX / es)
         return dfail(d, BB_EDECODE, s, "tensor: element count overflows");

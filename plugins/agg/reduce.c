@@ -88,12 +88,17 @@ static void load_row(float *restrict dst, const float *restrict src, size_t b)
         dst[j] = src[j] != src[j] ? INFINITY : src[j];
 }
 
+/* Both results are computed before either store: written store by store,
+ * GCC vectorizes the loop only where it has a blend instruction (SSE4.1,
+ * AVX), and the baseline x86-64 build ran TrimmedMean and Median 4x slower
+ * (docs/DECISIONS.md). */
 static void compare_exchange(float *restrict lo, float *restrict hi, size_t b)
 {
     for (size_t j = 0; j < b; j++) {
         float a = lo[j], c = hi[j];
-        lo[j] = a < c ? a : c;
-        hi[j] = a < c ? c : a;
+        float min = a < c ? a : c, max = a < c ? c : a;
+        lo[j] = min;
+        hi[j] = max;
     }
 }
 

@@ -25,6 +25,7 @@
         .version = "1.0",                                                              \
         .types = type_list,                                                            \
         .n_types = BBP_COUNT(type_list),                                               \
+        .value_layout = BB_PLUGIN_VALUE_LAYOUT,                                        \
     };                                                                                 \
     BB_PLUGIN_EXPORT const bb_plugin_info *bb_plugin_entry(void) { return &BBP_INFO; }
 

@@ -167,7 +167,7 @@ int cpu_bcast_to(cpu_run *r, const bb_value *src, uint32_t ndim, const int64_t *
     int rc = cpu_bcast_init(r, &bc, 2, ops);
     if (rc)
         return rc;
-    copy_ctx c = {dst, t->data, cpu_dtype_size(t->dtype)};
+    copy_ctx c = {dst, t->data, bb_tensor_elem_size(t->dtype)};
     cpu_bcast_each(&bc, copy_run, &c);
     return BB_OK;
 }

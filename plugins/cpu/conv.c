@@ -207,7 +207,7 @@ int cpu_k_Conv(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out, u
     memcpy(od + 2, g.out, g.ns * sizeof *od);
     if ((rc = cpu_alloc(r, x->dtype, x->ndim, od, out)))
         return rc;
-    size_t es = cpu_dtype_size(x->dtype);
+    size_t es = bb_tensor_elem_size(x->dtype);
     size_t Cg = (size_t)(C / group), Mg = (size_t)(M / group), K = cpu_numel(g.ns, g.k);
     size_t O = cpu_numel(g.ns, g.out), plane = cpu_numel(g.ns, g.in);
     if (Cg * K > (size_t)INT32_MAX || O > (size_t)INT32_MAX || Mg > (size_t)INT32_MAX)

@@ -137,7 +137,6 @@ int cpu_fail(cpu_run *r, int code, const char *fmt, ...) __attribute__((format(p
 int cpu_fail_dtype(cpu_run *r, int32_t dtype);
 const char *cpu_op_name(cpu_op op);
 const char *cpu_dtype_name(int32_t dtype);
-size_t cpu_dtype_size(int32_t dtype);
 bool cpu_dtype_is_float(int32_t dt);
 
 const bb_attr *cpu_attr(const bb_node *n, const char *name);

@@ -28,7 +28,7 @@ static int filled(cpu_run *r, bb_value *const *in, bb_value **out, double v)
     if (v == 0) /* cpu_alloc zeroes */
         return BB_OK;
     uint8_t one[8];
-    size_t es = cpu_dtype_size((int32_t)dt), cnt = cpu_numel((uint32_t)n, shape);
+    size_t es = bb_tensor_elem_size((int32_t)dt), cnt = cpu_numel((uint32_t)n, shape);
     cpu_cast_buf(one, (int32_t)dt, &v, BB_DT_DOUBLE, 1);
     uint8_t *p = cpu_tv(*out)->data;
     if (dt == BB_DT_FLOAT) {

@@ -383,7 +383,7 @@ int cpu_k_Where(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out, 
     if (x->dtype != y->dtype)
         return cpu_fail(r, BB_ETYPE, "X and Y dtypes %s and %s differ", cpu_dtype_name(x->dtype),
                         cpu_dtype_name(y->dtype));
-    size_t es = cpu_dtype_size(x->dtype);
+    size_t es = bb_tensor_elem_size(x->dtype);
     if (!es)
         return cpu_fail_dtype(r, x->dtype);
     cpu_bcast bc;

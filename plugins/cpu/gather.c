@@ -24,7 +24,7 @@ int cpu_k_Gather(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
     (void)n_in;
     (void)n_out;
     const bb_tensor_view *d = cpu_tv(in[0]), *ix = cpu_tv(in[1]);
-    size_t es = cpu_dtype_size(d->dtype);
+    size_t es = bb_tensor_elem_size(d->dtype);
     if (!es)
         return cpu_fail_dtype(r, d->dtype);
     if (ix->dtype != BB_DT_INT32 && ix->dtype != BB_DT_INT64)
@@ -84,7 +84,7 @@ int cpu_k_Scatter(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out
     (void)n_in;
     (void)n_out;
     const bb_tensor_view *d = cpu_tv(in[0]), *ix = cpu_tv(in[1]), *up = cpu_tv(in[2]);
-    size_t es = cpu_dtype_size(d->dtype);
+    size_t es = bb_tensor_elem_size(d->dtype);
     if (!es)
         return cpu_fail_dtype(r, d->dtype);
     if (ix->dtype != BB_DT_INT32 && ix->dtype != BB_DT_INT64)

@@ -135,7 +135,7 @@ bool cpu_plan_output_type(const cpu_plan *p, uint32_t i, int32_t *dtype, uint32_
         return false;
     const bb_value_info *vi = p->g->outputs.v[i];
     const bb_type_proto *t = vi ? vi->type : NULL;
-    if (!t || t->kind != BB_TP_TENSOR || !cpu_dtype_size(t->elem_type))
+    if (!t || t->kind != BB_TP_TENSOR || !bb_tensor_elem_size(t->elem_type))
         return false;
     *dtype = t->elem_type;
     *ndim = 0;
@@ -156,7 +156,13 @@ typedef struct builder {
     cpu_plan *p;
     uint32_t cap_slots;
     bb_error *err;
+    /* per slot, while planning the nodes: */
+    uint32_t *last_use; /* the last executed node reading it (NO_NODE: none) */
+    uint32_t *prod;     /* the executed node producing it (NO_NODE: none) */
+    bool *is_out;       /* a graph output: never released */
 } builder;
+
+#define NO_NODE UINT32_MAX
 
 static int bfail(builder *b, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int bfail(builder *b, int code, const char *fmt, ...)
@@ -180,6 +186,15 @@ static int32_t slot_add(builder *b, const char *name, int32_t def)
     return s;
 }
 
+/* New slot for a name this graph reads from an enclosing scope. */
+static int32_t outer_add(builder *b, const char *name)
+{
+    cpu_plan *p = b->p;
+    int32_t s = slot_add(b, name, -1);
+    p->outer_slot[p->n_outer++] = s;
+    return s;
+}
+
 static int plan_build(cpu_backend *be, const bb_graph *g, uint32_t depth, cpu_plan **out,
                       bb_error *err);
 
@@ -192,117 +207,110 @@ static size_t count_names(const bb_graph *g)
     return n;
 }
 
-static int plan_nodes(builder *b, uint32_t depth)
+/* Node i as executed node k: its op and its input and output slots. */
+static int plan_node_io(builder *b, size_t i, uint32_t k, cpu_plan_node *pn)
+{
+    cpu_plan *p = b->p;
+    const bb_node *n = p->g->nodes.v[i];
+    bool onnx = !n->domain || !*n->domain || strcmp(n->domain, "ai.onnx") == 0;
+    int op = onnx ? cpu_op_lookup(n->op_type) : -1;
+    if (op < 0)
+        return bfail(b, BB_EUNSUPPORTED, "node '%s': op %s::%s not supported", nname(n),
+                     onnx ? "ai.onnx" : n->domain, n->op_type ? n->op_type : "?");
+    if (n->inputs.n > UINT32_MAX / 2 || n->outputs.n > UINT32_MAX / 2)
+        return bfail(b, BB_ELIMIT, "node '%s': too many inputs/outputs", nname(n));
+    pn->node = n;
+    pn->op = (cpu_op)op;
+    pn->n_in = (uint32_t)n->inputs.n;
+    pn->n_out = (uint32_t)n->outputs.n;
+    pn->in = bb_arena_calloc(p->arena, pn->n_in + 1, sizeof *pn->in);
+    pn->out = bb_arena_calloc(p->arena, pn->n_out + 1, sizeof *pn->out);
+    if (!pn->in || !pn->out)
+        return bfail(b, BB_ENOMEM, "out of memory");
+    if (pn->n_in > p->max_io)
+        p->max_io = pn->n_in;
+    if (pn->n_out > p->max_io)
+        p->max_io = pn->n_out;
+    /* inputs: defined earlier, or an outer-scope reference */
+    for (uint32_t j = 0; j < pn->n_in; j++) {
+        const char *nm = n->inputs.v[j];
+        if (!nm || !*nm) {
+            pn->in[j] = -1;
+            continue;
+        }
+        int32_t s = map_get(&p->map, nm);
+        if (s < 0)
+            s = outer_add(b, nm);
+        else if (p->def_node[s] >= (int32_t)i)
+            return bfail(b, BB_EINVAL, "node '%s' (%s) reads '%s' before it is produced "
+                         "(nodes are not topologically sorted)", nname(n), n->op_type, nm);
+        pn->in[j] = s;
+        b->last_use[s] = k;
+    }
+    for (uint32_t j = 0; j < pn->n_out; j++) {
+        const char *nm = n->outputs.v[j];
+        pn->out[j] = nm && *nm ? map_get(&p->map, nm) : -1;
+        if (pn->out[j] >= 0)
+            b->prod[pn->out[j]] = k;
+    }
+    return BB_OK;
+}
+
+/* If / Loop: child plans; their outer names are reads of this node. */
+static int plan_subgraphs(builder *b, size_t i, uint32_t k, cpu_plan_node *pn, uint32_t depth)
+{
+    cpu_plan *p = b->p;
+    const bb_node *n = pn->node;
+    const char *keys[2] = {pn->op == CPU_OP_If ? "then_branch" : "body",
+                           pn->op == CPU_OP_If ? "else_branch" : NULL};
+    for (int c = 0; c < 2 && keys[c]; c++) {
+        const bb_attr *at = cpu_attr(n, keys[c]);
+        if (!at || at->type != BB_ATTR_GRAPH || !at->g)
+            return bfail(b, BB_EINVAL, "node '%s' (%s): graph attribute %s is missing",
+                         nname(n), n->op_type, keys[c]);
+        int rc = plan_build(b->be, at->g, depth + 1, &pn->child[c], b->err);
+        if (rc)
+            return rc;
+        const cpu_plan *ch = pn->child[c];
+        for (uint32_t q = 0; q < ch->n_outer; q++) {
+            const char *nm = ch->slot_name[ch->outer_slot[q]];
+            int32_t s = map_get(&p->map, nm);
+            if (s < 0) {
+                if (p->n_slots >= b->cap_slots)
+                    return bfail(b, BB_ELIMIT, "too many outer-scope names");
+                s = outer_add(b, nm);
+            } else if (p->def_node[s] >= (int32_t)i) {
+                return bfail(b, BB_EINVAL, "node '%s' (%s): subgraph %s reads '%s' "
+                             "before it is produced", nname(n), n->op_type, keys[c], nm);
+            }
+            b->last_use[s] = k;
+        }
+    }
+    return BB_OK;
+}
+
+/* Constant: evaluate once, keep the value in the plan. */
+static int plan_constant(builder *b, const cpu_plan_node *pn)
+{
+    const bb_node *n = pn->node;
+    if (pn->n_out != 1 || pn->out[0] < 0)
+        return bfail(b, BB_EINVAL, "node '%s' (Constant) must have one output", nname(n));
+    cpu_run r = {.be = b->be, .node = n, .op = CPU_OP_Constant, .err = b->err};
+    bb_value *v = NULL;
+    int rc = cpu_run_kernel(&r, NULL, 0, &v, 1);
+    if (rc)
+        return rc;
+    b->p->konst[pn->out[0]] = v;
+    return BB_OK;
+}
+
+/* graph outputs: produced here, or passed through from an enclosing scope */
+static int plan_outputs(builder *b)
 {
     cpu_plan *p = b->p;
     const bb_graph *g = p->g;
-    bb_arena *a = p->arena;
-    uint32_t *last_use = bb_arena_calloc(a, b->cap_slots ? b->cap_slots : 1, sizeof *last_use);
-    bool *is_out = bb_arena_calloc(a, b->cap_slots ? b->cap_slots : 1, sizeof *is_out);
-    uint32_t *prod = bb_arena_calloc(a, b->cap_slots ? b->cap_slots : 1, sizeof *prod);
-    if (!last_use || !is_out || !prod)
-        return bfail(b, BB_ENOMEM, "out of memory");
-    const uint32_t NONE = UINT32_MAX;
-    for (uint32_t s = 0; s < b->cap_slots; s++)
-        last_use[s] = prod[s] = NONE;
-    p->nodes = bb_arena_calloc(a, g->nodes.n ? g->nodes.n : 1, sizeof *p->nodes);
-    if (!p->nodes)
-        return bfail(b, BB_ENOMEM, "out of memory");
-    uint32_t k = 0; /* executed nodes (Constant nodes fold away) */
-    for (size_t i = 0; i < g->nodes.n; i++) {
-        const bb_node *n = g->nodes.v[i];
-        bool onnx = !n->domain || !*n->domain || strcmp(n->domain, "ai.onnx") == 0;
-        int op = onnx ? cpu_op_lookup(n->op_type) : -1;
-        if (op < 0)
-            return bfail(b, BB_EUNSUPPORTED, "node '%s': op %s::%s not supported", nname(n),
-                         onnx ? "ai.onnx" : n->domain, n->op_type ? n->op_type : "?");
-        if (n->inputs.n > UINT32_MAX / 2 || n->outputs.n > UINT32_MAX / 2)
-            return bfail(b, BB_ELIMIT, "node '%s': too many inputs/outputs", nname(n));
-        cpu_plan_node *pn = &p->nodes[k];
-        pn->node = n;
-        pn->op = (cpu_op)op;
-        pn->n_in = (uint32_t)n->inputs.n;
-        pn->n_out = (uint32_t)n->outputs.n;
-        pn->in = bb_arena_calloc(a, pn->n_in + 1, sizeof *pn->in);
-        pn->out = bb_arena_calloc(a, pn->n_out + 1, sizeof *pn->out);
-        if (!pn->in || !pn->out)
-            return bfail(b, BB_ENOMEM, "out of memory");
-        if (pn->n_in > p->max_io)
-            p->max_io = pn->n_in;
-        if (pn->n_out > p->max_io)
-            p->max_io = pn->n_out;
-        /* inputs: defined earlier, or an outer-scope reference */
-        for (uint32_t j = 0; j < pn->n_in; j++) {
-            const char *nm = n->inputs.v[j];
-            if (!nm || !*nm) {
-                pn->in[j] = -1;
-                continue;
-            }
-            int32_t s = map_get(&p->map, nm);
-            if (s < 0) {
-                s = slot_add(b, nm, -1);
-                p->outer_slot[p->n_outer++] = s;
-            } else if (p->def_node[s] >= (int32_t)i) {
-                return bfail(b, BB_EINVAL, "node '%s' (%s) reads '%s' before it is produced "
-                             "(nodes are not topologically sorted)", nname(n), n->op_type, nm);
-            }
-            pn->in[j] = s;
-            last_use[s] = k;
-        }
-        for (uint32_t j = 0; j < pn->n_out; j++) {
-            const char *nm = n->outputs.v[j];
-            pn->out[j] = nm && *nm ? map_get(&p->map, nm) : -1;
-            if (pn->out[j] >= 0)
-                prod[pn->out[j]] = k;
-        }
-        /* If / Loop: child plans; their outer names are reads of this node */
-        if (op == CPU_OP_If || op == CPU_OP_Loop) {
-            const char *keys[2] = {op == CPU_OP_If ? "then_branch" : "body",
-                                   op == CPU_OP_If ? "else_branch" : NULL};
-            for (int c = 0; c < 2 && keys[c]; c++) {
-                const bb_attr *at = cpu_attr(n, keys[c]);
-                if (!at || at->type != BB_ATTR_GRAPH || !at->g)
-                    return bfail(b, BB_EINVAL, "node '%s' (%s): graph attribute %s is missing",
-                                 nname(n), n->op_type, keys[c]);
-                int rc = plan_build(b->be, at->g, depth + 1, &pn->child[c], b->err);
-                if (rc)
-                    return rc;
-                const cpu_plan *ch = pn->child[c];
-                for (uint32_t q = 0; q < ch->n_outer; q++) {
-                    const char *nm = ch->slot_name[ch->outer_slot[q]];
-                    int32_t s = map_get(&p->map, nm);
-                    if (s < 0) {
-                        if (p->n_slots >= b->cap_slots)
-                            return bfail(b, BB_ELIMIT, "too many outer-scope names");
-                        s = slot_add(b, nm, -1);
-                        p->outer_slot[p->n_outer++] = s;
-                    } else if (p->def_node[s] >= (int32_t)i) {
-                        return bfail(b, BB_EINVAL, "node '%s' (%s): subgraph %s reads '%s' "
-                                     "before it is produced", nname(n), n->op_type, keys[c], nm);
-                    }
-                    last_use[s] = k;
-                }
-            }
-        }
-        /* Constant: evaluate once, keep the value in the plan. */
-        if (op == CPU_OP_Constant) {
-            if (pn->n_out != 1 || pn->out[0] < 0)
-                return bfail(b, BB_EINVAL, "node '%s' (Constant) must have one output",
-                             nname(n));
-            cpu_run r = {.be = b->be, .node = n, .op = CPU_OP_Constant, .err = b->err};
-            bb_value *v = NULL;
-            int rc = cpu_run_kernel(&r, NULL, 0, &v, 1);
-            if (rc)
-                return rc;
-            p->konst[pn->out[0]] = v;
-            continue;
-        }
-        k++;
-    }
-    p->n_nodes = k;
-    /* graph outputs: produced here, or passed through from an enclosing scope */
     p->n_out = (uint32_t)g->outputs.n;
-    p->out_slot = bb_arena_calloc(a, p->n_out + 1, sizeof *p->out_slot);
+    p->out_slot = bb_arena_calloc(p->arena, p->n_out + 1, sizeof *p->out_slot);
     if (!p->out_slot)
         return bfail(b, BB_ENOMEM, "out of memory");
     for (uint32_t j = 0; j < p->n_out; j++) {
@@ -313,34 +321,74 @@ static int plan_nodes(builder *b, uint32_t depth)
         if (s < 0) {
             if (p->n_slots >= b->cap_slots)
                 return bfail(b, BB_ELIMIT, "too many names");
-            s = slot_add(b, vi->name, -1);
-            p->outer_slot[p->n_outer++] = s;
+            s = outer_add(b, vi->name);
         }
         p->out_slot[j] = s;
-        is_out[s] = true;
+        b->is_out[s] = true;
     }
-    /* release lists: each dead intermediate goes right after its last
-     * reader (a value nobody reads, right after its producer) */
-    uint32_t *cnt = bb_arena_calloc(a, k + 1, sizeof *cnt);
+    return BB_OK;
+}
+
+/* release lists: each dead intermediate goes right after its last
+ * reader (a value nobody reads, right after its producer) */
+static int plan_releases(builder *b)
+{
+    cpu_plan *p = b->p;
+    uint32_t k = p->n_nodes;
+    uint32_t *cnt = bb_arena_calloc(p->arena, k + 1, sizeof *cnt);
     if (!cnt)
         return bfail(b, BB_ENOMEM, "out of memory");
     for (uint32_t s = 0; s < p->n_slots; s++) {
-        if (last_use[s] == NONE && prod[s] != NONE && !p->konst[s])
-            last_use[s] = prod[s];
-        if (last_use[s] != NONE && !is_out[s])
-            cnt[last_use[s]]++;
+        if (b->last_use[s] == NO_NODE && b->prod[s] != NO_NODE && !p->konst[s])
+            b->last_use[s] = b->prod[s];
+        if (b->last_use[s] != NO_NODE && !b->is_out[s])
+            cnt[b->last_use[s]]++;
     }
     for (uint32_t i = 0; i < k; i++) {
-        p->nodes[i].release = bb_arena_calloc(a, cnt[i] + 1, sizeof(int32_t));
+        p->nodes[i].release = bb_arena_calloc(p->arena, cnt[i] + 1, sizeof(int32_t));
         if (!p->nodes[i].release)
             return bfail(b, BB_ENOMEM, "out of memory");
     }
     for (uint32_t s = 0; s < p->n_slots; s++)
-        if (last_use[s] != NONE && !is_out[s]) {
-            cpu_plan_node *pn = &p->nodes[last_use[s]];
+        if (b->last_use[s] != NO_NODE && !b->is_out[s]) {
+            cpu_plan_node *pn = &p->nodes[b->last_use[s]];
             pn->release[pn->n_release++] = (int32_t)s;
         }
     return BB_OK;
+}
+
+static int plan_nodes(builder *b, uint32_t depth)
+{
+    cpu_plan *p = b->p;
+    const bb_graph *g = p->g;
+    bb_arena *a = p->arena;
+    size_t slots = b->cap_slots ? b->cap_slots : 1;
+    b->last_use = bb_arena_calloc(a, slots, sizeof *b->last_use);
+    b->is_out = bb_arena_calloc(a, slots, sizeof *b->is_out);
+    b->prod = bb_arena_calloc(a, slots, sizeof *b->prod);
+    p->nodes = bb_arena_calloc(a, g->nodes.n ? g->nodes.n : 1, sizeof *p->nodes);
+    if (!b->last_use || !b->is_out || !b->prod || !p->nodes)
+        return bfail(b, BB_ENOMEM, "out of memory");
+    for (uint32_t s = 0; s < b->cap_slots; s++)
+        b->last_use[s] = b->prod[s] = NO_NODE;
+    uint32_t k = 0; /* executed nodes (Constant nodes fold away) */
+    for (size_t i = 0; i < g->nodes.n; i++) {
+        cpu_plan_node *pn = &p->nodes[k];
+        int rc = plan_node_io(b, i, k, pn);
+        if (rc == BB_OK && (pn->op == CPU_OP_If || pn->op == CPU_OP_Loop))
+            rc = plan_subgraphs(b, i, k, pn, depth);
+        if (rc == BB_OK && pn->op == CPU_OP_Constant) {
+            rc = plan_constant(b, pn);
+            if (rc == BB_OK)
+                continue;
+        }
+        if (rc)
+            return rc;
+        k++;
+    }
+    p->n_nodes = k;
+    int rc = plan_outputs(b);
+    return rc ? rc : plan_releases(b);
 }
 
 static int plan_build(cpu_backend *be, const bb_graph *g, uint32_t depth, cpu_plan **out,

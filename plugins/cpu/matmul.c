@@ -63,7 +63,7 @@ void cpu_gemm(int32_t dt, bool ta, bool tb, size_t M, size_t K, size_t N, float 
             for (size_t i = 0; i < M * N; i++)
                 c[i] = beta == 0 ? 0 : beta * c[i];
         } else {
-            memset(C, 0, M * N * cpu_dtype_size(dt));
+            memset(C, 0, M * N * bb_tensor_elem_size(dt));
         }
         return;
     }
@@ -167,7 +167,7 @@ static int matmul(cpu_run *r, const bb_value *av, const bb_value *bv, bb_value *
     if (rc || (rc = cpu_alloc(r, a->dtype, on, od, out)))
         return rc;
     uint8_t *C = cpu_tv(*out)->data;
-    size_t es = cpu_dtype_size(a->dtype), nbatch = cpu_numel(nb, batch);
+    size_t es = bb_tensor_elem_size(a->dtype), nbatch = cpu_numel(nb, batch);
     if (nbatch == 0)
         return BB_OK;
     bool b_shared = true; /* B identical for every batch: fold batch into M */
@@ -268,7 +268,7 @@ static void gemm_int_epilogue(int32_t dt, void *Y, const void *AB, size_t n, flo
         double v = (double)alpha * cpu_elem_f64(&ab, i);
         if (has_c)
             v += (double)beta * cpu_elem_f64(&y, i);
-        cpu_cast_buf((uint8_t *)Y + i * cpu_dtype_size(dt), dt, &v, BB_DT_DOUBLE, 1);
+        cpu_cast_buf((uint8_t *)Y + i * bb_tensor_elem_size(dt), dt, &v, BB_DT_DOUBLE, 1);
     }
 }
 
@@ -310,7 +310,7 @@ int cpu_k_Gemm(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out, u
         return BB_OK;
     }
     /* Integers: exact product, then the float epilogue. */
-    size_t es = cpu_dtype_size(a->dtype);
+    size_t es = bb_tensor_elem_size(a->dtype);
     void *ab = cpu_scratch(r, M * N * es + 1);
     if (!ab)
         return BB_ENOMEM;

@@ -84,7 +84,7 @@ int cpu_k_LayerNormalization(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_
     uint32_t nn = x->ndim - axis;
     const int64_t *ndims = x->dims + axis;
     size_t norm = cpu_numel(nn, ndims), outer = cpu_numel(axis, x->dims);
-    size_t es = cpu_dtype_size(x->dtype);
+    size_t es = bb_tensor_elem_size(x->dtype);
     uint8_t *sb = cpu_scratch(r, 2 * norm * es + 1);
     if (!sb)
         return BB_ENOMEM;

@@ -96,7 +96,7 @@ static bool red_pick(int op, int32_t dt, red_fns *f)
 static void red_init(int op, int32_t dt, void *o, size_t n)
 {
     if (op == R_SUM || op == R_MEAN) {
-        memset(o, 0, n * cpu_dtype_size(dt));
+        memset(o, 0, n * bb_tensor_elem_size(dt));
         return;
     }
 #define CASE_(d, T, sfx, LO, HI)                         \
@@ -204,7 +204,7 @@ static int reduce(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out
     if ((rc = cpu_alloc(r, t->dtype, on, od, out)))
         return rc;
     uint8_t *o = cpu_tv(*out)->data;
-    size_t es = cpu_dtype_size(t->dtype), onum = cpu_numel(on, od);
+    size_t es = bb_tensor_elem_size(t->dtype), onum = cpu_numel(on, od);
     red_init(op, t->dtype, o, onum);
     size_t total = cpu_numel(nd, t->dims);
     if (total) {

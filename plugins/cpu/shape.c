@@ -268,7 +268,7 @@ int cpu_k_Transpose(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **o
     (void)n_out;
     const bb_tensor_view *t = cpu_tv(in[0]);
     uint32_t nd = t->ndim;
-    size_t es = cpu_dtype_size(t->dtype);
+    size_t es = bb_tensor_elem_size(t->dtype);
     if (!es)
         return cpu_fail_dtype(r, t->dtype);
     int64_t perm[BB_MAX_DIMS];
@@ -354,7 +354,7 @@ int cpu_k_Slice(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
     (void)n_out;
     const bb_tensor_view *t = cpu_tv(in[0]);
     uint32_t nd = t->ndim;
-    size_t es = cpu_dtype_size(t->dtype);
+    size_t es = bb_tensor_elem_size(t->dtype);
     if (!es)
         return cpu_fail_dtype(r, t->dtype);
     int64_t starts[BB_MAX_DIMS], ends[BB_MAX_DIMS], axes[BB_MAX_DIMS], steps[BB_MAX_DIMS];
@@ -452,7 +452,7 @@ int cpu_k_Concat(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
     int rc = cpu_axis(r, ax->i, nd, "axis", &axis);
     if (rc)
         return rc;
-    size_t es = cpu_dtype_size(t0->dtype);
+    size_t es = bb_tensor_elem_size(t0->dtype);
     if (!es)
         return cpu_fail_dtype(r, t0->dtype);
     int64_t od[BB_MAX_DIMS];
@@ -502,7 +502,7 @@ int cpu_k_Split(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
     int rc = cpu_axis(r, cpu_attr_i(r->node, "axis", 0), nd, "axis", &axis);
     if (rc)
         return rc;
-    size_t es = cpu_dtype_size(t->dtype);
+    size_t es = bb_tensor_elem_size(t->dtype);
     if (!es)
         return cpu_fail_dtype(r, t->dtype);
     if (n_out == 0)

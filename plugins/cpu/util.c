@@ -53,28 +53,6 @@ const char *cpu_dtype_name(int32_t dt)
     return bb_dtype_name(dt);
 }
 
-/* Element size of the dtypes a tensor value can hold (bb/types.h leaves);
- * 0 for the rest, which every kernel refuses. */
-size_t cpu_dtype_size(int32_t dt)
-{
-    switch (dt) {
-    case BB_DT_BOOL:
-    case BB_DT_INT8:
-    case BB_DT_UINT8: return 1;
-    case BB_DT_FLOAT16:
-    case BB_DT_BFLOAT16:
-    case BB_DT_INT16:
-    case BB_DT_UINT16: return 2;
-    case BB_DT_FLOAT:
-    case BB_DT_INT32:
-    case BB_DT_UINT32: return 4;
-    case BB_DT_DOUBLE:
-    case BB_DT_INT64:
-    case BB_DT_UINT64: return 8;
-    default: return 0;
-    }
-}
-
 bool cpu_dtype_is_float(int32_t dt)
 {
     return dt == BB_DT_FLOAT || dt == BB_DT_DOUBLE;
@@ -173,7 +151,7 @@ int cpu_alloc(cpu_run *r, int32_t dtype, uint32_t ndim, const int64_t *dims, bb_
             return cpu_fail(r, BB_EINVAL, "negative result dimension %lld",
                             (long long)dims[i]);
     size_t n = bb_shape_numel(ndim, dims);
-    size_t es = cpu_dtype_size(dtype);
+    size_t es = bb_tensor_elem_size(dtype);
     if (n == SIZE_MAX || !es || n > (SIZE_MAX / 2) / es) {
         char s[128];
         return cpu_fail(r, BB_ELIMIT, "result shape %s of %s is too large",
@@ -228,14 +206,14 @@ int cpu_tensor_from_proto(cpu_run *r, const bb_tensor_proto *tp, bb_value **out)
     const char *nm = tp->name ? tp->name : "";
     if (tp->has_data_location && tp->data_location == 1)
         return cpu_fail(r, BB_EUNSUPPORTED, "tensor '%s': external data not supported", nm);
-    if (!cpu_dtype_size(tp->data_type))
+    if (!bb_tensor_elem_size(tp->data_type))
         return cpu_fail(r, BB_EUNSUPPORTED, "tensor '%s': dtype %s not supported", nm,
                         cpu_dtype_name(tp->data_type));
     if (tp->dims.n > BB_MAX_DIMS)
         return cpu_fail(r, BB_ELIMIT, "tensor '%s': rank %zu exceeds %d", nm, tp->dims.n,
                         BB_MAX_DIMS);
     size_t n = bb_shape_numel((uint32_t)tp->dims.n, tp->dims.v);
-    size_t es = cpu_dtype_size(tp->data_type);
+    size_t es = bb_tensor_elem_size(tp->data_type);
     if (n == SIZE_MAX || n > SIZE_MAX / es)
         return cpu_fail(r, BB_EINVAL, "tensor '%s': invalid dims", nm);
     if (tp->raw_data.len != n * es)
@@ -369,7 +347,7 @@ int64_t cpu_elem_i64(const bb_tensor_view *t, size_t i)
 
 bool cpu_cast_supported(int32_t dt)
 {
-    return cpu_dtype_size(dt) != 0;
+    return bb_tensor_elem_size(dt) != 0;
 }
 
 /* The cast matrix: every source type is read into one of three carriers
@@ -469,7 +447,7 @@ void cpu_cast_buf(void *dst, int32_t ddt, const void *src, int32_t sdt, size_t n
 {
     if (ddt == sdt) {
         if (n)
-            memcpy(dst, src, n * cpu_dtype_size(sdt));
+            memcpy(dst, src, n * bb_tensor_elem_size(sdt));
         return;
     }
     if (sdt == BB_DT_FLOAT && ddt == BB_DT_DOUBLE)

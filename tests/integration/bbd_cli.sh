@@ -99,6 +99,17 @@ mkdir -p "$TMP/empty-plugins"
 fails_with "a missing plugin names the type and the directories searched" \
     "bbdtest::Peers.*$TMP/empty-plugins" -- env -u BB_PLUGIN_PATH \
     "$BBD" --state-dir "$TMP/s" --plugin-path "$TMP/empty-plugins" --targets Pinger "$TMP/ping_pong.onnx"
+# a plugin compiled against another bb/value.h: refused by its value layout
+mkdir -p "$TMP/wrong-layout"
+cp "$BB_BUILD/tests/plugins/wrong_layout.so" "$TMP/wrong-layout/"
+fails_with "a plugin built against another value layout is not loaded" \
+    "bbdtest::Peers.*could not be loaded, first: $TMP/wrong-layout/wrong_layout.so" -- \
+    env -u BB_PLUGIN_PATH "$BBD" --state-dir "$TMP/s" --plugin-path "$TMP/wrong-layout" \
+    --targets Pinger "$TMP/ping_pong.onnx"
+grep -Eq "level=warn comp=plugins msg=\"$TMP/wrong-layout/wrong_layout.so: plugin 'wrong_layout' was built \
+against another value layout \(signature 0x[0-9a-f]{16}, this host's is 0x[0-9a-f]{16}\)" "$TMP/err" &&
+    ok "bbd logs the refusal with both layout signatures" ||
+    not_ok "bbd logs the value layout refusal" "$TMP/err"
 fails_with "a bad --peer" "peer 'nope'" -- run_bbd --targets Ponger --peer nope=/ip4/1.2.3.4/tcp/1 \
     "$TMP/ping_pong.onnx"
 fails_with "a bad listen address" "listen address '/ip4/1.2.3.4/sctp/9'" -- \

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "bb/model_io.h"
+#include "libbbir/src/utf8.h"
 
 typedef void (*dump_fn)(const bb_model *, FILE *);
 
@@ -477,6 +478,58 @@ static void test_json_verbatim(void **state)
     bb_model_free(m);
 }
 
+/* The UTF-8 check both dumps use: every way a sequence can be invalid. */
+static void test_utf8_len(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *bytes;
+        size_t n, want;
+    } cases[] = {
+        {"a", 1, 1},
+        {"\xc3\xa9", 2, 2},         /* U+00E9 */
+        {"\xe2\x82\xac", 3, 3},     /* U+20AC */
+        {"\xf0\x9f\x98\x80", 4, 4}, /* U+1F600 */
+        {"\xf4\x8f\xbf\xbf", 4, 4}, /* U+10FFFF, the last code point */
+        {"\x80", 1, 0},             /* a continuation byte first */
+        {"\xff", 1, 0},             /* never in UTF-8 */
+        {"\xc0\x80", 2, 0},         /* overlong NUL */
+        {"\xe0\x80\xaf", 3, 0},     /* overlong '/' */
+        {"\xed\xa0\x80", 3, 0},     /* a surrogate */
+        {"\xf4\x90\x80\x80", 4, 0}, /* above U+10FFFF */
+        {"\xe2\x82", 2, 0},         /* cut short */
+        {"\xe2\x28\xac", 3, 0},     /* a missing continuation */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_int_equal(bb__utf8_len((const uint8_t *)cases[i].bytes, cases[i].n),
+                         cases[i].want);
+}
+
+/* Strings that are not UTF-8: hex in the text dump, U+FFFD in JSON. */
+static void test_dumps_of_invalid_utf8(void **state)
+{
+    (void)state;
+    bb_model *m = bb_model_new();
+    bb_arena *a = m->arena;
+    m->graph = bb_graph_new(a, NULL);
+    bb_node *n = bb_graph_add_node(a, m->graph, NULL, "Op");
+    n->name = "caf\xc3\xa9 \xc0\x80";
+    bb_attr *ok = bb_node_add_attr(a, n, "ok", BB_ATTR_STRING);
+    bytes_set(a, &ok->s, "\xe2\x82\xac", 3);
+    ok->has_s = true;
+    bb_attr *bad = bb_node_add_attr(a, n, "bad", BB_ATTR_STRING);
+    bytes_set(a, &bad->s, "\xed\xa0\x80", 3);
+    bad->has_s = true;
+    char *s = dump_to_string(m, bb_model_dump);
+    assert_has_line(s, "      ok: string = \"\xe2\x82\xac\"");
+    assert_has_line(s, "      bad: string = <hex eda080 (3 bytes)>");
+    free(s);
+    s = dump_to_string(m, bb_model_dump_json);
+    assert_non_null(strstr(s, "\"name\": \"caf\xc3\xa9 \\ufffd\\ufffd\""));
+    free(s);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -486,6 +539,8 @@ int main(void)
         cmocka_unit_test(test_json_small_model),
         cmocka_unit_test(test_json_scalars),
         cmocka_unit_test(test_json_verbatim),
+        cmocka_unit_test(test_utf8_len),
+        cmocka_unit_test(test_dumps_of_invalid_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

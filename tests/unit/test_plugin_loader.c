@@ -12,6 +12,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +287,56 @@ static void test_bad_abi(void **state)
     assert_int_equal(bb_plugin_loader_plugin_count(l), 0);
     assert_int_equal(bb_plugin_loader_type_count(l), 0);
     bb_plugin_loader_destroy(l);
+}
+
+/* A plugin compiled against another bb/value.h (lists keep 9 items inline,
+ * not 10): its ABI version and struct sizes are right, its value layout is
+ * not, and the message gives both signatures. */
+static void test_wrong_layout(void **state)
+{
+    (void)state;
+    void *h = dlopen(tplugin("wrong_layout"), RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(h);
+    bb_plugin_entry_fn entry = (bb_plugin_entry_fn)(uintptr_t)dlsym(h, BB_PLUGIN_ENTRY_SYMBOL);
+    assert_non_null(entry);
+    const bb_plugin_info *info = entry();
+    assert_int_equal(info->struct_size, sizeof(bb_plugin_info));
+    assert_int_equal(info->abi_major, BB_PLUGIN_ABI_MAJOR);
+    assert_int_equal(info->abi_minor, BB_PLUGIN_ABI_MINOR);
+    uint64_t theirs = info->value_layout;
+    dlclose(h);
+    assert_true(theirs != BB_PLUGIN_VALUE_LAYOUT);
+    char want_theirs[32], want_ours[32];
+    snprintf(want_theirs, sizeof want_theirs, "0x%016" PRIx64, theirs);
+    snprintf(want_ours, sizeof want_ours, "0x%016" PRIx64, (uint64_t)BB_PLUGIN_VALUE_LAYOUT);
+
+    bb_plugin_loader *l = loader_new(BB_PLUGIN_LOADER_ONLY_EXPLICIT);
+    bb_error err;
+    assert_int_equal(bb_plugin_loader_load_file(l, tplugin("wrong_layout"), NULL, &err), BB_EABI);
+    assert_contains(err.msg, "wrong_layout.so");
+    assert_contains(err.msg, "plugin 'wrong_layout'");
+    assert_contains(err.msg, "value layout");
+    assert_contains(err.msg, want_theirs);
+    assert_contains(err.msg, want_ours);
+    assert_int_equal(bb_plugin_loader_plugin_count(l), 0);
+    assert_int_equal(bb_plugin_loader_type_count(l), 0);
+    bb_plugin_loader_destroy(l);
+
+    /* in a scanned directory it is a warning; the other plugins load */
+    tmpdir d;
+    tmpdir_make(&d);
+    tmpdir_add(&d, "example.so", rplugin("example"), NULL);
+    tmpdir_add(&d, "wrong_layout.so", tplugin("wrong_layout"), NULL);
+    l = loader_new(BB_PLUGIN_LOADER_ONLY_EXPLICIT);
+    assert_int_equal(bb_plugin_loader_add_dirs(l, d.path, &err), BB_OK);
+    assert_int_equal(bb_plugin_loader_scan(l, &err), BB_OK);
+    assert_non_null(bb_plugin_loader_find(l, "example::Counter"));
+    assert_null(bb_plugin_loader_find(l, "wrong_layout::Codec"));
+    assert_int_equal(bb_plugin_loader_warning_count(l), 1);
+    assert_contains(bb_plugin_loader_warning_at(l, 0), "wrong_layout.so");
+    assert_contains(bb_plugin_loader_warning_at(l, 0), want_theirs);
+    bb_plugin_loader_destroy(l);
+    tmpdir_remove(&d);
 }
 
 static void test_no_entry(void **state)
@@ -937,6 +988,42 @@ static void roff_unescape(const char *in, size_t n, char *out)
     out[o] = '\0';
 }
 
+/* bbc plugins lists what loads and reports the refused plugin. */
+static void test_bbc_plugins_wrong_layout(void **state)
+{
+    (void)state;
+    tmpdir d;
+    tmpdir_make(&d);
+    tmpdir_add(&d, "example.so", rplugin("example"), NULL);
+    tmpdir_add(&d, "wrong_layout.so", tplugin("wrong_layout"), NULL);
+    unsetenv(BB_PLUGIN_PATH_ENV);
+    char dirarg[128];
+    snprintf(dirarg, sizeof dirarg, "--plugin-path=%s", d.path);
+    char *argv_json[] = {"plugins", "--json", dirarg, NULL};
+    char *out = NULL;
+    assert_int_equal(run_bbc_plugins(3, argv_json, &out), 0);
+    cJSON *root = cJSON_Parse(out);
+    assert_non_null(root);
+    bool example = false, wrong = false;
+    cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(root, "types"))
+    {
+        const char *name = cJSON_GetObjectItem(t, "type_name")->valuestring;
+        example |= strcmp(name, "example::Counter") == 0;
+        wrong |= strncmp(name, "wrong_layout::", 14) == 0;
+    }
+    assert_true(example);
+    assert_false(wrong);
+    cJSON *warnings = cJSON_GetObjectItem(root, "warnings");
+    assert_int_equal(cJSON_GetArraySize(warnings), 1);
+    const char *w = cJSON_GetArrayItem(warnings, 0)->valuestring;
+    assert_contains(w, "wrong_layout.so");
+    assert_contains(w, "built against another value layout");
+    cJSON_Delete(root);
+    free(out);
+    tmpdir_remove(&d);
+}
+
 static void test_man_page_has_example(void **state)
 {
     (void)state;
@@ -1036,6 +1123,7 @@ int main(void)
         cmocka_unit_test(test_load_example_and_good2),
         cmocka_unit_test(test_stages_only_then_plugin),
         cmocka_unit_test(test_bad_abi),
+        cmocka_unit_test(test_wrong_layout),
         cmocka_unit_test(test_no_entry),
         cmocka_unit_test(test_duplicate_type_files),
         cmocka_unit_test(test_duplicate_type_in_dir),
@@ -1047,6 +1135,7 @@ int main(void)
         cmocka_unit_test(test_resolve_binding),
         cmocka_unit_test(test_example_end_to_end),
         cmocka_unit_test(test_bbc_plugins),
+        cmocka_unit_test(test_bbc_plugins_wrong_layout),
         cmocka_unit_test(test_man_page_has_example),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

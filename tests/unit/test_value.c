@@ -228,6 +228,22 @@ static void test_shape_numel(void **state)
     assert_true(bb_shape_numel(2, NULL) == SIZE_MAX);
 }
 
+/* A tensor value's element size: the dtypes with a tensor leaf, nothing else. */
+static void test_tensor_elem_size(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_DTYPES; i++)
+        assert_int_equal(bb_tensor_elem_size(leaf_dtypes[i]), dt_size(leaf_dtypes[i]));
+    /* ONNX gives these a size, but no tensor value carries them */
+    assert_int_equal(bb_dtype_size(BB_DT_COMPLEX64), 8);
+    assert_int_equal(bb_tensor_elem_size(BB_DT_COMPLEX64), 0);
+    assert_int_equal(bb_tensor_elem_size(BB_DT_FLOAT8E4M3FN), 0);
+    assert_int_equal(bb_tensor_elem_size(BB_DT_STRING), 0);
+    assert_int_equal(bb_tensor_elem_size(BB_DT_UNDEFINED), 0);
+    assert_int_equal(bb_tensor_elem_size(-1), 0);
+    assert_int_equal(bb_tensor_elem_size(BB_DT_MAX + 1), 0);
+}
+
 static void test_constructors(void **state)
 {
     (void)state;
@@ -1171,6 +1187,7 @@ int main(void)
         cmocka_unit_test(test_buffer_new_aligned_zeroed),
         cmocka_unit_test(test_buffer_wrap_adopt),
         cmocka_unit_test(test_shape_numel),
+        cmocka_unit_test(test_tensor_elem_size),
         cmocka_unit_test(test_constructors),
         cmocka_unit_test(test_list_takes_refs),
         cmocka_unit_test(test_equality),

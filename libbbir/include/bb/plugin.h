@@ -9,7 +9,11 @@
  *
  * Versioning: abi_major must equal the host's; abi_minor may be older (the
  * host reads only the fields the plugin's struct_size covers). New fields
- * are appended to the END of a struct only, never reordered.
+ * are appended to the END of a struct only, never reordered. The structs a
+ * plugin reads in place (values, buffers, type nodes, errors) cannot grow
+ * that way: bb_plugin_info.value_layout carries a signature of their layout
+ * (BB_PLUGIN_VALUE_LAYOUT) and the host refuses one that differs from its
+ * own. ABI 2.0 added it; 1.x plugins are refused (they carry none).
  *
  * Threading: create/destroy/dispatch/bootstrap/snapshot/restore run on the
  * engine thread. A dispatch that returns BB_DISPATCH_LATER keeps its
@@ -29,7 +33,7 @@
 #include "bb/types.h"
 #include "bb/value.h"
 
-#define BB_PLUGIN_ABI_MAJOR 1
+#define BB_PLUGIN_ABI_MAJOR 2
 #define BB_PLUGIN_ABI_MINOR 0
 #define BB_PLUGIN_ENTRY_SYMBOL "bb_plugin_entry"
 #define BB_STAGE_ENTRY_SYMBOL "bb_stage_entry"
@@ -248,6 +252,64 @@ typedef struct bb_component_type {
                          uint32_t n_outputs, bb_error *err);
 } bb_component_type;
 
+/* ---- the value layout ------------------------------------------------------------
+ * A plugin reads and writes bb_value, bb_tensor_view, bb_buffer,
+ * bb_type_node and bb_error in place (and so do the inline functions of
+ * bb/value.h it compiles), so their layout is part of the ABI although no
+ * struct_size guards it. BB_PLUGIN_VALUE_LAYOUT is a signature of that
+ * layout as the compiler including this header sees it: every size, field
+ * offset and inline capacity (BB_MAX_DIMS, BB_VALUE_LIST_INLINE, ...) mixed
+ * into 64 bits, FNV-1a style, at compile time. A plugin built against a
+ * header with another layout has another signature. */
+#define BB__LAYOUT_MIX(h, x) (((h) ^ (uint64_t)(x)) * UINT64_C(0x100000001b3))
+#define BB__LAYOUT_MIX3(h, a, b, c) BB__LAYOUT_MIX(BB__LAYOUT_MIX(BB__LAYOUT_MIX(h, a), b), c)
+#define BB__LAYOUT_VALUE(h)                                                                \
+    BB__LAYOUT_MIX3(BB__LAYOUT_MIX3(h, sizeof(bb_value), offsetof(bb_value, refs),         \
+                                    offsetof(bb_value, type)),                             \
+                    offsetof(bb_value, u), sizeof(atomic_uint), sizeof(((bb_value *)0)->u))
+#define BB__LAYOUT_TENSOR(h)                                                               \
+    BB__LAYOUT_MIX3(BB__LAYOUT_MIX3(BB__LAYOUT_MIX3(h, sizeof(bb_tensor_view),             \
+                                                    offsetof(bb_tensor_view, dtype),       \
+                                                    offsetof(bb_tensor_view, ndim)),       \
+                                    offsetof(bb_tensor_view, dims), BB_MAX_DIMS,           \
+                                    offsetof(bb_tensor_view, data)),                       \
+                    offsetof(bb_tensor_view, nbytes), offsetof(bb_tensor_view, buf),       \
+                    offsetof(bb_value, u.tensor))
+#define BB__LAYOUT_BYTES(h)                                                                \
+    BB__LAYOUT_MIX3(h, offsetof(bb_value, u.bytes.data), offsetof(bb_value, u.bytes.len),  \
+                    offsetof(bb_value, u.bytes.buf))
+#define BB__LAYOUT_LIST(h)                                                                 \
+    BB__LAYOUT_MIX3(BB__LAYOUT_MIX(h, offsetof(bb_value, u.list.items)),                   \
+                    offsetof(bb_value, u.list.n), offsetof(bb_value, u.list.small),        \
+                    BB_VALUE_LIST_INLINE)
+#define BB__LAYOUT_BATCH(h)                                                                \
+    BB__LAYOUT_MIX3(BB__LAYOUT_MIX3(h, offsetof(bb_value, u.batch.items),                  \
+                                    offsetof(bb_value, u.batch.peers),                     \
+                                    offsetof(bb_value, u.batch.n)),                        \
+                    offsetof(bb_value, u.batch.small), BB_VALUE_BATCH_INLINE,              \
+                    sizeof(((bb_value *)0)->u.batch.small))
+#define BB__LAYOUT_BUFFER(h)                                                               \
+    BB__LAYOUT_MIX3(BB__LAYOUT_MIX3(h, sizeof(bb_buffer), offsetof(bb_buffer, refs),       \
+                                    offsetof(bb_buffer, data)),                            \
+                    offsetof(bb_buffer, len), offsetof(bb_buffer, free_fn),                \
+                    offsetof(bb_buffer, free_ctx))
+#define BB__LAYOUT_TYPE_NODE(h)                                                            \
+    BB__LAYOUT_MIX3(                                                                       \
+        BB__LAYOUT_MIX3(BB__LAYOUT_MIX3(BB__LAYOUT_MIX(h, sizeof(bb_type_node)),           \
+                                        offsetof(bb_type_node, name),                      \
+                                        offsetof(bb_type_node, denotation),                \
+                                        offsetof(bb_type_node, parent)),                   \
+                        offsetof(bb_type_node, kind), offsetof(bb_type_node, shape),       \
+                        offsetof(bb_type_node, elem_type)),                                \
+        offsetof(bb_type_node, seq_elem), offsetof(bb_type_node, opset_version),           \
+        offsetof(bb_type_node, wire_hash))
+#define BB__LAYOUT_ERROR(h)                                                                \
+    BB__LAYOUT_MIX3(h, sizeof(bb_error), offsetof(bb_error, msg), BB_ERROR_MSG_MAX)
+#define BB_PLUGIN_VALUE_LAYOUT                                                             \
+    BB__LAYOUT_ERROR(BB__LAYOUT_TYPE_NODE(BB__LAYOUT_BUFFER(BB__LAYOUT_BATCH(              \
+        BB__LAYOUT_LIST(BB__LAYOUT_BYTES(BB__LAYOUT_TENSOR(BB__LAYOUT_VALUE(               \
+            UINT64_C(0xcbf29ce484222325)))))))))
+
 /* ---- the plugin entry --------------------------------------------------------- */
 typedef struct bb_plugin_info {
     uint32_t struct_size;
@@ -256,6 +318,8 @@ typedef struct bb_plugin_info {
     const char *version;
     const bb_component_type *const *types;
     uint32_t n_types;
+    /* BB_PLUGIN_VALUE_LAYOUT as the plugin was compiled (ABI 2.0). */
+    uint64_t value_layout;
 } bb_plugin_info;
 
 typedef const bb_plugin_info *(*bb_plugin_entry_fn)(void);

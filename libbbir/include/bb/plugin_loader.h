@@ -33,8 +33,10 @@
  * ABI rules checked for every plugin, type and stage table: abi_major equals
  * BB_PLUGIN_ABI_MAJOR; abi_minor is at most BB_PLUGIN_ABI_MINOR (an older
  * plugin is fine, a newer one is refused); struct_size covers at least the
- * version-1 layout; create, destroy and dispatch are present; declarations
- * are well-formed. A refusal names the file and both versions.
+ * oldest layout the host reads; a plugin's value_layout equals
+ * BB_PLUGIN_VALUE_LAYOUT; create, destroy and dispatch are present;
+ * declarations are well-formed. A refusal names the file and both versions
+ * (or both layout signatures).
  */
 #ifndef BB_PLUGIN_LOADER_H
 #define BB_PLUGIN_LOADER_H

@@ -142,6 +142,10 @@ bb_value *bb_value_tensor_copy(int32_t dtype, uint32_t ndim, const int64_t *dims
 bb_value *bb_value_list(const bb_type_node *type, bb_value **items, size_t n);
 bb_value *bb_value_response_batch(bb_value **items, bb_value **peers, size_t n);
 
+/* Bytes per element of a tensor value of dtype: bb_dtype_size for the
+ * dtypes with a tensor leaf in the type tree (bb_type_tensor_of), 0 for
+ * every other dtype, which no tensor value carries. */
+size_t bb_tensor_elem_size(int32_t dtype);
 /* Element count of a tensor shape; SIZE_MAX on overflow / negative dims. */
 size_t bb_shape_numel(uint32_t ndim, const int64_t *dims);
 static inline size_t bb_tensor_numel(const bb_value *v)

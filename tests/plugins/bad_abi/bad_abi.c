@@ -44,6 +44,7 @@ static const bb_plugin_info INFO = {
     .version = "99.0",
     .types = TYPES,
     .n_types = 1,
+    .value_layout = BB_PLUGIN_VALUE_LAYOUT,
 };
 
 BB_PLUGIN_EXPORT const bb_plugin_info *bb_plugin_entry(void)
