@@ -202,7 +202,7 @@ static int int8_decode(const codec *c, const bb_value *code, bb_value **t, bb_er
     if (!bbp_get(&r, head, 2) || head[0] > 1)
         return codec_malformed(c, &r, "granularity", err);
     layout l;
-    if ((head[0] && head[1] >= sh.ndim) ||
+    if ((head[0] ? head[1] >= sh.ndim : head[1] != 0) ||
         layout_of(c, head[0], head[1], sh.ndim, sh.dims, &l, NULL))
         return codec_malformed(c, &r, "channel axis", err);
     if (r.n - r.off != (size_t)l.channels * 5 + sh.numel)

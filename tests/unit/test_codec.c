@@ -721,6 +721,8 @@ static void test_codec_malformed_int8(void **state)
     memcpy(m, b, n);
     m[6] = 2;
     expect_refused(&c, m, n, BB_EDECODE, "channel axis");
+    m[5] = 0; /* per tensor, but an axis byte: not a code this codec writes */
+    expect_refused(&c, m, n, BB_EDECODE, "channel axis");
     memcpy(m, b, n);
     memset(m + 7, 0, 4); /* scale 0 */
     expect_refused(&c, m, n, BB_EDECODE, "positive finite");
