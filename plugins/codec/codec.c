@@ -218,43 +218,39 @@ int codec_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
 {
     const codec *c = inst;
     uint32_t name_len = (uint32_t)strlen(c->kind->type_name);
-    bbp_wbuf w = {0};
-    bbp_put(&w, SNAP_MAGIC, 4);
-    bbp_put_u32(&w, SNAP_VERSION);
-    bbp_put_u32(&w, name_len);
-    bbp_put(&w, c->kind->type_name, name_len);
-    bbp_put_u64(&w, c->changes);
+    bb_writer w = {0};
+    bb_writer_put(&w, SNAP_MAGIC, 4);
+    bb_writer_put_u32le(&w, SNAP_VERSION);
+    bb_writer_put_u32le(&w, name_len);
+    bb_writer_put(&w, c->kind->type_name, name_len);
+    bb_writer_put_u64le(&w, c->changes);
     if (c->kind->save)
         c->kind->save(c, &w);
-    if (w.oom) {
-        free(w.p);
-        return codec_oom(c, err);
-    }
-    *out = w.p;
-    *out_len = w.n;
-    return BB_OK;
+    return bb_writer_take(&w, out, out_len) ? BB_OK : codec_oom(c, err);
 }
 
 int codec_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
 {
     codec *c = inst;
-    bbp_rbuf r = {data, len, 0};
+    bb_reader r;
+    bb_reader_init(&r, data, len);
     char magic[4], name[64];
     uint32_t version = 0, name_len = 0;
     uint64_t changes = 0;
-    if (!bbp_get(&r, magic, 4) || memcmp(magic, SNAP_MAGIC, 4) || !bbp_get(&r, &version, 4) ||
-        version != SNAP_VERSION || !bbp_get(&r, &name_len, 4) || name_len >= sizeof name ||
-        !bbp_get(&r, name, name_len))
+    if (!bb_reader_get(&r, magic, 4) || memcmp(magic, SNAP_MAGIC, 4) ||
+        !bb_reader_u32le(&r, &version) || version != SNAP_VERSION ||
+        !bb_reader_u32le(&r, &name_len) || name_len >= sizeof name ||
+        !bb_reader_get(&r, name, name_len))
         return bb_error_set(err, BB_EDECODE, "%s: not a codec snapshot", c->who);
     name[name_len] = '\0';
     if (strcmp(name, c->kind->type_name))
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot is of a %s", c->who, name);
-    if (!bbp_get(&r, &changes, 8))
+    if (!bb_reader_u64le(&r, &changes))
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot is truncated", c->who);
     int rc = c->kind->load ? c->kind->load(c, &r, err) : BB_OK;
-    if (!rc && r.off != r.n)
+    if (!rc && bb_reader_left(&r))
         rc = bb_error_set(err, BB_EDECODE, "%s: %zu bytes after the snapshot's state", c->who,
-                          r.n - r.off);
+                          bb_reader_left(&r));
     if (!rc)
         c->changes = changes;
     return rc;

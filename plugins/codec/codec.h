@@ -26,9 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <bb/bytes.h>
 #include <bb/plugin.h>
+#include <bb/uvarint.h>
 
-#include "plugins/common/plugin_bytes.h"
 #include "plugins/common/plugin_config.h"
 #include "plugins/common/plugin_type.h"
 
@@ -51,8 +52,8 @@ typedef struct codec_kind {
     int (*decode)(const codec *c, const bb_value *code, bb_value **t, bb_error *err);
     /* The state a snapshot keeps; NULL: stateless. load must consume all
      * of r or fail. */
-    void (*save)(const codec *c, bbp_wbuf *w);
-    int (*load)(codec *c, bbp_rbuf *r, bb_error *err);
+    void (*save)(const codec *c, bb_writer *w);
+    int (*load)(codec *c, bb_reader *r, bb_error *err);
 } codec_kind;
 
 struct codec {
@@ -140,27 +141,21 @@ typedef struct codec_shape {
     size_t numel;
 } codec_shape;
 
-/* Bounded writer into a buffer sized exactly beforehand. */
-typedef struct codec_writer {
-    uint8_t *p;
-    size_t n, cap;
-} codec_writer;
-
 /* A new 1-D u8 code of header + payload bytes for a tensor of shape
- * (ndim, dims), the header written; w continues after it. NULL on OOM. */
+ * (ndim, dims), the header written; w, a fixed writer over the code, is
+ * left after it for the payload (exactly payload bytes). NULL on OOM. */
 bb_value *codec_frame_begin(codec_format f, uint32_t ndim, const int64_t *dims, size_t payload,
-                            codec_writer *w);
-void codec_put(codec_writer *w, const void *src, size_t n);
-void codec_put_varint(codec_writer *w, uint64_t v);
+                            bb_writer *w);
 /* Checks the code is a 1-D u8 tensor of kind f and reads its header:
  * *shape (numel <= c->max_elements), r positioned after the header. */
 int codec_frame_open(const codec *c, const bb_value *code, codec_format f, codec_shape *shape,
-                     bbp_rbuf *r, bb_error *err);
-/* Reads a varint at r (EDECODE naming the offset and what). */
-int codec_get_varint(const codec *c, bbp_rbuf *r, const char *what, uint64_t *out,
+                     bb_reader *r, bb_error *err);
+/* Reads a (minimal) varint at r (EDECODE naming the offset and what). */
+int codec_get_varint(const codec *c, bb_reader *r, const char *what, uint64_t *out,
                      bb_error *err);
-/* EDECODE "<who>: malformed code: <what> at byte <off>". */
-int codec_malformed(const codec *c, const bbp_rbuf *r, const char *what, bb_error *err);
+/* EDECODE "<who>: malformed code: <what> at byte <offset>" (where r
+ * failed, else where it stands). */
+int codec_malformed(const codec *c, const bb_reader *r, const char *what, bb_error *err);
 
 /* ---- f16.c ------------------------------------------------------------------------ */
 /* IEEE 754 binary16 <-> binary32: round to nearest even; infinities and

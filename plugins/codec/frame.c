@@ -6,7 +6,6 @@
  * decoded tensor.
  */
 #include <assert.h>
-#include <string.h>
 
 #include "codec.h"
 
@@ -14,53 +13,37 @@ static size_t header_size(uint32_t ndim, const int64_t *dims)
 {
     size_t n = 3;
     for (uint32_t i = 0; i < ndim; i++)
-        n += bb_varint_len((uint64_t)dims[i]);
+        n += bb_uvarint_size((uint64_t)dims[i]);
     return n;
 }
 
-void codec_put(codec_writer *w, const void *src, size_t n)
-{
-    assert(n <= w->cap - w->n); /* sized exactly beforehand */
-    memcpy(w->p + w->n, src, n);
-    w->n += n;
-}
-
-void codec_put_varint(codec_writer *w, uint64_t v)
-{
-    assert(bb_varint_len(v) <= w->cap - w->n);
-    w->n += bb_varint_put(w->p + w->n, v);
-}
-
 bb_value *codec_frame_begin(codec_format f, uint32_t ndim, const int64_t *dims, size_t payload,
-                            codec_writer *w)
+                            bb_writer *w)
 {
     size_t head = header_size(ndim, dims);
     int64_t len = (int64_t)(head + payload);
     bb_value *code = bb_value_tensor_new(BB_DT_UINT8, 1, &len);
     if (!code)
         return NULL;
-    *w = (codec_writer){code->u.tensor.data, 0, (size_t)len};
+    bb_writer_init_fixed(w, code->u.tensor.data, (size_t)len);
     uint8_t h[3] = {(uint8_t)f, CODEC_FRAME_VERSION, (uint8_t)ndim};
-    codec_put(w, h, 3);
+    bb_writer_put(w, h, 3);
     for (uint32_t i = 0; i < ndim; i++)
-        codec_put_varint(w, (uint64_t)dims[i]);
+        bb_writer_put_uvarint(w, (uint64_t)dims[i]);
+    assert(!w->failed && w->len == head); /* sized exactly beforehand */
     return code;
 }
 
-int codec_malformed(const codec *c, const bbp_rbuf *r, const char *what, bb_error *err)
+int codec_malformed(const codec *c, const bb_reader *r, const char *what, bb_error *err)
 {
     return bb_error_set(err, BB_EDECODE, "%s: malformed code: %s at byte %zu", c->who, what,
-                        r->off);
+                        r->failed ? r->fail_at : r->pos);
 }
 
-int codec_get_varint(const codec *c, bbp_rbuf *r, const char *what, uint64_t *out,
+int codec_get_varint(const codec *c, bb_reader *r, const char *what, uint64_t *out,
                      bb_error *err)
 {
-    size_t pos = r->off;
-    if (bb_varint_get(r->p, r->n, &pos, out) != BB_OK)
-        return codec_malformed(c, r, what, err);
-    r->off = pos;
-    return BB_OK;
+    return bb_reader_uvarint_minimal(r, out) ? BB_OK : codec_malformed(c, r, what, err);
 }
 
 static const char *format_name(uint8_t f)
@@ -74,7 +57,7 @@ static const char *format_name(uint8_t f)
 }
 
 int codec_frame_open(const codec *c, const bb_value *code, codec_format f, codec_shape *shape,
-                     bbp_rbuf *r, bb_error *err)
+                     bb_reader *r, bb_error *err)
 {
     if (code->type->kind != BB_VK_TENSOR || code->u.tensor.dtype != BB_DT_UINT8 ||
         code->u.tensor.ndim != 1)
@@ -83,9 +66,9 @@ int codec_frame_open(const codec *c, const bb_value *code, codec_format f, codec
                             code->type->kind == BB_VK_TENSOR
                                 ? bb_dtype_name(code->u.tensor.dtype) : code->type->name,
                             code->type->kind == BB_VK_TENSOR ? " tensor" : "");
-    *r = (bbp_rbuf){code->u.tensor.data, code->u.tensor.nbytes, 0};
+    bb_reader_init(r, code->u.tensor.data, code->u.tensor.nbytes);
     uint8_t h[3];
-    if (!bbp_get(r, h, 3))
+    if (!bb_reader_get(r, h, 3))
         return codec_malformed(c, r, "the header is truncated", err);
     if (h[0] != (uint8_t)f)
         return bb_error_set(err, BB_EDECODE, "%s: the code is %s (format byte 0x%02x)", c->who,

@@ -19,6 +19,7 @@
  *   u8 q[numel]
  * Non-finite input has no code and is refused, naming the element.
  */
+#include <assert.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -178,14 +179,16 @@ static int int8_encode(codec *c, const bb_value *t, bb_value **code, bb_error *e
         ranges(bb_tensor_f32(t), &l, lo, hi);
     for (size_t i = 0; i < ch; i++)
         affine(lo[i], hi[i], &scale[i], &zp[i]);
-    codec_writer w;
+    bb_writer w;
     *code = codec_frame_begin(CODEC_FMT_INT8, v->ndim, v->dims, 2 + ch * 5 + numel, &w);
     if (*code) {
         uint8_t head[2] = {q->per_channel, (uint8_t)l.axis};
-        codec_put(&w, head, 2);
-        codec_put(&w, scale, ch * 4);
-        codec_put(&w, zp, ch);
-        quantize(bb_tensor_f32(t), &l, scale, zp, w.p + w.n);
+        bb_writer_put(&w, head, 2);
+        bb_writer_put(&w, scale, ch * 4);
+        bb_writer_put(&w, zp, ch);
+        if (numel) /* the codes, in place */
+            quantize(bb_tensor_f32(t), &l, scale, zp, bb_writer_grow(&w, numel));
+        assert(!w.failed && w.len == w.cap); /* sized exactly */
     }
     free(work);
     return *code ? BB_OK : codec_oom(c, err);
@@ -194,30 +197,30 @@ static int int8_encode(codec *c, const bb_value *t, bb_value **code, bb_error *e
 static int int8_decode(const codec *c, const bb_value *code, bb_value **t, bb_error *err)
 {
     codec_shape sh;
-    bbp_rbuf r;
+    bb_reader r;
     int rc = codec_frame_open(c, code, CODEC_FMT_INT8, &sh, &r, err);
     if (rc)
         return rc;
     uint8_t head[2];
-    if (!bbp_get(&r, head, 2) || head[0] > 1)
+    if (!bb_reader_get(&r, head, 2) || head[0] > 1)
         return codec_malformed(c, &r, "granularity", err);
     layout l;
     if ((head[0] ? head[1] >= sh.ndim : head[1] != 0) ||
         layout_of(c, head[0], head[1], sh.ndim, sh.dims, &l, NULL))
         return codec_malformed(c, &r, "channel axis", err);
-    if (r.n - r.off != (size_t)l.channels * 5 + sh.numel)
+    size_t want = (size_t)l.channels * 5 + sh.numel;
+    const uint8_t *scales;
+    if (bb_reader_left(&r) != want || !bb_reader_view(&r, want, &scales))
         return bb_error_set(err, BB_EDECODE,
                             "%s: malformed code: %zu bytes after the header, want %zu "
                             "(%u channels, %zu elements)",
-                            c->who, r.n - r.off, (size_t)l.channels * 5 + sh.numel, l.channels,
-                            sh.numel);
-    const uint8_t *scales = r.p + r.off, *zp = scales + (size_t)l.channels * 4,
-                  *codes = zp + l.channels;
+                            c->who, bb_reader_left(&r), want, l.channels, sh.numel);
+    const uint8_t *zp = scales + (size_t)l.channels * 4, *codes = zp + l.channels;
     for (uint32_t ch = 0; ch < l.channels; ch++) {
         float s;
         memcpy(&s, scales + (size_t)ch * 4, 4);
         if (!(isfinite(s) && s > 0)) {
-            r.off += (size_t)ch * 4;
+            bb_reader_fail(&r, (size_t)(scales - r.data) + (size_t)ch * 4, BB_EPARSE, "scale");
             return codec_malformed(c, &r, "a scale that is not a positive finite number", err);
         }
     }
@@ -239,23 +242,23 @@ static int int8_decode(const codec *c, const bb_value *code, bb_value **t, bb_er
 /* ---- state ---------------------------------------------------------------------------
  * u8 calibrated, u32 channels, f32 lo[channels], f32 hi[channels] */
 
-static void int8_save(const codec *c, bbp_wbuf *w)
+static void int8_save(const codec *c, bb_writer *w)
 {
     const int8_codec *q = (const int8_codec *)c;
     uint32_t n = q->calibrated ? q->channels : 0;
-    bbp_put_u8(w, q->calibrated);
-    bbp_put_u32(w, n);
-    bbp_put(w, q->lo, (size_t)n * 4);
-    bbp_put(w, q->hi, (size_t)n * 4);
+    bb_writer_put_u8(w, q->calibrated);
+    bb_writer_put_u32le(w, n);
+    bb_writer_put(w, q->lo, (size_t)n * 4);
+    bb_writer_put(w, q->hi, (size_t)n * 4);
 }
 
-static int int8_load(codec *c, bbp_rbuf *r, bb_error *err)
+static int int8_load(codec *c, bb_reader *r, bb_error *err)
 {
     int8_codec *q = (int8_codec *)c;
     uint8_t calibrated = 0;
     uint32_t n = 0;
-    if (!bbp_get(r, &calibrated, 1) || calibrated > 1 || !bbp_get(r, &n, 4) ||
-        !bbp_has(r, n, 8) || (calibrated && (n == 0 || (!q->per_channel && n != 1))) ||
+    if (!bb_reader_u8(r, &calibrated) || calibrated > 1 || !bb_reader_u32le(r, &n) ||
+        !bb_reader_has(r, n, 8) || (calibrated && (n == 0 || (!q->per_channel && n != 1))) ||
         (!calibrated && n))
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot's calibration is malformed",
                             c->who);
@@ -264,8 +267,8 @@ static int int8_load(codec *c, bbp_rbuf *r, bb_error *err)
         return BB_OK;
     if (set_channels(q, n))
         return codec_oom(c, err);
-    bbp_get(r, q->lo, (size_t)n * 4);
-    bbp_get(r, q->hi, (size_t)n * 4);
+    bb_reader_get(r, q->lo, (size_t)n * 4);
+    bb_reader_get(r, q->hi, (size_t)n * 4);
     for (uint32_t i = 0; i < n; i++)
         if (!(isfinite(q->lo[i]) && isfinite(q->hi[i]) && q->lo[i] <= q->hi[i]))
             return bb_error_set(err, BB_EDECODE, "%s: the snapshot's range %u is malformed",

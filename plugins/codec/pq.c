@@ -14,6 +14,7 @@
  * Payload after the frame header (codec.h):
  *   varint M, varint centroids, u64 digest, u8 code[rows x M]
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,21 +139,24 @@ static int pq_encode(codec *c, const bb_value *t, bb_value **code, bb_error *err
                           "are for %u", c->who, dim, q->dim);
     if (rc)
         return rc;
-    codec_writer w;
+    bb_writer w;
     *code = codec_frame_begin(CODEC_FMT_PQ, v->ndim, v->dims,
-                              bb_varint_len(q->m) + bb_varint_len(q->ksub) + 8 + rows * q->m, &w);
+                              bb_uvarint_size(q->m) + bb_uvarint_size(q->ksub) + 8 + rows * q->m,
+                              &w);
     if (!*code)
         return codec_oom(c, err);
-    codec_put_varint(&w, q->m);
-    codec_put_varint(&w, q->ksub);
-    codec_put(&w, &q->digest, 8);
+    bb_writer_put_uvarint(&w, q->m);
+    bb_writer_put_uvarint(&w, q->ksub);
+    bb_writer_put_u64le(&w, q->digest);
+    uint8_t *codes = rows ? bb_writer_grow(&w, rows * q->m) : NULL; /* written in place */
+    assert(!w.failed && w.len == w.cap); /* sized exactly */
     uint32_t sub = dim / q->m;
     const float *x = bb_tensor_f32(t);
     for (size_t r = 0; r < rows; r++)
         for (uint32_t j = 0; j < q->m; j++)
-            w.p[w.n++] = (uint8_t)codec_nearest(x + r * dim + (size_t)j * sub,
-                                                q->codebooks + (size_t)j * q->ksub * sub,
-                                                q->ksub, sub, NULL);
+            codes[r * q->m + j] = (uint8_t)codec_nearest(
+                x + r * dim + (size_t)j * sub, q->codebooks + (size_t)j * q->ksub * sub, q->ksub,
+                sub, NULL);
     return BB_OK;
 }
 
@@ -160,14 +164,14 @@ static int pq_decode(const codec *c, const bb_value *code, bb_value **t, bb_erro
 {
     const pq_codec *q = (const pq_codec *)c;
     codec_shape sh;
-    bbp_rbuf r;
+    bb_reader r;
     uint64_t m = 0, ksub = 0, digest = 0;
     int rc = codec_frame_open(c, code, CODEC_FMT_PQ, &sh, &r, err);
     if (!rc)
         rc = codec_get_varint(c, &r, "M", &m, err);
     if (!rc)
         rc = codec_get_varint(c, &r, "the centroid count", &ksub, err);
-    if (!rc && !bbp_get(&r, &digest, 8))
+    if (!rc && !bb_reader_u64le(&r, &digest))
         rc = codec_malformed(c, &r, "the codebook digest is truncated", err);
     if (rc)
         return rc;
@@ -184,20 +188,21 @@ static int pq_decode(const codec *c, const bb_value *code, bb_value **t, bb_erro
                             sh.ndim ? (long long)sh.dims[sh.ndim - 1] : 0LL, q->m, q->ksub,
                             (unsigned long long)q->digest, q->dim);
     size_t rows = sh.numel / q->dim;
-    if (r.n - r.off != rows * q->m)
+    const uint8_t *codes = NULL;
+    if (bb_reader_left(&r) != rows * q->m || (rows && !bb_reader_view(&r, rows * q->m, &codes)))
         return bb_error_set(err, BB_EDECODE,
                             "%s: malformed code: %zu code bytes for %zu rows of M = %u",
-                            c->who, r.n - r.off, rows, q->m);
+                            c->who, bb_reader_left(&r), rows, q->m);
     if (!(*t = bb_value_tensor_new(BB_DT_FLOAT, sh.ndim, sh.dims)))
         return codec_oom(c, err);
     uint32_t sub = q->dim / q->m;
     float *x = bb_tensor_f32(*t);
     for (size_t i = 0; i < rows * q->m; i++) {
-        uint8_t k = r.p[r.off + i];
+        uint8_t k = codes[i];
         if (k >= q->ksub) {
             bb_value_unref(*t);
             *t = NULL;
-            r.off += i;
+            bb_reader_fail(&r, (size_t)(codes + i - r.data), BB_EPARSE, "centroid index");
             return codec_malformed(c, &r, "a centroid index beyond the codebook", err);
         }
         size_t j = i % q->m;
@@ -209,24 +214,24 @@ static int pq_decode(const codec *c, const bb_value *code, bb_value **t, bb_erro
 
 /* ---- state: u32 D (0: untrained), u32 M, u32 centroids, u64 digest, f32 books ---------- */
 
-static void pq_save(const codec *c, bbp_wbuf *w)
+static void pq_save(const codec *c, bb_writer *w)
 {
     const pq_codec *q = (const pq_codec *)c;
-    bbp_put_u32(w, q->dim);
-    bbp_put_u32(w, q->m);
-    bbp_put_u32(w, q->ksub);
-    bbp_put_u64(w, q->digest);
+    bb_writer_put_u32le(w, q->dim);
+    bb_writer_put_u32le(w, q->m);
+    bb_writer_put_u32le(w, q->ksub);
+    bb_writer_put_u64le(w, q->digest);
     if (q->dim)
-        bbp_put(w, q->codebooks, book_floats(q, q->dim) * sizeof(float));
+        bb_writer_put(w, q->codebooks, book_floats(q, q->dim) * sizeof(float));
 }
 
-static int pq_load(codec *c, bbp_rbuf *r, bb_error *err)
+static int pq_load(codec *c, bb_reader *r, bb_error *err)
 {
     pq_codec *q = (pq_codec *)c;
     uint32_t dim = 0, m = 0, ksub = 0;
     uint64_t digest = 0;
-    if (!bbp_get(r, &dim, 4) || !bbp_get(r, &m, 4) || !bbp_get(r, &ksub, 4) ||
-        !bbp_get(r, &digest, 8))
+    if (!bb_reader_u32le(r, &dim) || !bb_reader_u32le(r, &m) || !bb_reader_u32le(r, &ksub) ||
+        !bb_reader_u64le(r, &digest))
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot is truncated", c->who);
     if (m != q->m || ksub != q->ksub || (dim && (dim % m || dim > c->max_elements)))
         return bb_error_set(err, BB_EDECODE,
@@ -234,13 +239,13 @@ static int pq_load(codec *c, bbp_rbuf *r, bb_error *err)
                             "%u; this codec is configured for M %u x %u",
                             c->who, m, ksub, dim, q->m, q->ksub);
     size_t n = dim ? book_floats(q, dim) : 0;
-    if (!bbp_has(r, n, sizeof(float)))
+    if (!bb_reader_has(r, n, sizeof(float)))
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot's codebooks are truncated",
                             c->who);
     float *books = n ? malloc(n * sizeof *books) : NULL;
     if (n && !books)
         return codec_oom(c, err);
-    bbp_get(r, books, n * sizeof *books);
+    bb_reader_get(r, books, n * sizeof *books);
     if (dim && digest_of(books, n) != digest) {
         free(books);
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot's codebooks fail their digest",

@@ -20,6 +20,7 @@
  * A decoder refuses indices out of range or out of order, non-finite values
  * and any length that does not match k exactly.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,18 +109,22 @@ static int topk_encode(codec *c, const bb_value *in, bb_value **code, bb_error *
     }
     size_t k = k_for(t, n), width = n <= 65536 ? 2 : 4;
     float tau = k ? kth_largest(m, n, k) : 0;
-    codec_writer w;
+    bb_writer w;
     const bb_tensor_view *tv = &in->u.tensor;
     *code = codec_frame_begin(CODEC_FMT_TOPK, tv->ndim, tv->dims,
-                              bb_varint_len(k) + 1 + k * (width + 4), &w);
+                              bb_uvarint_size(k) + 1 + k * (width + 4), &w);
     if (!*code) {
         free(v);
         return codec_oom(c, err);
     }
-    codec_put_varint(&w, k);
-    uint8_t wb = (uint8_t)width;
-    codec_put(&w, &wb, 1);
-    uint8_t *idx = w.p + w.n, *val = idx + k * width;
+    bb_writer_put_uvarint(&w, k);
+    bb_writer_put_u8(&w, (uint8_t)width);
+    uint8_t *idx = NULL, *val = NULL; /* the entries, written in place */
+    if (k) {
+        idx = bb_writer_grow(&w, k * (width + 4));
+        val = idx + k * width;
+    }
+    assert(!w.failed && w.len == w.cap); /* sized exactly */
     size_t taken = 0, ties = 0;
     for (size_t i = 0; i < n; i++) /* entries equal to tau fill what the larger leave */
         ties += fabsf(v[i]) > tau;
@@ -145,7 +150,7 @@ static int topk_encode(codec *c, const bb_value *in, bb_value **code, bb_error *
 static int topk_decode(const codec *c, const bb_value *code, bb_value **out, bb_error *err)
 {
     codec_shape sh;
-    bbp_rbuf r;
+    bb_reader r;
     uint64_t k = 0;
     uint8_t width = 0;
     int rc = codec_frame_open(c, code, CODEC_FMT_TOPK, &sh, &r, err);
@@ -155,15 +160,16 @@ static int topk_decode(const codec *c, const bb_value *code, bb_value **out, bb_
         return rc;
     if (k > sh.numel)
         return codec_malformed(c, &r, "more entries than elements", err);
-    if (!bbp_get(&r, &width, 1) || (width != 2 && width != 4))
+    if (!bb_reader_u8(&r, &width) || (width != 2 && width != 4))
         return codec_malformed(c, &r, "index width", err);
-    if (r.n - r.off != k * (width + 4u))
+    const uint8_t *idx = NULL;
+    if (bb_reader_left(&r) != k * (width + 4u) || !bb_reader_view(&r, k * (width + 4u), &idx))
         return bb_error_set(err, BB_EDECODE,
                             "%s: malformed code: %zu bytes of entries, want %llu (%llu entries "
                             "of %u + 4 bytes)",
-                            c->who, r.n - r.off, (unsigned long long)(k * (width + 4u)),
+                            c->who, bb_reader_left(&r), (unsigned long long)(k * (width + 4u)),
                             (unsigned long long)k, width);
-    const uint8_t *idx = r.p + r.off, *val = idx + k * width;
+    const uint8_t *val = idx + k * width;
     if (!(*out = bb_value_tensor_new(BB_DT_FLOAT, sh.ndim, sh.dims)))
         return codec_oom(c, err);
     float *x = bb_tensor_f32(*out);
@@ -180,8 +186,9 @@ static int topk_decode(const codec *c, const bb_value *code, bb_value **out, bb_
         if (bad) {
             bb_value_unref(*out);
             *out = NULL;
-            r.off += (size_t)(ix >= sh.numel || (i && ix <= prev) ? i * width
-                                                                  : k * width + i * 4);
+            const uint8_t *at = ix >= sh.numel || (i && ix <= prev) ? idx + i * width
+                                                                    : val + i * 4;
+            bb_reader_fail(&r, (size_t)(at - r.data), BB_EPARSE, bad);
             return codec_malformed(c, &r, bad, err);
         }
         x[ix] = f;
@@ -192,24 +199,24 @@ static int topk_decode(const codec *c, const bb_value *code, bb_value **out, bb_
 
 /* ---- state: u64 residual elements, f32 residual[] -------------------------------------- */
 
-static void topk_save(const codec *c, bbp_wbuf *w)
+static void topk_save(const codec *c, bb_writer *w)
 {
     const topk_codec *t = (const topk_codec *)c;
-    bbp_put_u64(w, t->n_residual);
-    bbp_put(w, t->residual, t->n_residual * sizeof *t->residual);
+    bb_writer_put_u64le(w, t->n_residual);
+    bb_writer_put(w, t->residual, t->n_residual * sizeof *t->residual);
 }
 
-static int topk_load(codec *c, bbp_rbuf *r, bb_error *err)
+static int topk_load(codec *c, bb_reader *r, bb_error *err)
 {
     topk_codec *t = (topk_codec *)c;
     uint64_t n = 0;
-    if (!bbp_get(r, &n, 8) || n > c->max_elements || !bbp_has(r, n, 4) ||
+    if (!bb_reader_u64le(r, &n) || n > c->max_elements || !bb_reader_has(r, n, 4) ||
         (n && !t->error_feedback))
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot's residual is malformed", c->who);
     float *res = n ? malloc(n * sizeof *res) : NULL;
     if (n && !res)
         return codec_oom(c, err);
-    bbp_get(r, res, n * sizeof *res);
+    bb_reader_get(r, res, n * sizeof *res);
     if (codec_first_nonfinite(res, n) < n) {
         free(res);
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot's residual is not finite", c->who);
