@@ -35,7 +35,7 @@
 
 #include "bb/meta.h"
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/fnedit.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
@@ -359,7 +359,7 @@ static int edge_rules(solver *s)
                 adopt(s, n->inputs.v[BBC_SEND_DATA], rn->outputs.v[BBC_RECV_PAYLOAD]);
         }
         /* lookup_output formals not yet materialized as a Recv. */
-        const char *port = bbc_meta(n, BBC_META_PORT);
+        const char *port = bbc_meta(n, BB_META_PORT);
         const char *dest = bbc_meta(n, BB_META_DEST_CLASS);
         size_t k2 = SIZE_MAX;
         if (port && s->f == st->root)
@@ -476,11 +476,10 @@ static int by_name(const void *a, const void *b)
 static void bridging_codecs(const bbc_state *st, const char *op, const bb_type_node *from,
                             const bb_type_node *to, char *out, size_t cap)
 {
-    const bbc_type_source *ts = st->types;
     const char *names[32];
-    size_t n = 0, count = ts && ts->count ? ts->count(ts->ctx) : 0;
+    size_t n = 0, count = bb_type_source_count(st->types);
     for (size_t i = 0; i < count && n < sizeof names / sizeof *names; i++) {
-        const bb_component_type *t = ts->at(ts->ctx, i);
+        const bb_component_type *t = bb_type_source_at(st->types, i);
         const bb_op_decl *d = t && t->role == BB_ROLE_CODEC
                                   ? bb_component_type_find_op(t, BB_DOMAIN_ROLE_COMPRESSOR, op,
                                                               NULL)
@@ -568,9 +567,9 @@ int bbc_check_wire_storage(bbc_state *st)
                                 "%s (type id 0x%016llx) but the receiver's '%s' is %s (type "
                                 "id 0x%016llx); %s",
                                 s->op_type, nm(s), rn->op_type, nm(rn),
-                                bbc_meta(s, BBC_META_PORT) ? " (port '" : "",
-                                bbc_meta(s, BBC_META_PORT) ? bbc_meta(s, BBC_META_PORT) : "",
-                                bbc_meta(s, BBC_META_PORT) ? "')" : "", sv, ts->name,
+                                bbc_meta(s, BB_META_PORT) ? " (port '" : "",
+                                bbc_meta(s, BB_META_PORT) ? bbc_meta(s, BB_META_PORT) : "",
+                                bbc_meta(s, BB_META_PORT) ? "')" : "", sv, ts->name,
                                 (unsigned long long)ts->wire_hash, rv, tr->name,
                                 (unsigned long long)tr->wire_hash, hint);
             }

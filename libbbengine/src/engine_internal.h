@@ -22,7 +22,7 @@
 
 #include "bb/arena.h"
 #include "bb/engine.h"
-#include "libbbengine/src/keys.h"
+#include "bb/meta.h"
 
 #define BBE__NONE UINT32_MAX
 #define BBE__LIKELY(x) __builtin_expect(!!(x), 1)

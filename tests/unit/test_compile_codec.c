@@ -67,8 +67,8 @@ static bb_model *record(bool compress, const bb_type_node *port_type)
 /* Compiles m with codec=type_name bound; the error is left in *err. */
 static int compile(bb_model *m, const char *type_name, bbc_error *err)
 {
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, pfx_loader());
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, pfx_loader(), NULL);
     bbc_bindings b;
     bb_error be = {0};
     assert_int_equal(bbc_bindings_init(&b), BB_OK);

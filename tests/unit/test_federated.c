@@ -73,8 +73,8 @@ static bb_model *compile_example(const char *const *knobs)
     if (bb_model_load_file(out, &in, &e))
         fail_msg("load %s: %s", out, e.msg);
     unlink(out);
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, pfx_loader());
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, pfx_loader(), NULL);
     bbc_options o;
     bbc_options_init(&o);
     bbc_error err = {0};

@@ -32,6 +32,7 @@
 #include "bb/peerid.h"
 #include "bb/plugin.h"
 #include "bb/status.h"
+#include "bb/type_source.h"
 #include "bb/value.h"
 
 typedef struct bb_engine bb_engine;
@@ -115,11 +116,13 @@ void bb_engine_free(bb_engine *e);
 
 /* ---- install ------------------------------------------------------------------ */
 
-/* Where component types and per-slot configs come from (bbd fills it from
- * the plugin loader; tests register in-process types). */
+/* Where component types and per-slot configs come from: the types through
+ * the one type-source interface (bb/type_source.h: bbd's is its plugin
+ * loader, tests hand in arrays), the per-slot JSON configs through
+ * slot_config (ud is its context; may be NULL: no slot has a config). */
 typedef struct bb_engine_registry {
-    const bb_component_type *(*find_type)(void *ud, const char *type_name);
-    const char *(*slot_config)(void *ud, const char *slot); /* may be NULL */
+    bb_type_source types;
+    const char *(*slot_config)(void *ud, const char *slot);
     void *ud;
 } bb_engine_registry;
 
@@ -148,7 +151,9 @@ typedef enum bb_install_error {
 const char *bb_install_error_name(bb_install_error k);
 
 /* Install targets[0..n) of the compiled model (borrowed: the engine keeps a
- * clone). Resolution: exact function name first, then "<target>#<hash>".
+ * clone). Targets, their bootstraps and bindings are the artifact view's
+ * (bb/artifact.h): a name is a target's exact name, else the one
+ * "<name>#<hash>"; a binding value that does not parse is MalformedBinding.
  * On failure returns BB_EINSTALL (or BB_ENOMEM) with err naming the culprit
  * and bb_engine_install_error() telling the variant; nothing is installed. */
 int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *targets,

@@ -662,15 +662,6 @@ static const bb_component_type DEP = {
 
 static const bb_component_type *const TYPES[] = {&ECHO, &MODEL, &AGG, &SEL, &BACKEND, &DEP};
 
-static const bb_component_type *find_type(void *ud, const char *name)
-{
-    (void)ud;
-    for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++)
-        if (strcmp(TYPES[i]->type_name, name) == 0)
-            return TYPES[i];
-    return NULL;
-}
-
 /* Slot configs: slots named model_<d>_<n> get "<d>_<n>" (delta, samples). */
 static const char *slot_config(void *ud, const char *slot)
 {
@@ -682,9 +673,15 @@ static const char *slot_config(void *ud, const char *slot)
     return NULL;
 }
 
-static const bb_engine_registry REG = {find_type, slot_config, NULL};
+static const bb_type_array TYPE_ARRAY = {TYPES, sizeof TYPES / sizeof TYPES[0]};
 
-const bb_engine_registry *fx_registry(void) { return &REG; }
+const bb_engine_registry *fx_registry(void)
+{
+    static bb_engine_registry reg = {.slot_config = slot_config};
+    if (!reg.types.find)
+        bb_type_source_from_array(&reg.types, &TYPE_ARRAY);
+    return &reg;
+}
 
 /* ---- envelopes --------------------------------------------------------------------------------- */
 

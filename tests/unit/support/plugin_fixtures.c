@@ -164,7 +164,8 @@ bb_engine_registry pfx_registry(const pfx_slot_config *cfg, size_t n)
 {
     g_reg_ud.cfg = cfg;
     g_reg_ud.n = n;
-    bb_engine_registry r = {reg_find, reg_config, &g_reg_ud};
+    bb_engine_registry r = {.types = {.find = reg_find}, .slot_config = reg_config,
+                            .ud = &g_reg_ud};
     return r;
 }
 
