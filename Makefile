@@ -301,10 +301,12 @@ check: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@BUILD=$(B) scripts/run-tests
 
-# The demo needs the programs, the plugins and the federated recorder, not
+# The demo needs the programs, the plugins and the federated recorder (and
+# examples/cnn for DEMO_MODEL=cnn, once it exists), not
 # the test and bench binaries: a newcomer waits for a third of the build.
 demo: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/federated
+	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/federated \
+		$(if $(wildcard examples/cnn/*.c),$(B)/examples/cnn)
 	@BUILD=$(B) scripts/demo
 
 programs: $(LIBBBIR_SO) $(LIBBBIR_A) $(BINS) $(PLUGINS)

@@ -67,13 +67,15 @@ static int norm_stats(const data_table *t, const idx_list *train, data_norm norm
     return BB_OK;
 }
 
-/* Tensors [n, d] and [n] of the listed rows, normalized. */
+/* Tensors [n, sample shape] and [n] of the listed rows, normalized. */
 static int materialize(const data_source *s, const data_table *t, const idx_list *rows,
                        const double *shift, const double *scale, bb_value **x, bb_value **y,
                        bb_error *err)
 {
-    int64_t dx[2] = {(int64_t)rows->n, (int64_t)t->cols}, dy = (int64_t)rows->n;
-    *x = bb_value_tensor_new(BB_DT_FLOAT, 2, dx);
+    int64_t dx[BB_MAX_DIMS] = {(int64_t)rows->n, (int64_t)t->cols}, dy = (int64_t)rows->n;
+    if (s->sample_nd)
+        memcpy(dx + 1, s->sample_dims, s->sample_nd * sizeof *dx);
+    *x = bb_value_tensor_new(BB_DT_FLOAT, s->sample_nd ? 1 + s->sample_nd : 2, dx);
     *y = t->y ? bb_value_tensor_new(BB_DT_FLOAT, 1, &dy) : NULL;
     if (!*x || (t->y && !*y)) {
         bb_value_unref(*x);
@@ -106,43 +108,139 @@ static int class_of(const data_source *s, const data_table *t, uint32_t row, uin
     return BB_OK;
 }
 
-/* Dirichlet: per class, shares of its rows ~ Dir(alpha) over the shards. */
-static int shard_dirichlet(const data_source *s, const data_table *t, const idx_list *part,
-                           const data_options *o, bbp_rng *rng, idx_list *out, bb_error *err)
+/* Dirichlet label skew. For every class, the shares of its rows that go
+ * to the shards are drawn from Dir(alpha, ..., alpha); a class's rows,
+ * shuffled, are cut at the cumulative shares (rounded), so the shards
+ * partition the part exactly. A draw that leaves some shard with fewer than
+ * dirichlet_min_rows rows is thrown away and drawn again (as NIID-Bench and
+ * Flower's DirichletPartitioner do: small alpha leaves shards empty), a
+ * bounded number of times; the draws come before any shuffle, so the seed
+ * alone decides the outcome. */
+
+#define DIRICHLET_MAX_DRAWS 100
+#define DIRICHLET_DRAW_BUDGET (UINT64_C(1) << 26) /* gamma draws over every attempt */
+
+typedef struct class_rows {
+    uint32_t *row;          /* the part's rows grouped by class */
+    size_t *start;          /* class c: row[start[c] .. start[c + 1]) */
+    uint32_t n_classes;     /* max class id + 1 */
+} class_rows;
+
+static int group_by_class(const data_source *s, const data_table *t, const idx_list *part,
+                          class_rows *g, bb_error *err)
 {
     uint32_t *cls = malloc((part->n ? part->n : 1) * sizeof *cls);
-    uint32_t *byc = malloc((part->n ? part->n : 1) * sizeof *byc);
-    double *share = malloc((size_t)o->shard_count * sizeof *share);
-    int rc = cls && byc && share ? BB_OK : oom(s, err);
-    uint32_t max_c = 0;
+    g->row = malloc((part->n ? part->n : 1) * sizeof *g->row);
+    g->start = NULL;
+    g->n_classes = 0;
+    int rc = cls && g->row ? BB_OK : oom(s, err);
     for (size_t k = 0; !rc && k < part->n; k++) {
         rc = class_of(s, t, part->v[k], &cls[k], err);
-        max_c = !rc && cls[k] > max_c ? cls[k] : max_c;
+        g->n_classes = !rc && cls[k] >= g->n_classes ? cls[k] + 1 : g->n_classes;
     }
-    for (uint32_t c = 0; !rc && c <= max_c; c++) {
-        size_t m = 0;
+    if (!rc && !(g->start = calloc((size_t)g->n_classes + 1, sizeof *g->start)))
+        rc = oom(s, err);
+    if (!rc) { /* a counting sort keeps each class's rows in part order */
         for (size_t k = 0; k < part->n; k++)
-            if (cls[k] == c)
-                byc[m++] = part->v[k];
-        if (!m)
-            continue;
-        bbp_rng_shuffle_u32(rng, byc, m);
-        double total = 0;
-        for (int64_t i = 0; i < o->shard_count; i++)
-            total += share[i] = bbp_rng_gamma(rng, o->dirichlet_alpha);
-        double acc = 0;
-        for (int64_t i = 0; i < o->shard_count; i++) {
-            size_t lo = (size_t)llround(acc / total * (double)m);
-            acc += share[i];
-            size_t hi = i == o->shard_count - 1 ? m : (size_t)llround(acc / total * (double)m);
-            if (i == o->shard_index)
-                for (size_t k = lo; k < hi; k++)
-                    out->v[out->n++] = byc[k];
+            g->start[cls[k] + 1]++;
+        for (uint32_t c = 0; c < g->n_classes; c++)
+            g->start[c + 1] += g->start[c];
+        size_t *fill = malloc(((size_t)g->n_classes + 1) * sizeof *fill);
+        if (!fill) {
+            rc = oom(s, err);
+        } else {
+            memcpy(fill, g->start, ((size_t)g->n_classes + 1) * sizeof *fill);
+            for (size_t k = 0; k < part->n; k++)
+                g->row[fill[cls[k]]++] = part->v[k];
+            free(fill);
         }
     }
     free(cls);
-    free(byc);
+    return rc;
+}
+
+/* One draw: every shard's size in *size, this shard's cut of class c in
+ * [lo[c], hi[c]) of that class's rows. */
+static void dirichlet_draw(const class_rows *g, const data_options *o, bbp_rng *rng,
+                           double *share, size_t *size, size_t *lo, size_t *hi)
+{
+    memset(size, 0, (size_t)o->shard_count * sizeof *size);
+    for (uint32_t c = 0; c < g->n_classes; c++) {
+        size_t m = g->start[c + 1] - g->start[c];
+        lo[c] = hi[c] = 0;
+        if (!m)
+            continue;
+        double total = 0, acc = 0;
+        for (int64_t i = 0; i < o->shard_count; i++)
+            total += share[i] = bbp_rng_gamma(rng, o->dirichlet_alpha);
+        size_t prev = 0;
+        for (int64_t i = 0; i < o->shard_count; i++) {
+            acc += share[i];
+            size_t cut = i == o->shard_count - 1 ? m : (size_t)llround(acc / total * (double)m);
+            cut = cut < prev ? prev : cut > m ? m : cut;
+            size[i] += cut - prev;
+            if (i == o->shard_index) {
+                lo[c] = prev;
+                hi[c] = cut;
+            }
+            prev = cut;
+        }
+    }
+}
+
+static int shard_dirichlet(const data_source *s, const data_table *t, const idx_list *part,
+                           const data_options *o, bbp_rng *rng, idx_list *out, bb_error *err)
+{
+    class_rows g;
+    int rc = group_by_class(s, t, part, &g, err);
+    size_t k = (size_t)o->shard_count, want = (size_t)o->dirichlet_min_rows;
+    uint32_t present = 0;
+    for (uint32_t c = 0; !rc && c < g.n_classes; c++)
+        present += g.start[c + 1] > g.start[c];
+    uint64_t per_draw = (uint64_t)present * k;
+    uint64_t draws = per_draw ? DIRICHLET_DRAW_BUDGET / per_draw : DIRICHLET_MAX_DRAWS;
+    draws = draws > DIRICHLET_MAX_DRAWS ? DIRICHLET_MAX_DRAWS : draws;
+    if (!rc && (k * want > part->n || draws == 0))
+        rc = bb_error_set(err, BB_EINVAL,
+                          "%s: %zu rows of %u classes cannot give %zu shards %zu rows each "
+                          "(dirichlet_min_rows)%s",
+                          s->who, part->n, present, k, want,
+                          draws ? "" : ": too many classes x shards to draw");
+    double *share = rc ? NULL : malloc(k * sizeof *share);
+    size_t *size = rc ? NULL : malloc(k * sizeof *size);
+    size_t *lo = rc ? NULL : malloc(((size_t)g.n_classes + 1) * sizeof *lo);
+    size_t *hi = rc ? NULL : malloc(((size_t)g.n_classes + 1) * sizeof *hi);
+    if (!rc && !(share && size && lo && hi))
+        rc = oom(s, err);
+    uint64_t d = 0;
+    size_t smallest = 0;
+    for (; !rc && d < draws; d++) {
+        dirichlet_draw(&g, o, rng, share, size, lo, hi);
+        smallest = SIZE_MAX;
+        for (size_t i = 0; i < k; i++)
+            smallest = size[i] < smallest ? size[i] : smallest;
+        if (smallest >= want)
+            break;
+    }
+    if (!rc && d == draws)
+        rc = bb_error_set(err, BB_EINVAL,
+                          "%s: no Dirichlet(%g) draw of %llu gave each of %zu shards at least "
+                          "%zu rows (the last: %zu); raise dirichlet_alpha or lower "
+                          "shard_count or dirichlet_min_rows",
+                          s->who, o->dirichlet_alpha, (unsigned long long)draws, k, want,
+                          smallest);
+    for (uint32_t c = 0; !rc && c < g.n_classes; c++) {
+        uint32_t *rows = g.row + g.start[c];
+        bbp_rng_shuffle_u32(rng, rows, g.start[c + 1] - g.start[c]);
+        for (size_t j = lo[c]; j < hi[c]; j++)
+            out->v[out->n++] = rows[j];
+    }
+    free(g.row);
+    free(g.start);
     free(share);
+    free(size);
+    free(lo);
+    free(hi);
     return rc;
 }
 
@@ -230,12 +328,29 @@ static int shard(const data_source *s, const data_table *t, const idx_list *part
     return rc;
 }
 
+/* sample_shape against the table's features. */
+static int set_sample_shape(data_source *s, const data_table *t, const data_options *o,
+                            bb_error *err)
+{
+    uint64_t prod = 1;
+    for (uint32_t i = 0; i < o->sample_nd; i++)
+        prod = prod <= UINT32_MAX ? prod * (uint64_t)o->sample_dims[i] : prod;
+    if (o->sample_nd && prod != t->cols)
+        return bb_error_set(err, BB_ECONFIG,
+                            "%s: sample_shape holds %llu values per sample, the data has %zu "
+                            "features",
+                            s->who, (unsigned long long)prod, t->cols);
+    s->sample_nd = o->sample_nd;
+    memcpy(s->sample_dims, o->sample_dims, sizeof s->sample_dims);
+    return BB_OK;
+}
+
 int data_source_build(data_source *s, data_table *t, const data_options *o, bb_error *err)
 {
     size_t n = t->rows;
     idx_list all = {malloc((n ? n : 1) * sizeof(uint32_t)), n}, rows = {0};
     double *shift = NULL, *scale = NULL;
-    int rc = all.v ? BB_OK : oom(s, err);
+    int rc = all.v ? set_sample_shape(s, t, o, err) : oom(s, err);
     if (!rc && n > UINT32_MAX)
         rc = bb_error_set(err, BB_ELIMIT, "%s: %zu rows (at most %u)", s->who, n, UINT32_MAX);
     size_t n_hold = 0;
