@@ -29,7 +29,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bbd_common.bash"
 FED=$BB_BUILD/examples/federated
 use_example "$FED"
 
-record() { record_example "$FED" "$@"; } # NAME ARGS...
+record() { record_program "$FED" "$@"; } # NAME ARGS...
 
 start_server() { # NAME ONNX [JSON_EXTRA] [LISTEN]
     local name=$1 onnx=$2 extra=${3:-} listen=${4:-/ip4/127.0.0.1/tcp/0}

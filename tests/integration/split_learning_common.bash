@@ -24,7 +24,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bbd_common.bash"
 SPLIT=$BB_BUILD/examples/split_learning
 use_example "$SPLIT"
 
-sl_record() { record_example "$SPLIT" "$@"; } # NAME ARGS...
+sl_record() { record_program "$SPLIT" "$@"; } # NAME ARGS...
 
 # Has the Top done STEPS training steps, and an evaluation after them?
 sl_evaluated_after() { # NAME STEPS

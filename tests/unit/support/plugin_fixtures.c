@@ -146,6 +146,26 @@ int pfx_call(const bb_component_type *t, void *inst, bb_ctx *ctx, const char *op
     return err->code ? err->code : BB_ERUNTIME;
 }
 
+bb_model *pfx_compile(const bb_model *in, bb_error *err)
+{
+    struct bb_plugin_loader *l = pfx_loader();
+    if (!l) {
+        bb_error_set(err, BB_ENOTFOUND, "the build's plugins cannot be loaded");
+        return NULL;
+    }
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, l, NULL);
+    bbc_options o;
+    bbc_options_init(&o);
+    bbc_error e = {0};
+    bb_model *out = NULL;
+    if (bbc_compile(in, &o, NULL, &ts, NULL, 0, &out, &e)) {
+        bb_error_set(err, BB_ECOMPILE, "%s: %s", e.pass, e.msg);
+        return NULL;
+    }
+    return out;
+}
+
 /* ---- registry --------------------------------------------------------------------- */
 
 typedef struct reg_ud {

@@ -41,6 +41,10 @@ int pfx_call(const bb_component_type *t, void *inst, bb_ctx *ctx, const char *op
              const bb_node *node, bb_value *const *inputs, uint32_t n_inputs, bb_value **outputs,
              uint32_t n_outputs, bb_error *err);
 
+/* A recorded program compiled as `bbc compile` would, against the build's
+ * plugins (in is borrowed). NULL with err filled ("<pass>: <message>"). */
+bb_model *pfx_compile(const bb_model *in, bb_error *err);
+
 /* ---- engine registry: types from the plugins, configs per slot ---------------- */
 typedef struct pfx_slot_config {
     const char *slot;
