@@ -3,7 +3,8 @@
  * declared dependencies, synchronous dependency calls, the host's clock and
  * seeded randomness, the address book views (peers, peers_running,
  * peer_addresses), fresh completion handles, component timers, worker-pool
- * submission and logging. One bbe__ctx lives in each component record, so a
+ * submission, logging, and the control plane (send_fill: control.c;
+ * local_targets). One bbe__ctx lives in each component record, so a
  * component may keep the pointer it was given.
  */
 #include <stdlib.h>
@@ -231,6 +232,29 @@ static int ctx_add_peer(bb_ctx *ctx, const bb_value *peer, const bb_value *addrs
     return bb_engine_add_peer(e, &id, a, n, err);
 }
 
+static int ctx_send_fill(bb_ctx *ctx, const bb_value *peer, const char *slot, const char *op,
+                         const uint8_t *payload, size_t len, uint64_t timeout_ns, uint64_t *token,
+                         bb_error *err)
+{
+    bbe__ctx *c = (bbe__ctx *)ctx;
+    bb_peerid id = c->e->cfg.peer;
+    if (peer && !bbe__peerid_from_value(peer, &id))
+        return bb_error_set(err, BB_EINVAL, "%s: send_fill: peer is not a PeerId value",
+                            c->e->comps[c->comp].slot);
+    if (len && !payload)
+        return bb_error_set(err, BB_EINVAL, "%s: send_fill: %zu bytes at NULL",
+                            c->e->comps[c->comp].slot, len);
+    return bbe__control_send(c->e, c->comp, &id, slot, op, payload, len, timeout_ns, token, err);
+}
+
+static size_t ctx_local_targets(bb_ctx *ctx, const char **out, size_t cap)
+{
+    bb_engine *e = ((bbe__ctx *)ctx)->e;
+    for (size_t i = 0; out && i < e->n_targets && i < cap; i++)
+        out[i] = e->targets[i].name;
+    return e->n_targets;
+}
+
 const bb_ctx_api bbe__ctx_api = {
     .struct_size = sizeof(bb_ctx_api),
     .dependency = ctx_dependency,
@@ -247,6 +271,8 @@ const bb_ctx_api bbe__ctx_api = {
     .log = ctx_log,
     .slot = ctx_slot,
     .add_peer = ctx_add_peer,
+    .send_fill = ctx_send_fill,
+    .local_targets = ctx_local_targets,
 };
 
 void bbe__ctx_init(bb_engine *e, uint32_t comp)

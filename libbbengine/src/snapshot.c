@@ -336,14 +336,16 @@ int bb_engine_snapshot(bb_engine *e, uint8_t **out, size_t *out_len, bb_error *e
                 w_u(&w, fidx(&fm, h->x));
             }
         }
-    /* timers (handle deadlines die with their handles) */
+    /* timers (handle deadlines die with their handles, control-plane
+     * request deadlines with the requests, which are not kept) */
     size_t nt = 0;
     for (size_t i = 0; i < e->timers.n; i++)
-        nt += e->timers.v[i].kind != BBE__T_HANDLE_DEADLINE;
+        nt += e->timers.v[i].kind != BBE__T_HANDLE_DEADLINE &&
+              e->timers.v[i].kind != BBE__T_CTL_DEADLINE;
     w_u(&w, nt);
     for (size_t i = 0; i < e->timers.n; i++) {
         const bbe__timer *t = &e->timers.v[i];
-        if (t->kind == BBE__T_HANDLE_DEADLINE)
+        if (t->kind == BBE__T_HANDLE_DEADLINE || t->kind == BBE__T_CTL_DEADLINE)
             continue;
         w_u(&w, t->at);
         w_u(&w, t->seq);
@@ -601,6 +603,7 @@ static void reset_transient(bb_engine *e)
     bbe__ingress_free(e);
     bbe__timers_free(e);
     bbe__wire_free(e);
+    bbe__control_free(e);
     bbe__exec_free_all(e);
     bbe__boot_free(e);
     for (uint32_t i = 0; i < e->boot.n_mods; i++)

@@ -53,6 +53,8 @@ static bool timer_live(const bb_engine *e, const bbe__timer *t)
 {
     if (t->kind == BBE__T_BATCH_DEADLINE)
         return bbe__batch_pending(e, t->b);
+    if (t->kind == BBE__T_CTL_DEADLINE)
+        return bbe__control_pending(e, t->b);
     if (t->kind == BBE__T_HANDLE_DEADLINE) {
         const bbe__handle *h = t->p;
         return h->gen == t->a && h->attached;
@@ -147,6 +149,9 @@ static void fire(bb_engine *e, const bbe__timer *t)
     }
     case BBE__T_BATCH_DEADLINE:
         bbe__batch_deadline(e, t->b);
+        break;
+    case BBE__T_CTL_DEADLINE:
+        bbe__control_deadline(e, t->b);
         break;
     }
 }

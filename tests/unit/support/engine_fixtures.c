@@ -218,6 +218,8 @@ static void echo_destroy(void *inst)
     for (int i = 0; i < s->n_waits; i++)
         bb_value_unref(s->wait_in[i]);
     bb_value_unref(s->last_control);
+    for (int i = 0; i < s->n_answers; i++)
+        bb_value_unref(s->answer[i]);
     for (int i = 0; i < g_n_echo; i++)
         if (g_echo[i] == s)
             g_echo[i] = g_echo[--g_n_echo];
@@ -354,6 +356,18 @@ static bb_dispatch_result echo_bootstrap(void *inst, bb_ctx *ctx, bb_completion 
     return BB_DISPATCH_NOW_OK;
 }
 
+static void echo_on_answer(void *inst, bb_ctx *ctx, uint64_t token, int status,
+                           const uint8_t *payload, size_t len)
+{
+    (void)ctx;
+    fx_echo *s = inst;
+    if (s->n_answers == 16)
+        return;
+    s->answer_token[s->n_answers] = token;
+    s->answer_status[s->n_answers] = status;
+    s->answer[s->n_answers++] = bb_value_bytes(&BB_TYPE_BYTES, payload, len);
+}
+
 static int echo_snapshot(void *inst, uint8_t **out, size_t *len, bb_error *err)
 {
     (void)err;
@@ -389,6 +403,7 @@ static const bb_component_type ECHO = {
     .on_timer = echo_on_timer,
     .snapshot = echo_snapshot,
     .restore = echo_restore,
+    .on_answer = echo_on_answer,
 };
 
 /* test::Model */

@@ -56,7 +56,8 @@ bb_function *fx_chain(bb_model *m, const char *name, uint32_t n);
  *              Work(U64 n)->U64 2n (LATER, computed through ctx->submit_work),
  *              Peers(x)->PeerIdVec (ctx->peers), Addrs(PeerId)->AddressVec
  *              (ctx->peer_addresses), Bootstrap (NOW, or LATER for slots named
- *              "later*"); snapshot/restore of a counter.
+ *              "later*"); snapshot/restore of a counter; on_answer records
+ *              the outcomes of control-plane requests (answer_*).
  * test::Model  (Model, domain ai.bytesandbrains.role.model) Params(t)->f32[4],
  *              LoadParameters(p)->CommandId, Train(t)->f32[4] (params + delta,
  *              delta = config number, default 1), NumSamples(t)->U64 (config).
@@ -86,6 +87,11 @@ typedef struct fx_echo {
     bb_completion *boot_pending;
     const char *slot;
     bb_ctx *ctx;
+    /* on_answer: the outcomes of control-plane requests it sent */
+    uint64_t answer_token[16];
+    int answer_status[16];
+    bb_value *answer[16]; /* Bytes: the answer or the failure's message */
+    int n_answers;
 } fx_echo;
 fx_echo *fx_echo_at(int i);
 /* The live test::Echo instance created for slot (NULL if none). */
