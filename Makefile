@@ -13,6 +13,15 @@
 #                   target baseline x86-64, so installed plugins run on any
 #                   x86-64 machine. ARCH_FLAGS=... sets the flags outright.
 #
+# Engine invariants (BBE__ASSERT: ring bounds, reference counts, site and op
+# indexes; libbbengine/src/engine_internal.h) are compiled in by -DBBE_CHECKED.
+# The engine is built twice into the same build dir: checked objects
+# (obj-checked/ -> lib/libbbengine-checked.a) for the unit tests, which are
+# compiled checked too, and release objects for the programs, the libraries
+# and the benches, where the checks compile to nothing. So make check, make
+# demo and make bench share build/ without rebuilding each other's objects.
+# SAN=1 checks the release engine as well (bbd under the sanitizers asserts).
+#
 # Sources are found by wildcard, so adding a file needs no Makefile edit:
 #   libbbir/src/*.c          -> lib/libbbir.so, lib/libbbir.a
 #   libbbengine/src/*.c      -> lib/libbbengine.so, lib/libbbengine.a
@@ -93,6 +102,7 @@ LIBBBIR_SRC = $(wildcard libbbir/src/*.c)
 LIBBBIR_O   = $(patsubst %.c,$(B)/obj/%.o,$(LIBBBIR_SRC)) $(GEN_O)
 ENGINE_SRC  = $(wildcard libbbengine/src/*.c)
 ENGINE_O    = $(patsubst %.c,$(B)/obj/%.o,$(ENGINE_SRC))
+ENGINE_CHECKED_O = $(patsubst %.c,$(B)/obj-checked/%.o,$(ENGINE_SRC))
 BBC_SRC     = $(filter-out bbc/main.c,$(wildcard bbc/*.c))
 BBC_O       = $(patsubst %.c,$(B)/obj/%.o,$(BBC_SRC))
 HOST_SRC    = $(wildcard bbd/host/*.c)
@@ -102,6 +112,7 @@ BBCTL_SRC   = $(wildcard bbctl/*.c)
 LIBBBIR_SO  = $(B)/lib/libbbir.so
 LIBBBIR_A   = $(B)/lib/libbbir.a
 LIBENGINE_A = $(B)/lib/libbbengine.a
+LIBENGINE_CHECKED_A = $(B)/lib/libbbengine-checked.a
 LIBENGINE_SO = $(B)/lib/libbbengine.so
 LIBBBC_A    = $(B)/lib/libbbc.a
 LIBHOST_A   = $(B)/lib/libbbdhost.a
@@ -162,6 +173,23 @@ $(B)/obj/%.o: %.c | $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS_EXTRA) -c $< -o $@
 
+# the engine: release objects (checked under SAN=1) and checked ones (tests)
+CHECK_CFLAGS = -DBBE_CHECKED
+ifeq ($(SAN),1)
+ENGINE_CFLAGS = $(CHECK_CFLAGS)
+endif
+$(B)/obj/libbbengine/%.o: libbbengine/%.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(ENGINE_CFLAGS) $(CFLAGS_EXTRA) -c $< -o $@
+
+$(B)/obj-checked/libbbengine/%.o: libbbengine/%.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) $(CFLAGS_EXTRA) -c $< -o $@
+
+$(B)/obj/tests/unit/%.o: tests/unit/%.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CHECK_CFLAGS) $(CFLAGS_EXTRA) -c $< -o $@
+
 $(B)/obj/gen/%.o: $(B)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_GEN) -c $< -o $@
@@ -176,6 +204,10 @@ $(LIBBBIR_A): $(LIBBBIR_O)
 	rm -f $@; ar rcs $@ $^
 
 $(LIBENGINE_A): $(ENGINE_O)
+	@mkdir -p $(dir $@)
+	rm -f $@; ar rcs $@ $^
+
+$(LIBENGINE_CHECKED_A): $(ENGINE_CHECKED_O)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
 
@@ -244,9 +276,9 @@ $(B)/obj/tests/plugins/%.o: tests/plugins/%.c | $(GEN_H)
 		-c $< -o $@
 
 # ---- tests, examples, benchmarks -------------------------------------------
-TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
+TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
 
-$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(TEST_SUPPORT_O) $(TEST_LINK)
 
@@ -311,4 +343,4 @@ install: all
 clean:
 	rm -rf build build-san build-native $(EXAMPLE_ONNX)
 
--include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/obj-checked -name '*.d' 2>/dev/null)

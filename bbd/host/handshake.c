@@ -8,9 +8,8 @@
 
 #include <string.h>
 
-/* libbbir's varint codec: minimal encodings only, never reads past the
- * buffer. */
-#include "bb/uvarint.h"
+/* libbbir's bounded reader and fixed writer; varints minimal only. */
+#include "bb/bytes.h"
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 enum { F_PEER_ID = 1, F_LISTEN = 2, F_TARGETS = 3, F_VERSION = 4 };
@@ -25,70 +24,61 @@ static bool target_name_ok(const char *s, size_t n)
     return true;
 }
 
-/* Read one varint at *pos; BB_OK or an error naming what and where. */
-static int read_varint(const uint8_t *p, size_t n, size_t *pos, const char *what,
-                       uint64_t *v, bb_error *err)
+/* Read one varint; BB_OK or an error naming what and where. */
+static int read_varint(bb_reader *r, const char *what, uint64_t *v, bb_error *err)
 {
-    size_t used;
-    bb_uvarint_rc rc = bb_uvarint_decode(p + *pos, n - *pos, BB_UVARINT_MAX_U64, v, &used);
-    if (rc == BB_UVARINT_TRUNC)
-        return bb_error_set(err, BB_ETRUNC, "handshake: %s truncated at byte %zu", what, *pos);
-    if (rc != BB_UVARINT_OK)
-        return bb_error_set(err, BB_EPARSE, "handshake: %s at byte %zu: %s", what, *pos,
-                            bb_uvarint_rc_str(rc));
-    *pos += used;
-    return BB_OK;
+    if (bb_reader_uvarint_minimal(r, v))
+        return BB_OK;
+    if (r->status == BB_ETRUNC)
+        return bb_error_set(err, BB_ETRUNC, "handshake: %s truncated at byte %zu", what,
+                            r->fail_at);
+    return bb_error_set(err, BB_EPARSE, "handshake: %s at byte %zu: %s", what, r->fail_at,
+                        r->why);
 }
 
-/* Read a length-delimited value at *pos into a view. */
-static int read_bytes(const uint8_t *p, size_t n, size_t *pos, const char *what,
-                      const uint8_t **data, size_t *len, bb_error *err)
+/* Read a length-delimited value into a view. */
+static int read_bytes(bb_reader *r, const char *what, const uint8_t **data, size_t *len,
+                      bb_error *err)
 {
     uint64_t l;
-    size_t start = *pos;
+    size_t start = r->pos;
     *data = NULL; /* set on every path: the compiler cannot see bb_error_set() is never BB_OK */
     *len = 0;
-    int rc = read_varint(p, n, pos, what, &l, err);
+    int rc = read_varint(r, what, &l, err);
     if (rc)
         return rc;
-    if (l > n - *pos)
+    if (l > bb_reader_left(r))
         return bb_error_set(err, BB_ETRUNC,
                             "handshake: %s at byte %zu claims %llu bytes, %zu remain", what,
-                            start, (unsigned long long)l, n - *pos);
-    *data = p + *pos;
+                            start, (unsigned long long)l, bb_reader_left(r));
     *len = (size_t)l;
-    *pos += (size_t)l;
+    bb_reader_view(r, *len, data);
     return BB_OK;
 }
 
-static int skip_field(const uint8_t *p, size_t n, size_t *pos, unsigned wire_type,
-                      uint64_t field, bb_error *err)
+static int skip_field(bb_reader *r, unsigned wire_type, uint64_t field, bb_error *err)
 {
     uint64_t v;
     const uint8_t *d;
-    size_t l;
+    size_t l, at = r->pos;
     switch (wire_type) {
-    case WT_VARINT: return read_varint(p, n, pos, "unknown varint field", &v, err);
-    case WT_LEN: return read_bytes(p, n, pos, "unknown bytes field", &d, &l, err);
+    case WT_VARINT: return read_varint(r, "unknown varint field", &v, err);
+    case WT_LEN: return read_bytes(r, "unknown bytes field", &d, &l, err);
     case WT_I64:
-    case WT_I32: {
-        size_t w = wire_type == WT_I64 ? 8 : 4;
-        if (n - *pos < w)
+    case WT_I32:
+        if (!bb_reader_view(r, wire_type == WT_I64 ? 8 : 4, &d))
             return bb_error_set(err, BB_ETRUNC, "handshake: field %llu truncated at byte %zu",
-                                (unsigned long long)field, *pos);
-        *pos += w;
+                                (unsigned long long)field, at);
         return BB_OK;
-    }
     default:
         return bb_error_set(err, BB_EPARSE,
                             "handshake: field %llu has unsupported wire type %u at byte %zu",
-                            (unsigned long long)field, wire_type, *pos);
+                            (unsigned long long)field, wire_type, at);
     }
 }
 
-static int decode_field(const uint8_t *p, size_t n, size_t *pos, uint64_t field,
-                        unsigned wt, size_t at, bool *have_peer, bbd_handshake *out,
-                        bb_error *err)
+static int decode_field(bb_reader *r, uint64_t field, unsigned wt, size_t at, bool *have_peer,
+                        bbd_handshake *out, bb_error *err)
 {
     static const unsigned want_wt[] = {0, WT_LEN, WT_LEN, WT_LEN, WT_VARINT};
     if (wt != want_wt[field])
@@ -103,14 +93,14 @@ static int decode_field(const uint8_t *p, size_t n, size_t *pos, uint64_t field,
     case F_PEER_ID:
         if (*have_peer)
             return bb_error_set(err, BB_EPARSE, "handshake: peer_id repeated at byte %zu", at);
-        if ((rc = read_bytes(p, n, pos, "peer_id", &d, &l, err)))
+        if ((rc = read_bytes(r, "peer_id", &d, &l, err)))
             return rc;
         if ((rc = bb_peerid_from_bytes(d, l, &out->peer, err)))
             return bb_error_prefix(err, "handshake: peer_id at byte %zu", at);
         *have_peer = true;
         return BB_OK;
     case F_LISTEN:
-        if ((rc = read_bytes(p, n, pos, "listen_addresses", &d, &l, err)))
+        if ((rc = read_bytes(r, "listen_addresses", &d, &l, err)))
             return rc;
         if (out->n_addrs == BBD_HANDSHAKE_MAX_ADDRS)
             return bb_error_set(err, BB_ELIMIT,
@@ -122,7 +112,7 @@ static int decode_field(const uint8_t *p, size_t n, size_t *pos, uint64_t field,
         out->addrs[out->n_addrs++] = (bb_multiaddr_ref){d, l};
         return BB_OK;
     case F_TARGETS:
-        if ((rc = read_bytes(p, n, pos, "targets", &d, &l, err)))
+        if ((rc = read_bytes(r, "targets", &d, &l, err)))
             return rc;
         if (out->n_targets == BBD_HANDSHAKE_MAX_TARGETS)
             return bb_error_set(err, BB_ELIMIT, "handshake: more than %d targets (byte %zu)",
@@ -135,7 +125,7 @@ static int decode_field(const uint8_t *p, size_t n, size_t *pos, uint64_t field,
         out->targets[out->n_targets++] = (bbd_handshake_target){(const char *)d, l};
         return BB_OK;
     default: /* F_VERSION */
-        if ((rc = read_varint(p, n, pos, "version", &v, err)))
+        if ((rc = read_varint(r, "version", &v, err)))
             return rc;
         if (v > UINT32_MAX)
             return bb_error_set(err, BB_EPARSE, "handshake: version at byte %zu over 32 bits",
@@ -152,11 +142,12 @@ int bbd_handshake_decode(const uint8_t *p, size_t n, bbd_handshake *out, bb_erro
         return bb_error_set(err, BB_ELIMIT, "handshake: %zu bytes, over the cap of %d", n,
                             BBD_HANDSHAKE_MAX_BYTES);
     bool have_peer = false;
-    size_t pos = 0;
-    while (pos < n) {
-        size_t at = pos;
+    bb_reader r;
+    bb_reader_init(&r, p, n);
+    while (bb_reader_left(&r)) {
+        size_t at = r.pos;
         uint64_t tag;
-        int rc = read_varint(p, n, &pos, "field tag", &tag, err);
+        int rc = read_varint(&r, "field tag", &tag, err);
         if (rc)
             return rc;
         uint64_t field = tag >> 3;
@@ -164,9 +155,9 @@ int bbd_handshake_decode(const uint8_t *p, size_t n, bbd_handshake *out, bb_erro
         if (field == 0)
             return bb_error_set(err, BB_EPARSE, "handshake: field number 0 at byte %zu", at);
         if (field <= F_VERSION)
-            rc = decode_field(p, n, &pos, field, wt, at, &have_peer, out, err);
+            rc = decode_field(&r, field, wt, at, &have_peer, out, err);
         else
-            rc = skip_field(p, n, &pos, wt, field, err);
+            rc = skip_field(&r, wt, field, err);
         if (rc)
             return rc;
     }
@@ -181,31 +172,10 @@ int bbd_handshake_decode(const uint8_t *p, size_t n, bbd_handshake *out, bb_erro
 
 /* ---- encode ---------------------------------------------------------------------- */
 
-typedef struct wr {
-    uint8_t *p;
-    size_t cap, len;
-    bool full;
-} wr;
-
-static void put_varint(wr *w, uint64_t v)
+static void put_bytes(bb_writer *w, unsigned field, const void *d, size_t n)
 {
-    if (w->cap - w->len < bb_uvarint_size(v)) {
-        w->full = true;
-        return;
-    }
-    w->len += bb_uvarint_encode(v, w->p + w->len);
-}
-
-static void put_bytes(wr *w, unsigned field, const void *d, size_t n)
-{
-    put_varint(w, (uint64_t)field << 3 | WT_LEN);
-    put_varint(w, n);
-    if (w->full || w->cap - w->len < n) {
-        w->full = true;
-        return;
-    }
-    memcpy(w->p + w->len, d, n);
-    w->len += n;
+    bb_writer_put_uvarint(w, (uint64_t)field << 3 | WT_LEN);
+    bb_writer_put_delimited(w, d, n);
 }
 
 int bbd_handshake_encode(const bbd_handshake *h, uint8_t *out, size_t cap, size_t *out_len,
@@ -229,17 +199,18 @@ int bbd_handshake_encode(const bbd_handshake *h, uint8_t *out, size_t cap, size_
                                 i, BBD_HANDSHAKE_TARGET_MAX);
     if (cap > BBD_HANDSHAKE_MAX_BYTES)
         cap = BBD_HANDSHAKE_MAX_BYTES; /* never write what a peer would refuse */
-    wr w = {out, cap, 0, false};
+    bb_writer w;
+    bb_writer_init_fixed(&w, out, cap);
     put_bytes(&w, F_PEER_ID, h->peer.bytes, h->peer.len);
     for (size_t i = 0; i < h->n_addrs; i++)
         put_bytes(&w, F_LISTEN, h->addrs[i].data, h->addrs[i].len);
     for (size_t i = 0; i < h->n_targets; i++)
         put_bytes(&w, F_TARGETS, h->targets[i].name, h->targets[i].len);
     if (h->version) {
-        put_varint(&w, (uint64_t)F_VERSION << 3 | WT_VARINT);
-        put_varint(&w, h->version);
+        bb_writer_put_uvarint(&w, (uint64_t)F_VERSION << 3 | WT_VARINT);
+        bb_writer_put_uvarint(&w, h->version);
     }
-    if (w.full)
+    if (w.failed)
         return bb_error_set(err, BB_EFULL, "handshake: does not fit in %zu bytes", cap);
     *out_len = w.len;
     return BB_OK;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libbbengine/src/snapshot.h"
 #include "libbbengine/src/syscalls.h"
 
 static bool touch_overlap(const bb_engine *e, const uint64_t *a, const uint64_t *b)
@@ -493,6 +494,135 @@ int bb_engine_run_bootstrap(bb_engine *e, const bb_bootstrap_target *t, bb_error
     if (rc) {
         bbe__ingress_ev_free(e, ev);
         return bb_error_set(err, rc, "run_bootstrap: ingress full");
+    }
+    return BB_OK;
+}
+
+/* ---- snapshot section "bootstrap" --------------------------------------------------------------
+ * The ALL walk (armed, next module, Pulse fired), each module bootstrap's
+ * done flag (their number checked against the install's), the in-flight
+ * slots (used, component or module, index, live frames, failed and why)
+ * and the staged requests (kind, index, input values). A component
+ * bootstrap in flight cannot keep its completion handle: it is staged
+ * again. Restored after the executions, whose bootstrap tags must name a
+ * module bootstrap in flight. */
+
+#define MAX_INFLIGHT 4096 /* bootstrap slots (frames carry a tag <= this) */
+
+void bbe__snap_put_boot_req(bbe__snap_out *o, const bbe__boot_req *q)
+{
+    bbe__snap_put_u(o, (uint64_t)q->kind);
+    bbe__snap_put_u(o, q->idx);
+    bbe__snap_put_in_values(o, q->in, q->n);
+}
+
+/* A staged request: kind, index, then its inputs for the bootstrap's graph.
+ * false (the section failed) when it names no bootstrap of the install. */
+bool bbe__snap_read_boot_req(bb_engine *e, bbe__snap_in *in, bbe__boot_req *q)
+{
+    size_t at = in->r.pos;
+    q->kind = (int)bbe__snap_max(in, BB_BOOTSTRAP_SLOTS, "a bootstrap kind out of range");
+    q->idx = (uint32_t)bbe__snap_max(in, UINT32_MAX, "a bootstrap index over 32 bits");
+    if (in->r.failed)
+        return false;
+    if (q->kind < BB_BOOTSTRAP_MODULE_NAMES ||
+        (q->kind == BB_BOOTSTRAP_SLOTS ? q->idx >= e->n_comps : q->idx >= e->boot.n_mods)) {
+        bbe__snap_fail(in, at, "a bootstrap request for no bootstrap of this install");
+        return false;
+    }
+    uint32_t g = q->kind == BB_BOOTSTRAP_SLOTS ? 0 : e->boot.mods[q->idx].graph;
+    q->in = bbe__snap_in_values(e, in, g, &q->n);
+    return !in->r.failed;
+}
+
+int bbe__snap_write_bootstrap(bb_engine *e, bbe__snap_out *o, bb_error *err)
+{
+    (void)err;
+    bbe__snap_put_u(o, e->boot.all_armed);
+    bbe__snap_put_u(o, e->boot.next_idx);
+    bbe__snap_put_u(o, e->boot.pulses_fired);
+    bbe__snap_put_u(o, e->boot.n_mods);
+    for (uint32_t i = 0; i < e->boot.n_mods; i++)
+        bbe__snap_put_u(o, e->boot.mods[i].done);
+    bbe__snap_put_u(o, e->boot.inflight.n);
+    for (size_t i = 0; i < e->boot.inflight.n; i++) {
+        const bbe__inflight *f = &e->boot.inflight.v[i];
+        bbe__snap_put_u(o, f->used);
+        bbe__snap_put_u(o, f->component);
+        bbe__snap_put_u(o, f->idx);
+        bbe__snap_put_u(o, f->live);
+        bbe__snap_put_u(o, f->failed);
+        bb_writer_put_str(&o->w, f->failed ? f->why : "");
+    }
+    bbe__snap_put_u(o, e->boot.waiting.n);
+    for (size_t i = 0; i < e->boot.waiting.n; i++)
+        bbe__snap_put_boot_req(o, &e->boot.waiting.v[i]);
+    return BB_OK;
+}
+
+/* One in-flight slot. */
+static void read_inflight(bb_engine *e, bbe__snap_in *in)
+{
+    size_t at = in->r.pos, wl;
+    bbe__inflight f = {0};
+    f.used = bbe__snap_flag(in);
+    f.component = bbe__snap_flag(in);
+    f.idx = (uint32_t)bbe__snap_max(in, UINT32_MAX, "a bootstrap index over 32 bits");
+    f.live = (uint32_t)bbe__snap_max(in, UINT32_MAX, "a frame count over 32 bits");
+    f.failed = bbe__snap_flag(in);
+    const uint8_t *why = bbe__snap_bytes(in, &wl);
+    if (in->r.failed)
+        return;
+    snprintf(f.why, sizeof f.why, "%.*s", (int)(wl < sizeof f.why ? wl : sizeof f.why - 1),
+             (const char *)why);
+    if (f.used && (f.component ? f.idx >= e->n_comps : f.idx >= e->boot.n_mods)) {
+        bbe__snap_fail(in, at, "a bootstrap in flight that is not of this install");
+        return;
+    }
+    if (f.used && f.component) {
+        /* its completion handle is gone: stage it again */
+        bbe__boot_req q = {.kind = BB_BOOTSTRAP_SLOTS, .idx = f.idx};
+        if (BBE__ARR_PUSH(&e->boot.waiting, q))
+            bbe__snap_nomem(in);
+        f.used = false;
+    } else if (f.used) {
+        f.touch = e->graphs[e->boot.mods[f.idx].graph].touch;
+        e->boot.n_inflight++;
+    }
+    if (BBE__ARR_PUSH(&e->boot.inflight, f))
+        bbe__snap_nomem(in);
+}
+
+int bbe__snap_read_bootstrap(bb_engine *e, bbe__snap_in *in, bb_error *err)
+{
+    (void)err;
+    e->boot.all_armed = bbe__snap_flag(in);
+    e->boot.next_idx = (uint32_t)bbe__snap_max(in, e->boot.n_mods, "a next module past the last");
+    e->boot.pulses_fired = bbe__snap_flag(in);
+    bbe__snap_expect(in, e->boot.n_mods, "a module bootstrap count that is not this install's");
+    for (uint32_t i = 0; i < e->boot.n_mods && !in->r.failed; i++)
+        e->boot.mods[i].done = bbe__snap_flag(in);
+    size_t at = in->r.pos;
+    size_t n = bbe__snap_count(in, MAX_INFLIGHT, "too many bootstraps in flight");
+    for (size_t i = 0; i < n && !in->r.failed; i++)
+        read_inflight(e, in);
+    for (size_t i = 0; i < in->n_frames && !in->r.failed; i++) {
+        uint32_t tag = in->frames[i]->boot;
+        if (tag && (tag > e->boot.inflight.n || !e->boot.inflight.v[tag - 1].used ||
+                    e->boot.inflight.v[tag - 1].component))
+            bbe__snap_fail(in, at, "an execution tagged with no module bootstrap in flight");
+    }
+    n = bbe__snap_count(in, BBE__SNAP_MAX_COUNT, "too many staged bootstraps");
+    for (size_t i = 0; i < n && !in->r.failed; i++) {
+        bbe__boot_req q = {0};
+        if (!bbe__snap_read_boot_req(e, in, &q)) {
+            free(q.in);
+            break;
+        }
+        if (BBE__ARR_PUSH(&e->boot.waiting, q)) {
+            free(q.in);
+            bbe__snap_nomem(in);
+        }
     }
     return BB_OK;
 }

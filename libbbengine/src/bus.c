@@ -5,6 +5,7 @@
  * whose output site holds the EventKind, exactly like a wire fill lands.
  * Events nobody subscribed to are not even queued.
  */
+#include "libbbengine/src/snapshot.h"
 #include "libbbengine/src/syscalls.h"
 
 void bbe__bus_publish(bb_engine *e, uint64_t kind)
@@ -12,6 +13,7 @@ void bbe__bus_publish(bb_engine *e, uint64_t kind)
     if (kind >= 64 || !(e->bus_subscribed & (1ULL << kind)))
         return;
     size_t cap = e->caps.bus_capacity;
+    BBE__ASSERT(cap > 0 && e->bus_n <= cap && e->bus_head < cap);
     if (e->bus_n == cap) {
         e->bus_head = (e->bus_head + 1) % cap;
         e->bus_n--;
@@ -39,4 +41,25 @@ void bbe__route_bus(bb_engine *e)
                 bbe__fire_op_output(e, opi, v, 0);
         }
     }
+}
+
+/* ---- snapshot section "bus": the queued event kinds, oldest first (at
+ * most bus_capacity of them). */
+
+int bbe__snap_write_bus(bb_engine *e, bbe__snap_out *o, bb_error *err)
+{
+    (void)err;
+    bbe__snap_put_u(o, e->bus_n);
+    for (size_t i = 0; i < e->bus_n; i++)
+        bbe__snap_put_u(o, e->bus[(e->bus_head + i) % e->caps.bus_capacity].kind);
+    return BB_OK;
+}
+
+int bbe__snap_read_bus(bb_engine *e, bbe__snap_in *in, bb_error *err)
+{
+    (void)err;
+    size_t n = bbe__snap_count(in, e->caps.bus_capacity, "more events than the bus holds");
+    for (size_t i = 0; i < n && !in->r.failed; i++)
+        e->bus[e->bus_n++].kind = bbe__snap_u(in);
+    return BB_OK;
 }

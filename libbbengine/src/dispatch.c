@@ -57,6 +57,7 @@ static void resume(bb_engine *e, uint32_t opi, bbe__exec *x, bb_value **outs, ui
             bbe__budget_release(e, c);
         }
     }
+    BBE__ASSERT(e->pending_async > 0);
     e->pending_async--;
     bbe__exec_unref(e, x);
 }
@@ -75,6 +76,7 @@ void bbe__park_resume_charged(bb_engine *e, uint32_t opi, bbe__exec *x, bb_value
 void bbe__park_fail(bb_engine *e, uint32_t opi, bbe__exec *x, const char *msg)
 {
     bbe__op_failed(e, opi, x, msg);
+    BBE__ASSERT(e->pending_async > 0);
     e->pending_async--;
     bbe__exec_unref(e, x);
 }
@@ -197,8 +199,10 @@ static inline __attribute__((always_inline)) int run_op(bb_engine *e, uint32_t o
     /* out[] is all NULL between ops: each run hands on or drops what its
      * op wrote and clears the entry as it goes */
     bb_value **in = e->in_buf, **out = e->out_buf;
+    BBE__ASSERT(op->graph == x->g->index && op->n_in <= e->max_in && op->n_out <= e->max_out);
     for (uint32_t i = 0; i < op->n_in; i++) {
         uint32_t s = op->in[i];
+        BBE__ASSERT(s == BBE__NONE || s < x->g->n_sites);
         in[i] = s == BBE__NONE ? NULL : x->slots[s].v;
     }
     int r;
@@ -230,7 +234,7 @@ static inline __attribute__((always_inline)) int run_op(bb_engine *e, uint32_t o
                 continue;
             out[j] = NULL;
             if (op->out[j] != BBE__NONE)
-                bbe__write_inline(e, x, op->out[j], v, 0);
+                bbe__write_inline(e, x, op->out[j], v, 0); /* asserts the site */
             else
                 bb_value_unref(v);
         }
@@ -288,9 +292,11 @@ void bbe__drain_frontier(bb_engine *e)
             }
             return;
         }
+        BBE__ASSERT(e->fr_head < e->fr_cap && e->fr_n <= e->fr_cap);
         struct bbe__fentry f = e->fr[e->fr_head];
         e->fr_head = (e->fr_head + 1) & (e->fr_cap - 1);
         e->fr_n--;
+        BBE__ASSERT(f.x->refs > 0); /* the entry holds one */
         if (BBE__UNLIKELY(e->boot.n_inflight) && bbe__op_locked(e, f.op, f.x)) {
             if (BBE__ARR_PUSH(&e->parked, f)) {
                 bbe__op_failed(e, f.op, f.x, "out of memory parking an op");

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "libbbengine/src/engine_internal.h"
+#include "libbbengine/src/snapshot.h"
 
 #define MIB ((size_t)1 << 20)
 #define KIB ((size_t)1 << 10)
@@ -415,4 +416,55 @@ const char *bb_install_error_name(bb_install_error k)
     case BB_INSTALL_ALREADY_INSTALLED: return "AlreadyInstalled";
     }
     return "?";
+}
+
+void bbe__assert_fail(const char *file, int line, const char *cond)
+{
+    fprintf(stderr, "%s:%d: engine invariant failed: %s\n", file, line, cond);
+    abort();
+}
+
+/* ---- snapshot section "engine" -------------------------------------------------------------
+ * the install fingerprint (checked first: a snapshot of another install is
+ * refused before anything is read), incarnation, the ExecId counter, rng,
+ * clock, last sent_at stamp, cycle number, then the counters (a count and
+ * the values in BBE__C_* order; see snapshot.c for why a longer or shorter
+ * list is accepted). */
+
+int bbe__snap_write_engine(bb_engine *e, bbe__snap_out *o, bb_error *err)
+{
+    (void)err;
+    bbe__snap_put_u(o, e->fingerprint);
+    bbe__snap_put_u(o, e->incarnation);
+    bbe__snap_put_u(o, atomic_load(&e->next_exec));
+    bbe__snap_put_u(o, e->rng);
+    bbe__snap_put_u(o, e->now_ns);
+    bbe__snap_put_u(o, e->last_sent_at);
+    bbe__snap_put_u(o, e->cycle_seq);
+    bbe__snap_put_u(o, BBE__C_COUNT);
+    for (int i = 0; i < BBE__C_COUNT; i++)
+        bbe__snap_put_u(o, e->c[i]);
+    return BB_OK;
+}
+
+int bbe__snap_read_engine(bb_engine *e, bbe__snap_in *in, bb_error *err)
+{
+    uint64_t fingerprint = bbe__snap_u(in);
+    if (!in->r.failed && fingerprint != e->fingerprint)
+        return bb_error_set(err, BB_EVALIDATE,
+                            "restore: the snapshot was taken on a different install (model or "
+                            "targets)");
+    in->incarnation = bbe__snap_u(in);
+    atomic_store(&e->next_exec, bbe__snap_u(in));
+    e->rng = bbe__snap_u(in);
+    e->now_ns = bbe__snap_u(in);
+    e->last_sent_at = bbe__snap_u(in);
+    e->cycle_seq = bbe__snap_u(in);
+    size_t n = bbe__snap_count(in, BBE__SNAP_MAX_COUNT, "too many counters");
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = bbe__snap_u(in);
+        if (i < BBE__C_COUNT)
+            e->c[i] = v;
+    }
+    return BB_OK;
 }

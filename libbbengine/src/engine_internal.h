@@ -29,6 +29,24 @@
 #define BBE__LIKELY(x) __builtin_expect(!!(x), 1)
 #define BBE__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* ---- invariants ------------------------------------------------------------ */
+/* BBE__ASSERT(cond): an invariant of the engine's own data (ring bounds,
+ * reference counts, site and op indexes) — a programming error when false,
+ * never a property of input: everything from a host, a plugin, a socket or
+ * a snapshot is checked where it enters and answered with a status. Built
+ * with BBE_CHECKED (the engine the unit tests link, and every SAN=1 build;
+ * see the Makefile) a failure prints "file:line: engine invariant failed:
+ * cond" and aborts. Without it the check compiles to nothing (cond is not
+ * evaluated), so the release message path pays nothing. */
+#ifdef BBE_CHECKED
+#define BBE__ASSERT(cond) \
+    (BBE__LIKELY(cond) ? (void)0 : bbe__assert_fail(__FILE__, __LINE__, #cond))
+#else
+#define BBE__ASSERT(cond) ((void)sizeof(cond))
+#endif
+void bbe__assert_fail(const char *file, int line, const char *cond)
+    __attribute__((noreturn, cold));
+
 /* ---- growable malloc arrays --------------------------------------------- */
 #define BBE__ARR(T)     \
     struct {           \
@@ -452,6 +470,13 @@ typedef struct bbe__batch {
 /* A zeroed batch for `expected` responses: one allocation. NULL on OOM. */
 bbe__batch *bbe__batch_new(uint32_t expected);
 
+/* The ring of inbound requests holds caps.inbound_requests_max of them (at
+ * least one). */
+static inline size_t bbe__inreq_ring_cap(const bb_engine_caps *caps)
+{
+    return caps->inbound_requests_max ? caps->inbound_requests_max : 1;
+}
+
 typedef struct bbe__inreq { /* an open inbound request (RecvReq) */
     uint64_t id;
     bb_peerid peer;
@@ -709,6 +734,7 @@ static inline void bbe__exec_ref(bbe__exec *x) { x->refs++; }
 void bbe__exec_gc(bb_engine *e, bbe__exec *x);
 static inline void bbe__exec_unref(bb_engine *e, bbe__exec *x)
 {
+    BBE__ASSERT(x->refs > 0);
     if (--x->refs == 0)
         bbe__exec_gc(e, x);
 }
@@ -727,10 +753,13 @@ void bbe__frontier_push_grow(bb_engine *e, uint32_t op, bbe__exec *x);
 /* Queue op of x (the ring grows when full; out of memory is an OpFailed). */
 static inline void bbe__frontier_push(bb_engine *e, uint32_t op, bbe__exec *x)
 {
+    BBE__ASSERT(op < e->n_ops && e->ops[op].graph == x->g->index);
     if (BBE__UNLIKELY(e->fr_n == e->fr_cap)) {
         bbe__frontier_push_grow(e, op, x);
         return;
     }
+    BBE__ASSERT(e->fr_n < e->fr_cap && (e->fr_cap & (e->fr_cap - 1)) == 0 &&
+                e->fr_head < e->fr_cap);
     e->fr[(e->fr_head + e->fr_n) & (e->fr_cap - 1)] = (struct bbe__fentry){op, x};
     e->fr_n++;
     x->refs++;
@@ -747,6 +776,7 @@ static inline bool bbe__op_ready(const bbe__op *op, const bbe__exec *x)
         return true;
     for (uint32_t i = op->n_in; i-- > 0;) {
         uint32_t s = op->in[i];
+        BBE__ASSERT(s == BBE__NONE || s < x->g->n_sites);
         if (s != BBE__NONE && !x->slots[s].v)
             return false;
     }
@@ -759,10 +789,12 @@ static inline __attribute__((always_inline)) void bbe__write_inline(bb_engine *e
                                                                     uint32_t site, bb_value *v,
                                                                     size_t charged)
 {
+    BBE__ASSERT(site < x->g->n_sites);
     bbe__slot *s = &x->slots[site];
     if (BBE__UNLIKELY(s->v != NULL)) {
         bbe__write_again(e, s);
     } else {
+        BBE__ASSERT(x->n_written < x->g->n_sites);
         x->written[x->n_written++] = site;
         e->live_slots++;
     }
@@ -774,6 +806,7 @@ static inline __attribute__((always_inline)) void bbe__write_inline(bb_engine *e
         bbe__write_flagged(e, x, site, v, fl);
     for (uint32_t k = g->cons_off[site], end = g->cons_off[site + 1]; k < end; k++) {
         uint32_t c = g->cons[k];
+        BBE__ASSERT(c >= g->op_begin && c < g->op_end);
         if (bbe__op_ready(&e->ops[c], x))
             bbe__frontier_push(e, c, x);
     }

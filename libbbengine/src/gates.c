@@ -19,6 +19,7 @@
  */
 #include <string.h>
 
+#include "libbbengine/src/snapshot.h"
 #include "libbbengine/src/syscalls.h"
 
 static int deny(bb_engine *e, uint32_t opi, bbe__exec *x, const char *gate, const char *reason,
@@ -49,6 +50,7 @@ static bool dedup_record(bb_engine *e, uint64_t h)
     if (bbe__map_get(&e->dedup_set, h, NULL))
         return true;
     size_t cap = e->caps.dedup_window;
+    BBE__ASSERT(cap > 0 && e->dedup_n <= cap && e->dedup_head < cap);
     if (e->dedup_n == cap) {
         bbe__map_del(&e->dedup_set, e->dedup[e->dedup_head]);
         e->dedup_head = (e->dedup_head + 1) % cap;
@@ -149,4 +151,29 @@ BBE__SYSINIT(bbe__init_deadline_check)
     (void)ins, (void)err;
     op->deadline_ns = 0;
     return 0;
+}
+
+/* ---- snapshot section "dedup": the window's envelope hashes, oldest
+ * first (at most dedup_window of them). */
+
+int bbe__snap_write_dedup(bb_engine *e, bbe__snap_out *o, bb_error *err)
+{
+    (void)err;
+    bbe__snap_put_u(o, e->dedup_n);
+    for (size_t i = 0; i < e->dedup_n; i++)
+        bbe__snap_put_u(o, e->dedup[(e->dedup_head + i) % e->caps.dedup_window]);
+    return BB_OK;
+}
+
+int bbe__snap_read_dedup(bb_engine *e, bbe__snap_in *in, bb_error *err)
+{
+    (void)err;
+    size_t n = bbe__snap_count(in, e->caps.dedup_window, "more hashes than the dedup window");
+    for (size_t i = 0; i < n && !in->r.failed; i++) {
+        e->dedup[i] = bbe__snap_u(in);
+        e->dedup_n++;
+        if (bbe__map_put(&e->dedup_set, e->dedup[i], 1))
+            bbe__snap_nomem(in);
+    }
+    return BB_OK;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libbbengine/src/snapshot.h"
 #include "libbbengine/src/syscalls.h"
 
 int bbe__ingress_push(bb_engine *e, bbe__ingress_ev *ev)
@@ -517,6 +518,171 @@ int bb_engine_fire_lifecycle(bb_engine *e, int64_t phase, bb_error *err)
     if (rc) {
         free(ev);
         return bb_error_set(err, rc, "fire_lifecycle: ingress full");
+    }
+    return BB_OK;
+}
+
+/* ---- snapshot section "ingress" -----------------------------------------------------------------
+ * The events not yet processed, oldest first: kind, budget charge, then
+ * per kind an envelope (sender, observed address, bytes), an invocation
+ * (graph, ExecId, sources flag, inputs), a lifecycle phase, a bootstrap
+ * request list, or a notice. Completions and worker-pool returns are not
+ * written: the work they finish does not survive a restore (ENGINE.md
+ * 9.4). Writing takes the queue and puts it back as it was; restored
+ * events are "must" events (restored work is never dropped). */
+
+static void write_event(bbe__snap_out *o, const bbe__ingress_ev *ev)
+{
+    bbe__snap_put_u(o, (uint64_t)ev->kind);
+    bbe__snap_put_u(o, ev->charged);
+    switch (ev->kind) {
+    case BBE__IN_ENVELOPE:
+        bbe__snap_put_peer(o, &ev->u.env.src);
+        bb_writer_put_delimited(&o->w, ev->u.env.obs, ev->u.env.obs_len);
+        bb_writer_put_delimited(&o->w, ev->u.env.buf->data, ev->u.env.buf->len);
+        break;
+    case BBE__IN_INVOKE:
+        bbe__snap_put_u(o, ev->u.inv.target);
+        bbe__snap_put_u(o, ev->u.inv.exec);
+        bbe__snap_put_u(o, ev->u.inv.sources);
+        bbe__snap_put_in_values(o, ev->u.inv.in, ev->u.inv.n);
+        break;
+    case BBE__IN_LIFECYCLE:
+        bbe__snap_put_u(o, (uint64_t)ev->u.lc.phase);
+        break;
+    case BBE__IN_BOOTSTRAP:
+        bbe__snap_put_u(o, (uint64_t)ev->u.boot.all);
+        bbe__snap_put_u(o, ev->u.boot.n);
+        for (uint32_t k = 0; k < ev->u.boot.n; k++)
+            bbe__snap_put_boot_req(o, &ev->u.boot.reqs[k]);
+        break;
+    case BBE__IN_NOTICE:
+        bbe__snap_put_u(o, (uint64_t)ev->u.notice.infra);
+        bbe__snap_put_u(o, (uint64_t)ev->u.notice.sub);
+        bbe__snap_put_u(o, ev->u.notice.count);
+        bb_writer_put_str(&o->w, ev->u.notice.detail);
+        break;
+    }
+}
+
+static bool event_snapshotted(const bbe__ingress_ev *ev)
+{
+    return ev->kind != BBE__IN_COMPLETION && ev->kind != BBE__IN_WORK_DONE;
+}
+
+int bbe__snap_write_ingress(bb_engine *e, bbe__snap_out *o, bb_error *err)
+{
+    (void)err;
+    bbe__ingress_ev *ing = bbe__ingress_take(e);
+    size_t n = 0;
+    for (bbe__ingress_ev *ev = ing; ev; ev = ev->next)
+        n += event_snapshotted(ev);
+    bbe__snap_put_u(o, n);
+    for (bbe__ingress_ev *ev = ing; ev; ev = ev->next)
+        if (event_snapshotted(ev))
+            write_event(o, ev);
+    /* re-queue, oldest first, as it was */
+    while (ing) {
+        bbe__ingress_ev *next = ing->next;
+        ing->next = NULL;
+        bool must = ing->must;
+        ing->must = true; /* never drop our own re-queue */
+        bbe__ingress_push(e, ing);
+        ing->must = must;
+        if (!must)
+            atomic_fetch_add(&e->ing.count, 1);
+        ing = next;
+    }
+    return BB_OK;
+}
+
+/* An envelope event: its bytes and the event in one block. */
+static bbe__ingress_ev *read_envelope_event(bbe__snap_in *in)
+{
+    bb_peerid src;
+    size_t obs_len, len;
+    bbe__snap_peer(in, &src);
+    const uint8_t *obs = bbe__snap_bytes(in, &obs_len);
+    const uint8_t *bytes = bbe__snap_bytes(in, &len);
+    if (in->r.failed)
+        return NULL;
+    bbe__ingress_ev *ev = bbe__envelope_ev_new(bytes, NULL, len, obs_len ? obs : NULL, obs_len);
+    if (!ev)
+        bbe__snap_nomem(in);
+    else
+        ev->u.env.src = src;
+    return ev;
+}
+
+/* The body of a non-envelope event (ev allocated, its kind set). */
+static void read_event_body(bb_engine *e, bbe__snap_in *in, bbe__ingress_ev *ev)
+{
+    switch (ev->kind) {
+    case BBE__IN_INVOKE:
+        ev->u.inv.target = bbe__snap_index(in, e->n_graphs, "a graph index out of range");
+        ev->u.inv.exec = bbe__snap_u(in);
+        ev->u.inv.sources = bbe__snap_flag(in);
+        if (!in->r.failed)
+            ev->u.inv.in = bbe__snap_in_values(e, in, ev->u.inv.target, &ev->u.inv.n);
+        break;
+    case BBE__IN_LIFECYCLE:
+        ev->u.lc.phase = (int64_t)bbe__snap_u(in);
+        break;
+    case BBE__IN_BOOTSTRAP: {
+        ev->u.boot.all = (int)bbe__snap_max(in, 1, "a bootstrap-all flag out of range");
+        size_t n = bbe__snap_count(in, BBE__SNAP_MAX_COUNT, "too many bootstrap requests");
+        if (in->r.failed)
+            break;
+        if (!(ev->u.boot.reqs = calloc(n ? n : 1, sizeof *ev->u.boot.reqs))) {
+            bbe__snap_nomem(in);
+            break;
+        }
+        for (size_t k = 0; k < n && bbe__snap_read_boot_req(e, in, &ev->u.boot.reqs[k]); k++)
+            ev->u.boot.n = (uint32_t)k + 1;
+        break;
+    }
+    default: { /* BBE__IN_NOTICE */
+        size_t len;
+        ev->u.notice.infra = (int)bbe__snap_max(in, INT32_MAX, "a notice kind out of range");
+        ev->u.notice.sub = (int)bbe__snap_max(in, INT32_MAX, "a notice kind out of range");
+        ev->u.notice.count = bbe__snap_u(in);
+        const uint8_t *d = bbe__snap_bytes(in, &len);
+        if (!in->r.failed)
+            snprintf(ev->u.notice.detail, sizeof ev->u.notice.detail, "%.*s",
+                     (int)(len < sizeof ev->u.notice.detail ? len : sizeof ev->u.notice.detail - 1),
+                     (const char *)d);
+        break;
+    }
+    }
+}
+
+int bbe__snap_read_ingress(bb_engine *e, bbe__snap_in *in, bb_error *err)
+{
+    (void)err;
+    size_t n = bbe__snap_count(in, BBE__SNAP_MAX_COUNT, "too many ingress events");
+    for (size_t i = 0; i < n && !in->r.failed; i++) {
+        size_t at = in->r.pos;
+        int kind = (int)bbe__snap_max(in, BBE__IN_NOTICE, "an ingress event kind out of range");
+        size_t charged = (size_t)bbe__snap_u(in);
+        if (!in->r.failed && (kind < BBE__IN_ENVELOPE || kind == BBE__IN_COMPLETION ||
+                              kind == BBE__IN_WORK_DONE))
+            bbe__snap_fail(in, at, "an ingress event kind that is not snapshotted");
+        if (in->r.failed)
+            break;
+        bbe__ingress_ev *ev = kind == BBE__IN_ENVELOPE ? read_envelope_event(in)
+                                                       : calloc(1, sizeof *ev);
+        if (!ev) {
+            if (!in->r.failed)
+                bbe__snap_nomem(in);
+            break;
+        }
+        ev->kind = kind;
+        ev->must = true; /* restored work is never dropped */
+        if (kind != BBE__IN_ENVELOPE)
+            read_event_body(e, in, ev);
+        ev->charged = in->r.failed ? 0 : charged;
+        atomic_fetch_add(&e->bytes_in_flight, ev->charged);
+        bbe__ingress_push(e, ev); /* freed with the ingress if the restore fails */
     }
     return BB_OK;
 }

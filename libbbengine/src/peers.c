@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bb/multiaddr.h"
+#include "libbbengine/src/snapshot.h"
 #include "libbbengine/src/syscalls.h"
 
 #define MAX_TARGETS 64
@@ -481,4 +482,119 @@ BBE__SYSCALL(bbe__sys_ab_lookup)
         return bbe__fail(e, "Lookup: empty address list");
     out[0] = bbe__addr_vec_value(p->addrs, p->n_addrs);
     return out[0] ? BBE__R_DONE : bbe__fail(e, "Lookup: out of memory");
+}
+
+/* ---- snapshot section "peers" ------------------------------------------------------------------
+ * Every live entry of the address book: PeerId, addresses (binary
+ * multiaddrs, in order), connected, announced targets, backoff (attempts,
+ * next retry), governor (failures; flags down, blocked, allowed), RTT and
+ * the last piggybacked stamps. Restored entries merge into what the host
+ * added before restoring (its configured peers). */
+
+int bbe__snap_write_peers(bb_engine *e, bbe__snap_out *o, bb_error *err)
+{
+    (void)err;
+    size_t n = 0;
+    for (size_t i = 0; i < e->peers.n; i++)
+        n += e->peers.v[i].live;
+    bbe__snap_put_u(o, n);
+    for (size_t i = 0; i < e->peers.n; i++) {
+        const bbe__peer *p = &e->peers.v[i];
+        if (!p->live)
+            continue;
+        bbe__snap_put_peer(o, &p->id);
+        bbe__snap_put_u(o, p->n_addrs);
+        for (uint32_t k = 0; k < p->n_addrs; k++)
+            bb_writer_put_delimited(&o->w, p->addrs[k].data, p->addrs[k].len);
+        bbe__snap_put_u(o, p->connected);
+        bbe__snap_put_u(o, p->n_targets);
+        for (uint32_t k = 0; k < p->n_targets; k++)
+            bb_writer_put_str(&o->w, p->targets[k]);
+        bbe__snap_put_u(o, p->attempts);
+        bbe__snap_put_u(o, p->next_retry_ns);
+        bbe__snap_put_u(o, p->failures);
+        bbe__snap_put_u(o, (uint64_t)p->down | (uint64_t)p->blocked << 1 | (uint64_t)p->allowed << 2);
+        bbe__snap_put_u(o, p->rtt_ns);
+        bbe__snap_put_u(o, p->last_rx_sent_at);
+        bbe__snap_put_u(o, p->last_rx_at);
+    }
+    return BB_OK;
+}
+
+/* p's addresses, merged into its list (each checked as a multiaddr). */
+static void read_addrs(bb_engine *e, bbe__snap_in *in, bbe__peer *p)
+{
+    size_t n = bbe__snap_count(in, BBE__SNAP_MAX_COUNT, "too many addresses");
+    for (size_t k = 0; k < n && !in->r.failed; k++) {
+        size_t at = in->r.pos, len;
+        const uint8_t *a = bbe__snap_bytes(in, &len);
+        int rc = in->r.failed ? BB_OK : bbe__peer_add_addr(e, p, a, len);
+        if (rc == BB_ENOMEM)
+            bbe__snap_nomem(in);
+        else if (rc)
+            bbe__snap_fail(in, at, "an address the address book refuses");
+    }
+}
+
+/* p's announced targets, replacing any it had. */
+static void read_targets(bbe__snap_in *in, bbe__peer *p)
+{
+    size_t n = bbe__snap_count(in, MAX_TARGETS, "more targets than a peer may announce");
+    char **t = n && !in->r.failed ? calloc(n, sizeof *t) : NULL;
+    if (n && !in->r.failed && !t)
+        bbe__snap_nomem(in);
+    size_t got = 0;
+    for (; got < n && !in->r.failed; got++) {
+        size_t at = in->r.pos, len;
+        const uint8_t *name = bbe__snap_bytes(in, &len);
+        if (!in->r.failed && (len > MAX_TARGET_LEN || memchr(name, 0, len)))
+            bbe__snap_fail(in, at, "a target name that is not a name");
+        if (in->r.failed)
+            break;
+        if (!(t[got] = strndup((const char *)name, len)))
+            bbe__snap_nomem(in);
+    }
+    if (in->r.failed) {
+        for (size_t k = 0; k < got; k++)
+            free(t[k]);
+        free(t);
+        return;
+    }
+    for (uint32_t k = 0; k < p->n_targets; k++)
+        free(p->targets[k]);
+    free(p->targets);
+    p->targets = t;
+    p->n_targets = (uint32_t)n;
+}
+
+int bbe__snap_read_peers(bb_engine *e, bbe__snap_in *in, bb_error *err)
+{
+    (void)err;
+    size_t n = bbe__snap_count(in, BBE__SNAP_MAX_COUNT, "too many peers");
+    for (size_t i = 0; i < n && !in->r.failed; i++) {
+        size_t at = in->r.pos;
+        bb_peerid id;
+        if (!bbe__snap_peer(in, &id))
+            break;
+        bbe__peer *p = bbe__peer_get(e, &id);
+        if (!p) {
+            bbe__snap_fail(in, at, "more peers than the address book holds");
+            break;
+        }
+        read_addrs(e, in, p);
+        p->connected = bbe__snap_flag(in);
+        read_targets(in, p);
+        p->attempts = (uint32_t)bbe__snap_max(in, UINT32_MAX, "attempts over 32 bits");
+        p->next_retry_ns = bbe__snap_u(in);
+        p->failures = (uint32_t)bbe__snap_max(in, UINT32_MAX, "failures over 32 bits");
+        uint64_t flags = bbe__snap_max(in, 7, "peer flags out of range");
+        p->down = flags & 1;
+        p->blocked = (flags >> 1) & 1;
+        p->rtt_ns = bbe__snap_u(in);
+        p->last_rx_sent_at = bbe__snap_u(in);
+        p->last_rx_at = bbe__snap_u(in);
+        if (!in->r.failed && (flags >> 2) & 1)
+            bb_engine_allow_peer(e, &id, true); /* counts it among the allowed */
+    }
+    return BB_OK;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libbbengine/src/snapshot.h"
 #include "libbbengine/src/syscalls.h"
 
 /* ---- After / Sleep --------------------------------------------------------------- */
@@ -270,4 +271,82 @@ BBE__SYSCALL(bbe__sys_flush)
     out[0] = h->v; /* empty hold: nothing flows */
     h->v = NULL;
     return BBE__R_DONE;
+}
+
+/* ---- snapshot sections "semaphores", "queues", "holds" --------------------------------------
+ * Each is the install's table in install order, its length first (checked
+ * against the install's): a semaphore's held count and its waiting ops; a
+ * queue's items then its waiting Dequeue ops; a hold's value (or none). */
+
+int bbe__snap_write_semaphores(bb_engine *e, bbe__snap_out *o, bb_error *err)
+{
+    (void)err;
+    bbe__snap_put_u(o, e->n_semas);
+    for (uint32_t i = 0; i < e->n_semas; i++) {
+        bbe__snap_put_u(o, (uint64_t)e->semas[i].held);
+        bbe__snap_put_waiters(o, e->semas[i].waiters.v, e->semas[i].waiters.n);
+    }
+    return BB_OK;
+}
+
+int bbe__snap_read_semaphores(bb_engine *e, bbe__snap_in *in, bb_error *err)
+{
+    (void)err;
+    bbe__snap_expect(in, e->n_semas, "a semaphore count that is not this install's");
+    for (uint32_t i = 0; i < e->n_semas && !in->r.failed; i++) {
+        e->semas[i].held = (int64_t)bbe__snap_u(in);
+        bbe__snap_waiters(e, in, &e->semas[i].waiters);
+    }
+    return BB_OK;
+}
+
+int bbe__snap_write_queues(bb_engine *e, bbe__snap_out *o, bb_error *err)
+{
+    (void)err;
+    bbe__snap_put_u(o, e->n_queues);
+    for (uint32_t i = 0; i < e->n_queues; i++) {
+        const bbe__queue *q = &e->queues[i];
+        bbe__snap_put_u(o, q->items.n - q->head);
+        for (size_t k = q->head; k < q->items.n; k++)
+            bbe__snap_put_value(o, q->items.v[k]);
+        bbe__snap_put_waiters(o, q->waiters.v, q->waiters.n);
+    }
+    return BB_OK;
+}
+
+int bbe__snap_read_queues(bb_engine *e, bbe__snap_in *in, bb_error *err)
+{
+    (void)err;
+    bbe__snap_expect(in, e->n_queues, "a queue count that is not this install's");
+    for (uint32_t i = 0; i < e->n_queues && !in->r.failed; i++) {
+        bbe__queue *q = &e->queues[i];
+        size_t n = bbe__snap_count(in, BBE__SNAP_MAX_COUNT, "too many queued values");
+        for (size_t k = 0; k < n && !in->r.failed; k++) {
+            bb_value *v = bbe__snap_value(in);
+            if (v && BBE__ARR_PUSH(&q->items, v)) {
+                bb_value_unref(v);
+                bbe__snap_nomem(in);
+            }
+        }
+        bbe__snap_waiters(e, in, &q->waiters);
+    }
+    return BB_OK;
+}
+
+int bbe__snap_write_holds(bb_engine *e, bbe__snap_out *o, bb_error *err)
+{
+    (void)err;
+    bbe__snap_put_u(o, e->n_holds);
+    for (uint32_t i = 0; i < e->n_holds; i++)
+        bbe__snap_put_value(o, e->holds[i].v);
+    return BB_OK;
+}
+
+int bbe__snap_read_holds(bb_engine *e, bbe__snap_in *in, bb_error *err)
+{
+    (void)err;
+    bbe__snap_expect(in, e->n_holds, "a hold count that is not this install's");
+    for (uint32_t i = 0; i < e->n_holds && !in->r.failed; i++)
+        e->holds[i].v = bbe__snap_value_or_null(in);
+    return BB_OK;
 }

@@ -14,7 +14,9 @@
  * timers.
  */
 #include <stdlib.h>
+#include <string.h>
 
+#include "libbbengine/src/snapshot.h"
 #include "libbbengine/src/syscalls.h"
 
 #define COMPACT_MIN 64 /* timers before the first compaction */
@@ -167,4 +169,95 @@ void bbe__poll_timers(bb_engine *e)
 void bbe__timers_free(bb_engine *e)
 {
     BBE__ARR_FREE(&e->timers);
+}
+
+/* ---- snapshot section "timers" ----------------------------------------------------------------
+ * The scheduling sequence number and whether the Interval ops are armed,
+ * then every timer but handle deadlines (they die with their handles):
+ * deadline, sequence, kind, 1 + op (0: none), a, b and, for a parked op,
+ * its frame. A restored timer is checked against the install: a parked
+ * op in its frame's graph, an Interval op with a period, a component
+ * that exists. */
+
+int bbe__snap_write_timers(bb_engine *e, bbe__snap_out *o, bb_error *err)
+{
+    (void)err;
+    bbe__snap_put_u(o, e->timer_seq);
+    bbe__snap_put_u(o, e->intervals_armed);
+    /* handle deadlines die with their handles, control-plane request
+     * deadlines with the requests (not kept: bb-plugin(7)) */
+    size_t n = 0;
+    for (size_t i = 0; i < e->timers.n; i++)
+        n += e->timers.v[i].kind != BBE__T_HANDLE_DEADLINE &&
+             e->timers.v[i].kind != BBE__T_CTL_DEADLINE;
+    bbe__snap_put_u(o, n);
+    for (size_t i = 0; i < e->timers.n; i++) {
+        const bbe__timer *t = &e->timers.v[i];
+        if (t->kind == BBE__T_HANDLE_DEADLINE || t->kind == BBE__T_CTL_DEADLINE)
+            continue;
+        bbe__snap_put_u(o, t->at);
+        bbe__snap_put_u(o, t->seq);
+        bbe__snap_put_u(o, t->kind);
+        bbe__snap_put_u(o, t->op == BBE__NONE ? 0 : (uint64_t)t->op + 1);
+        bbe__snap_put_u(o, t->a);
+        bbe__snap_put_u(o, t->b);
+        bbe__snap_put_frame(o, t->kind == BBE__T_PARK ? t->p : NULL);
+    }
+    return BB_OK;
+}
+
+/* What timer t (read at offset at) refers to exists in this install. */
+static bool timer_valid(bb_engine *e, bbe__snap_in *in, const bbe__timer *t, size_t at)
+{
+    const bbe__op *op = t->op == BBE__NONE ? NULL : &e->ops[t->op];
+    const char *why = NULL;
+    if (t->kind == BBE__T_PARK && (!op || !t->p || op->graph != ((bbe__exec *)t->p)->g->index))
+        why = "a sleeping op that is not in its frame's graph";
+    else if (t->kind != BBE__T_PARK && t->p)
+        why = "a frame on a timer that has none";
+    else if (t->kind == BBE__T_INTERVAL &&
+             (!op || strcmp(op->op_type, "Interval") != 0 || !op->st || op->st->i <= 0))
+        why = "an interval timer whose op is not an Interval with a period";
+    else if (t->kind == BBE__T_COMPONENT && t->a >= e->n_comps)
+        why = "a component timer for a component that does not exist";
+    if (why)
+        bbe__snap_fail(in, at, why);
+    return !why;
+}
+
+int bbe__snap_read_timers(bb_engine *e, bbe__snap_in *in, bb_error *err)
+{
+    (void)err;
+    e->timer_seq = bbe__snap_u(in);
+    e->intervals_armed = bbe__snap_flag(in);
+    size_t n = bbe__snap_count(in, BBE__SNAP_MAX_COUNT, "too many timers");
+    for (size_t i = 0; i < n && !in->r.failed; i++) {
+        size_t at = in->r.pos;
+        bbe__timer t = {0};
+        t.at = bbe__snap_u(in);
+        t.seq = bbe__snap_u(in);
+        size_t kind_at = in->r.pos;
+        t.kind = (uint32_t)bbe__snap_max(in, BBE__T_BATCH_DEADLINE, "a timer kind out of range");
+        if (!in->r.failed && (t.kind < BBE__T_PARK || t.kind == BBE__T_HANDLE_DEADLINE))
+            bbe__snap_fail(in, kind_at, "a timer kind that is not restored");
+        uint64_t op = bbe__snap_max(in, e->n_ops, "an op index out of range");
+        t.op = op ? (uint32_t)(op - 1) : BBE__NONE;
+        t.a = (uint32_t)bbe__snap_max(in, UINT32_MAX, "a timer argument over 32 bits");
+        t.b = bbe__snap_u(in);
+        t.p = bbe__snap_frame_or_null(in);
+        if (in->r.failed || !timer_valid(e, in, &t, at))
+            break;
+        if (t.kind == BBE__T_PARK) {
+            ((bbe__exec *)t.p)->refs++;
+            e->pending_async++;
+        }
+        if (BBE__ARR_PUSH(&e->timers, t)) {
+            bbe__snap_nomem(in);
+            break;
+        }
+    }
+    /* the snapshot left out the handle deadlines: what remains of the heap
+     * array is not a heap in general (and a snapshot is input) */
+    bbe__timers_heapify(e);
+    return BB_OK;
 }

@@ -34,12 +34,13 @@
 static uint64_t inreq_open(bb_engine *e, const bb_peerid *peer, uint64_t wire_req_id,
                            uint64_t site, uint64_t sent_at)
 {
-    size_t cap = e->caps.inbound_requests_max ? e->caps.inbound_requests_max : 1;
+    size_t cap = bbe__inreq_ring_cap(&e->caps);
     if (!e->inreqs) {
         e->inreqs = calloc(cap, sizeof *e->inreqs);
         if (!e->inreqs)
             return 0;
     }
+    BBE__ASSERT(e->inreq_n <= cap && e->inreq_head < cap);
     if (e->inreq_n == cap) { /* evict the oldest open request */
         bbe__map_del(&e->inreq_map, e->inreqs[e->inreq_head].id);
         e->inreq_head = (e->inreq_head + 1) % cap;

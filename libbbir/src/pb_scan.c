@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/uvarint.h"
 #include "onnx-ml.pb-c.h"
 
 #define MAX_MSG_DEPTH BB__PB_MAX_MSG_DEPTH
@@ -26,24 +27,6 @@ typedef struct scan {
     unsigned graph_depth; /* GraphProto nesting */
     const char *path[MAX_MSG_DEPTH + 2]; /* field name per level */
 } scan;
-
-typedef enum { VI_OK = 0, VI_TRUNC, VI_OVERLONG } varint_rc;
-
-static varint_rc read_varint(const uint8_t *p, size_t n, uint64_t *v, size_t *used)
-{
-    uint64_t x = 0;
-    for (size_t i = 0; i < 10; i++) {
-        if (i >= n)
-            return VI_TRUNC;
-        x |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        if (!(p[i] & 0x80)) {
-            *v = x;
-            *used = i + 1;
-            return VI_OK;
-        }
-    }
-    return VI_OVERLONG;
-}
 
 /* "graph.node.attribute.g" for the current position; long paths keep their
  * first two and last five components. */
@@ -143,18 +126,140 @@ static int scan_packed(scan *s, const ProtobufCFieldDescriptor *fd, size_t pos, 
     while (pos < end) {
         uint64_t v;
         size_t used;
-        varint_rc rc = read_varint(s->buf + pos, end - pos, &v, &used);
-        if (rc == VI_TRUNC)
+        bb_uvarint_rc rc = bb_uvarint_read_u64(s->buf + pos, end - pos, &v, &used);
+        if (rc == BB_UVARINT_TRUNC)
             return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: packed "
                                 "field %s ends inside a varint", s->name, pos,
                                 scan_path(s, fd->name, path, sizeof path));
-        if (rc == VI_OVERLONG)
+        if (rc != BB_UVARINT_OK)
             return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: varint "
-                                "longer than 10 bytes in %s", s->name, pos,
+                                "longer than 10 bytes or over 64 bits in %s", s->name, pos,
                                 scan_path(s, fd->name, path, sizeof path));
         pos += used;
     }
     return BB_OK;
+}
+
+/* A field's key, read and checked against the schema. */
+typedef struct field_key {
+    size_t at;                         /* offset of the tag */
+    uint32_t num;
+    unsigned wt;                       /* wire type */
+    const ProtobufCFieldDescriptor *fd; /* NULL: not in the schema */
+    bool packed;                       /* packed repeated scalars */
+} field_key;
+
+/* Read the tag at *pos (advanced past it) and check its wire type against
+ * the schema. */
+static int scan_key(scan *s, const ProtobufCMessageDescriptor *d, size_t *pos, size_t end,
+                    field_key *k)
+{
+    char path[256];
+    size_t used;
+    uint64_t tag;
+    k->at = *pos;
+    bb_uvarint_rc rc = bb_uvarint_read_u64(s->buf + k->at, end - k->at, &tag, &used);
+    if (rc == BB_UVARINT_TRUNC)
+        return scan_overrun(s, end, k->at, "a field tag", NULL);
+    if (rc != BB_UVARINT_OK || used > 5 || tag > UINT32_MAX)
+        return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: field tag is "
+                            "not a valid varint%s%s", s->name, k->at, s->depth ? " in " : "",
+                            scan_path(s, NULL, path, sizeof path));
+    k->num = (uint32_t)(tag >> 3);
+    k->wt = (unsigned)(tag & 7);
+    if (k->num == 0)
+        return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: field number "
+                            "0 is invalid%s%s", s->name, k->at, s->depth ? " in " : "",
+                            scan_path(s, NULL, path, sizeof path));
+    if (k->wt == 3 || k->wt == 4 || k->wt > 5)
+        return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: field %u has "
+                            "%s wire type %u%s%s", s->name, k->at, k->num,
+                            k->wt == 3 || k->wt == 4 ? "unsupported" : "invalid", k->wt,
+                            s->depth ? " in " : "", scan_path(s, NULL, path, sizeof path));
+    *pos = k->at + used;
+    k->fd = protobuf_c_message_descriptor_get_field(d, k->num);
+    k->packed = false;
+    if (!k->fd)
+        return BB_OK;
+    unsigned want = scalar_wire(k->fd->type);
+    k->packed = k->fd->label == PROTOBUF_C_LABEL_REPEATED && want != 2 && k->wt == 2;
+    if (k->wt != want && !k->packed)
+        return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: field %s "
+                            "(%s.%u) has wire type %s, expected %s", s->name, k->at,
+                            scan_path(s, k->fd->name, path, sizeof path), d->short_name, k->num,
+                            wire_name(k->wt), wire_name(want));
+    return BB_OK;
+}
+
+/* "graph.name", or "field 7" (with where it is, when wanted) for a field
+ * the schema does not know. */
+static const char *field_label(scan *s, const field_key *k, bool where, char *buf, size_t cap)
+{
+    char path[256];
+    if (k->fd)
+        return scan_path(s, k->fd->name, buf, cap);
+    snprintf(buf, cap, "field %u%s%s", k->num, where && s->depth ? " of " : "",
+             where ? scan_path(s, NULL, path, sizeof path) : "");
+    return buf;
+}
+
+/* A length prefix at *pos (advanced past it) whose run fits the
+ * enclosing region: *len gets the run's size. */
+static int scan_length(scan *s, const field_key *k, size_t *pos, size_t end, uint64_t *len)
+{
+    char label[300];
+    size_t at = *pos, used;
+    bb_uvarint_rc rc = bb_uvarint_read_u64(s->buf + at, end - at, len, &used);
+    if (rc == BB_UVARINT_TRUNC)
+        return scan_overrun(s, end, at, "a length prefix", k->fd ? k->fd->name : NULL);
+    if (rc != BB_UVARINT_OK)
+        return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: length "
+                            "prefix longer than 10 bytes or over 64 bits (field %u)", s->name,
+                            at, k->num);
+    if (*len > BB_MODEL_MAX_BYTES)
+        return bb_error_set(s->err, BB_ELIMIT, "%s: %s at byte %zu declares a length of "
+                            "%llu bytes, over the %zu-byte limit", s->name,
+                            field_label(s, k, false, label, sizeof label), k->at,
+                            (unsigned long long)*len, (size_t)BB_MODEL_MAX_BYTES);
+    if (used > MAX_LEN_PREFIX_BYTES)
+        return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: "
+                            "non-canonical %zu-byte length prefix (field %u)", s->name, at,
+                            used, k->num);
+    at += used;
+    if (*len > end - at) {
+        field_label(s, k, true, label, sizeof label);
+        if (end == s->len)
+            return bb_error_set(s->err, BB_ETRUNC, "%s: truncated at byte %zu: %s declares "
+                                "%llu bytes but only %zu remain", s->name, k->at, label,
+                                (unsigned long long)*len, end - at);
+        return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: %s "
+                            "declares %llu bytes, past the end of its enclosing message "
+                            "(byte %zu)", s->name, k->at, label, (unsigned long long)*len, end);
+    }
+    *pos = at;
+    return BB_OK;
+}
+
+/* The message field k whose bytes are [at, end): scanned one level down. */
+static int scan_submessage(scan *s, const field_key *k, size_t at, size_t end)
+{
+    char path[256];
+    const ProtobufCMessageDescriptor *sd = k->fd->descriptor;
+    bool is_graph = sd == &onnx__graph_proto__descriptor;
+    if (s->depth + 1 > MAX_MSG_DEPTH)
+        return bb_error_set(s->err, BB_ELIMIT, "%s: messages nested deeper than %d at "
+                            "byte %zu (%s)", s->name, MAX_MSG_DEPTH, at,
+                            scan_path(s, k->fd->name, path, sizeof path));
+    if (is_graph && s->graph_depth + 1 > BB_MODEL_MAX_GRAPH_DEPTH)
+        return bb_error_set(s->err, BB_ELIMIT, "%s: graphs nested deeper than %d at "
+                            "byte %zu (%s)", s->name, BB_MODEL_MAX_GRAPH_DEPTH, at,
+                            scan_path(s, k->fd->name, path, sizeof path));
+    s->path[s->depth++] = k->fd->name;
+    s->graph_depth += is_graph;
+    int rc = scan_message(s, sd, at, end, NULL);
+    s->graph_depth -= is_graph;
+    s->depth--;
+    return rc;
 }
 
 /* Scan one field starting at *pos; *known is set when the field is in the
@@ -163,129 +268,52 @@ static int scan_field(scan *s, const ProtobufCMessageDescriptor *d, size_t *pos,
                       bool *known)
 {
     char path[256];
+    field_key k;
     size_t at = *pos, used;
-    uint64_t tag, v;
+    uint64_t v;
     *known = false;
-
-    varint_rc rc = read_varint(s->buf + at, end - at, &tag, &used);
-    if (rc == VI_TRUNC)
-        return scan_overrun(s, end, at, "a field tag", NULL);
-    if (rc == VI_OVERLONG || used > 5 || tag > UINT32_MAX)
-        return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: field tag is "
-                            "not a valid varint%s%s", s->name, at, s->depth ? " in " : "",
-                            scan_path(s, NULL, path, sizeof path));
-    uint32_t num = (uint32_t)(tag >> 3);
-    unsigned wt = (unsigned)(tag & 7);
-    if (num == 0)
-        return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: field number "
-                            "0 is invalid%s%s", s->name, at, s->depth ? " in " : "",
-                            scan_path(s, NULL, path, sizeof path));
-    if (wt == 3 || wt == 4 || wt > 5)
-        return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: field %u has "
-                            "%s wire type %u%s%s", s->name, at, num,
-                            wt == 3 || wt == 4 ? "unsupported" : "invalid", wt,
-                            s->depth ? " in " : "", scan_path(s, NULL, path, sizeof path));
-    at += used;
-
-    const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(d, num);
-    bool packed = false;
-    if (fd) {
-        unsigned want = scalar_wire(fd->type);
-        packed = fd->label == PROTOBUF_C_LABEL_REPEATED && want != 2 && wt == 2;
-        if (wt != want && !packed)
-            return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: field %s "
-                                "(%s.%u) has wire type %s, expected %s", s->name, *pos,
-                                scan_path(s, fd->name, path, sizeof path), d->short_name, num,
-                                wire_name(wt), wire_name(want));
-    }
-
-    switch (wt) {
-    case 0:
-        rc = read_varint(s->buf + at, end - at, &v, &used);
-        if (rc == VI_TRUNC)
-            return scan_overrun(s, end, at, "a varint", fd ? fd->name : NULL);
-        if (rc == VI_OVERLONG)
+    int rc = scan_key(s, d, &at, end, &k);
+    if (rc)
+        return rc;
+    const char *name = k.fd ? k.fd->name : NULL;
+    switch (k.wt) {
+    case 0: {
+        bb_uvarint_rc vr = bb_uvarint_read_u64(s->buf + at, end - at, &v, &used);
+        if (vr == BB_UVARINT_TRUNC)
+            return scan_overrun(s, end, at, "a varint", name);
+        if (vr != BB_UVARINT_OK)
             return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: varint "
-                                "longer than 10 bytes (field %u%s%s)", s->name, at, num,
-                                s->depth ? " in " : "", scan_path(s, NULL, path, sizeof path));
+                                "longer than 10 bytes or over 64 bits (field %u%s%s)", s->name,
+                                at, k.num, s->depth ? " in " : "",
+                                scan_path(s, NULL, path, sizeof path));
         at += used;
         break;
+    }
     case 1:
     case 5: {
-        size_t n = wt == 1 ? 8 : 4;
+        size_t n = k.wt == 1 ? 8 : 4;
         if (end - at < n)
-            return scan_overrun(s, end, at, wt == 1 ? "a 64-bit value" : "a 32-bit value",
-                                fd ? fd->name : NULL);
+            return scan_overrun(s, end, at, k.wt == 1 ? "a 64-bit value" : "a 32-bit value",
+                                name);
         at += n;
         break;
     }
-    case 2: {
-        rc = read_varint(s->buf + at, end - at, &v, &used);
-        if (rc == VI_TRUNC)
-            return scan_overrun(s, end, at, "a length prefix", fd ? fd->name : NULL);
-        if (rc == VI_OVERLONG)
-            return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: length "
-                                "prefix longer than 10 bytes (field %u)", s->name, at, num);
-        if (v > BB_MODEL_MAX_BYTES) {
-            char label[300];
-            if (fd)
-                scan_path(s, fd->name, label, sizeof label);
-            else
-                snprintf(label, sizeof label, "field %u", num);
-            return bb_error_set(s->err, BB_ELIMIT, "%s: %s at byte %zu declares a length of "
-                                "%llu bytes, over the %zu-byte limit", s->name, label, *pos,
-                                (unsigned long long)v, (size_t)BB_MODEL_MAX_BYTES);
-        }
-        if (used > MAX_LEN_PREFIX_BYTES)
-            return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: "
-                                "non-canonical %zu-byte length prefix (field %u)", s->name, at,
-                                used, num);
-        at += used;
-        if (v > end - at) {
-            char label[300];
-            if (fd)
-                scan_path(s, fd->name, label, sizeof label);
-            else
-                snprintf(label, sizeof label, "field %u%s%s", num, s->depth ? " of " : "",
-                         scan_path(s, NULL, path, sizeof path));
-            if (end == s->len)
-                return bb_error_set(s->err, BB_ETRUNC, "%s: truncated at byte %zu: %s declares "
-                                    "%llu bytes but only %zu remain", s->name, *pos, label,
-                                    (unsigned long long)v, end - at);
-            return bb_error_set(s->err, BB_EPARSE, "%s: malformed protobuf at byte %zu: %s "
-                                "declares %llu bytes, past the end of its enclosing message "
-                                "(byte %zu)", s->name, *pos, label, (unsigned long long)v, end);
-        }
+    default: { /* 2: length-delimited */
+        if ((rc = scan_length(s, &k, &at, end, &v)))
+            return rc;
         size_t sub_end = at + (size_t)v;
-        if (fd && fd->type == PROTOBUF_C_TYPE_MESSAGE) {
-            const ProtobufCMessageDescriptor *sd = fd->descriptor;
-            bool is_graph = sd == &onnx__graph_proto__descriptor;
-            if (s->depth + 1 > MAX_MSG_DEPTH)
-                return bb_error_set(s->err, BB_ELIMIT, "%s: messages nested deeper than %d at "
-                                    "byte %zu (%s)", s->name, MAX_MSG_DEPTH, at,
-                                    scan_path(s, fd->name, path, sizeof path));
-            if (is_graph && s->graph_depth + 1 > BB_MODEL_MAX_GRAPH_DEPTH)
-                return bb_error_set(s->err, BB_ELIMIT, "%s: graphs nested deeper than %d at "
-                                    "byte %zu (%s)", s->name, BB_MODEL_MAX_GRAPH_DEPTH, at,
-                                    scan_path(s, fd->name, path, sizeof path));
-            s->path[s->depth++] = fd->name;
-            s->graph_depth += is_graph;
-            int r = scan_message(s, sd, at, sub_end, NULL);
-            s->graph_depth -= is_graph;
-            s->depth--;
-            if (r)
-                return r;
-        } else if (packed) {
-            int r = scan_packed(s, fd, at, sub_end);
-            if (r)
-                return r;
-        }
+        if (k.fd && k.fd->type == PROTOBUF_C_TYPE_MESSAGE)
+            rc = scan_submessage(s, &k, at, sub_end);
+        else if (k.packed)
+            rc = scan_packed(s, k.fd, at, sub_end);
+        if (rc)
+            return rc;
         at = sub_end;
         break;
     }
     }
     *pos = at;
-    *known = fd != NULL;
+    *known = k.fd != NULL;
     return BB_OK;
 }
 

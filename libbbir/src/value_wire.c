@@ -1,7 +1,7 @@
 /*
  * value_wire.c — the wire codec of runtime values (the table in value.h):
- * varints, encoded size, encode, and a bounded decoder selected by the
- * type's wire hash.
+ * encoded size, encode, and a bounded decoder selected by the type's wire
+ * hash (varints: bb/uvarint.h).
  *
  * Tensors are ONNX TensorProto bytes; the protobuf subset is hand-rolled
  * (no protobuf-c) because fills are on the hot path. The decoder treats
@@ -52,18 +52,8 @@ enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I
 
 /* ---- varints ------------------------------------------------------------- */
 
-size_t bb_varint_put(uint8_t *out, uint64_t v)
-{
-    return bb_uvarint_encode(v, out);
-}
-
-size_t bb_varint_len(uint64_t v)
-{
-    return bb_uvarint_size(v);
-}
-
-/* bb_varint_get, inlined into the decoder (the exported one is called
- * through the PLT): BB_OK, BB_ETRUNC or BB_EDECODE (more than 64 bits). */
+/* bb_uvarint_read_u64 (protobuf's reading) at *pos: BB_OK, BB_ETRUNC or
+ * BB_EDECODE (more than 64 bits). */
 static inline int varint_at(const uint8_t *data, size_t len, size_t *pos, uint64_t *out)
 {
     size_t used;
@@ -76,11 +66,6 @@ static inline int varint_at(const uint8_t *data, size_t len, size_t *pos, uint64
         return BB_EDECODE;
     *pos += used;
     return BB_OK;
-}
-
-int bb_varint_get(const uint8_t *data, size_t len, size_t *pos, uint64_t *out)
-{
-    return varint_at(data, len, pos, out);
 }
 
 /* ---- encoded size ----------------------------------------------------------- */
@@ -97,7 +82,7 @@ static size_t dims_payload_len(const bb_tensor_view *t)
 {
     size_t n = 0;
     for (uint32_t i = 0; i < t->ndim; i++)
-        n += bb_varint_len((uint64_t)t->dims[i]);
+        n += bb_uvarint_size((uint64_t)t->dims[i]);
     return n;
 }
 
@@ -106,10 +91,10 @@ static bool tensor_size(const bb_tensor_view *t, size_t *out)
     size_t n = 0;
     if (t->ndim) {
         size_t dl = dims_payload_len(t);
-        n += 1 + bb_varint_len(dl) + dl;
+        n += 1 + bb_uvarint_size(dl) + dl;
     }
-    n += 1 + bb_varint_len((uint64_t)(uint32_t)t->dtype);
-    n += 1 + bb_varint_len(t->nbytes);
+    n += 1 + bb_uvarint_size((uint64_t)(uint32_t)t->dtype);
+    n += 1 + bb_uvarint_size(t->nbytes);
     if (!add_sz(&n, t->nbytes))
         return false;
     *out = n;
@@ -135,28 +120,28 @@ static bool enc_size(const bb_value *v, size_t *out)
         break;
     case BB_VK_PEER_ID_VEC:
     case BB_VK_ADDRESS_VEC:
-        n = bb_varint_len(v->u.list.n);
+        n = bb_uvarint_size(v->u.list.n);
         for (size_t i = 0; i < v->u.list.n; i++) {
             size_t l = v->u.list.items[i]->u.bytes.len;
-            if (!add_sz(&n, bb_varint_len(l)) || !add_sz(&n, l))
+            if (!add_sz(&n, bb_uvarint_size(l)) || !add_sz(&n, l))
                 return false;
         }
         break;
     case BB_VK_COMPOSITE:
-        n = bb_varint_len(v->u.list.n);
+        n = bb_uvarint_size(v->u.list.n);
         for (size_t i = 0; i < v->u.list.n; i++) {
-            if (!enc_size(v->u.list.items[i], &c) || !add_sz(&n, 8 + bb_varint_len(c)) ||
+            if (!enc_size(v->u.list.items[i], &c) || !add_sz(&n, 8 + bb_uvarint_size(c)) ||
                 !add_sz(&n, c))
                 return false;
         }
         break;
     case BB_VK_RESPONSE_BATCH:
-        n = bb_varint_len(v->u.batch.n);
+        n = bb_uvarint_size(v->u.batch.n);
         for (size_t i = 0; i < v->u.batch.n; i++) {
             size_t pl = v->u.batch.peers[i]->u.bytes.len;
-            if (!add_sz(&n, bb_varint_len(pl)) || !add_sz(&n, pl))
+            if (!add_sz(&n, bb_uvarint_size(pl)) || !add_sz(&n, pl))
                 return false;
-            if (!enc_size(v->u.batch.items[i], &c) || !add_sz(&n, 8 + bb_varint_len(c)) ||
+            if (!enc_size(v->u.batch.items[i], &c) || !add_sz(&n, 8 + bb_uvarint_size(c)) ||
                 !add_sz(&n, c))
                 return false;
         }
@@ -236,14 +221,14 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
         const bb_tensor_view *t = &v->u.tensor;
         if (t->ndim) {
             *w++ = (TP_DIMS << 3) | WT_LEN;
-            w += bb_varint_put(w, dims_payload_len(t));
+            w += bb_uvarint_encode(dims_payload_len(t), w);
             for (uint32_t i = 0; i < t->ndim; i++)
-                w += bb_varint_put(w, (uint64_t)t->dims[i]);
+                w += bb_uvarint_encode((uint64_t)t->dims[i], w);
         }
         *w++ = (TP_DATA_TYPE << 3) | WT_VARINT;
-        w += bb_varint_put(w, (uint64_t)(uint32_t)t->dtype);
+        w += bb_uvarint_encode((uint64_t)(uint32_t)t->dtype, w);
         *w++ = (TP_RAW_DATA << 3) | WT_LEN;
-        w += bb_varint_put(w, t->nbytes);
+        w += bb_uvarint_encode(t->nbytes, w);
         w = put_payload(g, w, t->data, t->nbytes);
         break;
     }
@@ -254,32 +239,32 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
         break;
     case BB_VK_PEER_ID_VEC:
     case BB_VK_ADDRESS_VEC:
-        w += bb_varint_put(w, v->u.list.n);
+        w += bb_uvarint_encode(v->u.list.n, w);
         for (size_t i = 0; i < v->u.list.n; i++)
             w = enc_write(v->u.list.items[i],
-                          w + bb_varint_put(w, v->u.list.items[i]->u.bytes.len), g);
+                          w + bb_uvarint_encode(v->u.list.items[i]->u.bytes.len, w), g);
         break;
     case BB_VK_COMPOSITE:
-        w += bb_varint_put(w, v->u.list.n);
+        w += bb_uvarint_encode(v->u.list.n, w);
         for (size_t i = 0; i < v->u.list.n; i++) {
             const bb_value *ch = v->u.list.items[i];
             enc_size(ch, &c); /* cannot fail: the whole value's size was computed */
             bb_le_put(w, ch->type->wire_hash, 8);
             w += 8;
-            w += bb_varint_put(w, c);
+            w += bb_uvarint_encode(c, w);
             w = enc_write(ch, w, g);
         }
         break;
     case BB_VK_RESPONSE_BATCH:
-        w += bb_varint_put(w, v->u.batch.n);
+        w += bb_uvarint_encode(v->u.batch.n, w);
         for (size_t i = 0; i < v->u.batch.n; i++) {
             const bb_value *peer = v->u.batch.peers[i], *it = v->u.batch.items[i];
-            w += bb_varint_put(w, peer->u.bytes.len);
+            w += bb_uvarint_encode(peer->u.bytes.len, w);
             w = enc_write(peer, w, g);
             enc_size(it, &c);
             bb_le_put(w, it->type->wire_hash, 8);
             w += 8;
-            w += bb_varint_put(w, c);
+            w += bb_uvarint_encode(c, w);
             w = enc_write(it, w, g);
         }
         break;

@@ -15,67 +15,62 @@
 #include <string.h>
 
 #include "agg.h"
-#include "plugins/common/plugin_bytes.h"
+#include "bb/bytes.h"
 
 #define MAGIC "BBAG"
 #define VERSION 1u
 
-static void put_shape(bbp_wbuf *w, uint32_t nd, const int64_t *dims)
+static void put_shape(bb_writer *w, uint32_t nd, const int64_t *dims)
 {
-    bbp_put_u32(w, nd);
-    bbp_put(w, dims, nd * sizeof *dims);
+    bb_writer_put_u32le(w, nd);
+    bb_writer_put(w, dims, nd * sizeof *dims);
 }
 
 int agg_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
 {
     const agg *a = inst;
-    bbp_wbuf w = {0};
-    bbp_put(&w, MAGIC, 4);
-    bbp_put_u32(&w, VERSION);
-    bbp_put_u64(&w, a->rounds);
-    bbp_put_u64(&w, a->last_samples);
+    bb_writer w = {0};
+    bb_writer_put(&w, MAGIC, 4);
+    bb_writer_put_u32le(&w, VERSION);
+    bb_writer_put_u64le(&w, a->rounds);
+    bb_writer_put_u64le(&w, a->last_samples);
     put_shape(&w, a->ndim, a->dims);
-    bbp_put_u64(&w, a->n);
+    bb_writer_put_u64le(&w, a->n);
     for (size_t i = 0; i < a->n; i++) {
         const agg_contribution *c = &a->v[i];
-        bbp_put_u8(&w, c->has_peer);
-        bbp_put_u8(&w, c->has_peer ? c->peer.len : 0);
+        bb_writer_put_u8(&w, c->has_peer);
+        bb_writer_put_u8(&w, c->has_peer ? c->peer.len : 0);
         if (c->has_peer)
-            bbp_put(&w, c->peer.bytes, c->peer.len);
-        bbp_put_u64(&w, c->num_samples);
-        bbp_put(&w, bb_tensor_f32(c->tensor), a->numel * sizeof(float));
+            bb_writer_put(&w, c->peer.bytes, c->peer.len);
+        bb_writer_put_u64le(&w, c->num_samples);
+        bb_writer_put(&w, bb_tensor_f32(c->tensor), a->numel * sizeof(float));
     }
-    bbp_put_u8(&w, a->last != NULL);
+    bb_writer_put_u8(&w, a->last != NULL);
     if (a->last) {
         put_shape(&w, a->last->u.tensor.ndim, a->last->u.tensor.dims);
-        bbp_put(&w, bb_tensor_f32(a->last), bb_tensor_numel(a->last) * sizeof(float));
+        bb_writer_put(&w, bb_tensor_f32(a->last), bb_tensor_numel(a->last) * sizeof(float));
     }
-    if (w.oom) {
-        free(w.p);
+    if (!bb_writer_take(&w, out, out_len))
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
-    }
-    *out = w.p;
-    *out_len = w.n;
     return BB_OK;
 }
 
-static bool get_shape(bbp_rbuf *r, uint32_t *nd, int64_t *dims, size_t *numel)
+static bool get_shape(bb_reader *r, uint32_t *nd, int64_t *dims, size_t *numel)
 {
-    if (!bbp_get(r, nd, 4) || *nd > BB_MAX_DIMS || !bbp_get(r, dims, *nd * sizeof *dims))
+    if (!bb_reader_u32le(r, nd) || *nd > BB_MAX_DIMS ||
+        !bb_reader_get(r, dims, *nd * sizeof *dims))
         return false;
     *numel = bb_shape_numel(*nd, dims);
     return *numel != SIZE_MAX;
 }
 
 /* A tensor of the shape read from the next numel floats. */
-static bb_value *get_tensor(bbp_rbuf *r, uint32_t nd, const int64_t *dims, size_t numel)
+static bb_value *get_tensor(bb_reader *r, uint32_t nd, const int64_t *dims, size_t numel)
 {
-    if (!bbp_has(r, numel, sizeof(float)))
+    const uint8_t *f32;
+    if (!bb_reader_has(r, numel, sizeof(float)) || !bb_reader_view(r, numel * sizeof(float), &f32))
         return NULL;
-    bb_value *t = bb_value_tensor_copy(BB_DT_FLOAT, nd, dims, r->p + r->off, numel * sizeof(float));
-    if (t)
-        r->off += numel * sizeof(float);
-    return t;
+    return bb_value_tensor_copy(BB_DT_FLOAT, nd, dims, f32, numel * sizeof(float));
 }
 
 int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
@@ -85,17 +80,18 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
     s.v = NULL;
     s.n = s.cap = 0;
     s.last = NULL;
-    bbp_rbuf r = {data, len, 0};
+    bb_reader r;
+    bb_reader_init(&r, data, len);
     char magic[4];
     uint32_t version = 0;
     uint64_t n = 0;
     int rc = BB_OK;
-    if (!bbp_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) || !bbp_get(&r, &version, 4) ||
-        version != VERSION)
+    if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) ||
+        !bb_reader_u32le(&r, &version) || version != VERSION)
         return bb_error_set(err, BB_EDECODE, "%s: not an aggregator snapshot (version %u)",
                             a->type_name, version);
-    if (!bbp_get(&r, &s.rounds, 8) || !bbp_get(&r, &s.last_samples, 8) ||
-        !get_shape(&r, &s.ndim, s.dims, &s.numel) || !bbp_get(&r, &n, 8) ||
+    if (!bb_reader_u64le(&r, &s.rounds) || !bb_reader_u64le(&r, &s.last_samples) ||
+        !get_shape(&r, &s.ndim, s.dims, &s.numel) || !bb_reader_u64le(&r, &n) ||
         n > a->max_contributions) {
         rc = bb_error_set(err, BB_EDECODE, "%s: snapshot header is truncated or out of range",
                           a->type_name);
@@ -110,8 +106,9 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
     for (uint64_t i = 0; i < n; i++) {
         agg_contribution *c = &s.v[i];
         uint8_t has = 0, plen = 0;
-        if (!bbp_get(&r, &has, 1) || !bbp_get(&r, &plen, 1) || plen > BB_PEERID_MAX_LEN ||
-            (has && !bbp_get(&r, c->peer.bytes, plen)) || !bbp_get(&r, &c->num_samples, 8) ||
+        if (!bb_reader_u8(&r, &has) || !bb_reader_u8(&r, &plen) || plen > BB_PEERID_MAX_LEN ||
+            (has && !bb_reader_get(&r, c->peer.bytes, plen)) ||
+            !bb_reader_u64le(&r, &c->num_samples) ||
             !(c->tensor = get_tensor(&r, s.ndim, s.dims, s.numel))) {
             rc = bb_error_set(err, BB_EDECODE, "%s: snapshot contribution %llu is truncated",
                               a->type_name, (unsigned long long)i);
@@ -122,7 +119,7 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
         s.n++;
     }
     uint8_t has_last = 0;
-    if (!bbp_get(&r, &has_last, 1)) {
+    if (!bb_reader_u8(&r, &has_last)) {
         rc = bb_error_set(err, BB_EDECODE, "%s: snapshot is truncated", a->type_name);
         goto fail;
     }
@@ -135,9 +132,9 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
             goto fail;
         }
     }
-    if (r.off != len) {
+    if (bb_reader_left(&r)) {
         rc = bb_error_set(err, BB_EDECODE, "%s: %zu stray bytes after the snapshot",
-                          a->type_name, len - r.off);
+                          a->type_name, bb_reader_left(&r));
         goto fail;
     }
     agg_round_clear(a);

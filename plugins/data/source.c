@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "data.h"
-#include "plugins/common/plugin_bytes.h"
+#include "bb/bytes.h"
 
 void data_source_free(data_source *s)
 {
@@ -133,36 +133,34 @@ bb_dispatch_result data_source_dispatch(void *inst, bb_ctx *ctx, const bb_dispat
 int data_source_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
 {
     const data_source *s = inst;
-    bbp_wbuf w = {0};
-    bbp_put(&w, MAGIC, 4);
-    bbp_put_u32(&w, VERSION);
-    bbp_put_u64(&w, s->n);
-    bbp_put_u64(&w, s->epoch);
-    bbp_put_u64(&w, s->cursor);
-    bbp_put(&w, s->rng.s, sizeof s->rng.s);
-    bbp_put(&w, s->order, s->n * sizeof *s->order);
-    if (w.oom) {
-        free(w.p);
+    bb_writer w = {0};
+    bb_writer_put(&w, MAGIC, 4);
+    bb_writer_put_u32le(&w, VERSION);
+    bb_writer_put_u64le(&w, s->n);
+    bb_writer_put_u64le(&w, s->epoch);
+    bb_writer_put_u64le(&w, s->cursor);
+    bb_writer_put(&w, s->rng.s, sizeof s->rng.s);
+    bb_writer_put(&w, s->order, s->n * sizeof *s->order);
+    if (!bb_writer_take(&w, out, out_len))
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", s->who);
-    }
-    *out = w.p;
-    *out_len = w.n;
     return BB_OK;
 }
 
 int data_source_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
 {
     data_source *s = inst;
-    bbp_rbuf r = {data, len, 0};
+    bb_reader r;
+    bb_reader_init(&r, data, len);
     char magic[4];
     uint32_t version = 0;
     uint64_t n = 0, epoch = 0, cursor = 0;
     bbp_rng rng;
-    if (!bbp_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) || !bbp_get(&r, &version, 4) ||
-        version != VERSION || !bbp_get(&r, &n, 8) || !bbp_get(&r, &epoch, 8) ||
-        !bbp_get(&r, &cursor, 8) || !bbp_get(&r, rng.s, sizeof rng.s))
+    if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) ||
+        !bb_reader_u32le(&r, &version) || version != VERSION || !bb_reader_u64le(&r, &n) ||
+        !bb_reader_u64le(&r, &epoch) || !bb_reader_u64le(&r, &cursor) ||
+        !bb_reader_get(&r, rng.s, sizeof rng.s))
         return bb_error_set(err, BB_EDECODE, "%s: not a data source snapshot", s->who);
-    if (n != s->n || cursor > n || r.n - r.off != n * sizeof(uint32_t))
+    if (n != s->n || cursor > n || bb_reader_left(&r) != n * sizeof(uint32_t))
         return bb_error_set(err, BB_EDECODE,
                             "%s: snapshot of %llu rows does not fit this source's %zu rows",
                             s->who, (unsigned long long)n, s->n);
@@ -170,7 +168,7 @@ int data_source_restore(void *inst, const uint8_t *data, size_t len, bb_error *e
     uint8_t *seen = calloc(n ? n : 1, 1);
     int rc = order && seen ? BB_OK : bb_error_set(err, BB_ENOMEM, "%s: out of memory", s->who);
     if (!rc)
-        bbp_get(&r, order, n * sizeof *order);
+        bb_reader_get(&r, order, n * sizeof *order);
     for (uint64_t i = 0; !rc && i < n; i++) {
         if (order[i] >= n || seen[order[i]]++)
             rc = bb_error_set(err, BB_EDECODE, "%s: snapshot row order is not a permutation",

@@ -39,7 +39,7 @@
 #include <string.h>
 
 #include "mlp.h"
-#include "plugins/common/plugin_bytes.h"
+#include "bb/bytes.h"
 #include "plugins/common/plugin_config.h"
 #include "plugins/common/plugin_type.h"
 
@@ -576,37 +576,34 @@ static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *er
 {
     const mlp *m = inst;
     size_t bytes = m->shape.n_params * sizeof(float);
-    bbp_wbuf w = {0};
-    bbp_put(&w, MAGIC, 4);
-    bbp_put_u32(&w, SNAP_VERSION);
-    bbp_put_u64(&w, m->shape.n_params);
-    bbp_put_u32(&w, (uint32_t)m->opt.kind);
-    bbp_put_u64(&w, m->opt.t);
-    bbp_put_u64(&w, m->version);
-    bbp_put(&w, m->params, bytes);
-    bbp_put(&w, m->opt.m, bytes);
+    bb_writer w = {0};
+    bb_writer_put(&w, MAGIC, 4);
+    bb_writer_put_u32le(&w, SNAP_VERSION);
+    bb_writer_put_u64le(&w, m->shape.n_params);
+    bb_writer_put_u32le(&w, (uint32_t)m->opt.kind);
+    bb_writer_put_u64le(&w, m->opt.t);
+    bb_writer_put_u64le(&w, m->version);
+    bb_writer_put(&w, m->params, bytes);
+    bb_writer_put(&w, m->opt.m, bytes);
     if (m->opt.v)
-        bbp_put(&w, m->opt.v, bytes);
-    if (w.oom) {
-        free(w.p);
+        bb_writer_put(&w, m->opt.v, bytes);
+    if (!bb_writer_take(&w, out, out_len))
         return oom(m, err);
-    }
-    *out = w.p;
-    *out_len = w.n;
     return BB_OK;
 }
 
 static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
 {
     mlp *m = inst;
-    bbp_rbuf r = {data, len, 0};
+    bb_reader r;
+    bb_reader_init(&r, data, len);
     char magic[4];
     uint32_t version = 0, kind = 0;
     uint64_t n = 0, t = 0, changes = 0;
     size_t bytes = m->shape.n_params * sizeof(float);
-    if (!bbp_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) || !bbp_get(&r, &version, 4) ||
-        version != SNAP_VERSION || !bbp_get(&r, &n, 8) || !bbp_get(&r, &kind, 4) ||
-        !bbp_get(&r, &t, 8) || !bbp_get(&r, &changes, 8))
+    if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) ||
+        !bb_reader_u32le(&r, &version) || version != SNAP_VERSION || !bb_reader_u64le(&r, &n) ||
+        !bb_reader_u32le(&r, &kind) || !bb_reader_u64le(&r, &t) || !bb_reader_u64le(&r, &changes))
         return bb_error_set(err, BB_EDECODE, "%s: not a model snapshot", m->who);
     if (n != m->shape.n_params || kind != (uint32_t)m->opt.kind)
         return bb_error_set(err, BB_EDECODE,
@@ -615,13 +612,13 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
                             m->who, (unsigned long long)n, kind, m->shape.n_params,
                             (unsigned)m->opt.kind);
     size_t want = bytes * (m->opt.v ? 3 : 2);
-    if (r.n - r.off != want)
+    if (bb_reader_left(&r) != want)
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot has %zu state bytes, not %zu",
-                            m->who, r.n - r.off, want);
-    bbp_get(&r, m->params, bytes);
-    bbp_get(&r, m->opt.m, bytes);
+                            m->who, bb_reader_left(&r), want);
+    bb_reader_get(&r, m->params, bytes);
+    bb_reader_get(&r, m->opt.m, bytes);
     if (m->opt.v)
-        bbp_get(&r, m->opt.v, bytes);
+        bb_reader_get(&r, m->opt.v, bytes);
     m->opt.t = t;
     m->version = changes;
     forget_forward(m);

@@ -2,8 +2,9 @@
 # bbd_restart.sh — stopping and restarting a node mid-run: kill -TERM a
 # client while it trains (work parked on the worker pool), check it exits 0
 # with a snapshot, restart it, and see the round it was part of complete.
-# Also: --fresh ignores the snapshot, a damaged snapshot is refused with one
-# line naming it, SIGHUP reopens the log file. Ends with "N passed, N failed".
+# Also: --fresh ignores the snapshot, a snapshot in an older engine format
+# and a damaged one are refused with one line naming the file, SIGHUP
+# reopens the log file. Ends with "N passed, N failed".
 source "$(dirname "$0")/bbd_common.bash"
 
 # a generous per-hop budget: the round must outlive the client's restart
@@ -55,16 +56,40 @@ ctl c2 --json status | jget 'd["incarnation"] == 1 and not d["restored"]' | grep
     ok "--fresh: incarnation 1, nothing restored" || not_ok "--fresh" "$TMP/c2.log"
 stop_node c2
 
+# a snapshot in an older engine format (BBSNAP2, checksum intact): refused
+# with one line naming the file and both formats
+python3 - "$TMP/c2/snapshot.bbs" "$TMP/old.bbs" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+data[32:40] = b"BBSNAP2\0"
+h = 0xcbf29ce484222325
+for b in data[32:]:
+    h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+data[24:32] = struct.pack("<Q", h)
+open(sys.argv[2], "wb").write(data)
+PY
+mkdir -p "$TMP/old" && cp "$TMP/old.bbs" "$TMP/old/snapshot.bbs"
+
+# bbd refuses to start from state dir $1: exit 1, one error line matching $2
+refuses_start() {
+    "$BBD" --config "$TMP/slow.json" --state-dir "$1" --plugin-path "$PLUG" \
+        "$TMP/fed_round.onnx" >"$TMP/refused.out" 2>"$TMP/refused.err"
+    local rc=$?
+    [ "$rc" = 1 ] && [ "$(grep -c '^bbd: error:' "$TMP/refused.err")" = 1 ] &&
+        grep -q "^bbd: error: snapshot $1/snapshot.bbs: $2" "$TMP/refused.err"
+}
+if refuses_start "$TMP/old" "restore: snapshot format BBSNAP2 is older than this engine's (BBSNAP3).*--fresh"; then
+    ok "an older snapshot format: exit 1 with one line naming the file and both formats"
+else
+    not_ok "older snapshot format" "$TMP/refused.err"
+fi
+
 # a damaged snapshot: one line naming it, exit 1, nothing started
 printf 'garbage' | dd of="$TMP/c2/snapshot.bbs" bs=1 seek=40 conv=notrunc 2>/dev/null
-"$BBD" --config "$TMP/slow.json" --state-dir "$TMP/c2" --plugin-path "$PLUG" "$TMP/fed_round.onnx" \
-    >"$TMP/bad.out" 2>"$TMP/bad.err"
-rc=$?
-if [ "$rc" = 1 ] && [ "$(grep -c '^bbd: error:' "$TMP/bad.err")" = 1 ] &&
-    grep -q "^bbd: error: snapshot $TMP/c2/snapshot.bbs: checksum mismatch.*--fresh" "$TMP/bad.err"; then
+if refuses_start "$TMP/c2" "checksum mismatch.*--fresh"; then
     ok "a damaged snapshot: exit 1 with one line naming the file"
 else
-    not_ok "damaged snapshot (rc=$rc)" "$TMP/bad.err"
+    not_ok "damaged snapshot" "$TMP/refused.err"
 fi
 
 # SIGHUP reopens the log file (logrotate)

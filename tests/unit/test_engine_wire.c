@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "bb/multiaddr.h"
+#include "bb/uvarint.h"
 #include "bb_envelope.pb-c.h"
 #include "support/engine_fixtures.h"
 
@@ -286,11 +287,11 @@ static void test_partial_delivery_and_rx_errors(void **state)
     bb_value_unref(i64);
     /* a Composite whose child carries a wire hash nobody knows */
     uint8_t comp[32];
-    size_t cl = bb_varint_put(comp, 1);
+    size_t cl = bb_uvarint_encode(1, comp);
     uint64_t h = 0x1234567890abcdefULL;
     memcpy(comp + cl, &h, 8);
     cl += 8;
-    cl += bb_varint_put(comp + cl, 0);
+    cl += bb_uvarint_encode(0, comp + cl);
     uint8_t unknown_sfx[16];
     size_t usl;
     bb_suffix_site(999999, unknown_sfx, 16, &usl, NULL);

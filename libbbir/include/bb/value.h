@@ -219,11 +219,4 @@ int bb_value_decode_tensor_buf(bb_buffer *buf, const bb_decode_limits *lim,
 int bb_value_decode_buf(uint64_t type_hash, bb_buffer *buf, const bb_decode_limits *lim,
                         bb_value **out, bb_error *err);
 
-/* ---- varints (shared by the wire codecs) -------------------------------- */
-/* Writes up to 10 bytes; returns bytes written. */
-size_t bb_varint_put(uint8_t *out, uint64_t v);
-size_t bb_varint_len(uint64_t v);
-/* Reads at *pos; 0 on success, BB_ETRUNC / BB_EDECODE otherwise. */
-int bb_varint_get(const uint8_t *data, size_t len, size_t *pos, uint64_t *out);
-
 #endif
