@@ -64,7 +64,9 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     } else if (!first_usable(t, res, &r->ep, &ma)) {
         bbd__log(t, BB_LOG_WARN, "resolve %s for %s: no usable %s address", r->ep.name,
                  bbd__peer_text(&p->id, pt, sizeof pt),
-                 r->ep.family == AF_INET ? "IPv4" : r->ep.family == AF_INET6 ? "IPv6" : "IP");
+                 r->ep.family == AF_INET    ? "IPv4"
+                 : r->ep.family == AF_INET6 ? "IPv6"
+                                            : "IP");
         bbd__peer_update(t, p);
     } else if (!p->active && !p->udp && !p->dialing && !p->udp_dialing &&
                (ma.proto == BB_MA_TCP ? bbd__tcp_dial(t, p, &ma) : bbd__udp_dial(t, p, &ma)) !=

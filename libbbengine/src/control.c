@@ -33,7 +33,7 @@
 #include "bb/multiaddr.h"
 #include "libbbengine/src/syscalls.h"
 
-#define CTL_MAX_PENDING 4096    /* requests in flight per engine */
+#define CTL_MAX_PENDING 4096 /* requests in flight per engine */
 #define NO_SLOT_ID_BASE (UINT64_C(1) << 32)
 #define ANSWER_ENVELOPE_SLACK 1024 /* envelope bytes around a payload */
 
@@ -75,8 +75,7 @@ static const bb_op_decl *find_op(const bb_component_type *t, const char *op, con
 
 /* ---- answers (this node answers a request) --------------------------------------------- */
 
-static void answer_bytes(bb_engine *e, const bbe__route *r, bool failed, const uint8_t *p,
-                         size_t n)
+static void answer_bytes(bb_engine *e, const bbe__route *r, bool failed, const uint8_t *p, size_t n)
 {
     uint8_t sfx[BB_MULTIADDR_NAME_MAX + 32];
     size_t sl;
@@ -87,8 +86,8 @@ static void answer_bytes(bb_engine *e, const bbe__route *r, bool failed, const u
         p = (const uint8_t *)"answer exceeds the envelope cap";
         n = strlen((const char *)p);
     }
-    bbe__fill f = {.suffix = sfx, .suffix_len = sl, .payload = p, .payload_len = n,
-                   .trigger_only = failed};
+    bbe__fill f = {
+        .suffix = sfx, .suffix_len = sl, .payload = p, .payload_len = n, .trigger_only = failed};
     bbe__envelope env = {.fills = &f, .n_fills = 1, .corr_kind = 2, .wire_req_id = r->token};
     if (bbe__emit(e, &r->peer, NULL, 0, &env, 0) == BB_ENOTFOUND)
         e->c[BBE__C_PEER_RESOLVE_FAILED]++; /* the asker left no address: it times out */
@@ -164,9 +163,14 @@ static void dispatch_fill(bb_engine *e, uint32_t ci, const bb_op_decl *decl, con
     bbe__handle *h = bbe__handle_new(e, BBE__HK_FILL);
     bool later = false; /* then h lives on until the op completes */
     if (ins[0] && ins[1] && ins[2] && outs && h) {
-        bb_dispatch_call call = {.domain = domain ? domain : "", .op_type = decl->op_type,
-                                 .op_index = idx, .inputs = ins, .n_inputs = 3,
-                                 .n_outputs = n_out, .node = NULL, .completion = &h->pub};
+        bb_dispatch_call call = {.domain = domain ? domain : "",
+                                 .op_type = decl->op_type,
+                                 .op_index = idx,
+                                 .inputs = ins,
+                                 .n_inputs = 3,
+                                 .n_outputs = n_out,
+                                 .node = NULL,
+                                 .completion = &h->pub};
         bb_error err;
         bb_error_clear(&err);
         h->comp = ci;
@@ -209,8 +213,8 @@ void bbe__deliver_control_fill(bb_engine *e, const bb_peerid *src, const bbe__en
     uint32_t ci = bbe__comp_by_wire_ref(e, sfx->cref);
     const char *domain = NULL;
     uint32_t idx = 0;
-    const bb_op_decl *decl = ci != BBE__NONE ? find_op(e->comps[ci].type, sfx->op, &domain, &idx)
-                                             : NULL;
+    const bb_op_decl *decl =
+        ci != BBE__NONE ? find_op(e->comps[ci].type, sfx->op, &domain, &idx) : NULL;
     if (!decl) {
         e->c[BBE__C_UNROUTABLE]++;
         if (request) {
@@ -225,8 +229,8 @@ void bbe__deliver_control_fill(bb_engine *e, const bb_peerid *src, const bbe__en
     route.op = decl->op_type;
     e->c[BBE__C_FILLS_IN]++;
     if (!bbe__budget_charge(e, f->payload_len)) {
-        bbe__rx_error(e, src, BB_WIRE_RX_BUDGET_EXCEEDED, "control fill for %s/%s exceeds the budget",
-                      e->comps[ci].slot, sfx->op);
+        bbe__rx_error(e, src, BB_WIRE_RX_BUDGET_EXCEEDED,
+                      "control fill for %s/%s exceeds the budget", e->comps[ci].slot, sfx->op);
         if (request)
             answer_error(e, &route, "the receiver's ingress byte budget is spent");
         return;
@@ -297,8 +301,8 @@ int bbe__control_send(bb_engine *e, uint32_t comp, const bb_peerid *peer, const 
     }
     uint8_t sfx[BB_MULTIADDR_NAME_MAX + 32];
     size_t sl;
-    if (!op || bb_suffix_component_op(bbe__comp_wire_ref(e, dest), op, sfx, sizeof sfx, &sl,
-                                      err) != BB_OK)
+    if (!op ||
+        bb_suffix_component_op(bbe__comp_wire_ref(e, dest), op, sfx, sizeof sfx, &sl, err) != BB_OK)
         return bb_error_set(err, BB_EINVAL, "%s: send_fill: bad op name '%s'", me->slot,
                             op ? op : "(null)");
     if (len + ANSWER_ENVELOPE_SLACK > e->caps.max_envelope_bytes)
@@ -313,8 +317,11 @@ int bbe__control_send(bb_engine *e, uint32_t comp, const bb_peerid *peer, const 
     uint64_t t = timeout_ns ? e->next_wire_req++ : 0;
     uint64_t at = e->now_ns + timeout_ns < e->now_ns ? UINT64_MAX : e->now_ns + timeout_ns;
     bbe__fill f = {.suffix = sfx, .suffix_len = sl, .payload = payload, .payload_len = len};
-    bbe__envelope env = {.fills = &f, .n_fills = 1, .corr_kind = timeout_ns ? 1 : 0,
-                         .wire_req_id = t, .deadline_ns = timeout_ns ? at : 0};
+    bbe__envelope env = {.fills = &f,
+                         .n_fills = 1,
+                         .corr_kind = timeout_ns ? 1 : 0,
+                         .wire_req_id = t,
+                         .deadline_ns = timeout_ns ? at : 0};
     int rc = bbe__emit(e, peer, NULL, 0, &env, 0);
     if (rc == BB_ENOTFOUND) {
         char pt[BB_PEERID_TEXT_MAX];

@@ -164,8 +164,8 @@ const fx_rec *fx_log_nth(const fx_log *l, bb_step_kind kind, size_t i);
 const fx_rec *fx_log_infra(const fx_log *l, int infra, int sub);
 
 typedef struct fx_net {
-    bb_engine *e[8];
-    fx_log log[8];
+    bb_engine *e[16];
+    fx_log log[16];
     int n;
     uint64_t now;
     size_t delivered;
