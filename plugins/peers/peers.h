@@ -4,6 +4,7 @@
  *   peers::ConstantView   a fixed list from the config
  *   peers::Connected      the connected peers that announced a target
  *   peers::GlobalRegistry a registry server (serve) or its clients
+ *   peers::Cyclon         CYCLON peer sampling (a partial view, shuffles)
  *
  * Every one answers the same ops (select.c):
  *   Sample(n) -> peers             SelectParams::Random{n}
@@ -97,5 +98,6 @@ extern const bb_port_decl CONTROL_OUT[1];
 extern const bb_component_type PEERS_CONSTANT_VIEW;
 extern const bb_component_type PEERS_CONNECTED;
 extern const bb_component_type PEERS_GLOBAL_REGISTRY;
+extern const bb_component_type PEERS_CYCLON;
 
 #endif
