@@ -35,6 +35,7 @@ const bb_port_decl CONTROL_IN[3] = {
 const bb_port_decl CONTROL_OUT[1] = {{.name = "answer", .type = &BB_TYPE_BYTES}};
 
 static const bb_component_type *const TYPES[] = {&PEERS_CONSTANT_VIEW, &PEERS_CONNECTED,
-                                                 &PEERS_GLOBAL_REGISTRY, &PEERS_CYCLON};
+                                                 &PEERS_GLOBAL_REGISTRY, &PEERS_CYCLON,
+                                                 &PEERS_DHT};
 
 BBP_PLUGIN_ENTRY("peers", TYPES)

@@ -5,6 +5,7 @@
  *   peers::Connected      the connected peers that announced a target
  *   peers::GlobalRegistry a registry server (serve) or its clients
  *   peers::Cyclon         CYCLON peer sampling (a partial view, shuffles)
+ *   peers::Dht            NearKey over a Protocol slot "dht" (Kademlia)
  *
  * Every one answers the same ops (select.c):
  *   Sample(n) -> peers             SelectParams::Random{n}
@@ -99,5 +100,6 @@ extern const bb_component_type PEERS_CONSTANT_VIEW;
 extern const bb_component_type PEERS_CONNECTED;
 extern const bb_component_type PEERS_GLOBAL_REGISTRY;
 extern const bb_component_type PEERS_CYCLON;
+extern const bb_component_type PEERS_DHT;
 
 #endif
