@@ -37,14 +37,13 @@
  * per-slot JSON config of each bbd (bbd.json(5) "components"), over the
  * construction states recorded here.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bb/model_io.h"
 #include "bb/recorder.h"
+#include "examples/record_main.h"
 
 #define AGG_ATOMIC "bb-agg.Aggregator.atomic"
 #define MLP_ATOMIC "bb-nn.Mlp.atomic"
@@ -183,107 +182,39 @@ static void usage(FILE *f, const char *prog)
             prog);
 }
 
-/* A whole number in [lo, hi] from argv, or -1 after printing why. */
-static long parse_long(const char *prog, const char *opt, const char *s, long lo, long hi)
+static int other_option(const char *prog, const char *a, const char *v, void *ud)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || !*s || *end || v < lo || v > hi) {
-        fprintf(stderr, "%s: error: %s: '%s' is not a whole number in [%ld, %ld]\n", prog, opt,
-                s, lo, hi);
+    fed_knobs *k = ud;
+    if (!strcmp(a, "--quorum")) {
+        char *end = NULL;
+        k->quorum = strtod(v, &end);
+        if (!*v || *end || !(k->quorum > 0 && k->quorum <= 1)) {
+            fprintf(stderr, "%s: error: --quorum: '%s' is not a fraction in (0, 1]\n", prog, v);
+            return 2;
+        }
+    } else if (!strcmp(a, "--aggregator")) {
+        k->aggregator = v;
+    } else if (!strcmp(a, "--data")) {
+        k->data = v;
+    } else {
         return -1;
-    }
-    return v;
-}
-
-static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
-{
-    *k = (fed_knobs){4, 0.75, 1000, 800, 5, "agg::FedAvg", "data::Csv"};
-    *out = NULL;
-    const struct {
-        const char *opt;
-        long *dst;
-        long hi;
-    } whole[] = {
-        {"--clients", &k->clients, 65536},
-        {"--period-ms", &k->period_ms, 86400000}, /* a day */
-        {"--deadline-ms", &k->deadline_ms, 86400000},
-        {"--epochs", &k->epochs, 1000000},
-    };
-    const size_t n_whole = sizeof whole / sizeof *whole;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout, argv[0]);
-            exit(0);
-        }
-        if (a[0] != '-') {
-            if (*out) {
-                fprintf(stderr, "%s: error: two output files ('%s', '%s')\n", argv[0], *out, a);
-                return 2;
-            }
-            *out = a;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "%s: error: %s needs a value\n", argv[0], a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        size_t w = 0;
-        while (w < n_whole && strcmp(a, whole[w].opt))
-            w++;
-        if (w < n_whole) {
-            if ((*whole[w].dst = parse_long(argv[0], a, v, 1, whole[w].hi)) < 0)
-                return 2;
-        } else if (!strcmp(a, "--quorum")) {
-            char *end = NULL;
-            k->quorum = strtod(v, &end);
-            if (!*v || *end || !(k->quorum > 0 && k->quorum <= 1)) {
-                fprintf(stderr, "%s: error: --quorum: '%s' is not a fraction in (0, 1]\n",
-                        argv[0], v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--aggregator")) {
-            k->aggregator = v;
-        } else if (!strcmp(a, "--data")) {
-            k->data = v;
-        } else {
-            fprintf(stderr, "%s: error: unknown option '%s'\n", argv[0], a);
-            usage(stderr, argv[0]);
-            return 2;
-        }
-    }
-    if (!*out) {
-        usage(stderr, argv[0]);
-        return 2;
     }
     return 0;
 }
+
+static bb_module *record_knobs(bb_recorder *r, const void *k) { return record(r, k); }
 
 int main(int argc, char **argv)
 {
-    fed_knobs k;
+    fed_knobs k = {4, 0.75, 1000, 800, 5, "agg::FedAvg", "data::Csv"};
+    const bb_example_knob whole[] = {
+        {"--clients", &k.clients, 1, 65536},
+        {"--period-ms", &k.period_ms, 1, 86400000}, /* a day */
+        {"--deadline-ms", &k.deadline_ms, 1, 86400000},
+        {"--epochs", &k.epochs, 1, 1000000},
+    };
     const char *out;
-    int rc = parse_args(argc, argv, &k, &out);
-    if (rc)
-        return rc;
-    bb_recorder *r = bb_recorder_new("user.app");
-    if (!r) {
-        fprintf(stderr, "%s: error: out of memory\n", argv[0]);
-        return 1;
-    }
-    bb_error err = {0};
-    bb_model *m = NULL;
-    rc = bb_recorder_build(r, record(r, &k), &m, &err);
-    bb_recorder_free(r);
-    if (!rc)
-        rc = bb_model_save_file(m, out, &err);
-    bb_model_free(m);
-    if (rc) {
-        fprintf(stderr, "%s: error: %s\n", argv[0], err.msg);
-        return 1;
-    }
-    return 0;
+    int rc = bb_example_args(argc, argv, usage, whole, sizeof whole / sizeof *whole,
+                             other_option, &k, &out);
+    return rc ? rc : bb_example_write(argv[0], out, record_knobs, &k);
 }

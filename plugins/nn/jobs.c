@@ -254,6 +254,7 @@ static void job_finish(mlp_job *j)
                 o[i] = j->params[i] + m->update_scale * (o[i] - j->params[i]);
         }
         out[1] = bb_value_u64(&BB_TYPE_U64, j->st.rows);
+        m->age += j->st.rows;
     } else if (!j->rc) {
         double rows = j->st.rows ? (double)j->st.rows : 1.0;
         out[0] = scalar((float)(j->st.loss_sum / rows));

@@ -26,6 +26,14 @@
  *       round that waited for a Limit would send stale parameters)
  *   ParamsDigest(trigger) -> digest U64   a digest of the committed
  *       parameters (which model version a node holds, e.g. across a restart)
+ *   ParamsAge(trigger) -> (params [P], age U64)   the parameters and the
+ *       model's age: the samples it was trained on, its own and, through
+ *       merges, its peers' (gossip learning sends both)
+ *   Merge(params [P], age U64) -> age U64   combine a peer's model with this
+ *       one by the config's rule: "weighted" (by age: (a p + b q) / (a + b)),
+ *       "average" ((p + q) / 2) or "replace" (q); the age becomes max(a, b)
+ *       (q's for replace). Queued behind a running Train like every change;
+ *       the optimizer state is kept.
  *
  * Targets: class ids [B] (any numeric dtype) or f32 [B, out]. While a Train
  * runs, ops that change the model (LoadParameters, ApplyDelta, Step,
@@ -68,6 +76,9 @@ static const bb_config_decl CONFIG[] = {
      "(default: the attribute, 1 when absent)"},
     {"batches_per_epoch", "int", "0",
      "epoch length in batches for data sources without a NumSamples op (0: ask the source)"},
+    {"merge", "string", "\"weighted\"",
+     "how Merge combines a peer's model: \"weighted\" by the models' ages, \"average\", or "
+     "\"replace\""},
     {"attack_update_scale", "float", "1",
      "attack simulation for tests and demos, not for training: Train answers start + scale x "
      "(trained - start), a poisoned client's update (e.g. 1e6); the node keeps the trained "
@@ -113,8 +124,9 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     static const char *const ACT[] = {"relu", "tanh"};
     static const char *const LOSS[] = {"softmax_cross_entropy", "mse"};
     static const char *const OPT[] = {"sgd", "adam"};
+    static const char *const MERGE[] = {"weighted", "average", "replace"};
     uint32_t sizes[MLP_MAX_LAYERS + 1], n = 0;
-    int act = 0, loss = 0, opt = 0;
+    int act = 0, loss = 0, opt = 0, merge = 0;
     double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0, scale = 1;
     bool has_seed = false, has_epochs = false;
     int rc = read_layers(cfg, sizes, &n, err);
@@ -145,6 +157,8 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
                             err);
     if (!rc)
         rc = bbp_config_double(cfg, "attack_update_scale", -1e12, 1e12, &scale, err);
+    if (!rc)
+        rc = bbp_config_enum(cfg, "merge", MERGE, 3, &merge, err);
     if (!rc && loss == LOSS_CE && sizes[n - 1] < 2)
         rc = bb_error_set(err, BB_ECONFIG,
                           "%s: softmax cross-entropy needs at least 2 outputs (layers ends in 1)",
@@ -160,6 +174,7 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     m->opt.eps = (float)eps;
     m->epochs_cfg = has_epochs ? (int64_t)ep : -1;
     m->update_scale = (float)scale;
+    m->merge = (mlp_merge)merge;
     *seed = has_seed ? (uint64_t)s : host_seed;
     return BB_OK;
 }
@@ -373,6 +388,27 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
     return BB_OK;
 }
 
+/* Merge: a peer's parameters q with age b into this model (rule m->merge). */
+static int merge(mlp *m, const bb_value *q, const bb_value *age, bb_error *err)
+{
+    int rc = check_flat(m, "Merge", q, false, err);
+    if (rc)
+        return rc;
+    if (!age || age->type->kind != BB_VK_U64)
+        return bb_error_set(err, BB_ETYPE, "%s: Merge takes the peer model's age (U64)", m->who);
+    uint64_t a = m->age, b = age->u.u64;
+    const float *in = bb_tensor_f32(q);
+    double wq = m->merge == MERGE_REPLACE  ? 1.0
+                : m->merge == MERGE_AVERAGE ? 0.5
+                : a + b                     ? (double)b / ((double)a + (double)b)
+                                            : 0.5;
+    for (size_t i = 0; i < m->shape.n_params; i++)
+        m->params[i] = (float)((1.0 - wq) * m->params[i] + wq * in[i]);
+    m->age = m->merge == MERGE_REPLACE ? b : a > b ? a : b;
+    forget_forward(m);
+    return BB_OK;
+}
+
 /* Every op that completes inline. outputs[0..] receive new references. */
 static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_value **out,
                     uint32_t n_out, bb_error *err)
@@ -389,6 +425,16 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
     case OP_PARAMS_DIGEST:
         out[0] = bb_value_u64(&BB_TYPE_U64, mlp_params_digest(m->params, m->shape.n_params));
         return out[0] ? BB_OK : oom(m, err);
+    case OP_PARAMS_AGE:
+        out[0] = params_copy(m);
+        if (n_out > 1)
+            out[1] = bb_value_u64(&BB_TYPE_U64, m->age);
+        return out[0] && (n_out < 2 || out[1]) ? BB_OK : oom(m, err);
+    case OP_MERGE:
+        if ((rc = merge(m, a, b, err)))
+            return rc;
+        m->version++;
+        return (out[0] = bb_value_u64(&BB_TYPE_U64, m->age)) ? BB_OK : oom(m, err);
     case OP_LOAD_PARAMETERS:
         if (!(rc = check_flat(m, "LoadParameters", a, false, err))) {
             memcpy(m->params, bb_tensor_f32(a), m->shape.n_params * sizeof(float));
@@ -459,12 +505,13 @@ static const char *const OP_NAMES[N_MLP_OPS] = {
     [OP_PARAMS] = "Params",            [OP_STEP] = "Step",
     [OP_TRAIN] = "Train",              [OP_GRADIENTS] = "Gradients",
     [OP_PARAMS_ON] = "ParamsOn",       [OP_PARAMS_DIGEST] = "ParamsDigest",
+    [OP_MERGE] = "Merge",              [OP_PARAMS_AGE] = "ParamsAge",
 };
 
 static bool changes_model(mlp_op op)
 {
     return op == OP_APPLY_DELTA || op == OP_BACKWARD || op == OP_LOAD_PARAMETERS ||
-           op == OP_STEP || op == OP_TRAIN;
+           op == OP_STEP || op == OP_TRAIN || op == OP_MERGE;
 }
 
 static int enqueue(mlp *m, mlp_op op, const bb_dispatch_call *call, int64_t epochs, bb_error *err)
@@ -566,11 +613,12 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
 }
 
 /* ---- snapshot ----------------------------------------------------------------------------
- * "BBNN" u32 version=1, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
- * params[n], momentum / first moment[n], [Adam: second moment[n]]  (f32) */
+ * "BBNN" u32 version=2, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
+ * u64 age (version 2), params[n], momentum / first moment[n], [Adam: second moment[n]]
+ * (f32). Version 1 (no age) is still read, with age 0. */
 
 #define MAGIC "BBNN"
-#define SNAP_VERSION 1u
+#define SNAP_VERSION 2u
 
 static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
 {
@@ -583,6 +631,7 @@ static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *er
     bb_writer_put_u32le(&w, (uint32_t)m->opt.kind);
     bb_writer_put_u64le(&w, m->opt.t);
     bb_writer_put_u64le(&w, m->version);
+    bb_writer_put_u64le(&w, m->age);
     bb_writer_put(&w, m->params, bytes);
     bb_writer_put(&w, m->opt.m, bytes);
     if (m->opt.v)
@@ -599,11 +648,12 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
     bb_reader_init(&r, data, len);
     char magic[4];
     uint32_t version = 0, kind = 0;
-    uint64_t n = 0, t = 0, changes = 0;
+    uint64_t n = 0, t = 0, changes = 0, age = 0;
     size_t bytes = m->shape.n_params * sizeof(float);
     if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) ||
-        !bb_reader_u32le(&r, &version) || version != SNAP_VERSION || !bb_reader_u64le(&r, &n) ||
-        !bb_reader_u32le(&r, &kind) || !bb_reader_u64le(&r, &t) || !bb_reader_u64le(&r, &changes))
+        !bb_reader_u32le(&r, &version) || version < 1 || version > SNAP_VERSION ||
+        !bb_reader_u64le(&r, &n) || !bb_reader_u32le(&r, &kind) || !bb_reader_u64le(&r, &t) ||
+        !bb_reader_u64le(&r, &changes) || (version >= 2 && !bb_reader_u64le(&r, &age)))
         return bb_error_set(err, BB_EDECODE, "%s: not a model snapshot", m->who);
     if (n != m->shape.n_params || kind != (uint32_t)m->opt.kind)
         return bb_error_set(err, BB_EDECODE,
@@ -621,6 +671,7 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
         bb_reader_get(&r, m->opt.v, bytes);
     m->opt.t = t;
     m->version = changes;
+    m->age = age;
     forget_forward(m);
     return BB_OK;
 }
@@ -643,6 +694,9 @@ static const bb_port_decl OUT_GRADS[] = {P("grads", TENSOR_F32)};
 static const bb_port_decl OUT_TRAIN[] = {P("params", TENSOR_F32), P_OPT("num_samples", U64)};
 static const bb_port_decl OUT_METRICS[] = {P("loss", TENSOR_F32), P_OPT("accuracy", TENSOR_F32)};
 static const bb_port_decl OUT_DIGEST[] = {P("digest", U64)};
+static const bb_port_decl IN_MERGE[] = {P("params", TENSOR_F32), P("age", U64)};
+static const bb_port_decl OUT_AGE[] = {P("age", U64)};
+static const bb_port_decl OUT_PARAMS_AGE[] = {P("params", TENSOR_F32), P_OPT("age", U64)};
 
 #define OPD(name, in, out, doc) {name, in, BBP_COUNT(in), out, BBP_COUNT(out), doc}
 static const bb_op_decl ROLE_OPS[] = {
@@ -672,6 +726,11 @@ static const bb_op_decl EXT_OPS[] = {
     OPD("ParamsDigest", IN_TRIGGER, OUT_DIGEST,
         "FNV-1a-64 of the committed parameters' 64-bit words: which model version this "
         "node holds"),
+    OPD("ParamsAge", IN_TRIGGER, OUT_PARAMS_AGE,
+        "the parameters and the model's age (samples trained on, through merges too)"),
+    OPD("Merge", IN_MERGE, OUT_AGE,
+        "combine a peer's model (params, age) with this one by the config's merge rule; the "
+        "new age (gossip learning)"),
 };
 static const bb_opset_decl OPSETS[] = {
     {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS)},

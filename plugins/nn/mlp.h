@@ -109,8 +109,11 @@ int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, mlp_ws *w, float *grad,
 typedef enum mlp_op {
     OP_APPLY_DELTA, OP_BACKWARD, OP_EVALUATE, OP_EVALUATE_METRICS, OP_FORWARD,
     OP_LOAD_PARAMETERS, OP_PARAMS, OP_STEP, OP_TRAIN, OP_GRADIENTS, OP_PARAMS_ON,
-    OP_PARAMS_DIGEST, N_MLP_OPS
+    OP_PARAMS_DIGEST, OP_MERGE, OP_PARAMS_AGE, N_MLP_OPS
 } mlp_op;
+
+/* How Merge combines a received model with this one (config "merge"). */
+typedef enum mlp_merge { MERGE_WEIGHTED, MERGE_AVERAGE, MERGE_REPLACE } mlp_merge;
 
 /* An op that waits for the running Train (ops that change the model). */
 typedef struct mlp_deferred {
@@ -138,6 +141,8 @@ typedef struct mlp {
     float *grad_acc;           /* Backward's accumulated gradient */
     bool grad_pending;
     uint64_t version;          /* changes so far (the CommandId ops answer) */
+    uint64_t age;              /* samples trained on, through merges too (gossip learning) */
+    mlp_merge merge;           /* the Merge rule */
     bb_ctx *ctx;               /* the engine's ctx for this component */
     mlp_job *busy;             /* the Train in flight: changes wait for it */
     mlp_job **jobs;            /* every live job (Train and EvaluateMetrics) */

@@ -480,6 +480,55 @@ static void test_snapshot_roundtrip(void **state)
     drop(&c);
 }
 
+/* Merge (gossip learning): weighted by age, plain average, replace; the
+ * age becomes the larger one (the peer's for replace), ParamsAge reads both;
+ * bad inputs and an unknown rule are refused. */
+static void test_merge_rules(void **state)
+{
+    (void)state;
+    const char *rules[3] = {"weighted", "average", "replace"};
+    const float mine[6] = {0, 0, 0, 0, 0, 0}, theirs[6] = {4, 4, 4, 4, 4, 4};
+    const float want[3] = {3, 2, 4}; /* after merging 4s of age 30 into 0s of age 10 */
+    for (int r = 0; r < 3; r++) {
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "{\"layers\": [2, 2], \"merge\": \"%s\"}", rules[r]);
+        net a = make(cfg);
+        load(&a, mine, 6);
+        /* first merge an age-10 model equal to ours: the age becomes 10 */
+        bb_value *p0 = vecf(mine, 6), *age10 = bb_value_u64(&BB_TYPE_U64, 10);
+        bb_value *age = call_ok(&a, "Merge", p0, age10);
+        assert_int_equal(age->u.u64, 10);
+        bb_value_unref(age);
+        /* then an age-30 model of 4s: weighted 10:30 -> 3, average -> 2, replace -> 4 */
+        bb_value *p1 = vecf(theirs, 6), *age30 = bb_value_u64(&BB_TYPE_U64, 30);
+        age = call_ok(&a, "Merge", p1, age30);
+        assert_int_equal(age->u.u64, 30);
+        bb_value_unref(age);
+        bb_value *trig = bb_value_trigger();
+        bb_value *in[1] = {trig}, *out[2] = {0};
+        bb_error err = {0};
+        assert_int_equal(pfx_call(a.t, a.inst, NULL, "ParamsAge", NULL, in, 1, out, 2, &err),
+                         BB_OK);
+        for (int i = 0; i < 6; i++)
+            assert_float_equal(bb_tensor_f32(out[0])[i], want[r], 1e-5);
+        assert_int_equal(out[1]->u.u64, 30);
+        bb_value_unref(out[0]);
+        bb_value_unref(out[1]);
+        bb_value *bad = NULL;
+        assert_int_equal(call(&a, "Merge", p1, trig, &bad, &err), BB_ETYPE); /* no age */
+        assert_non_null(strstr(err.msg, "age"));
+        bb_value *short_p = vecf(theirs, 5);
+        assert_int_equal(call(&a, "Merge", short_p, age30, &bad, &err), BB_ETYPE);
+        bb_value *done[] = {p0, age10, p1, age30, trig, short_p};
+        for (size_t k = 0; k < sizeof done / sizeof *done; k++)
+            bb_value_unref(done[k]);
+        drop(&a);
+    }
+    bb_error err = {0};
+    assert_null(try_make("{\"layers\": [2, 2], \"merge\": \"max\"}", NULL, &err));
+    assert_non_null(strstr(err.msg, "merge"));
+}
+
 /* ParamsOn answers Params when its trigger arrives; ParamsDigest names the
  * parameters: equal vectors give equal digests, one flipped bit another. */
 static void test_params_on_and_digest(void **state)
@@ -542,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_error_surface),
         cmocka_unit_test(test_snapshot_roundtrip),
         cmocka_unit_test(test_params_on_and_digest),
+        cmocka_unit_test(test_merge_rules),
     };
     return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
 }

@@ -79,6 +79,12 @@ void pfx_net_advance(struct fx_net *net, uint64_t ns);
 void pfx_deliver_control(bb_engine *e, uint8_t from, uint64_t ref, const char *op,
                          const uint8_t *payload, size_t len, uint64_t token);
 
+/* ---- example programs ------------------------------------------------------------- */
+/* Run the recorder BB_BUILD/examples/<name> with knobs (argv, NULL-ended)
+ * into a temporary file, then compile that program as bbc does, against
+ * the build's plugins. Fails the test on any error. */
+bb_model *pfx_compile_example(const char *name, const char *const *knobs);
+
 /* ---- configs a type refuses ------------------------------------------------------- */
 typedef struct pfx_bad_config {
     const char *json, *want; /* the config, and what its error message must say */
