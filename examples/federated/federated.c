@@ -32,12 +32,16 @@
  * rounded up), --period-ms, --deadline-ms (authored on SendReqBatched as
  * deadline_ns: bbc keeps an authored deadline), --epochs E (the Train
  * attribute; a node's "model": {"epochs": N} overrides it), --aggregator
- * TYPE, --data TYPE. Everything else a node needs — the data file and its
+ * TYPE, --data TYPE, --discovery connected|registry (registry: a third
+ * class, Registry, keeps a peers::GlobalRegistry; every node announces
+ * itself there and the server samples its clients from it, so no node
+ * needs a --peer). Everything else a node needs — the data file and its
  * shard, the model's hyper-parameters, the selector's target — is
  * per-slot JSON config of each bbd (bbd.json(5) "components"), over the
  * construction states recorded here.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +61,7 @@
 #define DATA_CONFIG                                                                            \
     "{\"holdout\":0.2,\"split_seed\":0,\"normalization\":\"min-max\",\"batch_size\":32}"
 #define CONNECTED_CONFIG "{\"target\":\"Client\"}"
+#define REGISTRY "peers::GlobalRegistry"
 
 typedef struct fed_knobs {
     long clients;        /* K: clients asked per round */
@@ -66,7 +71,20 @@ typedef struct fed_knobs {
     long epochs;         /* local epochs per round */
     const char *aggregator;
     const char *data;
+    bool registry;       /* --discovery registry: the server finds its clients there */
 } fed_knobs;
+
+/* The selector slot: peers::Connected (the clients that connected, given
+ * the server as --peer), or with --discovery registry the registry's
+ * client, declared in every class so each node's partition binds it (and
+ * announces itself); where the registry is, is each node's config. */
+static bb_slot *declare_selector(bb_module *m, const fed_knobs *k)
+{
+    return k->registry
+               ? bb_rec_concrete(m, BB_ROLE_PEER_SELECTOR, "selector", REGISTRY, "{}", NULL)
+               : bb_rec_concrete(m, BB_ROLE_PEER_SELECTOR, "selector", "peers::Connected",
+                                 CONNECTED_CONFIG, NULL);
+}
 
 static long quorum_of(const fed_knobs *k)
 {
@@ -92,8 +110,7 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
                                  : "{}";
     bb_slot *agg =
         bb_rec_concrete(m, BB_ROLE_AGGREGATOR, "aggregator", k->aggregator, agg_config, NULL);
-    bb_slot *selector = bb_rec_concrete(m, BB_ROLE_PEER_SELECTOR, "selector",
-                                        "peers::Connected", CONNECTED_CONFIG, NULL);
+    bb_slot *selector = declare_selector(m, k);
     /* The held-out evaluation set EvaluateMetrics reads. */
     bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, DATA_CONFIG, NULL);
 
@@ -135,6 +152,8 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
 static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *m = bb_rec_class_module(r, "Client");
+    if (k->registry)
+        declare_selector(m, k); /* the client announces itself to the registry */
     bb_slot *model = bb_rec_concrete(m, BB_ROLE_MODEL, "model", "nn::Mlp", MLP_CONFIG, NULL);
     /* The local training shard Train reads. */
     bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, DATA_CONFIG, NULL);
@@ -154,6 +173,17 @@ static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
     return m;
 }
 
+/* --discovery registry: the node that keeps the registry ("serve": true in
+ * its config). An invoke answers the live nodes it holds ("members"). */
+static bb_module *record_registry(bb_recorder *r, const fed_knobs *k)
+{
+    bb_module *m = bb_rec_class_module(r, "Registry");
+    bb_slot *selector = declare_selector(m, k);
+    bb_rec *g = bb_module_body(m);
+    bb_sys_app_emit(g, bb_role_peer_selector_current_view(g, selector, NULL), "members");
+    return m;
+}
+
 static bb_module *record(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *root = bb_rec_module(r, "Federated");
@@ -162,6 +192,8 @@ static bb_module *record(bb_recorder *r, const fed_knobs *k)
     bb_rec *g = bb_module_body(root);
     bb_call_build(bb_rec_call(g, server));
     bb_call_build(bb_rec_call(g, client));
+    if (k->registry)
+        bb_call_build(bb_rec_call(g, record_registry(r, k)));
     return root;
 }
 
@@ -170,6 +202,7 @@ static void usage(FILE *f, const char *prog)
     fprintf(f,
             "usage: %s OUT.onnx [--clients K] [--quorum FRACTION] [--period-ms MS]\n"
             "       [--deadline-ms MS] [--epochs E] [--aggregator TYPE] [--data TYPE]\n"
+            "       [--discovery connected|registry]\n"
             "  --clients K         clients asked per round (default 4)\n"
             "  --quorum FRACTION   fraction of K that must answer by the deadline, rounded\n"
             "                      up (default 0.75)\n"
@@ -178,7 +211,12 @@ static void usage(FILE *f, const char *prog)
             "  --epochs E          local epochs per round (default 5)\n"
             "  --aggregator TYPE   agg::FedAvg (default), agg::TrimmedMean, agg::Median,\n"
             "                      agg::WeightAggregator\n"
-            "  --data TYPE         data::Csv (default) or data::Synthetic\n",
+            "  --data TYPE         data::Csv (default) or data::Synthetic\n"
+            "  --discovery HOW     connected (default): the server's clients are the nodes\n"
+            "                      connected to it (each client names it with --peer);\n"
+            "                      registry: a third class, Registry, keeps a registry of\n"
+            "                      live nodes (peers::GlobalRegistry) where every node\n"
+            "                      announces itself and the server finds its clients\n",
             prog);
 }
 
@@ -196,6 +234,12 @@ static int other_option(const char *prog, const char *a, const char *v, void *ud
         k->aggregator = v;
     } else if (!strcmp(a, "--data")) {
         k->data = v;
+    } else if (!strcmp(a, "--discovery")) {
+        k->registry = !strcmp(v, "registry");
+        if (!k->registry && strcmp(v, "connected")) {
+            fprintf(stderr, "%s: error: --discovery: '%s' (connected or registry)\n", prog, v);
+            return 2;
+        }
     } else {
         return -1;
     }
@@ -206,7 +250,7 @@ static bb_module *record_knobs(bb_recorder *r, const void *k) { return record(r,
 
 int main(int argc, char **argv)
 {
-    fed_knobs k = {4, 0.75, 1000, 800, 5, "agg::FedAvg", "data::Csv"};
+    fed_knobs k = {4, 0.75, 1000, 800, 5, "agg::FedAvg", "data::Csv", false};
     const bb_example_knob whole[] = {
         {"--clients", &k.clients, 1, 65536},
         {"--period-ms", &k.period_ms, 1, 86400000}, /* a day */
