@@ -3,6 +3,7 @@
 #   make            build everything into build/
 #   make check      install missing packages, build, run every test
 #   make demo       install missing packages, build the programs, run the federated demo
+#   make demo-gossip  the same for serverless gossip learning (or make demo DEMO=gossip)
 #   make programs   libbbir, bbc, bbd, bbctl and the plugins only
 #   make bench      run the benchmarks (tables of ratios against baselines)
 #   make install    PREFIX=/usr/local DESTDIR=
@@ -154,7 +155,7 @@ endif
 -include $(wildcard plugins/*/build.mk)
 -include $(wildcard tests/plugins/*/build.mk)
 
-.PHONY: all deps check check-unit check-integration demo bench footprint install clean examples programs
+.PHONY: all deps check check-unit check-integration demo demo-gossip bench footprint install clean examples programs
 .SECONDARY:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_SO) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
@@ -301,11 +302,17 @@ check: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@BUILD=$(B) scripts/run-tests
 
-# The demo needs the programs, the plugins and the federated recorder, not
+# The demo needs the programs, the plugins and the example's recorder, not
 # the test and bench binaries: a newcomer waits for a third of the build.
+# DEMO=gossip (or make demo-gossip): serverless gossip learning instead.
+DEMO ?= federated
 demo: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/federated
-	@BUILD=$(B) scripts/demo
+	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/$(DEMO)
+	@BUILD=$(B) DEMO=$(DEMO) scripts/demo
+
+demo-gossip: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/gossip
+	@BUILD=$(B) scripts/demo-gossip
 
 programs: $(LIBBBIR_SO) $(LIBBBIR_A) $(BINS) $(PLUGINS)
 

@@ -109,11 +109,14 @@ int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, mlp_ws *w, float *grad,
 typedef enum mlp_op {
     OP_APPLY_DELTA, OP_BACKWARD, OP_EVALUATE, OP_EVALUATE_METRICS, OP_FORWARD,
     OP_LOAD_PARAMETERS, OP_PARAMS, OP_STEP, OP_TRAIN, OP_GRADIENTS, OP_PARAMS_ON,
-    OP_PARAMS_DIGEST, OP_MERGE, OP_PARAMS_AGE, N_MLP_OPS
+    OP_PARAMS_DIGEST, OP_MERGE, OP_SHARE, N_MLP_OPS
 } mlp_op;
 
 /* How Merge combines a received model with this one (config "merge"). */
-typedef enum mlp_merge { MERGE_WEIGHTED, MERGE_AVERAGE, MERGE_REPLACE } mlp_merge;
+typedef enum mlp_merge { MERGE_WEIGHTED, MERGE_AVERAGE, MERGE_REPLACE, MERGE_PUSH_SUM } mlp_merge;
+
+/* A push-sum mass on the wire: U64 in units of 2^-32 (a node starts at 1). */
+#define MLP_MASS_ONE 4294967296.0
 
 /* An op that waits for the running Train (ops that change the model). */
 typedef struct mlp_deferred {
@@ -142,6 +145,7 @@ typedef struct mlp {
     bool grad_pending;
     uint64_t version;          /* changes so far (the CommandId ops answer) */
     uint64_t age;              /* samples trained on, through merges too (gossip learning) */
+    double mass;               /* push-sum: this model's share of the network's total weight */
     mlp_merge merge;           /* the Merge rule */
     bb_ctx *ctx;               /* the engine's ctx for this component */
     mlp_job *busy;             /* the Train in flight: changes wait for it */

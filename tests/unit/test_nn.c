@@ -481,7 +481,7 @@ static void test_snapshot_roundtrip(void **state)
 }
 
 /* Merge (gossip learning): weighted by age, plain average, replace; the
- * age becomes the larger one (the peer's for replace), ParamsAge reads both;
+ * age becomes the larger one (the peer's for replace), Share reads both;
  * bad inputs and an unknown rule are refused. */
 static void test_merge_rules(void **state)
 {
@@ -507,8 +507,7 @@ static void test_merge_rules(void **state)
         bb_value *trig = bb_value_trigger();
         bb_value *in[1] = {trig}, *out[2] = {0};
         bb_error err = {0};
-        assert_int_equal(pfx_call(a.t, a.inst, NULL, "ParamsAge", NULL, in, 1, out, 2, &err),
-                         BB_OK);
+        assert_int_equal(pfx_call(a.t, a.inst, NULL, "Share", NULL, in, 1, out, 2, &err), BB_OK);
         for (int i = 0; i < 6; i++)
             assert_float_equal(bb_tensor_f32(out[0])[i], want[r], 1e-5);
         assert_int_equal(out[1]->u.u64, 30);
@@ -516,7 +515,7 @@ static void test_merge_rules(void **state)
         bb_value_unref(out[1]);
         bb_value *bad = NULL;
         assert_int_equal(call(&a, "Merge", p1, trig, &bad, &err), BB_ETYPE); /* no age */
-        assert_non_null(strstr(err.msg, "age"));
+        assert_non_null(strstr(err.msg, "weight"));
         bb_value *short_p = vecf(theirs, 5);
         assert_int_equal(call(&a, "Merge", short_p, age30, &bad, &err), BB_ETYPE);
         bb_value *done[] = {p0, age10, p1, age30, trig, short_p};
@@ -527,6 +526,38 @@ static void test_merge_rules(void **state)
     bb_error err = {0};
     assert_null(try_make("{\"layers\": [2, 2], \"merge\": \"max\"}", NULL, &err));
     assert_non_null(strstr(err.msg, "merge"));
+}
+
+/* push_sum: Share halves the mass (ways 2 without a node) and sends the
+ * half; Merge weighs by mass and adds it up, so the total stays 1 + 1. */
+static void test_merge_push_sum(void **state)
+{
+    (void)state;
+    const char *cfg = "{\"layers\": [2, 2], \"merge\": \"push_sum\"}";
+    net a = make(cfg), b = make(cfg);
+    const float zeros[6] = {0}, sixes[6] = {6, 6, 6, 6, 6, 6};
+    load(&a, zeros, 6);
+    load(&b, sixes, 6);
+    bb_value *trig = bb_value_trigger(), *in[1] = {trig}, *sent[2] = {0};
+    bb_error err = {0};
+    assert_int_equal(pfx_call(b.t, b.inst, NULL, "Share", NULL, in, 1, sent, 2, &err), BB_OK);
+    assert_true(sent[1]->u.u64 == UINT64_C(1) << 31); /* half of b's mass 1, in 2^-32 units */
+    /* a (mass 1) merges b's half: (1 * 0 + 0.5 * 6) / 1.5 = 2, a's mass 1.5 */
+    bb_value_unref(call_ok(&a, "Merge", sent[0], sent[1]));
+    bb_value *p = call_ok(&a, "Params", NULL, NULL);
+    for (int i = 0; i < 6; i++)
+        assert_float_equal(bb_tensor_f32(p)[i], 2.0f, 1e-5);
+    bb_value *again[2] = {0};
+    assert_int_equal(pfx_call(a.t, a.inst, NULL, "Share", NULL, in, 1, again, 2, &err), BB_OK);
+    assert_true(again[1]->u.u64 == UINT64_C(3) << 30); /* 1.5 / 2 */
+    for (int i = 0; i < 2; i++) {
+        bb_value_unref(sent[i]);
+        bb_value_unref(again[i]);
+    }
+    bb_value_unref(p);
+    bb_value_unref(trig);
+    drop(&a);
+    drop(&b);
 }
 
 /* ParamsOn answers Params when its trigger arrives; ParamsDigest names the
@@ -592,6 +623,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_roundtrip),
         cmocka_unit_test(test_params_on_and_digest),
         cmocka_unit_test(test_merge_rules),
+        cmocka_unit_test(test_merge_push_sum),
     };
     return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
 }
