@@ -5,7 +5,8 @@
 #   make demo       install missing packages, build the programs, run the federated demo
 #   make demo-gossip  the same for serverless gossip learning (or make demo DEMO=gossip)
 #   make programs   libbbir, bbc, bbd, bbctl and the plugins only
-#   make bench      run the benchmarks (tables of ratios against baselines)
+#   make bench      run the benchmarks (tables of ratios against baselines), then the
+#                   scale run of gossip learning (64 bbd processes, 2 minutes)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
 #   make LTO=0 ...  bbd without link-time optimization (a faster build)
@@ -319,6 +320,7 @@ programs: $(LIBBBIR_SO) $(LIBBBIR_A) $(BINS) $(PLUGINS)
 bench: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+	@echo "== bench/gossip_scale.sh"; BUILD=$(B) bench/gossip_scale.sh
 
 # what one bbd->bbd round trip executes and touches, per node (callgrind)
 footprint: deps
