@@ -44,9 +44,9 @@ static bb_module *record(bb_recorder *r)
     bb_rec_op(g, dht, KAD, "Lookup", &key, 1, NULL, 0, lookup_types, found, 2);
     bb_sys_app_emit(g, bb_rec_bundle(g, found, 2), "closest");
     bb_rec_attr near_attrs[] = {BB_RA_STRING("params", "near_key"), BB_RA_INT("n", 5)};
-    bb_sys_app_emit(g, op1(g, sel, "bb-peers.PeerSelector.atomic", "Select", &key, 1, near_attrs,
-                           2, &BB_TYPE_PEER_ID_VEC),
-                    "near");
+    bb_val near = op1(g, sel, "bb-peers.PeerSelector.atomic", "Select", &key, 1, near_attrs, 2,
+                      &BB_TYPE_PEER_ID_VEC);
+    bb_sys_app_emit(g, bb_rec_of_class(g, near, "Node"), "near"); /* the class they run */
 
     bb_val kv[2] = {bb_rec_input(g, "put_key", &BB_TYPE_BYTES),
                     bb_rec_input(g, "put_value", &BB_TYPE_BYTES)};

@@ -174,7 +174,8 @@ static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
 }
 
 /* --discovery registry: the node that keeps the registry ("serve": true in
- * its config). An invoke answers the live nodes it holds ("members"). */
+ * its config). An invoke answers the live nodes it holds ("members"), of
+ * every class, hence no of_class. */
 static bb_module *record_registry(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *m = bb_rec_class_module(r, "Registry");
