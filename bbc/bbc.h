@@ -15,10 +15,13 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "bb/artifact.h"
 #include "bb/ir.h"
-#include "bbc/artifact.h"
 
 #define BBC_VERSION "0.9.0"
+
+/* Where the subcommands' type sources say they looked for a TYPE_NAME. */
+#define BBC_PLUGIN_SEARCH_PATH "the plugin search path (see 'bbc plugins')"
 
 typedef struct bbc_command {
     const char *name;
@@ -51,7 +54,7 @@ int bbc_load_model(const char *path, bb_model **out);
 typedef struct bbc_opened {
     bb_model *model;
     bb_arena *arena;
-    bbc_artifact view;
+    bb_artifact view;
 } bbc_opened;
 /* Loads path and reads the view; on failure prints "bbc: error: ..."
  * (naming the file) and returns the status, with nothing left to close. */

@@ -1,7 +1,6 @@
 /*
  * bindings.c — the bind chain in C: slot -> TYPE_NAME (+ per-slot JSON
- * config) from --bind arguments and bindings files, and the two sources of
- * component types (a plugin loader, or an in-process array for tests).
+ * config) from --bind arguments and bindings files.
  *
  * Bindings files are untrusted input: size-capped, parsed with cJSON, every
  * key checked; errors name the file and the offending slot.
@@ -18,83 +17,6 @@
 /* Largest bindings file / slot name / TYPE_NAME accepted. */
 #define BINDINGS_MAX_BYTES ((size_t)16 << 20)
 #define NAME_MAX_LEN 1024
-
-/* ---- type sources ------------------------------------------------------------ */
-
-static const bb_component_type *loader_find(void *ctx, const char *type_name)
-{
-    const bb_loaded_type *t = bb_plugin_loader_find(ctx, type_name);
-    return t ? t->type : NULL;
-}
-
-static size_t loader_count(void *ctx)
-{
-    return bb_plugin_loader_type_count(ctx);
-}
-
-static const bb_component_type *loader_at(void *ctx, size_t i)
-{
-    const bb_loaded_type *t = bb_plugin_loader_type_at(ctx, i);
-    return t ? t->type : NULL;
-}
-
-static const char *loader_where(void *ctx)
-{
-    (void)ctx;
-    return "the plugin search path (see 'bbc plugins')";
-}
-
-void bbc_type_source_from_loader(bbc_type_source *ts, const bb_plugin_loader *l)
-{
-    ts->ctx = (void *)l;
-    ts->find = loader_find;
-    ts->count = loader_count;
-    ts->at = loader_at;
-    ts->where = loader_where;
-}
-
-static const bb_component_type *array_find(void *ctx, const char *type_name)
-{
-    bbc_type_array *arr = ctx;
-    for (size_t i = 0; i < arr->n; i++)
-        if (arr->types[i] && arr->types[i]->type_name &&
-            strcmp(arr->types[i]->type_name, type_name) == 0)
-            return arr->types[i];
-    return NULL;
-}
-
-static size_t array_count(void *ctx)
-{
-    return ((bbc_type_array *)ctx)->n;
-}
-
-static const bb_component_type *array_at(void *ctx, size_t i)
-{
-    bbc_type_array *arr = ctx;
-    return i < arr->n ? arr->types[i] : NULL;
-}
-
-static const char *array_where(void *ctx)
-{
-    (void)ctx;
-    return "the in-process type table";
-}
-
-void bbc_type_source_from_array(bbc_type_source *ts, bbc_type_array *arr)
-{
-    ts->ctx = arr;
-    ts->find = array_find;
-    ts->count = array_count;
-    ts->at = array_at;
-    ts->where = array_where;
-}
-
-const bb_component_type *bbc_types_find(const bbc_type_source *ts, const char *type_name)
-{
-    if (!ts || !ts->find || !type_name)
-        return NULL;
-    return ts->find(ts->ctx, type_name);
-}
 
 /* ---- bindings ------------------------------------------------------------------ */
 

@@ -75,7 +75,9 @@ int bbc_open_artifact(const char *path, bbc_opened *o)
     if (!(o->arena = bb_arena_create())) {
         rc = bb_error_set(&err, BB_ENOMEM, "%s: out of memory", path);
     } else {
-        rc = bbc_artifact_read(o->model, path, o->arena, &o->view, &err);
+        rc = bb_artifact_read(o->model, path, o->arena, &o->view, &err);
+        if (rc == BB_OK && (rc = bb_artifact_read_links(&o->view, o->arena, &err)) != BB_OK)
+            bb_error_prefix(&err, "%s", path);
     }
     if (rc != BB_OK) {
         fprintf(stderr, "bbc: error: %s\n", err.msg);

@@ -79,8 +79,8 @@ int bbc_cmd_check(int argc, char **argv)
             goto fail;
     if (bb_plugin_loader_scan(loader, &err) != BB_OK || bb_model_load_file(in, &m, &err) != BB_OK)
         goto fail;
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, loader);
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, loader, BBC_PLUGIN_SEARCH_PATH);
     if (bbc_check(m, &opts, &ts, &cerr) != BB_OK) {
         bbc_error_print(&cerr, stderr);
         goto done;

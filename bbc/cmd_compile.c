@@ -14,7 +14,7 @@
 #include "bb/model_io.h"
 #include "bb/plugin_loader.h"
 #include "bbc/bbc.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 
 static const char USAGE[] =
     "usage: bbc compile MODEL.onnx -o OUT.onnx [--bind SLOT=TYPE_NAME]... [--bindings FILE.json]\n"
@@ -53,78 +53,126 @@ static bool stage_named(const bb_stage *const *stages, size_t n, const char *nam
     return false;
 }
 
-int bbc_cmd_compile(int argc, char **argv)
-{
-    const char *in = NULL, *out = NULL;
+/* The command line: the files, the repeated options and the options. */
+typedef struct compile_args {
+    const char *in, *out;
     const char *without[MAX_LIST], *stage_paths[MAX_LIST], *binds[MAX_LIST], *bfiles[MAX_LIST],
         *dirs[MAX_LIST];
-    size_t n_without = 0, n_stage_paths = 0, n_binds = 0, n_bfiles = 0, n_dirs = 0;
+    size_t n_without, n_stage_paths, n_binds, n_bfiles, n_dirs;
     bbc_options opts;
-    bbc_options_init(&opts);
+} compile_args;
+
+/* One option that takes a value: -1 when taken, else the exit status. */
+static int take_value_option(compile_args *c, const char *a, const char *v)
+{
+    uint64_t num;
+    if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+        c->out = v;
+    } else if (!strcmp(a, "--bind") && c->n_binds < MAX_LIST) {
+        c->binds[c->n_binds++] = v;
+    } else if (!strcmp(a, "--bindings") && c->n_bfiles < MAX_LIST) {
+        c->bfiles[c->n_bfiles++] = v;
+    } else if (!strcmp(a, "--plugin-path") && c->n_dirs < MAX_LIST) {
+        c->dirs[c->n_dirs++] = v;
+    } else if (!strcmp(a, "--without-stage") && c->n_without < MAX_LIST) {
+        c->without[c->n_without++] = v;
+    } else if (!strcmp(a, "--stage") && c->n_stage_paths < MAX_LIST) {
+        c->stage_paths[c->n_stage_paths++] = v;
+    } else if (!strcmp(a, "--target-version")) {
+        if (!parse_u64(v, &num) || num == 0 || num > 1000)
+            return usage_error("--target-version '%s': expected an IR version (1..1000)", v);
+        c->opts.target_ir_version = (int64_t)num;
+    } else if (!strcmp(a, "--per-hop-budget-ns")) {
+        if (!parse_u64(v, &num) || num == 0 || num > (uint64_t)INT64_MAX)
+            return usage_error("--per-hop-budget-ns '%s': expected a positive number of "
+                               "nanoseconds", v);
+        c->opts.per_hop_budget_ns = num;
+    } else {
+        return usage_error("unknown option '%s' (or too many repeats)", a);
+    }
+    return -1;
+}
+
+/* -1 to go on with c filled, else the exit status (0 after --help). */
+static int parse_args(int argc, char **argv, compile_args *c)
+{
+    memset(c, 0, sizeof *c);
+    bbc_options_init(&c->opts);
     bool no_more = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (no_more || a[0] != '-' || !a[1]) {
-            if (in)
+            if (c->in)
                 return usage_error("more than one model given ('%s')", a);
-            in = a;
-            continue;
-        }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            c->in = a;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(USAGE, stdout);
             return 0;
-        }
-        if (!strcmp(a, "--")) {
+        } else if (!strcmp(a, "--")) {
             no_more = true;
-            continue;
-        }
-        if (!strcmp(a, "--permissive-types")) {
-            opts.permissive_types = true;
-            continue;
-        }
-        if (!strcmp(a, "--verify-each")) {
-            opts.verify_each = true;
-            continue;
-        }
-        /* Options with a value. */
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v)
+        } else if (!strcmp(a, "--permissive-types")) {
+            c->opts.permissive_types = true;
+        } else if (!strcmp(a, "--verify-each")) {
+            c->opts.verify_each = true;
+        } else if (i + 1 >= argc) {
             return usage_error("option '%s' needs a value", a);
-        i++;
-        uint64_t num;
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            out = v;
-        } else if (!strcmp(a, "--bind") && n_binds < MAX_LIST) {
-            binds[n_binds++] = v;
-        } else if (!strcmp(a, "--bindings") && n_bfiles < MAX_LIST) {
-            bfiles[n_bfiles++] = v;
-        } else if (!strcmp(a, "--plugin-path") && n_dirs < MAX_LIST) {
-            dirs[n_dirs++] = v;
-        } else if (!strcmp(a, "--without-stage") && n_without < MAX_LIST) {
-            without[n_without++] = v;
-        } else if (!strcmp(a, "--stage") && n_stage_paths < MAX_LIST) {
-            stage_paths[n_stage_paths++] = v;
-        } else if (!strcmp(a, "--target-version")) {
-            if (!parse_u64(v, &num) || num == 0 || num > 1000)
-                return usage_error("--target-version '%s': expected an IR version (1..1000)", v);
-            opts.target_ir_version = (int64_t)num;
-        } else if (!strcmp(a, "--per-hop-budget-ns")) {
-            if (!parse_u64(v, &num) || num == 0 || num > (uint64_t)INT64_MAX)
-                return usage_error("--per-hop-budget-ns '%s': expected a positive number of "
-                                   "nanoseconds", v);
-            opts.per_hop_budget_ns = num;
         } else {
-            return usage_error("unknown option '%s' (or too many repeats)", a);
+            int rc = take_value_option(c, a, argv[++i]);
+            if (rc >= 0)
+                return rc;
         }
     }
-    if (!in)
+    if (!c->in)
         return usage_error("%s", "no model file given");
-    if (!out)
+    if (!c->out)
         return usage_error("%s", "no output file given (-o OUT.onnx)");
-    opts.without = without;
-    opts.n_without = n_without;
+    c->opts.without = c->without;
+    c->opts.n_without = c->n_without;
+    return -1;
+}
 
-    int status = 1;
+/* The loader over --plugin-path (warnings printed) and the --stage
+ * plugins' stages into stages[0..*n). */
+static int load_plugins(const compile_args *c, bb_plugin_loader **loader,
+                        const bb_stage **stages, size_t cap, size_t *n, bb_error *err)
+{
+    int rc = bb_plugin_loader_create(0, loader, err);
+    for (size_t i = 0; rc == BB_OK && i < c->n_dirs; i++)
+        rc = bb_plugin_loader_add_dirs(*loader, c->dirs[i], err);
+    if (rc == BB_OK)
+        rc = bb_plugin_loader_scan(*loader, err);
+    for (size_t i = 0; rc == BB_OK && i < bb_plugin_loader_warning_count(*loader); i++)
+        fprintf(stderr, "bbc: warning: %s\n", bb_plugin_loader_warning_at(*loader, i));
+    for (size_t i = 0; rc == BB_OK && i < c->n_stage_paths; i++) {
+        const bb_stage_info *si = NULL;
+        rc = bb_plugin_loader_load_stages(*loader, c->stage_paths[i], &si, err);
+        for (uint32_t k = 0; rc == BB_OK && k < si->n_stages && *n < cap; k++)
+            stages[(*n)++] = si->stages[k];
+    }
+    return rc;
+}
+
+/* Every --without-stage names a pass or a loaded stage: -1, else 2. */
+static int check_without(const compile_args *c, const bb_stage *const *stages, size_t n)
+{
+    for (size_t i = 0; i < c->n_without; i++)
+        if (!bbc_pass_find(c->without[i]) && !stage_named(stages, n, c->without[i])) {
+            fprintf(stderr,
+                    "bbc: error: compile: --without-stage '%s' names no pass (see 'bbc passes') "
+                    "and no loaded stage\n%s",
+                    c->without[i], USAGE);
+            return 2;
+        }
+    return -1;
+}
+
+int bbc_cmd_compile(int argc, char **argv)
+{
+    compile_args c;
+    int status = parse_args(argc, argv, &c);
+    if (status >= 0)
+        return status;
+    status = 1;
     bb_error err = {0};
     bbc_error cerr = {0};
     bb_model *m = NULL, *compiled = NULL;
@@ -136,49 +184,29 @@ int bbc_cmd_compile(int argc, char **argv)
         fputs("bbc: error: out of memory\n", stderr);
         return 1;
     }
-    for (size_t i = 0; i < n_bfiles; i++)
-        if (bbc_bindings_load_file(&b, bfiles[i], &err) != BB_OK)
+    for (size_t i = 0; i < c.n_bfiles; i++)
+        if (bbc_bindings_load_file(&b, c.bfiles[i], &err) != BB_OK)
             goto fail;
-    for (size_t i = 0; i < n_binds; i++)
-        if (bbc_bindings_add_arg(&b, binds[i], &err) != BB_OK) {
+    for (size_t i = 0; i < c.n_binds; i++)
+        if (bbc_bindings_add_arg(&b, c.binds[i], &err) != BB_OK) {
             fprintf(stderr, "bbc: error: compile: %s\n%s", err.msg, USAGE);
             status = 2;
             goto done;
         }
-    if (bb_plugin_loader_create(0, &loader, &err) != BB_OK)
+    if (load_plugins(&c, &loader, stages, sizeof stages / sizeof *stages, &n_stages, &err) != BB_OK)
         goto fail;
-    for (size_t i = 0; i < n_dirs; i++)
-        if (bb_plugin_loader_add_dirs(loader, dirs[i], &err) != BB_OK)
-            goto fail;
-    if (bb_plugin_loader_scan(loader, &err) != BB_OK)
+    if ((status = check_without(&c, stages, n_stages)) >= 0)
+        goto done;
+    status = 1;
+    if (bb_model_load_file(c.in, &m, &err) != BB_OK)
         goto fail;
-    for (size_t i = 0; i < bb_plugin_loader_warning_count(loader); i++)
-        fprintf(stderr, "bbc: warning: %s\n", bb_plugin_loader_warning_at(loader, i));
-    for (size_t i = 0; i < n_stage_paths; i++) {
-        const bb_stage_info *si = NULL;
-        if (bb_plugin_loader_load_stages(loader, stage_paths[i], &si, &err) != BB_OK)
-            goto fail;
-        for (uint32_t k = 0; k < si->n_stages && n_stages < sizeof stages / sizeof *stages; k++)
-            stages[n_stages++] = si->stages[k];
-    }
-    for (size_t i = 0; i < n_without; i++)
-        if (!bbc_pass_find(without[i]) && !stage_named(stages, n_stages, without[i])) {
-            fprintf(stderr,
-                    "bbc: error: compile: --without-stage '%s' names no pass (see 'bbc passes') "
-                    "and no loaded stage\n%s",
-                    without[i], USAGE);
-            status = 2;
-            goto done;
-        }
-    if (bb_model_load_file(in, &m, &err) != BB_OK)
-        goto fail;
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, loader);
-    if (bbc_compile(m, &opts, &b, &ts, stages, n_stages, &compiled, &cerr) != BB_OK) {
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, loader, BBC_PLUGIN_SEARCH_PATH);
+    if (bbc_compile(m, &c.opts, &b, &ts, stages, n_stages, &compiled, &cerr) != BB_OK) {
         bbc_error_print(&cerr, stderr);
         goto done;
     }
-    if (bb_model_save_file(compiled, out, &err) != BB_OK)
+    if (bb_model_save_file(compiled, c.out, &err) != BB_OK)
         goto fail;
     status = 0;
     goto done;

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "bb/meta.h"
-#include "bbc/artifact.h"
 #include "bbc/bbc.h"
 #include "bbc/util.h"
 
@@ -48,7 +47,8 @@ static const char *short_domain(const char *d)
 /* Shape and colours of a node by what it is. */
 static const char *node_style(const bb_node *n)
 {
-    if (bbc_artifact_is_gate(n))
+    if (bb_op_is_gate(n->domain, n->op_type) ||
+        bbc_node_is(n, BB_DOMAIN_SYSCALL, BB_OP_DEADLINE_CHECK))
         return bbc_str_eq(n->op_type, BB_OP_DEADLINE_CHECK)
                    ? "shape=hexagon, fillcolor=\"#fff2b3\", color=\"#b7950b\""
                    : "shape=octagon, fillcolor=\"#fadbd8\", color=\"#c0392b\", penwidth=1.5";
@@ -145,7 +145,7 @@ static int print_function_edges(FILE *out, bb_arena *a, size_t t, size_t fi, con
 }
 
 /* Function index fi of target t: 0 entry, 1 bootstrap, 2 + k its k-th call. */
-static const bb_function *target_fn(const bbc_artifact_target *t, size_t fi)
+static const bb_function *target_fn(const bb_artifact_target *t, size_t fi)
 {
     if (fi == 0)
         return t->fn;
@@ -154,7 +154,7 @@ static const bb_function *target_fn(const bbc_artifact_target *t, size_t fi)
     return fi - 2 < t->n_calls ? t->calls[fi - 2] : NULL;
 }
 
-static void print_cluster(FILE *out, size_t ti, const bbc_artifact_target *t)
+static void print_cluster(FILE *out, size_t ti, const bb_artifact_target *t)
 {
     fprintf(out, "  subgraph \"cluster_t%zu\" {\n    label=\"", ti);
     dot_str(out, t->name);
@@ -181,22 +181,22 @@ static void print_cluster(FILE *out, size_t ti, const bbc_artifact_target *t)
     fputs("  }\n", out);
 }
 
-static void print_end(FILE *out, const bbc_artifact *v, const bbc_artifact_end *e,
+static void print_end(FILE *out, const bb_artifact *v, const bb_artifact_end *e,
                       size_t edge, const char *side)
 {
     if (!e->node) {
         fprintf(out, "\"outside_%zu_%s\"", edge, side);
         return;
     }
-    const bbc_artifact_target *t = &v->targets[e->target];
+    const bb_artifact_target *t = &v->targets[e->target];
     node_id(out, e->target, e->fn == t->fn ? 0 : 1, e->index);
 }
 
-static void print_wire_edge(FILE *out, const bbc_artifact *v, size_t i)
+static void print_wire_edge(FILE *out, const bb_artifact *v, size_t i)
 {
-    const bbc_artifact_edge *e = &v->edges[i];
+    const bb_artifact_edge *e = &v->edges[i];
     const char *sides[2] = {"send", "recv"};
-    const bbc_artifact_end *ends[2] = {&e->send, &e->recv};
+    const bb_artifact_end *ends[2] = {&e->send, &e->recv};
     for (int k = 0; k < 2; k++)
         if (!ends[k]->node)
             fprintf(out, "  \"outside_%zu_%s\" [shape=plaintext, style=\"\", label=\"(outside "
@@ -218,7 +218,7 @@ static void print_wire_edge(FILE *out, const bbc_artifact *v, size_t i)
     fputs("\"];\n", out);
 }
 
-static int print_dot(FILE *out, const bbc_artifact *v, bb_arena *a)
+static int print_dot(FILE *out, const bb_artifact *v, bb_arena *a)
 {
     fputs("digraph \"", out);
     dot_str(out, v->name ? v->name : "program");

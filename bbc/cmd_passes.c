@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "bbc/bbc.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 
 static const char USAGE[] = "usage: bbc passes [--names | --man]\n";
 

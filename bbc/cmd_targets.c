@@ -12,9 +12,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/model_io.h"
-#include "bbc/artifact.h"
 #include "bbc/bbc.h"
 #include "bbc/util.h"
 
@@ -54,7 +54,7 @@ static void print_ports(FILE *out, const char *label, const bb_function *f,
     fputc('\n', out);
 }
 
-static void print_target(FILE *out, const bbc_artifact_target *t)
+static void print_target(FILE *out, const bb_artifact_target *t)
 {
     fprintf(out, "%s\n", t->name);
     print_fn(out, "entry", t->fn);
@@ -73,12 +73,12 @@ static void print_target(FILE *out, const bbc_artifact_target *t)
                 t->bindings[i].triple);
 }
 
-static const char *end_target(const bbc_artifact *v, const bbc_artifact_end *e)
+static const char *end_target(const bb_artifact *v, const bb_artifact_end *e)
 {
     return e->target < v->n_targets ? v->targets[e->target].name : "?";
 }
 
-static void print_end(FILE *out, const bbc_artifact *v, const bbc_artifact_end *e)
+static void print_end(FILE *out, const bb_artifact *v, const bb_artifact_end *e)
 {
     if (!e->node) {
         fputs("(outside this program)", out);
@@ -87,11 +87,11 @@ static void print_end(FILE *out, const bbc_artifact *v, const bbc_artifact_end *
     fprintf(out, "%s %s \"%s\"", end_target(v, e), e->node->op_type, or_dash(e->node->name));
 }
 
-static void print_edges(FILE *out, const bbc_artifact *v)
+static void print_edges(FILE *out, const bb_artifact *v)
 {
     fprintf(out, "wire edges: %zu\n", v->n_edges);
     for (size_t i = 0; i < v->n_edges; i++) {
-        const bbc_artifact_edge *e = &v->edges[i];
+        const bb_artifact_edge *e = &v->edges[i];
         fputs("  ", out);
         print_end(out, v, &e->send);
         fputs(" -> ", out);
@@ -131,7 +131,7 @@ static cJSON *ports_json(const bb_function *f, const bb_str_list *ports)
     return arr;
 }
 
-static cJSON *target_json(const bbc_artifact_target *t)
+static cJSON *target_json(const bb_artifact_target *t)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", t->name);
@@ -146,21 +146,23 @@ static cJSON *target_json(const bbc_artifact_target *t)
         cJSON_AddItemToArray(calls, fn_json(t->calls[i]));
     cJSON *bs = cJSON_AddArrayToObject(o, "bindings");
     for (size_t i = 0; i < t->n_bindings; i++) {
-        const bbc_artifact_binding *b = &t->bindings[i];
+        const bb_artifact_binding *b = &t->bindings[i];
         cJSON *jb = cJSON_CreateObject();
         cJSON_AddStringToObject(jb, "slot", b->slot);
         cJSON_AddStringToObject(jb, "binding", b->triple);
-        if (b->role) {
-            cJSON_AddStringToObject(jb, "role", b->role);
-            cJSON_AddStringToObject(jb, "type_name", b->type_name);
-            cJSON_AddStringToObject(jb, "slot_id", b->slot_id);
+        if (!b->error) {
+            char id[16];
+            snprintf(id, sizeof id, "%u", (unsigned)b->parsed.slot_id);
+            cJSON_AddStringToObject(jb, "role", b->parsed.role);
+            cJSON_AddStringToObject(jb, "type_name", b->parsed.type_name);
+            cJSON_AddStringToObject(jb, "slot_id", id);
         }
         cJSON_AddItemToArray(bs, jb);
     }
     return o;
 }
 
-static cJSON *end_json(const bbc_artifact *v, const bbc_artifact_end *e)
+static cJSON *end_json(const bb_artifact *v, const bb_artifact_end *e)
 {
     if (!e->node)
         return cJSON_CreateNull();
@@ -171,7 +173,7 @@ static cJSON *end_json(const bbc_artifact *v, const bbc_artifact_end *e)
     return o;
 }
 
-static int print_json(const bbc_artifact *v)
+static int print_json(const bb_artifact *v)
 {
     cJSON *root = cJSON_CreateObject();
     if (!root)
@@ -183,7 +185,7 @@ static int print_json(const bbc_artifact *v)
         cJSON_AddItemToArray(ts, target_json(&v->targets[i]));
     cJSON *es = cJSON_AddArrayToObject(root, "wire_edges");
     for (size_t i = 0; i < v->n_edges; i++) {
-        const bbc_artifact_edge *e = &v->edges[i];
+        const bb_artifact_edge *e = &v->edges[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddItemToObject(o, "send", end_json(v, &e->send));
         cJSON_AddItemToObject(o, "recv", end_json(v, &e->recv));

@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 
 static int check_ir_version(bbc_state *st)
 {
@@ -66,7 +66,7 @@ static int run_phase(bbc_state *st, bbc_phase phase)
 }
 
 int bbc_compile(const bb_model *recorded, const bbc_options *opts,
-                const bbc_bindings *bindings, const bbc_type_source *types,
+                const bbc_bindings *bindings, const bb_type_source *types,
                 const bb_stage *const *stages, size_t n_stages, bb_model **out,
                 bbc_error *err)
 {
@@ -96,7 +96,7 @@ int bbc_compile(const bb_model *recorded, const bbc_options *opts,
     return rc;
 }
 
-int bbc_check(const bb_model *recorded, const bbc_options *opts, const bbc_type_source *types,
+int bbc_check(const bb_model *recorded, const bbc_options *opts, const bb_type_source *types,
               bbc_error *err)
 {
     bbc_error_clear(err);

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 
 static const char *const NAMES[] = {
     "None",

@@ -32,7 +32,7 @@
 #include <stdbool.h>
 
 #include "bb/ir.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 
 typedef struct bbc_gate_contract {
     const char *op;         /* syscall op_type */

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "bb/meta.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/fnedit.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
@@ -155,7 +155,7 @@ int bbc_pass_analyze_wire_edges(bbc_state *st)
             }
             const char *dest = bbc_meta(n, BB_META_DEST_CLASS);
             if (bbc_is_wire_send(n) && dest &&
-                (rc = stamp(st, p, n, BBC_META_WIRE_BATCH, dest)) != BB_OK)
+                (rc = stamp(st, p, n, BB_META_WIRE_BATCH, dest)) != BB_OK)
                 return rc;
         }
     }

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "bb/meta.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 #define MAX_CHAIN_DEPTH 1000
@@ -22,7 +22,7 @@ static int stamp_function(bbc_state *st, bb_model *m, bb_function *f)
         if (!bbc_is_wire_send(n) || bb_node_attr(n, BB_ATTR_NAME_DEADLINE_NS))
             continue;
         uint64_t depth = 1;
-        const char *d = bbc_meta(n, BBC_META_CHAIN_DEPTH);
+        const char *d = bbc_meta(n, BB_META_CHAIN_DEPTH);
         if (d) {
             depth = 0;
             for (const char *p = d; *p && depth <= MAX_CHAIN_DEPTH; p++)

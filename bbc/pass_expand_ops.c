@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 static const char *dom(const bb_node *n)

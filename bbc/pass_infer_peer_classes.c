@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "bb/meta.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
 
@@ -235,7 +235,7 @@ static int index_ports(bbc_state *st, const bb_function *f, port_index *px)
     }
     for (size_t i = n; i-- > 0;) {
         const bb_node *nd = f->nodes.v[i];
-        const char *port = bbc_is_wire(nd) ? bbc_meta(nd, BBC_META_PORT) : NULL;
+        const char *port = bbc_is_wire(nd) ? bbc_meta(nd, BB_META_PORT) : NULL;
         if (!port)
             continue;
         if (bbc_is_wire_recv(nd)) {
@@ -269,7 +269,7 @@ static int check_ports(bbc_state *st, bb_function *f)
         const bb_node *s = f->nodes.v[i];
         if (!bbc_is_wire_send(s))
             continue;
-        const char *port = bbc_meta(s, BBC_META_PORT);
+        const char *port = bbc_meta(s, BB_META_PORT);
         const char *dest = bbc_meta(s, BB_META_DEST_CLASS);
         if (!port || !dest)
             continue;

@@ -23,8 +23,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 /* Upper bound on call sites inlined in one compile (defends against call
@@ -105,7 +106,7 @@ static int facts_init(fn_facts *ff, bb_arena *a, const bb_model *m)
 static bool should_inline(fn_facts *ff, size_t i)
 {
     const bb_function *f = ff->ix.m->functions.v[i];
-    if (bbc_is_bootstrap_fn(f))
+    if (bb_artifact_is_bootstrap(f))
         return false;
     return closure(ff, ff->wire, i, true, 0) || closure(ff, ff->onnx, i, false, 0) ||
            ff->sites[i] == 1;
@@ -151,14 +152,14 @@ static bool has_prefix(const char *s, const char *p)
 static const char *net_in_port(fn_facts *ff, bb_arena *a, size_t i, const char *v)
 {
     const bb_function *f = ff->ix.m->functions.v[i];
-    size_t pl = strlen(BBC_META_NET_IN_PREFIX), k;
+    size_t pl = strlen(BB_META_NET_IN_PREFIX), k;
     if (!ff->net_in[i]) {
         bbc_map *map = bb_arena_alloc(a, sizeof *map);
         if (!map || bbc_map_init(map, a, 16) != BB_OK)
             return NULL;
         for (k = 0; k < f->metadata.n; k++) {
             const bb_kv *kv = &f->metadata.v[k];
-            if (kv->value && has_prefix(kv->key, BBC_META_NET_IN_PREFIX) &&
+            if (kv->value && has_prefix(kv->key, BB_META_NET_IN_PREFIX) &&
                 !bbc_map_get(map, kv->value, NULL) && bbc_map_put(map, kv->value, k) != BB_OK)
                 return NULL;
         }
@@ -279,8 +280,8 @@ static int carry_declarations(inliner *in)
         *slot = c;
     }
     static const char *const CARRIED[] = {BB_META_SLOT_CONCRETE_TYPE_PREFIX,
-                                          BBC_META_SLOT_ROLE_PREFIX, BBC_META_SLOT_ID_PREFIX,
-                                          BBC_META_NET_OUT_PREFIX};
+                                          BB_META_SLOT_ROLE_PREFIX, BB_META_SLOT_ID_PREFIX,
+                                          BB_META_NET_OUT_PREFIX};
     for (size_t i = 0; i < f->metadata.n; i++) {
         const bb_kv *kv = &f->metadata.v[i];
         bool carry = false;
@@ -522,7 +523,7 @@ int bbc_pass_inline_for_partition(bbc_state *st)
         size_t k = 0;
         for (size_t i = 0; i < m->functions.n; i++) {
             bb_function *f = m->functions.v[i];
-            bool gone = ff.inlined[i] && ff.sites[i] == 0 && f != root && !bbc_is_bootstrap_fn(f);
+            bool gone = ff.inlined[i] && ff.sites[i] == 0 && f != root && !bb_artifact_is_bootstrap(f);
             if (!gone)
                 m->functions.v[k++] = f;
         }

@@ -20,7 +20,7 @@
 
 #include "bb/meta.h"
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/fnedit.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
@@ -81,7 +81,7 @@ static int pair(bbc_state *st, bbc_partition *p, bbc_fnedit *e, size_t i)
     const char *out = bb_arena_sprintf(a, "%s#deadline_checked", n->name);
     if (!c || !out || !(c->name = bb_arena_sprintf(a, "%s#%s", n->name, BB_OP_DEADLINE_CHECK)) ||
         !bb_node_set_attr_int(a, c, BB_ATTR_NAME_DEADLINE_NS, d) ||
-        bbc_set_meta(a, c, BBC_META_DEADLINE_SOURCE, n->name) != BB_OK ||
+        bbc_set_meta(a, c, BB_META_DEADLINE_SOURCE, n->name) != BB_OK ||
         (bbc_meta(n, BB_META_HOME_CLASS) &&
          bbc_set_meta(a, c, BB_META_HOME_CLASS, bbc_meta(n, BB_META_HOME_CLASS)) != BB_OK) ||
         bb_str_list_push(a, &c->outputs, out) != BB_OK)
@@ -105,7 +105,7 @@ static int pair(bbc_state *st, bbc_partition *p, bbc_fnedit *e, size_t i)
         return bbc_oom(st);
     const bb_type_node *t = bbc_fnedit_type(e, v);
     if ((t && bbc_fnedit_set_type(e, out, t) != BB_OK) || bbc_fnedit_insert(e, at, c) != BB_OK ||
-        bbc_set_meta(a, n, BBC_META_DEADLINE_CHECK, c->name) != BB_OK)
+        bbc_set_meta(a, n, BB_META_DEADLINE_CHECK, c->name) != BB_OK)
         return bbc_oom(st);
     return BB_OK;
 }
@@ -137,7 +137,7 @@ int bbc_pass_insert_async_deadlines(bbc_state *st)
         for (size_t i = 0; i < p->fn->nodes.n; i++) {
             bb_node *n = p->fn->nodes.v[i];
             if (bbc_node_is(n, BB_DOMAIN_SYSCALL, BB_OP_DEADLINE_CHECK) ||
-                !bb_node_attr(n, BB_ATTR_NAME_DEADLINE_NS) || bbc_meta(n, BBC_META_DEADLINE_CHECK))
+                !bb_node_attr(n, BB_ATTR_NAME_DEADLINE_NS) || bbc_meta(n, BB_META_DEADLINE_CHECK))
                 continue;
             if ((rc = pair(st, p, e, i)) != BB_OK)
                 return rc;

@@ -4,7 +4,7 @@
  * "Wire-gate insertion"; the shapes, stamps and names are in gates.h).
  * Idempotent: a wire op carrying the gate's stamp is skipped.
  */
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/gates.h"
 
 int bbc_pass_insert_peer_health_gate_tx(bbc_state *st)

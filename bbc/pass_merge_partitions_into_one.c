@@ -17,9 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 static bool has_prefix(const char *s, const char *p)
@@ -121,7 +122,7 @@ int bbc_pass_merge_partitions_into_one(bbc_state *st)
         if (bb_kv_set(out->arena, &out->metadata, kv->key, kv->value) != BB_OK)
             return bbc_oom(st);
     }
-    if (bb_kv_set(out->arena, &out->metadata, BB_META_COMPILED, BB_COMPILED_PASSPORT) != BB_OK)
+    if (bb_artifact_stamp_passport(out) != BB_OK)
         return bbc_oom(st);
     int rc;
     for (size_t k = 0; k < st->parts.n; k++) {

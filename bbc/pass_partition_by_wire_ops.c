@@ -23,9 +23,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
 
@@ -61,7 +62,7 @@ static int sets_init(bb_arena *a, const bb_function *pf, part_sets *ps)
                  bbc_map_put(&ps->made, nd->outputs.v[j], i) != BB_OK))
                 return BB_ENOMEM;
         const char *slot = bbc_meta(nd, BB_META_SLOT);
-        const char *port = bbc_is_wire_send(nd) ? bbc_meta(nd, BBC_META_PORT) : NULL;
+        const char *port = bbc_is_wire_send(nd) ? bbc_meta(nd, BB_META_PORT) : NULL;
         if ((slot && bbc_map_put(&ps->slots, slot, i) != BB_OK) ||
             (port && bbc_map_put(&ps->ports, port, i) != BB_OK))
             return BB_ENOMEM;
@@ -86,7 +87,7 @@ static bool partition_slot(bbc_state *st, const char *cls, const part_sets *ps, 
     /* Bootstrap bodies name slots too. */
     for (size_t i = 0; i < st->model->functions.n; i++) {
         const bb_function *f = st->model->functions.v[i];
-        if (bbc_is_bootstrap_fn(f) && bbc_str_eq(bb_kv_get(&f->metadata, BB_META_HOME_CLASS), cls) &&
+        if (bb_artifact_is_bootstrap(f) && bbc_str_eq(bb_kv_get(&f->metadata, BB_META_HOME_CLASS), cls) &&
             class_uses(&f->nodes, slot))
             return true;
     }
@@ -96,7 +97,7 @@ static bool partition_slot(bbc_state *st, const char *cls, const part_sets *ps, 
 static const char *slot_of_key(const char *key)
 {
     static const char *const PREFIXES[] = {BB_META_SLOT_CONCRETE_TYPE_PREFIX,
-                                           BBC_META_SLOT_ROLE_PREFIX, BBC_META_SLOT_ID_PREFIX};
+                                           BB_META_SLOT_ROLE_PREFIX, BB_META_SLOT_ID_PREFIX};
     for (size_t i = 0; i < 3; i++)
         if (has_prefix(key, PREFIXES[i]))
             return key + strlen(PREFIXES[i]);
@@ -157,14 +158,16 @@ static bool bootstrap_of(const bb_function *f, const char *cls, const char *want
     return true;
 }
 
-static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cls,
-                           const size_t *members, size_t n_members, bool single)
+/* A new partition model for cls whose function holds the root's member
+ * nodes (moved, not copied: see compiler_internal.h, partition models
+ * borrow from the working model, which outlives them). */
+static bbc_partition *new_partition(bbc_state *st, const char *cls, const size_t *members,
+                                    size_t n_members)
 {
     const bb_function *root = st->root;
     bb_model *pm = bb_model_new();
     if (!pm)
-        return bbc_oom(st);
-    bb_arena *a = pm->arena;
+        return NULL;
     pm->ir_version = st->model->ir_version;
     pm->producer_name = bb_model_str(pm, st->model->producer_name);
     pm->producer_version = bb_model_str(pm, st->model->producer_version);
@@ -176,53 +179,67 @@ static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cl
     if (!p) {
         if (!pf)
             bb_model_free(pm);
-        return bbc_oom(st);
+        return NULL;
     }
     pf->doc_string = bb_model_str(pm, root->doc_string);
-    /* The root's nodes move into their partition (see compiler.h: partition
-     * models borrow from the working model, which outlives them). */
-    pf->nodes.v = bb_arena_calloc(a, n_members + 1, sizeof *pf->nodes.v);
+    pf->nodes.v = bb_arena_calloc(pm->arena, n_members + 1, sizeof *pf->nodes.v);
     if (!pf->nodes.v)
-        return bbc_oom(st);
+        return NULL;
     for (size_t m = 0; m < n_members; m++)
         pf->nodes.v[m] = root->nodes.v[members[m]];
     pf->nodes.n = n_members;
     pf->nodes.cap = n_members + 1;
-    part_sets ps;
-    if (sets_init(st->scratch, pf, &ps) != BB_OK)
-        return bbc_oom(st);
-    /* Formals the nodes read, ports they produce. */
+    return p;
+}
+
+/* Formals the nodes read, ports they produce, and value_info in the root's
+ * order (stable when compiled again), once each; the formals and ports are
+ * among the values the nodes name. */
+static int copy_interface(bbc_state *st, bbc_partition *p, const part_sets *ps)
+{
+    const bb_function *root = st->root;
+    bb_function *pf = p->fn;
+    bb_arena *a = p->model->arena;
     for (size_t j = 0; j < root->inputs.n; j++) {
         const char *v = root->inputs.v[j];
-        if (v && bbc_map_get(&ps.values, v, NULL) && bb_str_list_push(a, &pf->inputs, v) != BB_OK)
+        if (v && bbc_map_get(&ps->values, v, NULL) && bb_str_list_push(a, &pf->inputs, v) != BB_OK)
             return bbc_oom(st);
     }
     for (size_t j = 0; j < root->outputs.n; j++) {
         const char *v = root->outputs.v[j];
-        if (v && bbc_map_get(&ps.made, v, NULL) && bb_str_list_push(a, &pf->outputs, v) != BB_OK)
+        if (v && bbc_map_get(&ps->made, v, NULL) && bb_str_list_push(a, &pf->outputs, v) != BB_OK)
             return bbc_oom(st);
     }
-    /* value_info in the root's order (stable when compiled again), once each;
-     * the formals and ports are among the values the nodes name. */
     bbc_map copied;
-    if (bbc_map_init(&copied, st->scratch, ps.values.n) != BB_OK)
+    if (bbc_map_init(&copied, st->scratch, ps->values.n) != BB_OK)
         return bbc_oom(st);
     for (size_t j = 0; j < root->value_info.n; j++) {
         bb_value_info *vi = root->value_info.v[j];
-        if (!vi->name || !*vi->name || !bbc_map_get(&ps.values, vi->name, NULL) ||
+        if (!vi->name || !*vi->name || !bbc_map_get(&ps->values, vi->name, NULL) ||
             bbc_map_get(&copied, vi->name, NULL))
             continue;
         if (bbc_map_put(&copied, vi->name, j) != BB_OK || copy_value_info(a, pf, vi) != BB_OK)
             return bbc_oom(st);
     }
-    /* Slot declarations and metadata of the partition's slots. */
+    return BB_OK;
+}
+
+/* Slot declarations and metadata of the partition's slots; the root's
+ * other metadata but its class and net_in keys (net_out only for the
+ * ports the partition sends); its own home_class. */
+static int copy_slots(bbc_state *st, bbc_partition *p, const part_sets *ps, bool single)
+{
+    const bb_function *root = st->root;
+    const char *cls = p->cls;
+    bb_function *pf = p->fn;
+    bb_arena *a = p->model->arena;
     for (size_t j = 0; j < root->attributes.n; j++)
-        if (partition_slot(st, cls, &ps, root->attributes.v[j], single) &&
+        if (partition_slot(st, cls, ps, root->attributes.v[j], single) &&
             bb_str_list_push(a, &pf->attributes, root->attributes.v[j]) != BB_OK)
             return bbc_oom(st);
     for (size_t j = 0; j < root->attribute_protos.n; j++) {
         const bb_attr *ap = root->attribute_protos.v[j];
-        if (!partition_slot(st, cls, &ps, ap->name, single))
+        if (!partition_slot(st, cls, ps, ap->name, single))
             continue;
         /* The class's own construction state when it declares the slot (the
          * root holds the first class's). */
@@ -241,19 +258,26 @@ static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cl
         const char *slot = slot_of_key(kv->key);
         bool keep;
         if (slot)
-            keep = partition_slot(st, cls, &ps, slot, single);
-        else if (has_prefix(kv->key, BBC_META_NET_OUT_PREFIX))
-            keep = bbc_map_get(&ps.ports, kv->key + strlen(BBC_META_NET_OUT_PREFIX), NULL);
+            keep = partition_slot(st, cls, ps, slot, single);
+        else if (has_prefix(kv->key, BB_META_NET_OUT_PREFIX))
+            keep = bbc_map_get(&ps->ports, kv->key + strlen(BB_META_NET_OUT_PREFIX), NULL);
         else
             keep = !bbc_str_eq(kv->key, BB_META_HOME_CLASS) &&
-                   !has_prefix(kv->key, BBC_META_NET_IN_PREFIX);
+                   !has_prefix(kv->key, BB_META_NET_IN_PREFIX);
         if (keep && bbc_kv_set_indexed(a, &pf->metadata, &meta_keys, kv->key, kv->value) != BB_OK)
             return bbc_oom(st);
     }
     if (bbc_kv_set_indexed(a, &pf->metadata, &meta_keys, BB_META_HOME_CLASS, cls) != BB_OK)
         return bbc_oom(st);
-    /* Opsets the body uses, at the version the root / model imports (runs
-     * of one domain looked up once). */
+    return BB_OK;
+}
+
+/* Opsets the body uses, at the version the root / model imports (runs of
+ * one domain looked up once). */
+static int import_opsets(bbc_state *st, bbc_partition *p)
+{
+    const bb_function *root = st->root;
+    bb_function *pf = p->fn;
     const char *prev = NULL;
     for (size_t i = 0; i < pf->nodes.n; i++) {
         const bb_node *n = pf->nodes.v[i];
@@ -270,10 +294,18 @@ static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cl
             const bb_opset_schema *os = bb_opset_find(d);
             v = os ? os->version : 1;
         }
-        if (bb_opset_list_add(a, &pf->opset_imports, d, v) != BB_OK)
+        if (bb_opset_list_add(p->model->arena, &pf->opset_imports, d, v) != BB_OK)
             return bbc_oom(st);
     }
-    /* Sub-functions the partition calls, and the class's bootstrap. */
+    return BB_OK;
+}
+
+/* Sub-functions the partition calls, and the class's bootstrap. */
+static int clone_callees(bbc_state *st, const bbc_fn_index *ix, bbc_partition *p, bool single)
+{
+    const char *cls = p->cls;
+    const bb_function *pf = p->fn;
+    bb_model *pm = p->model;
     int rc;
     for (size_t i = 0; i < pf->nodes.n; i++) {
         size_t callee = bbc_fn_index_callee(ix, pf->nodes.v[i]);
@@ -282,20 +314,36 @@ static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cl
     }
     char want[512], root_boot[512];
     snprintf(want, sizeof want, "%s%s", cls, BB_BOOTSTRAP_SUFFIX);
-    snprintf(root_boot, sizeof root_boot, "%s%s", root->name, BB_BOOTSTRAP_SUFFIX);
+    snprintf(root_boot, sizeof root_boot, "%s%s", st->root->name, BB_BOOTSTRAP_SUFFIX);
     for (size_t i = 0; i < ix->m->functions.n; i++) {
         const bb_function *f = ix->m->functions.v[i];
-        if (!bbc_is_bootstrap_fn(f) || !bootstrap_of(f, cls, want, single ? root_boot : NULL))
+        if (!bb_artifact_is_bootstrap(f) || !bootstrap_of(f, cls, want, single ? root_boot : NULL))
             continue;
         if ((rc = clone_function_into(st, ix, pm, i, 0)) != BB_OK)
             return rc;
         bb_function *bc = bb_model_find_function(pm, f->domain, f->name, f->overload);
         if (bc && single && bbc_str_eq(f->name, root_boot))
             bc->name = bb_model_str(pm, want); /* "@self__bootstrap" */
-        if (bc && bb_kv_set(a, &bc->metadata, BB_META_HOME_CLASS, cls) != BB_OK)
+        if (bc && bb_kv_set(pm->arena, &bc->metadata, BB_META_HOME_CLASS, cls) != BB_OK)
             return bbc_oom(st);
     }
-    snprintf(p->hash, sizeof p->hash, "%016llx", (unsigned long long)bbc_hash_nodes(pf));
+    return BB_OK;
+}
+
+static int build_partition(bbc_state *st, const bbc_fn_index *ix, const char *cls,
+                           const size_t *members, size_t n_members, bool single)
+{
+    bbc_partition *p = new_partition(st, cls, members, n_members);
+    if (!p)
+        return bbc_oom(st);
+    part_sets ps;
+    if (sets_init(st->scratch, p->fn, &ps) != BB_OK)
+        return bbc_oom(st);
+    int rc;
+    if ((rc = copy_interface(st, p, &ps)) != BB_OK || (rc = copy_slots(st, p, &ps, single)) != BB_OK ||
+        (rc = import_opsets(st, p)) != BB_OK || (rc = clone_callees(st, ix, p, single)) != BB_OK)
+        return rc;
+    snprintf(p->hash, sizeof p->hash, "%016llx", (unsigned long long)bbc_hash_nodes(p->fn));
     return BB_OK;
 }
 

@@ -9,7 +9,7 @@
  * to report.
  */
 #include "bb/meta.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 static int narrow(bbc_state *st, bb_function *f, const char *v, const bb_port_decl *p)

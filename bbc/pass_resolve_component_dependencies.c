@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "bb/meta.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 static bool declares(const bb_function *f, const char *slot)
@@ -54,7 +54,7 @@ static int adopt_slot(bbc_state *st, bbc_partition *p, const char *slot)
         }
     }
     static const char *const PREFIXES[] = {BB_META_SLOT_CONCRETE_TYPE_PREFIX,
-                                           BBC_META_SLOT_ROLE_PREFIX};
+                                           BB_META_SLOT_ROLE_PREFIX};
     for (size_t k = 0; k < 2; k++) {
         char *key = bb_arena_sprintf(st->scratch, "%s%s", PREFIXES[k], slot);
         const char *v = key ? bb_kv_get(&src->metadata, key) : NULL;

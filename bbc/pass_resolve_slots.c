@@ -18,7 +18,7 @@
 
 #include "bb/meta.h"
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 static const char *nm(const bb_node *n)
@@ -99,7 +99,7 @@ static int stamp_slot_ids(bbc_state *st, bbc_partition *p)
             const bbc_slot *s = bbc_state_slot(st, name);
             if (!s)
                 continue;
-            snprintf(key, sizeof key, "%s%s", BBC_META_SLOT_ID_PREFIX, name);
+            snprintf(key, sizeof key, "%s%s", BB_META_SLOT_ID_PREFIX, name);
             snprintf(id, sizeof id, "%u", s->slot_id);
             if (!bbc_str_eq(bb_kv_get(&f->metadata, key), id) &&
                 bb_kv_set(p->model->arena, &f->metadata, key, id) != BB_OK)

@@ -21,9 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/gates.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
@@ -187,7 +188,7 @@ static int stamp_bindings(bbc_state *st, bbc_partition *p)
         /* Slot ids of every partition slot (dependency slots adopted after
          * resolve_slots too), so a recompile keeps them. */
         char idkey[1200], id[16];
-        snprintf(idkey, sizeof idkey, "%s%s", BBC_META_SLOT_ID_PREFIX, s->name);
+        snprintf(idkey, sizeof idkey, "%s%s", BB_META_SLOT_ID_PREFIX, s->name);
         snprintf(id, sizeof id, "%u", s->slot_id);
         if (!bbc_str_eq(bb_kv_get(&p->fn->metadata, idkey), id) &&
             bb_kv_set(a, &p->fn->metadata, idkey, id) != BB_OK)
@@ -249,13 +250,13 @@ int bbc_pass_stamp_compilation_metadata(bbc_state *st)
         int rc;
         if ((rc = stamp_bindings(st, p)) != BB_OK || (rc = stamp_recv_slots(st, p)) != BB_OK)
             return rc;
-        if (bb_kv_set(a, &p->model->metadata, BB_META_COMPILED, BB_COMPILED_PASSPORT) != BB_OK)
+        if (bb_artifact_stamp_passport(p->model) != BB_OK)
             return bbc_oom(st);
         snprintf(p->hash, sizeof p->hash, "%016llx", (unsigned long long)bbc_hash_nodes(p->fn));
         char id[600];
         snprintf(id, sizeof id, "%s#%s", p->cls, p->hash);
-        if (bb_kv_set(a, &p->fn->metadata, BBC_META_PARTITION_HASH, p->hash) != BB_OK ||
-            bb_kv_set(a, &p->fn->metadata, BBC_META_PARTITION_ID, id) != BB_OK)
+        if (bb_kv_set(a, &p->fn->metadata, BB_META_PARTITION_HASH, p->hash) != BB_OK ||
+            bb_kv_set(a, &p->fn->metadata, BB_META_PARTITION_ID, id) != BB_OK)
             return bbc_oom(st);
         canonicalize(p->fn);
         if ((rc = rebuild_opsets(st, p)) != BB_OK)

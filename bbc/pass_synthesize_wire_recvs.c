@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "bb/meta.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/fnedit.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
@@ -85,7 +85,7 @@ static int synth_init(synth *y, bbc_state *st)
                                     bbc_map_put(&y->first_use, nd->inputs.v[j], i) != BB_OK))
                 return BB_ENOMEM;
         const char *port = bbc_node_is(nd, BB_DOMAIN_WIRE, BB_OP_WIRE_SEND)
-                               ? bbc_meta(nd, BBC_META_PORT)
+                               ? bbc_meta(nd, BB_META_PORT)
                                : NULL;
         if (port) {
             y->next_send[i] = SIZE_MAX;
@@ -97,7 +97,7 @@ static int synth_init(synth *y, bbc_state *st)
     /* Existing receives, the first per (port, class). */
     for (size_t i = 0; i < n; i++) {
         bb_node *r = f->nodes.v[i];
-        const char *port = bbc_meta(r, BBC_META_PORT), *cls = bbc_meta(r, BB_META_HOME_CLASS);
+        const char *port = bbc_meta(r, BB_META_PORT), *cls = bbc_meta(r, BB_META_HOME_CLASS);
         if (!port || !cls || !bbc_node_is(r, BB_DOMAIN_WIRE, BB_OP_WIRE_RECV))
             continue;
         const char *k = bb_arena_sprintf(side, "%s\x1f%s", port, cls);
@@ -144,7 +144,7 @@ static int materialize(synth *y, const bbc_net_in *ni)
     bb_arena *a = y->a;
     const char *cls = ni->cls ? ni->cls : BB_SELF_CLASS;
     const char *rkey = bb_arena_sprintf(st->scratch, "%s\x1f%s", ni->port, cls);
-    const char *mkey = bb_arena_sprintf(st->scratch, "%s%s", BBC_META_NET_IN_PREFIX, ni->port);
+    const char *mkey = bb_arena_sprintf(st->scratch, "%s%s", BB_META_NET_IN_PREFIX, ni->port);
     if (!rkey || !mkey || bbc_map_put(&y->drop, ni->value, 0) != BB_OK ||
         bbc_map_put(&y->drop, mkey, 0) != BB_OK)
         return bbc_oom(st);
@@ -169,9 +169,9 @@ static int materialize(synth *y, const bbc_net_in *ni)
         return bbc_oom(st);
     r->name = name;
     if (bbc_set_meta(a, r, BB_META_HOME_CLASS, cls) != BB_OK ||
-        bbc_set_meta(a, r, BBC_META_PORT, ni->port) != BB_OK ||
+        bbc_set_meta(a, r, BB_META_PORT, ni->port) != BB_OK ||
         bbc_set_meta(a, r, BB_META_WIRE_CORRELATION, BB_WIRE_CORRELATION_NONE) != BB_OK ||
-        bbc_set_meta(a, r, BBC_META_SYNTHESIZED, "true") != BB_OK ||
+        bbc_set_meta(a, r, BB_META_SYNTHESIZED, "true") != BB_OK ||
         bbc_fnedit_set_type(y->e, trig, &BB_TYPE_TRIGGER) != BB_OK)
         return bbc_oom(st);
     /* The lookup's own type when it is a leaf, else the send's when it fits;
@@ -232,7 +232,7 @@ static int link_pairs(bbc_state *st)
             return bbc_oom(st);
         if (k == 0)
             continue;
-        if (k > 1 && !bbc_meta(s, BBC_META_DEST_SITE)) {
+        if (k > 1 && !bbc_meta(s, BB_META_DEST_SITE)) {
             char list[256] = "";
             size_t len = 0;
             for (size_t r = 0; r < k && len < sizeof list; r++)
@@ -244,9 +244,9 @@ static int link_pairs(bbc_state *st)
                             s->op_type, s->name, k, list);
         }
         bb_node *r = f->nodes.v[rx[0]];
-        if (!bbc_meta(s, BBC_META_DEST_SITE) && bbc_set_meta(a, s, BBC_META_DEST_SITE, r->name))
+        if (!bbc_meta(s, BB_META_DEST_SITE) && bbc_set_meta(a, s, BB_META_DEST_SITE, r->name))
             return bbc_oom(st);
-        if (!bbc_meta(r, BBC_META_SRC_SITE) && bbc_set_meta(a, r, BBC_META_SRC_SITE, s->name))
+        if (!bbc_meta(r, BB_META_SRC_SITE) && bbc_set_meta(a, r, BB_META_SRC_SITE, s->name))
             return bbc_oom(st);
     }
     return BB_OK;

@@ -34,7 +34,7 @@
 
 #include "bb/meta.h"
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/fnedit.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
@@ -358,7 +358,7 @@ static int edge_rules(solver *s)
                 adopt(s, n->inputs.v[BBC_SEND_DATA], rn->outputs.v[BBC_RECV_PAYLOAD]);
         }
         /* lookup_output formals not yet materialized as a Recv. */
-        const char *port = bbc_meta(n, BBC_META_PORT);
+        const char *port = bbc_meta(n, BB_META_PORT);
         const char *dest = bbc_meta(n, BB_META_DEST_CLASS);
         size_t k2 = SIZE_MAX;
         if (port && s->f == st->root)
@@ -511,9 +511,9 @@ int bbc_check_wire_storage(bbc_state *st)
                                 "(type id 0x%016llx) but the receiver's '%s' is %s (type id "
                                 "0x%016llx); %s",
                                 s->op_type, nm(s), rn->op_type, nm(rn),
-                                bbc_meta(s, BBC_META_PORT) ? " (port '" : "",
-                                bbc_meta(s, BBC_META_PORT) ? bbc_meta(s, BBC_META_PORT) : "",
-                                bbc_meta(s, BBC_META_PORT) ? "')" : "", sv, ts->name,
+                                bbc_meta(s, BB_META_PORT) ? " (port '" : "",
+                                bbc_meta(s, BB_META_PORT) ? bbc_meta(s, BB_META_PORT) : "",
+                                bbc_meta(s, BB_META_PORT) ? "')" : "", sv, ts->name,
                                 (unsigned long long)ts->wire_hash, rv, tr->name,
                                 (unsigned long long)tr->wire_hash, codec_hint(ts, tr));
             /* Record the accepted payload type on the receive site. */

@@ -24,7 +24,7 @@
 
 #include "bb/meta.h"
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 #include "bbc/wire.h"
 
@@ -40,27 +40,12 @@ static const char *nm(const bb_node *n)
     return n->name && *n->name ? n->name : "(unnamed)";
 }
 
-static bool declared_by_types(bbc_state *st, const bb_node *n)
-{
-    const bbc_type_source *ts = st->types;
-    if (!ts || !ts->count)
-        return false;
-    size_t count = ts->count(ts->ctx);
-    for (size_t i = 0; i < count; i++) {
-        const bb_component_type *t = ts->at(ts->ctx, i);
-        uint32_t idx;
-        if (t && bb_component_type_find_op(t, dom(n), n->op_type, &idx))
-            return true;
-    }
-    return false;
-}
-
 static int rule1_known_op(bbc_state *st, const bb_function *f, const bb_node *n)
 {
     if (bb_op_schema_find(n->domain, n->op_type) || bbc_callee(st->model, n))
         return BB_OK;
     bbc_sig sig;
-    if (bbc_node_sig(st, n, &sig) || declared_by_types(st, n))
+    if (bbc_node_sig(st, n, &sig) || bb_type_source_find_op(st->types, dom(n), n->op_type))
         return BB_OK;
     /* A non-reserved domain with no type source to ask, or on a slot whose
      * type no plugin describes (bbc check without plugins): cannot tell. */
@@ -151,7 +136,7 @@ static int rule4_pairing(bbc_state *st, const bb_function *f)
             }
         }
         if (answers[i] != 1) {
-            const char *port = bbc_meta(s, BBC_META_PORT);
+            const char *port = bbc_meta(s, BB_META_PORT);
             return bbc_fail(st, BBC_E_UNPAIRED_WIRE_REQUEST,
                             "function '%s': SendReqBatched '%s'%s%s%s is answered by %zu "
                             "SendResp nodes whose req_id traces back to it (exactly 1 required)",

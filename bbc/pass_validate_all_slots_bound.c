@@ -3,7 +3,7 @@
  * nodes run on has a TYPE_NAME (recorded concrete, or --bind / bindings
  * file); otherwise UnboundSlot naming the partition, the slot and its role.
  */
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 int bbc_pass_validate_all_slots_bound(bbc_state *st)

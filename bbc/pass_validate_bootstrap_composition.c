@@ -12,8 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 #define MAX_DEPTH 64
@@ -23,17 +24,9 @@ static bool declared_op(bbc_state *st, const bb_node *n)
     bbc_sig sig;
     if (bbc_node_sig(st, n, &sig))
         return true;
-    const bbc_type_source *ts = st->types;
-    if (!ts || !ts->count)
+    if (!bb_type_source_count(st->types))
         return bbc_is_role_node(n); /* no types to ask: trust the slot stamps */
-    size_t count = ts->count(ts->ctx);
-    for (size_t i = 0; i < count; i++) {
-        const bb_component_type *t = ts->at(ts->ctx, i);
-        uint32_t idx;
-        if (t && bb_component_type_find_op(t, n->domain, n->op_type, &idx))
-            return true;
-    }
-    return false;
+    return bb_type_source_find_op(st->types, n->domain, n->op_type) != NULL;
 }
 
 static int walk(bbc_state *st, const bb_function *boot, const bb_function *f,
@@ -77,7 +70,7 @@ int bbc_pass_validate_bootstrap_composition(bbc_state *st)
     const bb_function *stack[MAX_DEPTH + 1];
     for (size_t i = 0; i < st->model->functions.n; i++) {
         const bb_function *f = st->model->functions.v[i];
-        if (!bbc_is_bootstrap_fn(f))
+        if (!bb_artifact_is_bootstrap(f))
             continue;
         int rc = walk(st, f, f, stack, 0);
         if (rc != BB_OK)

@@ -7,7 +7,7 @@
  * with a DeadlineCheck (RuntimeIncomplete). Reads only.
  */
 #include "bb/meta.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/fnedit.h"
 #include "bbc/gates.h"
 #include "bbc/util.h"
@@ -22,7 +22,7 @@ static int index_checks(bbc_state *st, const bb_function *f, const bbc_fnedit *f
         const bb_node *c = f->nodes.v[i];
         if (!bbc_node_is(c, BB_DOMAIN_SYSCALL, BB_OP_DEADLINE_CHECK))
             continue;
-        const char *src = bbc_meta(c, BBC_META_DEADLINE_SOURCE);
+        const char *src = bbc_meta(c, BB_META_DEADLINE_SOURCE);
         if (!src ||
             c->inputs.n != 1 || c->outputs.n != 1 ||
             !bbc_fnedit_consumed(flow, c->outputs.v[0], c))

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 static const bbc_pass PASSES[] = {

@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/opsets.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 #define BIND_PASS "bind"
@@ -111,9 +112,9 @@ static int declare_slots(bbc_state *st, const bb_function *f)
                 return bbc_oom(st);
             snprintf(key, sizeof key, "%s%s", BB_META_SLOT_CONCRETE_TYPE_PREFIX, name);
             const char *ct = bb_kv_get(&f->metadata, key);
-            snprintf(key, sizeof key, "%s%s", BBC_META_SLOT_ROLE_PREFIX, name);
+            snprintf(key, sizeof key, "%s%s", BB_META_SLOT_ROLE_PREFIX, name);
             bb_role role = bb_role_parse(bb_kv_get(&f->metadata, key));
-            snprintf(key, sizeof key, "%s%s", BBC_META_SLOT_ID_PREFIX, name);
+            snprintf(key, sizeof key, "%s%s", BB_META_SLOT_ID_PREFIX, name);
             uint32_t sid;
             bool has_sid = parse_u32(bb_kv_get(&f->metadata, key), &sid);
             if (pass == 1 && ct) {
@@ -194,11 +195,11 @@ static int resolve_bindings(bbc_state *st)
         bbc_slot *s = &st->slots.v[i];
         if (!s->type_name || !st->types)
             continue;
-        s->type = bbc_types_find(st->types, s->type_name);
+        s->type = bb_type_source_find(st->types, s->type_name);
         if (!s->type && st->opts->allow_unknown_types)
             continue;
         if (!s->type) {
-            const char *where = st->types->where ? st->types->where(st->types->ctx) : NULL;
+            const char *where = st->types->where;
             return bbc_fail(st, BBC_E_UNKNOWN_COMPONENT_TYPE,
                             "slot '%s' is bound to '%s' (%s), which no plugin exports%s%s",
                             s->name, s->type_name, s->binding ? s->binding->origin : "recorded",
@@ -221,7 +222,7 @@ static int resolve_bindings(bbc_state *st)
 static int note_class_slots(bbc_state *st, const bb_function *f)
 {
     const char *cls = bb_kv_get(&f->metadata, BB_META_HOME_CLASS);
-    if (!cls || bbc_is_bootstrap_fn(f))
+    if (!cls || bb_artifact_is_bootstrap(f))
         return BB_OK;
     size_t na = f->attributes.n, np = f->attribute_protos.n;
     for (size_t i = 0; i < na + np; i++) {
@@ -269,11 +270,6 @@ static bool fn_called(const bb_model *m, const bb_function *f)
     return false;
 }
 
-static bool is_partition_fn(const bb_function *f)
-{
-    return bb_kv_get(&f->metadata, BBC_META_PARTITION_HASH) != NULL;
-}
-
 static bool has_prefix(const char *s, const char *prefix)
 {
     return s && strncmp(s, prefix, strlen(prefix)) == 0;
@@ -303,7 +299,7 @@ static int reassemble_compiled(bbc_state *st)
     size_t kept = 0;
     for (size_t i = 0; i < m->functions.n; i++) {
         bb_function *f = m->functions.v[i];
-        if (!is_partition_fn(f)) {
+        if (!bb_artifact_is_partition(f)) {
             m->functions.v[kept++] = f;
             continue;
         }
@@ -354,8 +350,8 @@ static int reassemble_compiled(bbc_state *st)
                 return bbc_oom(st);
         for (size_t j = 0; j < f->metadata.n; j++) {
             const bb_kv *kv = &f->metadata.v[j];
-            if (bbc_str_eq(kv->key, BBC_META_PARTITION_HASH) ||
-                bbc_str_eq(kv->key, BBC_META_PARTITION_ID) ||
+            if (bbc_str_eq(kv->key, BB_META_PARTITION_HASH) ||
+                bbc_str_eq(kv->key, BB_META_PARTITION_ID) ||
                 bbc_str_eq(kv->key, BB_META_HOME_CLASS) || bb_kv_get(&root->metadata, kv->key))
                 continue;
             if (bb_kv_set(a, &root->metadata, kv->key, kv->value) != BB_OK)
@@ -389,9 +385,9 @@ static int find_root(bbc_state *st)
         if (rc != BB_OK)
             return rc;
     }
-    if (bbc_str_eq(bb_kv_get(&m->metadata, BB_META_COMPILED), BB_COMPILED_PASSPORT)) {
+    if (bb_artifact_is_compiled(m)) {
         for (size_t i = 0; i < m->functions.n; i++)
-            if (is_partition_fn(m->functions.v[i]))
+            if (bb_artifact_is_partition(m->functions.v[i]))
                 return reassemble_compiled(st);
     }
     if (m->graph && m->graph->nodes.n == 1) {
@@ -404,7 +400,7 @@ static int find_root(bbc_state *st)
     bb_function *found = NULL;
     for (size_t i = 0; i < m->functions.n; i++) {
         bb_function *f = m->functions.v[i];
-        if (bbc_is_bootstrap_fn(f) || fn_called(m, f))
+        if (bb_artifact_is_bootstrap(f) || fn_called(m, f))
             continue;
         if (found)
             return bbc_fail(st, BBC_E_INTERNAL,
@@ -424,10 +420,10 @@ static int collect_net_ins(bbc_state *st)
 {
     const bb_function *f = st->root;
     const char *cls = bb_kv_get(&f->metadata, BB_META_HOME_CLASS);
-    size_t pl = strlen(BBC_META_NET_IN_PREFIX);
+    size_t pl = strlen(BB_META_NET_IN_PREFIX);
     for (size_t i = 0; i < f->metadata.n; i++) {
         const bb_kv *kv = &f->metadata.v[i];
-        if (!has_prefix(kv->key, BBC_META_NET_IN_PREFIX) || !kv->value)
+        if (!has_prefix(kv->key, BB_META_NET_IN_PREFIX) || !kv->value)
             continue;
         bbc_net_in *ni = BB_VEC_PUSH(st->arena, &st->net_ins);
         if (!ni)
@@ -440,7 +436,7 @@ static int collect_net_ins(bbc_state *st)
 }
 
 int bbc_state_init(bbc_state *st, bb_model *model, const bbc_options *opts,
-                   const bbc_bindings *bindings, const bbc_type_source *types, bbc_error *err)
+                   const bbc_bindings *bindings, const bb_type_source *types, bbc_error *err)
 {
     memset(st, 0, sizeof *st);
     st->model = model;

@@ -107,14 +107,6 @@ bb_function *bbc_callee(const bb_model *m, const bb_node *n)
     return NULL;
 }
 
-bool bbc_is_bootstrap_fn(const bb_function *f)
-{
-    if (bbc_str_eq(bb_kv_get(&f->metadata, BB_META_MODULE_PHASE), BB_MODULE_PHASE_BOOTSTRAP))
-        return true;
-    size_t n = f->name ? strlen(f->name) : 0, sl = strlen(BB_BOOTSTRAP_SUFFIX);
-    return n > sl && strcmp(f->name + n - sl, BB_BOOTSTRAP_SUFFIX) == 0;
-}
-
 const char *bbc_node_label(bb_arena *a, const bb_node *n, size_t index)
 {
     if (n->name && *n->name)

@@ -15,7 +15,7 @@
 #include "bb/ir.h"
 #include "bb/opsets.h"
 #include "bb/types.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 
 /* ---- metadata, op classification ---------------------------------------- */
 
@@ -47,7 +47,6 @@ bool bbc_is_wire_recv(const bb_node *n);
 bool bbc_is_role_node(const bb_node *n);
 /* A call of a model-local function (non-reserved domain, function exists). */
 bb_function *bbc_callee(const bb_model *m, const bb_node *n);
-bool bbc_is_bootstrap_fn(const bb_function *f);
 /* "name" or "#<index>" when the node is unnamed, for messages (arena copy). */
 const char *bbc_node_label(bb_arena *a, const bb_node *n, size_t index);
 

@@ -73,13 +73,13 @@ size_t bbc_wire_trace(const bbc_wire_ix *x, const char *v, size_t *port)
 /* Does receive r accept what send s sends (port + class)? Live metadata. */
 static bool port_match(const bb_node *s, const bb_node *r)
 {
-    const char *site = bbc_meta(s, BBC_META_DEST_SITE);
+    const char *site = bbc_meta(s, BB_META_DEST_SITE);
     if (site)
         return bbc_str_eq(site, r->name);
-    const char *src = bbc_meta(r, BBC_META_SRC_SITE);
+    const char *src = bbc_meta(r, BB_META_SRC_SITE);
     if (src)
         return bbc_str_eq(src, s->name);
-    const char *ps = bbc_meta(s, BBC_META_PORT), *pr = bbc_meta(r, BBC_META_PORT);
+    const char *ps = bbc_meta(s, BB_META_PORT), *pr = bbc_meta(r, BB_META_PORT);
     if (!ps || !pr || !bbc_str_eq(ps, pr))
         return false;
     const char *dest = bbc_meta(s, BB_META_DEST_CLASS), *rc = bbc_meta(r, BB_META_HOME_CLASS);
@@ -151,18 +151,18 @@ bbc_wire_ix *bbc_wire_ix_new(bb_arena *a, const bb_function *f)
             return NULL;
         if (!bbc_str_eq(nd->domain, BB_DOMAIN_WIRE))
             continue;
-        const char *port = bbc_meta(nd, BBC_META_PORT);
+        const char *port = bbc_meta(nd, BB_META_PORT);
         int rc = BB_OK;
         if (is_pair_recv(nd)) {
             if (port)
                 rc = bucket_add(&x->recv_port, x->next_port, port, k);
-            const char *src = bbc_meta(nd, BBC_META_SRC_SITE);
+            const char *src = bbc_meta(nd, BB_META_SRC_SITE);
             if (rc == BB_OK && src)
                 rc = bucket_add(&x->recv_src, x->next_site, src, k);
         } else if (is_pair_send(nd)) {
             if (port)
                 rc = bucket_add(&x->send_port, x->next_port, port, k);
-            const char *dest = bbc_meta(nd, BBC_META_DEST_SITE);
+            const char *dest = bbc_meta(nd, BB_META_DEST_SITE);
             if (rc == BB_OK && dest)
                 rc = bucket_add(&x->send_dest, x->next_site, dest, k);
         }
@@ -218,9 +218,9 @@ int bbc_wire_receivers(const bbc_wire_ix *x, size_t s, bb_arena *a, const size_t
     *n = 0;
     if (is_pair_send(sn)) {
         const char *rop = is_op(sn, BB_OP_WIRE_SEND) ? BB_OP_WIRE_RECV : BB_OP_WIRE_RECV_REQ;
-        const char *site = bbc_meta(sn, BBC_META_DEST_SITE);
+        const char *site = bbc_meta(sn, BB_META_DEST_SITE);
         size_t cands[3] = {site ? bucket_head(&x->names, site) : NONE,
-                           site ? NONE : bucket_head(&x->recv_port, bbc_meta(sn, BBC_META_PORT)),
+                           site ? NONE : bucket_head(&x->recv_port, bbc_meta(sn, BB_META_PORT)),
                            site ? NONE : bucket_head(&x->recv_src, sn->name)};
         for (int b = 0; b < 3 && rc == BB_OK; b++) {
             /* the site bucket holds one node; the others are chained */
@@ -251,10 +251,10 @@ size_t bbc_wire_sender(const bbc_wire_ix *x, size_t r)
     const bb_node *rn = f->nodes.v[r];
     if (is_pair_recv(rn)) {
         const char *sop = is_op(rn, BB_OP_WIRE_RECV) ? BB_OP_WIRE_SEND : BB_OP_WIRE_SEND_REQ_BATCHED;
-        const char *src = bbc_meta(rn, BBC_META_SRC_SITE);
+        const char *src = bbc_meta(rn, BB_META_SRC_SITE);
         size_t cands[3] = {bucket_head(&x->send_dest, rn->name),
                            src ? bucket_head(&x->names, src) : NONE,
-                           bucket_head(&x->send_port, bbc_meta(rn, BBC_META_PORT))};
+                           bucket_head(&x->send_port, bbc_meta(rn, BB_META_PORT))};
         size_t best = NONE;
         for (int b = 0; b < 3; b++)
             for (size_t i = cands[b]; i != NONE; i = b == 1 ? NONE : b == 0 ? x->next_site[i] : x->next_port[i])

@@ -27,7 +27,7 @@
 
 #include "bb/arena.h"
 #include "bb/ir.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 
 typedef struct bbc_wire_ix bbc_wire_ix;
 struct bbc_map; /* bbc/util.h */

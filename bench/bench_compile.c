@@ -39,7 +39,7 @@
 
 #include "bb/model_io.h"
 #include "bb/recorder.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bench/support/bench_util.h"
 
 #define SEND_EVERY 32
@@ -181,8 +181,8 @@ static size_t count_nodes(const bb_model *m)
 
 /* ---- measurements ------------------------------------------------------------------ */
 
-static bbc_type_source g_types;
-static bbc_type_array g_arr;
+static bb_type_source g_types;
+static bb_type_array g_arr;
 
 /* Best of `reps` runs of load + save of the recorded bytes. */
 static double time_load_save(const uint8_t *bytes, size_t len, int reps)
@@ -340,7 +340,7 @@ int main(int argc, char **argv)
         usage();
     g_arr.types = TYPES;
     g_arr.n = sizeof TYPES / sizeof *TYPES;
-    bbc_type_source_from_array(&g_types, &g_arr);
+    bb_type_source_from_array(&g_types, &g_arr);
     if (once || save_path)
         return compile_once(only, !once, save_path);
     size_t SIZES[] = {1000, 10000, 100000};

@@ -59,12 +59,6 @@ static double bench_indirect(size_t n)
     return (now_s() - t0) / (double)n * 1e9;
 }
 
-static const bb_component_type *no_types(void *ud, const char *n)
-{
-    (void)ud, (void)n;
-    return NULL;
-}
-
 static bb_engine *engine_for(bb_model *m)
 {
     bb_engine_config cfg;
@@ -72,7 +66,7 @@ static bb_engine *engine_for(bb_model *m)
     uint8_t seed[32] = {1};
     bb_peerid_from_seed(seed, NULL, &cfg.peer, NULL);
     bb_engine *e = bb_engine_new(&cfg, NULL);
-    bb_engine_registry reg = {no_types, NULL, NULL};
+    bb_engine_registry reg = {0}; /* no component types */
     const char *t = "Main";
     bb_error err;
     if (!e || bb_engine_install(e, m, &t, 1, &reg, &err)) {

@@ -16,14 +16,14 @@
 #include <unistd.h>
 
 #include "bb/arena.h"
+#include "bb/artifact.h"
 #include "bb/model_io.h"
 #include "bb/multiaddr.h"
 #include "bb/types.h"
-#include "bbc/artifact.h"
 #include "bbd/host/keys.h"
 #include "bbd/host/snapshot_file.h"
 #include "bbd/host/state_dir.h"
-#include "bbd/host/value_json.h"
+#include "bb/value_json.h"
 
 #define DRAIN_POLLS 1000          /* polls to run a lifecycle phase at shutdown */
 #define STATUS_PERIOD_MS 10000    /* STATUS= refresh */
@@ -261,7 +261,7 @@ static void step_app(bbd_daemon *d, bb_step *s)
     add_str(ev, "target", s->u.app.target);
     add_str(ev, "topic", s->u.app.topic);
     if (ev)
-        cJSON_AddItemToObject(ev, "value", bbd_value_to_json(s->u.app.value, EVENT_JSON_MAX_ELEMS));
+        cJSON_AddItemToObject(ev, "value", bb_value_to_json(s->u.app.value, EVENT_JSON_MAX_ELEMS));
     /* the node's transport totals when the event happened: a watcher gets the
      * bytes between two events (e.g. per federated round) by subtraction */
     bbd_transport_stats ts = {0};
@@ -788,33 +788,32 @@ static void on_notify_tick(uv_poll_t *h, int status, int events)
 
 /* ---- setup ------------------------------------------------------------------------------------- */
 
+/* The targets to install: those configured (each must be one of the
+ * artifact's, bb_artifact_find_target), else the artifact's only one. */
 static int pick_targets(bbd_daemon *d, bb_error *err)
 {
     bbd_config *c = d->cfg;
     bb_arena *a = bb_arena_create();
-    bbc_artifact art;
+    bb_artifact art;
     if (!a)
         return bb_error_set(err, BB_ENOMEM, "out of memory");
-    int rc = bbc_artifact_read(d->model, c->artifact, a, &art, err);
-    if (rc == BB_OK) {
-        char names[1024] = "";
-        for (size_t i = 0, k = 0; i < art.n_targets && k + 1 < sizeof names; i++)
-            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "",
-                                  art.targets[i].name);
-        if (c->targets.n == 0 && art.n_targets == 1)
-            rc = bbd_config_strlist_add(&c->targets, art.targets[0].name, "targets", err);
-        else if (c->targets.n == 0)
-            rc = bb_error_set(err, BB_ECONFIG,
-                              "no targets given: %s has %s (choose with --targets)",
-                              c->artifact, names);
-        for (size_t i = 0; rc == BB_OK && i < c->targets.n; i++) {
-            size_t k = 0;
-            while (k < art.n_targets && strcmp(art.targets[k].name, c->targets.v[i]) != 0)
-                k++;
-            if (k == art.n_targets)
-                rc = bb_error_set(err, BB_ECONFIG, "target '%s' is not in %s (it has %s)",
-                                  c->targets.v[i], c->artifact, names);
-        }
+    int rc = bb_artifact_read(d->model, c->artifact, a, &art, err);
+    char names[1024];
+    if (rc == BB_OK)
+        bb_artifact_target_names(&art, names, sizeof names);
+    if (rc == BB_OK && c->targets.n == 0 && art.n_targets == 1)
+        rc = bbd_config_strlist_add(&c->targets, art.targets[0].name, "targets", err);
+    else if (rc == BB_OK && c->targets.n == 0)
+        rc = bb_error_set(err, BB_ECONFIG, "no targets given: %s has %s (choose with --targets)",
+                          c->artifact, names);
+    for (size_t i = 0; rc == BB_OK && i < c->targets.n; i++) {
+        const bb_artifact_target *t;
+        rc = bb_artifact_find_target(&art, c->targets.v[i], &t, err);
+        if (rc == BB_ENOTFOUND)
+            rc = bb_error_set(err, BB_ECONFIG, "target '%s' is not in %s (it has %s)",
+                              c->targets.v[i], c->artifact, names);
+        else if (rc != BB_OK)
+            rc = bb_error_prefix(err, "%s", c->artifact);
     }
     bb_arena_destroy(a);
     return rc;

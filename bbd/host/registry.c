@@ -1,6 +1,7 @@
 /*
- * registry.c — bbd's component registry: the plugin loader plus the
- * per-slot JSON configs, seen by the engine as a bb_engine_registry, and
+ * registry.c — bbd's component registry: the plugin loader (seen as a
+ * bb_type_source) plus the per-slot JSON configs, seen by the engine as a
+ * bb_engine_registry, and
  * the pre-install check that resolves a compiled model's bindings with
  * messages naming target, binding, slot and the directories searched.
  *
@@ -13,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bb/meta.h"
+#include "bb/artifact.h"
 #include "bbd/host/registry.h"
 
 typedef struct slot_config {
@@ -28,12 +29,6 @@ struct bbd_registry {
     size_t n_configs, cap_configs;
     char searched[1024]; /* the directories of the scan, for messages */
 };
-
-static const bb_component_type *find_type(void *ud, const char *type_name)
-{
-    const bbd_registry *r = ud;
-    return bb_plugin_loader_type_lookup(r->loader, type_name);
-}
 
 static const char *find_config(void *ud, const char *slot)
 {
@@ -56,12 +51,13 @@ int bbd_registry_new(const bbd_registry_options *opts, bbd_registry **out, bb_er
         bbd_registry_free(r);
         return rc;
     }
-    r->engine = (bb_engine_registry){.find_type = find_type, .slot_config = find_config, .ud = r};
     bb_plugin_loader_describe_dirs(r->loader, r->searched, sizeof r->searched);
     static const char prefix[] = "searched: ";
     if (strncmp(r->searched, prefix, sizeof prefix - 1) == 0)
         memmove(r->searched, r->searched + sizeof prefix - 1,
                 strlen(r->searched + sizeof prefix - 1) + 1);
+    r->engine = (bb_engine_registry){.slot_config = find_config, .ud = r};
+    bb_type_source_from_loader(&r->engine.types, r->loader, r->searched);
     *out = r;
     return BB_OK;
 }
@@ -270,41 +266,45 @@ static int check_config(const bbd_registry *r, const char *target, const char *s
     return rc;
 }
 
-/* Resolve the bindings the function named fname carries (target is the
- * name the host asked for, for messages). */
-static int resolve_function(const bbd_registry *r, const bb_model *m, const char *target,
-                            const char *fname, bb_error *err)
+/* Resolve the bindings of target t (name is the one the host asked for,
+ * for messages). */
+static int resolve_target(const bbd_registry *r, const bb_artifact_target *t, const char *name,
+                          bb_error *err)
 {
-    for (size_t i = 0; i < m->metadata.n; i++) {
-        const char *slot = bb_meta_binding_key_slot(m->metadata.v[i].key, fname);
-        if (!slot)
-            continue;
-        const char *value = m->metadata.v[i].value ? m->metadata.v[i].value : "";
+    for (size_t i = 0; i < t->n_bindings; i++) {
+        const bb_artifact_binding *b = &t->bindings[i];
         const bb_loaded_type *lt = NULL;
-        int rc = bb_plugin_loader_resolve(r->loader, value, slot, &lt, err);
+        int rc = bb_plugin_loader_resolve(r->loader, b->triple, b->slot, &lt, err);
         if (rc == BB_OK)
-            rc = check_config(r, target, slot, lt, err);
+            rc = check_config(r, name, b->slot, lt, err);
         else
-            bb_error_prefix(err, "target '%s'", target);
+            bb_error_prefix(err, "target '%s'", name);
         if (rc != BB_OK)
             return rc;
     }
     return BB_OK;
 }
 
-/* The bindings of target: keys name the target itself or the function
- * "<target>#<hash>" the engine resolves it to. */
-static int resolve_target(const bbd_registry *r, const bb_model *m, const char *target,
-                          bb_error *err)
+static int resolve_artifact(const bbd_registry *r, const bb_artifact *art,
+                            const char *const *targets, size_t n_targets, bb_error *err)
 {
-    size_t tl = strlen(target);
-    int rc = resolve_function(r, m, target, target, err);
-    for (size_t f = 0; rc == BB_OK && f < m->functions.n; f++) {
-        const bb_function *fn = m->functions.v[f];
-        if (fn && fn->name && strncmp(fn->name, target, tl) == 0 && fn->name[tl] == '#')
-            rc = resolve_function(r, m, target, fn->name, err);
+    for (size_t i = 0; i < n_targets; i++) {
+        if (!targets[i] || !targets[i][0])
+            return bb_error_set(err, BB_EINVAL, "plugin registry: empty target name");
+        const bb_artifact_target *t;
+        int rc = bb_artifact_find_target(art, targets[i], &t, err);
+        if (rc == BB_OK)
+            rc = resolve_target(r, t, targets[i], err);
+        if (rc != BB_OK)
+            return rc;
     }
-    return rc;
+    /* No targets: every target of the artifact. */
+    for (size_t i = 0; n_targets == 0 && i < art->n_targets; i++) {
+        int rc = resolve_target(r, &art->targets[i], art->targets[i].name, err);
+        if (rc != BB_OK)
+            return rc;
+    }
+    return BB_OK;
 }
 
 int bbd_registry_resolve_model(const bbd_registry *r, const bb_model *m,
@@ -312,27 +312,25 @@ int bbd_registry_resolve_model(const bbd_registry *r, const bb_model *m,
 {
     if (!r || !m)
         return bb_error_set(err, BB_EINVAL, "plugin registry: no model to resolve");
-    for (size_t t = 0; t < n_targets; t++) {
-        if (!targets[t] || !targets[t][0])
-            return bb_error_set(err, BB_EINVAL, "plugin registry: empty target name");
-        int rc = resolve_target(r, m, targets[t], err);
-        if (rc != BB_OK)
-            return rc;
-    }
-    /* No targets: every function of the model is one. */
-    for (size_t f = 0; n_targets == 0 && f < m->functions.n; f++) {
-        const bb_function *fn = m->functions.v[f];
-        int rc = fn && fn->name && fn->name[0] ? resolve_function(r, m, fn->name, fn->name, err)
-                                               : BB_OK;
-        if (rc != BB_OK)
-            return rc;
-    }
-    return BB_OK;
+    bb_arena *a = bb_arena_create();
+    if (!a)
+        return bb_error_set(err, BB_ENOMEM, "plugin registry: out of memory");
+    bb_artifact art;
+    int rc = bb_artifact_read(m, "plugin registry", a, &art, err);
+    if (rc == BB_OK)
+        rc = resolve_artifact(r, &art, targets, n_targets, err);
+    bb_arena_destroy(a);
+    return rc;
 }
 
 const bb_engine_registry *bbd_registry_engine(const bbd_registry *r)
 {
     return r ? &r->engine : NULL;
+}
+
+const bb_type_source *bbd_registry_types(const bbd_registry *r)
+{
+    return r ? &r->engine.types : NULL;
 }
 
 const char *bbd_registry_searched(const bbd_registry *r)

@@ -1,7 +1,8 @@
 /*
  * registry.h — where bbd's engine gets its component types and per-slot
- * configs: a bb_engine_registry (bb/engine.h) backed by the plugin
- * loader (bb/plugin_loader.h). Shared by the daemon and `bbd run`.
+ * configs: a bb_engine_registry (bb/engine.h) whose bb_type_source
+ * (bb/type_source.h) is the plugin loader (bb/plugin_loader.h). Shared by
+ * the daemon and `bbd run`.
  *
  *   bbd_registry_options o = {.plugin_dirs = dirs, .n_plugin_dirs = n};
  *   bbd_registry *reg;
@@ -78,18 +79,25 @@ const char *bbd_registry_slot_config(const bbd_registry *r, const char *slot);
 
 /* ---- resolution ------------------------------------------------------------------- */
 
-/* Resolve every binding of targets[0..n) in the compiled model m (all
- * bindings of the model when n is 0): each TYPE_NAME must be exported by a
- * loaded plugin with the binding's role, and a slot's config must be a JSON
- * object whose keys the type declares (when it declares any) with values of
- * the declared kinds. Errors: BB_ENOTFOUND / BB_ETYPE / BB_EPARSE /
- * BB_ECONFIG, the message naming the target, binding, slot and, for a
- * missing type, every directory searched. */
+/* Resolve every binding of targets[0..n) in the compiled model m (the
+ * targets and their bindings as bb/artifact.h reads them; every target's
+ * when n is 0): each TYPE_NAME must be exported by a loaded plugin with the
+ * binding's role, and a slot's config must be a JSON object whose keys the
+ * type declares (when it declares any) with values of the declared kinds.
+ * Errors: BB_ENOTFOUND / BB_ETYPE / BB_EPARSE / BB_ECONFIG, the message
+ * naming the target, binding, slot and, for a missing type, every
+ * directory searched; the artifact's own refusals (no passport, an unknown
+ * or ambiguous target). */
 int bbd_registry_resolve_model(const bbd_registry *r, const bb_model *m,
                                const char *const *targets, size_t n_targets, bb_error *err);
 
-/* The engine's view: find_type looks TYPE_NAMEs up in the loader,
- * slot_config returns bbd_registry_slot_config. Borrowed from r. */
+/* The loader's types (bb/type_source.h), whose `where` is
+ * bbd_registry_searched: what bbc compiles against (`bbd run`) and the
+ * engine installs from. Borrowed from r. */
+const bb_type_source *bbd_registry_types(const bbd_registry *r);
+
+/* The engine's view: bbd_registry_types plus slot_config returning
+ * bbd_registry_slot_config. Borrowed from r. */
 const bb_engine_registry *bbd_registry_engine(const bbd_registry *r);
 
 /* The loader (types, plugin files, directories searched). Borrowed. */

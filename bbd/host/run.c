@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/model_io.h"
 #include "bbc/compiler.h"
@@ -195,29 +196,6 @@ static int pick_target(program *p, const char *want, const bb_graph *top, bb_err
     return BB_OK;
 }
 
-/* The loader's types for bbc, with the registry's directory list for
- * UnknownComponentType messages. */
-static const char *registry_where(void *ctx)
-{
-    return bbd_registry_searched(ctx);
-}
-
-static const bb_component_type *registry_find(void *ctx, const char *type_name)
-{
-    return bbd_registry_engine(ctx)->find_type(bbd_registry_engine(ctx)->ud, type_name);
-}
-
-static size_t registry_count(void *ctx)
-{
-    return bb_plugin_loader_type_count(bbd_registry_loader(ctx));
-}
-
-static const bb_component_type *registry_at(void *ctx, size_t i)
-{
-    const bb_loaded_type *t = bb_plugin_loader_type_at(bbd_registry_loader(ctx), i);
-    return t ? t->type : NULL;
-}
-
 static int compile_program(const run_opts *o, const bbd_registry *reg, const char *path,
                            program *p, bb_error *err)
 {
@@ -227,9 +205,7 @@ static int compile_program(const run_opts *o, const bbd_registry *reg, const cha
     if (rc)
         return rc;
     bool plain = bbd_run_is_plain_onnx(m);
-    const char *passport = bb_kv_get(&m->metadata, BB_META_COMPILED);
-    if (passport && strcmp(passport, BB_COMPILED_PASSPORT) == 0 && !o->n_binds &&
-        !o->n_bindings_files) {
+    if (bb_artifact_is_compiled(m) && !o->n_binds && !o->n_bindings_files) {
         /* Compiled: its bindings are stamped; run it as it is. */
         p->compiled = m;
         rc = pick_target(p, o->target, NULL, err);
@@ -250,15 +226,14 @@ static int compile_program(const run_opts *o, const bbd_registry *reg, const cha
     bbc_bindings b;
     rc = load_bindings(o, plain, &b, err);
     if (rc == BB_OK) {
-        bbc_type_source ts = {.ctx = (void *)reg, .find = registry_find, .count = registry_count,
-                              .at = registry_at, .where = registry_where};
         bbc_options opts;
         bbc_options_init(&opts);
         /* ONNX graphs rarely type their intermediates (value_info is
          * optional): leave what the catalogs cannot narrow at ANY. */
         opts.permissive_types = plain;
         bbc_error cerr;
-        if (bbc_compile(m, &opts, &b, &ts, NULL, 0, &p->compiled, &cerr) != BB_OK)
+        if (bbc_compile(m, &opts, &b, bbd_registry_types(reg), NULL, 0, &p->compiled,
+                        &cerr) != BB_OK)
             rc = bb_error_set(err, BB_ECOMPILE, "%s: compile: %s: %s: %s", path, cerr.pass,
                               bbc_errkind_name(cerr.kind), cerr.msg);
     }

@@ -61,9 +61,9 @@ typedef struct bbd_run_result {
 
 void bbd_run_result_free(bbd_run_result *r);
 
-/* The install target of a compiled model: want when given (checked), else
- * its only partition. *out borrows the model's function (its name is the
- * target). */
+/* The install target of a compiled model (bb/artifact.h): want when given
+ * (bb_artifact_find_target), else its only target. *out borrows the
+ * model's function (its name is the target). */
 int bbd_run_pick_target(const bb_model *compiled, const char *want, const bb_function **out,
                         bb_error *err);
 

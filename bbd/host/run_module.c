@@ -219,7 +219,7 @@ static int add_nodes(builder *b)
                                 src->domain);
         for (size_t k = 0; k < src->metadata.n; k++)
             if (src->metadata.v[k].key &&
-                strncmp(src->metadata.v[k].key, "ai.bytesandbrains.", 18) == 0)
+                strncmp(src->metadata.v[k].key, BB_META_PREFIX, sizeof BB_META_PREFIX - 1) == 0)
                 return bb_error_set(b->err, BB_EPARSE, "%s: %s carries BytesAndBrains metadata "
                                     "'%s' but the model has no functions", b->origin, label,
                                     src->metadata.v[k].key);

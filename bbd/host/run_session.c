@@ -14,9 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "bb/meta.h"
+#include "bb/artifact.h"
 #include "bb/peerid.h"
-#include "bbc/compiler.h"
 #include "bbd/host/run_internal.h"
 
 void bbd_run_result_free(bbd_run_result *r)
@@ -34,44 +33,30 @@ void bbd_run_result_free(bbd_run_result *r)
 
 /* ---- targets ------------------------------------------------------------------------ */
 
-static bool is_partition(const bb_function *f)
-{
-    return f && f->name && bb_kv_get(&f->metadata, BBC_META_PARTITION_ID) &&
-           !bb_kv_get(&f->metadata, BB_META_MODULE_PHASE);
-}
-
 int bbd_run_pick_target(const bb_model *compiled, const char *want, const bb_function **out,
                         bb_error *err)
 {
     *out = NULL;
-    char names[512] = "";
-    size_t used = 0, count = 0;
-    for (size_t i = 0; i < compiled->functions.n; i++) {
-        const bb_function *f = compiled->functions.v[i];
-        if (!is_partition(f))
-            continue;
-        if (want && strcmp(f->name, want) == 0) {
-            *out = f;
-            return BB_OK;
-        }
-        if (count++ == 0)
-            *out = f;
-        if (used < sizeof names)
-            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "",
-                                     f->name);
+    bb_arena *a = bb_arena_create();
+    if (!a)
+        return bb_error_set(err, BB_ENOMEM, "out of memory");
+    bb_artifact art;
+    const bb_artifact_target *t = NULL;
+    int rc = bb_artifact_read(compiled, "the model", a, &art, err);
+    if (rc == BB_OK && want) {
+        rc = bb_artifact_find_target(&art, want, &t, err);
+    } else if (rc == BB_OK && art.n_targets == 1) {
+        t = &art.targets[0];
+    } else if (rc == BB_OK) {
+        char names[512];
+        rc = bb_error_set(err, BB_EINVAL, "the model has %zu targets (%s): choose one with "
+                          "--target", art.n_targets,
+                          bb_artifact_target_names(&art, names, sizeof names));
     }
-    if (want) {
-        *out = NULL;
-        return bb_error_set(err, BB_ENOTFOUND, "the model has no target '%s' (targets: %s)", want,
-                            count ? names : "none");
-    }
-    if (count == 1)
-        return BB_OK;
-    *out = NULL;
-    if (count == 0)
-        return bb_error_set(err, BB_ENOTFOUND, "the compiled model has no partition to run");
-    return bb_error_set(err, BB_EINVAL, "the model has %zu targets (%s): choose one with "
-                        "--target", count, names);
+    if (t)
+        *out = t->fn;
+    bb_arena_destroy(a);
+    return rc;
 }
 
 /* ---- the session ---------------------------------------------------------------------- */

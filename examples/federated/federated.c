@@ -7,12 +7,13 @@
  *   tick  = Interval(period)
  *   go    = Limit.Acquire(tick, "round", 1)      one round at a time
  *   t0    = Clock(go)
- *   sent  = Mlp.ParamsOn(go)                    the global parameters now
+ *   sent  = Model.ParamsOn(go)                  the global parameters now
+ *   set   = Aggregator.SetModel(sent)            what a server optimizer steps from
  *   peers = Sample(K, of_class Client)           peers::Connected
  *   req   = SendReqBatched(sent, peers, quorum)  port "params", round deadline
  *   resp  = RecvRespBatched(req)    all K answered, or >= quorum at the deadline
  *   n     = Aggregator.Contribute(resp)           contributions in the round
- *   (global, samples) = Aggregator.Aggregate(n)
+ *   (global, samples) = Aggregator.Aggregate(Bundle(n, set))
  *   round = Aggregator.Rounds(global)            survives a restart (snapshot)
  *   Model.LoadParameters(global) -> Model.EvaluateMetrics -> (loss, accuracy)
  *   t1    = Clock(accuracy)
@@ -32,13 +33,20 @@
  * rounded up), --period-ms, --deadline-ms (authored on SendReqBatched as
  * deadline_ns: bbc keeps an authored deadline), --epochs E (the Train
  * attribute; a node's "model": {"epochs": N} overrides it), --aggregator
- * TYPE, --data TYPE, --discovery connected|registry (registry: a third
- * class, Registry, keeps a peers::GlobalRegistry; every node announces
- * itself there and the server samples its clients from it, so no node
- * needs a --peer). Everything else a node needs — the data file and its
- * shard, the model's hyper-parameters, the selector's target — is
+ * TYPE, --data TYPE, --model TYPE, and the construction states recorded for
+ * the three (--model-config, --aggregator-config, --data-config JSON);
+ * --discovery connected|registry (registry: a third class, Registry, keeps a
+ * peers::GlobalRegistry; every node announces itself there and the server
+ * samples its clients from it, so no node needs a --peer).
+ * Everything else a node needs — the data file and its shard, the
+ * selector's target, FedProx's mu, a server optimizer's learning rate — is
  * per-slot JSON config of each bbd (bbd.json(5) "components"), over the
  * construction states recorded here.
+ *
+ * The model's own ops (ParamsOn, ParamsDigest) are in its atomic domain,
+ * "bb-<crate>.<Type>.atomic" (IR_AND_DSL.md 5c.1): nn::Mlp's is
+ * bb-nn.Mlp.atomic, so another Model type that serves the same two ops in
+ * its own domain (nn::Onnx: bb-nn.Onnx.atomic) binds with --model.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -50,7 +58,6 @@
 #include "examples/record_main.h"
 
 #define AGG_ATOMIC "bb-agg.Aggregator.atomic"
-#define MLP_ATOMIC "bb-nn.Mlp.atomic"
 
 /* The digits MLP of the centralized baseline (tests/unit/test_nn_engine.c). */
 #define MLP_CONFIG                                                                             \
@@ -69,9 +76,11 @@ typedef struct fed_knobs {
     long period_ms;      /* one round every period */
     long deadline_ms;    /* a round's answers are awaited this long */
     long epochs;         /* local epochs per round */
-    const char *aggregator;
-    const char *data;
-    bool registry;       /* --discovery registry: the server finds its clients there */
+    const char *aggregator, *aggregator_config; /* config NULL: by type */
+    const char *data, *data_config;
+    const char *model, *model_config;
+    char model_atomic[160]; /* the model's own ops' domain */
+    bool registry;          /* --discovery registry: the server finds its clients there */
 } fed_knobs;
 
 /* The selector slot: peers::Connected (the clients that connected, given
@@ -104,22 +113,26 @@ static bb_val ext_op(bb_rec *g, bb_slot *slot, const char *domain, const char *o
 static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *m = bb_rec_class_module(r, "Server");
-    bb_slot *model = bb_rec_concrete(m, BB_ROLE_MODEL, "model", "nn::Mlp", MLP_CONFIG, NULL);
-    const char *agg_config = strcmp(k->aggregator, "agg::TrimmedMean") == 0
+    bb_slot *model =
+        bb_rec_concrete(m, BB_ROLE_MODEL, "model", k->model, k->model_config, NULL);
+    const char *agg_config = k->aggregator_config          ? k->aggregator_config
+                             : strcmp(k->aggregator, "agg::TrimmedMean") == 0
                                  ? "{\"trim\":0.25}" /* one of four cut at each end */
                                  : "{}";
     bb_slot *agg =
         bb_rec_concrete(m, BB_ROLE_AGGREGATOR, "aggregator", k->aggregator, agg_config, NULL);
     bb_slot *selector = declare_selector(m, k);
     /* The held-out evaluation set EvaluateMetrics reads. */
-    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, DATA_CONFIG, NULL);
+    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, k->data_config, NULL);
 
     bb_rec *g = bb_module_body(m);
     bb_val tick = bb_sys_interval(g, (int64_t)k->period_ms * 1000000);
     bb_val go = bb_sys_limit_acquire(g, tick, "round", 1);
     bb_val started = bb_sys_clock(g, go);
-    bb_val before = ext_op(g, model, MLP_ATOMIC, "ParamsDigest", go, &BB_TYPE_U64);
-    bb_val params = ext_op(g, model, MLP_ATOMIC, "ParamsOn", go, &BB_TYPE_TENSOR_F32);
+    bb_val before = ext_op(g, model, k->model_atomic, "ParamsDigest", go, &BB_TYPE_U64);
+    bb_val params = ext_op(g, model, k->model_atomic, "ParamsOn", go, &BB_TYPE_TENSOR_F32);
+    /* a server optimizer steps from the model the clients start from */
+    bb_val set = ext_op(g, agg, AGG_ATOMIC, "SetModel", params, &BB_TYPE_TRIGGER);
     bb_val peers = bb_role_peer_selector_sample(g, selector, k->clients, "Client");
     bb_val req_id, responses;
     bb_wire_send_req_batched(g, NULL, "params", params, peers, quorum_of(k),
@@ -127,13 +140,15 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
     bb_val collected = bb_sys_clock(g, responses);
     bb_val participants = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
-    bb_val samples, global = bb_role_aggregator_aggregate(g, agg, participants, &samples);
+    bb_val ready[] = {participants, set}; /* the contributions are in, the model is set */
+    bb_val samples,
+        global = bb_role_aggregator_aggregate(g, agg, bb_rec_bundle(g, ready, 2), &samples);
     bb_val aggregated = bb_sys_clock(g, global);
     bb_val round = ext_op(g, agg, AGG_ATOMIC, "Rounds", global, &BB_TYPE_U64);
     bb_val loaded = bb_role_model_load_parameters(g, model, global);
     bb_val loss, accuracy;
     bb_role_model_evaluate_metrics(g, model, loaded, &loss, &accuracy);
-    bb_val after = ext_op(g, model, MLP_ATOMIC, "ParamsDigest", loaded, &BB_TYPE_U64);
+    bb_val after = ext_op(g, model, k->model_atomic, "ParamsDigest", loaded, &BB_TYPE_U64);
     bb_val finished = bb_sys_clock(g, accuracy);
     bb_val report[] = {round,   participants, samples, loss,      accuracy,  started,
                        finished, before,      after,   collected, aggregated};
@@ -144,7 +159,8 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     /* Bootstrap: which initial parameters this server starts from. */
     bb_rec *boot = bb_module_bootstrap(m);
     bb_val initial = bb_role_model_params(boot, model);
-    bb_sys_app_emit(boot, ext_op(boot, model, MLP_ATOMIC, "ParamsDigest", initial, &BB_TYPE_U64),
+    bb_sys_app_emit(boot,
+                    ext_op(boot, model, k->model_atomic, "ParamsDigest", initial, &BB_TYPE_U64),
                     "initial");
     return m;
 }
@@ -154,9 +170,10 @@ static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
     bb_module *m = bb_rec_class_module(r, "Client");
     if (k->registry)
         declare_selector(m, k); /* the client announces itself to the registry */
-    bb_slot *model = bb_rec_concrete(m, BB_ROLE_MODEL, "model", "nn::Mlp", MLP_CONFIG, NULL);
+    bb_slot *model =
+        bb_rec_concrete(m, BB_ROLE_MODEL, "model", k->model, k->model_config, NULL);
     /* The local training shard Train reads. */
-    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, DATA_CONFIG, NULL);
+    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, k->data_config, NULL);
 
     bb_rec *g = bb_module_body(m);
     bb_val params, req_id;
@@ -203,7 +220,8 @@ static void usage(FILE *f, const char *prog)
     fprintf(f,
             "usage: %s OUT.onnx [--clients K] [--quorum FRACTION] [--period-ms MS]\n"
             "       [--deadline-ms MS] [--epochs E] [--aggregator TYPE] [--data TYPE]\n"
-            "       [--discovery connected|registry]\n"
+            "       [--model TYPE] [--model-config JSON] [--aggregator-config JSON]\n"
+            "       [--data-config JSON] [--discovery connected|registry]\n"
             "  --clients K         clients asked per round (default 4)\n"
             "  --quorum FRACTION   fraction of K that must answer by the deadline, rounded\n"
             "                      up (default 0.75)\n"
@@ -211,19 +229,61 @@ static void usage(FILE *f, const char *prog)
             "  --deadline-ms MS    a round waits at most MS for answers (default 800)\n"
             "  --epochs E          local epochs per round (default 5)\n"
             "  --aggregator TYPE   agg::FedAvg (default), agg::TrimmedMean, agg::Median,\n"
-            "                      agg::WeightAggregator\n"
-            "  --data TYPE         data::Csv (default) or data::Synthetic\n"
+            "                      agg::WeightAggregator, or a server optimizer:\n"
+            "                      agg::FedAdam, agg::FedYogi, agg::FedAdagrad\n"
+            "  --data TYPE         data::Csv (default), data::Idx or data::Synthetic\n"
+            "  --model TYPE        nn::Mlp (default), or another Model type whose atomic\n"
+            "                      domain bb-<crate>.<Type>.atomic has ParamsOn, ParamsDigest\n"
+            "  --model-config JSON     the model's recorded construction state (default:\n"
+            "                      the digits 64-32-10 MLP)\n"
+            "  --aggregator-config JSON    the aggregator's (default {}; TrimmedMean:\n"
+            "                      {\"trim\":0.25})\n"
+            "  --data-config JSON  the data sources' (default: 20%% held out, min-max)\n"
             "  --discovery HOW     connected (default): the server's clients are the nodes\n"
             "                      connected to it (each client names it with --peer);\n"
             "                      registry: a third class, Registry, keeps a registry of\n"
             "                      live nodes (peers::GlobalRegistry) where every node\n"
-            "                      announces itself and the server finds its clients\n",
+            "                      announces itself and the server finds its clients\n"
+            "Nodes add to these in their bbd config (\"components\").\n",
             prog);
+}
+
+/* "nn::Mlp" -> "bb-nn.Mlp.atomic" (IR_AND_DSL.md 5c.1). 0, or 2 after
+ * printing why the type name has no such domain. */
+static int model_atomic_domain(const char *prog, fed_knobs *k)
+{
+    const char *sep = strstr(k->model, "::");
+    int n = sep ? snprintf(k->model_atomic, sizeof k->model_atomic, "bb-%.*s.%s.atomic",
+                           (int)(sep - k->model), k->model, sep + 2)
+                : -1;
+    if (!sep || sep == k->model || !sep[2] || strstr(sep + 2, "::") || n < 0 ||
+        (size_t)n >= sizeof k->model_atomic) {
+        fprintf(stderr, "%s: error: --model: '%s' is not a component type 'crate::Type'\n",
+                prog, k->model);
+        return 2;
+    }
+    return 0;
 }
 
 static int other_option(const char *prog, const char *a, const char *v, void *ud)
 {
     fed_knobs *k = ud;
+    const struct {
+        const char *opt;
+        const char **dst;
+    } text[] = {
+        {"--aggregator", &k->aggregator},
+        {"--data", &k->data},
+        {"--model", &k->model},
+        {"--model-config", &k->model_config},
+        {"--aggregator-config", &k->aggregator_config},
+        {"--data-config", &k->data_config},
+    };
+    for (size_t t = 0; t < sizeof text / sizeof *text; t++)
+        if (!strcmp(a, text[t].opt)) {
+            *text[t].dst = v;
+            return 0;
+        }
     if (!strcmp(a, "--quorum")) {
         char *end = NULL;
         k->quorum = strtod(v, &end);
@@ -231,10 +291,6 @@ static int other_option(const char *prog, const char *a, const char *v, void *ud
             fprintf(stderr, "%s: error: --quorum: '%s' is not a fraction in (0, 1]\n", prog, v);
             return 2;
         }
-    } else if (!strcmp(a, "--aggregator")) {
-        k->aggregator = v;
-    } else if (!strcmp(a, "--data")) {
-        k->data = v;
     } else if (!strcmp(a, "--discovery")) {
         k->registry = !strcmp(v, "registry");
         if (!k->registry && strcmp(v, "connected")) {
@@ -251,7 +307,16 @@ static bb_module *record_knobs(bb_recorder *r, const void *k) { return record(r,
 
 int main(int argc, char **argv)
 {
-    fed_knobs k = {4, 0.75, 1000, 800, 5, "agg::FedAvg", "data::Csv", false};
+    fed_knobs k = {.clients = 4,
+                   .quorum = 0.75,
+                   .period_ms = 1000,
+                   .deadline_ms = 800,
+                   .epochs = 5,
+                   .aggregator = "agg::FedAvg",
+                   .data = "data::Csv",
+                   .data_config = DATA_CONFIG,
+                   .model = "nn::Mlp",
+                   .model_config = MLP_CONFIG};
     const bb_example_knob whole[] = {
         {"--clients", &k.clients, 1, 65536},
         {"--period-ms", &k.period_ms, 1, 86400000}, /* a day */
@@ -261,5 +326,7 @@ int main(int argc, char **argv)
     const char *out;
     int rc = bb_example_args(argc, argv, usage, whole, sizeof whole / sizeof *whole,
                              other_option, &k, &out);
+    if (!rc)
+        rc = model_atomic_domain(argv[0], &k);
     return rc ? rc : bb_example_write(argv[0], out, record_knobs, &k);
 }

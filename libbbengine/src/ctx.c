@@ -3,9 +3,9 @@
  * declared dependencies, synchronous dependency calls, the host's clock and
  * seeded randomness, the address book views (peers, peers_running,
  * peer_addresses), fresh completion handles, component timers, worker-pool
- * submission, logging, and the control plane (send_fill: control.c;
- * local_targets). One bbe__ctx lives in each component record, so a
- * component may keep the pointer it was given.
+ * submission, logging, the host's shared read-only cache and the control
+ * plane (send_fill: control.c; local_targets). One bbe__ctx lives in each
+ * component record, so a component may keep the pointer it was given.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +232,29 @@ static int ctx_add_peer(bb_ctx *ctx, const bb_value *peer, const bb_value *addrs
     return bb_engine_add_peer(e, &id, a, n, err);
 }
 
+static bool shared_key_ok(const char *key)
+{
+    return key && key[0] && strnlen(key, BB_SHARED_KEY_MAX + 1) <= BB_SHARED_KEY_MAX;
+}
+
+static bb_value *ctx_shared_get(bb_ctx *ctx, const char *key)
+{
+    bb_engine *e = ((bbe__ctx *)ctx)->e;
+    if (!e->cfg.shared_get || !shared_key_ok(key))
+        return NULL;
+    return e->cfg.shared_get(e->cfg.shared_ud, key);
+}
+
+static bb_value *ctx_shared_put(bb_ctx *ctx, const char *key, bb_value *v)
+{
+    bb_engine *e = ((bbe__ctx *)ctx)->e;
+    if (!v || !shared_key_ok(key))
+        return NULL;
+    if (!e->cfg.shared_put)
+        return bb_value_ref(v); /* no cache: the caller keeps its own */
+    return e->cfg.shared_put(e->cfg.shared_ud, key, v);
+}
+
 static int ctx_send_fill(bb_ctx *ctx, const bb_value *peer, const char *slot, const char *op,
                          const uint8_t *payload, size_t len, uint64_t timeout_ns, uint64_t *token,
                          bb_error *err)
@@ -271,6 +294,8 @@ const bb_ctx_api bbe__ctx_api = {
     .log = ctx_log,
     .slot = ctx_slot,
     .add_peer = ctx_add_peer,
+    .shared_get = ctx_shared_get,
+    .shared_put = ctx_shared_put,
     .send_fill = ctx_send_fill,
     .local_targets = ctx_local_targets,
 };

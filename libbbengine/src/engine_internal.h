@@ -22,8 +22,8 @@
 
 #include "bb/arena.h"
 #include "bb/engine.h"
+#include "bb/meta.h"
 #include "bb/multiaddr.h"
-#include "libbbengine/src/keys.h"
 
 #define BBE__NONE UINT32_MAX
 #define BBE__LIKELY(x) __builtin_expect(!!(x), 1)
@@ -582,7 +582,7 @@ struct bb_engine {
     bool installed;
     bool ran;                    /* polled at least once (restore refuses) */
     bb_install_error install_err;
-    bb_model *model;
+    bb_model *model; /* the installed clone, or the host's model (cfg.share_model) */
     bb_arena *arena;             /* immutable install tables */
     bbe__graph *graphs;
     uint32_t n_graphs;

@@ -127,7 +127,7 @@ BBE__SYSINIT(bbe__init_tx_gate)
         return BB_ENOMEM;
     for (size_t i = 0; i < op->node->attrs.n; i++) {
         const bb_attr *a = op->node->attrs.v[i];
-        if (!a->name || strcmp(a->name, BBE__ATTR_PEER) != 0)
+        if (!a->name || strcmp(a->name, BB_ATTR_NAME_PEER) != 0)
             continue;
         if (a->type != BB_ATTR_STRING ||
             bb_peerid_from_bytes(a->s.data, a->s.len, &st->peer, NULL) != BB_OK)

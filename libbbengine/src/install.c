@@ -5,8 +5,9 @@
  * resolves EVERYTHING the hot path needs, once:
  *   1. passport check, ODR dedupe of functions[] (identical bodies share,
  *      different bodies under one (domain, name, overload) conflict);
- *   2. targets: exact function name, else the unique "<target>#<hash>";
- *      bootstrap siblings "<target>__bootstrap";
+ *   2. targets, their bootstrap siblings and binding triples as the
+ *      artifact view reads them (bb/artifact.h: exact function name, else
+ *      the unique "<target>#<hash>");
  *   3. reachability over call sites (recursion is an error);
  *   4. binding triples "<role>|<TYPE_NAME>|<slot_id>" per target, deduped
  *      across targets (one component per slot, conflicts listed), generic
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "libbbengine/src/syscalls.h"
 
 #define MAX_FUNCTIONS 65536
@@ -57,9 +59,11 @@ struct bbe__install {
     uint8_t *color;
     bbe__map fn_index;  /* key hash -> canonical function */
     BBE__ARR(uint32_t) order; /* graph index -> function */
-    uint32_t *target_fn;
-    const char **target_name;
-    int32_t *boot_fn;
+    bb_artifact art;                     /* the view of m (bb/artifact.h) */
+    const bb_artifact_target **target;   /* the view's target of each installed one */
+    uint32_t *target_fn;                 /* its canonical entry function */
+    const char **target_name;            /* as the host asked for it */
+    int32_t *boot_fn;                    /* its canonical bootstrap, or -1 */
     uint32_t n_targets;
     BBE__ARR(binding) binds;
     bbe__graph *g; /* graph under construction */
@@ -87,14 +91,6 @@ static int fail(bbe__install *ins, bb_install_error kind, const char *fmt, ...)
 
 static const char *nz(const char *s) { return s ? s : ""; }
 static const char *dom_norm(const char *d) { return !d || strcmp(d, "ai.onnx") == 0 ? "" : d; }
-
-static const char *kv(const bb_kv_list *l, const char *key)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (l->v[i].key && strcmp(l->v[i].key, key) == 0)
-            return l->v[i].value;
-    return NULL;
-}
 
 /* ---- helpers used by the syscall init functions ---------------------------------- */
 
@@ -364,60 +360,57 @@ static int visit(bbe__install *ins, uint32_t fn, uint32_t depth, const char *pat
     return 0;
 }
 
+/* The view's target a host name asks for (bb_artifact_find_target); when
+ * the view could not be read (a model with no target), every name is
+ * unknown. */
+static int find_target(bbe__install *ins, const char *name, int read_rc, const bb_error *read_err,
+                       const bb_artifact_target **out)
+{
+    if (read_rc == BB_ENOMEM)
+        return BB_ENOMEM;
+    if (read_rc != BB_OK)
+        return fail(ins, BB_INSTALL_UNKNOWN_TARGET, "'%s': %s", name, read_err->msg);
+    bb_error err;
+    bb_error_clear(&err);
+    int rc = bb_artifact_find_target(&ins->art, name, out, &err);
+    if (rc == BB_OK || rc == BB_ENOMEM)
+        return rc;
+    return fail(ins, rc == BB_EINVAL ? BB_INSTALL_AMBIGUOUS_TARGET : BB_INSTALL_UNKNOWN_TARGET,
+                "%s", err.msg);
+}
+
 static int resolve_targets(bbe__install *ins, const char *const *targets, size_t n)
 {
-    bb_model *m = ins->m;
+    bb_error read_err;
+    bb_error_clear(&read_err);
+    int read_rc = bb_artifact_read(ins->m, "the model", ins->a, &ins->art, &read_err);
+    ins->target = bb_arena_calloc(ins->a, n, sizeof *ins->target);
     ins->target_fn = bb_arena_calloc(ins->a, n, sizeof *ins->target_fn);
     ins->target_name = bb_arena_calloc(ins->a, n, sizeof *ins->target_name);
     ins->boot_fn = bb_arena_calloc(ins->a, n, sizeof *ins->boot_fn);
-    if (!ins->target_fn || !ins->target_name || !ins->boot_fn)
+    if (!ins->target || !ins->target_fn || !ins->target_name || !ins->boot_fn)
         return BB_ENOMEM;
     for (size_t t = 0; t < n; t++) {
         const char *name = targets[t];
         if (!name || !name[0])
             return fail(ins, BB_INSTALL_UNKNOWN_TARGET, "target %zu is empty", t);
-        int32_t found = -1;
-        for (size_t i = 0; i < ins->n_fn && found < 0; i++)
-            if (ins->canon[i] == i && strcmp(m->functions.v[i]->name, name) == 0)
-                found = (int32_t)i;
-        if (found < 0) {
-            size_t nl = strlen(name);
-            for (size_t i = 0; i < ins->n_fn; i++) {
-                const char *fname = m->functions.v[i]->name;
-                if (ins->canon[i] != i || strncmp(fname, name, nl) != 0 || fname[nl] != '#')
-                    continue;
-                if (found >= 0)
-                    return fail(ins, BB_INSTALL_AMBIGUOUS_TARGET, "'%s' matches both %s and %s",
-                                name, m->functions.v[found]->name, fname);
-                found = (int32_t)i;
-            }
-        }
-        if (found < 0)
-            return fail(ins, BB_INSTALL_UNKNOWN_TARGET, "no function named '%s' or '%s#<hash>'",
-                        name, name);
+        const bb_artifact_target *at = NULL;
+        int rc = find_target(ins, name, read_rc, &read_err, &at);
+        if (rc)
+            return rc;
+        uint32_t found = ins->canon[at->fn_index];
         bool dup = false;
         for (uint32_t k = 0; k < ins->n_targets; k++)
-            dup |= ins->target_fn[k] == (uint32_t)found;
+            dup |= ins->target_fn[k] == found;
         if (dup)
             continue;
         uint32_t ti = ins->n_targets++;
-        ins->target_fn[ti] = (uint32_t)found;
+        ins->target[ti] = at;
+        ins->target_fn[ti] = found;
         ins->target_name[ti] = bb_arena_strdup(ins->a, name);
-        ins->boot_fn[ti] = -1;
-        /* the bootstrap sibling: "<resolved>__bootstrap" or "<target>__bootstrap" */
-        const char *cands[2] = {bb_arena_sprintf(ins->a, "%s" BBE__BOOTSTRAP_SUFFIX, m->functions.v[found]->name),
-                                bb_arena_sprintf(ins->a, "%s" BBE__BOOTSTRAP_SUFFIX, name)};
-        for (int c = 0; c < 2 && ins->boot_fn[ti] < 0; c++) {
-            for (size_t i = 0; cands[c] && i < ins->n_fn; i++) {
-                const bb_function *f = m->functions.v[i];
-                const char *phase = kv(&f->metadata, BBE__KEY_MODULE_PHASE);
-                if (ins->canon[i] == i && strcmp(f->name, cands[c]) == 0 &&
-                    (!phase || strcmp(phase, BBE__MODULE_PHASE_BOOTSTRAP) == 0)) {
-                    ins->boot_fn[ti] = (int32_t)i;
-                    break;
-                }
-            }
-        }
+        ins->boot_fn[ti] = at->bootstrap ? (int32_t)ins->canon[at->bootstrap_index] : -1;
+        if (!ins->target_name[ti])
+            return BB_ENOMEM;
     }
     for (uint32_t t = 0; t < ins->n_targets; t++)
         if (add_graph(ins, ins->target_fn[t]))
@@ -447,30 +440,19 @@ static binding *find_binding(bbe__install *ins, const char *slot)
     return NULL;
 }
 
-static int add_binding(bbe__install *ins, const char *target, const char *key, const char *slot,
-                       const char *value)
+/* One binding of the installed target t (its triple parsed by the view). */
+static int add_binding(bbe__install *ins, uint32_t t, const bb_artifact_binding *ab)
 {
-    const char *p1 = value ? strchr(value, '|') : NULL;
-    const char *p2 = p1 ? strchr(p1 + 1, '|') : NULL;
-    if (!slot[0] || !p1 || !p2 || p1 == value || p2 == p1 + 1 || strchr(p2 + 1, '|'))
-        return fail(ins, BB_INSTALL_MALFORMED_BINDING, "%s = \"%s\" (want \"<role>|<TYPE_NAME>|<slot_id>\")",
-                    key, value ? value : "");
-    binding b = {.slot = bb_arena_strdup(ins->a, slot),
-                 .role = bb_arena_strndup(ins->a, value, (size_t)(p1 - value)),
-                 .type_name = bb_arena_strndup(ins->a, p1 + 1, (size_t)(p2 - p1 - 1))};
-    const char *sid = p2 + 1;
-    if (*sid) {
-        char *end;
-        unsigned long long v = strtoull(sid, &end, 10);
-        if (*end || v > UINT32_MAX || *sid == '-' || *sid == '+' || *sid == ' ')
-            return fail(ins, BB_INSTALL_MALFORMED_BINDING, "%s: slot_id '%s' is not a u32", key, sid);
-        b.slot_id = (uint32_t)v;
-        b.has_slot_id = true;
-    }
-    if (!b.slot || !b.role || !b.type_name)
-        return BB_ENOMEM;
+    if (ab->error)
+        return fail(ins, BB_INSTALL_MALFORMED_BINDING, "%s: %s", ab->key, ab->error);
+    binding b = {.slot = ab->slot,
+                 .role = ab->parsed.role,
+                 .type_name = ab->parsed.type_name,
+                 .slot_id = ab->parsed.slot_id,
+                 .has_slot_id = true};
     binding *have = find_binding(ins, b.slot);
-    const char *me = bb_arena_sprintf(ins->a, "%s binds %s|%s", target, b.role, b.type_name);
+    const char *me = bb_arena_sprintf(ins->a, "%s binds %s|%s", ins->target_name[t], b.role,
+                                      b.type_name);
     if (!me)
         return BB_ENOMEM;
     if (!have) {
@@ -485,25 +467,11 @@ static int add_binding(bbe__install *ins, const char *target, const char *key, c
 
 static int read_bindings(bbe__install *ins)
 {
-    const bb_kv_list *md = &ins->m->metadata;
-    size_t pl = strlen(BBE__KEY_BINDING_PREFIX);
     for (uint32_t t = 0; t < ins->n_targets; t++) {
-        const char *resolved = ins->m->functions.v[ins->target_fn[t]]->name;
-        const char *names[2] = {resolved, ins->target_name[t]};
-        int n_names = strcmp(resolved, ins->target_name[t]) ? 2 : 1;
-        for (size_t i = 0; i < md->n; i++) {
-            const char *key = md->v[i].key;
-            if (!key || strncmp(key, BBE__KEY_BINDING_PREFIX, pl) != 0)
-                continue;
-            for (int k = 0; k < n_names; k++) {
-                size_t nl = strlen(names[k]);
-                if (strncmp(key + pl, names[k], nl) == 0 && key[pl + nl] == '.') {
-                    int rc = add_binding(ins, ins->target_name[t], key, key + pl + nl + 1, md->v[i].value);
-                    if (rc)
-                        return rc;
-                    break;
-                }
-            }
+        for (size_t i = 0; i < ins->target[t]->n_bindings; i++) {
+            int rc = add_binding(ins, t, &ins->target[t]->bindings[i]);
+            if (rc)
+                return rc;
         }
     }
     for (size_t i = 0; i < ins->binds.n; i++)
@@ -529,8 +497,8 @@ static int read_bindings(bbe__install *ins)
                     b->construction = a;
                 continue;
             }
-            char *mk = bb_arena_sprintf(ins->a, "%s%s", BBE__KEY_SLOT_CONCRETE_TYPE_PREFIX, a->name);
-            const char *tn = mk ? kv(&f->metadata, mk) : NULL;
+            char *mk = bb_arena_sprintf(ins->a, "%s%s", BB_META_SLOT_CONCRETE_TYPE_PREFIX, a->name);
+            const char *tn = mk ? bb_kv_get(&f->metadata, mk) : NULL;
             if (!tn)
                 continue; /* an ordinary defaulted attribute, not a component slot */
             binding nb = {.slot = a->name, .role = "", .type_name = tn, .construction = a,
@@ -552,9 +520,8 @@ static int make_components(bbe__install *ins)
         return BB_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         binding *b = &ins->binds.v[i];
-        const bb_component_type *t = ins->reg && ins->reg->find_type
-                                         ? ins->reg->find_type(ins->reg->ud, b->type_name)
-                                         : NULL;
+        const bb_component_type *t =
+            ins->reg ? bb_type_source_find(&ins->reg->types, b->type_name) : NULL;
         if (!t)
             return fail(ins, BB_INSTALL_UNREGISTERED_CONCRETE_TYPE,
                         "type '%s' bound at slot '%s' is not registered", b->type_name, b->slot);
@@ -712,11 +679,11 @@ static int component_for(bbe__install *ins, bbe__op *op, uint32_t *out)
     const char *dom = dom_norm(n->domain);
     const char *v;
     *out = BBE__NONE;
-    if ((v = kv(&n->metadata, BBE__KEY_SLOT_ID))) {
+    if ((v = bb_kv_get(&n->metadata, BB_META_SLOT_ID))) {
         char *end;
         unsigned long long id = strtoull(v, &end, 10);
         if (*end || !*v || id > UINT32_MAX)
-            return bbe__node_malformed(ins, op, NULL, "bad %s '%s'", BBE__KEY_SLOT_ID, v);
+            return bbe__node_malformed(ins, op, NULL, "bad %s '%s'", BB_META_SLOT_ID, v);
         *out = bbe__install_comp_by_slot_id(ins, (uint32_t)id);
         if (*out == BBE__NONE)
             return fail(ins, BB_INSTALL_UNBOUND_GENERIC_SLOT,
@@ -724,14 +691,14 @@ static int component_for(bbe__install *ins, bbe__op *op, uint32_t *out)
                         ins->g->name, v);
         return 0;
     }
-    if ((v = kv(&n->metadata, BBE__KEY_SLOT))) {
+    if ((v = bb_kv_get(&n->metadata, BB_META_SLOT))) {
         *out = comp_by_slot(e, v);
         if (*out == BBE__NONE)
             return fail(ins, BB_INSTALL_UNBOUND_GENERIC_SLOT, "node %s of %s uses slot '%s', which is not bound",
                         op->label, ins->g->name, v);
         return 0;
     }
-    if ((v = kv(&n->metadata, BBE__KEY_CONCRETE_TYPE))) {
+    if ((v = bb_kv_get(&n->metadata, BB_META_CONCRETE_TYPE))) {
         uint32_t count = 0;
         for (uint32_t i = 0; i < e->n_comps; i++)
             if (strcmp(e->comps[i].type->type_name, v) == 0 && count++ == 0)
@@ -742,7 +709,7 @@ static int component_for(bbe__install *ins, bbe__op *op, uint32_t *out)
                         ins->g->name, v);
         if (count > 1)
             return bbe__node_malformed(ins, op, NULL, "%u slots bind %s: add %s metadata", count, v,
-                                      BBE__KEY_SLOT);
+                                      BB_META_SLOT);
         return 0;
     }
     uint32_t count = 0, backends = 0, backend = BBE__NONE;
@@ -758,7 +725,7 @@ static int component_for(bbe__install *ins, bbe__op *op, uint32_t *out)
         *out = backend;
     else if (count > 1)
         return bbe__node_malformed(ins, op, NULL, "%u components serve domain '%s': add %s metadata",
-                                  count, dom[0] ? dom : "ai.onnx", BBE__KEY_SLOT);
+                                  count, dom[0] ? dom : "ai.onnx", BB_META_SLOT);
     if (*out == BBE__NONE && !dom[0]) { /* ai.onnx with no declaring backend: the backend */
         for (uint32_t i = 0; i < e->n_comps; i++)
             if (e->comps[i].role == BB_ROLE_BACKEND && backends++ == 0)
@@ -776,7 +743,7 @@ static int classify(bbe__install *ins, bbe__op *op, uint32_t opi)
     const bb_node *n = op->node;
     const char *dom = dom_norm(n->domain);
     bool found;
-    int64_t dl = bbe__attr_int(n, BBE__ATTR_DEADLINE_NS, 0, &found);
+    int64_t dl = bbe__attr_int(n, BB_ATTR_NAME_DEADLINE_NS, 0, &found);
     op->deadline_ns = dl > 0 ? (uint64_t)dl : 0;
     op->disp = BBE__DISP_UNRESOLVED;
     op->comp = BBE__NONE;
@@ -814,7 +781,7 @@ static int classify(bbe__install *ins, bbe__op *op, uint32_t opi)
             rc = BBE__ARR_PUSH(&ins->events, opi);
             if (op->st->i < 64)
                 e->bus_subscribed |= 1ULL << op->st->i;
-        } else if (strcmp(dom, BBE__DOM_WIRE) == 0 && (strcmp(t, "Recv") == 0 || strcmp(t, "RecvReq") == 0)) {
+        } else if (strcmp(dom, BB_DOMAIN_WIRE) == 0 && (strcmp(t, "Recv") == 0 || strcmp(t, "RecvReq") == 0)) {
             if (bbe__map_get(&e->recv_ops, op->st->wire_site, NULL))
                 return bbe__node_malformed(ins, op, NULL, "two receivers share wire site %llu",
                                           (unsigned long long)op->st->wire_site);
@@ -841,7 +808,7 @@ static int classify(bbe__install *ins, bbe__op *op, uint32_t opi)
     const bb_component_type *t = e->comps[c].type;
     uint32_t idx = 0;
     const bb_op_decl *decl = bb_component_type_find_op(t, dom, op->op_type, &idx);
-    if (!decl && strncmp(dom, "ai.bytesandbrains.role.", 23) == 0) {
+    if (!decl && strncmp(dom, BB_DOMAIN_ROLE_PREFIX, sizeof BB_DOMAIN_ROLE_PREFIX - 1) == 0) {
         for (uint32_t s = 0; s < t->n_opsets && !decl; s++)
             decl = bb_component_type_find_op(t, t->opsets[s].domain, op->op_type, &idx);
     }
@@ -921,6 +888,236 @@ static int companion_sources(bbe__install *ins, bbe__graph *g, const uint8_t *is
     return rc;
 }
 
+/* Pass 1 for one node: its op record, its ports named in tab. */
+static int name_op_ports(bbe__install *ins, const bb_function *f, size_t k, site_tab *tab)
+{
+    bb_engine *e = ins->e;
+    bbe__graph *g = ins->g;
+    const bb_node *n = f->nodes.v[k];
+    bbe__op *op = &e->ops[g->op_begin + k];
+    op->node = n;
+    op->graph = g->index;
+    op->op_type = n->op_type ? n->op_type : "";
+    op->domain = n->domain ? n->domain : "";
+    op->label = n->name && n->name[0] ? n->name : bb_arena_sprintf(ins->a, "%s#%zu", op->op_type, k);
+    if (!n->op_type || !n->op_type[0])
+        return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: node %zu has no op_type", f->name, k);
+    if (!op->label)
+        return BB_ENOMEM;
+    if (n->inputs.n > UINT16_MAX || n->outputs.n > UINT16_MAX)
+        return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: node %s has too many ports", f->name, op->label);
+    op->n_in = (uint16_t)n->inputs.n;
+    op->n_out = (uint16_t)n->outputs.n;
+    uint32_t *in = bb_arena_calloc(ins->a, op->n_in + 1, sizeof *in);
+    uint32_t *outp = bb_arena_calloc(ins->a, op->n_out + 1, sizeof *outp);
+    if (!in || !outp)
+        return BB_ENOMEM;
+    for (uint32_t i = 0; i < op->n_in; i++) {
+        const char *nm = n->inputs.v[i];
+        in[i] = !nm || !nm[0] ? BBE__NONE : tab_add(tab, nm);
+        if (nm && nm[0] && in[i] == BBE__NONE)
+            return BB_ENOMEM;
+    }
+    for (uint32_t j = 0; j < op->n_out; j++) {
+        const char *nm = n->outputs.v[j];
+        outp[j] = !nm || !nm[0] ? BBE__NONE : tab_add(tab, nm);
+        if (nm && nm[0] && outp[j] == BBE__NONE)
+            return BB_ENOMEM;
+    }
+    op->in = in;
+    op->out = outp;
+    if (op->n_in > e->max_in)
+        e->max_in = op->n_in;
+    if (op->n_out > e->max_out)
+        e->max_out = op->n_out;
+    return 0;
+}
+
+/* Pass 1: name every value (formals, node ports, results) in tab. */
+static int name_values(bbe__install *ins, const bb_function *f, site_tab *tab)
+{
+    bbe__graph *g = ins->g;
+    g->n_formals = (uint32_t)f->inputs.n;
+    g->formals = bb_arena_calloc(ins->a, f->inputs.n + 1, sizeof *g->formals);
+    g->n_results = (uint32_t)f->outputs.n;
+    g->results = bb_arena_calloc(ins->a, f->outputs.n + 1, sizeof *g->results);
+    if (!g->formals || !g->results)
+        return BB_ENOMEM;
+    for (size_t i = 0; i < f->inputs.n; i++) {
+        const char *nm = f->inputs.v[i];
+        if (!nm || !nm[0] || tab_find(tab, nm) != BBE__NONE)
+            return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: input %zu is empty or repeated", f->name, i);
+        if ((g->formals[i] = tab_add(tab, nm)) == BBE__NONE)
+            return BB_ENOMEM;
+    }
+    for (size_t k = 0; k < f->nodes.n; k++) {
+        int rc = name_op_ports(ins, f, k, tab);
+        if (rc)
+            return rc;
+    }
+    for (size_t i = 0; i < f->outputs.n; i++) {
+        const char *nm = f->outputs.v[i];
+        if (!nm || !nm[0])
+            return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: output %zu is empty", f->name, i);
+        if ((g->results[i] = tab_add(tab, nm)) == BBE__NONE)
+            return BB_ENOMEM;
+    }
+    return 0;
+}
+
+/* The site tables: names, declared types (value_info, else Any), and the
+ * one-definition check; defined[s] is set for every defined site. */
+static int site_tables(bbe__install *ins, const bb_function *f, const site_tab *tab, uint8_t *defined)
+{
+    bbe__graph *g = ins->g;
+    uint32_t ns = g->n_sites = (uint32_t)tab->names.n;
+    g->site_names = bb_arena_calloc(ins->a, ns + 1, sizeof *g->site_names);
+    g->site_type = bb_arena_calloc(ins->a, ns + 1, sizeof *g->site_type);
+    g->site_flags = bb_arena_calloc(ins->a, ns + 1, 1);
+    g->fwd_index = bb_arena_calloc(ins->a, ns + 1, sizeof *g->fwd_index);
+    g->cons_off = bb_arena_calloc(ins->a, ns + 2, sizeof *g->cons_off);
+    if (!g->site_names || !g->site_type || !g->site_flags || !g->fwd_index || !g->cons_off)
+        return BB_ENOMEM;
+    for (uint32_t s = 0; s < ns; s++) {
+        g->site_names[s] = tab->names.v[s];
+        g->site_type[s] = &BB_TYPE_ANY;
+    }
+    for (uint32_t i = 0; i < g->n_formals; i++)
+        defined[g->formals[i]] = 1;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+        const bbe__op *op = &ins->e->ops[k];
+        for (uint32_t j = 0; j < op->n_out; j++) {
+            uint32_t s = op->out[j];
+            if (s == BBE__NONE)
+                continue;
+            if (defined[s])
+                return fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: value '%s' is defined twice (node %s)",
+                            f->name, g->site_names[s], op->label);
+            defined[s] = 1;
+        }
+    }
+    for (size_t i = 0; i < f->value_info.n; i++) {
+        const bb_value_info *vi = f->value_info.v[i];
+        uint32_t s = vi && vi->name ? tab_find(tab, vi->name) : BBE__NONE;
+        const bb_type_node *t = s != BBE__NONE && vi->type ? bb_type_from_proto(vi->type) : NULL;
+        if (t)
+            g->site_type[s] = t;
+    }
+    return 0;
+}
+
+/* Constants (folded: their sites are pre-filled in every frame) and
+ * sources (ops whose inputs are all omitted or constant); is_const[s] is
+ * set to 2 for a constant site. */
+static int constants_and_sources(bbe__install *ins, uint8_t *is_const)
+{
+    bb_engine *e = ins->e;
+    bbe__graph *g = ins->g;
+    uint32_t nc = 0, nsrc = 0;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++)
+        nc += e->ops[k].disp == BBE__DISP_CONST && e->ops[k].out[0] != BBE__NONE;
+    g->const_sites = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_sites);
+    g->const_vals = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_vals);
+    if (!g->const_sites || !g->const_vals)
+        return BB_ENOMEM;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+        const bbe__op *op = &e->ops[k];
+        if (op->disp == BBE__DISP_CONST && op->out[0] != BBE__NONE) {
+            g->const_sites[g->n_consts] = op->out[0];
+            g->const_vals[g->n_consts++] = op->st->value;
+            is_const[op->out[0]] = 2;
+        }
+    }
+    for (uint32_t pass = 0; pass < 2; pass++) { /* count, then fill */
+        for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+            bbe__op *op = &e->ops[k];
+            if (op->disp == BBE__DISP_CONST || (op->flags & BBE__OPF_EVENT_SOURCE))
+                continue;
+            bool src = true;
+            for (uint32_t i = 0; i < op->n_in && src; i++)
+                src = op->in[i] == BBE__NONE || is_const[op->in[i]] == 2;
+            if (!src)
+                continue;
+            if (pass == 1)
+                g->sources[g->n_sources++] = k;
+            else
+                nsrc++;
+            op->flags |= BBE__OPF_SOURCE;
+        }
+        if (pass == 0 && !(g->sources = bb_arena_calloc(ins->a, nsrc + 1, sizeof *g->sources)))
+            return BB_ENOMEM;
+    }
+    return companion_sources(ins, g, is_const);
+}
+
+/* Is input i of op the first of its ports to read its site? (An op is a
+ * consumer of a site once, however many of its ports read it.) */
+static bool first_read(const bbe__op *op, uint32_t i)
+{
+    uint32_t s = op->in[i];
+    if (s == BBE__NONE)
+        return false;
+    for (uint32_t p = 0; p < i; p++)
+        if (op->in[p] == s)
+            return false;
+    return true;
+}
+
+/* Consumer lists in CSR form: g->cons[cons_off[s] .. cons_off[s + 1]). */
+static int build_consumers(bbe__install *ins)
+{
+    bb_engine *e = ins->e;
+    bbe__graph *g = ins->g;
+    uint32_t *cnt = g->cons_off + 1;
+    size_t total = 0;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++)
+        for (uint32_t i = 0; i < e->ops[k].n_in; i++)
+            if (first_read(&e->ops[k], i)) {
+                cnt[e->ops[k].in[i]]++;
+                total++;
+            }
+    for (uint32_t s = 0; s < g->n_sites; s++)
+        g->cons_off[s + 1] += g->cons_off[s];
+    g->cons = bb_arena_calloc(ins->a, total + 1, sizeof *g->cons);
+    uint32_t *fill = calloc(g->n_sites + 1, sizeof *fill);
+    if (!g->cons || !fill) {
+        free(fill);
+        return BB_ENOMEM;
+    }
+    for (uint32_t k = g->op_begin; k < g->op_end; k++)
+        for (uint32_t i = 0; i < e->ops[k].n_in; i++)
+            if (first_read(&e->ops[k], i)) {
+                uint32_t s = e->ops[k].in[i];
+                g->cons[g->cons_off[s] + fill[s]++] = k;
+            }
+    free(fill);
+    return 0;
+}
+
+/* Results forward to callers; entry-point results with no consumer
+ * surface as AppEvents; every site is addressable by its wire id. */
+static int results_and_wire_ids(bbe__install *ins)
+{
+    bb_engine *e = ins->e;
+    bbe__graph *g = ins->g;
+    for (uint32_t j = 0; j < g->n_results; j++) {
+        uint32_t s = g->results[j];
+        if (!(g->site_flags[s] & BBE__SITE_FWD)) {
+            g->site_flags[s] |= BBE__SITE_FWD;
+            g->fwd_index[s] = j;
+        }
+        if (g->entry && g->cons_off[s + 1] == g->cons_off[s])
+            g->site_flags[s] |= BBE__SITE_APP_OUT;
+    }
+    for (uint32_t s = 0; s < g->n_sites; s++) {
+        uint64_t id = bbe__site_wire_id(g->name, g->site_names[s]);
+        if (!bbe__map_get(&e->wire_sites, id, NULL) &&
+            bbe__map_put(&e->wire_sites, id, ((uint64_t)g->index << 32) | s))
+            return BB_ENOMEM;
+    }
+    return 0;
+}
+
 static int build_graph(bbe__install *ins, uint32_t gi, uint32_t *next_op)
 {
     bb_engine *e = ins->e;
@@ -937,232 +1134,23 @@ static int build_graph(bbe__install *ins, uint32_t gi, uint32_t *next_op)
     for (size_t k = 0; k < f->nodes.n; k++)
         expect += f->nodes.v[k]->inputs.n + f->nodes.v[k]->outputs.n;
     site_tab tab = {0};
-    uint8_t *defined = NULL;
+    uint8_t *defined = NULL; /* per site; reused by constants_and_sources */
     int rc = tab_init(&tab, expect + 1);
-    if (rc)
-        goto out;
-    /* pass 1: name every value */
-    g->n_formals = (uint32_t)f->inputs.n;
-    g->formals = bb_arena_calloc(ins->a, f->inputs.n + 1, sizeof *g->formals);
-    g->n_results = (uint32_t)f->outputs.n;
-    g->results = bb_arena_calloc(ins->a, f->outputs.n + 1, sizeof *g->results);
-    if (!g->formals || !g->results) {
+    if (!rc)
+        rc = name_values(ins, f, &tab);
+    if (!rc && !(defined = calloc(tab.names.n + 1, 1)))
         rc = BB_ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < f->inputs.n; i++) {
-        const char *nm = f->inputs.v[i];
-        if (!nm || !nm[0] || tab_find(&tab, nm) != BBE__NONE) {
-            rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: input %zu is empty or repeated", f->name, i);
-            goto out;
-        }
-        if ((g->formals[i] = tab_add(&tab, nm)) == BBE__NONE) {
-            rc = BB_ENOMEM;
-            goto out;
-        }
-    }
-    for (size_t k = 0; k < f->nodes.n; k++) {
-        const bb_node *n = f->nodes.v[k];
-        bbe__op *op = &e->ops[g->op_begin + k];
-        op->node = n;
-        op->graph = gi;
-        op->op_type = n->op_type ? n->op_type : "";
-        op->domain = n->domain ? n->domain : "";
-        op->label = n->name && n->name[0] ? n->name : bb_arena_sprintf(ins->a, "%s#%zu", op->op_type, k);
-        if (!n->op_type || !n->op_type[0] || !op->label) {
-            rc = n->op_type && n->op_type[0] ? BB_ENOMEM
-                                             : fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: node %zu has no op_type", f->name, k);
-            goto out;
-        }
-        if (n->inputs.n > UINT16_MAX || n->outputs.n > UINT16_MAX) {
-            rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: node %s has too many ports", f->name, op->label);
-            goto out;
-        }
-        op->n_in = (uint16_t)n->inputs.n;
-        op->n_out = (uint16_t)n->outputs.n;
-        uint32_t *in = bb_arena_calloc(ins->a, op->n_in + 1, sizeof *in);
-        uint32_t *outp = bb_arena_calloc(ins->a, op->n_out + 1, sizeof *outp);
-        if (!in || !outp) {
-            rc = BB_ENOMEM;
-            goto out;
-        }
-        for (uint32_t i = 0; i < op->n_in; i++) {
-            const char *nm = n->inputs.v[i];
-            in[i] = !nm || !nm[0] ? BBE__NONE : tab_add(&tab, nm);
-            if (nm && nm[0] && in[i] == BBE__NONE) {
-                rc = BB_ENOMEM;
-                goto out;
-            }
-        }
-        for (uint32_t j = 0; j < op->n_out; j++) {
-            const char *nm = n->outputs.v[j];
-            outp[j] = !nm || !nm[0] ? BBE__NONE : tab_add(&tab, nm);
-            if (nm && nm[0] && outp[j] == BBE__NONE) {
-                rc = BB_ENOMEM;
-                goto out;
-            }
-        }
-        op->in = in;
-        op->out = outp;
-        if (op->n_in > e->max_in)
-            e->max_in = op->n_in;
-        if (op->n_out > e->max_out)
-            e->max_out = op->n_out;
-    }
-    for (size_t i = 0; i < f->outputs.n; i++) {
-        const char *nm = f->outputs.v[i];
-        if (!nm || !nm[0]) {
-            rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: output %zu is empty", f->name, i);
-            goto out;
-        }
-        if ((g->results[i] = tab_add(&tab, nm)) == BBE__NONE) {
-            rc = BB_ENOMEM;
-            goto out;
-        }
-    }
-    uint32_t ns = g->n_sites = (uint32_t)tab.names.n;
-    g->site_names = bb_arena_calloc(ins->a, ns + 1, sizeof *g->site_names);
-    g->site_type = bb_arena_calloc(ins->a, ns + 1, sizeof *g->site_type);
-    g->site_flags = bb_arena_calloc(ins->a, ns + 1, 1);
-    g->fwd_index = bb_arena_calloc(ins->a, ns + 1, sizeof *g->fwd_index);
-    g->cons_off = bb_arena_calloc(ins->a, ns + 2, sizeof *g->cons_off);
-    defined = calloc(ns + 1, 1);
-    if (!g->site_names || !g->site_type || !g->site_flags || !g->fwd_index || !g->cons_off || !defined) {
-        rc = BB_ENOMEM;
-        goto out;
-    }
-    for (uint32_t s = 0; s < ns; s++) {
-        g->site_names[s] = tab.names.v[s];
-        g->site_type[s] = &BB_TYPE_ANY;
-    }
-    for (uint32_t i = 0; i < g->n_formals; i++)
-        defined[g->formals[i]] = 1;
-    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bbe__op *op = &e->ops[k];
-        for (uint32_t j = 0; j < op->n_out; j++) {
-            uint32_t s = op->out[j];
-            if (s == BBE__NONE)
-                continue;
-            if (defined[s]) {
-                rc = fail(ins, BB_INSTALL_MALFORMED_GRAPH, "function %s: value '%s' is defined twice (node %s)",
-                          f->name, g->site_names[s], op->label);
-                goto out;
-            }
-            defined[s] = 1;
-        }
-    }
-    for (size_t i = 0; i < f->value_info.n; i++) {
-        const bb_value_info *vi = f->value_info.v[i];
-        uint32_t s = vi && vi->name ? tab_find(&tab, vi->name) : BBE__NONE;
-        const bb_type_node *t = s != BBE__NONE && vi->type ? bb_type_from_proto(vi->type) : NULL;
-        if (t)
-            g->site_type[s] = t;
-    }
+    if (!rc)
+        rc = site_tables(ins, f, &tab, defined);
     /* pass 2: dispatch */
-    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+    for (uint32_t k = g->op_begin; !rc && k < g->op_end; k++)
         rc = classify(ins, &e->ops[k], k);
-        if (rc)
-            goto out;
-    }
-    /* constants, sources */
-    uint32_t nc = 0, nsrc = 0;
-    for (uint32_t k = g->op_begin; k < g->op_end; k++)
-        nc += e->ops[k].disp == BBE__DISP_CONST && e->ops[k].out[0] != BBE__NONE;
-    g->const_sites = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_sites);
-    g->const_vals = bb_arena_calloc(ins->a, nc + 1, sizeof *g->const_vals);
-    if (!g->const_sites || !g->const_vals) {
-        rc = BB_ENOMEM;
-        goto out;
-    }
-    uint8_t *is_const = defined; /* reuse: 2 marks a constant site */
-    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bbe__op *op = &e->ops[k];
-        if (op->disp == BBE__DISP_CONST && op->out[0] != BBE__NONE) {
-            g->const_sites[g->n_consts] = op->out[0];
-            g->const_vals[g->n_consts++] = op->st->value;
-            is_const[op->out[0]] = 2;
-        }
-    }
-    for (uint32_t pass = 0; pass < 2; pass++) {
-        for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-            bbe__op *op = &e->ops[k];
-            if (op->disp == BBE__DISP_CONST || (op->flags & BBE__OPF_EVENT_SOURCE))
-                continue;
-            bool src = true;
-            for (uint32_t i = 0; i < op->n_in && src; i++)
-                src = op->in[i] == BBE__NONE || is_const[op->in[i]] == 2;
-            if (!src)
-                continue;
-            if (pass == 1)
-                g->sources[g->n_sources++] = k;
-            else
-                nsrc++;
-            op->flags |= BBE__OPF_SOURCE;
-        }
-        if (pass == 0 && !(g->sources = bb_arena_calloc(ins->a, nsrc + 1, sizeof *g->sources))) {
-            rc = BB_ENOMEM;
-            goto out;
-        }
-    }
-    rc = companion_sources(ins, g, is_const);
-    if (rc)
-        goto out;
-    /* consumers (CSR), each op once per distinct input site */
-    uint32_t *cnt = g->cons_off + 1;
-    size_t total = 0;
-    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bbe__op *op = &e->ops[k];
-        for (uint32_t i = 0; i < op->n_in; i++) {
-            uint32_t s = op->in[i];
-            bool seen = s == BBE__NONE;
-            for (uint32_t p = 0; p < i && !seen; p++)
-                seen = op->in[p] == s;
-            if (!seen) {
-                cnt[s]++;
-                total++;
-            }
-        }
-    }
-    for (uint32_t s = 0; s < ns; s++)
-        g->cons_off[s + 1] += g->cons_off[s];
-    g->cons = bb_arena_calloc(ins->a, total + 1, sizeof *g->cons);
-    uint32_t *fill = calloc(ns + 1, sizeof *fill);
-    if (!g->cons || !fill) {
-        free(fill);
-        rc = BB_ENOMEM;
-        goto out;
-    }
-    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
-        const bbe__op *op = &e->ops[k];
-        for (uint32_t i = 0; i < op->n_in; i++) {
-            uint32_t s = op->in[i];
-            bool seen = s == BBE__NONE;
-            for (uint32_t p = 0; p < i && !seen; p++)
-                seen = op->in[p] == s;
-            if (!seen)
-                g->cons[g->cons_off[s] + fill[s]++] = k;
-        }
-    }
-    free(fill);
-    /* results forward to callers; entry-point results with no consumer surface */
-    for (uint32_t j = 0; j < g->n_results; j++) {
-        uint32_t s = g->results[j];
-        if (!(g->site_flags[s] & BBE__SITE_FWD)) {
-            g->site_flags[s] |= BBE__SITE_FWD;
-            g->fwd_index[s] = j;
-        }
-        if (g->entry && g->cons_off[s + 1] == g->cons_off[s])
-            g->site_flags[s] |= BBE__SITE_APP_OUT;
-    }
-    for (uint32_t s = 0; s < ns; s++) {
-        uint64_t id = bbe__site_wire_id(g->name, g->site_names[s]);
-        if (!bbe__map_get(&e->wire_sites, id, NULL) &&
-            bbe__map_put(&e->wire_sites, id, ((uint64_t)gi << 32) | s)) {
-            rc = BB_ENOMEM;
-            goto out;
-        }
-    }
-out:
+    if (!rc)
+        rc = constants_and_sources(ins, defined);
+    if (!rc)
+        rc = build_consumers(ins);
+    if (!rc)
+        rc = results_and_wire_ids(ins);
     free(defined);
     tab_free(&tab);
     return rc;
@@ -1319,7 +1307,8 @@ void bbe__uninstall(bb_engine *e)
     free(e->in_buf);
     free(e->out_buf);
     e->in_buf = e->out_buf = NULL;
-    bb_model_free(e->model);
+    if (!e->cfg.share_model)
+        bb_model_free(e->model);
     e->model = NULL;
     if (e->arena)
         bb_arena_destroy(e->arena);
@@ -1405,13 +1394,16 @@ int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *ta
         return bb_error_set(err, BB_EINVAL, "install: NULL model");
     int rc = BB_ENOMEM;
     e->arena = ins.a = bb_arena_create();
-    e->model = ins.m = e->arena ? bb_model_clone(model) : NULL;
+    /* install and the engine only read the model: a host that keeps it
+     * alive and unchanged may have it shared instead of cloned */
+    e->model = ins.m = !e->arena          ? NULL
+                       : e->cfg.share_model ? (bb_model *)model
+                                            : bb_model_clone(model);
     if (!ins.a || !ins.m)
         goto fail;
-    const char *passport = kv(&ins.m->metadata, BBE__KEY_COMPILED);
-    if (!passport || strcmp(passport, BBE__COMPILED_V1) != 0) {
+    if (!bb_artifact_is_compiled(ins.m)) {
         rc = fail(&ins, BB_INSTALL_NOT_COMPILED, "model has no %s = \"%s\" passport (run bbc compile)",
-                  BBE__KEY_COMPILED, BBE__COMPILED_V1);
+                  BB_META_COMPILED, BB_COMPILED_PASSPORT);
         goto fail;
     }
     if ((rc = index_functions(&ins)) || (rc = resolve_targets(&ins, targets, n_targets)) ||

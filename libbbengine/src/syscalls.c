@@ -9,10 +9,10 @@
 
 #include "libbbengine/src/syscalls.h"
 
-#define SYS BBE__DOM_SYSCALL
-#define WIRE BBE__DOM_WIRE
-#define AB BBE__DOM_ADDRESS_BOOK
-#define COMP BBE__DOM_COMPOSITE
+#define SYS BB_DOMAIN_SYSCALL
+#define WIRE BB_DOMAIN_WIRE
+#define AB BB_DOMAIN_ADDRESS_BOOK
+#define COMP BB_DOMAIN_COMPOSITE
 #define EV BBE__OPF_EVENT_SOURCE
 #define ANY_ BBE__READY_ANYOF
 #define ALL_ BBE__READY_ALL

@@ -241,7 +241,7 @@ BBE__SYSCALL(bbe__sys_unbundle)
 BBE__SYSINIT(bbe__init_unbundle)
 {
     bool found;
-    int64_t cc = bbe__attr_int(op->node, "ai.bytesandbrains.composite.child_count", op->n_out, &found);
+    int64_t cc = bbe__attr_int(op->node, BB_META_COMPOSITE_CHILD_COUNT, op->n_out, &found);
     if (found && cc != op->n_out)
         return bbe__node_malformed(ins, op, err, "Unbundle child_count=%lld but %u outputs",
                                   (long long)cc, op->n_out);

@@ -265,7 +265,7 @@ static int build_fills(bb_engine *e, uint32_t opi, bb_value *const *in, uint32_t
             fills[i].suffix_len = d->suffix_len;
         } else {
             return bbe__fail(e, "data input %u has no destination site (%s metadata)", i,
-                            BBE__KEY_WIRE_DEST_SITE);
+                            BB_META_WIRE_DEST_SITE);
         }
         if (!in[i])
             return bbe__fail(e, "data input %u is absent", i);
@@ -584,14 +584,6 @@ BBE__SYSCALL(bbe__sys_send_resp)
 
 /* ---- install-time parsing ---------------------------------------------------------------- */
 
-static const char *meta_get(const bb_node *n, const char *key)
-{
-    for (size_t i = 0; i < n->metadata.n; i++)
-        if (n->metadata.v[i].key && strcmp(n->metadata.v[i].key, key) == 0)
-            return n->metadata.v[i].value;
-    return NULL;
-}
-
 static bool parse_u64(const char *s, size_t n, uint64_t *out)
 {
     if (!n || n > 20)
@@ -644,15 +636,15 @@ BBE__SYSINIT(bbe__init_send)
         return BB_ENOMEM;
     bool found;
     st->i = bbe__attr_int(op->node, "quorum", -1, &found);
-    st->i2 = bbe__attr_int(op->node, BBE__ATTR_DEADLINE_NS, 0, &found);
+    st->i2 = bbe__attr_int(op->node, BB_ATTR_NAME_DEADLINE_NS, 0, &found);
     op->deadline_ns = 0; /* the deadline bounds the envelope / batch, not a suspension */
-    const char *to = meta_get(op->node, BBE__KEY_WIRE_TRANSPORT);
-    st->trigger_only = to && strcmp(to, BBE__WIRE_TRANSPORT_TRIGGER_ONLY) == 0;
-    const char *ds = meta_get(op->node, BBE__KEY_WIRE_DEST_SITE);
+    const char *to = bb_kv_get(&op->node->metadata, BB_META_WIRE_TRANSPORT);
+    st->trigger_only = to && strcmp(to, BB_WIRE_TRANSPORT_TRIGGER_ONLY) == 0;
+    const char *ds = bb_kv_get(&op->node->metadata, BB_META_WIRE_DEST_SITE);
     if (strcmp(op->op_type, "SendResp") == 0)
         return 0;
     if (!ds) {
-        const char *port = meta_get(op->node, BBE__KEY_PORT);
+        const char *port = bb_kv_get(&op->node->metadata, BB_META_PORT);
         if (!port || !port[0])
             return 0;
         uint32_t n_data = op->n_in - 1;
@@ -676,7 +668,7 @@ BBE__SYSINIT(bbe__init_send)
     for (const char *p = ds; *p; p++)
         n += *p == ',';
     if (n > 4096)
-        return bbe__node_malformed(ins, op, err, "too many %s entries", BBE__KEY_WIRE_DEST_SITE);
+        return bbe__node_malformed(ins, op, err, "too many %s entries", BB_META_WIRE_DEST_SITE);
     st->dest_sites = bb_arena_calloc(bbe__install_arena(ins), n, sizeof *st->dest_sites);
     if (!st->dest_sites)
         return BB_ENOMEM;
@@ -694,7 +686,7 @@ BBE__SYSINIT(bbe__init_send)
             const char *slash = memchr(p, '/', len);
             if (!slash || slash == p || slash == p + len - 1)
                 return bbe__node_malformed(ins, op, err, "bad %s entry '%.*s'",
-                                          BBE__KEY_WIRE_DEST_SITE, (int)len, p);
+                                          BB_META_WIRE_DEST_SITE, (int)len, p);
             char *fn = bb_arena_strndup(bbe__install_arena(ins), p, (size_t)(slash - p));
             char *val = bb_arena_strndup(bbe__install_arena(ins), slash + 1,
                                          len - (size_t)(slash - p) - 1);
@@ -710,7 +702,7 @@ BBE__SYSINIT(bbe__init_send)
     uint32_t n_data = op->n_in - 1;
     if (strcmp(op->op_type, "SendResp") != 0 && n != n_data)
         return bbe__node_malformed(ins, op, err, "%u data inputs but %u %s entries", n_data, n,
-                                  BBE__KEY_WIRE_DEST_SITE);
+                                  BB_META_WIRE_DEST_SITE);
     return 0;
 }
 
@@ -723,12 +715,13 @@ BBE__SYSINIT(bbe__init_recv)
     if (!st)
         return BB_ENOMEM;
     st->comp = BBE__NONE;
-    const char *ws = meta_get(op->node, BBE__KEY_WIRE_SITE);
+    const char *ws = bb_kv_get(&op->node->metadata, BB_META_WIRE_SITE);
+    const char *port = bb_kv_get(&op->node->metadata, BB_META_PORT);
     if (ws) {
         if (!parse_u64(ws, strlen(ws), &st->wire_site))
-            return bbe__node_malformed(ins, op, err, "bad %s '%s'", BBE__KEY_WIRE_SITE, ws);
-    } else if (meta_get(op->node, BBE__KEY_PORT) && meta_get(op->node, BBE__KEY_PORT)[0]) {
-        st->wire_site = bbe__port_wire_id(meta_get(op->node, BBE__KEY_PORT));
+            return bbe__node_malformed(ins, op, err, "bad %s '%s'", BB_META_WIRE_SITE, ws);
+    } else if (port && port[0]) {
+        st->wire_site = bbe__port_wire_id(port);
     } else {
         const bb_node *n = op->node;
         const char *v = n->outputs.n > 1 && n->outputs.v[1] && n->outputs.v[1][0]
@@ -736,15 +729,15 @@ BBE__SYSINIT(bbe__init_recv)
                             : n->outputs.v[0];
         st->wire_site = bbe__site_wire_id(bbe__install_fn_name(ins, op), v ? v : "");
     }
-    const char *rs = meta_get(op->node, BBE__KEY_RECV_SLOT_ID);
+    const char *rs = bb_kv_get(&op->node->metadata, BB_META_RECV_SLOT_ID);
     if (rs) {
         uint64_t sid;
         if (!parse_u64(rs, strlen(rs), &sid) || sid > UINT32_MAX)
-            return bbe__node_malformed(ins, op, err, "bad %s '%s'", BBE__KEY_RECV_SLOT_ID, rs);
+            return bbe__node_malformed(ins, op, err, "bad %s '%s'", BB_META_RECV_SLOT_ID, rs);
         st->comp = bbe__install_comp_by_slot_id(ins, (uint32_t)sid);
         if (st->comp == BBE__NONE)
             return bbe__node_malformed(ins, op, err, "%s %llu names no bound slot",
-                                      BBE__KEY_RECV_SLOT_ID, (unsigned long long)sid);
+                                      BB_META_RECV_SLOT_ID, (unsigned long long)sid);
     }
     for (size_t i = 0; i < op->node->attrs.n; i++) {
         const bb_attr *a = op->node->attrs.v[i];

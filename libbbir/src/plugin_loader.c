@@ -24,6 +24,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bb/arena.h"
+#include "bb/meta.h"
+
 #ifndef BB_PLUGIN_DIR_INSTALLED
 #define BB_PLUGIN_DIR_INSTALLED "/usr/local/lib/bytesandbrains/plugins"
 #endif
@@ -791,12 +794,6 @@ const bb_loaded_type *bb_plugin_loader_find(const bb_plugin_loader *l, const cha
     return find_type(l, type_name);
 }
 
-const bb_component_type *bb_plugin_loader_type_lookup(void *loader, const char *type_name)
-{
-    const bb_loaded_type *t = bb_plugin_loader_find(loader, type_name);
-    return t ? t->type : NULL;
-}
-
 void bb_plugin_loader_describe_dirs(const bb_plugin_loader *l, char *buf, size_t cap)
 {
     size_t used = 0;
@@ -813,44 +810,13 @@ void bb_plugin_loader_describe_dirs(const bb_plugin_loader *l, char *buf, size_t
     }
 }
 
-int bb_plugin_loader_resolve(const bb_plugin_loader *l, const char *binding, const char *slot,
-                             const bb_loaded_type **out, bb_error *err)
+/* The type a found TYPE_NAME names, checked against the role the binding
+ * asks for (BB_ROLE_NONE: any). */
+static int resolve_type(const bb_plugin_loader *l, const char *binding, const char *slot,
+                        const char *type_name, bb_role role, const bb_loaded_type **out,
+                        bb_error *err)
 {
-    if (!binding)
-        return bb_error_set(err, BB_EINVAL, "slot '%s': no binding", slot ? slot : "?");
-    const char *sl = slot ? slot : "?";
-    /* "<role>|<TYPE_NAME>|<slot_id>", "<role>|<TYPE_NAME>" or "<TYPE_NAME>" */
-    const char *bar1 = strchr(binding, '|');
-    const char *name = binding, *name_end = binding + strlen(binding);
-    bb_role role = BB_ROLE_NONE;
-    if (bar1) {
-        char rbuf[64];
-        size_t rn = (size_t)(bar1 - binding);
-        if (rn >= sizeof rbuf)
-            rn = sizeof rbuf - 1;
-        memcpy(rbuf, binding, rn);
-        rbuf[rn] = '\0';
-        role = bb_role_parse(rbuf);
-        if (role == BB_ROLE_NONE)
-            return bb_error_set(err, BB_EPARSE, "binding '%s' for slot '%s': unknown role '%s'",
-                                binding, sl, rbuf);
-        name = bar1 + 1;
-        const char *bar2 = strchr(name, '|');
-        if (bar2) {
-            name_end = bar2;
-            if (strchr(bar2 + 1, '|'))
-                return bb_error_set(err, BB_EPARSE, "binding '%s' for slot '%s': expected "
-                                    "<role>|<TYPE_NAME>|<slot_id>", binding, sl);
-        }
-    }
-    if (name_end == name)
-        return bb_error_set(err, BB_EPARSE, "binding '%s' for slot '%s': empty TYPE_NAME",
-                            binding, sl);
-    char *tn = strndup(name, (size_t)(name_end - name));
-    if (!tn)
-        return bb_error_set(err, BB_ENOMEM, "plugin loader: out of memory");
-    const bb_loaded_type *t = find_type(l, tn);
-    int rc = BB_OK;
+    const bb_loaded_type *t = find_type(l, type_name);
     if (!t) {
         char dirs[1024];
         bb_plugin_loader_describe_dirs(l, dirs, sizeof dirs);
@@ -858,16 +824,45 @@ int bb_plugin_loader_resolve(const bb_plugin_loader *l, const char *binding, con
         if (l->n_warnings)
             snprintf(more, sizeof more, "; %zu plugin file(s) could not be loaded, first: %s",
                      l->n_warnings, l->warnings[0]);
-        rc = bb_error_set(err, BB_ENOTFOUND, "binding '%s' for slot '%s': no loaded plugin "
-                          "exports component type '%s'; %s%s", binding, sl, tn, dirs, more);
-    } else if (role != BB_ROLE_NONE && t->type->role != role) {
-        rc = bb_error_set(err, BB_ETYPE, "binding '%s' for slot '%s': component type '%s' "
-                          "(%s) has role %s, the binding asks for %s", binding, sl, tn,
-                          t->plugin->path, bb_role_name(t->type->role), bb_role_name(role));
+        return bb_error_set(err, BB_ENOTFOUND, "binding '%s' for slot '%s': no loaded plugin "
+                            "exports component type '%s'; %s%s", binding, slot, type_name, dirs,
+                            more);
     }
-    free(tn);
-    if (rc == BB_OK && out)
+    if (role != BB_ROLE_NONE && t->type->role != role)
+        return bb_error_set(err, BB_ETYPE, "binding '%s' for slot '%s': component type '%s' "
+                            "(%s) has role %s, the binding asks for %s", binding, slot,
+                            type_name, t->plugin->path, bb_role_name(t->type->role),
+                            bb_role_name(role));
+    if (out)
         *out = t;
+    return BB_OK;
+}
+
+int bb_plugin_loader_resolve(const bb_plugin_loader *l, const char *binding, const char *slot,
+                             const bb_loaded_type **out, bb_error *err)
+{
+    const char *sl = slot ? slot : "?";
+    if (!binding)
+        return bb_error_set(err, BB_EINVAL, "slot '%s': no binding", sl);
+    if (!strchr(binding, BB_BINDING_SEP)) { /* a bare TYPE_NAME */
+        if (!*binding)
+            return bb_error_set(err, BB_EPARSE, "binding '' for slot '%s': empty TYPE_NAME", sl);
+        return resolve_type(l, binding, sl, binding, BB_ROLE_NONE, out, err);
+    }
+    bb_arena *a = bb_arena_create();
+    if (!a)
+        return bb_error_set(err, BB_ENOMEM, "plugin loader: out of memory");
+    bb_binding_triple t;
+    int rc = bb_binding_triple_parse(a, binding, &t, err);
+    bb_role role = rc == BB_OK ? bb_role_parse(t.role) : BB_ROLE_NONE;
+    if (rc != BB_OK)
+        bb_error_prefix(err, "slot '%s'", sl);
+    else if (role == BB_ROLE_NONE)
+        rc = bb_error_set(err, BB_EPARSE, "binding '%s' for slot '%s': unknown role '%s'",
+                          binding, sl, t.role);
+    else
+        rc = resolve_type(l, binding, sl, t.type_name, role, out, err);
+    bb_arena_destroy(a);
     return rc;
 }
 

@@ -288,7 +288,7 @@ static bb_dispatch_result kad_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
     know_self(kd, ctx);
     const char *op = call->op_type;
     if (!kd->have_self || !bbp_ctx_has_control(ctx)) {
-        bb_error_set(err, BB_EUNSUPPORTED, "%s: needs an engine with the control plane (ABI 2.1)",
+        bb_error_set(err, BB_EUNSUPPORTED, "%s: needs an engine with the control plane (ABI 2.2)",
                      kd->who);
         return BB_DISPATCH_NOW_ERR;
     }
@@ -379,7 +379,7 @@ static bb_dispatch_result kad_bootstrap(void *inst, bb_ctx *ctx, bb_completion *
     kademlia *kd = inst;
     know_self(kd, ctx);
     if (!kd->have_self || !bbp_ctx_has_control(ctx)) {
-        bb_error_set(err, BB_EUNSUPPORTED, "%s: needs an engine with the control plane (ABI 2.1)",
+        bb_error_set(err, BB_EUNSUPPORTED, "%s: needs an engine with the control plane (ABI 2.2)",
                      kd->who);
         return BB_DISPATCH_NOW_ERR;
     }

@@ -53,6 +53,8 @@ struct mlp_job {
     size_t minibatch;
     float *params;             /* the job's parameters (a copy) */
     mlp_optim opt;             /* Train: the job's optimizer state (a copy) */
+    mlp_prox prox;             /* Train with proximal_mu > 0: mu and the model's center */
+    float *center;             /* owned copy behind prox.center */
     float *grad;
     mlp_ws ws;
     int32_t *cls;              /* label scratch */
@@ -77,6 +79,7 @@ static void job_free(mlp_job *j)
     free(j->bx);
     free(j->by);
     free(j->params);
+    free(j->center);
     free(j->grad);
     free(j->cls);
     free(j->fbuf);
@@ -202,8 +205,9 @@ static void job_work(void *arg)
             fail(j, rc, "%s: the data source's labels: %s", why);
             break;
         }
-        rc = mlp_pass(&j->shape, j->params, j->train ? &j->opt : NULL, &j->ws, j->grad,
-                      bb_tensor_f32(x), &t, rows, j->minibatch, &j->st);
+        rc = mlp_pass(&j->shape, j->params, j->train ? &j->opt : NULL,
+                      j->center ? &j->prox : NULL, &j->ws, j->grad, bb_tensor_f32(x), &t, rows,
+                      j->minibatch, &j->st);
         if (rc)
             fail(j, rc, "%s: out of memory%s", NULL);
     }
@@ -362,6 +366,13 @@ static mlp_job *job_new(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, m
             memcpy(j->opt.m, m->opt.m, bytes);
             if (m->opt.v)
                 memcpy(j->opt.v, m->opt.v, bytes);
+        }
+        if (ok && m->center) { /* a copy: the worker may outlive the model */
+            ok = (j->center = malloc(bytes)) != NULL;
+            if (ok) {
+                memcpy(j->center, m->center, bytes);
+                j->prox = (mlp_prox){m->proximal_mu, j->center};
+            }
         }
     }
     if (ok && m->n_jobs == m->cap_jobs) {

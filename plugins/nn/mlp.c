@@ -16,6 +16,9 @@
  *   Params() -> params [P]
  *   Train(trigger) -> (params [P], num_samples U64)   `epochs` whole epochs
  *       over the "data" dependency, off the engine thread (jobs.c)
+ * FedProx: with proximal_mu > 0, every step of Train and Step gains mu (w -
+ * center), center the parameters of the last LoadParameters (the global
+ * model a federated client received; the initial parameters before one).
  *   EvaluateMetrics(trigger) -> (loss, accuracy)   on the source's
  *       evaluation set (its held-out rows), off the engine thread
  * bb-nn.Mlp.atomic:
@@ -85,6 +88,11 @@ static const bb_config_decl CONFIG[] = {
     {"merge", "string", "\"weighted\"",
      "how Merge combines a peer's model: \"weighted\" by the models' ages, \"average\", "
      "\"replace\", or \"push_sum\" (by mass, which Share splits and Merge adds up)"},
+    {"proximal_mu", "float", "0",
+     "FedProx (Li et al. 2020): Train and Step minimize loss + proximal_mu/2 ||w - "
+     "w_global||^2, w_global the parameters of the last LoadParameters (the global model a "
+     "federated client received), so local training cannot drift far on a skewed shard; 0: "
+     "off"},
     {"attack_update_scale", "float", "1",
      "attack simulation for tests and demos, not for training: Train answers start + scale x "
      "(trained - start), a poisoned client's update (e.g. 1e6); the node keeps the trained "
@@ -133,7 +141,7 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     static const char *const MERGE[] = {"weighted", "average", "replace", "push_sum"};
     uint32_t sizes[MLP_MAX_LAYERS + 1], n = 0;
     int act = 0, loss = 0, opt = 0, merge = 0;
-    double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0, scale = 1;
+    double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0, scale = 1, prox = 0;
     bool has_seed = false, has_epochs = false;
     int rc = read_layers(cfg, sizes, &n, err);
     if (!rc)
@@ -162,6 +170,8 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
         rc = bbp_config_int(cfg, "batches_per_epoch", 0, INT64_C(1) << 40, &m->batches_per_epoch,
                             err);
     if (!rc)
+        rc = bbp_config_double(cfg, "proximal_mu", 0, 1e6, &prox, err);
+    if (!rc)
         rc = bbp_config_double(cfg, "attack_update_scale", -1e12, 1e12, &scale, err);
     if (!rc)
         rc = bbp_config_enum(cfg, "merge", MERGE, 4, &merge, err);
@@ -182,6 +192,7 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     m->update_scale = (float)scale;
     m->merge = (mlp_merge)merge;
     m->mass = 1.0;
+    m->proximal_mu = (float)prox;
     *seed = has_seed ? (uint64_t)s : host_seed;
     return BB_OK;
 }
@@ -219,6 +230,8 @@ static void mlp_destroy(void *inst)
     mlp_optim_free(&m->opt);
     free(m->params);
     free(m->grad_acc);
+    free(m->center);
+    free(m->step_grad);
     free(m);
 }
 
@@ -242,7 +255,12 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
         size_t n = m->shape.n_params;
         m->params = malloc(n * sizeof *m->params);
         m->grad_acc = calloc(n, sizeof *m->grad_acc);
-        if (!m->params || !m->grad_acc || mlp_optim_init(&m->opt, n))
+        if (m->proximal_mu > 0) {
+            m->center = malloc(n * sizeof *m->center);
+            m->step_grad = malloc(n * sizeof *m->step_grad);
+        }
+        if (!m->params || !m->grad_acc || mlp_optim_init(&m->opt, n) ||
+            (m->proximal_mu > 0 && (!m->center || !m->step_grad)))
             rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory for %zu parameters", m->who, n);
     }
     if (!rc) {
@@ -251,6 +269,8 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
             rc = load_weights(m, w, err);
         else
             mlp_init_params(&m->shape, seed, m->params);
+        if (!rc && m->center)
+            memcpy(m->center, m->params, m->shape.n_params * sizeof *m->center);
     }
     if (rc) {
         mlp_destroy(m);
@@ -382,13 +402,23 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
     int rc = check_flat(m, "Step", g, true, err);
     if (rc)
         return rc;
-    if (bb_tensor_numel(g) == m->shape.n_params) {
-        mlp_optim_step(&m->opt, m->params, bb_tensor_f32(g), m->shape.n_params);
+    size_t n = m->shape.n_params;
+    mlp_prox prox = {m->proximal_mu, m->center};
+    if (bb_tensor_numel(g) == n) {
+        const float *grad = bb_tensor_f32(g);
+        if (m->center) { /* the input is not ours to change */
+            memcpy(m->step_grad, grad, n * sizeof *m->step_grad);
+            mlp_add_proximal(&prox, m->params, m->step_grad, n);
+            grad = m->step_grad;
+        }
+        mlp_optim_step(&m->opt, m->params, grad, n);
         return BB_OK;
     }
     if (!m->grad_pending)
         return bb_error_set(err, BB_ESTATE,
                             "%s: Step with no gradient: pass one, or run Backward first", m->who);
+    if (m->center)
+        mlp_add_proximal(&prox, m->params, m->grad_acc, n);
     mlp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params);
     memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
     m->grad_pending = false;
@@ -467,6 +497,8 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
     case OP_LOAD_PARAMETERS:
         if (!(rc = check_flat(m, "LoadParameters", a, false, err))) {
             memcpy(m->params, bb_tensor_f32(a), m->shape.n_params * sizeof(float));
+            if (m->center) /* FedProx's global model */
+                memcpy(m->center, m->params, m->shape.n_params * sizeof(float));
             mlp_optim_reset(&m->opt, m->shape.n_params);
             forget_forward(m);
         }
@@ -646,12 +678,15 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
 
 /* ---- snapshot ----------------------------------------------------------------------------
  * "BBNN" u32 version=2, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
- * u64 age and u64 mass (2^-32 units) (version 2), params[n], momentum / first
- * moment[n], [Adam: second moment[n]] (f32). Version 1 (no age, no mass) is still
- * read, with age 0 and mass 1. */
+ * "BBNN" u32 version=3, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
+ * [version 3: u64 age, u64 mass (2^-32 units)], params[n], momentum / first
+ * moment[n], [Adam: second moment[n]]  (f32), [version 2 and 3: u8 has_center,
+ * [FedProx center[n]]]. Older versions are still read: without age and mass
+ * (before 3) age 0 and mass 1; without the center flag (version 1) the center
+ * is the restored parameters. */
 
 #define MAGIC "BBNN"
-#define SNAP_VERSION 2u
+#define SNAP_VERSION 3u
 
 static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
 {
@@ -670,6 +705,9 @@ static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *er
     bb_writer_put(&w, m->opt.m, bytes);
     if (m->opt.v)
         bb_writer_put(&w, m->opt.v, bytes);
+    bb_writer_put_u8(&w, m->center != NULL);
+    if (m->center)
+        bb_writer_put(&w, m->center, bytes);
     if (!bb_writer_take(&w, out, out_len))
         return oom(m, err);
     return BB_OK;
@@ -688,7 +726,7 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
         !bb_reader_u32le(&r, &version) || version < 1 || version > SNAP_VERSION ||
         !bb_reader_u64le(&r, &n) || !bb_reader_u32le(&r, &kind) || !bb_reader_u64le(&r, &t) ||
         !bb_reader_u64le(&r, &changes) ||
-        (version >= 2 && (!bb_reader_u64le(&r, &age) || !bb_reader_u64le(&r, &mass))))
+        (version >= 3 && (!bb_reader_u64le(&r, &age) || !bb_reader_u64le(&r, &mass))))
         return bb_error_set(err, BB_EDECODE, "%s: not a model snapshot", m->who);
     if (n != m->shape.n_params || kind != (uint32_t)m->opt.kind)
         return bb_error_set(err, BB_EDECODE,
@@ -696,14 +734,30 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
                             "has %zu for optimizer %u",
                             m->who, (unsigned long long)n, kind, m->shape.n_params,
                             (unsigned)m->opt.kind);
-    size_t want = bytes * (m->opt.v ? 3 : 2);
-    if (bb_reader_left(&r) != want)
+    size_t want = bytes * (m->opt.v ? 3 : 2), left = bb_reader_left(&r);
+    uint8_t has_center = 0;
+    if (version >= 2) { /* the center flag follows the moments */
+        const uint8_t *flag = left > want ? r.data + r.pos + want : NULL;
+        if (!flag || *flag > 1)
+            return bb_error_set(err, BB_EDECODE, "%s: the snapshot's state is truncated or out "
+                                "of range", m->who);
+        has_center = *flag;
+        want += 1 + (has_center ? bytes : 0);
+    }
+    if (left != want)
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot has %zu state bytes, not %zu",
-                            m->who, bb_reader_left(&r), want);
+                            m->who, left, want);
     bb_reader_get(&r, m->params, bytes);
     bb_reader_get(&r, m->opt.m, bytes);
     if (m->opt.v)
         bb_reader_get(&r, m->opt.v, bytes);
+    const uint8_t *center = NULL;
+    if (version >= 2)
+        bb_reader_u8(&r, &has_center);
+    if (has_center)
+        bb_reader_view(&r, bytes, &center);
+    if (m->center) /* a snapshot without a center (mu was 0, or version 1): the parameters */
+        memcpy(m->center, center ? center : (const uint8_t *)m->params, bytes);
     m->opt.t = t;
     m->version = changes;
     m->age = age;

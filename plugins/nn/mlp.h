@@ -62,6 +62,13 @@ typedef struct mlp_optim {
     float *m, *v;                           /* n_params each (v: Adam only) */
 } mlp_optim;
 
+/* FedProx (Li et al. 2020): the training loss gains mu/2 ||w - center||^2,
+ * so each step's gradient gains mu (w - center). */
+typedef struct mlp_prox {
+    float mu;
+    const float *center;                    /* n_params: the last LoadParameters' */
+} mlp_prox;
+
 /* Batch statistics. */
 typedef struct mlp_stats {
     double loss_sum;                        /* sum over rows of the per-row loss */
@@ -99,10 +106,14 @@ int mlp_target_from(const mlp_shape *s, const bb_value *y, size_t rows, int32_t 
                     float *fbuf, mlp_target *t, char *msg, size_t cap);
 
 /* Over a batch in minibatches of at most mb rows: with an optimizer, train
- * (forward, loss, backward, step; grad is n_params scratch); without one
- * (o NULL), only the loss and accuracy. Adds to st. */
-int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, mlp_ws *w, float *grad, const float *x,
-             const mlp_target *t, size_t rows, size_t mb, mlp_stats *st);
+ * (forward, loss, backward, the proximal term when prox is not NULL, step;
+ * grad is n_params scratch); without one (o NULL), only the loss and
+ * accuracy. Adds to st. */
+int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, const mlp_prox *prox, mlp_ws *w,
+             float *grad, const float *x, const mlp_target *t, size_t rows, size_t mb,
+             mlp_stats *st);
+/* g += prox->mu (p - prox->center) over n parameters. */
+void mlp_add_proximal(const mlp_prox *prox, const float *p, float *g, size_t n);
 
 /* ---- the component (mlp.c) ---------------------------------------------------- */
 
@@ -138,6 +149,10 @@ typedef struct mlp {
     int64_t epochs_cfg;        /* config epochs, or -1: the node's attribute */
     int64_t batches_per_epoch; /* epoch length for sources without NumSamples */
     float update_scale;        /* attack simulation: Train answers start + scale x update */
+    float proximal_mu;         /* FedProx: Train's and Step's pull towards center */
+    float *center;             /* proximal_mu > 0: the parameters of the last LoadParameters
+                                * (at first the initial ones): FedProx's global model */
+    float *step_grad;          /* proximal_mu > 0: Step's scratch for a given gradient */
     mlp_ws ws;                 /* engine-thread ops */
     bb_value *fwd_input;       /* the input of the cached Forward (ws.a[0]) */
     bool fwd_cached;

@@ -330,8 +330,16 @@ int mlp_target_from(const mlp_shape *s, const bb_value *y, size_t rows, int32_t 
     return BB_OK;
 }
 
-int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, mlp_ws *w, float *grad, const float *x,
-             const mlp_target *t, size_t rows, size_t mb, mlp_stats *st)
+void mlp_add_proximal(const mlp_prox *prox, const float *restrict p, float *restrict g, size_t n)
+{
+    const float mu = prox->mu, *restrict center = prox->center;
+    for (size_t i = 0; i < n; i++)
+        g[i] += mu * (p[i] - center[i]);
+}
+
+int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, const mlp_prox *prox, mlp_ws *w,
+             float *grad, const float *x, const mlp_target *t, size_t rows, size_t mb,
+             mlp_stats *st)
 {
     size_t k = s->size[s->n_layers], in = s->size[0];
     if (!o) /* evaluation: bigger chunks, only to bound the workspace */
@@ -345,6 +353,8 @@ int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, mlp_ws *w, float *grad,
         mlp_loss_grad(s, w, &sub, o ? w->dz : NULL, st);
         if (o) {
             mlp_backward(s, p, w, grad, false);
+            if (prox)
+                mlp_add_proximal(prox, p, grad, s->n_params);
             mlp_optim_step(o, p, grad, s->n_params);
         }
     }

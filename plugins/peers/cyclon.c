@@ -455,7 +455,7 @@ static bb_dispatch_result cy_bootstrap(void *inst, bb_ctx *ctx, bb_completion *c
     (void)c;
     cyclon *y = inst;
     if (!bbp_ctx_has_control(ctx)) {
-        bb_error_set(err, BB_EUNSUPPORTED, "%s: this host has no control plane (ABI 2.1)",
+        bb_error_set(err, BB_EUNSUPPORTED, "%s: this host has no control plane (ABI 2.2)",
                      y->sel.who);
         return BB_DISPATCH_NOW_ERR;
     }

@@ -112,7 +112,7 @@ static bb_dispatch_result near_key(dht_view *v, bb_ctx *ctx, const select_params
         rc = bb_error_set(err, BB_EFULL, "%s: %d lookups already under way", v->sel.who,
                           MAX_PENDING);
     else if (!bbp_ctx_has_control(ctx))
-        rc = bb_error_set(err, BB_EUNSUPPORTED, "%s: this host has no control plane (ABI 2.1)",
+        rc = bb_error_set(err, BB_EUNSUPPORTED, "%s: this host has no control plane (ABI 2.2)",
                           v->sel.who);
     else if (bbp_key_bytes(p->key, &key, &len, &owned) != BB_OK)
         rc = bb_error_set(err, BB_EINVAL, "%s: NearKey needs a key (Select's input)", v->sel.who);

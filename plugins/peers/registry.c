@@ -503,7 +503,7 @@ static bb_dispatch_result reg_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
         return BB_DISPATCH_NOW_ERR;
     }
     if (!bbp_ctx_has_control(ctx)) {
-        bb_error_set(err, BB_EUNSUPPORTED, "%s: this host has no control plane (ABI 2.1)",
+        bb_error_set(err, BB_EUNSUPPORTED, "%s: this host has no control plane (ABI 2.2)",
                      r->sel.who);
         return BB_DISPATCH_NOW_ERR;
     }
@@ -529,7 +529,7 @@ static bb_dispatch_result reg_bootstrap(void *inst, bb_ctx *ctx, bb_completion *
     if (r->serve)
         return BB_DISPATCH_NOW_OK;
     if (!bbp_ctx_has_control(ctx)) {
-        bb_error_set(err, BB_EUNSUPPORTED, "%s: this host has no control plane (ABI 2.1)",
+        bb_error_set(err, BB_EUNSUPPORTED, "%s: this host has no control plane (ABI 2.2)",
                      r->sel.who);
         return BB_DISPATCH_NOW_ERR;
     }

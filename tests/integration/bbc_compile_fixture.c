@@ -37,8 +37,8 @@ int main(int argc, char **argv)
             goto fail;
     if (program ? !(m = fx_program(program, &e)) : bb_model_load_file(argv[1], &m, &e) != BB_OK)
         goto fail;
-    bbc_type_array arr;
-    bbc_type_source ts;
+    bb_type_array arr;
+    bb_type_source ts;
     fx_types(&ts, &arr);
     if (bbc_compile(m, NULL, &b, &ts, NULL, 0, &out, &ce) != BB_OK) {
         bbc_error_print(&ce, stderr);

@@ -21,7 +21,7 @@
 #include "bb/opsets.h"
 #include "bb/plugin.h"
 #include "bb/types.h"
-#include "bbc/compiler.h"
+#include "bbc/compiler_internal.h"
 #include "bbc/util.h"
 
 #define FX_UNUSED __attribute__((unused))
@@ -128,11 +128,11 @@ static const bb_component_type *const FX_TYPES[] = {
     &FX_REQRESP, &FX_BURN, &FX_PQ, &FX_CYCLONE, &FX_WAGG};
 
 /* A type source over FX_TYPES; arr must outlive ts. */
-static FX_UNUSED void fx_types(bbc_type_source *ts, bbc_type_array *arr)
+static FX_UNUSED void fx_types(bb_type_source *ts, bb_type_array *arr)
 {
     arr->types = FX_TYPES;
     arr->n = sizeof FX_TYPES / sizeof *FX_TYPES;
-    bbc_type_source_from_array(ts, arr);
+    bb_type_source_from_array(ts, arr);
 }
 
 /* ---- one bbc_compile -------------------------------------------------------------- */
@@ -142,8 +142,8 @@ static FX_UNUSED void fx_types(bbc_type_source *ts, bbc_type_array *arr)
 typedef struct fx_compiled {
     bb_model *in, *out;
     bbc_bindings b;
-    bbc_type_array arr;
-    bbc_type_source ts;
+    bb_type_array arr;
+    bb_type_source ts;
     bbc_options o;
     bbc_error err;
     int rc;
@@ -225,7 +225,7 @@ static FX_UNUSED void fx_type(bb_model *m, bb_function *f, const char *v, const 
 }
 
 /* A state over m (taken) for running single passes. */
-static FX_UNUSED int fx_state(bbc_state *st, bb_model *m, bbc_options *o, bbc_type_source *ts,
+static FX_UNUSED int fx_state(bbc_state *st, bb_model *m, bbc_options *o, bb_type_source *ts,
                               bbc_bindings *b, bbc_error *err)
 {
     return bbc_state_init(st, m, o, b, ts, err);
@@ -265,7 +265,7 @@ static FX_UNUSED void fx_concrete(bb_model *m, bb_function *f, const char *slot,
     char key[256];
     snprintf(key, sizeof key, "%s%s", BB_META_SLOT_CONCRETE_TYPE_PREFIX, slot);
     bb_kv_set(m->arena, &f->metadata, key, type);
-    snprintf(key, sizeof key, "%s%s", BBC_META_SLOT_ROLE_PREFIX, slot);
+    snprintf(key, sizeof key, "%s%s", BB_META_SLOT_ROLE_PREFIX, slot);
     bb_kv_set(m->arena, &f->metadata, key, role);
 }
 
@@ -274,7 +274,7 @@ static FX_UNUSED void fx_generic(bb_model *m, bb_function *f, const char *slot, 
 {
     bb_str_list_push(m->arena, &f->attributes, slot);
     char key[256];
-    snprintf(key, sizeof key, "%s%s", BBC_META_SLOT_ROLE_PREFIX, slot);
+    snprintf(key, sizeof key, "%s%s", BB_META_SLOT_ROLE_PREFIX, slot);
     bb_kv_set(m->arena, &f->metadata, key, role);
 }
 

@@ -86,8 +86,8 @@ static bb_model *compile_round(void)
     if (bb_recorder_build(r, root, &in, &e))
         fail_msg("record: %s", e.msg);
     bb_recorder_free(r);
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, pfx_loader());
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, pfx_loader(), NULL);
     bbc_options o;
     bbc_options_init(&o);
     bbc_error err = {0};

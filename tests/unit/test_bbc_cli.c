@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "bb/recorder.h"
+#include "bbc/bbc.h"
 #include "bbc_bad_models.h"
 #include "bbc_fixture.h"
 #include "bbc_programs.h"

@@ -1,8 +1,9 @@
 /*
- * test_bbc_inspect.c — `bbc targets` and `bbc dot` (and the artifact view
- * under them) over the two example programs (bbc_programs.h), compiled
- * in-process with the fixture component types: the federated one lists Client and
- * Server with their entry functions, bindings and the two wire edges; the
+ * test_bbc_inspect.c — `bbc targets` and `bbc dot` (the artifact view under
+ * them is tested in test_artifact.c) over the two example programs
+ * (bbc_programs.h), compiled in-process with the fixture component types:
+ * the federated one lists Client and Server with their entry functions,
+ * bindings and the two wire edges; the
  * dot output has one cluster per target, every gate drawn, the wire edges
  * between the clusters; a recorded (uncompiled) model and bad usage fail
  * with exit 1 / 2.
@@ -17,7 +18,6 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
-#include "bbc/artifact.h"
 #include "bbc/bbc.h"
 #include "bbc_fixture.h"
 #include "bbc_programs.h"
@@ -37,8 +37,8 @@ static void compile_example(const char *in, const char *bind, const char *path)
     assert_int_equal(bbc_bindings_init(&b), BB_OK);
     if (bind)
         assert_int_equal(bbc_bindings_add_arg(&b, bind, &e), BB_OK);
-    bbc_type_array arr;
-    bbc_type_source ts;
+    bb_type_array arr;
+    bb_type_source ts;
     fx_types(&ts, &arr);
     bbc_error ce;
     if (bbc_compile(m, NULL, &b, &ts, NULL, 0, &c, &ce) != BB_OK)
@@ -86,89 +86,6 @@ static void assert_has(const char *hay, const char *needle)
 {
     if (!strstr(hay, needle))
         fail_msg("output lacks '%s':\n%s", needle, hay);
-}
-
-/* ---- the artifact view ------------------------------------------------------------ */
-
-static void test_artifact_view(void **state)
-{
-    (void)state;
-    bb_model *m = NULL;
-    bb_error e = {0};
-    assert_int_equal(bb_model_load_file(fed, &m, &e), BB_OK);
-    bb_arena *a = bb_arena_create();
-    bbc_artifact v;
-    assert_int_equal(bbc_artifact_read(m, fed, a, &v, &e), BB_OK);
-    assert_string_equal(v.name, "Federated");
-    assert_int_equal(v.n_targets, 2);
-    assert_string_equal(v.targets[0].name, "Server");
-    assert_string_equal(v.targets[1].name, "Client");
-    assert_non_null(v.targets[0].bootstrap);
-    assert_string_equal(v.targets[0].bootstrap->name, "Server__bootstrap");
-    assert_null(v.targets[1].bootstrap);
-    assert_non_null(strstr(v.targets[0].partition_id, "Server#"));
-    assert_int_equal(v.targets[0].n_bindings, 5);
-    assert_int_equal(v.targets[1].n_bindings, 3);
-    const bbc_artifact_binding *agg = NULL;
-    for (size_t i = 0; i < v.targets[0].n_bindings; i++)
-        if (bbc_str_eq(v.targets[0].bindings[i].slot, "aggregator"))
-            agg = &v.targets[0].bindings[i];
-    assert_non_null(agg);
-    assert_string_equal(agg->role, "Aggregator");
-    assert_string_equal(agg->type_name, "agg::FedAvg");
-    assert_string_equal(agg->slot_id, "2");
-    /* Request Server -> Client, response Client -> Server. */
-    assert_int_equal(v.n_edges, 2);
-    assert_int_equal(v.edges[0].send.target, 0);
-    assert_int_equal(v.edges[0].recv.target, 1);
-    assert_string_equal(v.edges[0].send.node->op_type, "SendReqBatched");
-    assert_string_equal(v.edges[0].recv.node->op_type, "RecvReq");
-    assert_string_equal(v.edges[0].port, "params");
-    assert_string_equal(v.edges[0].transport, "data");
-    assert_ptr_equal(v.edges[0].recv.fn->nodes.v[v.edges[0].recv.index], v.edges[0].recv.node);
-    assert_string_equal(v.edges[1].send.node->op_type, "SendResp");
-    assert_string_equal(v.edges[1].recv.node->op_type, "RecvRespBatched");
-    assert_int_equal(v.edges[1].recv.target, 0);
-    bb_arena_destroy(a);
-    bb_model_free(m);
-
-    /* A recording has no passport. */
-    assert_int_equal(bb_model_load_file(recorded, &m, &e), BB_OK);
-    a = bb_arena_create();
-    assert_int_equal(bbc_artifact_read(m, "rec.onnx", a, &v, &e), BB_EINVAL);
-    assert_non_null(strstr(e.msg, "rec.onnx: not a compiled model"));
-    bb_arena_destroy(a);
-    bb_model_free(m);
-}
-
-/* Without partition_id stamps (a stage dropped them), the uncalled
- * non-bootstrap functions are the targets; a called function is not. */
-static void test_artifact_fallback(void **state)
-{
-    (void)state;
-    bb_function *root;
-    bb_model *m = fx_model(&root);
-    bb_kv_set(m->arena, &m->metadata, BB_META_COMPILED, BB_COMPILED_PASSPORT);
-    bb_function *sub = bb_model_add_function(m, "user.app", "Sub");
-    fx_node(m, sub, "id", BB_DOMAIN_SYSCALL, "PassThrough", FX_L("x"), FX_L("y"));
-    bb_str_list_push(m->arena, &sub->inputs, "x");
-    bb_str_list_push(m->arena, &sub->outputs, "y");
-    fx_node(m, root, "call", "user.app", "Sub", FX_L("a"), FX_L("b"));
-    bb_str_list_push(m->arena, &root->inputs, "a");
-    bb_function *boot = bb_model_add_function(m, "user.app", "M__bootstrap");
-    bb_kv_set(m->arena, &boot->metadata, BB_META_MODULE_PHASE, BB_MODULE_PHASE_BOOTSTRAP);
-    bb_arena *a = bb_arena_create();
-    bbc_artifact v;
-    bb_error e = {0};
-    assert_int_equal(bbc_artifact_read(m, "x", a, &v, &e), BB_OK);
-    assert_int_equal(v.n_targets, 1);
-    assert_string_equal(v.targets[0].name, "M");
-    assert_ptr_equal(v.targets[0].bootstrap, boot);
-    assert_int_equal(v.targets[0].n_calls, 1);
-    assert_ptr_equal(v.targets[0].calls[0], sub);
-    assert_int_equal(v.n_edges, 0);
-    bb_arena_destroy(a);
-    bb_model_free(m);
 }
 
 /* ---- bbc targets ------------------------------------------------------------------- */
@@ -358,8 +275,6 @@ static void test_dot_escaping(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_artifact_view),
-        cmocka_unit_test(test_artifact_fallback),
         cmocka_unit_test(test_targets_federated),
         cmocka_unit_test(test_targets_json),
         cmocka_unit_test(test_targets_split_learning),

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/model_io.h"
 #include "bbc/compiler.h"
@@ -332,11 +333,14 @@ static void test_pick_target(void **state)
     bb_model *m = bb_model_new();
     const bb_function *t = NULL;
     bb_error err = {0};
+    assert_int_equal(bbd_run_pick_target(m, NULL, &t, &err), BB_EINVAL);
+    assert_contains(err.msg, "not a compiled model");
+    assert_int_equal(bb_artifact_stamp_passport(m), BB_OK);
     assert_int_equal(bbd_run_pick_target(m, NULL, &t, &err), BB_ENOTFOUND);
     const char *names[] = {"Server", "Client", "Client__bootstrap"};
     for (int i = 0; i < 3; i++) {
         bb_function *f = bb_model_add_function(m, "user.app", names[i]);
-        assert_int_equal(bb_kv_set(m->arena, &f->metadata, BBC_META_PARTITION_ID, "x#0"), BB_OK);
+        assert_int_equal(bb_kv_set(m->arena, &f->metadata, BB_META_PARTITION_ID, "x#0"), BB_OK);
         if (i == 2)
             assert_int_equal(bb_kv_set(m->arena, &f->metadata, BB_META_MODULE_PHASE,
                                        BB_MODULE_PHASE_BOOTSTRAP),

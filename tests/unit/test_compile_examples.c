@@ -67,9 +67,9 @@ static void test_federated_partitions(void **state)
         for (size_t i = 0; i < f->nodes.n; i++)
             assert_string_equal(bbc_meta(f->nodes.v[i], BB_META_HOME_CLASS), cls[k]);
         char id[64];
-        snprintf(id, sizeof id, "%s#%s", cls[k], bb_kv_get(&f->metadata, BBC_META_PARTITION_HASH));
-        assert_int_equal(strlen(bb_kv_get(&f->metadata, BBC_META_PARTITION_HASH)), 16);
-        assert_string_equal(bb_kv_get(&f->metadata, BBC_META_PARTITION_ID), id);
+        snprintf(id, sizeof id, "%s#%s", cls[k], bb_kv_get(&f->metadata, BB_META_PARTITION_HASH));
+        assert_int_equal(strlen(bb_kv_get(&f->metadata, BB_META_PARTITION_HASH)), 16);
+        assert_string_equal(bb_kv_get(&f->metadata, BB_META_PARTITION_ID), id);
     }
     /* The server's wire ops stay on the server, the client's on the client. */
     assert_non_null(fx_find(fx_fn(o, "Server"), "SendReqBatched", 0));
@@ -168,7 +168,7 @@ static void test_federated_rx_chain(void **state)
     assert_string_equal(bbc_meta(rx, BB_META_RECV_SLOT_ID), bbc_meta(load, BB_META_SLOT_ID));
     assert_string_equal(bbc_meta(rx, BB_META_WIRE_TRANSPORT), "data");
     /* The request's pairing is linked by site name both ways. */
-    assert_string_equal(bbc_meta(rx, BBC_META_SRC_SITE), "Server/SendReqBatched_0");
+    assert_string_equal(bbc_meta(rx, BB_META_SRC_SITE), "Server/SendReqBatched_0");
     /* The response comes back through the engine's collector: no RX chain. */
     assert_int_equal(fx_count(fx_fn(c.out, "Server"), "DedupGateRx"), 0);
     fx_compiled_free(&c);
@@ -195,7 +195,7 @@ static void check_tx_chain(const bb_function *f, const char *op)
     /* The DeadlineCheck guards the head of the chain. */
     const bb_node *dc = fx_producer(f, p->inputs.v[0]);
     assert_string_equal(dc->op_type, BB_OP_DEADLINE_CHECK);
-    assert_string_equal(bbc_meta(dc, BBC_META_DEADLINE_SOURCE), s->name);
+    assert_string_equal(bbc_meta(dc, BB_META_DEADLINE_SOURCE), s->name);
 }
 
 static void test_federated_tx_chains(void **state)
@@ -273,8 +273,8 @@ static void test_federated_deadlines(void **state)
     assert_int_equal(bb_node_attr_int(resp, "deadline_ns", 0), (int64_t)BBC_DEFAULT_PER_HOP_BUDGET_NS);
     assert_int_equal(fx_count(s, BB_OP_DEADLINE_CHECK), 2);
     assert_string_equal(bbc_meta(req, BB_META_DEST_CLASS), "Client");
-    assert_string_equal(bbc_meta(req, BBC_META_DEST_SITE), "Client/RecvReq_0");
-    assert_string_equal(bbc_meta(req, BBC_META_WIRE_BATCH), "Client");
+    assert_string_equal(bbc_meta(req, BB_META_DEST_SITE), "Client/RecvReq_0");
+    assert_string_equal(bbc_meta(req, BB_META_WIRE_BATCH), "Client");
     /* A smaller budget reaches every stamp. */
     c.o.per_hop_budget_ns = 250000000;
     compile_ok(&c);

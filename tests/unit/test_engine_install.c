@@ -64,6 +64,9 @@ static void test_unknown_and_hashed_targets(void **state)
 {
     (void)state;
     expect_fail(echo_model("Main"), "Other", BB_INSTALL_UNKNOWN_TARGET, "Other");
+    /* a model whose only function is a bootstrap has no target at all */
+    expect_fail(echo_model("Main__bootstrap"), "Main", BB_INSTALL_UNKNOWN_TARGET,
+                "'Main': the model: the compiled model has no partition function");
     /* "<target>#<hash>" fallback */
     bb_model *m = echo_model("Client#0123456789abcdef");
     fx_bind(m, "Client#0123456789abcdef", "echo", "Protocol|test::Echo|7");

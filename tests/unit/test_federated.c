@@ -25,12 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "bb/model_io.h"
-#include "bb/plugin_loader.h"
-#include "bbc/compiler.h"
 #include "support/engine_fixtures.h"
 #include "support/plugin_fixtures.h"
 

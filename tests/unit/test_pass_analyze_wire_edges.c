@@ -72,8 +72,8 @@ static void test_classify(void **state)
     /* Correlation defaults and batching by destination. */
     assert_string_equal(m_(x.a, "send_data", BB_META_WIRE_CORRELATION), "none");
     assert_string_equal(m_(x.b, "r3", BB_META_WIRE_CORRELATION), "request");
-    assert_string_equal(m_(x.a, "send_data", BBC_META_WIRE_BATCH), "B");
-    assert_string_equal(m_(x.a, "send_ping", BBC_META_WIRE_BATCH), "B");
+    assert_string_equal(m_(x.a, "send_data", BB_META_WIRE_BATCH), "B");
+    assert_string_equal(m_(x.a, "send_ping", BB_META_WIRE_BATCH), "B");
     /* Idempotent. */
     size_t nm = fx_named(x.a->fn, "send_data")->metadata.n;
     assert_int_equal(fx_run(&x.st, "analyze_wire_edges"), BB_OK);

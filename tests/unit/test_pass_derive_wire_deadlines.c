@@ -34,7 +34,7 @@ static void test_budget_and_depth(void **state)
     x.o.per_hop_budget_ns = 1000;
     send(&x, "a", "Send");
     bb_node *b = send(&x, "b", "SendReqBatched");
-    fx_meta(x.m, b, BBC_META_CHAIN_DEPTH, "3");
+    fx_meta(x.m, b, BB_META_CHAIN_DEPTH, "3");
     bb_node *c = send(&x, "c", "Send");
     bb_node_set_attr_int(x.m->arena, c, "deadline_ns", 77);
     fx_node(x.m, x.f, "r", BB_DOMAIN_WIRE, "Recv", FX_NOL, FX_L("t", "p"));
@@ -57,7 +57,7 @@ static void test_bad_depth(void **state)
     t x = {0};
     x.m = fx_model(&x.f);
     bb_node *a = send(&x, "a", "Send");
-    fx_meta(x.m, a, BBC_META_CHAIN_DEPTH, "many");
+    fx_meta(x.m, a, BB_META_CHAIN_DEPTH, "many");
     assert_int_equal(fx_state(&x.st, x.m, NULL, NULL, NULL, &x.err), BB_OK);
     assert_int_equal(fx_run(&x.st, "derive_wire_deadlines"), BB_ECOMPILE);
     assert_non_null(strstr(x.err.msg, "chain_depth 'many'"));

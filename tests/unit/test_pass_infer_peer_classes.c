@@ -137,10 +137,10 @@ static void test_response_goes_to_requester(void **state)
     fx_meta(x.m, s, BB_META_HOME_CLASS, "Server");
     bb_node *rq = fx_node(x.m, x.f, "req", BB_DOMAIN_WIRE, "SendReqBatched", FX_L("go", "peers"),
                           FX_L("rid", "resps"));
-    fx_meta(x.m, rq, BBC_META_PORT, "P");
+    fx_meta(x.m, rq, BB_META_PORT, "P");
     bb_node *rr = fx_node(x.m, x.f, "serve", BB_DOMAIN_WIRE, "RecvReq", FX_NOL,
                           FX_L("t", "payload", "rid2"));
-    fx_meta(x.m, rr, BBC_META_PORT, "P");
+    fx_meta(x.m, rr, BB_META_PORT, "P");
     fx_meta(x.m, rr, BB_META_HOME_CLASS, "Client");
     fx_node(x.m, x.f, "answer", BB_DOMAIN_WIRE, "SendResp", FX_L("payload", "", "rid2"), FX_NOL);
     assert_int_equal(infer(&x), BB_OK);
@@ -160,9 +160,9 @@ static void test_receive_in_wrong_class(void **state)
     bb_node *s = sample(&x, "s", "peers", "Client");
     fx_meta(x.m, s, BB_META_HOME_CLASS, "Server");
     bb_node *snd = fx_node(x.m, x.f, "send", BB_DOMAIN_WIRE, "Send", FX_L("go", "peers"), FX_NOL);
-    fx_meta(x.m, snd, BBC_META_PORT, "P");
+    fx_meta(x.m, snd, BB_META_PORT, "P");
     bb_node *r = fx_node(x.m, x.f, "recv", BB_DOMAIN_WIRE, "Recv", FX_NOL, FX_L("t", "v"));
-    fx_meta(x.m, r, BBC_META_PORT, "P");
+    fx_meta(x.m, r, BB_META_PORT, "P");
     fx_meta(x.m, r, BB_META_HOME_CLASS, "Registry");
     assert_int_equal(infer(&x), BB_ECOMPILE);
     assert_int_equal(x.err.kind, BBC_E_CROSS_CLASS_DATAFLOW);

@@ -55,8 +55,8 @@ static void test_pairs(void **state)
     const bb_node *dr = fx_named(f, "req#DeadlineCheck");
     assert_non_null(dr);
     assert_int_equal(bb_node_attr_int(dr, "deadline_ns", -1), 9000);
-    assert_string_equal(bbc_meta(dr, BBC_META_DEADLINE_SOURCE), "req");
-    assert_string_equal(bbc_meta(req, BBC_META_DEADLINE_CHECK), "req#DeadlineCheck");
+    assert_string_equal(bbc_meta(dr, BB_META_DEADLINE_SOURCE), "req");
+    assert_string_equal(bbc_meta(req, BB_META_DEADLINE_CHECK), "req#DeadlineCheck");
     /* The check guards the head of the TX chain: data -> check -> PH -> BO -> req. */
     assert_string_equal(dr->inputs.v[0], "data");
     const bb_node *ph = fx_find(f, "PeerHealthGateTx", 0);

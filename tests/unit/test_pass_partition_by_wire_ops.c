@@ -57,11 +57,11 @@ static void two_classes(t *x)
     fx_on_slot(x->m, s, "sel", "peers::Connected");
     bb_node *snd = homed(x, fx_node(x->m, x->f, "send", BB_DOMAIN_WIRE, "Send",
                                     FX_L("go", "peers"), FX_NOL), "Server");
-    fx_meta(x->m, snd, BBC_META_PORT, "P");
+    fx_meta(x->m, snd, BB_META_PORT, "P");
     fx_meta(x->m, snd, BB_META_DEST_CLASS, "Client");
     bb_node *r = homed(x, fx_node(x->m, x->f, "recv", BB_DOMAIN_WIRE, "Recv", FX_NOL,
                                   FX_L("t", "v")), "Client");
-    fx_meta(x->m, r, BBC_META_PORT, "P");
+    fx_meta(x->m, r, BB_META_PORT, "P");
     homed(x, fx_node(x->m, x->f, "call", "user.app", "Helper", FX_L("v"), FX_L("w")), "Client");
     homed(x, fx_node(x->m, x->f, "call2", "user.app", "Helper", FX_L("w"), FX_L("w2")), "Client");
     fx_type(x->m, x->f, "go", &BB_TYPE_TRIGGER);

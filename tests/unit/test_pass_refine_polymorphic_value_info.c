@@ -29,8 +29,8 @@ static void test_narrows(void **state)
     (void)state;
     bb_function *f;
     bb_model *m = fragment(&f, &BB_TYPE_TENSOR);
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
     fx_types(&ts, &arr);
     bbc_state st;
     bbc_error err;
@@ -46,8 +46,8 @@ static void test_leaves_contradiction_and_unbound(void **state)
     (void)state;
     bb_function *f;
     bb_model *m = fragment(&f, &BB_TYPE_TENSOR_U8);
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
     fx_types(&ts, &arr);
     bbc_state st;
     bbc_error err;

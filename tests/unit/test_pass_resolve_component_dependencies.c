@@ -18,8 +18,8 @@ typedef struct t {
     bb_function *f;
     bbc_state st;
     bbc_error err;
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
     bbc_bindings b;
     bbc_partition *p;
 } t;

@@ -24,8 +24,8 @@ static void test_stamps(void **state)
     bbc_bindings_init(&b);
     assert_int_equal(bbc_bindings_add(&b, "sel", "peers::Connected", "{\"target\":\"X\"}", "b.json",
                                       NULL), BB_OK);
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
     fx_types(&ts, &arr);
     bbc_state st;
     bbc_error err;
@@ -48,10 +48,10 @@ static void test_stamps(void **state)
     const bb_node *r = fx_named(p->fn, "recv");
     assert_string_equal(bbc_meta(r, BB_META_RECV_SLOT_ID), bbc_meta(fx_named(p->fn, "load"), BB_META_SLOT_ID));
     /* Hash and id. */
-    const char *h = bb_kv_get(&p->fn->metadata, BBC_META_PARTITION_HASH);
+    const char *h = bb_kv_get(&p->fn->metadata, BB_META_PARTITION_HASH);
     assert_int_equal(strlen(h), 16);
     snprintf(want, sizeof want, "@self#%s", h);
-    assert_string_equal(bb_kv_get(&p->fn->metadata, BBC_META_PARTITION_ID), want);
+    assert_string_equal(bb_kv_get(&p->fn->metadata, BB_META_PARTITION_ID), want);
     /* Canonical order: metadata sorted by key, declarations by name. */
     for (size_t i = 1; i < p->fn->metadata.n; i++)
         assert_true(strcmp(p->fn->metadata.v[i - 1].key, p->fn->metadata.v[i].key) < 0);

@@ -49,8 +49,8 @@ static bb_model *record(const bb_type_node *lookup_type)
 typedef struct t {
     bbc_state st;
     bbc_error err;
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
 } t;
 
 static int prefix(t *x, bb_model *m)
@@ -75,8 +75,8 @@ static void test_materialize(void **state)
     assert_non_null(r);
     assert_null(fx_find(f, "Recv", 1));
     assert_string_equal(bbc_meta(r, BB_META_HOME_CLASS), "B");
-    assert_string_equal(bbc_meta(r, BBC_META_PORT), "weights");
-    assert_string_equal(bbc_meta(r, BBC_META_SYNTHESIZED), "true");
+    assert_string_equal(bbc_meta(r, BB_META_PORT), "weights");
+    assert_string_equal(bbc_meta(r, BB_META_SYNTHESIZED), "true");
     assert_string_equal(bbc_meta(r, BB_META_WIRE_CORRELATION), "none");
     assert_string_equal(r->name, "B/Recv_weights");
     /* The Recv's payload is the looked-up value: consumers unchanged. */
@@ -86,8 +86,8 @@ static void test_materialize(void **state)
     assert_true(bbc_node_index(f, r) < bbc_node_index(f, load));
     /* Linked both ways by site name. */
     const bb_node *s = fx_find(f, "Send", 0);
-    assert_string_equal(bbc_meta(s, BBC_META_DEST_SITE), r->name);
-    assert_string_equal(bbc_meta(r, BBC_META_SRC_SITE), s->name);
+    assert_string_equal(bbc_meta(s, BB_META_DEST_SITE), r->name);
+    assert_string_equal(bbc_meta(r, BB_META_SRC_SITE), s->name);
     /* The payload type came from the send. */
     assert_ptr_equal(bb_type_from_proto(bb_node_attr(r, "payload_type")->tp), &BB_TYPE_TENSOR_F32);
     assert_ptr_equal(bbc_value_type(f, r->outputs.v[0]), &BB_TYPE_TRIGGER);
@@ -140,8 +140,8 @@ static void test_full_compile(void **state)
 {
     (void)state;
     bb_model *m = record(NULL);
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
     fx_types(&ts, &arr);
     bb_model *out = NULL;
     bbc_error err;
@@ -153,7 +153,7 @@ static void test_full_compile(void **state)
     const bb_node *r = fx_find(b, "Recv", 0);
     assert_non_null(r);
     assert_null(fx_find(a, "Recv", 0));
-    assert_string_equal(bbc_meta(fx_find(a, "Send", 0), BBC_META_DEST_SITE), r->name);
+    assert_string_equal(bbc_meta(fx_find(a, "Send", 0), BB_META_DEST_SITE), r->name);
     /* The net_in formal is gone from the consumer partition. */
     assert_int_equal(b->inputs.n, 0);
     assert_string_equal(bbc_meta(r, BB_META_RECV_SLOT_ID),

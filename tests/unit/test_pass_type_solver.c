@@ -19,8 +19,8 @@ typedef struct t {
     bbc_state st;
     bbc_error err;
     bbc_options o;
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
 } t;
 
 static void begin(t *x)
@@ -157,9 +157,9 @@ static void edge(t *x, const bb_type_node *recv_payload)
                          FX_L("peers"));
     fx_on_slot(x->m, s, "sel", "peers::Connected");
     bb_node *snd = fx_node(x->m, x->f, "send", BB_DOMAIN_WIRE, "Send", FX_L("w", "peers"), FX_NOL);
-    fx_meta(x->m, snd, BBC_META_PORT, "P");
+    fx_meta(x->m, snd, BB_META_PORT, "P");
     bb_node *r = fx_node(x->m, x->f, "recv", BB_DOMAIN_WIRE, "Recv", FX_NOL, FX_L("t", "got"));
-    fx_meta(x->m, r, BBC_META_PORT, "P");
+    fx_meta(x->m, r, BB_META_PORT, "P");
     if (recv_payload)
         fx_type(x->m, x->f, "got", recv_payload);
     bb_node *e = fx_node(x->m, x->f, "emit", BB_DOMAIN_SYSCALL, "AppEmit", FX_L("got"), FX_NOL);

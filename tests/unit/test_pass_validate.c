@@ -17,8 +17,8 @@ typedef struct t {
     bb_function *f;
     bbc_state st;
     bbc_error err;
-    bbc_type_source ts;
-    bbc_type_array arr;
+    bb_type_source ts;
+    bb_type_array arr;
 } t;
 
 static void begin(t *x)
@@ -128,12 +128,12 @@ static void request_pair(t *x, bool with_resp)
     fx_node(x->m, x->f, "p", BB_DOMAIN_SYSCALL, "Pulse", FX_NOL, FX_L("go"));
     bb_node *rq = fx_node(x->m, x->f, "req", BB_DOMAIN_WIRE, "SendReqBatched", FX_L("go", "peers"),
                           FX_L("rid", "resps"));
-    fx_meta(x->m, rq, BBC_META_PORT, "P");
+    fx_meta(x->m, rq, BB_META_PORT, "P");
     fx_node(x->m, x->f, "collect", BB_DOMAIN_WIRE, "RecvRespBatched", FX_L("rid"),
             FX_L("t", "batch"));
     bb_node *rr = fx_node(x->m, x->f, "serve", BB_DOMAIN_WIRE, "RecvReq", FX_NOL,
                           FX_L("t2", "payload", "rid2"));
-    fx_meta(x->m, rr, BBC_META_PORT, "P");
+    fx_meta(x->m, rr, BB_META_PORT, "P");
     if (with_resp)
         fx_node(x->m, x->f, "answer", BB_DOMAIN_WIRE, "SendResp", FX_L("payload", "", "rid2"),
                 FX_NOL);

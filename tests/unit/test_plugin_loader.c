@@ -25,6 +25,7 @@
 #include "bb/arena.h"
 #include "bb/plugin.h"
 #include "bb/plugin_loader.h"
+#include "bb/type_source.h"
 #include "bb/value.h"
 #include "bbc/bbc.h"
 
@@ -227,8 +228,14 @@ static void test_load_example_and_good2(void **state)
     assert_int_equal(echo->type->n_deps, 1);
     assert_string_equal(echo->type->deps[0].slot, "compute");
     assert_null(bb_plugin_loader_find(l, "good2::Nope"));
-    assert_ptr_equal(bb_plugin_loader_type_lookup(l, "good2::Echo"), echo->type);
-    assert_null(bb_plugin_loader_type_lookup(l, "good2::Nope"));
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, l, NULL);
+    assert_ptr_equal(bb_type_source_find(&ts, "good2::Echo"), echo->type);
+    assert_null(bb_type_source_find(&ts, "good2::Nope"));
+    assert_int_equal(bb_type_source_count(&ts), bb_plugin_loader_type_count(l));
+    assert_ptr_equal(bb_type_source_at(&ts, 0), bb_plugin_loader_type_at(l, 0)->type);
+    assert_null(bb_type_source_at(&ts, bb_type_source_count(&ts)));
+    assert_string_equal(ts.where, "the plugin search path");
     assert_null(bb_plugin_loader_find(l, NULL));
 
     /* the same file's stages, through the already-open handle */
@@ -623,6 +630,15 @@ static void test_resolve_binding(void **state)
     assert_contains(err.msg, "Wizard");
     assert_int_equal(bb_plugin_loader_resolve(l, "Aggregator||1", "s", &t, &err), BB_EPARSE);
     assert_int_equal(bb_plugin_loader_resolve(l, "Aggregator|a|1|2", "s", &t, &err), BB_EPARSE);
+    /* the triple is read by bb_binding_triple_parse: its message, after the slot */
+    assert_int_equal(bb_plugin_loader_resolve(l, "Aggregator|example::Counter", "s", &t, &err),
+                     BB_EPARSE);
+    assert_contains(err.msg, "slot 's': binding value 'Aggregator|example::Counter': want "
+                             "<role>|<TYPE_NAME>|<slot_id>");
+    assert_int_equal(bb_plugin_loader_resolve(l, "Aggregator|example::Counter|-1", "s", &t, &err),
+                     BB_EPARSE);
+    assert_contains(err.msg, "slot_id is not a decimal number");
+    assert_int_equal(bb_plugin_loader_resolve(l, "", "s", &t, &err), BB_EPARSE);
     assert_int_equal(bb_plugin_loader_resolve(l, NULL, "s", &t, &err), BB_EINVAL);
     bb_plugin_loader_destroy(l);
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bb/artifact.h"
 #include "bb/meta.h"
 #include "bb/peerid.h"
 #include "bbc/compiler.h"
@@ -71,12 +72,16 @@ static void test_engine_view_finds_types(void **state)
     bbd_registry *r = registry();
     const bb_engine_registry *er = bbd_registry_engine(r);
     assert_non_null(er);
-    const bb_component_type *t = er->find_type(er->ud, "cpu::CpuBackend");
+    const bb_component_type *t = bb_type_source_find(&er->types, "cpu::CpuBackend");
     assert_non_null(t);
     assert_string_equal(t->type_name, "cpu::CpuBackend");
     assert_int_equal(t->role, BB_ROLE_BACKEND);
-    assert_non_null(er->find_type(er->ud, "example::Counter"));
-    assert_null(er->find_type(er->ud, "no::Such"));
+    assert_non_null(bb_type_source_find(&er->types, "example::Counter"));
+    assert_null(bb_type_source_find(&er->types, "no::Such"));
+    /* the same types bbc compiles against, saying where they were looked for */
+    const bb_type_source *ts = bbd_registry_types(r);
+    assert_ptr_equal(bb_type_source_find(ts, "cpu::CpuBackend"), t);
+    assert_string_equal(ts->where, bbd_registry_searched(r));
     assert_null(er->slot_config(er->ud, "backend"));
     assert_true(bb_plugin_loader_type_count(bbd_registry_loader(r)) >= 2);
     assert_contains(bbd_registry_searched(r), g_plugins);
@@ -174,12 +179,14 @@ static void test_slot_config_limits(void **state)
 
 /* ---- resolving a compiled model's bindings ------------------------------------------- */
 
-/* A model with functions fns[] and binding metadata key -> value pairs. */
+/* A compiled model with functions fns[] (unstamped: each is a target) and
+ * binding metadata key -> value pairs. */
 static bb_model *bound_model(const char *const *fns, size_t n_fns, const char *const *kv,
                              size_t n_kv)
 {
     bb_model *m = bb_model_new();
     assert_non_null(m);
+    assert_int_equal(bb_artifact_stamp_passport(m), BB_OK);
     for (size_t i = 0; i < n_fns; i++)
         assert_non_null(bb_model_add_function(m, "user.app", fns[i]));
     for (size_t i = 0; i + 1 < n_kv; i += 2)
@@ -208,7 +215,7 @@ static void test_resolve_bindings(void **state)
     assert_contains(err.msg, "slot 'model'");
     assert_contains(err.msg, g_plugins);
     assert_contains(err.msg, "(--plugin-path)");
-    /* no targets: every function */
+    /* no targets: every target */
     assert_int_equal(bbd_registry_resolve_model(r, m, NULL, 0, &err), BB_ENOTFOUND);
     assert_contains(err.msg, "no::Such");
     const char *empty[] = {""};
@@ -287,13 +294,11 @@ static bb_model *compiled_relu(const bbd_registry *r)
     assert_int_equal(bbc_bindings_add(&b, BBD_RUN_BACKEND_SLOT, "cpu::CpuBackend", NULL, "test",
                                       &err),
                      BB_OK);
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, bbd_registry_loader(r));
     bbc_options o;
     bbc_options_init(&o);
     o.permissive_types = true;
     bbc_error cerr;
-    if (bbc_compile(mod, &o, &b, &ts, NULL, 0, &out, &cerr) != BB_OK)
+    if (bbc_compile(mod, &o, &b, bbd_registry_types(r), NULL, 0, &out, &cerr) != BB_OK)
         fail_msg("compile: %s: %s", cerr.pass, cerr.msg);
     bbc_bindings_free(&b);
     bb_model_free(mod);

@@ -47,6 +47,9 @@
 #define BB_DOMAIN_ROLE_DATA_SOURCE_ALIAS "ai.bytesandbrains.role.data_source"
 #define BB_DOMAIN_ONNX "ai.onnx" /* "" in a NodeProto means the same */
 
+/* Every metadata key below starts with this. */
+#define BB_META_PREFIX "ai.bytesandbrains."
+
 /* ---- NodeProto metadata_props keys (IR_AND_DSL.md Part 2) ---------------- */
 /* Concrete component: TYPE_NAME + per-instance id ("0", "1", ...). */
 #define BB_META_CONCRETE_TYPE "ai.bytesandbrains.concrete_type"
@@ -92,6 +95,37 @@
 /* On a wire.Recv: slot_id of the role node its payload feeds. */
 #define BB_META_RECV_SLOT_ID "ai.bytesandbrains.recv_slot_id"
 #define BB_RECV_SLOT_ID_KEY BB_META_RECV_SLOT_ID
+
+/* ---- compiled partitions and wire edges (bbc writes them) ---------------- */
+/* On a partition function: its 16-hex content hash and "<class>#<hash>". */
+#define BB_META_PARTITION_HASH "ai.bytesandbrains.partition_hash"
+#define BB_META_PARTITION_ID "ai.bytesandbrains.partition_id"
+/* On a wire send: the name of the receive node (the NodeSiteId the sender
+ * addresses with /site/<id>) in the destination partition. */
+#define BB_META_DEST_SITE "ai.bytesandbrains.dest_site"
+/* On a wire receive: the name of the send node that feeds it. */
+#define BB_META_SRC_SITE "ai.bytesandbrains.src_site"
+/* On a Recv that synthesize_wire_recvs materialized: "true". */
+#define BB_META_SYNTHESIZED "ai.bytesandbrains.synthesized"
+/* On a wire send (optional, author-set): hops the deadline covers (default 1). */
+#define BB_META_CHAIN_DEPTH "ai.bytesandbrains.chain_depth"
+/* On a wire send: sends of one partition with the same value batch into one
+ * envelope per destination peer (value = destination class). */
+#define BB_META_WIRE_BATCH "ai.bytesandbrains.wire_batch"
+/* On a DeadlineCheck: the node whose deadline it enforces. On that node:
+ * the name of its DeadlineCheck (idempotence stamp of insert_async_deadlines). */
+#define BB_META_DEADLINE_SOURCE "ai.bytesandbrains.deadline_source"
+#define BB_META_DEADLINE_CHECK "ai.bytesandbrains.deadline_check"
+
+/* ---- engine wire routing (docs/DECISIONS.md "Wire routing ids") ---------- */
+/* A wire receiver (Recv / RecvReq) is addressed as /site/<id> with id =
+ * FNV-1a-64("port:<port>") when it carries BB_META_PORT, else
+ * FNV-1a-64("<function>/<payload value>"); a sender uses the same rule on
+ * its own port. Either side may pin ids: on a receiver its id (decimal
+ * u64); on a Send one entry per data input, comma-separated, each a number
+ * or "<function>/<value>". */
+#define BB_META_WIRE_SITE "ai.bytesandbrains.wire_site"
+#define BB_META_WIRE_DEST_SITE "ai.bytesandbrains.wire_dest_site"
 
 /* ---- compilation passport and bindings (model.metadata_props) ------------ */
 #define BB_META_COMPILED "ai.bytesandbrains.compiled"

@@ -14,8 +14,9 @@
  * that way: bb_plugin_info.value_layout carries a signature of their layout
  * (BB_PLUGIN_VALUE_LAYOUT) and the host refuses one that differs from its
  * own. ABI 2.0 added it; 1.x plugins are refused (they carry none).
- * ABI 2.1 appended the control plane: bb_ctx_api.send_fill and
- * local_targets, bb_component_type.on_answer (see "control plane" below).
+ * ABI 2.1 appended bb_ctx_api.shared_get/shared_put; 2.2 the control
+ * plane: bb_ctx_api.send_fill and local_targets,
+ * bb_component_type.on_answer (see "control plane" below).
  *
  * Threading: create/destroy/dispatch/bootstrap/snapshot/restore run on the
  * engine thread. A dispatch that returns BB_DISPATCH_LATER keeps its
@@ -36,7 +37,7 @@
 #include "bb/value.h"
 
 #define BB_PLUGIN_ABI_MAJOR 2
-#define BB_PLUGIN_ABI_MINOR 1
+#define BB_PLUGIN_ABI_MINOR 2
 #define BB_PLUGIN_ENTRY_SYMBOL "bb_plugin_entry"
 #define BB_STAGE_ENTRY_SYMBOL "bb_stage_entry"
 #define BB_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -193,7 +194,21 @@ typedef struct bb_ctx_api {
      * selector with a configured peer list makes its peers reachable. Check
      * struct_size before calling: hosts older than this field lack it. */
     int (*add_peer)(bb_ctx *ctx, const bb_value *peer, const bb_value *addrs, bb_error *err);
-    /* ---- ABI 2.1: the control plane (see "control plane" below) ---- */
+    /* ABI 2.1: a read-only value the host shares among the nodes it runs
+     * (bbsim runs thousands in one process) — large data a component
+     * loads at create and never changes, such as a prepared dataset, keyed
+     * by everything that determines it (at most BB_SHARED_KEY_MAX bytes).
+     * shared_get returns a new reference to the value under key, or NULL.
+     * shared_put offers v (borrowed) under key and returns a new reference
+     * to what the key holds afterwards: v itself when the host stored it
+     * or keeps no cache (bbd: one node per process), the earlier value when
+     * the key was taken. A component uses what put returns, so its code is
+     * the same with and without sharing; a shared value is never written
+     * again. NULL from put: out of memory or a bad key. Engine thread only;
+     * check struct_size before calling. */
+    bb_value *(*shared_get)(bb_ctx *ctx, const char *key);
+    bb_value *(*shared_put)(bb_ctx *ctx, const char *key, bb_value *v);
+    /* ---- ABI 2.2: the control plane (see "control plane" below) ---- */
     /* Send payload[0..len) to op `op` of the component bound at `slot` on
      * node `peer` (a PeerId value; NULL or this node's own PeerId: this
      * node), as a control-plane fill /component/<slot id>/op/<op>. slot
@@ -213,11 +228,17 @@ typedef struct bb_ctx_api {
     size_t (*local_targets)(bb_ctx *ctx, const char **out, size_t cap);
 } bb_ctx_api;
 
+#define BB_SHARED_KEY_MAX 4096
+
 /* Does a table of type T at p cover `field`? A host or plugin reads a field
  * appended after its first version only then (struct_size is the first
  * field of every table). */
 #define BB_ABI_HAS(T, p, field) \
     ((p)->struct_size >= offsetof(T, field) + sizeof(((T *)0)->field))
+
+/* ctx's host table has the member (a host built against an older header
+ * lacks what was appended since). */
+#define BB_CTX_HAS(ctx, member) BB_ABI_HAS(bb_ctx_api, (ctx)->api, member)
 
 struct bb_ctx {
     const bb_ctx_api *api;
@@ -276,7 +297,7 @@ typedef struct bb_component_type {
     int (*execute_graph)(void *inst, const bb_graph *graph, const char *const *input_names,
                          bb_value *const *inputs, uint32_t n_inputs, bb_value **outputs,
                          uint32_t n_outputs, bb_error *err);
-    /* ---- ABI 2.1 ---- */
+    /* ---- ABI 2.2 ---- */
     /* Optional (required to send requests with ctx->api->send_fill): the
      * outcome of a request this instance sent, on the engine thread.
      * status BB_OK: payload is the answer. Otherwise the request failed:
@@ -288,7 +309,7 @@ typedef struct bb_component_type {
                       size_t len);
 } bb_component_type;
 
-/* ---- the control plane (ABI 2.1) -------------------------------------------------
+/* ---- the control plane (ABI 2.2) -------------------------------------------------
  * Components talk to their counterparts on other nodes (a protocol's
  * messages, a selector's queries) with control-plane fills, addressed
  * /component/<slot id>/op/<op> (the slot id is the program-wide one of the

@@ -117,17 +117,15 @@ int bb_plugin_loader_load_stages(bb_plugin_loader *l, const char *path,
 
 /* ---- lookups (all borrow; valid until destroy) ----------------------------- */
 
-/* The type with this TYPE_NAME, or NULL. */
+/* The type with this TYPE_NAME, or NULL. (bb_type_source_from_loader,
+ * bb/type_source.h, gives the loader's types to bbc and the engine.) */
 const bb_loaded_type *bb_plugin_loader_find(const bb_plugin_loader *l, const char *type_name);
 
-/* The same lookup with the engine's find_type callback signature
- * (bb_engine_registry: find_type = bb_plugin_loader_type_lookup, ud = loader). */
-const bb_component_type *bb_plugin_loader_type_lookup(void *loader, const char *type_name);
-
-/* Resolve a binding "<role>|<TYPE_NAME>|<slot_id>" (a bare TYPE_NAME is
- * accepted too) bound at slot. Errors: BB_ENOTFOUND naming the binding, the
- * slot and every directory searched; BB_ETYPE when the type's role differs
- * from the binding's; BB_EPARSE for an unreadable binding. */
+/* Resolve a binding "<role>|<TYPE_NAME>|<slot_id>" (read by
+ * bb_binding_triple_parse; a bare TYPE_NAME, without '|', is accepted too)
+ * bound at slot. Errors: BB_ENOTFOUND naming the binding, the slot and
+ * every directory searched; BB_ETYPE when the type's role differs from the
+ * binding's; BB_EPARSE for an unreadable binding or an unknown role. */
 int bb_plugin_loader_resolve(const bb_plugin_loader *l, const char *binding, const char *slot,
                              const bb_loaded_type **out, bb_error *err);
 

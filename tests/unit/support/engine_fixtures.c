@@ -189,8 +189,9 @@ static const bb_op_decl ECHO_OPS[] = {
     {"Work", U64_1, 1, U64_1, 1, "doubles n on the host's worker pool"},
     {"Peers", ANY1, 1, PEERS_1, 1, "ctx->peers"},
     {"Addrs", ANY1, 1, ANY1, 1, "ctx->peer_addresses"},
+    {"Share", ANY1, 1, ANY1, 1, "the value the host shares under \"fx.share\", else x shared"},
 };
-static const bb_opset_decl ECHO_SETS[] = {{"test.echo", 1, ECHO_OPS, 10}};
+static const bb_opset_decl ECHO_SETS[] = {{"test.echo", 1, ECHO_OPS, 11}};
 
 static int echo_create(const bb_create_args *a, void **out, bb_error *err)
 {
@@ -277,6 +278,16 @@ static bb_dispatch_result echo_ctx_op(fx_echo *s, bb_ctx *ctx, const bb_dispatch
         out[0] = bb_value_list(&BB_TYPE_PEER_ID_VEC, peers, n < 16 ? n : 16);
         return BB_DISPATCH_NOW_OK;
     }
+    if (strcmp(op, "Share") == 0) {
+        if (!BB_CTX_HAS(ctx, shared_put)) {
+            bb_error_set(err, BB_EUNSUPPORTED, "Share: the host table has no shared_put");
+            return BB_DISPATCH_NOW_ERR;
+        }
+        out[0] = ctx->api->shared_get(ctx, "fx.share");
+        if (!out[0])
+            out[0] = ctx->api->shared_put(ctx, "fx.share", call->inputs[0]);
+        return BB_DISPATCH_NOW_OK;
+    }
     out[0] = ctx->api->peer_addresses(ctx, call->inputs[0]); /* Addrs */
     if (!out[0]) {
         bb_error_set(err, BB_ENOTFOUND, "Addrs: no addresses for that peer");
@@ -338,7 +349,7 @@ static bb_dispatch_result echo_dispatch(void *inst, bb_ctx *ctx, const bb_dispat
         return BB_DISPATCH_NOW_OK;
     }
     if (strcmp(op, "Wait") == 0 || strcmp(op, "Work") == 0 || strcmp(op, "Peers") == 0 ||
-        strcmp(op, "Addrs") == 0)
+        strcmp(op, "Addrs") == 0 || strcmp(op, "Share") == 0)
         return echo_ctx_op(s, ctx, call, out, err);
     bb_error_set(err, BB_ERUNTIME, "echo failed on purpose");
     return BB_DISPATCH_NOW_ERR;
@@ -677,15 +688,6 @@ static const bb_component_type DEP = {
 
 static const bb_component_type *const TYPES[] = {&ECHO, &MODEL, &AGG, &SEL, &BACKEND, &DEP};
 
-static const bb_component_type *find_type(void *ud, const char *name)
-{
-    (void)ud;
-    for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++)
-        if (strcmp(TYPES[i]->type_name, name) == 0)
-            return TYPES[i];
-    return NULL;
-}
-
 /* Slot configs: slots named model_<d>_<n> get "<d>_<n>" (delta, samples). */
 static const char *slot_config(void *ud, const char *slot)
 {
@@ -697,9 +699,15 @@ static const char *slot_config(void *ud, const char *slot)
     return NULL;
 }
 
-static const bb_engine_registry REG = {find_type, slot_config, NULL};
+static const bb_type_array TYPE_ARRAY = {TYPES, sizeof TYPES / sizeof TYPES[0]};
 
-const bb_engine_registry *fx_registry(void) { return &REG; }
+const bb_engine_registry *fx_registry(void)
+{
+    static bb_engine_registry reg = {.slot_config = slot_config};
+    if (!reg.types.find)
+        bb_type_source_from_array(&reg.types, &TYPE_ARRAY);
+    return &reg;
+}
 
 /* ---- envelopes --------------------------------------------------------------------------------- */
 

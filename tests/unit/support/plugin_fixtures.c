@@ -173,7 +173,8 @@ bb_engine_registry pfx_registry(const pfx_slot_config *cfg, size_t n)
 {
     g_reg_ud.cfg = cfg;
     g_reg_ud.n = n;
-    bb_engine_registry r = {reg_find, reg_config, &g_reg_ud};
+    bb_engine_registry r = {.types = {.find = reg_find}, .slot_config = reg_config,
+                            .ud = &g_reg_ud};
     return r;
 }
 
@@ -208,6 +209,46 @@ bool pfx_fetch_data(void)
             fprintf(stderr, "scripts/fetch-data failed (exit %d)\n", rc);
     }
     return state > 0;
+}
+
+/* ---- example programs ------------------------------------------------------------------- */
+
+bb_model *pfx_compile_example(const char *example, const char *const *knobs)
+{
+    char build[PATH_MAX], exe[PATH_MAX + 64], out[] = "/tmp/bb-test-example-XXXXXX";
+    build_dir(build, sizeof build);
+    snprintf(exe, sizeof exe, "%s/examples/%s", build, example);
+    int fd = mkstemp(out);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *argv[16] = {exe, out};
+    size_t n = 2;
+    for (; knobs && knobs[n - 2] && n < 15; n++)
+        argv[n] = knobs[n - 2];
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status))
+        fail_msg("%s failed (status %d)", exe, status);
+    bb_model *in = NULL, *compiled = NULL;
+    bb_error e = {0};
+    if (bb_model_load_file(out, &in, &e))
+        fail_msg("load %s: %s", out, e.msg);
+    unlink(out);
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, pfx_loader(), NULL);
+    bbc_options o;
+    bbc_options_init(&o);
+    bbc_error err = {0};
+    if (bbc_compile(in, &o, NULL, &ts, NULL, 0, &compiled, &err))
+        fail_msg("compile: %s: %s", err.pass, err.msg);
+    bb_model_free(in);
+    return compiled;
 }
 
 /* ---- values ------------------------------------------------------------------------------ */
@@ -320,44 +361,6 @@ void pfx_assert_configs_refused(const char *type, const pfx_bad_config *cases, s
         if (!strstr(err.msg, cases[i].want))
             fail_msg("%s: \"%s\" lacks \"%s\"", cases[i].json, err.msg, cases[i].want);
     }
-}
-
-bb_model *pfx_compile_example(const char *name, const char *const *knobs)
-{
-    const char *build = getenv("BB_BUILD");
-    char exe[1024], out[] = "/tmp/bb-test-example-XXXXXX";
-    snprintf(exe, sizeof exe, "%s/examples/%s", build ? build : "build", name);
-    int fd = mkstemp(out);
-    assert_true(fd >= 0);
-    close(fd);
-    const char *argv[16] = {exe, out};
-    size_t n = 2;
-    for (; knobs[n - 2] && n < 15; n++)
-        argv[n] = knobs[n - 2];
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (!WIFEXITED(status) || WEXITSTATUS(status))
-        fail_msg("%s failed (status %d)", exe, status);
-    bb_model *in = NULL, *compiled = NULL;
-    bb_error e = {0};
-    if (bb_model_load_file(out, &in, &e))
-        fail_msg("load %s: %s", out, e.msg);
-    unlink(out);
-    bbc_type_source ts;
-    bbc_type_source_from_loader(&ts, pfx_loader());
-    bbc_options o;
-    bbc_options_init(&o);
-    bbc_error err = {0};
-    if (bbc_compile(in, &o, NULL, &ts, NULL, 0, &compiled, &err))
-        fail_msg("compile: %s: %s", err.pass, err.msg);
-    bb_model_free(in);
-    return compiled;
 }
 
 bb_value *pfx_peer(uint8_t seed)

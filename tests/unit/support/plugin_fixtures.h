@@ -79,18 +79,19 @@ void pfx_net_advance(struct fx_net *net, uint64_t ns);
 void pfx_deliver_control(bb_engine *e, uint8_t from, uint64_t ref, const char *op,
                          const uint8_t *payload, size_t len, uint64_t token);
 
-/* ---- example programs ------------------------------------------------------------- */
-/* Run the recorder BB_BUILD/examples/<name> with knobs (argv, NULL-ended)
- * into a temporary file, then compile that program as bbc does, against
- * the build's plugins. Fails the test on any error. */
-bb_model *pfx_compile_example(const char *name, const char *const *knobs);
-
 /* ---- configs a type refuses ------------------------------------------------------- */
 typedef struct pfx_bad_config {
     const char *json, *want; /* the config, and what its error message must say */
 } pfx_bad_config;
 /* create() of type must fail for each config, naming what the case wants. */
 void pfx_assert_configs_refused(const char *type, const pfx_bad_config *cases, size_t n);
+
+/* ---- example programs ------------------------------------------------------------ */
+/* Record examples/<example> with its knobs (argv after the output file,
+ * NULL-terminated; knobs may be NULL), then compile it as bbc does with the
+ * build's plugins. A cmocka failure when either fails; the caller frees the
+ * compiled model. */
+bb_model *pfx_compile_example(const char *example, const char *const *knobs);
 
 /* ---- the repository ------------------------------------------------------------- */
 /* Absolute path of rel inside the repository (static buffer). */
