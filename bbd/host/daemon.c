@@ -1086,12 +1086,8 @@ static int start(bbd_daemon *d, bb_error *err)
             return rc;
     }
     if (!d->restored && c->bootstrap_all) {
-        /* components first (a protocol joins its network, a registry client
-         * announces itself), then the modules' bootstraps in install order */
-        bb_bootstrap_target comps = {.kind = BB_BOOTSTRAP_COMPONENTS};
-        bb_bootstrap_target all = {.kind = BB_BOOTSTRAP_ALL};
-        if ((rc = bb_engine_run_bootstrap(d->engine, &comps, err)) ||
-            (rc = bb_engine_run_bootstrap(d->engine, &all, err)))
+        bb_bootstrap_target fresh = {.kind = BB_BOOTSTRAP_FRESH};
+        if ((rc = bb_engine_run_bootstrap(d->engine, &fresh, err)))
             return bb_error_prefix(err, "bootstrap");
     }
     return BB_OK;

@@ -405,6 +405,11 @@ int bb_engine_run_bootstrap(bb_engine *e, const bb_bootstrap_target *t, bb_error
         return bb_error_set(err, BB_EINVAL, "run_bootstrap: NULL target");
     if (t->kind == BB_BOOTSTRAP_COMPONENTS)
         return run_component_bootstraps(e, err);
+    if (t->kind == BB_BOOTSTRAP_FRESH) {
+        bb_bootstrap_target all = {.kind = BB_BOOTSTRAP_ALL};
+        int rc = run_component_bootstraps(e, err);
+        return rc ? rc : bb_engine_run_bootstrap(e, &all, err);
+    }
     size_t n = t->kind == BB_BOOTSTRAP_MODULE_REQUESTS ? t->n_requests
                : t->kind == BB_BOOTSTRAP_ALL         ? 0
                                                      : t->n_names;

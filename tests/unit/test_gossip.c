@@ -60,8 +60,8 @@ static void gossip_start(gossip *g, const char *const *knobs)
             pfx_net_node(&g->net, (uint8_t)(1 + i), g->m, "Peer", g->cfg[i], 2, NULL, &err);
         if (!e)
             fail_msg("node %d: %s", i, err.msg);
-        bb_bootstrap_target comps = {.kind = BB_BOOTSTRAP_COMPONENTS}; /* as bbd does */
-        assert_int_equal(bb_engine_run_bootstrap(e, &comps, NULL), BB_OK);
+        bb_bootstrap_target fresh = {.kind = BB_BOOTSTRAP_FRESH}; /* as bbd does */
+        assert_int_equal(bb_engine_run_bootstrap(e, &fresh, NULL), BB_OK);
     }
     g->net.now = 1000 * MS;
 }

@@ -85,8 +85,8 @@ static bb_engine *start(fx_net *net, uint8_t seed, bb_model *m, const char *cfg)
     if (bb_engine_install(e, m, targets, 5, &reg, &err))
         fail_msg("node %u: %s", seed, err.msg);
     fx_net_add(net, e);
-    bb_bootstrap_target comps = {.kind = BB_BOOTSTRAP_COMPONENTS};
-    assert_int_equal(bb_engine_run_bootstrap(e, &comps, &err), BB_OK);
+    bb_bootstrap_target fresh = {.kind = BB_BOOTSTRAP_FRESH}; /* as bbd does */
+    assert_int_equal(bb_engine_run_bootstrap(e, &fresh, &err), BB_OK);
     return e;
 }
 

@@ -324,8 +324,8 @@ bb_engine *pfx_net_start(fx_net *net, uint8_t seed, bb_model *m, const char *cfg
     bb_engine *e = pfx_net_node(net, seed, m, "Server", sc, 1, NULL, &err);
     if (!e)
         fail_msg("node %u: %s", seed, err.msg);
-    bb_bootstrap_target comps = {.kind = BB_BOOTSTRAP_COMPONENTS};
-    assert_int_equal(bb_engine_run_bootstrap(e, &comps, &err), BB_OK);
+    bb_bootstrap_target fresh = {.kind = BB_BOOTSTRAP_FRESH};
+    assert_int_equal(bb_engine_run_bootstrap(e, &fresh, &err), BB_OK);
     return e;
 }
 
