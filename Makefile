@@ -38,6 +38,7 @@
 #   bench/bench_X.c          -> bench/bench_X     (+ bench/support/*.c)
 #   sim/federated-kK.onnx    the federated example for K clients a round, compiled:
 #                            the artifacts of the bbsim scenarios in examples/sim/
+#   sim/gossip.onnx          the gossip example, compiled (examples/sim/gossip-8.json)
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -140,7 +141,7 @@ EXAMPLE_NAMES := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/*.c
 EXAMPLES     = $(patsubst %,$(B)/examples/%,$(EXAMPLE_NAMES))
 EXAMPLE_ONNX = $(patsubst %,testdata/%.onnx,$(EXAMPLE_NAMES))
 
-SIM_ARTIFACTS = $(patsubst %,$(B)/sim/federated-k%.onnx,4 50 100)
+SIM_ARTIFACTS = $(patsubst %,$(B)/sim/federated-k%.onnx,4 50 100) $(B)/sim/gossip.onnx
 
 BENCH_SRC    = $(wildcard bench/bench_*.c)
 BENCHES      = $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
@@ -317,6 +318,12 @@ testdata/%.onnx: $(B)/examples/%
 $(B)/sim/federated-k%.onnx: $(B)/examples/federated $(B)/bin/bbc $(PLUGINS)
 	@mkdir -p $(dir $@)
 	$(B)/examples/federated $@.recorded --clients $*
+	$(B)/bin/bbc compile $@.recorded -o $@ --plugin-path $(B)/lib/bytesandbrains/plugins
+	rm -f $@.recorded
+
+$(B)/sim/gossip.onnx: $(B)/examples/gossip $(B)/bin/bbc $(PLUGINS)
+	@mkdir -p $(dir $@)
+	$(B)/examples/gossip $@.recorded
 	$(B)/bin/bbc compile $@.recorded -o $@ --plugin-path $(B)/lib/bytesandbrains/plugins
 	rm -f $@.recorded
 

@@ -26,7 +26,9 @@
  * Joining: the configured seeds (multiaddrs ending in /p2p/<PeerId>) are
  * the first view; the node's first shuffle goes to one of them, which hands
  * it L of its neighbours and keeps a pointer to it. A node whose view ran
- * empty (every neighbour died) goes back to its seeds.
+ * empty (every neighbour died) goes back to its seeds. With no seeds
+ * configured, the peers the host knows stand in for them (a bbd --peer, a
+ * bbsim connect; those running of_class when it is set).
  *
  * Addresses: a shuffled entry carries the addresses the sender's address
  * book has for that peer (record.c); the receiver puts them into its own,
@@ -90,7 +92,8 @@ static const bb_config_decl CONFIG[] = {
     {"timeout_ms", "int", "null", "how long a shuffle waits for its answer (default: period_ms)"},
     {"seeds", "array", "[]",
      "where to join: multiaddrs ending in /p2p/<PeerId> (/ip4, /ip6 or a host name: /dns4, "
-     "/dns6, /dns), at most 16; none: wait to be contacted"},
+     "/dns6, /dns), at most 16; none: the peers the host knows (a --peer, a bbsim connect), "
+     "else wait to be contacted"},
     {"of_class", "string", "null",
      "the peer class of the overlay; a Sample recorded with another of_class is refused"},
 };
@@ -286,6 +289,23 @@ static void know_self(cyclon *y, bb_ctx *ctx)
         y->have_self = bbp_peer_self(ctx, &y->self);
 }
 
+/* Without seeds: the peers the host already knows (a bbd --peer, a bbsim
+ * connect), those running of_class when it is set, as the first view. */
+static void join_known(cyclon *y, bb_ctx *ctx)
+{
+    bb_value *ids[MAX_VIEW];
+    size_t total = y->sel.of_class[0]
+                       ? ctx->api->peers_running(ctx, y->sel.of_class, ids, y->c)
+                       : ctx->api->peers(ctx, ids, y->c);
+    for (size_t i = 0; i < total && i < y->c; i++) {
+        bb_peerid id;
+        if (bbp_peer_id_of(ids[i], &id) && y->n < y->c && find(y, &id) < 0 &&
+            !(y->have_self && bb_peerid_equal(&id, &y->self)))
+            y->view[y->n++] = (nbr){id, 0};
+        bb_value_unref(ids[i]);
+    }
+}
+
 static void rejoin(cyclon *y, bb_ctx *ctx)
 {
     for (uint32_t i = 0; i < y->n_seeds && y->n < y->c; i++) {
@@ -295,6 +315,8 @@ static void rejoin(cyclon *y, bb_ctx *ctx)
         if (bbp_peer_rec_learn(ctx, s, NULL) == BB_OK)
             y->view[y->n++] = (nbr){s->id, 0};
     }
+    if (!y->n_seeds)
+        join_known(y, ctx);
 }
 
 /* The shuffle with q ended: q leaves the view (its slot is the first the

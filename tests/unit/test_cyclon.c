@@ -229,6 +229,33 @@ static void test_cyclon_view_survives_restore(void **state)
     bb_model_free(m);
 }
 
+/* No seeds configured: a node starts from the peers its host knows (a bbd
+ * --peer, a bbsim connect). Node 2 knows node 1's address, node 3 knows
+ * node 2's; nobody is a seed, and all three end up in one overlay. */
+static void test_cyclon_joins_from_known_peers(void **state)
+{
+    (void)state;
+    bb_model *m = pfx_selector_model("peers::Cyclon", 2, NULL);
+    fx_net net = {.now = 1};
+    const char *no_seeds = "{\"view_size\": 4, \"shuffle_length\": 2, \"period_ms\": 100}";
+    for (uint8_t s = 1; s <= 3; s++) {
+        bb_engine *e = pfx_net_start(&net, s, m, no_seeds);
+        if (s > 1)
+            assert_int_equal(pfx_net_know(e, (uint8_t)(s - 1)), BB_OK);
+    }
+    run_periods(&net, 20);
+    for (int i = 0; i < 3; i++) {
+        int v[64], me = seed_of_engine(net.e[i]);
+        int n = view_of(&net, i, v);
+        if (n != 2) /* the other two */
+            fail_msg("node %d has %d neighbours", me, n);
+        for (int k = 0; k < n; k++)
+            assert_true(v[k] >= 1 && v[k] <= 3 && v[k] != me);
+    }
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
 /* A shuffle from a peer is bounded and checked: garbage and too many
  * entries are refused (answered with an error) and change nothing. */
 static void test_cyclon_refuses_hostile_shuffles(void **state)
@@ -278,6 +305,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cyclon_overlay_from_one_seed),
         cmocka_unit_test(test_cyclon_view_survives_restore),
+        cmocka_unit_test(test_cyclon_joins_from_known_peers),
         cmocka_unit_test(test_cyclon_refuses_hostile_shuffles),
         cmocka_unit_test(test_cyclon_config_errors),
     };
