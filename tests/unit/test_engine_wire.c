@@ -598,6 +598,41 @@ static void test_control_requests_and_answers(void **state)
     bb_model_free(m);
 }
 
+/* A type from a plugin built before ABI 2.2 (struct_size ends before
+ * on_answer) may send one-way fills, but not requests: it could never hear
+ * the answer. */
+static void test_control_from_an_older_type(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    fx_fn(m, "Old", "", "");
+    fx_bind(m, "Old", "echo", "Protocol|test::OldEcho|2");
+    bb_model *sink = sink_model();
+    fx_net net = {.now = 1};
+    int a = fx_net_add(&net, node(1, m, "Old", NULL));
+    fx_net_add(&net, node(2, sink, "Sink", NULL));
+    know(net.e[a], 2);
+    fx_net_run(&net, 5);
+    fx_echo *old = fx_echo_at(0), *eb = fx_echo_at(1);
+    assert_non_null(old);
+    assert_non_null(eb);
+    bb_value *pb = bb_value_bytes(&BB_TYPE_PEER_ID, fx_peer(2).bytes, fx_peer(2).len);
+    bb_error err = {0};
+    assert_int_equal(old->ctx->api->send_fill(old->ctx, pb, NULL, "Echo", (const uint8_t *)"x",
+                                              1, 1000000, NULL, &err),
+                     BB_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "on_answer"));
+    ask(old, 2, "Control", "one-way", 0);
+    fx_net_run(&net, 10);
+    assert_int_equal(eb->n_control, 1);
+    assert_int_equal(old->n_answers, 0);
+    bb_value_unref(pb);
+    fx_net_free(&net);
+    bb_model_free(m);
+    bb_model_free(sink);
+}
+
 static void test_unknown_correlation(void **state)
 {
     (void)state;
@@ -989,6 +1024,7 @@ int main(void)
         cmocka_unit_test(test_control_plane_and_backend_fill),
         cmocka_unit_test(test_control_fill_completed_later),
         cmocka_unit_test(test_control_requests_and_answers),
+        cmocka_unit_test(test_control_from_an_older_type),
         cmocka_unit_test(test_unknown_correlation),
         cmocka_unit_test(test_batch_deadline_and_quorum),
         cmocka_unit_test(test_answered_batches_do_not_pile_up_timers),

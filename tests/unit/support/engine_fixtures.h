@@ -60,6 +60,9 @@ bb_function *fx_chain(bb_model *m, const char *name, uint32_t n);
  *              or LATER for slots named "later*"); snapshot/restore of a
  *              counter; on_answer records the outcomes of control-plane
  *              requests (answer_*).
+ * test::OldEcho test::Echo as a plugin built before ABI 2.2 declares it: its
+ *              struct_size ends before on_answer (which the table still
+ *              points at: the host must not read it).
  * test::Model  (Model, domain ai.bytesandbrains.role.model) Params(t)->f32[4],
  *              LoadParameters(p)->CommandId, Train(t)->f32[4] (params + delta,
  *              delta = config number, default 1), NumSamples(t)->U64 (config).
