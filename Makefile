@@ -5,7 +5,8 @@
 #   make demo       install missing packages, build the programs, run the federated demo
 #   make demo-gossip  the same for serverless gossip learning (or make demo DEMO=gossip)
 #   make programs   libbbir, bbc, bbd, bbctl and the plugins only
-#   make bench      run the benchmarks (tables of ratios against baselines), then the
+#   make bench      run the benchmarks (tables of ratios against baselines;
+#                   installs libfaiss-dev for bench_index's FAISS side), then the
 #                   scale run of gossip learning (64 bbd processes, 2 minutes)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
@@ -334,6 +335,14 @@ $(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LI
 
 examples: $(EXAMPLE_ONNX)
 
+# FAISS's own indexes on bench_index's data (bench/faiss_side.cpp): C++ over
+# Debian's libfaiss-dev (a static libfaiss.a with OpenMP and BLAS), which
+# scripts/bench-deps installs; built only by make bench.
+$(B)/bench/faiss_side: bench/faiss_side.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -fopenmp -Wall -Wextra -Werror -o $@ $< -l:libfaiss.a -llapack \
+		$(BLAS_LIBS)
+
 # ---- entry points ------------------------------------------------------------
 check: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
@@ -355,8 +364,13 @@ demo-gossip: deps
 
 programs: $(LIBBBIR_SO) $(LIBBBIR_A) $(BINS) $(PLUGINS)
 
+# The baselines the benches compare against (PyTorch, ONNX Runtime, FAISS)
+# are bench-only: scripts/bench-deps installs them, not scripts/deps.
 bench: deps
+	@scripts/bench-deps $(B)
 	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory $(B)/bench/faiss_side || \
+		echo "bench: no FAISS (libfaiss-dev): bench_index runs without its FAISS side" >&2
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 	@echo "== bench/gossip_scale.sh"; BUILD=$(B) bench/gossip_scale.sh
 

@@ -175,14 +175,14 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
         rc = bbp_config_double(cfg, "attack_update_scale", -1e12, 1e12, &scale, err);
     if (!rc)
         rc = bbp_config_enum(cfg, "merge", MERGE, 4, &merge, err);
-    if (!rc && loss == LOSS_CE && sizes[n - 1] < 2)
+    if (!rc && loss == BBP_LOSS_CE && sizes[n - 1] < 2)
         rc = bb_error_set(err, BB_ECONFIG,
                           "%s: softmax cross-entropy needs at least 2 outputs (layers ends in 1)",
                           cfg->who);
     if (rc)
         return rc;
-    mlp_shape_init(&m->shape, sizes, n, (mlp_act)act, (mlp_loss)loss);
-    m->opt.kind = (mlp_opt)opt;
+    mlp_shape_init(&m->shape, sizes, n, (mlp_act)act, (bbp_loss)loss);
+    m->opt.kind = (bbp_opt)opt;
     m->opt.lr = (float)lr;
     m->opt.momentum = (float)mu;
     m->opt.beta1 = (float)b1;
@@ -217,17 +217,11 @@ static int load_weights(mlp *m, const bb_tensor_proto *t, bb_error *err)
 static void mlp_destroy(void *inst)
 {
     mlp *m = inst;
-    mlp_jobs_cancel_all(m);
-    free(m->jobs);
-    for (size_t i = 0; i < m->q_n; i++) { /* the engine dropped their completions */
-        mlp_deferred *d = &m->queue[(m->q_head + i) % m->q_cap];
-        for (uint32_t k = 0; k < d->n_in; k++)
-            bb_value_unref(d->in[k]);
-    }
-    free(m->queue);
+    bbp_jobs_cancel_all(&m->jobs);
+    bbp_queue_free(&m->queue); /* the engine dropped their completions */
     mlp_ws_free(&m->ws);
     bb_value_unref(m->fwd_input);
-    mlp_optim_free(&m->opt);
+    bbp_optim_free(&m->opt);
     free(m->params);
     free(m->grad_acc);
     free(m->center);
@@ -259,7 +253,7 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
             m->center = malloc(n * sizeof *m->center);
             m->step_grad = malloc(n * sizeof *m->step_grad);
         }
-        if (!m->params || !m->grad_acc || mlp_optim_init(&m->opt, n) ||
+        if (!m->params || !m->grad_acc || bbp_optim_init(&m->opt, n) ||
             (m->proximal_mu > 0 && (!m->center || !m->step_grad)))
             rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory for %zu parameters", m->who, n);
     }
@@ -349,7 +343,7 @@ static int forward(mlp *m, const char *op, const bb_value *x, size_t *rows, bb_e
 
 /* Forward then the loss against target; dz filled when want_grad. */
 static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_value *y,
-                        bool want_grad, mlp_stats *st, bb_error *err)
+                        bool want_grad, bbp_stats *st, bb_error *err)
 {
     size_t rows = 0;
     int rc = forward(m, op, x, &rows, err);
@@ -358,7 +352,7 @@ static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_valu
     m->fwd_cached = false; /* the workspace now serves this op */
     int32_t *cls = malloc((rows ? rows : 1) * sizeof *cls);
     float *fbuf = malloc((rows ? rows : 1) * sizeof *fbuf);
-    mlp_target t;
+    bbp_target t;
     char why[200];
     if (!cls || !fbuf)
         rc = oom(m, err);
@@ -369,14 +363,6 @@ static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_valu
     free(cls);
     free(fbuf);
     return rc;
-}
-
-static bb_value *scalar(float v)
-{
-    bb_value *t = bb_value_tensor_new(BB_DT_FLOAT, 0, NULL);
-    if (t)
-        *bb_tensor_f32(t) = v;
-    return t;
 }
 
 static int backward(mlp *m, const bb_value *g, bb_error *err)
@@ -411,7 +397,7 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
             mlp_add_proximal(&prox, m->params, m->step_grad, n);
             grad = m->step_grad;
         }
-        mlp_optim_step(&m->opt, m->params, grad, n);
+        bbp_optim_step(&m->opt, m->params, grad, n, NULL, 0);
         return BB_OK;
     }
     if (!m->grad_pending)
@@ -419,7 +405,7 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
                             "%s: Step with no gradient: pass one, or run Backward first", m->who);
     if (m->center)
         mlp_add_proximal(&prox, m->params, m->grad_acc, n);
-    mlp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params);
+    bbp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params, NULL, 0);
     memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
     m->grad_pending = false;
     return BB_OK;
@@ -478,7 +464,7 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
                     uint32_t n_out, bb_error *err)
 {
     const bb_value *a = n_in > 0 ? in[0] : NULL, *b = n_in > 1 ? in[1] : NULL;
-    mlp_stats st = {0};
+    bbp_stats st = {0};
     size_t rows = 0;
     int rc = BB_OK;
     bool changes = false; /* the op answers a CommandId */
@@ -487,7 +473,7 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
     case OP_PARAMS_ON:
         return (out[0] = params_copy(m)) ? BB_OK : oom(m, err);
     case OP_PARAMS_DIGEST:
-        out[0] = bb_value_u64(&BB_TYPE_U64, mlp_params_digest(m->params, m->shape.n_params));
+        out[0] = bb_value_u64(&BB_TYPE_U64, bbp_params_digest(m->params, m->shape.n_params));
         return out[0] ? BB_OK : oom(m, err);
     case OP_MERGE:
         if ((rc = merge(m, a, b, err)))
@@ -499,7 +485,7 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
             memcpy(m->params, bb_tensor_f32(a), m->shape.n_params * sizeof(float));
             if (m->center) /* FedProx's global model */
                 memcpy(m->center, m->params, m->shape.n_params * sizeof(float));
-            mlp_optim_reset(&m->opt, m->shape.n_params);
+            bbp_optim_reset(&m->opt, m->shape.n_params);
             forget_forward(m);
         }
         changes = true;
@@ -533,11 +519,8 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
         break;
     case OP_EVALUATE:
         if (!(rc = forward_loss(m, "Evaluate", a, b, false, &st, err))) {
-            double rows = st.rows ? (double)st.rows : 1.0;
-            out[0] = scalar((float)(st.loss_sum / rows));
-            if (n_out > 1) /* the optional accuracy */
-                out[1] = scalar((float)((double)st.correct / rows));
-            rc = out[0] && (n_out < 2 || out[1]) ? BB_OK : oom(m, err);
+            /* the accuracy is an optional output */
+            rc = bbp_stats_outputs(&st, out, n_out > 1) ? BB_OK : oom(m, err);
         }
         break;
     case OP_GRADIENTS:
@@ -575,45 +558,17 @@ static bool changes_model(mlp_op op)
            op == OP_STEP || op == OP_TRAIN || op == OP_MERGE;
 }
 
-static int enqueue(mlp *m, mlp_op op, const bb_dispatch_call *call, int64_t epochs, bb_error *err)
-{
-    if (m->q_n == m->q_cap) {
-        size_t cap = m->q_cap ? 2 * m->q_cap : 8;
-        mlp_deferred *q = malloc(cap * sizeof *q);
-        if (!q)
-            return oom(m, err);
-        for (size_t i = 0; i < m->q_n; i++)
-            q[i] = m->queue[(m->q_head + i) % m->q_cap];
-        free(m->queue);
-        m->queue = q;
-        m->q_cap = cap;
-        m->q_head = 0;
-    }
-    mlp_deferred *d = &m->queue[(m->q_head + m->q_n++) % m->q_cap];
-    memset(d, 0, sizeof *d);
-    d->op = op;
-    d->epochs = epochs;
-    d->completion = call->completion;
-    d->n_out = call->n_outputs;
-    d->n_in = call->n_inputs < 2 ? call->n_inputs : 2;
-    for (uint32_t k = 0; k < d->n_in; k++)
-        d->in[k] = bb_value_ref(call->inputs[k]);
-    return BB_OK;
-}
-
 void mlp_drain(mlp *m)
 {
-    while (!m->busy && m->q_n) {
-        mlp_deferred d = m->queue[m->q_head];
-        m->q_head = (m->q_head + 1) % m->q_cap;
-        m->q_n--;
+    bbp_deferred d;
+    while (!m->jobs.busy && bbp_queue_pop(&m->queue, &d)) {
         bb_error err = {0};
         if (d.op == OP_TRAIN) {
             if (mlp_start_train(m, m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
         } else {
             bb_value *out = NULL;
-            if (run_sync(m, d.op, d.in, d.n_in, &out, 1, &err))
+            if (run_sync(m, (mlp_op)d.op, d.in, d.n_in, &out, 1, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
             else
                 bb_complete_ok(d.completion, &out, 1);
@@ -621,17 +576,6 @@ void mlp_drain(mlp *m)
         for (uint32_t k = 0; k < d.n_in; k++)
             bb_value_unref(d.in[k]);
     }
-}
-
-static int train_epochs(const mlp *m, const bb_dispatch_call *call, int64_t *epochs,
-                        bb_error *err)
-{
-    *epochs = m->epochs_cfg > 0 ? m->epochs_cfg
-                                : call->node ? bb_node_attr_int(call->node, "epochs", 1) : 1;
-    if (*epochs < 1 || *epochs > (1 << 20))
-        return bb_error_set(err, BB_EINVAL, "%s: Train with epochs = %lld", m->who,
-                            (long long)*epochs);
-    return BB_OK;
 }
 
 static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
@@ -652,22 +596,22 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
     else if (call->n_outputs < 1)
         rc = bb_error_set(err, BB_EINVAL, "%s: %s needs an output", m->who, OP_NAMES[op]);
     else if (op == OP_TRAIN)
-        rc = train_epochs(m, call, &epochs, err);
+        rc = bbp_train_epochs(m->epochs_cfg, call, m->who, &epochs, err);
     if (rc)
         return BB_DISPATCH_NOW_ERR;
-    if (m->busy && changes_model(op)) {
-        if (enqueue(m, op, call, epochs, err))
+    if (m->jobs.busy && changes_model(op)) {
+        if (bbp_queue_push(&m->queue, (int)op, call, epochs)) {
+            oom(m, err);
             return BB_DISPATCH_NOW_ERR;
+        }
         return BB_DISPATCH_LATER;
     }
     if (op == OP_TRAIN || op == OP_EVALUATE_METRICS) {
-        mlp_sync sync = {.out = outputs, .err = err};
+        bbp_sync sync = {.out = outputs, .err = err};
         rc = op == OP_TRAIN
                  ? mlp_start_train(m, ctx, call->completion, call->n_outputs, epochs, &sync, err)
                  : mlp_start_eval(m, ctx, call->completion, call->n_outputs, &sync, err);
-        if (rc || (sync.done && sync.rc))
-            return BB_DISPATCH_NOW_ERR;
-        return sync.done ? BB_DISPATCH_NOW_OK : BB_DISPATCH_LATER;
+        return bbp_job_dispatched(rc, &sync);
     }
     if (op == OP_SHARE) /* reads the node's attribute; changes only the mass */
         rc = share(m, call, outputs, err);
@@ -677,7 +621,6 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
 }
 
 /* ---- snapshot ----------------------------------------------------------------------------
- * "BBNN" u32 version=2, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
  * "BBNN" u32 version=3, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
  * [version 3: u64 age, u64 mass (2^-32 units)], params[n], momentum / first
  * moment[n], [Adam: second moment[n]]  (f32), [version 2 and 3: u8 has_center,

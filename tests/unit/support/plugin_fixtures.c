@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bb/model_io.h"
@@ -145,6 +146,26 @@ int pfx_call(const bb_component_type *t, void *inst, bb_ctx *ctx, const char *op
     return err->code ? err->code : BB_ERUNTIME;
 }
 
+bb_model *pfx_compile(const bb_model *in, bb_error *err)
+{
+    struct bb_plugin_loader *l = pfx_loader();
+    if (!l) {
+        bb_error_set(err, BB_ENOTFOUND, "the build's plugins cannot be loaded");
+        return NULL;
+    }
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, l, NULL);
+    bbc_options o;
+    bbc_options_init(&o);
+    bbc_error e = {0};
+    bb_model *out = NULL;
+    if (bbc_compile(in, &o, NULL, &ts, NULL, 0, &out, &e)) {
+        bb_error_set(err, BB_ECOMPILE, "%s: %s", e.pass, e.msg);
+        return NULL;
+    }
+    return out;
+}
+
 /* ---- registry --------------------------------------------------------------------- */
 
 typedef struct reg_ud {
@@ -257,6 +278,59 @@ bb_value *pfx_tensor(const float *v, uint32_t nd, const int64_t *dims)
 {
     size_t n = bb_shape_numel(nd, dims);
     return bb_value_tensor_copy(BB_DT_FLOAT, nd, dims, v, n * sizeof(float));
+}
+
+bb_engine *pfx_model_engine(bb_model *m, const char *const *targets, size_t n,
+                            const char *model_cfg, const char *data_cfg,
+                            const bb_engine_config *ecfg, bb_error *err)
+{
+    bb_engine *e = fx_engine(1, 7001, ecfg);
+    if (!e) {
+        bb_error_set(err, BB_ENOMEM, "cannot create the engine");
+        return NULL;
+    }
+    pfx_slot_config sc[2] = {{"model", model_cfg}, {"data", data_cfg}};
+    bb_engine_registry reg = pfx_registry(sc, 2);
+    if (bb_engine_install(e, m, targets, n, &reg, err) != BB_OK) {
+        bb_engine_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+int pfx_invoke(bb_engine *e, const char *target, const char *input, bb_value *v, bb_error *err)
+{
+    bb_engine_input in = {.name = input, .value = v};
+    int rc = bb_engine_invoke(e, target, &in, 1, NULL, err);
+    bb_value_unref(v);
+    return rc;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const fx_rec *pfx_run_until(bb_engine *e, fx_log *log, const char *topic, double seconds)
+{
+    double end = mono_s() + seconds;
+    bb_steps s;
+    bb_steps_init(&s);
+    const fx_rec *r = NULL;
+    while (!(r = fx_log_app(log, topic, 0)) && !fx_log_count(log, BB_STEP_OP_FAILED) &&
+           mono_s() < end) {
+        bb_engine_poll(e, 1, &s);
+        for (size_t k = 0; k < s.n; k++)
+            fx_log_add(log, &s.v[k]);
+        if (!s.n) {
+            struct timespec ts = {0, 200000}; /* waiting on a worker */
+            nanosleep(&ts, NULL);
+        }
+    }
+    bb_steps_free(&s);
+    return r;
 }
 
 bb_engine *pfx_net_node(struct fx_net *net, uint8_t seed, bb_model *m, const char *target,

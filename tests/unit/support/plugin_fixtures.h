@@ -41,6 +41,10 @@ int pfx_call(const bb_component_type *t, void *inst, bb_ctx *ctx, const char *op
              const bb_node *node, bb_value *const *inputs, uint32_t n_inputs, bb_value **outputs,
              uint32_t n_outputs, bb_error *err);
 
+/* A recorded program compiled as `bbc compile` would, against the build's
+ * plugins (in is borrowed). NULL with err filled ("<pass>: <message>"). */
+bb_model *pfx_compile(const bb_model *in, bb_error *err);
+
 /* ---- engine registry: types from the plugins, configs per slot ---------------- */
 typedef struct pfx_slot_config {
     const char *slot;
@@ -49,6 +53,24 @@ typedef struct pfx_slot_config {
 /* A registry whose slot_config answers from cfg[0..n) (borrowed: keep cfg
  * alive while the engine installs). */
 bb_engine_registry pfx_registry(const pfx_slot_config *cfg, size_t n);
+
+/* ---- one node running a model and its data source ------------------------------------ */
+/* An engine (fx_engine(1, 7001, ecfg); ecfg may be NULL) with targets[0..n)
+ * of m installed, slot "model" configured by model_cfg and "data" by
+ * data_cfg (either may be NULL). NULL with err filled on failure. */
+bb_engine *pfx_model_engine(bb_model *m, const char *const *targets, size_t n,
+                            const char *model_cfg, const char *data_cfg,
+                            const bb_engine_config *ecfg, bb_error *err);
+/* Invoke target with one input (takes v). A bb status. */
+int pfx_invoke(bb_engine *e, const char *target, const char *input, bb_value *v, bb_error *err);
+struct fx_log;
+struct fx_rec;
+/* Polls e (now 1) until an AppEvent with topic is in log, an op fails or
+ * seconds of wall time pass; sleeps 0.2 ms when a poll found nothing (a
+ * worker is busy). The event (owned by log), or NULL (the log tells an op
+ * failure from a timeout). */
+const struct fx_rec *pfx_run_until(bb_engine *e, struct fx_log *log, const char *topic,
+                                   double seconds);
 
 /* ---- nodes of an in-memory network (engine_fixtures.h's fx_net) -------------------- */
 /* An engine with PeerId fx_peer(seed) and address port 7000 + seed (ecfg may
