@@ -232,37 +232,31 @@ static void usage(FILE *f, const char *prog)
             prog);
 }
 
-static int parse_args(int argc, char **argv, sl_knobs *k, const char **out)
+static int other_option(const char *prog, const char *a, const char *v, void *ud)
 {
-    *k = (sl_knobs){10, 1000, 2000, NULL, NULL};
-    const bb_example_long_opt longs[] = {
-        {"--period-ms", &k->period_ms, 1, 86400000},
-        {"--eval-ms", &k->eval_ms, 1, 86400000},
-        {"--deadline-ms", &k->deadline_ms, 1, 86400000},
-    };
-    const bb_example_str_opt strs[] = {{"--codec", &k->codec}, {"--grad-codec", &k->grad_codec}};
-    return bb_example_args(argc, argv, longs, sizeof longs / sizeof *longs, strs,
-                           sizeof strs / sizeof *strs, usage, out);
+    sl_knobs *k = ud;
+    (void)prog;
+    if (!strcmp(a, "--codec"))
+        k->codec = v;
+    else if (!strcmp(a, "--grad-codec"))
+        k->grad_codec = v;
+    else
+        return -1;
+    return 0;
 }
+
+static bb_module *record_knobs(bb_recorder *r, const void *k) { return record(r, k); }
 
 int main(int argc, char **argv)
 {
-    sl_knobs k;
+    sl_knobs k = {.period_ms = 10, .eval_ms = 1000, .deadline_ms = 2000};
+    const bb_example_knob whole[] = {
+        {"--period-ms", &k.period_ms, 1, 86400000},
+        {"--eval-ms", &k.eval_ms, 1, 86400000},
+        {"--deadline-ms", &k.deadline_ms, 1, 86400000},
+    };
     const char *out;
-    int rc = parse_args(argc, argv, &k, &out);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    bb_recorder *r = bb_recorder_new("user.app");
-    if (!r) {
-        fprintf(stderr, "%s: error: out of memory\n", argv[0]);
-        return 1;
-    }
-    bb_error err = {0};
-    rc = bb_recorder_write(r, record(r, &k), out, &err);
-    bb_recorder_free(r);
-    if (rc) {
-        fprintf(stderr, "%s: error: %s\n", argv[0], err.msg);
-        return 1;
-    }
-    return 0;
+    int rc = bb_example_args(argc, argv, usage, whole, sizeof whole / sizeof *whole,
+                             other_option, &k, &out);
+    return rc ? rc : bb_example_write(argv[0], out, record_knobs, &k);
 }
