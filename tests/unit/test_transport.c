@@ -671,6 +671,60 @@ static void test_dns_names(void **state)
     pair_close(&a, &b);
 }
 
+/* The dial rules (dial_allow, dial_deny) judge every address a node would
+ * dial, given as an IP address or as a host name (then each address it
+ * resolves to): a refused one is never dialed, the refusal is counted
+ * (dials_refused) and logged; an allowed one is dialed as usual. */
+static void test_dial_rules(void **state)
+{
+    (void)state;
+    node b;
+    bbd_addr ba = node_serve(&b, 2, "B", NULL, TCP0, BB_MA_TCP);
+    char text[96];
+    snprintf(text, sizeof text, "/dns4/localhost/tcp/%u", addr_port(&ba));
+    uint8_t dns[128];
+    size_t dl;
+    assert_int_equal(bb_multiaddr_parse(text, dns, sizeof dns, &dl, NULL), BB_OK);
+    bbd_addr by_name = {dns, dl};
+    bbd_cidr loopback, ten;
+    assert_int_equal(bbd_cidr_parse("127.0.0.0/8", &loopback, NULL), BB_OK);
+    assert_int_equal(bbd_cidr_parse("10.0.0.0/8", &ten, NULL), BB_OK);
+
+    /* denied: by address at once, by name once resolved */
+    bbd_transport_config cfg;
+    bbd_transport_config_init(&cfg);
+    cfg.dial_deny = &loopback;
+    cfg.n_dial_deny = 1;
+    node a;
+    node_start(&a, 1, "A", &cfg);
+    assert_int_equal(send_to(&a, &b.id, &ba, 10, 1), BB_ENOTFOUND);
+    assert_int_equal(stats_of(&a).dials_refused, 1);
+    assert_non_null(strstr(a.logs, "refused by the dial rules"));
+    assert_int_equal(send_to(&a, &b.id, &by_name, 10, 2), BB_OK);
+    WAIT_FOR(a.n_fail == 1, 10000);
+    assert_int_equal(stats_of(&a).dials_refused, 2);
+    assert_non_null(strstr(a.logs, "no usable IPv4 address the dial rules allow"));
+    assert_int_equal(stats_of(&b).connections_open, 0);
+    node_close(&a);
+
+    /* an allow list without the address refuses it; with it, the dial goes */
+    cfg.dial_deny = NULL;
+    cfg.n_dial_deny = 0;
+    cfg.dial_allow = &ten;
+    cfg.n_dial_allow = 1;
+    node_start(&a, 1, "A", &cfg);
+    assert_int_equal(send_to(&a, &b.id, &ba, 10, 3), BB_ENOTFOUND);
+    assert_int_equal(stats_of(&a).dials_refused, 1);
+    node_close(&a);
+    cfg.dial_allow = &loopback;
+    node_start(&a, 1, "A", &cfg);
+    assert_int_equal(send_to(&a, &b.id, &by_name, 10, 4), BB_OK);
+    WAIT_FOR(b.n_env == 1 && a.n_ok == 1, 5000);
+    assert_true(env_is(&b.env[0], 10, 4));
+    assert_int_equal(stats_of(&a).dials_refused, 0);
+    pair_close(&a, &b);
+}
+
 static void test_listen_errors(void **state)
 {
     (void)state;
@@ -712,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_clean_close),
         cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_dns_names),
+        cmocka_unit_test(test_dial_rules),
         cmocka_unit_test(test_listen_errors),
     };
     return cmocka_run_group_tests(tests, harness_setup, harness_teardown);
