@@ -1056,6 +1056,54 @@ static void test_send_steps_carry_addresses_and_backoff(void **state)
     bb_model_free(m);
 }
 
+/* Peers a component adds to the address book while handling another
+ * node's fill (a gossip exchange) are that node's teaching: one node adds
+ * at most 256; beyond that each newcomer replaces the oldest of its own
+ * (book.taught_replaced), so one peer cannot fill the book, while another
+ * node's share and the host's own entries stay as they are. */
+static void learn_from(bb_engine *e, uint8_t from, unsigned first, unsigned count)
+{
+    uint8_t sfx[64];
+    uint8_t payload[9] = {'l', 'e', 'a', 'r', 'n', (uint8_t)(first >> 8), (uint8_t)first,
+                          (uint8_t)(count >> 8), (uint8_t)count};
+    fx_fill f = control_fill("Control", sfx, payload, sizeof payload);
+    deliver_fills(e, from, &f, 1, 0, 0);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    fx_log_free(&log);
+}
+
+static void test_control_taught_peers_bounded(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = sink_model();
+    bb_engine *e = node(2, m, "Sink", NULL);
+    know(e, 1);
+    know(e, 3);
+    size_t base = bb_engine_peer_count(e);
+    for (unsigned k = 0; k < 3; k++)
+        learn_from(e, 1, k * 100, 100);
+    fx_echo *echo = fx_echo_at(0);
+    assert_non_null(echo);
+    assert_int_equal(echo->n_control, 3);
+    assert_int_equal(echo->learn_refused, 0);
+    assert_int_equal(bb_engine_peer_count(e), base + 256);
+    assert_int_equal(bb_engine_counter(e, "book.taught_replaced"), 300 - 256);
+    bb_peerid first = fx_taught_peer(0), last = fx_taught_peer(299);
+    assert_int_equal(bb_engine_peer_addrs(e, &first, NULL), 0); /* the oldest went */
+    assert_int_equal(bb_engine_peer_addrs(e, &last, NULL), 1);
+    /* another node's teaching has its own share */
+    learn_from(e, 3, 1000, 10);
+    assert_int_equal(bb_engine_peer_count(e), base + 266);
+    assert_int_equal(bb_engine_counter(e, "book.taught_replaced"), 300 - 256);
+    /* the host's own entries are nobody's teaching */
+    bb_peerid one = fx_peer(1);
+    assert_int_equal(bb_engine_peer_addrs(e, &one, NULL), 1);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1071,6 +1119,7 @@ int main(void)
         cmocka_unit_test(test_control_fill_completed_later),
         cmocka_unit_test(test_control_requests_and_answers),
         cmocka_unit_test(test_control_from_an_older_type),
+        cmocka_unit_test(test_control_taught_peers_bounded),
         cmocka_unit_test(test_unknown_correlation),
         cmocka_unit_test(test_batch_deadline_and_quorum),
         cmocka_unit_test(test_secure_send_refuses_blocked_runtime_peers),
