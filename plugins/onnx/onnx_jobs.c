@@ -103,8 +103,10 @@ static int minibatch(onnx_trainer *t, float *params, bbp_optim *o, const bb_valu
         if (!rc && t->center)
             bbp_prox_add(t->prox_mu, params, t->center, t->grad, p->n_floats, p->trained,
                          p->n_trained_runs);
-        if (!rc)
+        if (!rc) {
             bbp_optim_step(o, params, t->grad, p->n_floats, p->trained, p->n_trained_runs);
+            ad_session_params_changed(t->sess);
+        }
     }
     if (rc == BB_ENOMEM && !msg[0])
         snprintf(msg, cap, "out of memory");

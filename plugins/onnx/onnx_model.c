@@ -507,6 +507,7 @@ static int run_sync(onnx_model *m, onnx_op op, bb_value *const *in, uint32_t n_i
     case OP_BACKWARD:
         if ((rc = change(m, op, a, err)))
             return rc;
+        ad_session_params_changed(m->tr.sess); /* Evaluate packs the new weights */
         return (out[0] = bb_value_u64(&BB_TYPE_COMMAND_ID, ++m->version)) ? BB_OK : oom(m, err);
     default:
         return bb_error_set(err, BB_EUNSUPPORTED, "%s: op %d is not synchronous", m->who,
@@ -654,6 +655,7 @@ static int onnx_restore(void *inst, const uint8_t *data, size_t len, bb_error *e
     m->opt.t = t;
     m->version = changes;
     ad_session_clear(m->tr.sess);
+    ad_session_params_changed(m->tr.sess);
     return BB_OK;
 }
 
