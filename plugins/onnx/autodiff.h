@@ -211,12 +211,14 @@ int ad_kernel(ad_ctx *c, cpu_op op, const bb_node *node, bb_value *const *in, ui
  * one fails, ad_cpu_error(c, rc) restates its message as this node's. */
 cpu_run ad_cpu_run(ad_ctx *c, cpu_op op);
 int ad_cpu_error(ad_ctx *c, int rc);
-/* The node (Conv or Gemm) through a oneDNN primitive (plugins/cpu/dnn.c)
- * where oneDNN has a fast kernel for it, else its CPU kernel. In inference
- * the weights are packed once per parameter version (when inputs 1 and 2
- * are parameters or constants) and 3x3 convolutions may run by Winograd;
- * a training forward packs them on every run and convolves directly. */
-int ad_fwd_dnn(ad_ctx *c, bb_value *const *in, bb_value **out, bool training);
+/* Inference forward of the node (Conv or Gemm) through a oneDNN primitive
+ * (plugins/cpu/dnn.c) where oneDNN has a fast kernel for it, else its CPU
+ * kernel: weights packed once per parameter version (when inputs 1 and 2
+ * are parameters or constants; else on every run), 3x3 convolutions by
+ * Winograd where they fit. (Training forwards keep the CPU kernels: the
+ * weights change every step, and the convolutions are a small part of a
+ * step; docs/DECISIONS.md.) */
+int ad_fwd_dnn(ad_ctx *c, bb_value *const *in, bb_value **out);
 /* Uniform draw in [0, 1) from the session's generator (Dropout). */
 double ad_uniform(ad_ctx *c);
 int ad_fail(ad_ctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -360,7 +360,7 @@ static int bwd_dropout(ad_ctx *c)
 
 static int fwd_dnn_infer(ad_ctx *c, bb_value *const *in, bb_value **out)
 {
-    return ad_fwd_dnn(c, in, out, false);
+    return ad_fwd_dnn(c, in, out);
 }
 
 /* ---- the table ------------------------------------------------------------------------------ */

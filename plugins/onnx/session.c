@@ -38,7 +38,7 @@ struct ad_session {
     bool tape;            /* a training forward's values are held */
     size_t rows;
     uint64_t rng;
-    cpu_dnn_chain **dnn;  /* per node x {inference, training}: oneDNN, made on first use */
+    cpu_dnn_chain **dnn;  /* per node: inference on oneDNN, made on first use */
     uint64_t params_version; /* counts changes of the flat vector (>= 1) */
 };
 
@@ -90,7 +90,7 @@ ad_session *ad_session_new(const ad_plan *p, float *params, uint64_t seed)
     s->grad = calloc(p->n_slots + 1, sizeof *s->grad);
     s->saved = calloc((size_t)p->n_nodes * AD_MAX_SAVED + 1, sizeof *s->saved);
     s->touched = calloc(p->n_params + 1, sizeof *s->touched);
-    s->dnn = calloc(2 * (size_t)p->n_nodes + 1, sizeof *s->dnn);
+    s->dnn = calloc((size_t)p->n_nodes + 1, sizeof *s->dnn);
     s->params_version = 1;
     if (!s->be.pool || !s->pview || !s->val || !s->grad || !s->saved || !s->touched ||
         !s->dnn || !make_views(s)) {
@@ -128,7 +128,7 @@ void ad_session_free(ad_session *s)
     free(s->grad);
     free(s->saved);
     free(s->touched);
-    for (size_t i = 0; s->dnn && i < 2 * (size_t)s->p->n_nodes; i++)
+    for (size_t i = 0; s->dnn && i < (size_t)s->p->n_nodes; i++)
         cpu_dnn_chain_free(s->dnn[i]);
     free(s->dnn);
     cpu_dnn_ctx_release(s->be.dnn);
@@ -307,21 +307,19 @@ static bool fixed_input(const ad_ctx *c, uint32_t i)
     return k == AD_SLOT_PARAM || k == AD_SLOT_CONST;
 }
 
-int ad_fwd_dnn(ad_ctx *c, bb_value *const *in, bb_value **out, bool training)
+int ad_fwd_dnn(ad_ctx *c, bb_value *const *in, bb_value **out)
 {
     ad_session *s = c->s;
     const ad_node *n = c->n;
     cpu_op op = (cpu_op)n->rule->cpu_op;
-    cpu_dnn_chain **at = &s->dnn[2 * node_index(c) + training];
+    cpu_dnn_chain **at = &s->dnn[node_index(c)];
     if (!*at && n->n_in >= 2 && n->n_out == 1 && cpu_dnn_layer_ok(op, n->node)) {
         cpu_dnn_layer l = {op == CPU_OP_Conv ? CPU_DNN_CONV : CPU_DNN_LINEAR, n->node, false};
-        *at = cpu_dnn_chain_new(&l, 1, !training);
+        *at = cpu_dnn_chain_new(&l, 1, true);
     }
     if (*at && in[0] && in[1]) {
         const bb_value *w[1] = {in[1]}, *b[1] = {n->n_in > 2 ? in[2] : NULL};
-        uint64_t version = !training && fixed_input(c, 1) && fixed_input(c, 2)
-                               ? s->params_version
-                               : 0;
+        uint64_t version = fixed_input(c, 1) && fixed_input(c, 2) ? s->params_version : 0;
         uint32_t ran = 0;
         cpu_run r = ad_cpu_run(c, op);
         int rc = cpu_dnn_chain_run(&r, *at, in[0], w, b, version, &ran, &out[0]);
