@@ -368,6 +368,108 @@ static bool pack_weights(builder *b, dnn_step *st, dnnl_primitive_desc_t pd,
            (st->w_reorder = reorder(b, user, want)) != NULL;
 }
 
+/* What one layer's primitive is made of: its desc, the caller's weights'
+ * layout (conv, linear) and the output dims (rank 4 for windows, 2 for a
+ * linear layer). */
+typedef union layer_desc {
+    dnnl_convolution_desc_t conv;
+    dnnl_pooling_v2_desc_t pool;
+    dnnl_inner_product_desc_t ip;
+} layer_desc;
+
+static dnnl_primitive_desc_t conv_pd(builder *b, const cpu_dnn_layer *l, const bb_value *w,
+                                     const bb_value *bias, const int64_t *dims,
+                                     const dnnl_memory_desc_t *in, layer_desc *od,
+                                     dnnl_memory_desc_t *wuser, int64_t *odims, bool *reord)
+{
+    const bb_tensor_view *wt = cpu_tv(w);
+    int64_t group = cpu_attr_i(l->node, "group", 1);
+    cpu_geom g;
+    if (wt->ndim != 4 || wt->dtype != BB_DT_FLOAT || group < 1 || wt->dims[0] % group ||
+        wt->dims[1] * group != dims[1] ||
+        (bias && (cpu_tv(bias)->ndim != 1 || cpu_tv(bias)->dims[0] != wt->dims[0] ||
+                  cpu_tv(bias)->dtype != BB_DT_FLOAT)) ||
+        !geometry(l, 4, dims, wt->dims + 2, &g))
+        return NULL;
+    conv_args a = {.has_b = bias != NULL};
+    geom_dims(&g, a.strides, a.dil, a.pl, a.pr);
+    int64_t out[4] = {dims[0], wt->dims[0], g.out[0], g.out[1]};
+    memcpy(odims, out, sizeof out);
+    plain_md(&a.dst, 4, odims, dnnl_format_tag_any);
+    plain_md(&a.b, 1, wt->dims, dnnl_a);
+    if (group == 1) {
+        plain_md(wuser, 4, wt->dims, dnnl_abcd);
+    } else {
+        int64_t gd[5] = {group, wt->dims[0] / group, wt->dims[1], wt->dims[2], wt->dims[3]};
+        plain_md(wuser, 5, gd, dnnl_abcde);
+    }
+    dnnl_dims_t wd;
+    memcpy(wd, wuser->dims, sizeof(dnnl_dim_t) * (size_t)wuser->ndims);
+    dnnl_memory_desc_init_by_tag(&a.w, wuser->ndims, wd, dnnl_f32, dnnl_format_tag_any);
+    /* Winograd's blocks are 16 channels wide: a thinner layer pads them */
+    bool wino = b->c->winograd && group == 1 && g.k[0] == 3 && g.k[1] == 3 && g.s[0] == 1 &&
+                g.s[1] == 1 && g.d[0] == 1 && g.d[1] == 1 && dims[1] % 16 == 0 &&
+                wt->dims[0] % 16 == 0;
+    dnnl_primitive_desc_t pd = NULL;
+    if (wino) {
+        a.alg = dnnl_convolution_winograd;
+        pd = pick(b, od, conv_init, &a, in, l->relu, true, reord);
+    }
+    if (!pd) {
+        a.alg = dnnl_convolution_direct;
+        pd = pick(b, od, conv_init, &a, in, l->relu, true, reord);
+    }
+    return pd;
+}
+
+static dnnl_primitive_desc_t linear_pd(builder *b, const cpu_dnn_layer *l, const bb_value *w,
+                                       const bb_value *bias, const int64_t *dims,
+                                       const dnnl_memory_desc_t *in, layer_desc *od,
+                                       dnnl_memory_desc_t *wuser, int64_t *odims, bool *reord)
+{
+    const bb_tensor_view *wt = cpu_tv(w);
+    bool tb = cpu_attr_i(l->node, "transB", 0) != 0;
+    if (wt->ndim != 2 || wt->dtype != BB_DT_FLOAT)
+        return NULL;
+    int64_t K = dims[1], N = tb ? wt->dims[0] : wt->dims[1];
+    if ((tb ? wt->dims[1] : wt->dims[0]) != K || N < 1 || K < 1 ||
+        (bias && (cpu_tv(bias)->dtype != BB_DT_FLOAT || bb_tensor_numel(bias) != (size_t)N ||
+                  cpu_tv(bias)->dims[cpu_tv(bias)->ndim - 1] != N)))
+        return NULL;
+    linear_args a = {.has_b = bias != NULL};
+    int64_t wd[2] = {N, K};
+    odims[0] = dims[0];
+    odims[1] = N;
+    plain_md(&a.dst, 2, odims, dnnl_ab);
+    plain_md(&a.b, 1, &N, dnnl_a);
+    plain_md(&a.w, 2, wd, dnnl_format_tag_any);
+    plain_md(wuser, 2, wd, tb ? dnnl_ab : dnnl_ba);
+    return pick(b, od, linear_init, &a, in, l->relu, false, reord);
+}
+
+static dnnl_primitive_desc_t pool_pd(builder *b, const cpu_dnn_layer *l, const int64_t *dims,
+                                     const dnnl_memory_desc_t *in, layer_desc *od,
+                                     int64_t *odims, bool *reord)
+{
+    const int64_t *ks;
+    size_t kn;
+    cpu_geom g;
+    if (!cpu_attr_ints(l->node, "kernel_shape", &ks, &kn) || kn != 2 ||
+        !geometry(l, 4, dims, ks, &g))
+        return NULL;
+    pool_args a = {.alg = l->kind == CPU_DNN_MAXPOOL ? dnnl_pooling_max
+                          : cpu_attr_i(l->node, "count_include_pad", 0)
+                              ? dnnl_pooling_avg_include_padding
+                              : dnnl_pooling_avg_exclude_padding};
+    geom_dims(&g, a.strides, a.dil, a.pl, a.pr);
+    a.kernel[0] = g.k[0];
+    a.kernel[1] = g.k[1];
+    int64_t out[4] = {dims[0], dims[1], g.out[0], g.out[1]};
+    memcpy(odims, out, sizeof out);
+    plain_md(&a.dst, 4, odims, dnnl_format_tag_any);
+    return pick(b, od, pool_init, &a, in, false, false, reord);
+}
+
 /* Layer i over in (dims, layout): its primitive into s->steps[i]; *out
  * dims and layout of its result. */
 static bool layer_build(builder *b, uint32_t i, const bb_value *w, const bb_value *bias,
@@ -376,96 +478,17 @@ static bool layer_build(builder *b, uint32_t i, const bb_value *w, const bb_valu
 {
     const cpu_dnn_layer *l = &b->c->layers[i];
     dnn_step *st = &b->s->steps[i];
-    dnnl_primitive_desc_t pd = NULL;
-    union {
-        dnnl_convolution_desc_t conv;
-        dnnl_pooling_v2_desc_t pool;
-        dnnl_inner_product_desc_t ip;
-    } od;
-    bool reord = false, conv = l->kind == CPU_DNN_CONV;
+    layer_desc od;
     dnnl_memory_desc_t wuser;
-    if (conv) {
-        const bb_tensor_view *wt = cpu_tv(w);
-        int64_t group = cpu_attr_i(l->node, "group", 1);
-        cpu_geom g;
-        if (ndim != 4 || wt->ndim != 4 || wt->dtype != BB_DT_FLOAT || group < 1 ||
-            wt->dims[0] % group || wt->dims[1] * group != dims[1] ||
-            (bias && (cpu_tv(bias)->ndim != 1 || cpu_tv(bias)->dims[0] != wt->dims[0] ||
-                      cpu_tv(bias)->dtype != BB_DT_FLOAT)) ||
-            !geometry(l, ndim, dims, wt->dims + 2, &g))
-            return false;
-        conv_args a = {.has_b = bias != NULL};
-        geom_dims(&g, a.strides, a.dil, a.pl, a.pr);
-        *ondim = 4;
-        odims[0] = dims[0];
-        odims[1] = wt->dims[0];
-        odims[2] = g.out[0];
-        odims[3] = g.out[1];
-        plain_md(&a.dst, 4, odims, dnnl_format_tag_any);
-        plain_md(&a.b, 1, wt->dims, dnnl_a);
-        if (group == 1) {
-            plain_md(&wuser, 4, wt->dims, dnnl_abcd);
-        } else {
-            int64_t gd[5] = {group, wt->dims[0] / group, wt->dims[1], wt->dims[2], wt->dims[3]};
-            plain_md(&wuser, 5, gd, dnnl_abcde);
-        }
-        dnnl_dims_t wd;
-        memcpy(wd, wuser.dims, sizeof(dnnl_dim_t) * (size_t)wuser.ndims);
-        dnnl_memory_desc_init_by_tag(&a.w, wuser.ndims, wd, dnnl_f32, dnnl_format_tag_any);
-        /* Winograd's blocks are 16 channels wide: a thinner layer pads them */
-        bool wino = b->c->winograd && group == 1 && g.k[0] == 3 && g.k[1] == 3 &&
-                    g.s[0] == 1 && g.s[1] == 1 && g.d[0] == 1 && g.d[1] == 1 &&
-                    dims[1] % 16 == 0 && wt->dims[0] % 16 == 0;
-        if (wino) {
-            a.alg = dnnl_convolution_winograd;
-            pd = pick(b, &od, conv_init, &a, in, l->relu, true, &reord);
-        }
-        if (!pd) {
-            a.alg = dnnl_convolution_direct;
-            pd = pick(b, &od, conv_init, &a, in, l->relu, true, &reord);
-        }
-    } else if (l->kind == CPU_DNN_LINEAR) {
-        const bb_tensor_view *wt = cpu_tv(w);
-        bool tb = cpu_attr_i(l->node, "transB", 0) != 0;
-        if (ndim != 2 || wt->ndim != 2 || wt->dtype != BB_DT_FLOAT)
-            return false;
-        int64_t K = dims[1], N = tb ? wt->dims[0] : wt->dims[1];
-        if ((tb ? wt->dims[1] : wt->dims[0]) != K || N < 1 || K < 1 ||
-            (bias && (cpu_tv(bias)->dtype != BB_DT_FLOAT || bb_tensor_numel(bias) != (size_t)N ||
-                      cpu_tv(bias)->dims[cpu_tv(bias)->ndim - 1] != N)))
-            return false;
-        linear_args a = {.has_b = bias != NULL};
-        int64_t wd[2] = {N, K};
-        *ondim = 2;
-        odims[0] = dims[0];
-        odims[1] = N;
-        plain_md(&a.dst, 2, odims, dnnl_ab);
-        plain_md(&a.b, 1, &N, dnnl_a);
-        plain_md(&a.w, 2, wd, dnnl_format_tag_any);
-        plain_md(&wuser, 2, wd, tb ? dnnl_ab : dnnl_ba);
-        pd = pick(b, &od, linear_init, &a, in, l->relu, false, &reord);
-    } else {
-        const int64_t *ks;
-        size_t kn;
-        cpu_geom g;
-        if (ndim != 4 || !cpu_attr_ints(l->node, "kernel_shape", &ks, &kn) || kn != 2 ||
-            !geometry(l, ndim, dims, ks, &g))
-            return false;
-        pool_args a = {.alg = l->kind == CPU_DNN_MAXPOOL ? dnnl_pooling_max
-                              : cpu_attr_i(l->node, "count_include_pad", 0)
-                                  ? dnnl_pooling_avg_include_padding
-                                  : dnnl_pooling_avg_exclude_padding};
-        geom_dims(&g, a.strides, a.dil, a.pl, a.pr);
-        a.kernel[0] = g.k[0];
-        a.kernel[1] = g.k[1];
-        *ondim = 4;
-        odims[0] = dims[0];
-        odims[1] = dims[1];
-        odims[2] = g.out[0];
-        odims[3] = g.out[1];
-        plain_md(&a.dst, 4, odims, dnnl_format_tag_any);
-        pd = pick(b, &od, pool_init, &a, in, l->relu, false, &reord);
-    }
+    bool reord = false, pool = l->kind == CPU_DNN_MAXPOOL || l->kind == CPU_DNN_AVGPOOL;
+    *ondim = l->kind == CPU_DNN_LINEAR ? 2 : 4;
+    if (ndim != *ondim)
+        return false;
+    dnnl_primitive_desc_t pd =
+        l->kind == CPU_DNN_CONV     ? conv_pd(b, l, w, bias, dims, in, &od, &wuser, odims, &reord)
+        : l->kind == CPU_DNN_LINEAR ? linear_pd(b, l, w, bias, dims, in, &od, &wuser, odims,
+                                                &reord)
+                                    : pool_pd(b, l, dims, in, &od, odims, &reord);
     if (!pd)
         return false;
     const dnnl_memory_desc_t *src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -477,7 +500,7 @@ static bool layer_build(builder *b, uint32_t i, const bb_value *w, const bb_valu
                 ok(dnnl_memory_create(&st->src, src, b->eng, DNNL_MEMORY_NONE));
         st->src_bytes = dnnl_memory_desc_get_size(src);
     }
-    if (built && l->kind != CPU_DNN_MAXPOOL && l->kind != CPU_DNN_AVGPOOL) {
+    if (built && !pool) {
         built = pack_weights(b, st, pd, &wuser);
         if (built && bias)
             built = ok(dnnl_memory_create(
