@@ -575,15 +575,19 @@ static inline void bbp_queue_free(bbp_queue *q)
  * as jobs, and answer every other op inline. The model supplies its op
  * table and the ops themselves. */
 
+#define BBP_MODEL_MAX_OUTPUTS 4
+
 typedef struct bbp_model_ops {
     const char *const *names;  /* op id -> op name, n_ops of them */
     int n_ops;
     int op_train, op_evaluate_metrics;
-    uint32_t max_outputs;      /* outputs an inline op may answer (at most 2) */
+    uint32_t max_outputs;      /* outputs an inline op may answer (at most
+                                * BBP_MODEL_MAX_OUTPUTS) */
     bool (*changes_model)(int op);
-    /* an inline op: out[0..n_out) get new references */
-    int (*run_sync)(void *model, int op, bb_value *const *in, uint32_t n_in, bb_value **out,
-                    uint32_t n_out, bb_error *err);
+    /* an inline op: out[0..n_out) get new references; node is the call's
+     * (its attributes), NULL for an op that waited behind a Train */
+    int (*run_sync)(void *model, int op, const bb_node *node, bb_value *const *in,
+                    uint32_t n_in, bb_value **out, uint32_t n_out, bb_error *err);
     int (*start_train)(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
                        int64_t epochs, bbp_sync *sync, bb_error *err);
     int (*start_eval)(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
@@ -610,12 +614,15 @@ static inline void bbp_model_drain(const bbp_model_ops *ops, const bbp_model_sta
             if (ops->start_train(m->model, *m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
         } else {
-            bb_value *out[2] = {0};
+            bb_value *out[BBP_MODEL_MAX_OUTPUTS] = {0};
             uint32_t n = d.n_out < ops->max_outputs ? d.n_out : ops->max_outputs;
-            if (ops->run_sync(m->model, d.op, d.in, d.n_in, out, n, &err))
+            if (ops->run_sync(m->model, d.op, NULL, d.in, d.n_in, out, n, &err)) {
+                for (uint32_t k = 0; k < n; k++)
+                    bb_value_unref(out[k]);
                 bb_complete_err(d.completion, err.code, err.msg);
-            else
+            } else {
                 bb_complete_ok(d.completion, out, n);
+            }
         }
         for (uint32_t k = 0; k < d.n_in; k++)
             bb_value_unref(d.in[k]);
@@ -659,7 +666,8 @@ static inline bb_dispatch_result bbp_model_dispatch(const bbp_model_ops *ops,
                                                    call->n_outputs, &sync, err);
         return bbp_job_dispatched(rc, &sync);
     }
-    rc = ops->run_sync(m->model, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
+    rc = ops->run_sync(m->model, op, call->node, call->inputs, call->n_inputs, outputs,
+                       call->n_outputs, err);
     return rc ? BB_DISPATCH_NOW_ERR : BB_DISPATCH_NOW_OK;
 }
 

@@ -43,6 +43,9 @@ static const bb_port_decl BBP_OUT_BYTES[] = {BBP__P("bytes", BYTES)};
 
 #define BBP_OPD(name, in, out, doc) {name, in, BBP_COUNT(in), out, BBP_COUNT(out), doc}
 
+/* The ops that read the data source come last (BBP_MODEL_DATA_OPS of them):
+ * a model without a data source (nn::MlpPart) declares the ones before. */
+#define BBP_MODEL_DATA_OPS 2
 static const bb_op_decl BBP_MODEL_ROLE_OPS[] = {
     BBP_OPD("ApplyDelta", BBP_IN_DELTA, BBP_OUT_CMD, "params += delta"),
     BBP_OPD("Backward", BBP_IN_GRAD, BBP_OUT_CMD,
@@ -51,8 +54,6 @@ static const bb_op_decl BBP_MODEL_ROLE_OPS[] = {
     BBP_OPD("Evaluate", BBP_IN_EVAL, BBP_OUT_METRICS,
             "the mean loss (compute_loss) on (input, target) in inference mode, and the "
             "accuracy when asked"),
-    BBP_OPD("EvaluateMetrics", BBP_IN_TRIGGER, BBP_OUT_METRICS,
-            "loss and accuracy on the data source's evaluation set (off the engine thread)"),
     BBP_OPD("Forward", BBP_IN_INPUT, BBP_OUT_OUTPUT,
             "outputs (logits for cross-entropy) of a batch in training mode, remembered for "
             "Backward"),
@@ -61,6 +62,9 @@ static const bb_op_decl BBP_MODEL_ROLE_OPS[] = {
     {"Params", NULL, 0, BBP_OUT_PARAMS, 1, "the flat parameter vector"},
     BBP_OPD("Step", BBP_IN_GRADS, BBP_OUT_CMD,
             "an optimizer step with grads, or with Backward's accumulated gradient when empty"),
+    /* the BBP_MODEL_DATA_OPS */
+    BBP_OPD("EvaluateMetrics", BBP_IN_TRIGGER, BBP_OUT_METRICS,
+            "loss and accuracy on the data source's evaluation set (off the engine thread)"),
     BBP_OPD("Train", BBP_IN_TRIGGER, BBP_OUT_TRAIN,
             "epochs whole epochs over the data source (off the engine thread); the new "
             "parameters and the samples seen"),

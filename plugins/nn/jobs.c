@@ -102,6 +102,8 @@ static int job_finish(void *model, void *state, bool train, bb_value **out, char
     bool made = train ? bbp_train_commit(&m->params, &j->params, &m->opt, &j->opt,
                                          m->shape.n_params, j->st.rows, out)
                       : bbp_stats_outputs(&j->st, out, true);
+    if (train)
+        m->age += j->st.rows; /* gossip learning: samples trained on */
     if (made && train && m->update_scale != 1.0f) { /* attack simulation: j->params = start */
         float *o = bb_tensor_f32(out[0]);
         for (size_t i = 0; i < m->shape.n_params; i++)

@@ -480,9 +480,10 @@ static int change(onnx_model *m, onnx_op op, const bb_value *a, bb_error *err)
 }
 
 /* Every op that completes inline. out[0..] receive new references. */
-static int run_sync(void *model, int op_id, bb_value *const *in, uint32_t n_in,
-                    bb_value **out, uint32_t n_out, bb_error *err)
+static int run_sync(void *model, int op_id, const bb_node *node, bb_value *const *in,
+                    uint32_t n_in, bb_value **out, uint32_t n_out, bb_error *err)
 {
+    (void)node; /* no op reads attributes */
     onnx_model *m = model;
     onnx_op op = (onnx_op)op_id;
     const bb_value *a = n_in > 0 ? in[0] : NULL, *b = n_in > 1 ? in[1] : NULL;
