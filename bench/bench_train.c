@@ -21,7 +21,10 @@
  * shared: the best trial is the one least disturbed, on every side alike).
  *
  * Usage: bench_train [--quick] [--no-baselines] [--only train|infer]
- *   --no-baselines: ours only (e.g. under perf); --only: one half
+ *                    [--backend-config JSON]
+ *   --no-baselines: ours only (e.g. under perf); --only: one half;
+ *   --backend-config: cpu::CpuBackend's config for the inference rows
+ *   (default {"threads": 1}; e.g. {"threads": 1, "winograd": false})
  */
 #include <limits.h>
 #include <stdio.h>
@@ -313,6 +316,7 @@ int main(int argc, char **argv)
 {
     bool baselines = true, train = true, inference = true;
     int rounds = 3;
+    const char *backend_config = "{\"threads\": 1}";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             TRIAL_S = 0.05;
@@ -325,9 +329,11 @@ int main(int argc, char **argv)
                    (strcmp(argv[i + 1], "train") == 0 || strcmp(argv[i + 1], "infer") == 0)) {
             train = strcmp(argv[++i], "train") == 0;
             inference = !train;
+        } else if (strcmp(argv[i], "--backend-config") == 0 && i + 1 < argc) {
+            backend_config = argv[++i];
         } else {
             fprintf(stderr, "usage: bench_train [--quick] [--no-baselines] [--rounds N] "
-                            "[--only train|infer]\n");
+                            "[--only train|infer] [--backend-config JSON]\n");
             return 2;
         }
     }
@@ -367,7 +373,7 @@ int main(int argc, char **argv)
     double tr[3][MAX_ROUNDS], tt[3][MAX_ROUNDS], ti[9][MAX_ROUNDS], to[9][MAX_ROUNDS];
     bool torch_ok = baselines, ort_ok = baselines;
     double load0 = load_avg();
-    drv_comp be = drv_create(l, "cpu::CpuBackend", NULL, "{\"threads\": 1}");
+    drv_comp be = drv_create(l, "cpu::CpuBackend", NULL, backend_config);
     for (int k = 0; k < rounds; k++) {
         double v[9];
         if (train) {
