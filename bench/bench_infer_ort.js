@@ -6,11 +6,14 @@
 //    "<case>_run" the shortest, "<case>_run_med" the median. bench_train
 //    times its own calls the same way (the same counts, per call), so these
 //    compare like with like;
-//  - the binding's call time (the best of 7 trials of a mean over many
-//    calls) minus ORT's per-call overhead, measured on Identity models:
-//    (Identity of the input's size + Identity of the output's size) / 2,
-//    since an Identity moves its size in and out, a model its input in and
-//    its output out: "<case>" lines. An estimate (the overhead is modelled).
+//  - the binding's call time minus ORT's per-call overhead, measured on
+//    Identity models: (Identity of the input's size + Identity of the
+//    output's size) / 2, since an Identity moves its size in and out, a
+//    model its input in and its output out. An estimate (the overhead is
+//    modelled), two ways: "<case>_call" from the shortest of 700 single
+//    calls (after 50 to warm up) of the model and of each Identity, which a
+//    loaded machine disturbs least; "<case>" from the best of 7 trials of a
+//    mean over many calls.
 // Prints "<case> <seconds>" lines, or one line saying why it is skipped
 // (exit 0) when onnxruntime-node is not installed (make bench installs it
 // into <build>/bench/ort; NODE_PATH points there).
@@ -49,6 +52,19 @@ async function timeRuns(session, feeds) {
     return Math.min(...trials);
 }
 
+/* The shortest of 700 single calls, after 50 to warm up. */
+async function shortestCall(session, feeds) {
+    const name = session.outputNames[0];
+    for (let i = 0; i < 50; i++) await session.run(feeds, [name]);
+    let best = Infinity;
+    for (let i = 0; i < 700; i++) {
+        const t0 = process.hrtime.bigint();
+        await session.run(feeds, [name]);
+        best = Math.min(best, Number(process.hrtime.bigint() - t0) * 1e-9);
+    }
+    return best;
+}
+
 async function open(file, profile) {
     return ort.InferenceSession.create(`${dir}/${file}`, {
         intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: "sequential",
@@ -85,6 +101,10 @@ async function main() {
         const overhead = (await timeRuns(idIn, feed(batch, 784)) +
                           await timeRuns(idOut, feed(batch, 10))) / 2;
         console.log(`${name} ${(full - overhead).toFixed(9)}`);
+        const call = await shortestCall(models[model], feed(batch, 784));
+        const callOverhead = (await shortestCall(idIn, feed(batch, 784)) +
+                              await shortestCall(idOut, feed(batch, 10))) / 2;
+        console.log(`${name}_call ${(call - callOverhead).toFixed(9)}`);
     }
     for (const [name, model, batch] of [["mlp_1", "mlp", 1], ["mlp_64", "mlp", 64],
                                         ["cnn_64", "cnn", 64]]) {
