@@ -11,7 +11,7 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
 #   make LTO=0 ...  bbd without link-time optimization (a faster build)
-#   make NATIVE=1 ... the plugins' kernels (agg, cpu, nn) for this machine's CPU
+#   make NATIVE=1 ... the plugins' kernels (agg, codec, cpu, nn) for this machine's CPU
 #                   (-march=native minus AVX-512; build-native/). Without it they
 #                   target baseline x86-64, so installed plugins run on any
 #                   x86-64 machine. ARCH_FLAGS=... sets the flags outright.

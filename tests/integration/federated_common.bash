@@ -24,17 +24,10 @@
 #   round_of NAME I EXPR         python EXPR over round I (0-based) of NAME's
 #                                events: r (round, participants, samples,
 #                                loss, accuracy, ms, before, after)
-source "$(dirname "$0")/bbd_common.bash"
+source "$(dirname "${BASH_SOURCE[0]}")/bbd_common.bash"
 
-PLUG=$BB_BUILD/lib/bytesandbrains/plugins
 FED=$BB_BUILD/examples/federated
-DIGITS=$PWD/data/digits.csv.gz
-if [ ! -x "$FED" ] || ! scripts/fetch-data >"$TMP/fetch.log" 2>&1; then
-    echo "FAIL $FED is not built or scripts/fetch-data failed"
-    cat "$TMP/fetch.log" 2>/dev/null
-    echo "0 passed, 1 failed"
-    exit 1
-fi
+use_example "$FED"
 
 record() { record_program "$FED" "$@"; } # NAME ARGS...
 
