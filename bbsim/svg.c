@@ -94,7 +94,8 @@ static void bucket_lines(FILE *f, const bbsim *s, size_t m, const axes *a)
 {
     size_t n = 0;
     bbsim_bucket *b = bbsim__metric_buckets(s, m, &n);
-    double *x = malloc((n ? n : 1) * 4 * sizeof *x), *y = x + n;
+    double *x = malloc((n ? n : 1) * 2 * sizeof *x);
+    double *y = x ? x + n : NULL;
     for (size_t i = 0; b && x && i < n; i++)
         x[i] = ((double)b[i].at + (double)s->sc->bucket / 2) / 1e9;
     static const char *const STYLE[] = {
