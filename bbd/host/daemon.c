@@ -900,15 +900,38 @@ static int start_engine(bbd_daemon *d, bb_error *err)
     return BB_OK;
 }
 
+/* A snapshot write killed before its rename left a temporary file: it was
+ * never read, but it holds disk. Say that it was removed. */
+static int remove_leftover_snapshot(bbd_daemon *d, bb_error *err)
+{
+    char removed[PATH_MAX];
+    int rc = bbd_snapshot_remove_leftover(d->snapshot_path, removed, err);
+    bbd_logline l;
+    if (rc == BB_OK && removed[0] &&
+        bbd_log_begin(&l, &d->log, BB_LOG_WARN, "daemon",
+                      "removed the temporary file of an interrupted snapshot write")) {
+        bbd_log_str(&l, "path", removed);
+        bbd_log_end(&l);
+    }
+    return rc;
+}
+
 static int restore(bbd_daemon *d, bb_error *err)
 {
     uint8_t *snap = NULL;
     size_t len = 0;
-    if (d->cfg->fresh)
-        return BB_OK;
-    int rc = bbd_snapshot_read(d->snapshot_path, d->cfg->max_snapshot_bytes, &snap, &len, err);
+    int rc = remove_leftover_snapshot(d, err);
+    if (rc || d->cfg->fresh)
+        return rc;
+    rc = bbd_snapshot_read(d->snapshot_path, d->cfg->max_snapshot_bytes, &snap, &len, err);
     if (rc == BB_ENOTFOUND) {
         bb_error_clear(err);
+        bbd_logline l;
+        if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "daemon",
+                          "no snapshot in the state dir: starting fresh")) {
+            bbd_log_str(&l, "path", d->snapshot_path);
+            bbd_log_end(&l);
+        }
         return BB_OK;
     }
     if (rc == BB_OK && (rc = bb_engine_restore(d->engine, snap, len, err)))
