@@ -29,6 +29,9 @@ void bbd_config_init(bbd_config *c)
     c->snapshot_on_exit = true;
     c->control_max_line_bytes = 16 * MIB;
     c->control_max_clients = 64;
+    c->control_client_output_bytes = 4 * MIB;
+    c->control_output_budget_bytes = 64 * MIB;
+    c->control_idle_timeout_ms = 60000;
     c->max_snapshot_bytes = (size_t)1 << 30;
     bb_engine_caps_default(&c->caps);
     bbd_transport_config_init(&c->transport);
@@ -348,12 +351,15 @@ static const field TRANSPORT_FIELDS[] = {
 };
 #undef TRF
 /* The node's own numeric keys (top level of the file). */
-#define NODE(n, max) {#n, offsetof(bbd_config, n), F_SIZE, max}
+#define NODE(n, k, max) {#n, offsetof(bbd_config, n), k, max}
 static const field NODE_FIELDS[] = {
-    NODE(cycle_op_budget, GI),
-    NODE(control_max_line_bytes, GI),
-    NODE(control_max_clients, 4 * KI),
-    NODE(max_snapshot_bytes, 64 * GI),
+    NODE(cycle_op_budget, F_SIZE, GI),
+    NODE(control_max_line_bytes, F_SIZE, GI),
+    NODE(control_max_clients, F_SIZE, 4 * KI),
+    NODE(control_client_output_bytes, F_SIZE, 4 * GI),
+    NODE(control_output_budget_bytes, F_SIZE, 16 * GI),
+    NODE(control_idle_timeout_ms, F_U64, DAY_MS),
+    NODE(max_snapshot_bytes, F_SIZE, 64 * GI),
 };
 #undef NODE
 
@@ -678,5 +684,11 @@ int bbd_config_finish(bbd_config *c, bb_error *err)
         return bb_error_set(err, BB_ECONFIG, "control_max_line_bytes must be at least 1024");
     if (c->control_max_clients < 1)
         return bb_error_set(err, BB_ECONFIG, "control_max_clients must be at least 1");
+    if (c->control_client_output_bytes < 64 * 1024)
+        return bb_error_set(err, BB_ECONFIG, "control_client_output_bytes must be at least 65536");
+    if (c->control_output_budget_bytes < c->control_client_output_bytes)
+        return bb_error_set(err, BB_ECONFIG, "control_output_budget_bytes (%zu) must be at least "
+                            "control_client_output_bytes (%zu)", c->control_output_budget_bytes,
+                            c->control_client_output_bytes);
     return BB_OK;
 }

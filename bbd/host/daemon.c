@@ -359,7 +359,12 @@ static void step_infra(bbd_daemon *d, bb_step *s)
     const char *peer =
         s->u.infra.has_peer ? bbd_daemon_peer_text(&s->u.infra.peer, pb) : NULL;
     bbd_logline l;
-    if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "engine", "InfraEvent")) {
+    char what[96];
+    snprintf(what, sizeof what, "InfraEvent %s %s", kind,
+             s->u.infra.kind == BB_INFRA_WIRE_RECEIVE_ERROR && s->u.infra.sub
+                 ? bb_wire_rx_error_name(s->u.infra.sub)
+                 : "");
+    if (bbd_daemon_log_remote_begin(d, &l, BB_LOG_WARN, "engine", what, peer, "InfraEvent")) {
         bbd_log_str(&l, "kind", kind);
         if (s->u.infra.kind == BB_INFRA_WIRE_RECEIVE_ERROR && s->u.infra.sub)
             bbd_log_str(&l, "error", bb_wire_rx_error_name(s->u.infra.sub));
@@ -440,11 +445,9 @@ static void deliver_refused(bbd_daemon *d, const bb_peerid *from, size_t len, co
     d->deliver_errors++;
     char pb[BB_PEERID_TEXT_MAX];
     bbd_logline l;
-    /* a flood of refusals must not flood the log: the first ten, then
-     * every thousandth (the metrics count them all) */
-    if ((d->deliver_errors <= 10 || d->deliver_errors % 1000 == 0) &&
-        bbd_log_begin(&l, &d->log, BB_LOG_WARN, "engine", "inbound envelope refused")) {
-        bbd_log_str(&l, "peer", bbd_daemon_peer_text(from, pb));
+    if (bbd_daemon_log_remote_begin(d, &l, BB_LOG_WARN, "engine", "inbound envelope refused",
+                                    bbd_daemon_peer_text(from, pb), "inbound envelope refused")) {
+        bbd_log_str(&l, "peer", pb);
         bbd_log_u64(&l, "bytes", len);
         bbd_log_str(&l, "error", err->msg);
         bbd_log_u64(&l, "total", d->deliver_errors);
@@ -542,11 +545,77 @@ static void tr_send_result(void *ud, const bb_peerid *peer, bool ok)
         bbd_daemon_kick(d);
 }
 
+/* ---- the rate limiter for lines remote parties cause --------------------------------------- */
+
+static uint64_t loop_ms(bbd_daemon *d) { return d->loop_ready ? uv_now(&d->loop) : 0; }
+
+bool bbd_daemon_log_remote_begin(bbd_daemon *d, bbd_logline *l, bb_log_level level,
+                                 const char *comp, const char *kind, const char *source,
+                                 const char *msg)
+{
+    if (level > d->log.level)
+        return false; /* filtered anyway: nothing to count */
+    if (!bbd_ratelimit_allow(&d->ratelimit, kind, source, loop_ms(d))) {
+        d->log_suppressed++;
+        return false;
+    }
+    return bbd_log_begin(l, &d->log, level, comp, msg);
+}
+
+static void ratelimit_report(void *ud, const char *kind, const char *source,
+                             uint64_t suppressed, uint64_t window_ms)
+{
+    bbd_daemon *d = ud;
+    bbd_logline l;
+    char msg[160];
+    snprintf(msg, sizeof msg, "%llu more lines suppressed", (unsigned long long)suppressed);
+    if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "log", msg)) {
+        bbd_log_str(&l, "kind", kind);
+        if (source && *source)
+            bbd_log_str(&l, "source", source);
+        bbd_log_u64(&l, "suppressed", suppressed);
+        bbd_log_u64(&l, "window_ms", window_ms);
+        bbd_log_end(&l);
+    }
+}
+
+static void on_ratelimit_timer(uv_timer_t *t)
+{
+    bbd_daemon *d = t->data;
+    bbd_ratelimit_flush(&d->ratelimit, uv_now(&d->loop));
+}
+
+static bb_log_level log_level_of(int level)
+{
+    return level < 0 ? BB_LOG_ERROR : level > 3 ? BB_LOG_DEBUG : (bb_log_level)level;
+}
+
+static void tr_log_remote(void *ud, int level, const char *kind, const char *source,
+                          const char *msg)
+{
+    bbd_daemon *d = ud;
+    bbd_logline l;
+    if (bbd_daemon_log_remote_begin(d, &l, log_level_of(level), "transport", kind, source, msg))
+        bbd_log_end(&l);
+}
+
+/* A control client dropped, evicted or refused: caused by a client. */
+static void control_log(void *ud, int level, const char *msg)
+{
+    bbd_daemon *d = ud;
+    bbd_logline l;
+    /* the text up to the first ':' after "control: " is the kind */
+    char kind[64];
+    const char *p = strncmp(msg, "control: ", 9) == 0 ? msg + 9 : msg;
+    snprintf(kind, sizeof kind, "control %.*s", (int)strcspn(p, ":("), p);
+    if (bbd_daemon_log_remote_begin(d, &l, log_level_of(level), "control", kind, "control", msg))
+        bbd_log_end(&l);
+}
+
 static void tr_log(void *ud, int level, const char *msg)
 {
     bbd_daemon *d = ud;
-    bbd_log_msg(&d->log, level < 0 ? BB_LOG_ERROR : level > 3 ? BB_LOG_DEBUG : level,
-                "transport", msg);
+    bbd_log_msg(&d->log, log_level_of(level), "transport", msg);
 }
 
 /* ---- engine host callbacks ---------------------------------------------------------------- */
@@ -669,6 +738,7 @@ static void close_all(bbd_daemon *d)
         close_handle(d, (uv_handle_t *)&d->sig_int);
         close_handle(d, (uv_handle_t *)&d->sig_hup);
         close_handle(d, (uv_handle_t *)&d->dial_timer);
+        close_handle(d, (uv_handle_t *)&d->ratelimit_timer);
     }
     bbd_daemon_waits_free(d);
     for (bbd_job *j = d->jobs; j; j = j->next)
@@ -847,6 +917,7 @@ static int start_transport(bbd_daemon *d, bb_error *err)
         .on_peer_disconnected = tr_disconnected,
         .on_send_result = tr_send_result,
         .on_log = tr_log,
+        .on_log_remote = tr_log_remote,
         .ud = d,
     };
     bbd_transport_config tc = c->transport;
@@ -991,6 +1062,10 @@ static int init_handles(bbd_daemon *d, bb_error *err)
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
         hs[i]->data = d;
     bbd_daemon_dial_init(d);
+    uv_timer_init(&d->loop, &d->ratelimit_timer);
+    d->ratelimit_timer.data = d;
+    uv_timer_start(&d->ratelimit_timer, on_ratelimit_timer, BBD_RATELIMIT_WINDOW_MS,
+                   BBD_RATELIMIT_WINDOW_MS);
     d->handles_open = true;
     uv_signal_start(&d->sig_term, on_signal, SIGTERM);
     uv_signal_start(&d->sig_int, on_signal, SIGINT);
@@ -1097,8 +1172,11 @@ static int start(bbd_daemon *d, bb_error *err)
     phase_done(d, "targets installed");
     bbd_control_ops ops = bbd_daemon_control_ops;
     ops.ud = d;
-    if ((rc = bbd_control_start(&d->loop, c->control, c->control_max_line_bytes,
-                                c->control_max_clients, &ops, &d->control, err)))
+    ops.log = control_log;
+    bbd_control_limits lim = {c->control_max_line_bytes, c->control_max_clients,
+                              c->control_client_output_bytes, c->control_output_budget_bytes,
+                              c->control_idle_timeout_ms};
+    if ((rc = bbd_control_start(&d->loop, c->control, &lim, &ops, &d->control, err)))
         return rc;
     if (c->metrics) {
         uint8_t a[BB_MULTIADDR_MAX_LEN];
@@ -1163,6 +1241,7 @@ int bbd_daemon_main(bbd_config *cfg)
         fprintf(stderr, "bbd: error: %s\n", err.msg);
         return BBD_EXIT_FAIL;
     }
+    bbd_ratelimit_init(&d.ratelimit, ratelimit_report, &d);
     if (start(&d, &err) != BB_OK) {
         fprintf(stderr, "bbd: error: %s\n", err.msg);
         d.stopping = true;

@@ -79,6 +79,12 @@ typedef struct bbd_transport_callbacks {
      * positional initializers of the fields above stay valid.) */
     void (*on_envelope_owned)(void *ud, const bb_peerid *from, const bbd_addr *observed,
                               uint8_t *bytes, size_t len);
+    /* Optional: a line caused by a remote peer, for the host's rate limiter
+     * (ratelimit.h): kind identifies the line's call site (its format),
+     * source the remote address it names ("" when none). Without it such
+     * lines go to on_log, BBD_LOG_BURST a second. */
+    void (*on_log_remote)(void *ud, int level, const char *kind, const char *source,
+                          const char *msg);
 } bbd_transport_callbacks;
 
 typedef struct bbd_transport_config {
