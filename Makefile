@@ -7,6 +7,9 @@
 #   make bench      run the benchmarks (tables of ratios against baselines)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
+#   make fuzz       the libFuzzer targets fuzz/fuzz_*.c (clang, ASan + UBSan;
+#                   build-fuzz/fuzz/); make fuzz-smoke runs each briefly
+#                   (part of make check), FUZZ_SECONDS=600 make fuzz-smoke longer
 #   make LTO=0 ...  bbd without link-time optimization (a faster build)
 #   make NATIVE=1 ... the plugins' kernels (agg, cpu, nn) for this machine's CPU
 #                   (-march=native minus AVX-512; build-native/). Without it they
@@ -38,8 +41,18 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 SAN     ?= 0
 CC      ?= cc
+FUZZ    ?= 0
 
-ifeq ($(SAN),1)
+# The fuzz build: clang with libFuzzer's coverage hooks, ASan and UBSan in
+# every object (the plugins too: they are fuzzed through create()), its own
+# build directory. Set by `make fuzz`, not by hand.
+ifeq ($(FUZZ),1)
+BUILD    = build-fuzz
+CC       = clang
+SANFLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined
+LTO      = 0
+else ifeq ($(SAN),1)
 BUILD   ?= build-san
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 else
@@ -136,6 +149,10 @@ BENCH_SRC    = $(wildcard bench/bench_*.c)
 BENCHES      = $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 BENCH_SUPPORT_O = $(patsubst %.c,$(B)/obj/%.o,$(wildcard bench/support/*.c))
 
+FUZZ_SRC     = $(wildcard fuzz/fuzz_*.c)
+FUZZERS      = $(patsubst fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
+FUZZ_SUPPORT_O = $(patsubst %.c,$(B)/obj/%.o,$(wildcard fuzz/support/*.c))
+
 BINS =
 ifneq ($(wildcard bbc/main.c),)
 BINS += $(B)/bin/bbc
@@ -154,7 +171,8 @@ endif
 -include $(wildcard plugins/*/build.mk)
 -include $(wildcard tests/plugins/*/build.mk)
 
-.PHONY: all deps check check-unit check-integration demo bench footprint install clean examples programs
+.PHONY: all deps check check-unit check-integration demo bench footprint install clean examples programs \
+	fuzz fuzz-smoke fuzzers
 .SECONDARY:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_SO) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
@@ -296,10 +314,34 @@ $(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LI
 
 examples: $(EXAMPLE_ONNX)
 
+# A fuzz target: libFuzzer's main, the checked engine (an invariant that
+# breaks is a finding), the host, bbc and libbbir.so; -rdynamic so the
+# plugins it opens find libFuzzer's coverage hooks and libbbir in it.
+$(B)/fuzz/fuzz_%: $(B)/obj/fuzz/fuzz_%.o $(FUZZ_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) -fsanitize=fuzzer $(RPATH_BIN) -rdynamic -o $@ $< $(FUZZ_SUPPORT_O) \
+		$(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) -L$(B)/lib -lbbir $(SYS_LIBS)
+
+# The targets that install fed_round bind its test model: that plugin alone
+# in a directory (tests/plugins holds broken plugins on purpose).
+$(B)/fuzz/plugins/bbd_test.so: $(B)/tests/plugins/bbd_test.so
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+fuzzers: $(FUZZERS) $(PLUGINS) $(B)/fuzz/plugins/bbd_test.so $(EXAMPLE_ONNX)
+
 # ---- entry points ------------------------------------------------------------
 check: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory fuzz
 	@BUILD=$(B) scripts/run-tests
+
+# The fuzz build has its own directory and flags whatever this make's are.
+fuzz: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) FUZZ=1 SAN=0 NATIVE=0 BUILD=build-fuzz CC=clang fuzzers
+
+fuzz-smoke: fuzz
+	@scripts/fuzz-smoke
 
 # The demo needs the programs, the plugins and the federated recorder, not
 # the test and bench binaries: a newcomer waits for a third of the build.
@@ -341,6 +383,6 @@ install: all
 	fi
 
 clean:
-	rm -rf build build-san build-native $(EXAMPLE_ONNX)
+	rm -rf build build-san build-native build-fuzz $(EXAMPLE_ONNX)
 
 -include $(shell find $(B)/obj $(B)/obj-checked -name '*.d' 2>/dev/null)
