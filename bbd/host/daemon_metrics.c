@@ -201,6 +201,9 @@ void bbd_daemon_render_metrics(void *daemon, bbd_mtext *t)
     bbd_control_stats cs;
     bbd_control_stats_get(d->control, &cs);
     stat_fields(t, "bbd_control_", BBD_CONTROL_TOTALS, &cs);
+    one(t, "bbd_metrics_evicted", "counter",
+        "metrics connections closed, waiting for their request, to make room for a new one",
+        bbd_metrics_evicted(d->metrics));
     one(t, "bbd_ingress_budget_bytes", "gauge", "the engine's ingress byte budget",
         d->cfg->caps.ingress_byte_budget);
     engine_counters(d, t);

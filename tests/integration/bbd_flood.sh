@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# bbd_flood.sh — a node under floods keeps its memory within its budgets
+# and keeps serving its peers and its operator (issue 21). Measured RSS is
+# printed ("rss ...") for the README.
+#   control: 63 watchers that never read while 20,000-float events stream,
+#     64 clients that connect and sit there, one client pipelining 1 MB of
+#     status requests without reading;
+#   metrics: 16 idle connections, then a scrape;
+#   peers (tests/tools/flood_peer): envelopes as fast as one peer can send,
+#     oversize frames, thousands of forged identities (announcing loopback
+#     addresses only).
+# Ends with "N passed, N failed".
+source "$(dirname "$0")/bbd_common.bash"
+HELP=tests/integration/flood_clients.py
+
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$(node_pid "$1")/status" 2>/dev/null || echo 0; }
+status_ok() { ctl "$1" --timeout 5 status >/dev/null; }
+
+check "ping_pong compiles" compile_example ping_pong
+cat >"$TMP/pong.json" <<JSON
+{"control_client_output_bytes": 1048576, "control_output_budget_bytes": 16777216,
+ "control_idle_timeout_ms": 3000}
+JSON
+start_node pong --config "$TMP/pong.json" --targets Ponger --listen /ip4/127.0.0.1/tcp/0 \
+    --metrics /ip4/127.0.0.1/tcp/0 "$TMP/ping_pong.onnx" || not_ok "Ponger starts" "$TMP/pong.log"
+PONG_ID=$(node_peer pong)
+PONG_ADDR=$(node_addr pong tcp)
+start_node ping --targets Pinger --listen /ip4/127.0.0.1/tcp/0 --peer "$PONG_ID=$PONG_ADDR" \
+    "$TMP/ping_pong.onnx" || not_ok "Pinger starts" "$TMP/ping.log"
+SOCK="$TMP/pong/control.sock"
+BASE=$(rss_kb pong)
+echo "rss pong at start: $BASE kB"
+
+# ---- control: watchers that never read ---------------------------------------------------
+"$PY" "$HELP" watch-control "$SOCK" 63 120 >"$TMP/watchers.out" 2>&1 &
+WATCHERS=$!
+wait_until 10 grep -q ready "$TMP/watchers.out" || not_ok "63 watchers connect" "$TMP/watchers.out"
+"$PY" tests/integration/bbd_run_onnx.py input "$TMP/big.pb" x 1 20000 1
+for i in $(seq 1 40); do
+    ctl ping --timeout 20 invoke Pinger "x=@$TMP/big.pb" --wait pong >/dev/null 2>&1 ||
+        { not_ok "invoke $i with 63 stalled watchers on the Ponger"; break; }
+done
+PEAK=$(rss_kb pong)
+echo "rss pong after 40 events of 20,000 floats to 63 watchers that never read: $PEAK kB"
+dropped=$(ctl pong --json status | jget 'd["control"]["watchers_dropped"]')
+[ "${dropped:-0}" -ge 1 ] && ok "watchers that do not read are dropped ($dropped), and counted" ||
+    not_ok "watchers dropped (status control.watchers_dropped=$dropped)"
+grep -q 'msg="control: watcher dropped: not reading its events' "$TMP/pong.log" &&
+    ok "a dropped watcher is logged" || not_ok "watcher drop logged" "$TMP/pong.log"
+# the budget is 16 MiB of output for all clients: RSS stays within it and slack
+[ $((PEAK - BASE)) -lt $((64 * 1024)) ] && ok "RSS grew $((PEAK - BASE)) kB (< 64 MiB; output budget 16 MiB)" ||
+    not_ok "RSS grew $((PEAK - BASE)) kB with stalled watchers"
+check "the operator is still served" status_ok pong
+kill "$WATCHERS" 2>/dev/null; wait "$WATCHERS" 2>/dev/null
+
+# ---- control: clients that connect and sit there -----------------------------------------
+"$PY" "$HELP" idle-control "$SOCK" 64 60 >"$TMP/idle.out" 2>&1 &
+IDLE=$!
+wait_until 10 grep -q ready "$TMP/idle.out" || not_ok "64 idle clients connect" "$TMP/idle.out"
+check "with 64 idle clients holding every slot, bbctl status is answered" status_ok pong
+ev=$(ctl pong --json status | jget 'd["control"]["evicted"]')
+[ "${ev:-0}" -ge 1 ] && ok "the idle client was evicted for it ($ev)" || not_ok "evicted=$ev"
+idle_gone() { [ "$(ctl pong --json status | jget 'd["control_clients"]')" -le 2 ]; }
+wait_until 15 idle_gone && ok "idle clients are closed after control_idle_timeout_ms" ||
+    not_ok "idle clients still connected: $(ctl pong --json status | jget 'd["control_clients"]')"
+kill "$IDLE" 2>/dev/null; wait "$IDLE" 2>/dev/null
+
+# ---- control: a client pipelining requests without reading --------------------------------
+BEFORE=$(rss_kb pong)
+"$PY" "$HELP" pipeline-control "$SOCK" 1048576 30 >"$TMP/pipe.out" 2>&1 &
+PIPE=$!
+wait_until 20 grep -q ready "$TMP/pipe.out" || not_ok "the pipelining client" "$TMP/pipe.out"
+AFTER=$(rss_kb pong)
+echo "rss pong with a client that pipelined $(sed -n 's/sent //p' "$TMP/pipe.out") bytes of status without reading: $AFTER kB"
+[ $((AFTER - BEFORE)) -lt $((16 * 1024)) ] && ok "RSS grew $((AFTER - BEFORE)) kB (< 16 MiB; its share is 1 MiB)" ||
+    not_ok "RSS grew $((AFTER - BEFORE)) kB with a pipelining client"
+grep -q "sent 1048576$" "$TMP/pipe.out" && not_ok "the daemon read all 1 MB without the replies being read" ||
+    ok "the daemon stopped reading the client whose replies wait"
+check "the operator is still served" status_ok pong
+kill "$PIPE" 2>/dev/null; wait "$PIPE" 2>/dev/null
+
+# ---- metrics: idle connections do not keep a scraper out ----------------------------------
+MPORT=$(ctl pong --json status | jget 'd["metrics"]' | sed 's|.*/tcp/||')
+"$PY" "$HELP" idle-tcp "$MPORT" 16 60 >"$TMP/midle.out" 2>&1 &
+MIDLE=$!
+wait_until 10 grep -q ready "$TMP/midle.out" || not_ok "16 idle metrics connections" "$TMP/midle.out"
+if curl -sf --max-time 3 "http://127.0.0.1:$MPORT/metrics" >"$TMP/m.txt" && grep -q '^bbd_up 1$' "$TMP/m.txt"; then
+    ok "with 16 idle connections a scrape is answered at once"
+else
+    not_ok "scrape with 16 idle connections"
+fi
+grep -qE '^bbd_metrics_evicted_total [1-9]' "$TMP/m.txt" && ok "the idle connections made room (bbd_metrics_evicted)" ||
+    not_ok "bbd_metrics_evicted" "$TMP/m.txt"
+kill "$MIDLE" 2>/dev/null; wait "$MIDLE" 2>/dev/null
+
+finish
