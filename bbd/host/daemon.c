@@ -39,13 +39,26 @@ struct bbd_job {
     bbd_job *prev, *next;
 };
 
+/* Test hook: $BBD_TEST_CLOCK_OFFSET_MS moves this node's clock (what the
+ * engine sees, and so every stamp it sends) by that many milliseconds, so
+ * the tests run nodes whose clocks disagree (bbd_skew.sh). Read once at
+ * start; the kernel timer is armed on the real clock (arm_deadline). */
+static int64_t clock_offset_ns;
+
+static void clock_offset_init(void)
+{
+    const char *s = getenv("BBD_TEST_CLOCK_OFFSET_MS");
+    if (s && *s)
+        clock_offset_ns = (int64_t)strtoll(s, NULL, 10) * 1000000;
+}
+
 uint64_t bbd_now_ns(void)
 {
-    /* Wall-clock nanoseconds: deadlines cross the wire as absolute times,
-     * so every node must count from the same epoch. */
+    /* Wall-clock nanoseconds: the epoch every node's stamps share (the
+     * engine corrects a peer's deadlines by its clock offset). */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + (uint64_t)clock_offset_ns;
 }
 
 const char *bbd_daemon_peer_text(const bb_peerid *p, char buf[BB_PEERID_TEXT_MAX])
@@ -138,7 +151,8 @@ static void arm_deadline(bbd_daemon *d, uint64_t dl)
     if (d->deadline_armed && d->deadline_armed <= dl)
         return;
     /* dl > 0 (schedule polls at once for 0): a zero it_value would disarm */
-    struct itimerspec its = {.it_value = timespec_of_ns(dl)};
+    uint64_t real = dl - (uint64_t)clock_offset_ns;
+    struct itimerspec its = {.it_value = timespec_of_ns(real ? real : 1)};
     if (timerfd_settime(d->deadline_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
         log_errno(d, "deadline timer arm");
         uv_idle_start(&d->repoll, on_repoll); /* poll again rather than miss it */
@@ -1242,6 +1256,7 @@ int bbd_daemon_main(bbd_config *cfg)
         return BBD_EXIT_FAIL;
     }
     bbd_ratelimit_init(&d.ratelimit, ratelimit_report, &d);
+    clock_offset_init();
     if (start(&d, &err) != BB_OK) {
         fprintf(stderr, "bbd: error: %s\n", err.msg);
         d.stopping = true;
