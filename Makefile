@@ -36,6 +36,8 @@
 #   tests/unit/test_X.c      -> tests/test_X (cmocka; + tests/unit/support/*.c)
 #   examples/NAME/*.c        -> examples/NAME, run to write testdata/NAME.onnx
 #   bench/bench_X.c          -> bench/bench_X     (+ bench/support/*.c)
+#   tests/tools/X.c          -> tests/tools/X     (programs the integration tests run)
+#   fuzz/fuzz_X.c            -> build-fuzz/fuzz/fuzz_X (make fuzz; + fuzz/support/*.c)
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -149,6 +151,9 @@ BENCH_SRC    = $(wildcard bench/bench_*.c)
 BENCHES      = $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 BENCH_SUPPORT_O = $(patsubst %.c,$(B)/obj/%.o,$(wildcard bench/support/*.c))
 
+TOOL_SRC     = $(wildcard tests/tools/*.c)
+TOOLS        = $(patsubst tests/tools/%.c,$(B)/tests/tools/%,$(TOOL_SRC))
+
 FUZZ_SRC     = $(wildcard fuzz/fuzz_*.c)
 FUZZERS      = $(patsubst fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
 FUZZ_SUPPORT_O = $(patsubst %.c,$(B)/obj/%.o,$(wildcard fuzz/support/*.c))
@@ -176,7 +181,7 @@ endif
 .SECONDARY:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_SO) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
-     $(TESTS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES)
+     $(TESTS) $(TOOLS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES)
 
 deps:
 	@scripts/deps
@@ -313,6 +318,12 @@ $(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LI
 		-L$(B)/lib -lbbir $(SYS_LIBS)
 
 examples: $(EXAMPLE_ONNX)
+
+# Programs the integration tests run (fault relay, flooding peer).
+$(B)/tests/tools/%: $(B)/obj/tests/tools/%.o $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN)/.. -o $@ $< $(LIBHOST_A) $(LIBENGINE_A) -L$(B)/lib -lbbir \
+		$(SYS_LIBS)
 
 # A fuzz target: libFuzzer's main, the checked engine (an invariant that
 # breaks is a finding), the host, bbc and libbbir.so; -rdynamic so the

@@ -547,6 +547,7 @@ enum {
     BBE__C_APP_EVENTS,
     BBE__C_BUDGET_HITS,
     BBE__C_APP_INGRESS_ERRORS,
+    BBE__C_DEDUP_DENIED, /* of gate.denied: duplicates the dedup gate removed */
     BBE__C_COUNT
 };
 

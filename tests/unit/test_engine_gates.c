@@ -89,6 +89,7 @@ static void test_dedup_gate(void **state)
     send_value(e, 1, 7, 100, 0); /* evicted from the 2-entry window */
     assert_int_equal(outcome(e, 1, NULL), 1);
     assert_int_equal(bb_engine_counter(e, "gate.denied"), 1);
+    assert_int_equal(bb_engine_counter(e, "gate.dedup_denied"), 1); /* its own count too */
     bb_engine_free(e);
     bb_model_free(m);
 }
