@@ -322,7 +322,7 @@ examples: $(EXAMPLE_ONNX)
 # Programs the integration tests run (fault relay, flooding peer).
 $(B)/tests/tools/%: $(B)/obj/tests/tools/%.o $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN)/.. -o $@ $< $(LIBHOST_A) $(LIBENGINE_A) -L$(B)/lib -lbbir \
+	$(CC) $(LDFLAGS_COMMON) -Wl,-rpath,'$$ORIGIN/../../lib' -o $@ $< $(LIBHOST_A) $(LIBENGINE_A) -L$(B)/lib -lbbir \
 		$(SYS_LIBS)
 
 # A fuzz target: libFuzzer's main, the checked engine (an invariant that

@@ -331,7 +331,10 @@ static void step_peer(bbd_daemon *d, bb_step *s)
     bool down = s->kind == BB_STEP_PEER_DOWN;
     const char *name = down ? "PeerDown" : "PeerUp";
     bbd_logline l;
-    if (bbd_log_begin(&l, &d->log, down ? BB_LOG_WARN : BB_LOG_INFO, "engine", name)) {
+    /* a peer that announced an address nobody answers on goes down: peers
+     * can cause these lines in numbers (forged identities) */
+    if (bbd_daemon_log_remote_begin(d, &l, down ? BB_LOG_WARN : BB_LOG_INFO, "engine", name, peer,
+                                    name)) {
         bbd_log_str(&l, "peer", peer);
         bb_engine_peer_info pi;
         if (bb_engine_peer_info_get(d->engine, &s->u.peer.peer, &pi)) {
@@ -512,8 +515,9 @@ static void tr_connected(void *ud, const bb_peerid *peer, const bbd_addr *addrs,
     bbd_daemon_dial_found(d, peer);
     const char *peer_text = bbd_daemon_peer_text(peer, pb); /* logged and published */
     bbd_logline l;
-    if (bbd_log_begin(&l, &d->log, rc ? BB_LOG_WARN : BB_LOG_INFO, "transport",
-                      "peer connected")) {
+    /* anyone can connect: through the limiter (forged identities) */
+    if (bbd_daemon_log_remote_begin(d, &l, rc ? BB_LOG_WARN : BB_LOG_INFO, "transport",
+                                    "peer connected", peer_text, "peer connected")) {
         bbd_log_str(&l, "peer", peer_text);
         char tl[512];
         join(tl, sizeof tl, targets, n_targets, ",");
@@ -538,7 +542,8 @@ static void tr_disconnected(void *ud, const bb_peerid *peer)
     bbd_daemon_dial_lost(d, peer);
     const char *peer_text = bbd_daemon_peer_text(peer, pb); /* logged and published */
     bbd_logline l;
-    if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "transport", "peer disconnected")) {
+    if (bbd_daemon_log_remote_begin(d, &l, BB_LOG_INFO, "transport", "peer disconnected",
+                                    peer_text, "peer disconnected")) {
         bbd_log_str(&l, "peer", peer_text);
         bbd_log_end(&l);
     }

@@ -27,6 +27,16 @@ static void close_window(bbd_ratelimit *rl, bbd_ratelimit_slot *s, uint64_t now_
     s->window_start_ms = now_ms;
 }
 
+/* A slot taken for a new pair: what it had suppressed joins the one
+ * report for every evicted pair (thousands of forged sources would
+ * otherwise buy a report line each). */
+static void evict(bbd_ratelimit *rl, bbd_ratelimit_slot *s, uint64_t now_ms)
+{
+    if (!rl->others_suppressed)
+        rl->others_window_start_ms = now_ms;
+    rl->others_suppressed += s->suppressed;
+}
+
 static bbd_ratelimit_slot *slot_for(bbd_ratelimit *rl, const char *kind, const char *source,
                                     uint64_t now_ms)
 {
@@ -40,7 +50,7 @@ static bbd_ratelimit_slot *slot_for(bbd_ratelimit *rl, const char *kind, const c
             oldest = s;
     }
     if (oldest->used)
-        close_window(rl, oldest, now_ms);
+        evict(rl, oldest, now_ms);
     memset(oldest, 0, sizeof *oldest);
     snprintf(oldest->kind, sizeof oldest->kind, "%s", kind);
     snprintf(oldest->source, sizeof oldest->source, "%s", source);
@@ -72,6 +82,14 @@ bool bbd_ratelimit_allow(bbd_ratelimit *rl, const char *kind, const char *source
 
 void bbd_ratelimit_flush(bbd_ratelimit *rl, uint64_t now_ms)
 {
+    if (rl->others_suppressed && now_ms - rl->others_window_start_ms >= BBD_RATELIMIT_WINDOW_MS) {
+        if (rl->report) {
+            rl->reports++;
+            rl->report(rl->ud, "*", "other sources", rl->others_suppressed,
+                       now_ms - rl->others_window_start_ms);
+        }
+        rl->others_suppressed = 0;
+    }
     for (size_t i = 0; i < BBD_RATELIMIT_SLOTS; i++) {
         bbd_ratelimit_slot *s = &rl->slots[i];
         if (s->used && s->suppressed && now_ms - s->window_start_ms >= BBD_RATELIMIT_WINDOW_MS)

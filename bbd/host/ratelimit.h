@@ -11,11 +11,12 @@
  * second source's lines still show.
  *
  * Bounded: BBD_RATELIMIT_SLOTS pairs are tracked; a new pair takes the
- * slot used longest ago (reporting what that slot had suppressed), so
- * thousands of forged sources cost a fixed table, and at worst their
- * lines pass BBD_RATELIMIT_BURST at a time per slot turnover — the
- * total is capped too: BBD_RATELIMIT_TOTAL lines per window over all
- * pairs.
+ * slot used longest ago, and what that slot had suppressed joins a single
+ * report for all such pairs ("other sources"), so thousands of forged
+ * sources cost a fixed table and one report line a window. Lines over all
+ * pairs are capped too (BBD_RATELIMIT_TOTAL per window): at most that
+ * many lines, one report per tracked pair and one for the others each
+ * window.
  *
  * Time is passed in (no clock read here), so the limiter is tested alone.
  */
@@ -50,6 +51,7 @@ typedef struct bbd_ratelimit {
     bbd_ratelimit_slot slots[BBD_RATELIMIT_SLOTS];
     uint64_t total_window_ms;
     unsigned total_lines;
+    uint64_t others_suppressed, others_window_start_ms; /* of evicted pairs */
     uint64_t suppressed_total; /* every line ever suppressed (a counter) */
     uint64_t reports;          /* "suppressed" lines written */
     bbd_ratelimit_report_fn report;

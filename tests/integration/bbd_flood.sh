@@ -19,7 +19,9 @@ status_ok() { ctl "$1" --timeout 5 status >/dev/null; }
 check "ping_pong compiles" compile_example ping_pong
 cat >"$TMP/pong.json" <<JSON
 {"control_client_output_bytes": 1048576, "control_output_budget_bytes": 16777216,
- "control_idle_timeout_ms": 3000}
+ "control_idle_timeout_ms": 3000,
+ "caps": {"ingress_byte_budget": 16777216},
+ "transport": {"max_rx_buffer_total_bytes": 16777216, "max_queue_total_bytes": 16777216}}
 JSON
 start_node pong --config "$TMP/pong.json" --targets Ponger --listen /ip4/127.0.0.1/tcp/0 \
     --metrics /ip4/127.0.0.1/tcp/0 "$TMP/ping_pong.onnx" || not_ok "Ponger starts" "$TMP/pong.log"
@@ -92,5 +94,57 @@ fi
 grep -qE '^bbd_metrics_evicted_total [1-9]' "$TMP/m.txt" && ok "the idle connections made room (bbd_metrics_evicted)" ||
     not_ok "bbd_metrics_evicted" "$TMP/m.txt"
 kill "$MIDLE" 2>/dev/null; wait "$MIDLE" 2>/dev/null
+
+# ---- peers: envelopes as fast as one peer can send, oversize frames, forged identities ----
+FLOOD=$BB_BUILD/tests/tools/flood_peer
+PONG_PORT=${PONG_ADDR##*/tcp/}
+serves_pinger() { ctl ping --timeout 20 invoke Pinger 'x=[1,2,3]' --wait pong >/dev/null 2>&1; }
+BEFORE=$(rss_kb pong)
+"$FLOOD" envelopes "127.0.0.1:$PONG_PORT" 8 >"$TMP/flood_env.out" 2>&1 &
+FL=$!
+sleep 2
+served=0
+for i in 1 2 3; do serves_pinger && served=$((served + 1)); done
+check "during the envelope flood the operator is served" status_ok pong
+wait "$FL"
+AFTER=$(rss_kb pong)
+echo "rss pong after $(sed -n 's/sent //p' "$TMP/flood_env.out") envelopes from one peer in 8 s: $AFTER kB (from $BEFORE)"
+[ "$served" = 3 ] && ok "during the envelope flood the Ponger still answers the Pinger (3 of 3)" ||
+    not_ok "Pinger served $served of 3 during the flood" "$TMP/pong.log"
+[ $((AFTER - BEFORE)) -lt $((64 * 1024)) ] && ok "RSS grew $((AFTER - BEFORE)) kB (< 64 MiB; ingress budget 16 MiB)" ||
+    not_ok "RSS grew $((AFTER - BEFORE)) kB in the envelope flood"
+unroutable=$(ctl pong --json status | jget 'd["counters"]["wire.unroutable"]')
+[ "${unroutable:-0}" -gt 1000 ] && ok "the flood's envelopes were decoded and counted ($unroutable unroutable fills)" ||
+    not_ok "wire.unroutable=$unroutable"
+
+BEFORE=$(rss_kb pong)
+"$FLOOD" oversize "127.0.0.1:$PONG_PORT" 200 >"$TMP/flood_big.out" 2>&1
+AFTER=$(rss_kb pong)
+refused=$(ctl pong --json status | jget 'd["transport"]["frames_refused"]')
+echo "rss pong after 200 connections announcing 1 TiB frames: $AFTER kB (from $BEFORE); frames refused: $refused"
+[ "${refused:-0}" -ge 200 ] && ok "every oversize frame was refused before allocating ($refused)" ||
+    not_ok "frames_refused=$refused after 200 oversize frames"
+[ $((AFTER - BEFORE)) -lt $((16 * 1024)) ] && ok "RSS grew $((AFTER - BEFORE)) kB with oversize frames" ||
+    not_ok "RSS grew $((AFTER - BEFORE)) kB with oversize frames"
+check "after oversize frames the Pinger is served" serves_pinger
+
+BEFORE=$(rss_kb pong)
+"$FLOOD" identities "127.0.0.1:$PONG_PORT" 3000 >"$TMP/flood_ids.out" 2>&1
+AFTER=$(rss_kb pong)
+peers=$(ctl pong --json status | jget 'd["known_peers"]')
+echo "rss pong after 3000 forged identities: $AFTER kB (from $BEFORE); known peers: $peers"
+grep -q "sent 3000" "$TMP/flood_ids.out" && ok "3000 forged identities connected and sent an envelope each" ||
+    not_ok "forged identities" "$TMP/flood_ids.out"
+[ $((AFTER - BEFORE)) -lt $((64 * 1024)) ] && ok "RSS grew $((AFTER - BEFORE)) kB with 3000 identities" ||
+    not_ok "RSS grew $((AFTER - BEFORE)) kB with 3000 identities"
+check "after 3000 forged identities the Pinger is served" serves_pinger
+check "and the operator" status_ok pong
+lines=$(wc -l <"$TMP/pong.log")
+echo "pong's log: $lines lines in all, $(grep -c 'more lines suppressed' "$TMP/pong.log") suppression reports"
+# all of the above (millions of envelopes, 3,000 identities, 200 oversize
+# frames, 63 dropped watchers) wrote ~9,900 lines before the rate limiter
+# took peer connections and peer health too; a few hundred now
+[ "$lines" -lt 2000 ] && ok "the floods cost the log $lines lines" || not_ok "the log grew $lines lines"
+check "the Ponger is still running" node_alive pong
 
 finish
