@@ -30,6 +30,7 @@
 #   libbbengine/src/*.c      -> lib/libbbengine.so, lib/libbbengine.a
 #   bbc/*.c (not main.c)     -> lib/libbbc.a,     bbc/main.c  -> bin/bbc
 #   bbd/host/*.c             -> lib/libbbdhost.a, bbd/main.c  -> bin/bbd
+#   bbsim/*.c (not main.c)   -> lib/libbbsim.a,   bbsim/main.c -> bin/bbsim
 #   bbctl/*.c                -> bin/bbctl
 #   plugins/NAME/*.c         -> lib/bytesandbrains/plugins/NAME.so
 #   tests/plugins/NAME/*.c   -> tests/plugins/NAME.so
@@ -38,6 +39,8 @@
 #   bench/bench_X.c          -> bench/bench_X     (+ bench/support/*.c)
 #   tests/tools/X.c          -> tests/tools/X     (programs the integration tests run)
 #   fuzz/fuzz_X.c            -> build-fuzz/fuzz/fuzz_X (make fuzz; + fuzz/support/*.c)
+#   sim/federated-kK.onnx    the federated example for K clients a round, compiled:
+#                            the artifacts of the bbsim scenarios in examples/sim/
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -123,6 +126,8 @@ BBC_O       = $(patsubst %.c,$(B)/obj/%.o,$(BBC_SRC))
 HOST_SRC    = $(wildcard bbd/host/*.c)
 HOST_O      = $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 BBCTL_SRC   = $(wildcard bbctl/*.c)
+BBSIM_SRC   = $(filter-out bbsim/main.c,$(wildcard bbsim/*.c))
+BBSIM_O     = $(patsubst %.c,$(B)/obj/%.o,$(BBSIM_SRC))
 
 LIBBBIR_SO  = $(B)/lib/libbbir.so
 LIBBBIR_A   = $(B)/lib/libbbir.a
@@ -131,6 +136,7 @@ LIBENGINE_CHECKED_A = $(B)/lib/libbbengine-checked.a
 LIBENGINE_SO = $(B)/lib/libbbengine.so
 LIBBBC_A    = $(B)/lib/libbbc.a
 LIBHOST_A   = $(B)/lib/libbbdhost.a
+LIBBBSIM_A  = $(B)/lib/libbbsim.a
 
 PLUGIN_NAMES = $(notdir $(patsubst %/,%,$(dir $(wildcard plugins/*/*.c))))
 PLUGIN_NAMES := $(sort $(PLUGIN_NAMES))
@@ -146,6 +152,8 @@ TESTS        = $(patsubst tests/unit/%.c,$(B)/tests/%,$(TEST_SRC))
 EXAMPLE_NAMES := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/*.c)))))
 EXAMPLES     = $(patsubst %,$(B)/examples/%,$(EXAMPLE_NAMES))
 EXAMPLE_ONNX = $(patsubst %,testdata/%.onnx,$(EXAMPLE_NAMES))
+
+SIM_ARTIFACTS = $(patsubst %,$(B)/sim/federated-k%.onnx,4 50 100)
 
 BENCH_SRC    = $(wildcard bench/bench_*.c)
 BENCHES      = $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
@@ -168,6 +176,9 @@ endif
 ifneq ($(BBCTL_SRC),)
 BINS += $(B)/bin/bbctl
 endif
+ifneq ($(wildcard bbsim/main.c),)
+BINS += $(B)/bin/bbsim
+endif
 
 # Per-plugin extra flags: plugins/NAME/build.mk may set
 #   PLUGIN_CFLAGS_NAME and PLUGIN_LIBS_NAME (vector kernels add $(ARCH_FLAGS));
@@ -181,7 +192,7 @@ endif
 .SECONDARY:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_SO) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
-     $(TESTS) $(TOOLS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES)
+     $(TESTS) $(TOOLS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES) $(SIM_ARTIFACTS)
 
 deps:
 	@scripts/deps
@@ -249,6 +260,10 @@ $(LIBHOST_A): $(HOST_O)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
 
+$(LIBBBSIM_A): $(BBSIM_O)
+	@mkdir -p $(dir $@)
+	rm -f $@; ar rcs $@ $^
+
 # ---- programs --------------------------------------------------------------
 $(B)/bin/bbc: $(B)/obj/bbc/main.o $(LIBBBC_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
@@ -271,6 +286,13 @@ $(B)/bin/bbd: $(BBD_O) $(B)/bbd.dynlist
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(LTO_LDFLAGS) -Wl,--dynamic-list=$(B)/bbd.dynlist \
 		-o $@ $(BBD_O) $(SYS_LIBS)
+
+# bbsim: the simulator links the engine and libbbir.so (the plugins it
+# loads bind to it), never bbd's host.
+$(B)/bin/bbsim: $(B)/obj/bbsim/main.o $(LIBBBSIM_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $(B)/obj/bbsim/main.o $(LIBBBSIM_A) $(LIBENGINE_A) \
+		-L$(B)/lib -lbbir $(SYS_LIBS)
 
 $(B)/bin/bbctl: $(patsubst %.c,$(B)/obj/%.o,$(BBCTL_SRC)) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
@@ -299,9 +321,9 @@ $(B)/obj/tests/plugins/%.o: tests/plugins/%.c | $(GEN_H)
 		-c $< -o $@
 
 # ---- tests, examples, benchmarks -------------------------------------------
-TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
+TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_CHECKED_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
 
-$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) $(LIBBBIR_SO)
+$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_CHECKED_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(TEST_SUPPORT_O) $(TEST_LINK)
 
@@ -312,9 +334,16 @@ $(B)/examples/%: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard examples/$$*/
 testdata/%.onnx: $(B)/examples/%
 	$< $@
 
-$(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+# The scenarios in examples/sim/ run these (recorded with --clients K, compiled).
+$(B)/sim/federated-k%.onnx: $(B)/examples/federated $(B)/bin/bbc $(PLUGINS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) \
+	$(B)/examples/federated $@.recorded --clients $*
+	$(B)/bin/bbc compile $@.recorded -o $@ --plugin-path $(B)/lib/bytesandbrains/plugins
+	rm -f $@.recorded
+
+$(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) \
 		-L$(B)/lib -lbbir $(SYS_LIBS)
 
 examples: $(EXAMPLE_ONNX)
@@ -354,15 +383,20 @@ fuzz: deps
 fuzz-smoke: fuzz
 	@scripts/fuzz-smoke
 
-# The demo needs the programs, the plugins and the federated recorder, not
+# The demo needs the programs, the plugins and the federated recorder (and
+# examples/cnn for DEMO_MODEL=cnn, once it exists), not
 # the test and bench binaries: a newcomer waits for a third of the build.
 demo: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/federated
+	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/federated \
+		$(if $(wildcard examples/cnn/*.c),$(B)/examples/cnn)
 	@BUILD=$(B) scripts/demo
 
 programs: $(LIBBBIR_SO) $(LIBBBIR_A) $(BINS) $(PLUGINS)
 
+# The baselines bench_train compares against (PyTorch, ONNX Runtime) are
+# bench-only: scripts/bench-deps installs them, not scripts/deps.
 bench: deps
+	@scripts/bench-deps $(B)
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 

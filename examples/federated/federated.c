@@ -7,12 +7,13 @@
  *   tick  = Interval(period)
  *   go    = Limit.Acquire(tick, "round", 1)      one round at a time
  *   t0    = Clock(go)
- *   sent  = Mlp.ParamsOn(go)                    the global parameters now
+ *   sent  = Model.ParamsOn(go)                  the global parameters now
+ *   set   = Aggregator.SetModel(sent)            what a server optimizer steps from
  *   peers = Sample(K, of_class Client)           peers::Connected
  *   req   = SendReqBatched(sent, peers, quorum)  port "params", round deadline
  *   resp  = RecvRespBatched(req)    all K answered, or >= quorum at the deadline
  *   n     = Aggregator.Contribute(resp)           contributions in the round
- *   (global, samples) = Aggregator.Aggregate(n)
+ *   (global, samples) = Aggregator.Aggregate(Bundle(n, set))
  *   round = Aggregator.Rounds(global)            survives a restart (snapshot)
  *   Model.LoadParameters(global) -> Model.EvaluateMetrics -> (loss, accuracy)
  *   t1    = Clock(accuracy)
@@ -32,10 +33,17 @@
  * rounded up), --period-ms, --deadline-ms (authored on SendReqBatched as
  * deadline_ns: bbc keeps an authored deadline), --epochs E (the Train
  * attribute; a node's "model": {"epochs": N} overrides it), --aggregator
- * TYPE, --data TYPE. Everything else a node needs — the data file and its
- * shard, the model's hyper-parameters, the selector's target — is
+ * TYPE, --data TYPE, --model TYPE, and the construction states recorded for
+ * the three (--model-config, --aggregator-config, --data-config JSON).
+ * Everything else a node needs — the data file and its shard, the
+ * selector's target, FedProx's mu, a server optimizer's learning rate — is
  * per-slot JSON config of each bbd (bbd.json(5) "components"), over the
  * construction states recorded here.
+ *
+ * The model's own ops (ParamsOn, ParamsDigest) are in its atomic domain,
+ * "bb-<crate>.<Type>.atomic" (IR_AND_DSL.md 5c.1): nn::Mlp's is
+ * bb-nn.Mlp.atomic, so another Model type that serves the same two ops in
+ * its own domain (nn::Onnx: bb-nn.Onnx.atomic) binds with --model.
  */
 #include <errno.h>
 #include <math.h>
@@ -47,7 +55,6 @@
 #include "bb/recorder.h"
 
 #define AGG_ATOMIC "bb-agg.Aggregator.atomic"
-#define MLP_ATOMIC "bb-nn.Mlp.atomic"
 
 /* The digits MLP of the centralized baseline (tests/unit/test_nn_engine.c). */
 #define MLP_CONFIG                                                                             \
@@ -65,8 +72,10 @@ typedef struct fed_knobs {
     long period_ms;      /* one round every period */
     long deadline_ms;    /* a round's answers are awaited this long */
     long epochs;         /* local epochs per round */
-    const char *aggregator;
-    const char *data;
+    const char *aggregator, *aggregator_config; /* config NULL: by type */
+    const char *data, *data_config;
+    const char *model, *model_config;
+    char model_atomic[160]; /* the model's own ops' domain */
 } fed_knobs;
 
 static long quorum_of(const fed_knobs *k)
@@ -87,8 +96,10 @@ static bb_val ext_op(bb_rec *g, bb_slot *slot, const char *domain, const char *o
 static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *m = bb_rec_class_module(r, "Server");
-    bb_slot *model = bb_rec_concrete(m, BB_ROLE_MODEL, "model", "nn::Mlp", MLP_CONFIG, NULL);
-    const char *agg_config = strcmp(k->aggregator, "agg::TrimmedMean") == 0
+    bb_slot *model =
+        bb_rec_concrete(m, BB_ROLE_MODEL, "model", k->model, k->model_config, NULL);
+    const char *agg_config = k->aggregator_config          ? k->aggregator_config
+                             : strcmp(k->aggregator, "agg::TrimmedMean") == 0
                                  ? "{\"trim\":0.25}" /* one of four cut at each end */
                                  : "{}";
     bb_slot *agg =
@@ -96,14 +107,16 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     bb_slot *selector = bb_rec_concrete(m, BB_ROLE_PEER_SELECTOR, "selector",
                                         "peers::Connected", CONNECTED_CONFIG, NULL);
     /* The held-out evaluation set EvaluateMetrics reads. */
-    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, DATA_CONFIG, NULL);
+    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, k->data_config, NULL);
 
     bb_rec *g = bb_module_body(m);
     bb_val tick = bb_sys_interval(g, (int64_t)k->period_ms * 1000000);
     bb_val go = bb_sys_limit_acquire(g, tick, "round", 1);
     bb_val started = bb_sys_clock(g, go);
-    bb_val before = ext_op(g, model, MLP_ATOMIC, "ParamsDigest", go, &BB_TYPE_U64);
-    bb_val params = ext_op(g, model, MLP_ATOMIC, "ParamsOn", go, &BB_TYPE_TENSOR_F32);
+    bb_val before = ext_op(g, model, k->model_atomic, "ParamsDigest", go, &BB_TYPE_U64);
+    bb_val params = ext_op(g, model, k->model_atomic, "ParamsOn", go, &BB_TYPE_TENSOR_F32);
+    /* a server optimizer steps from the model the clients start from */
+    bb_val set = ext_op(g, agg, AGG_ATOMIC, "SetModel", params, &BB_TYPE_TRIGGER);
     bb_val peers = bb_role_peer_selector_sample(g, selector, k->clients, "Client");
     bb_val req_id, responses;
     bb_wire_send_req_batched(g, NULL, "params", params, peers, quorum_of(k),
@@ -111,13 +124,15 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
     bb_val collected = bb_sys_clock(g, responses);
     bb_val participants = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
-    bb_val samples, global = bb_role_aggregator_aggregate(g, agg, participants, &samples);
+    bb_val ready[] = {participants, set}; /* the contributions are in, the model is set */
+    bb_val samples,
+        global = bb_role_aggregator_aggregate(g, agg, bb_rec_bundle(g, ready, 2), &samples);
     bb_val aggregated = bb_sys_clock(g, global);
     bb_val round = ext_op(g, agg, AGG_ATOMIC, "Rounds", global, &BB_TYPE_U64);
     bb_val loaded = bb_role_model_load_parameters(g, model, global);
     bb_val loss, accuracy;
     bb_role_model_evaluate_metrics(g, model, loaded, &loss, &accuracy);
-    bb_val after = ext_op(g, model, MLP_ATOMIC, "ParamsDigest", loaded, &BB_TYPE_U64);
+    bb_val after = ext_op(g, model, k->model_atomic, "ParamsDigest", loaded, &BB_TYPE_U64);
     bb_val finished = bb_sys_clock(g, accuracy);
     bb_val report[] = {round,   participants, samples, loss,      accuracy,  started,
                        finished, before,      after,   collected, aggregated};
@@ -128,7 +143,8 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     /* Bootstrap: which initial parameters this server starts from. */
     bb_rec *boot = bb_module_bootstrap(m);
     bb_val initial = bb_role_model_params(boot, model);
-    bb_sys_app_emit(boot, ext_op(boot, model, MLP_ATOMIC, "ParamsDigest", initial, &BB_TYPE_U64),
+    bb_sys_app_emit(boot,
+                    ext_op(boot, model, k->model_atomic, "ParamsDigest", initial, &BB_TYPE_U64),
                     "initial");
     return m;
 }
@@ -136,9 +152,10 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
 static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *m = bb_rec_class_module(r, "Client");
-    bb_slot *model = bb_rec_concrete(m, BB_ROLE_MODEL, "model", "nn::Mlp", MLP_CONFIG, NULL);
+    bb_slot *model =
+        bb_rec_concrete(m, BB_ROLE_MODEL, "model", k->model, k->model_config, NULL);
     /* The local training shard Train reads. */
-    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, DATA_CONFIG, NULL);
+    bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, k->data_config, NULL);
 
     bb_rec *g = bb_module_body(m);
     bb_val params, req_id;
@@ -171,6 +188,8 @@ static void usage(FILE *f, const char *prog)
     fprintf(f,
             "usage: %s OUT.onnx [--clients K] [--quorum FRACTION] [--period-ms MS]\n"
             "       [--deadline-ms MS] [--epochs E] [--aggregator TYPE] [--data TYPE]\n"
+            "       [--model TYPE] [--model-config JSON] [--aggregator-config JSON]\n"
+            "       [--data-config JSON]\n"
             "  --clients K         clients asked per round (default 4)\n"
             "  --quorum FRACTION   fraction of K that must answer by the deadline, rounded\n"
             "                      up (default 0.75)\n"
@@ -178,9 +197,35 @@ static void usage(FILE *f, const char *prog)
             "  --deadline-ms MS    a round waits at most MS for answers (default 800)\n"
             "  --epochs E          local epochs per round (default 5)\n"
             "  --aggregator TYPE   agg::FedAvg (default), agg::TrimmedMean, agg::Median,\n"
-            "                      agg::WeightAggregator\n"
-            "  --data TYPE         data::Csv (default) or data::Synthetic\n",
+            "                      agg::WeightAggregator, or a server optimizer:\n"
+            "                      agg::FedAdam, agg::FedYogi, agg::FedAdagrad\n"
+            "  --data TYPE         data::Csv (default), data::Idx or data::Synthetic\n"
+            "  --model TYPE        nn::Mlp (default), or another Model type whose atomic\n"
+            "                      domain bb-<crate>.<Type>.atomic has ParamsOn, ParamsDigest\n"
+            "  --model-config JSON     the model's recorded construction state (default:\n"
+            "                      the digits 64-32-10 MLP)\n"
+            "  --aggregator-config JSON    the aggregator's (default {}; TrimmedMean:\n"
+            "                      {\"trim\":0.25})\n"
+            "  --data-config JSON  the data sources' (default: 20%% held out, min-max)\n"
+            "Nodes add to these in their bbd config (\"components\").\n",
             prog);
+}
+
+/* "nn::Mlp" -> "bb-nn.Mlp.atomic" (IR_AND_DSL.md 5c.1). 0, or 2 after
+ * printing why the type name has no such domain. */
+static int model_atomic_domain(const char *prog, fed_knobs *k)
+{
+    const char *sep = strstr(k->model, "::");
+    int n = sep ? snprintf(k->model_atomic, sizeof k->model_atomic, "bb-%.*s.%s.atomic",
+                           (int)(sep - k->model), k->model, sep + 2)
+                : -1;
+    if (!sep || sep == k->model || !sep[2] || strstr(sep + 2, "::") || n < 0 ||
+        (size_t)n >= sizeof k->model_atomic) {
+        fprintf(stderr, "%s: error: --model: '%s' is not a component type 'crate::Type'\n",
+                prog, k->model);
+        return 2;
+    }
+    return 0;
 }
 
 /* A whole number in [lo, hi] from argv, or -1 after printing why. */
@@ -199,7 +244,9 @@ static long parse_long(const char *prog, const char *opt, const char *s, long lo
 
 static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
 {
-    *k = (fed_knobs){4, 0.75, 1000, 800, 5, "agg::FedAvg", "data::Csv"};
+    *k = (fed_knobs){4,           0.75,      1000,        800,        5,
+                     "agg::FedAvg", NULL,      "data::Csv", DATA_CONFIG, "nn::Mlp",
+                     MLP_CONFIG};
     *out = NULL;
     const struct {
         const char *opt;
@@ -212,6 +259,18 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
         {"--epochs", &k->epochs, 1000000},
     };
     const size_t n_whole = sizeof whole / sizeof *whole;
+    const struct {
+        const char *opt;
+        const char **dst;
+    } text[] = {
+        {"--aggregator", &k->aggregator},
+        {"--data", &k->data},
+        {"--model", &k->model},
+        {"--model-config", &k->model_config},
+        {"--aggregator-config", &k->aggregator_config},
+        {"--data-config", &k->data_config},
+    };
+    const size_t n_text = sizeof text / sizeof *text;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -231,10 +290,14 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
             return 2;
         }
         const char *v = argv[++i];
-        size_t w = 0;
+        size_t w = 0, t = 0;
         while (w < n_whole && strcmp(a, whole[w].opt))
             w++;
-        if (w < n_whole) {
+        while (t < n_text && strcmp(a, text[t].opt))
+            t++;
+        if (t < n_text) {
+            *text[t].dst = v;
+        } else if (w < n_whole) {
             if ((*whole[w].dst = parse_long(argv[0], a, v, 1, whole[w].hi)) < 0)
                 return 2;
         } else if (!strcmp(a, "--quorum")) {
@@ -245,10 +308,6 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
                         argv[0], v);
                 return 2;
             }
-        } else if (!strcmp(a, "--aggregator")) {
-            k->aggregator = v;
-        } else if (!strcmp(a, "--data")) {
-            k->data = v;
         } else {
             fprintf(stderr, "%s: error: unknown option '%s'\n", argv[0], a);
             usage(stderr, argv[0]);
@@ -259,7 +318,7 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
         usage(stderr, argv[0]);
         return 2;
     }
-    return 0;
+    return model_atomic_domain(argv[0], k);
 }
 
 int main(int argc, char **argv)

@@ -1,5 +1,5 @@
 /*
- * agg.c — the agg plugin: four Aggregator types over f32 tensors.
+ * agg.c — the agg plugin: seven Aggregator types over f32 tensors.
  *
  *   agg::FedAvg            mean weighted by num_samples (McMahan et al.);
  *                          Aggregate's metadata is the summed num_samples, so
@@ -9,6 +9,10 @@
  *   agg::TrimmedMean       coordinate-wise mean after cutting the k lowest
  *                          and k highest values (Yin et al. 2018)
  *   agg::Median            coordinate-wise median
+ *   agg::FedAdam, agg::FedYogi, agg::FedAdagrad
+ *                          server optimizers (Reddi et al. 2021): FedAvg's
+ *                          mean as a pseudo-gradient for an adaptive step
+ *                          of the global model (server_opt.c)
  *
  * Ops (ai.bytesandbrains.role.aggregator):
  *   Contribute(contribution, metadata?) -> cmd   (count in the round)
@@ -18,6 +22,9 @@
  * bb-agg.Aggregator.atomic:
  *   Rounds(trigger) -> rounds U64   (Aggregates so far, snapshotted: the
  *       round number a federated server reports, which survives a restart)
+ *   SetModel(params) -> trigger   the global model the round's clients
+ *       started from: what a server optimizer steps from (the averaging
+ *       aggregators accept and ignore it, so one program serves every type)
  *
  * A round runs from one Aggregate to the next. A sender that contributes
  * twice in a round replaces its earlier contribution. Everything runs
@@ -56,6 +63,39 @@ static const bb_config_decl TRIMMED_CONFIG[] = {
     {"trim_count", "int", "null", "cut exactly this many at each end (overrides trim)"},
 };
 
+/* server_lr's default by type: measured on the federated example (digits,
+ * 10 clients, Dirichlet 0.3, three seeds; scripts/fedopt-compare, figures in
+ * docs/DECISIONS.md): FedAdam and FedYogi do best near 0.1, FedAdagrad,
+ * whose v only grows, near 0.3. */
+#define SERVER_LR_BETA1(lr_default)                                                         \
+    {"server_lr", "float", lr_default,                                                      \
+     "the server learning rate (eta): each coordinate of the global model moves by at "     \
+     "most about this much per round"},                                                     \
+    {"beta1", "float", "0.9", "decay of the pseudo-gradient's first moment (momentum)"}
+#define SERVER_TAU                                                                          \
+    {"tau", "float", "0.001",                                                               \
+     "adaptivity: added to sqrt(v) in the step's denominator; v starts at tau^2"}
+
+static const bb_config_decl ADAPTIVE_CONFIG[] = {
+    COMMON_CONFIG, SERVER_LR_BETA1("0.1"),
+    {"beta2", "float", "0.99", "decay of the pseudo-gradient's second moment"},
+    SERVER_TAU,
+};
+static const bb_config_decl ADAGRAD_CONFIG[] = {COMMON_CONFIG, SERVER_LR_BETA1("0.3"),
+                                                SERVER_TAU};
+
+static int read_server_config(agg *a, const bbp_config *cfg, bb_error *err)
+{
+    int rc = bbp_config_double(cfg, "server_lr", 1e-12, 1e3, &a->srv.lr, err);
+    if (!rc)
+        rc = bbp_config_double(cfg, "beta1", 0, 0.999999, &a->srv.beta1, err);
+    if (!rc && bbp_config_decl(cfg, "beta2"))
+        rc = bbp_config_double(cfg, "beta2", 0, 0.999999999, &a->srv.beta2, err);
+    if (!rc)
+        rc = bbp_config_double(cfg, "tau", 1e-12, 1e3, &a->srv.tau, err);
+    return rc;
+}
+
 static int agg_create_kind(agg_kind kind, const char *name, const bb_config_decl *decls,
                            uint32_t n_decls, const bb_create_args *args, void **out, bb_error *err)
 {
@@ -87,6 +127,8 @@ static int agg_create_kind(agg_kind kind, const char *name, const bb_config_decl
         if (!rc && has)
             a->trim_count = (int64_t)tc;
     }
+    if (!rc && agg_is_server_optimizer(kind))
+        rc = read_server_config(a, &cfg, err);
     bbp_config_free(&cfg);
     if (rc) {
         free(a);
@@ -108,6 +150,9 @@ CREATE_FN(create_fedavg, AGG_FEDAVG, "agg::FedAvg", PLAIN_CONFIG)
 CREATE_FN(create_mean, AGG_MEAN, "agg::WeightAggregator", PLAIN_CONFIG)
 CREATE_FN(create_trimmed, AGG_TRIMMED, "agg::TrimmedMean", TRIMMED_CONFIG)
 CREATE_FN(create_median, AGG_MEDIAN, "agg::Median", PLAIN_CONFIG)
+CREATE_FN(create_fedadam, AGG_FEDADAM, "agg::FedAdam", ADAPTIVE_CONFIG)
+CREATE_FN(create_fedyogi, AGG_FEDYOGI, "agg::FedYogi", ADAPTIVE_CONFIG)
+CREATE_FN(create_fedadagrad, AGG_FEDADAGRAD, "agg::FedAdagrad", ADAGRAD_CONFIG)
 
 void agg_round_clear(agg *a)
 {
@@ -124,6 +169,7 @@ static void agg_destroy(void *inst)
     agg_round_clear(a);
     free(a->v);
     bb_value_unref(a->last);
+    agg_server_free(&a->srv);
     free(a);
 }
 
@@ -333,7 +379,8 @@ static int reduce_round(agg *a, bb_value **out, uint64_t *samples, bb_error *err
                                 "%s: trimming %zu at each end of %zu contributions leaves none",
                                 a->type_name, k, a->n);
     }
-    if (a->kind == AGG_FEDAVG && total == 0)
+    bool weighted = a->kind == AGG_FEDAVG || agg_is_server_optimizer(a->kind);
+    if (weighted && total == 0)
         return bb_error_set(err, BB_EINVAL,
                             "%s: every contribution of the round has num_samples 0",
                             a->type_name);
@@ -347,10 +394,10 @@ static int reduce_round(agg *a, bb_value **out, uint64_t *samples, bb_error *err
     }
     for (size_t i = 0; i < a->n; i++) {
         x[i] = bb_tensor_f32(a->v[i].tensor);
-        w[i] = a->kind == AGG_FEDAVG ? (float)((double)a->v[i].num_samples / (double)total)
-                                     : 1.0f / (float)a->n;
+        w[i] = weighted ? (float)((double)a->v[i].num_samples / (double)total)
+                        : 1.0f / (float)a->n;
     }
-    if (a->kind == AGG_FEDAVG || a->kind == AGG_MEAN) {
+    if (weighted || a->kind == AGG_MEAN) {
         size_t bad = agg_reduce_weighted(x, w, a->n, a->numel, bb_tensor_f32(t));
         if (bad != SIZE_MAX)
             rc = non_finite_error(a, bad, err);
@@ -369,11 +416,20 @@ done:
     return BB_OK;
 }
 
+/* A server optimizer checks its global model before the round is reduced
+ * (reduce_round may recycle the last result's memory). */
+static int prepare_server_step(agg *a, bb_error *err)
+{
+    return agg_is_server_optimizer(a->kind) && a->n ? agg_server_prepare(a, err) : BB_OK;
+}
+
 static int aggregate(agg *a, const bb_dispatch_call *call, bb_value **outputs, bb_error *err)
 {
     bb_value *t;
     uint64_t total;
-    int rc = reduce_round(a, &t, &total, err);
+    int rc = prepare_server_step(a, err);
+    if (!rc)
+        rc = reduce_round(a, &t, &total, err);
     if (rc)
         return rc;
     bb_value *meta = call->n_outputs > 1 ? bb_value_u64(&BB_TYPE_U64, total) : NULL;
@@ -381,10 +437,13 @@ static int aggregate(agg *a, const bb_dispatch_call *call, bb_value **outputs, b
         bb_value_unref(t);
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
     }
+    if (agg_is_server_optimizer(a->kind))
+        agg_server_step(a, bb_tensor_f32(t), true);
     bb_value_unref(a->last);
     a->last = bb_value_ref(t);
     a->last_samples = total;
     a->rounds++;
+    agg_server_advance(a, t);
     agg_round_clear(a);
     outputs[0] = t;
     if (meta)
@@ -405,15 +464,19 @@ static int current_tensor(agg *a, bb_value **out, bb_error *err)
     /* new_result may recycle last's memory: keep a second reference so the
      * previous result stays intact while the round is still open. */
     bb_value *keep = bb_value_ref(a->last);
-    int rc = reduce_round(a, out, &total, err);
+    int rc = prepare_server_step(a, err);
+    if (!rc)
+        rc = reduce_round(a, out, &total, err);
     bb_value_unref(keep);
+    if (!rc && agg_is_server_optimizer(a->kind))
+        agg_server_step(a, bb_tensor_f32(*out), false);
     return rc;
 }
 
 /* ---- dispatch --------------------------------------------------------------------- */
 
 enum { OP_AGGREGATE, OP_CONTRIBUTE, OP_CURRENT_TENSOR, N_OPS };
-enum { EXT_OP_ROUNDS, N_EXT_OPS };
+enum { EXT_OP_ROUNDS, EXT_OP_SET_MODEL, N_EXT_OPS };
 #define EXT_DOMAIN "bb-agg.Aggregator.atomic"
 
 static bb_dispatch_result agg_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
@@ -432,6 +495,11 @@ static bb_dispatch_result agg_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
         rc = (outputs[0] = bb_value_u64(&BB_TYPE_U64, a->rounds))
                  ? BB_OK
                  : bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
+    else if (ext && call->op_index == EXT_OP_SET_MODEL) {
+        rc = agg_server_set_model(a, in0, err);
+        if (!rc && !(outputs[0] = bb_value_trigger()))
+            rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
+    }
     else if (ext)
         rc = bb_error_set(err, BB_EUNSUPPORTED, "%s: no op %s", a->type_name, call->op_type);
     else if (call->op_index == OP_CONTRIBUTE)
@@ -471,10 +539,16 @@ static const bb_op_decl OPS[N_OPS] = {
 };
 
 static const bb_port_decl ROUNDS_OUT[] = {{.name = "rounds", .type = &BB_TYPE_U64}};
+static const bb_port_decl MODEL_IN[] = {{.name = "params", .type = &BB_TYPE_TENSOR_F32}};
+static const bb_port_decl TRIGGER_OUT[] = {{.name = "trigger", .type = &BB_TYPE_TRIGGER}};
 static const bb_op_decl EXT_OPS[N_EXT_OPS] = {
     [EXT_OP_ROUNDS] = {"Rounds", TRIGGER_IN, 1, ROUNDS_OUT, 1,
                        "Aggregates so far (kept in the snapshot): the number of the round "
                        "just aggregated"},
+    [EXT_OP_SET_MODEL] = {"SetModel", MODEL_IN, 1, TRIGGER_OUT, 1,
+                          "the global model the round's clients started from: what a server "
+                          "optimizer steps from (each result takes its place after an "
+                          "Aggregate); the averaging aggregators ignore it"},
 };
 
 static const bb_opset_decl OPSETS[] = {{"ai.bytesandbrains.role.aggregator", 1, OPS, N_OPS},
@@ -510,6 +584,20 @@ AGG_TYPE(MEDIAN, "agg::Median",
          "coordinate-wise median: robust while fewer than half the senders are faulty",
          create_median, PLAIN_CONFIG);
 
-static const bb_component_type *const TYPES[] = {&FEDAVG, &MEAN, &TRIMMED, &MEDIAN};
+AGG_TYPE(FEDADAM, "agg::FedAdam",
+         "server optimizer FedAdam (Reddi et al. 2021): the num_samples-weighted mean minus the "
+         "global model (SetModel) is a pseudo-gradient for an Adam step of the global model",
+         create_fedadam, ADAPTIVE_CONFIG);
+AGG_TYPE(FEDYOGI, "agg::FedYogi",
+         "server optimizer FedYogi (Reddi et al. 2021): like FedAdam, with Yogi's additive "
+         "second moment, which grows less after a large pseudo-gradient",
+         create_fedyogi, ADAPTIVE_CONFIG);
+AGG_TYPE(FEDADAGRAD, "agg::FedAdagrad",
+         "server optimizer FedAdagrad (Reddi et al. 2021): like FedAdam, with Adagrad's summed "
+         "second moment",
+         create_fedadagrad, ADAGRAD_CONFIG);
+
+static const bb_component_type *const TYPES[] = {&FEDAVG,  &MEAN,    &TRIMMED,   &MEDIAN,
+                                                 &FEDADAM, &FEDYOGI, &FEDADAGRAD};
 
 BBP_PLUGIN_ENTRY("agg", TYPES)

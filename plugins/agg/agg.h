@@ -1,12 +1,14 @@
 /*
  * agg.h — internal interface of the agg plugin (agg::FedAvg,
- * agg::WeightAggregator, agg::TrimmedMean, agg::Median).
+ * agg::WeightAggregator, agg::TrimmedMean, agg::Median, and the server
+ * optimizers agg::FedAdam, agg::FedYogi, agg::FedAdagrad).
  *
  * A round is the set of contributions since the last Aggregate. Each one
  * holds a reference to its tensor (zero-copy: the value the engine handed
  * us) and its weight (num_samples). Aggregate reduces them in ONE pass over
  * the contributions' bytes (reduce.c), emits the result with the summed
- * num_samples as metadata and starts the next round.
+ * num_samples as metadata and starts the next round. A server optimizer
+ * then steps its global model towards that mean (server_opt.c).
  */
 #ifndef BB_AGG_INTERNAL_H
 #define BB_AGG_INTERNAL_H
@@ -18,12 +20,26 @@
 #include <bb/peerid.h>
 #include <bb/plugin.h>
 
+#include <bb/bytes.h>
+
 typedef enum agg_kind {
     AGG_FEDAVG = 0,    /* mean weighted by num_samples */
     AGG_MEAN = 1,      /* plain mean (WeightAggregator) */
     AGG_TRIMMED = 2,   /* coordinate-wise trimmed mean */
-    AGG_MEDIAN = 3     /* coordinate-wise median */
+    AGG_MEDIAN = 3,    /* coordinate-wise median */
+    AGG_FEDADAM = 4,   /* server optimizers: FedAvg's mean, then an adaptive step */
+    AGG_FEDYOGI = 5,
+    AGG_FEDADAGRAD = 6
 } agg_kind;
+
+/* A server optimizer's state (server_opt.c). */
+typedef struct agg_server {
+    double lr, beta1, beta2, tau; /* config */
+    bb_value *reference;    /* x: the global model the next step starts from */
+    float *m, *v;           /* the moments, numel each; NULL before the first step */
+    size_t numel;
+    uint64_t steps;         /* steps taken (Aggregates since the moments started) */
+} agg_server;
 
 /* One peer's update in the current round. */
 typedef struct agg_contribution {
@@ -58,6 +74,7 @@ typedef struct agg {
     bb_value *last;         /* the last Aggregate result (CurrentTensor) */
     uint64_t last_samples;
     uint64_t rounds;        /* Aggregates so far */
+    agg_server srv;         /* server optimizers only */
 } agg;
 
 /* A warning through the host's log (agg.c). */
@@ -91,5 +108,30 @@ int agg_reduce_sorted(agg_kind kind, const float *const *x, size_t n, size_t k, 
 int agg_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err);
 int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err);
 void agg_round_clear(agg *a);
+/* A tensor as shape (u32 ndim, ndim x i64) then f32 data; the reader
+ * returns a new value, or NULL when the bytes are short or out of range. */
+void agg_snapshot_put_tensor(bb_writer *w, const bb_value *t);
+bb_value *agg_snapshot_get_tensor(bb_reader *r);
+
+/* ---- server_opt.c ---------------------------------------------------------- */
+
+bool agg_is_server_optimizer(agg_kind kind);
+void agg_server_free(agg_server *s);
+/* SetModel: the global model the round's clients started from (a held
+ * reference; ignored by the averaging kinds). A new size restarts the
+ * moments. */
+int agg_server_set_model(agg *a, const bb_value *params, bb_error *err);
+/* Before a step, while nothing has changed yet: a global model of the
+ * round's size, and the moments (allocated at the first step). */
+int agg_server_prepare(agg *a, bb_error *err);
+/* inout holds the round's mean (a->numel values); it becomes the stepped
+ * model. commit = false (CurrentTensor) leaves the moments untouched.
+ * Cannot fail once agg_server_prepare succeeded. */
+void agg_server_step(agg *a, float *inout, bool commit);
+/* After an Aggregate: the result is the next step's starting point. */
+void agg_server_advance(agg *a, const bb_value *result);
+void agg_server_snapshot(const agg *a, bb_writer *w);
+/* Reads into->srv (empty) from r; into->last must already be restored. */
+int agg_server_restore(agg *into, bb_reader *r, bb_error *err);
 
 #endif

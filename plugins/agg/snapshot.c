@@ -3,10 +3,11 @@
  * result), so a node restarted from a snapshot resumes mid-round.
  *
  * Layout, little-endian:
- *   "BBAG" u32 version=1, u64 rounds, u64 last_samples,
+ *   "BBAG" u32 version=2, u64 rounds, u64 last_samples,
  *   shape(round), u64 n, n x { u8 has_peer, u8 peer_len, peer bytes,
  *                              u64 num_samples, numel(round) f32 },
- *   u8 has_last, [shape(last), numel(last) f32]
+ *   u8 has_last, [shape(last), numel(last) f32],
+ *   the server optimizer's state (server_opt.c; not in version 1)
  *   shape = u32 ndim, ndim x i64 dim
  * Restore checks every length against the remaining bytes before it
  * allocates, like any other untrusted input.
@@ -18,12 +19,18 @@
 #include "bb/bytes.h"
 
 #define MAGIC "BBAG"
-#define VERSION 1u
+#define VERSION 2u
 
 static void put_shape(bb_writer *w, uint32_t nd, const int64_t *dims)
 {
     bb_writer_put_u32le(w, nd);
     bb_writer_put(w, dims, nd * sizeof *dims);
+}
+
+void agg_snapshot_put_tensor(bb_writer *w, const bb_value *t)
+{
+    put_shape(w, t->u.tensor.ndim, t->u.tensor.dims);
+    bb_writer_put(w, bb_tensor_f32(t), bb_tensor_numel(t) * sizeof(float));
 }
 
 int agg_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
@@ -46,10 +53,9 @@ int agg_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
         bb_writer_put(&w, bb_tensor_f32(c->tensor), a->numel * sizeof(float));
     }
     bb_writer_put_u8(&w, a->last != NULL);
-    if (a->last) {
-        put_shape(&w, a->last->u.tensor.ndim, a->last->u.tensor.dims);
-        bb_writer_put(&w, bb_tensor_f32(a->last), bb_tensor_numel(a->last) * sizeof(float));
-    }
+    if (a->last)
+        agg_snapshot_put_tensor(&w, a->last);
+    agg_server_snapshot(a, &w);
     if (!bb_writer_take(&w, out, out_len))
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
     return BB_OK;
@@ -73,6 +79,14 @@ static bb_value *get_tensor(bb_reader *r, uint32_t nd, const int64_t *dims, size
     return bb_value_tensor_copy(BB_DT_FLOAT, nd, dims, f32, numel * sizeof(float));
 }
 
+bb_value *agg_snapshot_get_tensor(bb_reader *r)
+{
+    uint32_t nd;
+    int64_t dims[BB_MAX_DIMS];
+    size_t numel;
+    return get_shape(r, &nd, dims, &numel) ? get_tensor(r, nd, dims, numel) : NULL;
+}
+
 int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
 {
     agg *a = inst;
@@ -80,6 +94,10 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
     s.v = NULL;
     s.n = s.cap = 0;
     s.last = NULL;
+    s.srv.reference = NULL; /* the server optimizer's config carries over, its state not */
+    s.srv.m = s.srv.v = NULL;
+    s.srv.numel = 0;
+    s.srv.steps = 0;
     bb_reader r;
     bb_reader_init(&r, data, len);
     char magic[4];
@@ -87,7 +105,7 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
     uint64_t n = 0;
     int rc = BB_OK;
     if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) ||
-        !bb_reader_u32le(&r, &version) || version != VERSION)
+        !bb_reader_u32le(&r, &version) || version < 1 || version > VERSION)
         return bb_error_set(err, BB_EDECODE, "%s: not an aggregator snapshot (version %u)",
                             a->type_name, version);
     if (!bb_reader_u64le(&r, &s.rounds) || !bb_reader_u64le(&r, &s.last_samples) ||
@@ -123,15 +141,12 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
         rc = bb_error_set(err, BB_EDECODE, "%s: snapshot is truncated", a->type_name);
         goto fail;
     }
-    if (has_last) {
-        uint32_t nd;
-        int64_t dims[BB_MAX_DIMS];
-        size_t numel;
-        if (!get_shape(&r, &nd, dims, &numel) || !(s.last = get_tensor(&r, nd, dims, numel))) {
-            rc = bb_error_set(err, BB_EDECODE, "%s: snapshot result is truncated", a->type_name);
-            goto fail;
-        }
+    if (has_last && !(s.last = agg_snapshot_get_tensor(&r))) {
+        rc = bb_error_set(err, BB_EDECODE, "%s: snapshot result is truncated", a->type_name);
+        goto fail;
     }
+    if (version >= 2 && (rc = agg_server_restore(&s, &r, err)))
+        goto fail;
     if (bb_reader_left(&r)) {
         rc = bb_error_set(err, BB_EDECODE, "%s: %zu stray bytes after the snapshot",
                           a->type_name, bb_reader_left(&r));
@@ -140,11 +155,13 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
     agg_round_clear(a);
     free(a->v);
     bb_value_unref(a->last);
+    agg_server_free(&a->srv);
     *a = s;
     return BB_OK;
 fail:
     agg_round_clear(&s);
     free(s.v);
     bb_value_unref(s.last);
+    agg_server_free(&s.srv);
     return rc;
 }

@@ -1,9 +1,13 @@
 /*
- * data.c — the data plugin: data::Csv (a numeric CSV file, plain or gzip)
- * and data::Synthetic (Gaussian blobs), two DataSources over one pipeline
+ * data.c — the data plugin: data::Csv (a numeric CSV file, plain or gzip),
+ * data::Idx (IDX files: MNIST, Fashion-MNIST) and data::Synthetic (Gaussian
+ * blobs), three DataSources over one pipeline
  * (data.h) and one set of ops (source.c). The table is read or generated at
- * create, so a bad file fails the install with its name, line and column.
+ * create, so a bad file fails the install with its name, line and column;
+ * a host that runs many nodes (bbsim) shares one prepared copy of it among
+ * them through ctx->shared_get / shared_put, keyed by what determines it.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +26,22 @@ static const bb_config_decl CSV_CONFIG[] = {
     {"skip_rows", "int", "0", "lines to skip before the header or the data"},
     {"delimiter", "string", "\",\"", "the one-character field separator"},
     {"max_bytes", "int", "1073741824", "refuse files larger than this once decompressed"},
+    DATA_COMMON_DECLS,
+};
+
+static const bb_config_decl IDX_CONFIG[] = {
+    {"path", "string", NULL,
+     "the IDX file of samples (e.g. train-images-idx3-ubyte.gz; gzip is detected): the first "
+     "dimension counts the samples, the others are flattened into the features"},
+    {"label_path", "string", "null",
+     "the IDX file of labels, one value per sample (e.g. train-labels-idx1-ubyte.gz); null "
+     "for an unsupervised source"},
+    {"scale", "float", "null",
+     "every sample value is multiplied by this as it is read; null: 1/255 for unsigned-byte "
+     "files (pixels to [0, 1]), else 1. Unlike normalization it needs no statistics, so a "
+     "test file and a training file scale alike"},
+    {"max_bytes", "int", "1073741824", "refuse files whose data is larger than this once "
+                                       "decompressed"},
     DATA_COMMON_DECLS,
 };
 
@@ -45,6 +65,30 @@ static int read_seed(const bbp_config *cfg, const char *key, uint64_t fallback, 
     bool present = false;
     int rc = bbp_config_number(cfg, key, true, 0, MAX_SEED, &v, &present, err);
     *out = present ? (uint64_t)v : fallback;
+    return rc;
+}
+
+static int read_sample_shape(const bbp_config *cfg, data_options *o, bb_error *err)
+{
+    cJSON *owned;
+    const cJSON *v = bbp_config_get(cfg, "sample_shape", &owned);
+    int rc = BB_OK, n = v ? (cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1) : 0;
+    if (n < 0 || n >= BB_MAX_DIMS)
+        rc = bb_error_set(err, BB_ECONFIG,
+                          "%s: config key 'sample_shape' must be null or an array of 1 to %d "
+                          "dimensions",
+                          cfg->who, BB_MAX_DIMS - 1);
+    for (int i = 0; !rc && i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 1 ||
+            e->valuedouble > (double)(1u << 30))
+            rc = bb_error_set(err, BB_ECONFIG, "%s: sample_shape[%d] must be a whole number in "
+                              "[1, 2^30]", cfg->who, i);
+        else
+            o->sample_dims[i] = (int64_t)e->valuedouble;
+    }
+    o->sample_nd = rc ? 0 : (uint32_t)n;
+    cJSON_Delete(owned);
     return rc;
 }
 
@@ -77,9 +121,13 @@ int data_options_read(const bbp_config *cfg, uint64_t host_seed, data_options *o
     if (!rc)
         rc = bbp_config_double(cfg, "dirichlet_alpha", 1e-6, 1e6, &o->dirichlet_alpha, err);
     if (!rc)
+        rc = bbp_config_int(cfg, "dirichlet_min_rows", 1, 1 << 30, &o->dirichlet_min_rows, err);
+    if (!rc)
         rc = bbp_config_int(cfg, "classes_per_client", 1, 1 << 16, &o->classes_per_client, err);
     if (!rc)
         rc = read_seed(cfg, "partition_seed", 0, &o->partition_seed, err);
+    if (!rc)
+        rc = read_sample_shape(cfg, o, err);
     o->norm = (data_norm)norm;
     o->part = (data_part)part;
     o->partition = (data_partition)partition;
@@ -87,6 +135,57 @@ int data_options_read(const bbp_config *cfg, uint64_t host_seed, data_options *o
 }
 
 typedef int (*table_fn)(const bbp_config *cfg, data_table *t, bb_error *err);
+
+/* What makes two nodes' prepared tables equal: the type, its own keys (the
+ * file or the generator: the decls before the common ones), the held-out
+ * split and the normalization — never the shard, the shuffle or the batch. */
+static int prepared_key(const bbp_config *cfg, const char *type_name, char *key, size_t cap,
+                        bb_error *err)
+{
+    static const char *const SPLIT_KEYS[] = {"holdout", "split_seed", "normalization"};
+    uint32_t n_own = cfg->n_decls - DATA_COMMON_DECL_COUNT;
+    size_t len = (size_t)snprintf(key, cap, "bb-data.prepared/1|%s", type_name);
+    for (uint32_t i = 0; i < n_own + 3 && len < cap; i++) {
+        const char *k = i < n_own ? cfg->decls[i].key : SPLIT_KEYS[i - n_own];
+        cJSON *owned;
+        const cJSON *v = bbp_config_get(cfg, k, &owned);
+        char *text = v ? cJSON_PrintUnformatted(v) : NULL;
+        len += (size_t)snprintf(key + len, cap - len, "|%s=%s", k, text ? text : "null");
+        cJSON_free(text);
+        cJSON_Delete(owned);
+    }
+    if (len >= cap)
+        return bb_error_set(err, BB_ELIMIT, "%s: its table's settings exceed %zu bytes", cfg->who,
+                            cap - 1);
+    return BB_OK;
+}
+
+/* The prepared table: the host's shared copy when it has one (another node
+ * read the same table), else made here and offered to the host. */
+static int prepared_table(const bb_create_args *args, const bbp_config *cfg,
+                          const data_source *s, const data_options *o, table_fn make_table,
+                          bb_value **out, bb_error *err)
+{
+    char key[BB_SHARED_KEY_MAX + 1];
+    bb_ctx *ctx = args->ctx;
+    bool shared = ctx && BB_CTX_HAS(ctx, shared_put);
+    int rc = shared ? prepared_key(cfg, s->type_name, key, sizeof key, err) : BB_OK;
+    if (rc || (shared && (*out = ctx->api->shared_get(ctx, key))))
+        return rc;
+    data_table t = {0};
+    bb_value *mine = NULL;
+    rc = make_table(cfg, &t, err);
+    if (!rc)
+        rc = data_prepare(s, &t, o, &mine, err);
+    data_table_free(&t);
+    if (rc || !shared) {
+        *out = mine;
+        return rc;
+    }
+    *out = ctx->api->shared_put(ctx, key, mine);
+    bb_value_unref(mine);
+    return *out ? BB_OK : bb_error_set(err, BB_ENOMEM, "%s: out of memory", s->who);
+}
 
 static int create_source(const bb_create_args *args, const char *type_name,
                          const bb_config_decl *decls, uint32_t n_decls, table_fn make_table,
@@ -98,7 +197,7 @@ static int create_source(const bb_create_args *args, const char *type_name,
         return rc;
     data_source *s = calloc(1, sizeof *s);
     data_options o;
-    data_table t = {0};
+    bb_value *prepared = NULL;
     if (!s) {
         bbp_config_free(&cfg);
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", type_name);
@@ -112,12 +211,12 @@ static int create_source(const bb_create_args *args, const char *type_name,
         snprintf(s->who + w, sizeof s->who - (size_t)w, " (%.*s)", 100, path);
     rc = data_options_read(&cfg, args->seed, &o, err);
     if (!rc)
-        rc = make_table(&cfg, &t, err);
+        rc = prepared_table(args, &cfg, s, &o, make_table, &prepared, err);
     bbp_config_free(&cfg);
     if (!rc)
-        rc = data_source_build(s, &t, &o, err);
+        rc = data_source_build(s, prepared, &o, err);
+    bb_value_unref(prepared);
     if (rc) {
-        data_table_free(&t);
         data_source_free(s);
         return rc;
     }
@@ -136,6 +235,12 @@ static int csv_create(const bb_create_args *args, void **out, bb_error *err)
 {
     return create_source(args, "data::Csv", CSV_CONFIG, sizeof CSV_CONFIG / sizeof *CSV_CONFIG,
                          data_csv_load, out, err);
+}
+
+static int idx_create(const bb_create_args *args, void **out, bb_error *err)
+{
+    return create_source(args, "data::Idx", IDX_CONFIG, sizeof IDX_CONFIG / sizeof *IDX_CONFIG,
+                         data_idx_load, out, err);
 }
 
 static int synthetic_create(const bb_create_args *args, void **out, bb_error *err)
@@ -168,11 +273,15 @@ DATA_TYPE(CSV, "data::Csv",
           "a numeric CSV file (plain or gzip) of features and a label column, with held-out "
           "split, normalization, shuffling, batching and IID / non-IID sharding",
           csv_create, CSV_CONFIG);
+DATA_TYPE(IDX, "data::Idx",
+          "IDX files (MNIST, Fashion-MNIST; plain or gzip): samples and labels, with the same "
+          "split, normalization, batching and sharding as data::Csv",
+          idx_create, IDX_CONFIG);
 DATA_TYPE(SYNTHETIC, "data::Synthetic",
           "deterministic Gaussian blobs of any size (classification without a file), with the "
           "same split, normalization, batching and sharding as data::Csv",
           synthetic_create, SYNTHETIC_CONFIG);
 
-static const bb_component_type *const TYPES[] = {&CSV, &SYNTHETIC};
+static const bb_component_type *const TYPES[] = {&CSV, &IDX, &SYNTHETIC};
 
 BBP_PLUGIN_ENTRY("data", TYPES)

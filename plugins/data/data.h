@@ -1,16 +1,18 @@
 /*
- * data.h — internal interface of the data plugin (data::Csv,
+ * data.h — internal interface of the data plugin (data::Csv, data::Idx,
  * data::Synthetic).
  *
- * Both types build a table (rows of f32 features plus an optional f32
- * label), then run the same pipeline (split.c):
+ * Every type builds a table (rows of f32 features plus an optional f32
+ * label) — or take it prepared from the host's shared cache, when another
+ * node of the host read the same table with the same split (data.c) — then
+ * run the same pipeline (split.c):
  *   held-out split  the fraction `holdout` of the rows, drawn with
  *                   `split_seed`, is set aside — every node that reads the
  *                   same file with the same seed sets aside the same rows;
  *   normalization   statistics from the training rows only, applied to all;
  *   part            which rows this source serves: "train", "holdout", "all";
  *   shard           shard_index of shard_count, IID or non-IID by label
- *                   (Dirichlet alpha, or classes per client), drawn with
+ *                   (Dirichlet(alpha) label skew, or classes per client), drawn with
  *                   `partition_seed` so the shards of all clients are
  *                   disjoint and cover the part.
  * The result is a source (source.c): NextBatch cycles epochs over its rows
@@ -56,8 +58,11 @@ typedef struct data_options {
     int64_t shard_index, shard_count;
     data_partition partition;
     double dirichlet_alpha;
+    int64_t dirichlet_min_rows;
     int64_t classes_per_client;
     uint64_t partition_seed;
+    uint32_t sample_nd;       /* 0: flat rows [b, d]; else [b, sample_dims...] */
+    int64_t sample_dims[BB_MAX_DIMS - 1];
 } data_options;
 
 /* The runtime state of one source. */
@@ -65,6 +70,8 @@ typedef struct data_source {
     const char *type_name;
     char who[160];            /* "data::Csv at slot 'data' (digits.csv.gz)" */
     size_t n, d;              /* rows served, features */
+    uint32_t sample_nd;       /* a batch is [b, sample_dims...], or [b, d] when 0 */
+    int64_t sample_dims[BB_MAX_DIMS - 1];
     bb_value *x, *y;          /* [n, d] and [n] (y NULL when unsupervised) */
     bb_value *eval_x, *eval_y;/* the evaluation rows (may share x / y) */
     int64_t batch_size;
@@ -98,17 +105,31 @@ typedef struct data_source {
      "into shard_count * classes_per_client pieces, classes_per_client pieces per shard)"},   \
     {"dirichlet_alpha", "float", "0.5", "concentration of the Dirichlet partition (small = "  \
                                         "more skewed)"},                                      \
+    {"dirichlet_min_rows", "int", "1",                                                        \
+     "the Dirichlet partition draws again (at most 100 times) until every shard holds at "    \
+     "least this many rows"},                                                                 \
     {"classes_per_client", "int", "2", "label pieces per shard of the \"classes\" partition"}, \
-    {"partition_seed", "int", "0", "seed of the shard draw (keep it equal on every client)"}
+    {"partition_seed", "int", "0", "seed of the shard draw (keep it equal on every client)"},   \
+    {"sample_shape", "array", "null",                                                         \
+     "the shape of one sample in NextBatch and EvalSet, e.g. [1, 28, 28] for a CNN's NCHW "   \
+     "input (the product must be the feature count); null: flat rows [batch, features]"}
 
-#define DATA_COMMON_DECL_COUNT 13
+#define DATA_COMMON_DECL_COUNT 15
 
 /* Options shared by both types, read from the config. */
 int data_options_read(const bbp_config *cfg, uint64_t host_seed, data_options *o, bb_error *err);
 
-/* ---- split.c: table + options -> source rows ------------------------------- */
-/* Takes the table's memory (t is emptied). */
-int data_source_build(data_source *s, data_table *t, const data_options *o, bb_error *err);
+/* ---- split.c: table + options -> prepared table -> source rows -------------- */
+/* The prepared table of t (its memory is taken, t is emptied): every row
+ * normalized, the labels and the held-out rows, as one new Composite value
+ * that nodes reading the same table with the same holdout, split_seed and
+ * normalization share (data.c keys it for ctx->shared_put). */
+int data_prepare(const data_source *s, data_table *t, const data_options *o, bb_value **out,
+                 bb_error *err);
+/* The node's own rows (part and shard) from a prepared table (borrowed;
+ * s keeps references to its evaluation tensors). */
+int data_source_build(data_source *s, const bb_value *prepared, const data_options *o,
+                      bb_error *err);
 
 /* ---- source.c: the ops ---------------------------------------------------------- */
 void data_source_free(data_source *s);
@@ -126,5 +147,22 @@ int data_csv_load(const bbp_config *cfg, data_table *t, bb_error *err);
 int data_csv_parse(const char *file, const char *text, size_t len, const bbp_config *cfg,
                    data_table *t, bb_error *err);
 int data_synthetic_generate(const bbp_config *cfg, data_table *t, bb_error *err);
+
+/* ---- idx.c -------------------------------------------------------------------------- */
+#define DATA_IDX_MAX_DIMS 16
+/* What an IDX header says (dims[0] samples of `features` values each). */
+typedef struct data_idx_info {
+    uint8_t type;             /* IDX value type byte (0x08 u8 ... 0x0e f64) */
+    uint32_t ndims;
+    uint32_t dims[DATA_IDX_MAX_DIMS];
+    size_t elem_size, header_bytes, data_bytes, rows, features;
+} data_idx_info;
+/* Checks the header at the start of p[0..len) (file names it in messages):
+ * magic, value type, dimensions, and the data size against max_bytes. */
+int data_idx_header(const char *file, const uint8_t *p, size_t len, uint64_t max_bytes,
+                    data_idx_info *h, bb_error *err);
+/* Reads the config's path (samples) and label_path (labels, optional),
+ * plain or gzip, into t. */
+int data_idx_load(const bbp_config *cfg, data_table *t, bb_error *err);
 
 #endif

@@ -4,6 +4,7 @@
  *
  * ai.bytesandbrains.role.data_loader:
  *   NextBatch() -> (batch [b, d] f32, labels [b] f32; [0] when unsupervised)
+ *       (batch [b, sample_shape...] when sample_shape is set)
  *       b = batch_size, shorter for the last batch of an epoch, so an epoch
  *       is exactly n rows; after the last batch a new epoch starts
  *       (reshuffled when shuffle is on).
@@ -50,8 +51,10 @@ static int next_batch(data_source *s, uint32_t n_out, bb_value **out, bb_error *
         new_epoch(s);
     size_t b = s->n - s->cursor;
     b = b < (size_t)s->batch_size ? b : (size_t)s->batch_size;
-    int64_t dx[2] = {(int64_t)b, (int64_t)s->d}, dy = s->y ? (int64_t)b : 0;
-    bb_value *x = bb_value_tensor_new(BB_DT_FLOAT, 2, dx);
+    int64_t dx[BB_MAX_DIMS] = {(int64_t)b, (int64_t)s->d}, dy = s->y ? (int64_t)b : 0;
+    if (s->sample_nd)
+        memcpy(dx + 1, s->sample_dims, s->sample_nd * sizeof *dx);
+    bb_value *x = bb_value_tensor_new(BB_DT_FLOAT, s->sample_nd ? 1 + s->sample_nd : 2, dx);
     bb_value *y = n_out > 1 ? bb_value_tensor_new(BB_DT_FLOAT, 1, &dy) : NULL;
     if (!x || (n_out > 1 && !y)) {
         bb_value_unref(x);

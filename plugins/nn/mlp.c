@@ -16,6 +16,9 @@
  *   Params() -> params [P]
  *   Train(trigger) -> (params [P], num_samples U64)   `epochs` whole epochs
  *       over the "data" dependency, off the engine thread (jobs.c)
+ * FedProx: with proximal_mu > 0, every step of Train and Step gains mu (w -
+ * center), center the parameters of the last LoadParameters (the global
+ * model a federated client received; the initial parameters before one).
  *   EvaluateMetrics(trigger) -> (loss, accuracy)   on the source's
  *       evaluation set (its held-out rows), off the engine thread
  * bb-nn.Mlp.atomic:
@@ -68,6 +71,11 @@ static const bb_config_decl CONFIG[] = {
      "(default: the attribute, 1 when absent)"},
     {"batches_per_epoch", "int", "0",
      "epoch length in batches for data sources without a NumSamples op (0: ask the source)"},
+    {"proximal_mu", "float", "0",
+     "FedProx (Li et al. 2020): Train and Step minimize loss + proximal_mu/2 ||w - "
+     "w_global||^2, w_global the parameters of the last LoadParameters (the global model a "
+     "federated client received), so local training cannot drift far on a skewed shard; 0: "
+     "off"},
     {"attack_update_scale", "float", "1",
      "attack simulation for tests and demos, not for training: Train answers start + scale x "
      "(trained - start), a poisoned client's update (e.g. 1e6); the node keeps the trained "
@@ -115,7 +123,7 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     static const char *const OPT[] = {"sgd", "adam"};
     uint32_t sizes[MLP_MAX_LAYERS + 1], n = 0;
     int act = 0, loss = 0, opt = 0;
-    double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0, scale = 1;
+    double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0, scale = 1, prox = 0;
     bool has_seed = false, has_epochs = false;
     int rc = read_layers(cfg, sizes, &n, err);
     if (!rc)
@@ -144,15 +152,17 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
         rc = bbp_config_int(cfg, "batches_per_epoch", 0, INT64_C(1) << 40, &m->batches_per_epoch,
                             err);
     if (!rc)
+        rc = bbp_config_double(cfg, "proximal_mu", 0, 1e6, &prox, err);
+    if (!rc)
         rc = bbp_config_double(cfg, "attack_update_scale", -1e12, 1e12, &scale, err);
-    if (!rc && loss == LOSS_CE && sizes[n - 1] < 2)
+    if (!rc && loss == BBP_LOSS_CE && sizes[n - 1] < 2)
         rc = bb_error_set(err, BB_ECONFIG,
                           "%s: softmax cross-entropy needs at least 2 outputs (layers ends in 1)",
                           cfg->who);
     if (rc)
         return rc;
-    mlp_shape_init(&m->shape, sizes, n, (mlp_act)act, (mlp_loss)loss);
-    m->opt.kind = (mlp_opt)opt;
+    mlp_shape_init(&m->shape, sizes, n, (mlp_act)act, (bbp_loss)loss);
+    m->opt.kind = (bbp_opt)opt;
     m->opt.lr = (float)lr;
     m->opt.momentum = (float)mu;
     m->opt.beta1 = (float)b1;
@@ -160,6 +170,7 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     m->opt.eps = (float)eps;
     m->epochs_cfg = has_epochs ? (int64_t)ep : -1;
     m->update_scale = (float)scale;
+    m->proximal_mu = (float)prox;
     *seed = has_seed ? (uint64_t)s : host_seed;
     return BB_OK;
 }
@@ -184,19 +195,15 @@ static int load_weights(mlp *m, const bb_tensor_proto *t, bb_error *err)
 static void mlp_destroy(void *inst)
 {
     mlp *m = inst;
-    mlp_jobs_cancel_all(m);
-    free(m->jobs);
-    for (size_t i = 0; i < m->q_n; i++) { /* the engine dropped their completions */
-        mlp_deferred *d = &m->queue[(m->q_head + i) % m->q_cap];
-        for (uint32_t k = 0; k < d->n_in; k++)
-            bb_value_unref(d->in[k]);
-    }
-    free(m->queue);
+    bbp_jobs_cancel_all(&m->jobs);
+    bbp_queue_free(&m->queue); /* the engine dropped their completions */
     mlp_ws_free(&m->ws);
     bb_value_unref(m->fwd_input);
-    mlp_optim_free(&m->opt);
+    bbp_optim_free(&m->opt);
     free(m->params);
     free(m->grad_acc);
+    free(m->center);
+    free(m->step_grad);
     free(m);
 }
 
@@ -220,7 +227,12 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
         size_t n = m->shape.n_params;
         m->params = malloc(n * sizeof *m->params);
         m->grad_acc = calloc(n, sizeof *m->grad_acc);
-        if (!m->params || !m->grad_acc || mlp_optim_init(&m->opt, n))
+        if (m->proximal_mu > 0) {
+            m->center = malloc(n * sizeof *m->center);
+            m->step_grad = malloc(n * sizeof *m->step_grad);
+        }
+        if (!m->params || !m->grad_acc || bbp_optim_init(&m->opt, n) ||
+            (m->proximal_mu > 0 && (!m->center || !m->step_grad)))
             rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory for %zu parameters", m->who, n);
     }
     if (!rc) {
@@ -229,6 +241,8 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
             rc = load_weights(m, w, err);
         else
             mlp_init_params(&m->shape, seed, m->params);
+        if (!rc && m->center)
+            memcpy(m->center, m->params, m->shape.n_params * sizeof *m->center);
     }
     if (rc) {
         mlp_destroy(m);
@@ -307,7 +321,7 @@ static int forward(mlp *m, const char *op, const bb_value *x, size_t *rows, bb_e
 
 /* Forward then the loss against target; dz filled when want_grad. */
 static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_value *y,
-                        bool want_grad, mlp_stats *st, bb_error *err)
+                        bool want_grad, bbp_stats *st, bb_error *err)
 {
     size_t rows = 0;
     int rc = forward(m, op, x, &rows, err);
@@ -316,7 +330,7 @@ static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_valu
     m->fwd_cached = false; /* the workspace now serves this op */
     int32_t *cls = malloc((rows ? rows : 1) * sizeof *cls);
     float *fbuf = malloc((rows ? rows : 1) * sizeof *fbuf);
-    mlp_target t;
+    bbp_target t;
     char why[200];
     if (!cls || !fbuf)
         rc = oom(m, err);
@@ -327,14 +341,6 @@ static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_valu
     free(cls);
     free(fbuf);
     return rc;
-}
-
-static bb_value *scalar(float v)
-{
-    bb_value *t = bb_value_tensor_new(BB_DT_FLOAT, 0, NULL);
-    if (t)
-        *bb_tensor_f32(t) = v;
-    return t;
 }
 
 static int backward(mlp *m, const bb_value *g, bb_error *err)
@@ -360,14 +366,24 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
     int rc = check_flat(m, "Step", g, true, err);
     if (rc)
         return rc;
-    if (bb_tensor_numel(g) == m->shape.n_params) {
-        mlp_optim_step(&m->opt, m->params, bb_tensor_f32(g), m->shape.n_params);
+    size_t n = m->shape.n_params;
+    mlp_prox prox = {m->proximal_mu, m->center};
+    if (bb_tensor_numel(g) == n) {
+        const float *grad = bb_tensor_f32(g);
+        if (m->center) { /* the input is not ours to change */
+            memcpy(m->step_grad, grad, n * sizeof *m->step_grad);
+            mlp_add_proximal(&prox, m->params, m->step_grad, n);
+            grad = m->step_grad;
+        }
+        bbp_optim_step(&m->opt, m->params, grad, n, NULL, 0);
         return BB_OK;
     }
     if (!m->grad_pending)
         return bb_error_set(err, BB_ESTATE,
                             "%s: Step with no gradient: pass one, or run Backward first", m->who);
-    mlp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params);
+    if (m->center)
+        mlp_add_proximal(&prox, m->params, m->grad_acc, n);
+    bbp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params, NULL, 0);
     memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
     m->grad_pending = false;
     return BB_OK;
@@ -378,7 +394,7 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
                     uint32_t n_out, bb_error *err)
 {
     const bb_value *a = n_in > 0 ? in[0] : NULL, *b = n_in > 1 ? in[1] : NULL;
-    mlp_stats st = {0};
+    bbp_stats st = {0};
     size_t rows = 0;
     int rc = BB_OK;
     bool changes = false; /* the op answers a CommandId */
@@ -387,12 +403,14 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
     case OP_PARAMS_ON:
         return (out[0] = params_copy(m)) ? BB_OK : oom(m, err);
     case OP_PARAMS_DIGEST:
-        out[0] = bb_value_u64(&BB_TYPE_U64, mlp_params_digest(m->params, m->shape.n_params));
+        out[0] = bb_value_u64(&BB_TYPE_U64, bbp_params_digest(m->params, m->shape.n_params));
         return out[0] ? BB_OK : oom(m, err);
     case OP_LOAD_PARAMETERS:
         if (!(rc = check_flat(m, "LoadParameters", a, false, err))) {
             memcpy(m->params, bb_tensor_f32(a), m->shape.n_params * sizeof(float));
-            mlp_optim_reset(&m->opt, m->shape.n_params);
+            if (m->center) /* FedProx's global model */
+                memcpy(m->center, m->params, m->shape.n_params * sizeof(float));
+            bbp_optim_reset(&m->opt, m->shape.n_params);
             forget_forward(m);
         }
         changes = true;
@@ -426,11 +444,8 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
         break;
     case OP_EVALUATE:
         if (!(rc = forward_loss(m, "Evaluate", a, b, false, &st, err))) {
-            double rows = st.rows ? (double)st.rows : 1.0;
-            out[0] = scalar((float)(st.loss_sum / rows));
-            if (n_out > 1) /* the optional accuracy */
-                out[1] = scalar((float)((double)st.correct / rows));
-            rc = out[0] && (n_out < 2 || out[1]) ? BB_OK : oom(m, err);
+            /* the accuracy is an optional output */
+            rc = bbp_stats_outputs(&st, out, n_out > 1) ? BB_OK : oom(m, err);
         }
         break;
     case OP_GRADIENTS:
@@ -467,45 +482,17 @@ static bool changes_model(mlp_op op)
            op == OP_STEP || op == OP_TRAIN;
 }
 
-static int enqueue(mlp *m, mlp_op op, const bb_dispatch_call *call, int64_t epochs, bb_error *err)
-{
-    if (m->q_n == m->q_cap) {
-        size_t cap = m->q_cap ? 2 * m->q_cap : 8;
-        mlp_deferred *q = malloc(cap * sizeof *q);
-        if (!q)
-            return oom(m, err);
-        for (size_t i = 0; i < m->q_n; i++)
-            q[i] = m->queue[(m->q_head + i) % m->q_cap];
-        free(m->queue);
-        m->queue = q;
-        m->q_cap = cap;
-        m->q_head = 0;
-    }
-    mlp_deferred *d = &m->queue[(m->q_head + m->q_n++) % m->q_cap];
-    memset(d, 0, sizeof *d);
-    d->op = op;
-    d->epochs = epochs;
-    d->completion = call->completion;
-    d->n_out = call->n_outputs;
-    d->n_in = call->n_inputs < 2 ? call->n_inputs : 2;
-    for (uint32_t k = 0; k < d->n_in; k++)
-        d->in[k] = bb_value_ref(call->inputs[k]);
-    return BB_OK;
-}
-
 void mlp_drain(mlp *m)
 {
-    while (!m->busy && m->q_n) {
-        mlp_deferred d = m->queue[m->q_head];
-        m->q_head = (m->q_head + 1) % m->q_cap;
-        m->q_n--;
+    bbp_deferred d;
+    while (!m->jobs.busy && bbp_queue_pop(&m->queue, &d)) {
         bb_error err = {0};
         if (d.op == OP_TRAIN) {
             if (mlp_start_train(m, m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
         } else {
             bb_value *out = NULL;
-            if (run_sync(m, d.op, d.in, d.n_in, &out, 1, &err))
+            if (run_sync(m, (mlp_op)d.op, d.in, d.n_in, &out, 1, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
             else
                 bb_complete_ok(d.completion, &out, 1);
@@ -513,17 +500,6 @@ void mlp_drain(mlp *m)
         for (uint32_t k = 0; k < d.n_in; k++)
             bb_value_unref(d.in[k]);
     }
-}
-
-static int train_epochs(const mlp *m, const bb_dispatch_call *call, int64_t *epochs,
-                        bb_error *err)
-{
-    *epochs = m->epochs_cfg > 0 ? m->epochs_cfg
-                                : call->node ? bb_node_attr_int(call->node, "epochs", 1) : 1;
-    if (*epochs < 1 || *epochs > (1 << 20))
-        return bb_error_set(err, BB_EINVAL, "%s: Train with epochs = %lld", m->who,
-                            (long long)*epochs);
-    return BB_OK;
 }
 
 static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
@@ -544,33 +520,35 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
     else if (call->n_outputs < 1)
         rc = bb_error_set(err, BB_EINVAL, "%s: %s needs an output", m->who, OP_NAMES[op]);
     else if (op == OP_TRAIN)
-        rc = train_epochs(m, call, &epochs, err);
+        rc = bbp_train_epochs(m->epochs_cfg, call, m->who, &epochs, err);
     if (rc)
         return BB_DISPATCH_NOW_ERR;
-    if (m->busy && changes_model(op)) {
-        if (enqueue(m, op, call, epochs, err))
+    if (m->jobs.busy && changes_model(op)) {
+        if (bbp_queue_push(&m->queue, (int)op, call, epochs)) {
+            oom(m, err);
             return BB_DISPATCH_NOW_ERR;
+        }
         return BB_DISPATCH_LATER;
     }
     if (op == OP_TRAIN || op == OP_EVALUATE_METRICS) {
-        mlp_sync sync = {.out = outputs, .err = err};
+        bbp_sync sync = {.out = outputs, .err = err};
         rc = op == OP_TRAIN
                  ? mlp_start_train(m, ctx, call->completion, call->n_outputs, epochs, &sync, err)
                  : mlp_start_eval(m, ctx, call->completion, call->n_outputs, &sync, err);
-        if (rc || (sync.done && sync.rc))
-            return BB_DISPATCH_NOW_ERR;
-        return sync.done ? BB_DISPATCH_NOW_OK : BB_DISPATCH_LATER;
+        return bbp_job_dispatched(rc, &sync);
     }
     rc = run_sync(m, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
     return rc ? BB_DISPATCH_NOW_ERR : BB_DISPATCH_NOW_OK;
 }
 
 /* ---- snapshot ----------------------------------------------------------------------------
- * "BBNN" u32 version=1, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
- * params[n], momentum / first moment[n], [Adam: second moment[n]]  (f32) */
+ * "BBNN" u32 version=2, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
+ * params[n], momentum / first moment[n], [Adam: second moment[n]]  (f32),
+ * u8 has_center, [FedProx center[n]]  (version 1 ends before has_center: the
+ * center is then the restored parameters) */
 
 #define MAGIC "BBNN"
-#define SNAP_VERSION 1u
+#define SNAP_VERSION 2u
 
 static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
 {
@@ -587,6 +565,9 @@ static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *er
     bb_writer_put(&w, m->opt.m, bytes);
     if (m->opt.v)
         bb_writer_put(&w, m->opt.v, bytes);
+    bb_writer_put_u8(&w, m->center != NULL);
+    if (m->center)
+        bb_writer_put(&w, m->center, bytes);
     if (!bb_writer_take(&w, out, out_len))
         return oom(m, err);
     return BB_OK;
@@ -602,8 +583,9 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
     uint64_t n = 0, t = 0, changes = 0;
     size_t bytes = m->shape.n_params * sizeof(float);
     if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) ||
-        !bb_reader_u32le(&r, &version) || version != SNAP_VERSION || !bb_reader_u64le(&r, &n) ||
-        !bb_reader_u32le(&r, &kind) || !bb_reader_u64le(&r, &t) || !bb_reader_u64le(&r, &changes))
+        !bb_reader_u32le(&r, &version) || version < 1 || version > SNAP_VERSION ||
+        !bb_reader_u64le(&r, &n) || !bb_reader_u32le(&r, &kind) || !bb_reader_u64le(&r, &t) ||
+        !bb_reader_u64le(&r, &changes))
         return bb_error_set(err, BB_EDECODE, "%s: not a model snapshot", m->who);
     if (n != m->shape.n_params || kind != (uint32_t)m->opt.kind)
         return bb_error_set(err, BB_EDECODE,
@@ -611,14 +593,30 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
                             "has %zu for optimizer %u",
                             m->who, (unsigned long long)n, kind, m->shape.n_params,
                             (unsigned)m->opt.kind);
-    size_t want = bytes * (m->opt.v ? 3 : 2);
-    if (bb_reader_left(&r) != want)
+    size_t want = bytes * (m->opt.v ? 3 : 2), left = bb_reader_left(&r);
+    uint8_t has_center = 0;
+    if (version >= 2) { /* the center flag follows the moments */
+        const uint8_t *flag = left > want ? r.data + r.pos + want : NULL;
+        if (!flag || *flag > 1)
+            return bb_error_set(err, BB_EDECODE, "%s: the snapshot's state is truncated or out "
+                                "of range", m->who);
+        has_center = *flag;
+        want += 1 + (has_center ? bytes : 0);
+    }
+    if (left != want)
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot has %zu state bytes, not %zu",
-                            m->who, bb_reader_left(&r), want);
+                            m->who, left, want);
     bb_reader_get(&r, m->params, bytes);
     bb_reader_get(&r, m->opt.m, bytes);
     if (m->opt.v)
         bb_reader_get(&r, m->opt.v, bytes);
+    const uint8_t *center = NULL;
+    if (version >= 2)
+        bb_reader_u8(&r, &has_center);
+    if (has_center)
+        bb_reader_view(&r, bytes, &center);
+    if (m->center) /* a snapshot without a center (mu was 0, or version 1): the parameters */
+        memcpy(m->center, center ? center : (const uint8_t *)m->params, bytes);
     m->opt.t = t;
     m->version = changes;
     forget_forward(m);

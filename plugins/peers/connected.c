@@ -7,6 +7,11 @@
  *
  * The target is the config's "target", else the of_class the Sample node
  * was recorded with (the class the compiler routes its sends to).
+ *
+ * min_peers (Flower's min_available_clients): while fewer peers run the
+ * target, the view fails, so a federated round does not start with the
+ * first client that connected — every round of a comparison then has the
+ * same clients from the first.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +24,16 @@
 
 typedef struct connected {
     selector sel; /* of_class = the configured target */
+    int64_t min_peers;
 } connected;
 
 static const bb_config_decl CONFIG[] = {
     {"target", "string", "null",
      "the target (peer class) the peers must have announced, e.g. \"Client\"; default: the "
      "of_class the Sample node was recorded with"},
+    {"min_peers", "int", "0",
+     "Sample and CurrentView fail while fewer peers run the target (a federated round "
+     "waits until that many clients are connected)"},
 };
 
 static int conn_create(const bb_create_args *args, void **out, bb_error *err)
@@ -38,6 +47,8 @@ static int conn_create(const bb_create_args *args, void **out, bb_error *err)
         rc = bb_error_set(err, BB_ENOMEM, NAME ": out of memory");
     else
         rc = selector_init(&c->sel, &cfg, "target", args->seed, err);
+    if (!rc)
+        rc = bbp_config_int(&cfg, "min_peers", 0, PEERS_MAX_VIEW, &c->min_peers, err);
     bbp_config_free(&cfg);
     if (rc) {
         free(c);
@@ -64,6 +75,9 @@ static int conn_view(void *inst, bb_ctx *ctx, const char *node_class, bb_value *
     size_t total = ctx->api->peers_running(ctx, target, NULL, 0);
     if (total > PEERS_MAX_VIEW)
         total = PEERS_MAX_VIEW;
+    if (total < (size_t)c->min_peers)
+        return bb_error_set(err, BB_ESTATE, "%s: %zu peers run '%s', fewer than min_peers %lld",
+                            c->sel.who, total, target, (long long)c->min_peers);
     *out = calloc(total ? total : 1, sizeof **out);
     if (!*out)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", c->sel.who);

@@ -11,9 +11,10 @@
 #                                JSON_EXTRA adds top-level config keys
 #   serve NAME ONNX [WHAT]       start_server, then server_identity and
 #                                watch_rounds (WHAT names it in a failure)
-#   start_client NAME ONNX SERVER I N [PARTITION] [MODEL_JSON]
+#   start_client NAME ONNX SERVER I N [PARTITION] [MODEL_JSON] [DATA_MEMBERS]
 #                                client I of N (its shard of the training
-#                                rows), connected to node SERVER
+#                                rows), connected to node SERVER; DATA_MEMBERS
+#                                adds JSON members to its data config
 #   start_clients ONNX SERVER N [PARTITION]
 #                                clients c0 .. c(N-1), all of N
 #   wait_connected NAME N        until N clients connected to NAME (watched);
@@ -51,13 +52,13 @@ JSON
     start_node "$name" --config "$TMP/$name.json" --targets Server --listen "$listen" "$onnx"
 }
 
-start_client() { # NAME ONNX SERVER I N [PARTITION] [MODEL_JSON]
-    local name=$1 onnx=$2 server=$3 i=$4 n=$5 partition=${6:-iid} model=${7:-}
+start_client() { # NAME ONNX SERVER I N [PARTITION] [MODEL_JSON] [DATA_MEMBERS]
+    local name=$1 onnx=$2 server=$3 i=$4 n=$5 partition=${6:-iid} model=${7:-} extra=${8:-}
     local model_cfg=""
     [ -n "$model" ] && model_cfg=", \"model\": $model"
     cat >"$TMP/$name.json" <<JSON
 {"components": {"data": {"path": "$DIGITS", "shard_count": $n, "shard_index": $i,
-                         "partition": "$partition", "seed": $((10 + i))}$model_cfg}}
+                         "partition": "$partition", "seed": $((10 + i))${extra:+, $extra}}$model_cfg}}
 JSON
     start_node "$name" --config "$TMP/$name.json" --targets Client --listen /ip4/127.0.0.1/tcp/0 \
         --peer "$SERVER_ID=$SERVER_ADDR" "$onnx"

@@ -6,8 +6,10 @@
  * wrapped responses), replacement within a round, hierarchical FedAvg, the
  * error surface (shape mismatch naming the peer and both shapes, empty
  * round, caps, bad config), a poisoned client against the robust
- * aggregators, the kernels against a naive reference, snapshots, and the
- * round count (bb-agg.Aggregator.atomic::Rounds) surviving one.
+ * aggregators, the kernels against a naive reference, snapshots, the
+ * round count (bb-agg.Aggregator.atomic::Rounds) surviving one, and the
+ * server optimizers (FedAdam, FedYogi, FedAdagrad) against steps worked by
+ * hand, their errors and their state across a snapshot.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -675,6 +677,201 @@ static void test_rounds_counted_and_snapshotted(void **state)
     }
 }
 
+/* ---- server optimizers (FedAdam, FedYogi, FedAdagrad) ------------------------------- */
+
+static int set_model(agg_t *a, bb_value *params, bb_error *err)
+{
+    bb_value *out = NULL;
+    int rc = pfx_call(a->t, a->inst, NULL, "SetModel", NULL, &params, 1, &out, 1, err);
+    if (rc == BB_OK)
+        assert_int_equal(out->type->kind, BB_VK_TRIGGER);
+    bb_value_unref(out);
+    bb_value_unref(params);
+    return rc;
+}
+
+static void set_model_ok(agg_t *a, bb_value *params)
+{
+    bb_error err = {0};
+    if (set_model(a, params, &err))
+        fail_msg("SetModel: %s", err.msg);
+}
+
+/* The rounds of the hand computation: x0 = [1, 2, -1]; round 1 averages
+ * [2, 2, -1] x 1 and [4, 2, -1] x 3 (mean [3.5, 2, -1], Delta [2.5, 0, 0]);
+ * round 2 averages [1, 2.5, -1] and [1, 2.5, -3] (mean [1, 2.5, -2]). */
+static bb_value *fedopt_round(agg_t *a, int round)
+{
+    if (round == 1) {
+        contribute_ok(a, VEC(2, 2, -1), u64(1));
+        contribute_ok(a, VEC(4, 2, -1), u64(3));
+    } else {
+        contribute_ok(a, VEC(1, 2.5f, -1), u64(1));
+        contribute_ok(a, VEC(1, 2.5f, -3), u64(1));
+    }
+    return aggregate_ok(a, NULL);
+}
+
+/* Each expected value worked through by hand (Reddi et al. 2021, Algorithm
+ * 2; server_lr 0.1, beta1 0.9, beta2 0.5, tau 1e-3, v from tau^2). Round 1,
+ * coordinate 0, FedAdam: m = 0.1 x 2.5 = 0.25, v = 0.5e-6 + 0.5 x 6.25 =
+ * 3.1250005, x = 1 + 0.1 x 0.25 / (1.7677671 + 0.001) = 1.014134; the other
+ * coordinates have Delta 0 and stay. FedYogi's first v is tau^2 + 0.5
+ * Delta^2 (Delta^2 > v): the same step. In round 2, coordinate 0 has
+ * Delta^2 = 0.0002 < v, where Yogi lowers v by 0.5 Delta^2 and Adam halves
+ * it, so the two part. FedAdagrad: v = tau^2 + Delta^2, x0 = 1 + 0.1 x 0.25
+ * / (2.5000002 + 0.001) = 1.009996. */
+static void test_server_optimizers_by_hand(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *type, *config;
+        float r1[3], r2[3];
+    } CASES[] = {
+        {"agg::FedAdam", "{\"server_lr\": 0.1, \"beta1\": 0.9, \"beta2\": 0.5, \"tau\": 0.001}",
+         {1.014134f, 2, -1}, {1.032006f, 2.014102f, -1.014122f}},
+        {"agg::FedYogi", "{\"server_lr\": 0.1, \"beta1\": 0.9, \"beta2\": 0.5, \"tau\": 0.001}",
+         {1.014134f, 2, -1}, {1.026775f, 2.014102f, -1.014122f}},
+        {"agg::FedAdagrad", "{\"server_lr\": 0.1, \"beta1\": 0.9, \"tau\": 0.001}",
+         {1.009996f, 2, -1}, {1.018952f, 2.00998f, -1.00999f}},
+    };
+    for (size_t k = 0; k < 3; k++) {
+        agg_t a = make(CASES[k].type, CASES[k].config);
+        set_model_ok(&a, VEC(1, 2, -1));
+        bb_value *r = fedopt_round(&a, 1);
+        expect_vec_(r, CASES[k].r1, 3, 2e-6f, __LINE__);
+        bb_value_unref(r);
+        r = fedopt_round(&a, 2); /* no SetModel: the step starts from the last result */
+        expect_vec_(r, CASES[k].r2, 3, 2e-6f, __LINE__);
+        bb_value_unref(r);
+        drop(&a);
+    }
+}
+
+static void test_server_optimizer_errors_and_current_tensor(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAdam", "{\"server_lr\": 0.1, \"beta2\": 0.5}");
+    bb_error err = {0};
+    bb_value *r = NULL;
+    contribute_ok(&a, VEC(2, 2, -1), u64(1));
+    assert_int_equal(aggregate(&a, &r, NULL, &err), BB_ESTATE); /* no global model yet */
+    assert_non_null(strstr(err.msg, "agg::FedAdam: no global model to step from: SetModel"));
+    set_model_ok(&a, VEC(1, 2));
+    assert_int_equal(aggregate(&a, &r, NULL, &err), BB_ETYPE);
+    assert_non_null(strstr(err.msg, "contributions have shape [3], but the global model "
+                                    "(SetModel) has shape [2]"));
+    assert_int_equal(set_model(&a, u64(3), &err), BB_ETYPE);
+    assert_non_null(strstr(err.msg, "SetModel takes the global model as an f32 tensor"));
+    /* the failed Aggregates left the round open; CurrentTensor steps without
+     * committing, so Aggregate then gives the same values */
+    set_model_ok(&a, VEC(1, 2, -1));
+    contribute_ok(&a, VEC(4, 2, -1), u64(3));
+    bb_value *trig = bb_value_trigger(), *peek[2] = {0};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pfx_call(a.t, a.inst, NULL, "CurrentTensor", NULL, &trig, 1, &peek[i], 1,
+                                  &err),
+                         BB_OK);
+    r = aggregate_ok(&a, NULL);
+    EXPECT_VEC(r, 1.014134f, 2, -1);
+    assert_true(bb_value_equal(peek[0], r) && bb_value_equal(peek[1], r));
+    bb_value_unref(peek[0]);
+    bb_value_unref(peek[1]);
+    /* a global model of the wrong size fails the next Aggregate before
+     * anything changes (the state, snapshot included, is the same after it),
+     * although the last result is held by nobody else and could have been
+     * recycled for the failed round's */
+    bb_value_unref(trig);
+    bb_value_unref(r);
+    set_model_ok(&a, VEC(1, 2));
+    contribute_ok(&a, VEC(4, 2, -1), u64(3));
+    uint8_t *before = NULL, *after = NULL;
+    size_t n_before = 0, n_after = 0;
+    assert_int_equal(a.t->snapshot(a.inst, &before, &n_before, &err), BB_OK);
+    bb_value *none = NULL;
+    assert_int_equal(aggregate(&a, &none, NULL, &err), BB_ETYPE);
+    assert_int_equal(a.t->snapshot(a.inst, &after, &n_after, &err), BB_OK);
+    assert_int_equal(n_after, n_before);
+    assert_memory_equal(after, before, n_before);
+    free(before);
+    free(after);
+    drop(&a);
+    /* the averaging aggregators take SetModel and ignore it */
+    agg_t f = make("agg::FedAvg", NULL);
+    set_model_ok(&f, VEC(100, 100));
+    contribute_ok(&f, VEC(1, 2), u64(1));
+    r = aggregate_ok(&f, NULL);
+    EXPECT_VEC(r, 1, 2);
+    bb_value_unref(r);
+    drop(&f);
+    /* configuration */
+    const struct { const char *type, *config, *want; } BAD[] = {
+        {"agg::FedAdagrad", "{\"beta2\": 0.9}", "unknown config key 'beta2'"},
+        {"agg::FedYogi", "{\"server_lr\": 0}", "'server_lr' = 0 is outside"},
+        {"agg::FedAdam", "{\"beta1\": 1}", "'beta1' = 1 is outside"},
+        {"agg::FedAdam", "{\"tau\": -1}", "'tau' = -1 is outside"},
+    };
+    for (size_t k = 0; k < sizeof BAD / sizeof *BAD; k++) {
+        assert_null(pfx_create(pfx_type(BAD[k].type), "aggregator", BAD[k].config, NULL, 1, NULL,
+                               &err));
+        if (!strstr(err.msg, BAD[k].want))
+            fail_msg("%s %s: \"%s\" lacks \"%s\"", BAD[k].type, BAD[k].config, err.msg,
+                     BAD[k].want);
+    }
+}
+
+/* The optimizer's state (global model, moments, step count) survives a
+ * snapshot: a restored FedYogi's second round equals the original's. Every
+ * truncation is refused; a version-1 snapshot (before server state) still
+ * restores. */
+static void test_server_optimizer_snapshot(void **state)
+{
+    (void)state;
+    const char *cfg = "{\"server_lr\": 0.1, \"beta2\": 0.5}";
+    agg_t a = make("agg::FedYogi", cfg), b = make("agg::FedYogi", cfg);
+    set_model_ok(&a, VEC(1, 2, -1));
+    bb_value_unref(fedopt_round(&a, 1));
+    uint8_t *snap = NULL;
+    size_t len = 0;
+    bb_error err = {0};
+    assert_int_equal(a.t->snapshot(a.inst, &snap, &len, &err), BB_OK);
+    for (size_t cut = 0; cut < len; cut++)
+        assert_int_not_equal(b.t->restore(b.inst, snap, cut, &err), BB_OK);
+    assert_int_equal(b.t->restore(b.inst, snap, len, &err), BB_OK);
+    bb_value *ra = fedopt_round(&a, 2), *rb = fedopt_round(&b, 2);
+    EXPECT_VEC(rb, 1.026775f, 2.014102f, -1.014122f);
+    assert_true(bb_value_equal(ra, rb));
+    bb_value_unref(ra);
+    bb_value_unref(rb);
+    /* a global model of its own (SetModel after the last result) is kept too */
+    set_model_ok(&a, VEC(0, 0, 0));
+    free(snap);
+    assert_int_equal(a.t->snapshot(a.inst, &snap, &len, &err), BB_OK);
+    agg_t c = make("agg::FedYogi", cfg);
+    assert_int_equal(c.t->restore(c.inst, snap, len, &err), BB_OK);
+    ra = fedopt_round(&a, 2);
+    rb = fedopt_round(&c, 2);
+    assert_true(bb_value_equal(ra, rb));
+    bb_value_unref(ra);
+    bb_value_unref(rb);
+    free(snap);
+    /* version 1: a FedAvg snapshot without the server section */
+    agg_t f = make("agg::FedAvg", NULL), g = make("agg::FedAvg", NULL);
+    contribute_ok(&f, VEC(1, 2), u64(1));
+    bb_value_unref(aggregate_ok(&f, NULL));
+    assert_int_equal(f.t->snapshot(f.inst, &snap, &len, &err), BB_OK);
+    const uint32_t v1 = 1;
+    memcpy(snap + 4, &v1, 4);
+    assert_int_equal(g.t->restore(g.inst, snap, len - 10, &err), BB_OK); /* u8 + u64 + u8 */
+    assert_int_equal(rounds_of(&g), 1);
+    free(snap);
+    drop(&a);
+    drop(&b);
+    drop(&c);
+    drop(&f);
+    drop(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -698,6 +895,9 @@ int main(void)
         cmocka_unit_test(test_kernels_match_reference),
         cmocka_unit_test(test_snapshot_roundtrip_and_truncation),
         cmocka_unit_test(test_rounds_counted_and_snapshotted),
+        cmocka_unit_test(test_server_optimizers_by_hand),
+        cmocka_unit_test(test_server_optimizer_errors_and_current_tensor),
+        cmocka_unit_test(test_server_optimizer_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
 }

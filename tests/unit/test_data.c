@@ -1,11 +1,15 @@
 /*
- * Unit tests for the data plugin (data::Csv, data::Synthetic), loaded from
+ * Unit tests for the data plugin (data::Csv, data::Idx, data::Synthetic), loaded from
  * the build's data.so and driven through its dispatch entry: parsing (plain
  * and gzip, header, skip_rows, label by index or name, unsupervised), every
  * bad-file error naming file, line and column, normalization, batching and
  * epochs, Reset, the held-out split, the IID / Dirichlet / classes shards
- * (disjoint, covering, deterministic), EvalSet and NumSamples, snapshots,
- * the generator, and the real digits file from scripts/fetch-data.
+ * (disjoint, covering, deterministic per seed; Dirichlet label skew growing
+ * as alpha falls, starved draws redrawn), EvalSet and NumSamples, snapshots,
+ * the prepared table shared through a host's cache (ctx->shared_get/put),
+ * IDX files (every type, plain and gzip, every malformed header or body
+ * naming the file), the generator, and the real digits and Fashion-MNIST
+ * files from scripts/fetch-data.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,23 +46,29 @@ static int group_teardown(void **state)
     return 0;
 }
 
-/* Writes text to <tmp>/name (gzip-compressed when gz) and returns the path. */
-static const char *write_file(const char *name, const char *text, bool gz)
+/* Writes len bytes to <tmp>/name (gzip-compressed when gz) and returns the
+ * path. */
+static const char *write_bytes(const char *name, const void *data, size_t len, bool gz)
 {
     static char path[256];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
     if (gz) {
         gzFile f = gzopen(path, "wb");
         assert_non_null(f);
-        assert_int_equal(gzwrite(f, text, (unsigned)strlen(text)), (int)strlen(text));
+        assert_int_equal(gzwrite(f, data, (unsigned)len), (int)len);
         gzclose(f);
     } else {
-        FILE *f = fopen(path, "w");
+        FILE *f = fopen(path, "wb");
         assert_non_null(f);
-        fputs(text, f);
+        assert_int_equal(fwrite(data, 1, len, f), len);
         fclose(f);
     }
     return path;
+}
+
+static const char *write_file(const char *name, const char *text, bool gz)
+{
+    return write_bytes(name, text, strlen(text), gz);
 }
 
 typedef struct src {
@@ -240,13 +250,20 @@ static void test_csv_gzip_header_skip_and_named_label(void **state)
     drop(&s);
 }
 
+/* err carries code and a message containing a and b (either may be NULL). */
+static void expect_message(const bb_error *err, int code, const char *a, const char *b)
+{
+    assert_int_equal(err->code, code);
+    if ((a && !strstr(err->msg, a)) || (b && !strstr(err->msg, b)))
+        fail_msg("message \"%s\" lacks \"%s\" / \"%s\"", err->msg, a ? a : "", b ? b : "");
+}
+
 static void expect_error(const char *path, const char *extra, int code, const char *a,
                          const char *b)
 {
     bb_error err = {0};
-    assert_int_equal(csv_error(path, extra, &err), code);
-    if ((a && !strstr(err.msg, a)) || (b && !strstr(err.msg, b)))
-        fail_msg("message \"%s\" lacks \"%s\" / \"%s\"", err.msg, a ? a : "", b ? b : "");
+    csv_error(path, extra, &err);
+    expect_message(&err, code, a, b);
 }
 
 static void test_csv_bad_files_name_file_line_column(void **state)
@@ -475,6 +492,99 @@ static void test_holdout_split_is_disjoint_and_shared(void **state)
     drop(&plain);
 }
 
+/* ---- the prepared table, shared through the host ------------------------------------ */
+
+/* A host's shared cache (bbsim keeps one per process): a few keyed values. */
+typedef struct fake_host {
+    bb_ctx ctx; /* first: the component's ctx points here */
+    bb_ctx_api api;
+    char *keys[4];
+    bb_value *vals[4];
+    int n, gets, hits;
+} fake_host;
+
+static bb_value *host_get(bb_ctx *ctx, const char *key)
+{
+    fake_host *h = (fake_host *)ctx;
+    h->gets++;
+    for (int i = 0; i < h->n; i++)
+        if (strcmp(h->keys[i], key) == 0) {
+            h->hits++;
+            return bb_value_ref(h->vals[i]);
+        }
+    return NULL;
+}
+
+static bb_value *host_put(bb_ctx *ctx, const char *key, bb_value *v)
+{
+    fake_host *h = (fake_host *)ctx;
+    assert_null(host_get(ctx, key)); /* the plugin asked first */
+    assert_true(h->n < 4);
+    h->keys[h->n] = strdup(key);
+    h->vals[h->n++] = bb_value_ref(v);
+    return bb_value_ref(v);
+}
+
+static src csv_on(fake_host *h, const char *path, const char *extra)
+{
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, "{\"path\": \"%s\", %s}", path, extra);
+    src s = {pfx_type("data::Csv"), NULL};
+    bb_error err = {0};
+    s.inst = pfx_create(s.t, "data", cfg, NULL, 99, &h->ctx, &err);
+    if (!s.inst)
+        fail_msg("create %s: %s", cfg, err.msg);
+    return s;
+}
+
+/* Nodes reading one file with one split share its prepared table (one
+ * entry, one evaluation tensor), each still serving its own shard exactly
+ * as a node of its own would; another split is another entry. */
+static void test_prepared_table_shared_through_the_host(void **state)
+{
+    (void)state;
+    fake_host h = {0};
+    h.api.struct_size = sizeof h.api;
+    h.api.shared_get = host_get;
+    h.api.shared_put = host_put;
+    h.ctx.api = &h.api;
+    const char *path = id_file("shared.csv", 60, 3);
+    static const char *const SHARD[2] = {
+        "\"holdout\": 0.2, \"split_seed\": 3, \"shard_count\": 2, \"shard_index\": 0",
+        "\"holdout\": 0.2, \"split_seed\": 3, \"shard_count\": 2, \"shard_index\": 1"};
+    src shared[2], alone[2];
+    bb_value *ex[2], *ey[2];
+    for (int k = 0; k < 2; k++) {
+        shared[k] = csv_on(&h, path, SHARD[k]);
+        alone[k] = csv(path, SHARD[k]);
+        float a[60], b[60];
+        size_t na = all_ids(&shared[k], a, 60), nb = all_ids(&alone[k], b, 60);
+        assert_int_equal(na, 24);
+        assert_int_equal(nb, na);
+        assert_memory_equal(a, b, na * sizeof *a); /* the same rows as unshared */
+        call2(&shared[k], "EvalSet", &ex[k], &ey[k]);
+    }
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.hits, 1);
+    assert_ptr_equal(ex[0], ex[1]); /* one held-out copy for both nodes */
+    assert_int_equal(ex[0]->u.tensor.dims[0], 12);
+    src other = csv_on(&h, path, "\"holdout\": 0.5, \"split_seed\": 3");
+    assert_int_equal(h.n, 2);
+    assert_non_null(strstr(h.keys[1], "holdout=0.5"));
+    assert_null(strstr(h.keys[1], "shard"));
+    drop(&other);
+    for (int k = 0; k < 2; k++) {
+        bb_value_unref(ex[k]);
+        bb_value_unref(ey[k]);
+        drop(&shared[k]);
+        drop(&alone[k]);
+    }
+    for (int i = 0; i < h.n; i++) {
+        free(h.keys[i]);
+        bb_value_unref(h.vals[i]);
+    }
+}
+
 /* Shards of one partition: disjoint, covering, and identical on rebuild. */
 static void check_shards(const char *path, const char *partition, int count, int n,
                          int classes, int *classes_seen)
@@ -534,6 +644,385 @@ static void test_shards_iid_dirichlet_classes(void **state)
     const char *tiny = write_file("tiny.csv", "1,0\n2,1\n", false);
     assert_int_equal(csv_error(tiny, "\"shard_count\": 3, \"shard_index\": 0", &err), BB_EINVAL);
     assert_non_null(strstr(err.msg, "shard 0 of 3 is empty"));
+}
+
+/* Shard `index` of `count` by `partition` as sorted ids (the rows' first
+ * feature); returns the row count. */
+static size_t shard_ids(const char *path, const char *partition, double alpha, int seed,
+                        int count, int index, float *ids, size_t cap)
+{
+    char extra[320];
+    snprintf(extra, sizeof extra,
+             "\"partition\": \"%s\", \"shard_count\": %d, \"shard_index\": %d, "
+             "\"dirichlet_alpha\": %g, \"partition_seed\": %d",
+             partition, count, index, alpha, seed);
+    src s = csv(path, extra);
+    size_t n = all_ids(&s, ids, cap);
+    drop(&s);
+    return n;
+}
+
+static void test_partitions_are_deterministic_per_seed(void **state)
+{
+    (void)state;
+    const char *path = id_file("seeded.csv", 300, 10);
+    static const char *const KINDS[] = {"iid", "dirichlet", "classes"};
+    float a[300], b[300], c[300];
+    for (int k = 0; k < 3; k++) {
+        size_t na = shard_ids(path, KINDS[k], 0.5, 7, 5, 2, a, 300);
+        size_t nb = shard_ids(path, KINDS[k], 0.5, 7, 5, 2, b, 300);
+        assert_int_equal(na, nb); /* the same seed: the same shard */
+        assert_memory_equal(a, b, na * sizeof *a);
+        bool differs = false; /* another seed: another shard (for some of three seeds) */
+        for (int seed = 8; seed < 11 && !differs; seed++) {
+            size_t nc = shard_ids(path, KINDS[k], 0.5, seed, 5, 2, c, 300);
+            differs = nc != na || memcmp(a, c, na * sizeof *a) != 0;
+        }
+        if (!differs)
+            fail_msg("partition %s: the shard does not depend on partition_seed", KINDS[k]);
+    }
+}
+
+/* Mean total-variation distance between each shard's label mix and the
+ * whole part's (uniform here): 0 for IID shards, near 1 when each shard
+ * holds one class. Checks that the shards partition the rows. */
+static double label_skew(const char *path, int n, int classes, int count, double alpha, int seed)
+{
+    float *ids = malloc((size_t)n * sizeof *ids);
+    int *owner = malloc((size_t)n * sizeof *owner);
+    for (int i = 0; i < n; i++)
+        owner[i] = -1;
+    size_t total = 0;
+    double tv = 0;
+    for (int k = 0; k < count; k++) {
+        size_t m = shard_ids(path, "dirichlet", alpha, seed, count, k, ids, (size_t)n);
+        int hist[64] = {0};
+        for (size_t i = 0; i < m; i++) {
+            int id = (int)ids[i];
+            assert_true(id >= 0 && id < n && owner[id] < 0); /* disjoint */
+            owner[id] = k;
+            hist[id % classes]++;
+        }
+        total += m;
+        double d = 0;
+        for (int c = 0; c < classes; c++)
+            d += fabs((double)hist[c] / (double)m - 1.0 / classes);
+        tv += d / 2;
+    }
+    assert_int_equal(total, (size_t)n); /* the sizes sum to the part: it is covered */
+    free(ids);
+    free(owner);
+    return tv / count;
+}
+
+static void test_dirichlet_skew_grows_as_alpha_falls(void **state)
+{
+    (void)state;
+    const char *path = id_file("skew.csv", 2000, 10);
+    for (int seed = 1; seed <= 2; seed++) {
+        double flat = label_skew(path, 2000, 10, 10, 100.0, seed);
+        double mid = label_skew(path, 2000, 10, 10, 1.0, seed);
+        double sharp = label_skew(path, 2000, 10, 10, 0.1, seed);
+        print_message("dirichlet seed %d: label skew (mean TV) %.3f at alpha 100, %.3f at 1, "
+                      "%.3f at 0.1\n", seed, flat, mid, sharp);
+        assert_true(flat < 0.15);
+        assert_true(mid > flat + 0.1);
+        assert_true(sharp > mid + 0.1);
+        assert_true(sharp > 0.5);
+    }
+    /* a skewed draw that starves a shard is drawn again */
+    float ids[2000];
+    for (int k = 0; k < 10; k++) {
+        char extra[256];
+        snprintf(extra, sizeof extra,
+                 "\"partition\": \"dirichlet\", \"shard_count\": 10, \"shard_index\": %d, "
+                 "\"dirichlet_alpha\": 0.05, \"dirichlet_min_rows\": 60, \"partition_seed\": 4",
+                 k);
+        src s = csv(path, extra);
+        assert_true(all_ids(&s, ids, 2000) >= 60);
+        drop(&s);
+    }
+    /* ... a bounded number of times, then the error says what to change */
+    bb_error err = {0};
+    assert_int_equal(csv_error(path, "\"partition\": \"dirichlet\", \"shard_count\": 10, "
+                                     "\"dirichlet_alpha\": 0.01, \"dirichlet_min_rows\": 190",
+                               &err),
+                     BB_EINVAL);
+    assert_non_null(strstr(err.msg, "no Dirichlet(0.01) draw of 100"));
+    assert_non_null(strstr(err.msg, "raise dirichlet_alpha"));
+    assert_int_equal(csv_error(path, "\"partition\": \"dirichlet\", \"shard_count\": 10, "
+                                     "\"dirichlet_min_rows\": 201",
+                               &err),
+                     BB_EINVAL);
+    assert_non_null(strstr(err.msg, "cannot give 10 shards 201 rows each"));
+}
+
+/* ---- data::Idx ------------------------------------------------------------------- */
+
+/* An IDX file: header (type, dims) then `len` bytes of values (already
+ * big-endian), gzip-compressed when gz. */
+static const char *write_idx(const char *name, uint8_t type, uint32_t ndims,
+                             const uint32_t *dims, const void *values, size_t len, bool gz)
+{
+    uint8_t *b = malloc(4 + 4 * (size_t)ndims + len);
+    b[0] = b[1] = 0;
+    b[2] = type;
+    b[3] = (uint8_t)ndims;
+    for (uint32_t i = 0; i < ndims; i++)
+        for (int k = 0; k < 4; k++)
+            b[4 + 4 * i + (uint32_t)k] = (uint8_t)(dims[i] >> (24 - 8 * k));
+    memcpy(b + 4 + 4 * ndims, values, len);
+    const char *path = write_bytes(name, b, 4 + 4 * (size_t)ndims + len, gz);
+    free(b);
+    return path;
+}
+
+/* A data::Idx over images (and labels, may be NULL) with extra keys. */
+static void *idx_try(const char *images, const char *labels, const char *extra, bb_error *err)
+{
+    char cfg[1024], lab[300] = "";
+    if (labels)
+        snprintf(lab, sizeof lab, ", \"label_path\": \"%s\"", labels);
+    snprintf(cfg, sizeof cfg, "{\"path\": \"%s\"%s%s%s}", images, lab, *extra ? ", " : "", extra);
+    return try_make("data::Idx", cfg, err);
+}
+
+static src idx(const char *images, const char *labels, const char *extra)
+{
+    src s = {pfx_type("data::Idx"), NULL};
+    bb_error err = {0};
+    s.inst = idx_try(images, labels, extra, &err);
+    if (!s.inst)
+        fail_msg("create data::Idx: %s", err.msg);
+    return s;
+}
+
+/* 5 images of 2 x 3 u8 pixels (image i, pixel j = 50 i + j) and labels 4 - i. */
+static void five_images(bool gz, const char **images, const char **labels)
+{
+    uint8_t px[30], lab[5];
+    for (int i = 0; i < 5; i++) {
+        for (int j = 0; j < 6; j++)
+            px[i * 6 + j] = (uint8_t)(50 * i + j);
+        lab[i] = (uint8_t)(4 - i);
+    }
+    static char a[256], b[256];
+    snprintf(a, sizeof a, "%s", write_idx(gz ? "img.gz" : "img", 0x08, 3,
+                                          (const uint32_t[]){5, 2, 3}, px, 30, gz));
+    snprintf(b, sizeof b, "%s", write_idx(gz ? "lab.gz" : "lab", 0x08, 1,
+                                          (const uint32_t[]){5}, lab, 5, gz));
+    *images = a;
+    *labels = b;
+}
+
+static void test_idx_reads_samples_and_labels(void **state)
+{
+    (void)state;
+    for (int gz = 0; gz < 2; gz++) {
+        const char *images, *labels;
+        five_images(gz, &images, &labels);
+        src s = idx(images, labels, "\"shuffle\": false, \"batch_size\": 5");
+        assert_int_equal(num_samples(&s), 5);
+        bb_value *x, *y;
+        call2(&s, "NextBatch", &x, &y);
+        assert_int_equal(x->u.tensor.dims[0], 5);
+        assert_int_equal(x->u.tensor.dims[1], 6); /* 2 x 3 flattened */
+        for (int i = 0; i < 5; i++) {
+            assert_true(bb_tensor_f32(y)[i] == (float)(4 - i));
+            for (int j = 0; j < 6; j++) /* u8 pixels scale to [0, 1] by default */
+                assert_true(fabsf(bb_tensor_f32(x)[i * 6 + j] - (float)(50 * i + j) / 255.0f) <
+                            1e-6f);
+        }
+        bb_value_unref(x);
+        bb_value_unref(y);
+        drop(&s);
+        /* sample_shape: batches (and the evaluation rows) shaped for a CNN */
+        s = idx(images, labels, "\"shuffle\": false, \"batch_size\": 4, "
+                                "\"sample_shape\": [1, 2, 3]");
+        call2(&s, "NextBatch", &x, &y);
+        const int64_t want_dims[4] = {4, 1, 2, 3};
+        assert_int_equal(x->u.tensor.ndim, 4);
+        assert_memory_equal(x->u.tensor.dims, want_dims, sizeof want_dims);
+        assert_true(fabsf(bb_tensor_f32(x)[6] - 50.0f / 255.0f) < 1e-6f); /* image 1, pixel 0 */
+        bb_value_unref(x);
+        bb_value_unref(y);
+        call2(&s, "EvalSet", &x, &y);
+        assert_int_equal(x->u.tensor.ndim, 4);
+        assert_int_equal(x->u.tensor.dims[0], 5);
+        bb_value_unref(x);
+        bb_value_unref(y);
+        drop(&s);
+        bb_error err = {0};
+        assert_null(idx_try(images, labels, "\"sample_shape\": [2, 2]", &err));
+        assert_non_null(strstr(err.msg, "sample_shape holds 4 values per sample, the data has 6"));
+        assert_null(idx_try(images, labels, "\"sample_shape\": [2, 0, 3]", &err));
+        assert_non_null(strstr(err.msg, "sample_shape[1] must be a whole number"));
+        assert_null(idx_try(images, labels, "\"sample_shape\": [1, 1, 1, 1, 1, 1, 1, 6]", &err));
+        assert_non_null(strstr(err.msg, "an array of 1 to 7 dimensions"));
+        /* an explicit scale; no labels: unsupervised */
+        s = idx(images, NULL, "\"shuffle\": false, \"batch_size\": 5, \"scale\": 2");
+        call2(&s, "NextBatch", &x, &y);
+        assert_true(bb_tensor_f32(x)[7] == 2.0f * 51);
+        assert_int_equal(bb_tensor_numel(y), 0);
+        bb_value_unref(x);
+        bb_value_unref(y);
+        drop(&s);
+    }
+    /* multi-byte types are big-endian; i16 and f32 keep their values (scale 1) */
+    const uint8_t i16[4] = {0xff, 0xfe, 0x01, 0x00}; /* -2, 256 */
+    const uint8_t f32[8] = {0x3f, 0xc0, 0, 0, 0xc1, 0x20, 0, 0}; /* 1.5, -10 */
+    const uint8_t lab[2] = {0, 1};
+    const char *l2 = write_idx("l2", 0x08, 1, (const uint32_t[]){2}, lab, 2, false);
+    char l2path[256];
+    snprintf(l2path, sizeof l2path, "%s", l2);
+    const float want_i16[2] = {-2, 256}, want_f32[2] = {1.5f, -10};
+    const struct { const char *name; uint8_t type; const uint8_t *v; const float *want; } T[] = {
+        {"i16", 0x0B, i16, want_i16}, {"f32", 0x0D, f32, want_f32}};
+    for (int k = 0; k < 2; k++) {
+        const char *p = write_idx(T[k].name, T[k].type, 2, (const uint32_t[]){2, 1}, T[k].v,
+                                  T[k].type == 0x0B ? 4 : 8, false);
+        src s = idx(p, l2path, "\"shuffle\": false");
+        bb_value *x, *y;
+        call2(&s, "NextBatch", &x, &y);
+        assert_memory_equal(bb_tensor_f32(x), T[k].want, 2 * sizeof(float));
+        bb_value_unref(x);
+        bb_value_unref(y);
+        drop(&s);
+    }
+}
+
+static void expect_idx_error(const char *images, const char *labels, int code, const char *a,
+                             const char *b)
+{
+    bb_error err = {0};
+    assert_null(idx_try(images, labels, "", &err));
+    expect_message(&err, code, a, b);
+}
+
+static void test_idx_bad_files_name_the_file(void **state)
+{
+    (void)state;
+    const char *images, *labels;
+    five_images(false, &images, &labels);
+    char good[256], lab[256];
+    snprintf(good, sizeof good, "%s", images);
+    snprintf(lab, sizeof lab, "%s", labels);
+    uint8_t px[30] = {0};
+    char missing[300];
+    snprintf(missing, sizeof missing, "%s/nope.idx", g_dir);
+    expect_idx_error(missing, NULL, BB_EIO, "nope.idx", "cannot open");
+    expect_idx_error(write_file("text.idx", "1,2,3\n", false), NULL, BB_EPARSE,
+                     "text.idx: not an IDX file", "magic 0x312c322c");
+    expect_idx_error(write_bytes("short.idx", "\0\0", 2, false), NULL, BB_EPARSE, "short.idx",
+                     "too short");
+    expect_idx_error(write_idx("type.idx", 0x07, 1, (const uint32_t[]){3}, px, 3, false), NULL,
+                     BB_EPARSE, "type.idx: unknown IDX value type 0x07", NULL);
+    expect_idx_error(write_idx("nodims.idx", 0x08, 0, NULL, px, 3, false), NULL, BB_EPARSE,
+                     "nodims.idx: 0 dimensions", NULL);
+    expect_idx_error(write_idx("zero.idx", 0x08, 2, (const uint32_t[]){4, 0}, px, 0, false),
+                     NULL, BB_EPARSE, "zero.idx: dimension 1 is 0", NULL);
+    expect_idx_error(write_bytes("hdr.idx", "\0\0\x08\x03\0\0\0\x05", 8, false), NULL,
+                     BB_EPARSE, "hdr.idx: truncated header", "need 16 bytes");
+    /* huge dimensions are refused from the header, before any allocation */
+    expect_idx_error(write_idx("huge.idx", 0x0E, 3,
+                               (const uint32_t[]){0xffffffffu, 0xffffffffu, 0xffffffffu}, px, 8,
+                               false),
+                     NULL, BB_ELIMIT, "huge.idx: the header describes more than max_bytes", NULL);
+    expect_idx_error(write_idx("trunc.idx.gz", 0x08, 3, (const uint32_t[]){5, 2, 3}, px, 29,
+                               true),
+                     NULL, BB_EPARSE, "trunc.idx.gz: truncated", "ends after 29");
+    expect_idx_error(write_idx("long.idx", 0x08, 2, (const uint32_t[]){4, 3}, px, 13, false),
+                     NULL, BB_EPARSE, "long.idx: more bytes after the 12 data bytes", NULL);
+    const uint8_t nan32[4] = {0x7f, 0xc0, 0, 0};
+    expect_idx_error(write_idx("nan.idx", 0x0D, 2, (const uint32_t[]){1, 1}, nan32, 4, false),
+                     NULL, BB_EPARSE, "nan.idx: value 0 (sample 0)", "not a finite float");
+    /* the labels: one value per sample */
+    const uint8_t six[6] = {0};
+    expect_idx_error(good, write_idx("lab6.idx", 0x08, 1, (const uint32_t[]){6}, six, 6, false),
+                     BB_EPARSE, "lab6.idx: 6 labels (1 dimensions) for the 5 samples", "img");
+    expect_idx_error(good, write_idx("lab2d.idx", 0x08, 2, (const uint32_t[]){5, 1}, six, 5,
+                                     false),
+                     BB_EPARSE, "lab2d.idx: 5 labels (2 dimensions)", NULL);
+    /* max_bytes caps the data of both files */
+    bb_error err = {0};
+    assert_null(idx_try(good, lab, "\"max_bytes\": 29", &err));
+    assert_non_null(strstr(err.msg, "img: the header describes more than max_bytes (29 bytes)"));
+    assert_null(idx_try(good, lab, "\"label_path\": 3", &err));
+    assert_non_null(strstr(err.msg, "'label_path' must be a string"));
+}
+
+/* The common pipeline over IDX rows: held-out split and Dirichlet shards. */
+static void test_idx_holdout_and_shards(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    uint8_t px[N * 2], lab[N];
+    for (int i = 0; i < N; i++) { /* the first pixel is the row's id */
+        px[2 * i] = (uint8_t)i;
+        px[2 * i + 1] = 0;
+        lab[i] = (uint8_t)(i % 4);
+    }
+    char images[256], labels[256];
+    snprintf(images, sizeof images, "%s",
+             write_idx("ids.idx", 0x08, 2, (const uint32_t[]){N, 2}, px, sizeof px, false));
+    snprintf(labels, sizeof labels, "%s",
+             write_idx("ids-lab.idx", 0x08, 1, (const uint32_t[]){N}, lab, sizeof lab, false));
+    int owner[N];
+    memset(owner, -1, sizeof owner);
+    size_t total = 0;
+    float ids[N];
+    for (int k = 0; k < 3; k++) {
+        char extra[256];
+        snprintf(extra, sizeof extra,
+                 "\"scale\": 1, \"holdout\": 0.25, \"partition\": \"dirichlet\", "
+                 "\"dirichlet_alpha\": 0.5, \"shard_count\": 3, \"shard_index\": %d", k);
+        src s = idx(images, labels, extra);
+        size_t m = all_ids(&s, ids, N);
+        for (size_t i = 0; i < m; i++) {
+            assert_true(owner[(int)ids[i]] < 0);
+            owner[(int)ids[i]] = k;
+        }
+        total += m;
+        drop(&s);
+    }
+    assert_int_equal(total, N - 50); /* the shards cover the 75% training rows */
+}
+
+/* The real Fashion-MNIST files (scripts/fetch-data --set fashion-mnist). */
+static void test_idx_fashion_mnist_from_fetch_data(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "'%s' --set fashion-mnist >&2", pfx_repo_path("scripts/fetch-data"));
+    if (system(cmd) != 0)
+        fail_msg("scripts/fetch-data --set fashion-mnist failed");
+    char images[512], labels[512];
+    snprintf(images, sizeof images, "%s",
+             pfx_repo_path("data/fashion-mnist/t10k-images-idx3-ubyte.gz"));
+    snprintf(labels, sizeof labels, "%s",
+             pfx_repo_path("data/fashion-mnist/t10k-labels-idx1-ubyte.gz"));
+    src s = idx(images, labels, "\"part\": \"all\", \"batch_size\": 10000, \"shuffle\": false");
+    assert_int_equal(num_samples(&s), 10000);
+    bb_value *x, *y;
+    call2(&s, "NextBatch", &x, &y);
+    assert_int_equal(x->u.tensor.dims[1], 784);
+    int count[10] = {0};
+    for (int i = 0; i < 10000; i++) {
+        float l = bb_tensor_f32(y)[i];
+        assert_true(l >= 0 && l <= 9 && l == floorf(l));
+        count[(int)l]++;
+    }
+    for (int c = 0; c < 10; c++) /* the test set is balanced */
+        assert_int_equal(count[c], 1000);
+    float lo = 1, hi = 0;
+    for (size_t i = 0; i < bb_tensor_numel(x); i++) {
+        lo = bb_tensor_f32(x)[i] < lo ? bb_tensor_f32(x)[i] : lo;
+        hi = bb_tensor_f32(x)[i] > hi ? bb_tensor_f32(x)[i] : hi;
+    }
+    assert_true(lo == 0.0f && hi == 1.0f); /* pixels 0..255 scaled to [0, 1] */
+    bb_value_unref(x);
+    bb_value_unref(y);
+    drop(&s);
 }
 
 /* ---- synthetic ----------------------------------------------------------------------------- */
@@ -637,7 +1126,14 @@ int main(void)
         cmocka_unit_test(test_reset_starts_a_new_epoch),
         cmocka_unit_test(test_snapshot_resumes_mid_epoch),
         cmocka_unit_test(test_holdout_split_is_disjoint_and_shared),
+        cmocka_unit_test(test_prepared_table_shared_through_the_host),
         cmocka_unit_test(test_shards_iid_dirichlet_classes),
+        cmocka_unit_test(test_partitions_are_deterministic_per_seed),
+        cmocka_unit_test(test_dirichlet_skew_grows_as_alpha_falls),
+        cmocka_unit_test(test_idx_reads_samples_and_labels),
+        cmocka_unit_test(test_idx_bad_files_name_the_file),
+        cmocka_unit_test(test_idx_holdout_and_shards),
+        cmocka_unit_test(test_idx_fashion_mnist_from_fetch_data),
         cmocka_unit_test(test_synthetic_blobs),
         cmocka_unit_test(test_digits_from_fetch_data),
     };

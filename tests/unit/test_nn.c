@@ -5,8 +5,8 @@
  * initialization, construction weights, a hand-computed forward pass, the
  * gradient of every activation x loss combination against central finite
  * differences, Backward + Step against Gradients, the optimizers against
- * hand-computed steps, the error surface, snapshots, and the extension
- * reads ParamsOn / ParamsDigest.
+ * hand-computed steps, FedProx's proximal term in Step, the error surface,
+ * snapshots, and the extension reads ParamsOn / ParamsDigest.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -480,6 +480,71 @@ static void test_snapshot_roundtrip(void **state)
     drop(&c);
 }
 
+/* proximal_mu (FedProx): Step's gradient gains mu (w - center), center the
+ * parameters of the last LoadParameters; a snapshot keeps the center. By
+ * hand, SGD lr 0.1, mu 2: load c = [1, 2, 3, 4], ApplyDelta d = [1, -1, 0,
+ * 2] (w = c + d), Step(g): w - 0.1 (g + 2 d). */
+static void test_proximal_step_by_hand(void **state)
+{
+    (void)state;
+    const char *cfg = "{\"layers\": [1, 2], \"learning_rate\": 0.1, \"proximal_mu\": 2}";
+    net a = make(cfg), b = make(cfg);
+    const float c[4] = {1, 2, 3, 4}, d[4] = {1, -1, 0, 2}, g[4] = {1, -2, 0.5f, 0};
+    load(&a, c, 4);
+    bb_value *dv = vecf(d, 4), *gv = vecf(g, 4);
+    bb_value_unref(call_ok(&a, "ApplyDelta", dv, NULL));
+    /* the center travels in the snapshot */
+    uint8_t *snap;
+    size_t len;
+    bb_error err = {0};
+    assert_int_equal(a.t->snapshot(a.inst, &snap, &len, &err), BB_OK);
+    for (size_t cut = 0; cut < len; cut++)
+        assert_int_not_equal(b.t->restore(b.inst, snap, cut, &err), BB_OK);
+    assert_int_equal(b.t->restore(b.inst, snap, len, &err), BB_OK);
+    net *both[2] = {&a, &b};
+    for (int k = 0; k < 2; k++) {
+        bb_value_unref(call_ok(both[k], "Step", gv, NULL));
+        bb_value *p = call_ok(both[k], "Params", NULL, NULL);
+        for (int i = 0; i < 4; i++) {
+            float want = c[i] + d[i] - 0.1f * (g[i] + 2 * d[i]);
+            if (!(fabsf(bb_tensor_f32(p)[i] - want) < 1e-6f))
+                fail_msg("%s [%d] = %g, by hand %g", k ? "restored" : "original", i,
+                         (double)bb_tensor_f32(p)[i], (double)want);
+        }
+        bb_value_unref(p);
+    }
+    /* without proximal_mu the same Step is plain SGD (a version-2 snapshot
+     * with a center restores into it too) */
+    net plain = make("{\"layers\": [1, 2], \"learning_rate\": 0.1}");
+    assert_int_equal(plain.t->restore(plain.inst, snap, len, &err), BB_OK);
+    bb_value_unref(call_ok(&plain, "Step", gv, NULL));
+    bb_value *p = call_ok(&plain, "Params", NULL, NULL);
+    for (int i = 0; i < 4; i++)
+        assert_true(fabsf(bb_tensor_f32(p)[i] - (c[i] + d[i] - 0.1f * g[i])) < 1e-6f);
+    bb_value_unref(p);
+    free(snap);
+    /* a version-1 snapshot (no center flag): the center is the restored
+     * parameters, so the first Step is plain SGD's */
+    assert_int_equal(plain.t->snapshot(plain.inst, &snap, &len, &err), BB_OK);
+    const uint32_t v1 = 1;
+    memcpy(snap + 4, &v1, 4);
+    assert_int_equal(a.t->restore(a.inst, snap, len - 1, &err), BB_OK); /* minus has_center */
+    bb_value *before = call_ok(&a, "Params", NULL, NULL);
+    bb_value_unref(call_ok(&a, "Step", gv, NULL));
+    p = call_ok(&a, "Params", NULL, NULL);
+    for (int i = 0; i < 4; i++)
+        assert_true(fabsf(bb_tensor_f32(p)[i] - (bb_tensor_f32(before)[i] - 0.1f * g[i])) <
+                    1e-6f);
+    bb_value_unref(before);
+    bb_value_unref(p);
+    free(snap);
+    bb_value_unref(dv);
+    bb_value_unref(gv);
+    drop(&a);
+    drop(&b);
+    drop(&plain);
+}
+
 /* ParamsOn answers Params when its trigger arrives; ParamsDigest names the
  * parameters: equal vectors give equal digests, one flipped bit another. */
 static void test_params_on_and_digest(void **state)
@@ -541,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_optimizers_by_hand),
         cmocka_unit_test(test_error_surface),
         cmocka_unit_test(test_snapshot_roundtrip),
+        cmocka_unit_test(test_proximal_step_by_hand),
         cmocka_unit_test(test_params_on_and_digest),
     };
     return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);

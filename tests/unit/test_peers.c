@@ -340,6 +340,13 @@ static void test_connected_follows_the_peer_table(void **state)
     e = install(m, "{\"target\": \"Trainer\"}");
     assert_server_fails(e, "class 'Trainer'");
     bb_engine_free(e);
+    /* min_peers: no view until that many peers run the target */
+    e = install(m, "{\"min_peers\": 2}");
+    connect_peer(e, 4, "Client");
+    assert_server_fails(e, "1 peers run 'Client', fewer than min_peers 2");
+    connect_peer(e, 5, "Client");
+    assert_int_equal(view_seeds(e, s, NULL), 2);
+    bb_engine_free(e);
     bb_model_free(m);
     /* untagged and unconfigured: no target to look for */
     m = selector_model("peers::Connected", 1, NULL);

@@ -1657,12 +1657,12 @@ static void test_federated_example_shape(void **state)
         assert_string_equal(m->functions.v[i]->name, names[i]);
     const bb_function *s = fn(m, "Server"), *c = fn(m, "Client");
     const char *server_ops[] = {"Interval", "Limit.Acquire", "Clock", "ParamsDigest",
-                                "ParamsOn", "Sample", "SendReqBatched", "RecvRespBatched",
-                                "Clock", "Contribute", "Aggregate", "Clock", "Rounds",
-                                "LoadParameters", "EvaluateMetrics", "ParamsDigest", "Clock",
-                                "Bundle", "AppEmit", "Limit.Release"};
-    assert_int_equal(s->nodes.n, 20);
-    for (size_t i = 0; i < 20; i++)
+                                "ParamsOn", "SetModel", "Sample", "SendReqBatched",
+                                "RecvRespBatched", "Clock", "Contribute", "Bundle", "Aggregate",
+                                "Clock", "Rounds", "LoadParameters", "EvaluateMetrics",
+                                "ParamsDigest", "Clock", "Bundle", "AppEmit", "Limit.Release"};
+    assert_int_equal(s->nodes.n, 22);
+    for (size_t i = 0; i < 22; i++)
         assert_string_equal(s->nodes.v[i]->op_type, server_ops[i]);
     const bb_node *sample = node_of(s, "Sample");
     assert_meta(sample, BB_META_PEER_CLASS, "Client");
@@ -1672,6 +1672,9 @@ static void test_federated_example_shape(void **state)
     assert_meta(srb, BB_META_DEST_CLASS, "Client");
     assert_string_equal(srb->inputs.v[0], node_of(s, "ParamsOn")->outputs.v[0]);
     assert_string_equal(node_of(s, "ParamsOn")->domain, "bb-nn.Mlp.atomic");
+    const bb_node *set_model = node_of(s, "SetModel"); /* what a server optimizer steps from */
+    assert_string_equal(set_model->domain, "bb-agg.Aggregator.atomic");
+    assert_string_equal(set_model->inputs.v[0], node_of(s, "ParamsOn")->outputs.v[0]);
     assert_int_equal(bb_node_attr_int(srb, "deadline_ns", 0), 800000000); /* authored */
     assert_string_equal(srb->inputs.v[1], sample->outputs.v[0]);
     assert_string_equal(node_of(s, "RecvRespBatched")->inputs.v[0], srb->outputs.v[0]);
