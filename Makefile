@@ -4,7 +4,8 @@
 #   make check      install missing packages, build, run every test
 #   make demo       install missing packages, build the programs, run the federated demo
 #   make programs   libbbir, bbc, bbd, bbctl and the plugins only
-#   make bench      run the benchmarks (tables of ratios against baselines)
+#   make bench      run the benchmarks (tables of ratios against baselines) and the
+#                   soak (bench/soak_federated.sh: 10,000 federated rounds, ~17 min)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
 #   make fuzz       the libFuzzer targets fuzz/fuzz_*.c (clang, ASan + UBSan;
@@ -399,6 +400,7 @@ bench: deps
 	@scripts/bench-deps $(B)
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+	@for s in bench/*.sh; do echo "== $$s"; BUILD=$(B) bash $$s || exit 1; done
 
 # what one bbd->bbd round trip executes and touches, per node (callgrind)
 footprint: deps
