@@ -369,7 +369,7 @@ $(B)/fuzz/plugins/bbd_test.so: $(B)/tests/plugins/bbd_test.so
 	@mkdir -p $(dir $@)
 	cp $< $@
 
-fuzzers: $(FUZZERS) $(PLUGINS) $(B)/fuzz/plugins/bbd_test.so $(EXAMPLE_ONNX)
+fuzzers: $(FUZZERS) $(PLUGINS) $(B)/fuzz/plugins/bbd_test.so
 
 # ---- entry points ------------------------------------------------------------
 check: deps
@@ -381,7 +381,9 @@ check: deps
 fuzz: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) FUZZ=1 SAN=0 NATIVE=0 BUILD=build-fuzz CC=clang fuzzers
 
+# the targets read testdata (fed_round.onnx and the others) the main build writes
 fuzz-smoke: fuzz
+	@$(MAKE) --no-print-directory -j$(JOBS) examples
 	@scripts/fuzz-smoke
 
 # The demo needs the programs, the plugins and the federated recorder (and
