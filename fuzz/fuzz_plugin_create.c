@@ -87,10 +87,34 @@ static int ctx_add_peer(bb_ctx *c, const bb_value *p, const bb_value *a, bb_erro
     return BB_OK;
 }
 
+/* bbd's answer: no cache, put hands the value back */
+static bb_value *ctx_shared_get(bb_ctx *c, const char *key) { (void)c, (void)key; return NULL; }
+static bb_value *ctx_shared_put(bb_ctx *c, const char *key, bb_value *v)
+{
+    (void)c, (void)key;
+    return bb_value_ref(v);
+}
+
+/* Every field by name: a field the ABI adds and this table lacks is NULL,
+ * and struct_size says it is there — so a new field must be added here. */
 static const bb_ctx_api CTX_API = {
-    sizeof(bb_ctx_api), ctx_dependency, ctx_call_dependency, ctx_now, ctx_rng, ctx_local_peer,
-    ctx_peers, ctx_peers_running, ctx_peer_addresses, ctx_open_completion, ctx_schedule,
-    ctx_submit_work, ctx_log, ctx_slot, ctx_add_peer,
+    .struct_size = sizeof(bb_ctx_api),
+    .dependency = ctx_dependency,
+    .call_dependency = ctx_call_dependency,
+    .now_ns = ctx_now,
+    .rng_u64 = ctx_rng,
+    .local_peer = ctx_local_peer,
+    .peers = ctx_peers,
+    .peers_running = ctx_peers_running,
+    .peer_addresses = ctx_peer_addresses,
+    .open_completion = ctx_open_completion,
+    .schedule = ctx_schedule,
+    .submit_work = ctx_submit_work,
+    .log = ctx_log,
+    .slot = ctx_slot,
+    .add_peer = ctx_add_peer,
+    .shared_get = ctx_shared_get,
+    .shared_put = ctx_shared_put,
 };
 static bb_ctx CTX = {&CTX_API};
 
