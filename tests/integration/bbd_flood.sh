@@ -95,6 +95,23 @@ grep -qE '^bbd_metrics_evicted_total [1-9]' "$TMP/m.txt" && ok "the idle connect
     not_ok "bbd_metrics_evicted" "$TMP/m.txt"
 kill "$MIDLE" 2>/dev/null; wait "$MIDLE" 2>/dev/null
 
+# ---- junk datagrams: the log is not an amplifier ------------------------------------------
+# issue 21: 2,000 junk datagrams wrote 3,116 warning lines
+start_node udpv --targets Ponger --listen /ip4/127.0.0.1/udp/0 "$TMP/ping_pong.onnx" ||
+    not_ok "a UDP node starts" "$TMP/udpv.log"
+UPORT=$(ctl udpv --json status | jget '[a for a in d["listen"] if "/udp/" in a][0]' | sed 's|.*/udp/||')
+L0=$(wc -l <"$TMP/udpv.log")
+"$PY" "$HELP" junk-udp "$UPORT" 2000 0 >/dev/null 2>&1
+# the window's suppression reports come once it has ended (within 2 s)
+wait_until 10 grep -q 'more lines suppressed' "$TMP/udpv.log" && ok "the suppressed lines are counted in a report" ||
+    not_ok "no suppression report" "$TMP/udpv.log"
+sleep 2.5 # every report of the flood's windows is out
+L1=$(wc -l <"$TMP/udpv.log")
+echo "2,000 junk datagrams: $((L1 - L0)) log lines"
+[ $((L1 - L0)) -lt 100 ] && ok "2,000 junk datagrams cost the log $((L1 - L0)) lines" ||
+    not_ok "2,000 junk datagrams cost the log $((L1 - L0)) lines" "$TMP/udpv.log"
+check "the UDP node is still running" node_alive udpv
+
 # ---- peers: envelopes as fast as one peer can send, oversize frames, forged identities ----
 FLOOD=$BB_BUILD/tests/tools/flood_peer
 PONG_PORT=${PONG_ADDR##*/tcp/}

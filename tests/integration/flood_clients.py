@@ -9,6 +9,8 @@
                                      the daemon may stop reading it, and close it
                                      once it has been idle)
   idle-tcp PORT N SECONDS            N TCP connections to 127.0.0.1:PORT sending nothing
+  junk-udp PORT N SECONDS            N junk datagrams to 127.0.0.1:PORT: random bytes,
+                                     and bbd's envelope header over a garbage body
 
 Each holds its sockets for SECONDS (or until killed), prints "ready" once
 they are connected (and, for pipeline, how many bytes the daemon took
@@ -52,6 +54,13 @@ def main(argv):
                 break
         socks = [s]
         print("sent %d%s" % (total, closed), flush=True)
+    elif mode == "junk-udp":
+        import os
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for i in range(int(argv[3])):
+            body = os.urandom(40 + i % 200)
+            s.sendto(body if i % 2 else b"\xbb\x03" + body, ("127.0.0.1", int(argv[2])))
+        socks = [s]
     elif mode == "idle-tcp":
         socks = [socket.create_connection(("127.0.0.1", int(argv[2]))) for _ in range(int(argv[3]))]
     else:
