@@ -24,6 +24,8 @@
 #   round_of NAME I EXPR         python EXPR over round I (0-based) of NAME's
 #                                events: r (round, participants, samples,
 #                                loss, accuracy, ms, before, after)
+#   cut_and_restore NAME         the fault relay ($RELAY_PID) cuts NAME's link
+#                                mid-round for 3 s; rounds go on (fault tests)
 source "$(dirname "$0")/bbd_common.bash"
 
 PLUG=$BB_BUILD/lib/bytesandbrains/plugins
@@ -125,4 +127,24 @@ r = dict(round=it[0], participants=it[1], samples=it[2], loss=it[3], accuracy=it
 v = eval(sys.argv[3])
 print(json.dumps(v) if isinstance(v, (bool, list, dict)) else v)
 PY
+}
+
+# The relay (pid RELAY_PID) cuts the link 0.3 s into a round of server
+# NAME for 3 s and restores it: rounds must go on, the last with a quorum.
+cut_and_restore() { # NAME
+    wait_until 30 has_rounds "$1" $(($(rounds_seen "$1") + 1))
+    sleep 0.3 # into the next round
+    kill -USR1 "$RELAY_PID"
+    local cut_at last
+    cut_at=$(rounds_seen "$1")
+    sleep 3
+    kill -USR2 "$RELAY_PID"
+    if wait_rounds "$1" $((cut_at + 3)) 90; then
+        ok "after a 3 s cut mid-round and the link restored, rounds go on"
+    else
+        not_ok "no rounds after the link came back" "$TMP/$1.log"
+    fi
+    last=$(($(rounds_seen "$1") - 1))
+    [ "$(round_of "$1" "$last" 'r["participants"]' 2>/dev/null || echo 0)" -ge 2 ] &&
+        ok "the last round had its quorum" || not_ok "round $last participants"
 }

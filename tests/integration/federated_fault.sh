@@ -108,20 +108,7 @@ for n in srv c0 c1 c2 c3; do node_alive "$n" || not_ok "$n died" "$TMP/$n.log"; 
 
 # ---- the link cut mid-round and restored ------------------------------------------------
 RELAY_NAME=relay_cut start_relay --delay 5 --listen-again "$RELAY_PORT"
-wait_until 30 has_rounds srv $(($(rounds_seen srv) + 1))
-sleep 0.3 # into the next round
-kill -USR1 "$RELAY_PID"
-CUT_AT=$(rounds_seen srv)
-sleep 3
-kill -USR2 "$RELAY_PID"
-if wait_rounds srv $((CUT_AT + 3)) 60; then
-    ok "after a 3 s cut mid-round and the link restored, rounds go on"
-else
-    not_ok "no rounds after the link came back" "$TMP/srv.log"
-fi
-LAST=$(($(rounds_seen srv) - 1))
-[ "$(round_of srv "$LAST" 'r["participants"]')" -ge 2 ] && ok "the rounds after it have their quorum" ||
-    not_ok "round $LAST participants"
+cut_and_restore srv
 kill "$RELAY_PID"; wait "$RELAY_PID" 2>/dev/null
 [ "$(relay_stat relay_cut refused)" -ge 1 ] && ok "the cut refused the clients' dials until restored" ||
     not_ok "cut: $(tail -n1 "$TMP/relay_cut.out")"

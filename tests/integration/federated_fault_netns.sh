@@ -87,21 +87,7 @@ if wait_rounds srv $((K0 + ROUNDS)) 120; then
 else
     not_ok "only $(rounds_seen srv) of $K0 + $ROUNDS rounds" "$TMP/srv.log"
 fi
-# the link cut mid-round, then restored
-wait_until 30 has_rounds srv $(($(rounds_seen srv) + 1))
-sleep 0.3
-kill -USR1 "$RELAY_PID"
-CUT_AT=$(rounds_seen srv)
-sleep 3
-kill -USR2 "$RELAY_PID"
-if wait_rounds srv $((CUT_AT + 3)) 90; then
-    ok "after a 3 s cut mid-round and the link restored, rounds go on"
-else
-    not_ok "no rounds after the link came back" "$TMP/srv.log"
-fi
-LAST=$(($(rounds_seen srv) - 1))
-[ "$(round_of srv "$LAST" 'r["participants"]' 2>/dev/null || echo 0)" -ge 2 ] &&
-    ok "the last round had its quorum" || not_ok "round $LAST participants"
+cut_and_restore srv
 kill "$RELAY_PID"
 wait "$RELAY_PID" 2>/dev/null
 RELAY_PID=
