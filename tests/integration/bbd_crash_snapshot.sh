@@ -61,12 +61,16 @@ echo "     $KILLS kills: $restored restores, $fresh fresh starts, $refused refus
 [ $((restored + fresh)) = $((KILLS - refused)) ] &&
     ok "every start either restored or said it starts fresh" || not_ok "starts that said neither"
 [ "$leftover" = 0 ] && ok "no temporary file survives a start" || not_ok "$leftover starts kept the .tmp"
-[ "$tmp_said" -ge "$tmp_seen" ] && ok "each leftover temporary file was removed with a log line" ||
-    not_ok "$tmp_seen leftovers, $tmp_said removals said"
 # one leftover made on purpose, so the removal is seen even when no kill left one
+# the last kill's leftover is removed by this start
+: >"$TMP/c.log"
 start_node c --targets Client --listen /ip4/127.0.0.1/tcp/0 "$TMP/fed_round.onnx" ||
     not_ok "a last start" "$TMP/c.log"
+grep -q 'removed the temporary file of an interrupted snapshot write' "$TMP/c.log" &&
+    tmp_said=$((tmp_said + 1))
 stop_node c
+[ "$tmp_said" -ge "$tmp_seen" ] && ok "each leftover temporary file was removed with a log line" ||
+    not_ok "$tmp_seen leftovers, $tmp_said removals said"
 printf 'half a snapshot' >"$TMP/c/snapshot.bbs.tmp"
 : >"$TMP/c.log"
 start_node c --targets Client --listen /ip4/127.0.0.1/tcp/0 "$TMP/fed_round.onnx" ||

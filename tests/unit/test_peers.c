@@ -331,9 +331,12 @@ static void test_connected_follows_the_peer_table(void **state)
         bb_engine_report_send(e, &p2, false);
     assert_int_equal(view_seeds(e, s, NULL), 1);
     assert_int_equal(s[0], 1);
-    /* its backoff (160 ms after 5 failures) over, it is offered again
-     * (half-open): a round may ask it; left out for good it never would */
-    g_now = 1000000000ull;
+    /* still out a while later (a down peer sits out backoff_max_ns, 60 s)... */
+    g_now = 30000000000ull;
+    assert_int_equal(view_seeds(e, s, NULL), 1);
+    /* ...then it is offered again (half-open): a round may ask it; left
+     * out for good it never would be */
+    g_now = 61000000000ull;
     assert_int_equal(view_seeds(e, s, NULL), 2);
     g_now = 1;
     connect_peer(e, 2, "Client"); /* a reconnect is proof of life */
