@@ -3,9 +3,12 @@
 #   make            build everything into build/
 #   make check      install missing packages, build, run every test
 #   make demo       install missing packages, build the programs, run the federated demo
+#   make demo-gossip  the same for serverless gossip learning (or make demo DEMO=gossip)
 #   make programs   libbbir, bbc, bbd, bbctl and the plugins only
-#   make bench      run the benchmarks (tables of ratios against baselines) and the
-#                   soak (bench/soak_federated.sh: 10,000 federated rounds, ~17 min)
+#   make bench      run the benchmarks (tables of ratios against baselines;
+#                   installs libfaiss-dev for bench_index's FAISS side), then the
+#                   scale run of gossip learning (64 bbd processes, 2 minutes) and
+#                   the soak (bench/soak_federated.sh: 10,000 federated rounds, ~17 min)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
 #   make fuzz       the libFuzzer targets fuzz/fuzz_*.c (clang, ASan + UBSan;
@@ -42,6 +45,7 @@
 #   fuzz/fuzz_X.c            -> build-fuzz/fuzz/fuzz_X (make fuzz; + fuzz/support/*.c)
 #   sim/federated-kK.onnx    the federated example for K clients a round, compiled:
 #                            the artifacts of the bbsim scenarios in examples/sim/
+#   sim/gossip.onnx          the gossip example, compiled (examples/sim/gossip-8.json)
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -154,7 +158,7 @@ EXAMPLE_NAMES := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/*.c
 EXAMPLES     = $(patsubst %,$(B)/examples/%,$(EXAMPLE_NAMES))
 EXAMPLE_ONNX = $(patsubst %,testdata/%.onnx,$(EXAMPLE_NAMES))
 
-SIM_ARTIFACTS = $(patsubst %,$(B)/sim/federated-k%.onnx,4 50 100)
+SIM_ARTIFACTS = $(patsubst %,$(B)/sim/federated-k%.onnx,4 50 100) $(B)/sim/gossip.onnx
 
 BENCH_SRC    = $(wildcard bench/bench_*.c)
 BENCHES      = $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
@@ -188,8 +192,8 @@ endif
 -include $(wildcard plugins/*/build.mk)
 -include $(wildcard tests/plugins/*/build.mk)
 
-.PHONY: all deps check check-unit check-integration demo bench footprint install clean examples programs \
-	fuzz fuzz-smoke fuzzers
+.PHONY: all deps check check-unit check-integration demo demo-gossip bench footprint install clean \
+	examples programs fuzz fuzz-smoke fuzzers
 .SECONDARY:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_SO) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
@@ -342,6 +346,12 @@ $(B)/sim/federated-k%.onnx: $(B)/examples/federated $(B)/bin/bbc $(PLUGINS)
 	$(B)/bin/bbc compile $@.recorded -o $@ --plugin-path $(B)/lib/bytesandbrains/plugins
 	rm -f $@.recorded
 
+$(B)/sim/gossip.onnx: $(B)/examples/gossip $(B)/bin/bbc $(PLUGINS)
+	@mkdir -p $(dir $@)
+	$(B)/examples/gossip $@.recorded
+	$(B)/bin/bbc compile $@.recorded -o $@ --plugin-path $(B)/lib/bytesandbrains/plugins
+	rm -f $@.recorded
+
 $(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) \
@@ -371,6 +381,14 @@ $(B)/fuzz/plugins/bbd_test.so: $(B)/tests/plugins/bbd_test.so
 
 fuzzers: $(FUZZERS) $(PLUGINS) $(B)/fuzz/plugins/bbd_test.so
 
+# FAISS's own indexes on bench_index's data (bench/faiss_side.cpp): C++ over
+# Debian's libfaiss-dev (a static libfaiss.a with OpenMP and BLAS), which
+# scripts/bench-deps installs; built only by make bench.
+$(B)/bench/faiss_side: bench/faiss_side.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -fopenmp -Wall -Wextra -Werror -o $@ $< -l:libfaiss.a -llapack \
+		$(BLAS_LIBS)
+
 # ---- entry points ------------------------------------------------------------
 check: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
@@ -386,23 +404,32 @@ fuzz-smoke: fuzz
 	@$(MAKE) --no-print-directory -j$(JOBS) examples
 	@scripts/fuzz-smoke
 
-# The demo needs the programs, the plugins and the federated recorder (and
+# The demo needs the programs, the plugins and the example's recorder (and
 # examples/cnn for DEMO_MODEL=cnn, once it exists), not
 # the test and bench binaries: a newcomer waits for a third of the build.
+# DEMO=gossip (or make demo-gossip): serverless gossip learning instead.
+DEMO ?= federated
 demo: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/federated \
+	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/$(DEMO) \
 		$(if $(wildcard examples/cnn/*.c),$(B)/examples/cnn)
-	@BUILD=$(B) scripts/demo
+	@BUILD=$(B) DEMO=$(DEMO) scripts/demo
+
+demo-gossip: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/gossip
+	@BUILD=$(B) scripts/demo-gossip
 
 programs: $(LIBBBIR_SO) $(LIBBBIR_A) $(BINS) $(PLUGINS)
 
-# The baselines bench_train compares against (PyTorch, ONNX Runtime) are
-# bench-only: scripts/bench-deps installs them, not scripts/deps.
+# The baselines the benches compare against (PyTorch, ONNX Runtime, FAISS)
+# are bench-only: scripts/bench-deps installs them, not scripts/deps.
 bench: deps
 	@scripts/bench-deps $(B)
 	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory $(B)/bench/faiss_side || \
+		echo "bench: no FAISS (libfaiss-dev): bench_index runs without its FAISS side" >&2
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
-	@for s in bench/*.sh; do echo "== $$s"; BUILD=$(B) bash $$s || exit 1; done
+	@echo "== bench/gossip_scale.sh"; BUILD=$(B) bench/gossip_scale.sh
+	@echo "== bench/soak_federated.sh"; BUILD=$(B) bash bench/soak_federated.sh
 
 # what one bbd->bbd round trip executes and touches, per node (callgrind)
 footprint: deps

@@ -34,7 +34,10 @@
  * deadline_ns: bbc keeps an authored deadline), --epochs E (the Train
  * attribute; a node's "model": {"epochs": N} overrides it), --aggregator
  * TYPE, --data TYPE, --model TYPE, and the construction states recorded for
- * the three (--model-config, --aggregator-config, --data-config JSON).
+ * the three (--model-config, --aggregator-config, --data-config JSON);
+ * --discovery connected|registry (registry: a third class, Registry, keeps a
+ * peers::GlobalRegistry; every node announces itself there and the server
+ * samples its clients from it, so no node needs a --peer).
  * Everything else a node needs — the data file and its shard, the
  * selector's target, FedProx's mu, a server optimizer's learning rate — is
  * per-slot JSON config of each bbd (bbd.json(5) "components"), over the
@@ -45,14 +48,14 @@
  * bb-nn.Mlp.atomic, so another Model type that serves the same two ops in
  * its own domain (nn::Onnx: bb-nn.Onnx.atomic) binds with --model.
  */
-#include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bb/model_io.h"
 #include "bb/recorder.h"
+#include "examples/record_main.h"
 
 #define AGG_ATOMIC "bb-agg.Aggregator.atomic"
 
@@ -65,6 +68,7 @@
 #define DATA_CONFIG                                                                            \
     "{\"holdout\":0.2,\"split_seed\":0,\"normalization\":\"min-max\",\"batch_size\":32}"
 #define CONNECTED_CONFIG "{\"target\":\"Client\"}"
+#define REGISTRY "peers::GlobalRegistry"
 
 typedef struct fed_knobs {
     long clients;        /* K: clients asked per round */
@@ -76,7 +80,20 @@ typedef struct fed_knobs {
     const char *data, *data_config;
     const char *model, *model_config;
     char model_atomic[160]; /* the model's own ops' domain */
+    bool registry;          /* --discovery registry: the server finds its clients there */
 } fed_knobs;
+
+/* The selector slot: peers::Connected (the clients that connected, given
+ * the server as --peer), or with --discovery registry the registry's
+ * client, declared in every class so each node's partition binds it (and
+ * announces itself); where the registry is, is each node's config. */
+static bb_slot *declare_selector(bb_module *m, const fed_knobs *k)
+{
+    return k->registry
+               ? bb_rec_concrete(m, BB_ROLE_PEER_SELECTOR, "selector", REGISTRY, "{}", NULL)
+               : bb_rec_concrete(m, BB_ROLE_PEER_SELECTOR, "selector", "peers::Connected",
+                                 CONNECTED_CONFIG, NULL);
+}
 
 static long quorum_of(const fed_knobs *k)
 {
@@ -104,8 +121,7 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
                                  : "{}";
     bb_slot *agg =
         bb_rec_concrete(m, BB_ROLE_AGGREGATOR, "aggregator", k->aggregator, agg_config, NULL);
-    bb_slot *selector = bb_rec_concrete(m, BB_ROLE_PEER_SELECTOR, "selector",
-                                        "peers::Connected", CONNECTED_CONFIG, NULL);
+    bb_slot *selector = declare_selector(m, k);
     /* The held-out evaluation set EvaluateMetrics reads. */
     bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, k->data_config, NULL);
 
@@ -152,6 +168,8 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
 static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *m = bb_rec_class_module(r, "Client");
+    if (k->registry)
+        declare_selector(m, k); /* the client announces itself to the registry */
     bb_slot *model =
         bb_rec_concrete(m, BB_ROLE_MODEL, "model", k->model, k->model_config, NULL);
     /* The local training shard Train reads. */
@@ -172,6 +190,18 @@ static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
     return m;
 }
 
+/* --discovery registry: the node that keeps the registry ("serve": true in
+ * its config). An invoke answers the live nodes it holds ("members"), of
+ * every class, hence no of_class. */
+static bb_module *record_registry(bb_recorder *r, const fed_knobs *k)
+{
+    bb_module *m = bb_rec_class_module(r, "Registry");
+    bb_slot *selector = declare_selector(m, k);
+    bb_rec *g = bb_module_body(m);
+    bb_sys_app_emit(g, bb_role_peer_selector_current_view(g, selector, NULL), "members");
+    return m;
+}
+
 static bb_module *record(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *root = bb_rec_module(r, "Federated");
@@ -180,6 +210,8 @@ static bb_module *record(bb_recorder *r, const fed_knobs *k)
     bb_rec *g = bb_module_body(root);
     bb_call_build(bb_rec_call(g, server));
     bb_call_build(bb_rec_call(g, client));
+    if (k->registry)
+        bb_call_build(bb_rec_call(g, record_registry(r, k)));
     return root;
 }
 
@@ -189,7 +221,7 @@ static void usage(FILE *f, const char *prog)
             "usage: %s OUT.onnx [--clients K] [--quorum FRACTION] [--period-ms MS]\n"
             "       [--deadline-ms MS] [--epochs E] [--aggregator TYPE] [--data TYPE]\n"
             "       [--model TYPE] [--model-config JSON] [--aggregator-config JSON]\n"
-            "       [--data-config JSON]\n"
+            "       [--data-config JSON] [--discovery connected|registry]\n"
             "  --clients K         clients asked per round (default 4)\n"
             "  --quorum FRACTION   fraction of K that must answer by the deadline, rounded\n"
             "                      up (default 0.75)\n"
@@ -207,6 +239,11 @@ static void usage(FILE *f, const char *prog)
             "  --aggregator-config JSON    the aggregator's (default {}; TrimmedMean:\n"
             "                      {\"trim\":0.25})\n"
             "  --data-config JSON  the data sources' (default: 20%% held out, min-max)\n"
+            "  --discovery HOW     connected (default): the server's clients are the nodes\n"
+            "                      connected to it (each client names it with --peer);\n"
+            "                      registry: a third class, Registry, keeps a registry of\n"
+            "                      live nodes (peers::GlobalRegistry) where every node\n"
+            "                      announces itself and the server finds its clients\n"
             "Nodes add to these in their bbd config (\"components\").\n",
             prog);
 }
@@ -228,37 +265,9 @@ static int model_atomic_domain(const char *prog, fed_knobs *k)
     return 0;
 }
 
-/* A whole number in [lo, hi] from argv, or -1 after printing why. */
-static long parse_long(const char *prog, const char *opt, const char *s, long lo, long hi)
+static int other_option(const char *prog, const char *a, const char *v, void *ud)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || !*s || *end || v < lo || v > hi) {
-        fprintf(stderr, "%s: error: %s: '%s' is not a whole number in [%ld, %ld]\n", prog, opt,
-                s, lo, hi);
-        return -1;
-    }
-    return v;
-}
-
-static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
-{
-    *k = (fed_knobs){4,           0.75,      1000,        800,        5,
-                     "agg::FedAvg", NULL,      "data::Csv", DATA_CONFIG, "nn::Mlp",
-                     MLP_CONFIG};
-    *out = NULL;
-    const struct {
-        const char *opt;
-        long *dst;
-        long hi;
-    } whole[] = {
-        {"--clients", &k->clients, 65536},
-        {"--period-ms", &k->period_ms, 86400000}, /* a day */
-        {"--deadline-ms", &k->deadline_ms, 86400000},
-        {"--epochs", &k->epochs, 1000000},
-    };
-    const size_t n_whole = sizeof whole / sizeof *whole;
+    fed_knobs *k = ud;
     const struct {
         const char *opt;
         const char **dst;
@@ -270,79 +279,54 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
         {"--aggregator-config", &k->aggregator_config},
         {"--data-config", &k->data_config},
     };
-    const size_t n_text = sizeof text / sizeof *text;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout, argv[0]);
-            exit(0);
-        }
-        if (a[0] != '-') {
-            if (*out) {
-                fprintf(stderr, "%s: error: two output files ('%s', '%s')\n", argv[0], *out, a);
-                return 2;
-            }
-            *out = a;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "%s: error: %s needs a value\n", argv[0], a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        size_t w = 0, t = 0;
-        while (w < n_whole && strcmp(a, whole[w].opt))
-            w++;
-        while (t < n_text && strcmp(a, text[t].opt))
-            t++;
-        if (t < n_text) {
+    for (size_t t = 0; t < sizeof text / sizeof *text; t++)
+        if (!strcmp(a, text[t].opt)) {
             *text[t].dst = v;
-        } else if (w < n_whole) {
-            if ((*whole[w].dst = parse_long(argv[0], a, v, 1, whole[w].hi)) < 0)
-                return 2;
-        } else if (!strcmp(a, "--quorum")) {
-            char *end = NULL;
-            k->quorum = strtod(v, &end);
-            if (!*v || *end || !(k->quorum > 0 && k->quorum <= 1)) {
-                fprintf(stderr, "%s: error: --quorum: '%s' is not a fraction in (0, 1]\n",
-                        argv[0], v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "%s: error: unknown option '%s'\n", argv[0], a);
-            usage(stderr, argv[0]);
+            return 0;
+        }
+    if (!strcmp(a, "--quorum")) {
+        char *end = NULL;
+        k->quorum = strtod(v, &end);
+        if (!*v || *end || !(k->quorum > 0 && k->quorum <= 1)) {
+            fprintf(stderr, "%s: error: --quorum: '%s' is not a fraction in (0, 1]\n", prog, v);
             return 2;
         }
+    } else if (!strcmp(a, "--discovery")) {
+        k->registry = !strcmp(v, "registry");
+        if (!k->registry && strcmp(v, "connected")) {
+            fprintf(stderr, "%s: error: --discovery: '%s' (connected or registry)\n", prog, v);
+            return 2;
+        }
+    } else {
+        return -1;
     }
-    if (!*out) {
-        usage(stderr, argv[0]);
-        return 2;
-    }
-    return model_atomic_domain(argv[0], k);
+    return 0;
 }
+
+static bb_module *record_knobs(bb_recorder *r, const void *k) { return record(r, k); }
 
 int main(int argc, char **argv)
 {
-    fed_knobs k;
+    fed_knobs k = {.clients = 4,
+                   .quorum = 0.75,
+                   .period_ms = 1000,
+                   .deadline_ms = 800,
+                   .epochs = 5,
+                   .aggregator = "agg::FedAvg",
+                   .data = "data::Csv",
+                   .data_config = DATA_CONFIG,
+                   .model = "nn::Mlp",
+                   .model_config = MLP_CONFIG};
+    const bb_example_knob whole[] = {
+        {"--clients", &k.clients, 1, 65536},
+        {"--period-ms", &k.period_ms, 1, 86400000}, /* a day */
+        {"--deadline-ms", &k.deadline_ms, 1, 86400000},
+        {"--epochs", &k.epochs, 1, 1000000},
+    };
     const char *out;
-    int rc = parse_args(argc, argv, &k, &out);
-    if (rc)
-        return rc;
-    bb_recorder *r = bb_recorder_new("user.app");
-    if (!r) {
-        fprintf(stderr, "%s: error: out of memory\n", argv[0]);
-        return 1;
-    }
-    bb_error err = {0};
-    bb_model *m = NULL;
-    rc = bb_recorder_build(r, record(r, &k), &m, &err);
-    bb_recorder_free(r);
+    int rc = bb_example_args(argc, argv, usage, whole, sizeof whole / sizeof *whole,
+                             other_option, &k, &out);
     if (!rc)
-        rc = bb_model_save_file(m, out, &err);
-    bb_model_free(m);
-    if (rc) {
-        fprintf(stderr, "%s: error: %s\n", argv[0], err.msg);
-        return 1;
-    }
-    return 0;
+        rc = model_atomic_domain(argv[0], &k);
+    return rc ? rc : bb_example_write(argv[0], out, record_knobs, &k);
 }

@@ -196,6 +196,7 @@ void bb_engine_free(bb_engine *e)
     BBE__ARR_FREE(&e->pending_completions);
     bbe__timers_free(e);
     bbe__wire_free(e);
+    bbe__control_free(e);
     bbe__exec_free_all(e);
     bbe__uninstall(e);
     bbe__boot_free(e);

@@ -14,8 +14,8 @@
  * route each fill independently (partial delivery): /site/<id> fills
  * decode by the site's declared type (backend-bound tensor sites through
  * materialize_from_wire) into a fresh execution; /component/<c>/op/<name>
- * fills dispatch the component directly; responses route by correlation to
- * their request batch. Every per-fill failure is a WireReceiveError step
+ * fills go to the control plane (control.c); responses route by
+ * correlation to their request batch, or to the component that asked. Every per-fill failure is a WireReceiveError step
  * and never stops the sibling fills.
  */
 #include <stdio.h>
@@ -77,9 +77,8 @@ static uint64_t sent_at(bb_engine *e)
     return t;
 }
 
-/* Queue one envelope to peer (addresses from the address book, or `direct`). */
-static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct, size_t n_direct,
-                bbe__envelope *env, bb_exec_id exec)
+int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct, size_t n_direct,
+              bbe__envelope *env, bb_exec_id exec)
 {
     bool self = peer && bb_peerid_equal(peer, &e->cfg.peer) && !n_direct;
     const bb_engine_addr *addrs = direct;
@@ -314,7 +313,7 @@ static int send_common(bb_engine *e, uint32_t opi, bbe__exec *x, bb_value *const
                             .wire_req_id = wire_req_id};
         if (op->st->i2 > 0)
             env.deadline_ns = e->now_ns + (uint64_t)op->st->i2; /* absolute (bb_envelope.proto) */
-        int rc = emit(e, &d->peers[i], d->direct ? &d->addr : NULL, d->direct ? 1 : 0, &env,
+        int rc = bbe__emit(e, &d->peers[i], d->direct ? &d->addr : NULL, d->direct ? 1 : 0, &env,
                       x->id);
         if (rc == BB_ENOTFOUND) {
             resolve_failed(e, opi, x, &d->peers[i]);
@@ -574,7 +573,7 @@ BBE__SYSCALL(bbe__sys_send_resp)
                         .echo_delay_ns = e->now_ns - rq->recv_at_ns};
     bb_peerid peer = rq->peer;
     bbe__map_del(&e->inreq_map, rq->id);
-    rc = emit(e, &peer, NULL, 0, &env, x->id);
+    rc = bbe__emit(e, &peer, NULL, 0, &env, x->id);
     bb_value_unref(wrap);
     if (rc == BB_ENOTFOUND)
         resolve_failed(e, opi, x, &peer);
@@ -772,8 +771,8 @@ static bb_buffer *sub_buffer(bb_buffer *parent, const uint8_t *data, size_t len)
     return b;
 }
 
-static void rx_error(bb_engine *e, const bb_peerid *src, bb_wire_rx_error kind, const char *fmt,
-                     const char *a, const char *b)
+void bbe__rx_error(bb_engine *e, const bb_peerid *src, bb_wire_rx_error kind, const char *fmt,
+                   const char *a, const char *b)
 {
     e->c[BBE__C_WIRE_RX_ERRORS]++;
     bbe__step_infra(e, BB_INFRA_WIRE_RECEIVE_ERROR, kind, src, 0, fmt, a, b);
@@ -923,7 +922,7 @@ static void deliver_site_fill(inbound_ctx *c, const bbe__fill *f, uint64_t site_
     if (!bbe__budget_charge(e, f->payload_len)) {
         char n[32];
         snprintf(n, sizeof n, "%zu", f->payload_len);
-        rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED,
+        bbe__rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED,
                  "fill of %s bytes for %s exceeds the ingress byte budget", n,
                  site == BBE__NONE ? e->ops[opi].label : g->site_names[site]);
         return;
@@ -936,7 +935,7 @@ static void deliver_site_fill(inbound_ctx *c, const bbe__fill *f, uint64_t site_
         int k = decode_payload(e, f, g->site_type[site], comp, c->buf, &val, why, sizeof why);
         if (k) {
             bbe__budget_release(e, f->payload_len);
-            rx_error(e, c->src, (bb_wire_rx_error)k, "fill for site %s: %s", g->site_names[site],
+            bbe__rx_error(e, c->src, (bb_wire_rx_error)k, "fill for site %s: %s", g->site_names[site],
                      why);
             return;
         }
@@ -945,7 +944,7 @@ static void deliver_site_fill(inbound_ctx *c, const bbe__fill *f, uint64_t site_
     if (!x) {
         bb_value_unref(val);
         bbe__budget_release(e, f->payload_len);
-        rx_error(e, c->src, BB_WIRE_RX_ALLOCATION_FAILED, "fill for %s: %s", g->name,
+        bbe__rx_error(e, c->src, BB_WIRE_RX_ALLOCATION_FAILED, "fill for %s: %s", g->name,
                  "out of memory");
         return;
     }
@@ -976,89 +975,6 @@ static void deliver_site_fill(inbound_ctx *c, const bbe__fill *f, uint64_t site_
     }
 }
 
-void bbe__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
-                             const char *domain, const char *msg)
-{
-    bb_step *st = bbe__step_push(e, BB_STEP_OP_FAILED, 0);
-    if (st) {
-        st->u.op_failed.node = bbe__step_strf(e, "%s/%s", e->comps[comp].slot, decl->op_type);
-        st->u.op_failed.op_type = decl->op_type;
-        st->u.op_failed.domain = domain ? domain : "";
-        st->u.op_failed.message = bbe__step_str(e, msg);
-    }
-    e->c[BBE__C_OP_FAILED]++;
-}
-
-/* A fill addressed to a component op (/comp/<ref>/op/<name>): dispatched
- * at once with the payload bytes and the correlation token; its outputs go
- * nowhere. A dispatch that returns LATER keeps an HK_FILL handle, whose
- * failure is reported like an immediate one (bbe__completion_process). */
-static void deliver_control_fill(inbound_ctx *c, const bbe__fill *f, const bb_suffix *sfx)
-{
-    bb_engine *e = c->e;
-    if (sfx->cref >= e->n_comps) {
-        e->c[BBE__C_UNROUTABLE]++;
-        return;
-    }
-    bbe__comp *comp = &e->comps[sfx->cref];
-    const char *domain = NULL;
-    uint32_t idx = 0;
-    const bb_op_decl *decl = NULL;
-    for (uint32_t s = 0; s < comp->type->n_opsets && !decl; s++) {
-        const bb_opset_decl *os = &comp->type->opsets[s];
-        for (uint32_t i = 0; i < os->n_ops; i++) {
-            if (os->ops[i].op_type && strcmp(os->ops[i].op_type, sfx->op) == 0) {
-                decl = &os->ops[i];
-                domain = os->domain;
-                idx = i;
-                break;
-            }
-        }
-    }
-    if (!decl) {
-        e->c[BBE__C_UNROUTABLE]++;
-        return;
-    }
-    e->c[BBE__C_FILLS_IN]++;
-    if (!bbe__budget_charge(e, f->payload_len)) {
-        rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED, "control fill for %s/%s exceeds the budget",
-                 comp->slot, sfx->op);
-        return;
-    }
-    if (BBE__TRACING(e, BB_TRACE_INBOUND))
-        bbe__trace(e, BB_TRACE_INBOUND, "deliver_fill", 0, BBE__NONE, "control", sfx->cref);
-    bb_value *ins[2] = {bb_value_bytes(&BB_TYPE_BYTES, f->payload, f->payload_len),
-                        bb_value_u64(&BB_TYPE_CORRELATION_TOKEN, c->env->wire_req_id)};
-    uint32_t n_out = decl->n_outputs;
-    bb_value **outs = bbe__zalloc((n_out ? n_out : 1) * sizeof *outs);
-    bbe__handle *h = bbe__handle_new(e, BBE__HK_FILL);
-    bool answers_later = false; /* then h lives on until the op completes */
-    if (ins[0] && ins[1] && outs && h) {
-        bb_dispatch_call call = {.domain = domain ? domain : "", .op_type = sfx->op,
-                                 .op_index = idx, .inputs = ins, .n_inputs = 2,
-                                 .n_outputs = n_out, .node = NULL, .completion = &h->pub};
-        bb_error err;
-        bb_error_clear(&err);
-        h->comp = sfx->cref;
-        h->fill_decl = decl;
-        h->fill_domain = domain;
-        bb_dispatch_result r = comp->type->dispatch(comp->inst, &comp->ctx.pub, &call, outs, &err);
-        if (r == BB_DISPATCH_NOW_ERR)
-            bbe__control_fill_failed(e, sfx->cref, decl, domain, err.msg[0] ? err.msg : "failed");
-        answers_later = r == BB_DISPATCH_LATER;
-        for (uint32_t j = 0; j < n_out; j++)
-            bb_value_unref(outs[j]);
-    }
-    if (h && !answers_later) {
-        bbe__handle_drop(e, h);
-        bbe__handle_retire(e, h);
-    }
-    free(outs);
-    bb_value_unref(ins[0]);
-    bb_value_unref(ins[1]);
-    bbe__budget_release(e, f->payload_len);
-}
-
 static void deliver_response(inbound_ctx *c)
 {
     bb_engine *e = c->e;
@@ -1066,6 +982,8 @@ static void deliver_response(inbound_ctx *c)
     bbe__batch *b = NULL;
     if (bbe__map_get(&e->batches_wire, c->env->wire_req_id, &id))
         b = batch_find(e, id);
+    if ((!b || b->done) && bbe__control_answer_in(e, c->src, c->env))
+        return; /* the answer to a component's control-plane request */
     if (!b || b->done) {
         e->c[BBE__C_UNROUTABLE]++;
         bbe__step_infra(e, BB_INFRA_UNKNOWN_CORRELATION, 0, c->src, c->env->wire_req_id,
@@ -1086,7 +1004,7 @@ static void deliver_response(inbound_ctx *c)
     const bbe__fill *f = &c->env->fills[0];
     e->c[BBE__C_FILLS_IN]++;
     if (!bbe__budget_charge(e, f->payload_len)) {
-        rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED, "response of %s: %s", "request",
+        bbe__rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED, "response of %s: %s", "request",
                  "exceeds the ingress byte budget");
         return;
     }
@@ -1096,7 +1014,7 @@ static void deliver_response(inbound_ctx *c)
     int k = decode_payload(e, f, &BB_TYPE_COMPOSITE, BBE__NONE, c->buf, &v, why, sizeof why);
     bbe__budget_release(e, f->payload_len);
     if (k) {
-        rx_error(e, c->src, (bb_wire_rx_error)k, "response: %s%s", why, "");
+        bbe__rx_error(e, c->src, (bb_wire_rx_error)k, "response: %s%s", why, "");
         return;
     }
     bb_value *item = v;
@@ -1226,7 +1144,7 @@ void bbe__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *ob
             if (sfx.kind == BB_SUFFIX_SITE)
                 deliver_site_fill(&c, f, sfx.site_id);
             else
-                deliver_control_fill(&c, f, &sfx);
+                bbe__deliver_control_fill(e, src, &env, f, &sfx);
         }
         /* ENGINE.md 6.2 drops these silently; one step per envelope (never
          * per fill) tells the host without letting a sender flood it */

@@ -29,6 +29,20 @@
  *       round that waited for a Limit would send stale parameters)
  *   ParamsDigest(trigger) -> digest U64   a digest of the committed
  *       parameters (which model version a node holds, e.g. across a restart)
+ *   Share(trigger) -> (params [P], weight U64)   what gossip learning sends
+ *       a peer: the parameters and their weight in the peer's Merge. The
+ *       weight is the model's age (the samples it was trained on, its own
+ *       and, through merges, its peers'), or under "push_sum" a 1/ways share
+ *       of its mass (attribute ways: the peers it goes to plus one; the
+ *       node keeps the same share), in units of 2^-32
+ *   Merge(params [P], weight U64) -> age U64   combine a peer's model with
+ *       this one by the config's rule: "weighted" (by age: (a p + b q) /
+ *       (a + b)), "average" ((p + q) / 2), "replace" (q), or "push_sum"
+ *       (by mass: (m p + w q) / (m + w), and the mass becomes m + w, so the
+ *       network's total weight stays constant: Kempe et al.'s push-sum, an
+ *       unbiased average however many models arrive between two steps). The
+ *       age becomes max(a, b) (q's for replace). Queued behind a running
+ *       Train like every change; the optimizer state is kept.
  *
  * Targets: class ids [B] (any numeric dtype) or f32 [B, out]. While a Train
  * runs, ops that change the model (LoadParameters, ApplyDelta, Step,
@@ -71,6 +85,9 @@ static const bb_config_decl CONFIG[] = {
      "(default: the attribute, 1 when absent)"},
     {"batches_per_epoch", "int", "0",
      "epoch length in batches for data sources without a NumSamples op (0: ask the source)"},
+    {"merge", "string", "\"weighted\"",
+     "how Merge combines a peer's model: \"weighted\" by the models' ages, \"average\", "
+     "\"replace\", or \"push_sum\" (by mass, which Share splits and Merge adds up)"},
     {"proximal_mu", "float", "0",
      "FedProx (Li et al. 2020): Train and Step minimize loss + proximal_mu/2 ||w - "
      "w_global||^2, w_global the parameters of the last LoadParameters (the global model a "
@@ -121,8 +138,9 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     static const char *const ACT[] = {"relu", "tanh"};
     static const char *const LOSS[] = {"softmax_cross_entropy", "mse"};
     static const char *const OPT[] = {"sgd", "adam"};
+    static const char *const MERGE[] = {"weighted", "average", "replace", "push_sum"};
     uint32_t sizes[MLP_MAX_LAYERS + 1], n = 0;
-    int act = 0, loss = 0, opt = 0;
+    int act = 0, loss = 0, opt = 0, merge = 0;
     double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0, scale = 1, prox = 0;
     bool has_seed = false, has_epochs = false;
     int rc = read_layers(cfg, sizes, &n, err);
@@ -155,6 +173,8 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
         rc = bbp_config_double(cfg, "proximal_mu", 0, 1e6, &prox, err);
     if (!rc)
         rc = bbp_config_double(cfg, "attack_update_scale", -1e12, 1e12, &scale, err);
+    if (!rc)
+        rc = bbp_config_enum(cfg, "merge", MERGE, 4, &merge, err);
     if (!rc && loss == BBP_LOSS_CE && sizes[n - 1] < 2)
         rc = bb_error_set(err, BB_ECONFIG,
                           "%s: softmax cross-entropy needs at least 2 outputs (layers ends in 1)",
@@ -170,6 +190,8 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     m->opt.eps = (float)eps;
     m->epochs_cfg = has_epochs ? (int64_t)ep : -1;
     m->update_scale = (float)scale;
+    m->merge = (mlp_merge)merge;
+    m->mass = 1.0;
     m->proximal_mu = (float)prox;
     *seed = has_seed ? (uint64_t)s : host_seed;
     return BB_OK;
@@ -389,6 +411,54 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
     return BB_OK;
 }
 
+/* Merge: a peer's parameters q with weight b (an age, or a push-sum mass)
+ * into this model, by the rule m->merge. */
+static int merge(mlp *m, const bb_value *q, const bb_value *weight, bb_error *err)
+{
+    int rc = check_flat(m, "Merge", q, false, err);
+    if (rc)
+        return rc;
+    if (!weight || weight->type->kind != BB_VK_U64)
+        return bb_error_set(err, BB_ETYPE, "%s: Merge takes the peer model's weight (U64)",
+                            m->who);
+    uint64_t a = m->age, b = weight->u.u64;
+    double w = (double)b / MLP_MASS_ONE, wq;
+    switch (m->merge) {
+    case MERGE_REPLACE: wq = 1.0; break;
+    case MERGE_AVERAGE: wq = 0.5; break;
+    case MERGE_PUSH_SUM: wq = m->mass + w > 0 ? w / (m->mass + w) : 0.5; break;
+    default: wq = a + b ? (double)b / ((double)a + (double)b) : 0.5; break;
+    }
+    const float *in = bb_tensor_f32(q);
+    for (size_t i = 0; i < m->shape.n_params; i++)
+        m->params[i] = (float)((1.0 - wq) * m->params[i] + wq * in[i]);
+    if (m->merge == MERGE_PUSH_SUM)
+        m->mass += w; /* the age is the sender's business then: it stays */
+    else
+        m->age = m->merge == MERGE_REPLACE ? b : a > b ? a : b;
+    forget_forward(m);
+    return BB_OK;
+}
+
+/* Share: the parameters and their weight for a peer (the age, or under
+ * push_sum a 1/ways share of the mass, which this node keeps too). */
+static int share(mlp *m, const bb_dispatch_call *call, bb_value **out, bb_error *err)
+{
+    int64_t ways = call->node ? bb_node_attr_int(call->node, "ways", 2) : 2;
+    if (ways < 1 || ways > 1 << 20)
+        return bb_error_set(err, BB_EINVAL, "%s: Share with ways = %lld", m->who,
+                            (long long)ways);
+    uint64_t weight = m->age;
+    if (m->merge == MERGE_PUSH_SUM) {
+        m->mass /= (double)ways;
+        weight = (uint64_t)(m->mass * MLP_MASS_ONE);
+    }
+    out[0] = params_copy(m);
+    if (call->n_outputs > 1)
+        out[1] = bb_value_u64(&BB_TYPE_U64, weight);
+    return out[0] && (call->n_outputs < 2 || out[1]) ? BB_OK : oom(m, err);
+}
+
 /* Every op that completes inline. outputs[0..] receive new references. */
 static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_value **out,
                     uint32_t n_out, bb_error *err)
@@ -405,6 +475,11 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
     case OP_PARAMS_DIGEST:
         out[0] = bb_value_u64(&BB_TYPE_U64, bbp_params_digest(m->params, m->shape.n_params));
         return out[0] ? BB_OK : oom(m, err);
+    case OP_MERGE:
+        if ((rc = merge(m, a, b, err)))
+            return rc;
+        m->version++;
+        return (out[0] = bb_value_u64(&BB_TYPE_U64, m->age)) ? BB_OK : oom(m, err);
     case OP_LOAD_PARAMETERS:
         if (!(rc = check_flat(m, "LoadParameters", a, false, err))) {
             memcpy(m->params, bb_tensor_f32(a), m->shape.n_params * sizeof(float));
@@ -474,12 +549,13 @@ static const char *const OP_NAMES[N_MLP_OPS] = {
     [OP_PARAMS] = "Params",            [OP_STEP] = "Step",
     [OP_TRAIN] = "Train",              [OP_GRADIENTS] = "Gradients",
     [OP_PARAMS_ON] = "ParamsOn",       [OP_PARAMS_DIGEST] = "ParamsDigest",
+    [OP_MERGE] = "Merge",              [OP_SHARE] = "Share",
 };
 
 static bool changes_model(mlp_op op)
 {
     return op == OP_APPLY_DELTA || op == OP_BACKWARD || op == OP_LOAD_PARAMETERS ||
-           op == OP_STEP || op == OP_TRAIN;
+           op == OP_STEP || op == OP_TRAIN || op == OP_MERGE;
 }
 
 void mlp_drain(mlp *m)
@@ -537,18 +613,23 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
                  : mlp_start_eval(m, ctx, call->completion, call->n_outputs, &sync, err);
         return bbp_job_dispatched(rc, &sync);
     }
-    rc = run_sync(m, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
+    if (op == OP_SHARE) /* reads the node's attribute; changes only the mass */
+        rc = share(m, call, outputs, err);
+    else
+        rc = run_sync(m, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
     return rc ? BB_DISPATCH_NOW_ERR : BB_DISPATCH_NOW_OK;
 }
 
 /* ---- snapshot ----------------------------------------------------------------------------
- * "BBNN" u32 version=2, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
- * params[n], momentum / first moment[n], [Adam: second moment[n]]  (f32),
- * u8 has_center, [FedProx center[n]]  (version 1 ends before has_center: the
- * center is then the restored parameters) */
+ * "BBNN" u32 version=3, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
+ * [version 3: u64 age, u64 mass (2^-32 units)], params[n], momentum / first
+ * moment[n], [Adam: second moment[n]]  (f32), [version 2 and 3: u8 has_center,
+ * [FedProx center[n]]]. Older versions are still read: without age and mass
+ * (before 3) age 0 and mass 1; without the center flag (version 1) the center
+ * is the restored parameters. */
 
 #define MAGIC "BBNN"
-#define SNAP_VERSION 2u
+#define SNAP_VERSION 3u
 
 static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
 {
@@ -561,6 +642,8 @@ static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *er
     bb_writer_put_u32le(&w, (uint32_t)m->opt.kind);
     bb_writer_put_u64le(&w, m->opt.t);
     bb_writer_put_u64le(&w, m->version);
+    bb_writer_put_u64le(&w, m->age);
+    bb_writer_put_u64le(&w, (uint64_t)(m->mass * MLP_MASS_ONE));
     bb_writer_put(&w, m->params, bytes);
     bb_writer_put(&w, m->opt.m, bytes);
     if (m->opt.v)
@@ -580,12 +663,13 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
     bb_reader_init(&r, data, len);
     char magic[4];
     uint32_t version = 0, kind = 0;
-    uint64_t n = 0, t = 0, changes = 0;
+    uint64_t n = 0, t = 0, changes = 0, age = 0, mass = (uint64_t)MLP_MASS_ONE;
     size_t bytes = m->shape.n_params * sizeof(float);
     if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) ||
         !bb_reader_u32le(&r, &version) || version < 1 || version > SNAP_VERSION ||
         !bb_reader_u64le(&r, &n) || !bb_reader_u32le(&r, &kind) || !bb_reader_u64le(&r, &t) ||
-        !bb_reader_u64le(&r, &changes))
+        !bb_reader_u64le(&r, &changes) ||
+        (version >= 3 && (!bb_reader_u64le(&r, &age) || !bb_reader_u64le(&r, &mass))))
         return bb_error_set(err, BB_EDECODE, "%s: not a model snapshot", m->who);
     if (n != m->shape.n_params || kind != (uint32_t)m->opt.kind)
         return bb_error_set(err, BB_EDECODE,
@@ -619,6 +703,8 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
         memcpy(m->center, center ? center : (const uint8_t *)m->params, bytes);
     m->opt.t = t;
     m->version = changes;
+    m->age = age;
+    m->mass = (double)mass / MLP_MASS_ONE;
     forget_forward(m);
     return BB_OK;
 }
@@ -641,6 +727,9 @@ static const bb_port_decl OUT_GRADS[] = {P("grads", TENSOR_F32)};
 static const bb_port_decl OUT_TRAIN[] = {P("params", TENSOR_F32), P_OPT("num_samples", U64)};
 static const bb_port_decl OUT_METRICS[] = {P("loss", TENSOR_F32), P_OPT("accuracy", TENSOR_F32)};
 static const bb_port_decl OUT_DIGEST[] = {P("digest", U64)};
+static const bb_port_decl IN_MERGE[] = {P("params", TENSOR_F32), P("weight", U64)};
+static const bb_port_decl OUT_AGE[] = {P("age", U64)};
+static const bb_port_decl OUT_SHARE[] = {P("params", TENSOR_F32), P_OPT("weight", U64)};
 
 #define OPD(name, in, out, doc) {name, in, BBP_COUNT(in), out, BBP_COUNT(out), doc}
 static const bb_op_decl ROLE_OPS[] = {
@@ -670,6 +759,12 @@ static const bb_op_decl EXT_OPS[] = {
     OPD("ParamsDigest", IN_TRIGGER, OUT_DIGEST,
         "FNV-1a-64 of the committed parameters' 64-bit words: which model version this "
         "node holds"),
+    OPD("Share", IN_TRIGGER, OUT_SHARE,
+        "what a node sends a peer: the parameters and their weight (the model's age, or under "
+        "push_sum a 1/ways share of its mass, attribute ways)"),
+    OPD("Merge", IN_MERGE, OUT_AGE,
+        "combine a peer's model (params, weight) with this one by the config's merge rule; "
+        "the age after it (gossip learning)"),
 };
 static const bb_opset_decl OPSETS[] = {
     {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS)},

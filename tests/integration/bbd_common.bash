@@ -6,7 +6,9 @@
 #
 # Provides: BBD BBCTL BBC TMP PY, ok / not_ok / finish (the summary line),
 # expect NAME RC PATTERN -- CMD... (a command's exit status and output),
-# compile_example NAME (-> $TMP/NAME.onnx), start_node NAME ARGS...,
+# compile_example NAME (-> $TMP/NAME.onnx), record_program RECORDER NAME
+# ARGS... (run an example recorder with its knobs, compile against $PLUG
+# -> $TMP/NAME.onnx), start_node NAME ARGS...,
 # stop_node NAME, stop_nodes LABEL NAME..., start_fed_server tcp|udp,
 # node_pid / node_peer / node_addr NAME [tcp|udp],
 # ctl NAME ARGS... (bbctl on NAME's socket), jget EXPR (JSON on stdin,
@@ -93,6 +95,14 @@ compile_example() { # NAME [bbc options...]
     shift
     "$BBC" compile "testdata/$name.onnx" -o "$TMP/$name.onnx" --plugin-path "$PLUG" "$@" \
         >"$TMP/compile-$name.log" 2>&1
+}
+
+record_program() { # RECORDER NAME [knobs...]
+    local rec=$1 name=$2
+    shift 2
+    "$rec" "$TMP/$name.rec.onnx" "$@" >"$TMP/record-$name.log" 2>&1 &&
+        "$BBC" compile "$TMP/$name.rec.onnx" -o "$TMP/$name.onnx" --plugin-path "$PLUG" \
+            >>"$TMP/record-$name.log" 2>&1
 }
 
 ctl() { # NAME ARGS...

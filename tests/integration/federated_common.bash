@@ -38,13 +38,7 @@ if [ ! -x "$FED" ] || ! scripts/fetch-data >"$TMP/fetch.log" 2>&1; then
     exit 1
 fi
 
-record() { # NAME ARGS...
-    local name=$1
-    shift
-    "$FED" "$TMP/$name.rec.onnx" "$@" >"$TMP/record-$name.log" 2>&1 &&
-        "$BBC" compile "$TMP/$name.rec.onnx" -o "$TMP/$name.onnx" --plugin-path "$PLUG" \
-            >>"$TMP/record-$name.log" 2>&1
-}
+record() { record_program "$FED" "$@"; } # NAME ARGS...
 
 start_server() { # NAME ONNX [JSON_EXTRA] [LISTEN]
     local name=$1 onnx=$2 extra=${3:-} listen=${4:-/ip4/127.0.0.1/tcp/0}

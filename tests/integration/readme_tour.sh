@@ -4,7 +4,8 @@
 # A block is run when the line before its opening fence is
 #   <!-- readme-test: NAME -->
 # Each runs as a reader would paste it at the top of a fresh clone after
-# `make`: in a temporary directory holding `build` (a link to $BB_BUILD) and
+# `make`: in a temporary directory holding `build` (a link to $BB_BUILD),
+# `examples` (a link to the tree's, for the scripts it holds) and
 # a copy of testdata/, without BB_PLUGIN_PATH, under `bash -e -o pipefail`
 # (so every command must succeed). Two substitutions keep concurrent runs
 # apart: /tmp/bb becomes a directory of this test's, and the ports
@@ -22,7 +23,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 2
 BB_BUILD=${BB_BUILD:-$PWD/build}
 README=README.md
-EXPECTED=(tour ping-pong federated)
+EXPECTED=(tour ping-pong federated vector-store)
 BLOCK_DEADLINE=120 # seconds a block may run
 STOP_DEADLINE=20   # seconds its leftover processes get to exit
 
@@ -90,6 +91,7 @@ WORK=$TMP/work
 mkdir -p "$WORK"
 ln -s "$BB_BUILD" "$WORK/build"
 cp -r testdata "$WORK/testdata"
+ln -s "$PWD/examples" "$WORK/examples" # scripts a block runs (examples/vector_store/corpus.py)
 read -r PORT1 PORT2 < <(python3 -c '
 import socket
 s = [socket.socket() for _ in range(2)]
