@@ -23,6 +23,7 @@
  * both are past the fuzzer's memory and time limits, so inputs whose JSON
  * holds a number beyond 4096 are skipped.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,8 +96,24 @@ static bb_value *ctx_shared_put(bb_ctx *c, const char *key, bb_value *v)
     return bb_value_ref(v);
 }
 
-/* Every field by name: a field the ABI adds and this table lacks is NULL,
- * and struct_size says it is there — so a new field must be added here. */
+/* Nothing sent: no peer is known here */
+static int ctx_send_fill(bb_ctx *c, const bb_value *peer, const char *slot, const char *op,
+                         const uint8_t *payload, size_t len, uint64_t timeout_ns, uint64_t *token,
+                         bb_error *err)
+{
+    (void)c, (void)peer, (void)slot, (void)payload, (void)len, (void)timeout_ns, (void)token;
+    return bb_error_set(err, BB_ENOTFOUND, "no address known for the peer of %s", op);
+}
+static size_t ctx_local_targets(bb_ctx *c, const char **out, size_t cap)
+{
+    (void)c;
+    if (cap)
+        out[0] = "Fuzz";
+    return 1;
+}
+
+/* Every field by name: a field the ABI adds and this table lacks would be
+ * NULL with struct_size saying it is there (the assert below catches it). */
 static const bb_ctx_api CTX_API = {
     .struct_size = sizeof(bb_ctx_api),
     .dependency = ctx_dependency,
@@ -115,7 +132,14 @@ static const bb_ctx_api CTX_API = {
     .add_peer = ctx_add_peer,
     .shared_get = ctx_shared_get,
     .shared_put = ctx_shared_put,
+    .send_fill = ctx_send_fill,
+    .local_targets = ctx_local_targets,
 };
+/* a field the ABI adds must be answered above: this fails to compile when
+ * bb_ctx_api grows past the last field named here */
+_Static_assert(sizeof(bb_ctx_api) == offsetof(bb_ctx_api, local_targets) +
+                                         sizeof(((bb_ctx_api *)0)->local_targets),
+               "bb_ctx_api grew: give the stand-in context the new field");
 static bb_ctx CTX = {&CTX_API};
 
 /* ---- seeds ------------------------------------------------------------------------ */
