@@ -15,7 +15,7 @@
 #                   build-fuzz/fuzz/); make fuzz-smoke runs each briefly
 #                   (part of make check), FUZZ_SECONDS=600 make fuzz-smoke longer
 #   make LTO=0 ...  bbd without link-time optimization (a faster build)
-#   make NATIVE=1 ... the plugins' kernels (agg, cpu, nn) for this machine's CPU
+#   make NATIVE=1 ... the plugins' kernels (agg, codec, cpu, nn) for this machine's CPU
 #                   (-march=native minus AVX-512; build-native/). Without it they
 #                   target baseline x86-64, so installed plugins run on any
 #                   x86-64 machine. ARCH_FLAGS=... sets the flags outright.

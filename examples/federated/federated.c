@@ -29,6 +29,15 @@
  *   SendResp(Bundle(params, num_samples), req)
  *   AppEmit("trained", Bundle(num_samples, Clock on arrival, Clock after Train))
  *
+ * With --codec TYPE a client sends its update through a codec: the
+ * difference trained - received (ai.onnx Sub on a cpu::CpuBackend slot),
+ * compressed; the server decompresses the batch (DecompressBatch), FedAvg
+ * averages the updates and Model.ApplyDelta adds the mean to the global
+ * parameters instead of loading it. A TopK codec keeps each client's
+ * unsent residual for its next round (error feedback). The server
+ * optimizers take parameters, not updates (their pseudo-gradient is the
+ * mean minus the global model), so --codec refuses them.
+ *
  * Knobs (argv, so no C is edited): --clients K, --quorum FRACTION (of K,
  * rounded up), --period-ms, --deadline-ms (authored on SendReqBatched as
  * deadline_ns: bbc keeps an authored deadline), --epochs E (the Train
@@ -37,7 +46,7 @@
  * the three (--model-config, --aggregator-config, --data-config JSON);
  * --discovery connected|registry (registry: a third class, Registry, keeps a
  * peers::GlobalRegistry; every node announces itself there and the server
- * samples its clients from it, so no node needs a --peer).
+ * samples its clients from it, so no node needs a --peer); --codec TYPE.
  * Everything else a node needs — the data file and its shard, the
  * selector's target, FedProx's mu, a server optimizer's learning rate — is
  * per-slot JSON config of each bbd (bbd.json(5) "components"), over the
@@ -58,6 +67,7 @@
 #include "examples/record_main.h"
 
 #define AGG_ATOMIC "bb-agg.Aggregator.atomic"
+#define CODEC_ATOMIC "bb-codec.Codec.atomic"
 
 /* The digits MLP of the centralized baseline (tests/unit/test_nn_engine.c). */
 #define MLP_CONFIG                                                                             \
@@ -81,6 +91,7 @@ typedef struct fed_knobs {
     const char *model, *model_config;
     char model_atomic[160]; /* the model's own ops' domain */
     bool registry;          /* --discovery registry: the server finds its clients there */
+    const char *codec;      /* the clients' updates go through it; NULL: parameters, f32 */
 } fed_knobs;
 
 /* The selector slot: peers::Connected (the clients that connected, given
@@ -124,6 +135,8 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     bb_slot *selector = declare_selector(m, k);
     /* The held-out evaluation set EvaluateMetrics reads. */
     bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, k->data_config, NULL);
+    bb_slot *codec = k->codec ? bb_rec_concrete(m, BB_ROLE_CODEC, "codec", k->codec, "{}", NULL)
+                              : NULL;
 
     bb_rec *g = bb_module_body(m);
     bb_val tick = bb_sys_interval(g, (int64_t)k->period_ms * 1000000);
@@ -138,6 +151,9 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     bb_wire_send_req_batched(g, NULL, "params", params, peers, quorum_of(k),
                              (int64_t)k->deadline_ms * 1000000, &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
+    if (codec) /* the clients' compressed updates, decoded */
+        responses = ext_op(g, codec, CODEC_ATOMIC, "DecompressBatch", responses,
+                           &BB_TYPE_RESPONSE_BATCH);
     bb_val collected = bb_sys_clock(g, responses);
     bb_val participants = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
     bb_val ready[] = {participants, set}; /* the contributions are in, the model is set */
@@ -145,7 +161,8 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
         global = bb_role_aggregator_aggregate(g, agg, bb_rec_bundle(g, ready, 2), &samples);
     bb_val aggregated = bb_sys_clock(g, global);
     bb_val round = ext_op(g, agg, AGG_ATOMIC, "Rounds", global, &BB_TYPE_U64);
-    bb_val loaded = bb_role_model_load_parameters(g, model, global);
+    bb_val loaded = codec ? bb_role_model_apply_delta(g, model, global) /* the mean update */
+                          : bb_role_model_load_parameters(g, model, global);
     bb_val loss, accuracy;
     bb_role_model_evaluate_metrics(g, model, loaded, &loss, &accuracy);
     bb_val after = ext_op(g, model, k->model_atomic, "ParamsDigest", loaded, &BB_TYPE_U64);
@@ -174,15 +191,23 @@ static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
         bb_rec_concrete(m, BB_ROLE_MODEL, "model", k->model, k->model_config, NULL);
     /* The local training shard Train reads. */
     bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, k->data_config, NULL);
+    bb_slot *codec = k->codec ? bb_rec_concrete(m, BB_ROLE_CODEC, "codec", k->codec, "{}", NULL)
+                              : NULL;
+    bb_slot *cpu = k->codec ? bb_rec_concrete(m, BB_ROLE_BACKEND, "backend", "cpu::CpuBackend",
+                                              "{}", NULL)
+                            : NULL;
 
     bb_rec *g = bb_module_body(m);
     bb_val params, req_id;
     bb_wire_recv_req(g, NULL, "params", &BB_TYPE_TENSOR_F32, NULL, &params, &req_id);
     bb_val received = bb_sys_clock(g, params);
     bb_val loaded = bb_role_model_load_parameters(g, model, params);
-    bb_val update[2];
+    bb_val update[2], sent[2];
     bb_role_model_train(g, model, loaded, k->epochs, &update[0], &update[1]);
-    bb_wire_send_resp(g, NULL, bb_rec_bundle(g, update, 2), BB_VAL_OMIT, req_id);
+    sent[0] = codec ? bb_role_compressor_compress(g, codec, bb_onnx_sub(g, cpu, update[0], params))
+                    : update[0];
+    sent[1] = update[1];
+    bb_wire_send_resp(g, NULL, bb_rec_bundle(g, sent, 2), BB_VAL_OMIT, req_id);
     /* the client's own record of its round: when the parameters came, when
      * its training ended (where a round's time goes, seen from a client) */
     bb_val local[] = {update[1], received, bb_sys_clock(g, update[1])};
@@ -221,7 +246,7 @@ static void usage(FILE *f, const char *prog)
             "usage: %s OUT.onnx [--clients K] [--quorum FRACTION] [--period-ms MS]\n"
             "       [--deadline-ms MS] [--epochs E] [--aggregator TYPE] [--data TYPE]\n"
             "       [--model TYPE] [--model-config JSON] [--aggregator-config JSON]\n"
-            "       [--data-config JSON] [--discovery connected|registry]\n"
+            "       [--data-config JSON] [--discovery connected|registry] [--codec TYPE]\n"
             "  --clients K         clients asked per round (default 4)\n"
             "  --quorum FRACTION   fraction of K that must answer by the deadline, rounded\n"
             "                      up (default 0.75)\n"
@@ -244,6 +269,10 @@ static void usage(FILE *f, const char *prog)
             "                      registry: a third class, Registry, keeps a registry of\n"
             "                      live nodes (peers::GlobalRegistry) where every node\n"
             "                      announces itself and the server finds its clients\n"
+            "  --codec TYPE        clients send their update (trained - received) through it:\n"
+            "                      codec::F16, codec::Int8Affine, codec::TopK, ... (default:\n"
+            "                      none, the trained parameters in f32); not with a server\n"
+            "                      optimizer\n"
             "Nodes add to these in their bbd config (\"components\").\n",
             prog);
 }
@@ -278,6 +307,7 @@ static int other_option(const char *prog, const char *a, const char *v, void *ud
         {"--model-config", &k->model_config},
         {"--aggregator-config", &k->aggregator_config},
         {"--data-config", &k->data_config},
+        {"--codec", &k->codec},
     };
     for (size_t t = 0; t < sizeof text / sizeof *text; t++)
         if (!strcmp(a, text[t].opt)) {
@@ -299,6 +329,23 @@ static int other_option(const char *prog, const char *a, const char *v, void *ud
         }
     } else {
         return -1;
+    }
+    return 0;
+}
+
+/* --codec sends updates; a server optimizer takes parameters. 0, or 2
+ * after printing why. */
+static int codec_fits_aggregator(const char *prog, const fed_knobs *k)
+{
+    static const char *const OPTIMIZERS[] = {"agg::FedAdam", "agg::FedYogi", "agg::FedAdagrad"};
+    for (size_t o = 0; k->codec && o < sizeof OPTIMIZERS / sizeof *OPTIMIZERS; o++) {
+        if (!strcmp(k->aggregator, OPTIMIZERS[o])) {
+            fprintf(stderr,
+                    "%s: error: --codec sends updates, and the server optimizer %s takes "
+                    "parameters; use it without --codec, or --aggregator agg::FedAvg\n",
+                    prog, k->aggregator);
+            return 2;
+        }
     }
     return 0;
 }
@@ -328,5 +375,7 @@ int main(int argc, char **argv)
                              other_option, &k, &out);
     if (!rc)
         rc = model_atomic_domain(argv[0], &k);
+    if (!rc)
+        rc = codec_fits_aggregator(argv[0], &k);
     return rc ? rc : bb_example_write(argv[0], out, record_knobs, &k);
 }

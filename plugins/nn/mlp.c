@@ -29,6 +29,19 @@
  *       round that waited for a Limit would send stale parameters)
  *   ParamsDigest(trigger) -> digest U64   a digest of the committed
  *       parameters (which model version a node holds, e.g. across a restart)
+ *   split learning (a model cut in two, each part on its own node):
+ *   BackwardInput(grad) -> (input_grad [B, in], cmd?)   Backward, plus
+ *       dLoss/dInput of the remembered Forward: what the upper part sends
+ *       back down to the part whose outputs were its inputs
+ *   LossGradient(output [B, out], target) -> (grad [B, out], loss,
+ *       accuracy?)   the model's mean loss of given outputs, and its
+ *       gradient w.r.t. them (the input of BackwardInput); reads no
+ *       parameters
+ *   StepOn(trigger) -> cmd   Step with Backward's accumulated gradient,
+ *       when the trigger (the Backward's cmd) arrives: Step's own input is
+ *       a gradient, so it could not wait for a Backward
+ * nn::MlpPart (below) is the same network and ops as one part of a model
+ * cut across nodes: no data source, no Train or EvaluateMetrics.
  *   Share(trigger) -> (params [P], weight U64)   what gossip learning sends
  *       a peer: the parameters and their weight in the peer's Merge. The
  *       weight is the model's age (the samples it was trained on, its own
@@ -61,6 +74,7 @@
 #include "plugins/common/plugin_type.h"
 
 #define NAME "nn::Mlp"
+#define PART_NAME "nn::MlpPart" /* a part of a model whose batches come through the graph */
 #define EXT_DOMAIN "bb-nn.Mlp.atomic"
 
 static const bb_config_decl CONFIG[] = {
@@ -229,17 +243,18 @@ static void mlp_destroy(void *inst)
     free(m);
 }
 
-static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
+static int create_as(const char *type_name, const bb_create_args *args, void **out,
+                     bb_error *err)
 {
     bbp_config cfg;
-    int rc = bbp_config_load(&cfg, args, NAME, CONFIG, BBP_COUNT(CONFIG), err);
+    int rc = bbp_config_load(&cfg, args, type_name, CONFIG, BBP_COUNT(CONFIG), err);
     if (rc)
         return rc;
     mlp *m = calloc(1, sizeof *m);
     uint64_t seed = 0;
     if (!m) {
         bbp_config_free(&cfg);
-        return bb_error_set(err, BB_ENOMEM, NAME ": out of memory");
+        return bb_error_set(err, BB_ENOMEM, "%s: out of memory", type_name);
     }
     snprintf(m->who, sizeof m->who, "%s", cfg.who);
     m->ctx = args->ctx;
@@ -272,6 +287,16 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
     }
     *out = m;
     return BB_OK;
+}
+
+static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
+{
+    return create_as(NAME, args, out, err);
+}
+
+static int part_create(const bb_create_args *args, void **out, bb_error *err)
+{
+    return create_as(PART_NAME, args, out, err);
 }
 
 /* ---- the synchronous ops ----------------------------------------------------------- */
@@ -341,6 +366,21 @@ static int forward(mlp *m, const char *op, const bb_value *x, size_t *rows, bb_e
     return BB_OK;
 }
 
+/* The targets of rows outputs, read from y; *scratch (the caller frees it,
+ * also on failure) holds them. */
+static int targets_of(mlp *m, const char *op, const bb_value *y, size_t rows, void **scratch,
+                      bbp_target *t, bb_error *err)
+{
+    size_t n = rows ? rows : 1;
+    if (!(*scratch = malloc(n * (sizeof(int32_t) + sizeof(float)))))
+        return oom(m, err);
+    int32_t *cls = *scratch;
+    char why[200];
+    int rc = mlp_target_from(&m->shape, y, rows, cls, (float *)(void *)(cls + n), t, why,
+                             sizeof why);
+    return rc ? bb_error_set(err, rc, "%s: %s: %s", m->who, op, why) : BB_OK;
+}
+
 /* Forward then the loss against target; dz filled when want_grad. */
 static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_value *y,
                         bool want_grad, bbp_stats *st, bb_error *err)
@@ -350,18 +390,11 @@ static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_valu
     if (rc)
         return rc;
     m->fwd_cached = false; /* the workspace now serves this op */
-    int32_t *cls = malloc((rows ? rows : 1) * sizeof *cls);
-    float *fbuf = malloc((rows ? rows : 1) * sizeof *fbuf);
+    void *scratch = NULL;
     bbp_target t;
-    char why[200];
-    if (!cls || !fbuf)
-        rc = oom(m, err);
-    else if ((rc = mlp_target_from(&m->shape, y, rows, cls, fbuf, &t, why, sizeof why)))
-        bb_error_set(err, rc, "%s: %s: %s", m->who, op, why);
-    else
+    if (!(rc = targets_of(m, op, y, rows, &scratch, &t, err)))
         mlp_loss_grad(&m->shape, &m->ws, &t, want_grad ? m->ws.dz : NULL, st);
-    free(cls);
-    free(fbuf);
+    free(scratch);
     return rc;
 }
 
@@ -383,6 +416,22 @@ static int backward(mlp *m, const bb_value *g, bb_error *err)
     return BB_OK;
 }
 
+/* An optimizer step with Backward's accumulated gradient, FedProx's
+ * proximal term added when set (op and the remedy name the caller in the
+ * error). */
+static int step_accumulated(mlp *m, const char *op, const char *remedy, bb_error *err)
+{
+    if (!m->grad_pending)
+        return bb_error_set(err, BB_ESTATE, "%s: %s with no gradient: %s", m->who, op, remedy);
+    mlp_prox prox = {m->proximal_mu, m->center};
+    if (m->center)
+        mlp_add_proximal(&prox, m->params, m->grad_acc, m->shape.n_params);
+    bbp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params, NULL, 0);
+    memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
+    m->grad_pending = false;
+    return BB_OK;
+}
+
 static int step(mlp *m, const bb_value *g, bb_error *err)
 {
     int rc = check_flat(m, "Step", g, true, err);
@@ -400,15 +449,59 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
         bbp_optim_step(&m->opt, m->params, grad, n, NULL, 0);
         return BB_OK;
     }
-    if (!m->grad_pending)
-        return bb_error_set(err, BB_ESTATE,
-                            "%s: Step with no gradient: pass one, or run Backward first", m->who);
-    if (m->center)
-        mlp_add_proximal(&prox, m->params, m->grad_acc, n);
-    bbp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params, NULL, 0);
-    memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
-    m->grad_pending = false;
+    return step_accumulated(m, "Step", "pass one, or run Backward first", err);
+}
+
+/* Backward, then the gradient of the remembered Forward's input (same
+ * shape as that input) into out[0] and the CommandId into out[1]. */
+static int backward_input(mlp *m, const bb_value *g, uint32_t n_out, bb_value **out,
+                          bb_error *err)
+{
+    int rc = backward(m, g, err);
+    if (rc)
+        return rc;
+    const bb_tensor_view *x = &m->fwd_input->u.tensor;
+    if (!(out[0] = bb_value_tensor_new(BB_DT_FLOAT, x->ndim, x->dims)))
+        return oom(m, err);
+    mlp_input_grad(&m->shape, m->params, &m->ws, bb_tensor_f32(out[0]));
+    ++m->version;
+    if (n_out > 1 && !(out[1] = bb_value_u64(&BB_TYPE_COMMAND_ID, m->version))) {
+        bb_value_unref(out[0]);
+        out[0] = NULL;
+        return oom(m, err);
+    }
     return BB_OK;
+}
+
+/* The mean loss of outputs y (f32 [rows, out], or [out] for one row)
+ * against target, its gradient w.r.t. y, and the accuracy. */
+static int loss_gradient(mlp *m, const bb_value *y, const bb_value *target, uint32_t n_out,
+                         bb_value **out, bb_error *err)
+{
+    uint32_t k = m->shape.size[m->shape.n_layers];
+    const bb_tensor_view *v = y && y->type->kind == BB_VK_TENSOR ? &y->u.tensor : NULL;
+    if (!v || v->dtype != BB_DT_FLOAT || !((v->ndim == 2 && v->dims[1] == k) ||
+                                           (v->ndim == 1 && v->dims[0] == k)))
+        return bb_error_set(err, BB_ETYPE, "%s: LossGradient takes f32 outputs [rows, %u]",
+                            m->who, k);
+    size_t rows = v->ndim == 2 ? (size_t)v->dims[0] : 1;
+    void *scratch = NULL;
+    bbp_target t;
+    bbp_stats st = {0};
+    int rc = targets_of(m, "LossGradient", target, rows, &scratch, &t, err);
+    if (!rc && !(out[0] = bb_value_tensor_new(BB_DT_FLOAT, v->ndim, v->dims)))
+        rc = oom(m, err);
+    if (!rc)
+        bbp_loss_grad(m->shape.loss, bb_tensor_f32(y), rows, k, &t, rows, bb_tensor_f32(out[0]),
+                      &st);
+    free(scratch);
+    if (!rc && n_out > 1 && !bbp_stats_outputs(&st, out + 1, n_out > 2))
+        rc = oom(m, err);
+    for (uint32_t i = 0; rc && i < n_out && i < MLP_MAX_OUTPUTS; i++) {
+        bb_value_unref(out[i]);
+        out[i] = NULL;
+    }
+    return rc;
 }
 
 /* Merge: a peer's parameters q with weight b (an age, or a push-sum mass)
@@ -506,6 +599,14 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
         rc = backward(m, a, err);
         changes = true;
         break;
+    case OP_BACKWARD_INPUT: /* answers its own CommandId, second */
+        return backward_input(m, a, n_out, out, err);
+    case OP_STEP_ON:
+        rc = step_accumulated(m, "StepOn", "run Backward first", err);
+        changes = true;
+        break;
+    case OP_LOSS_GRADIENT:
+        return loss_gradient(m, a, b, n_out, out, err);
     case OP_FORWARD:
         if (!(rc = forward(m, "Forward", a, &rows, err))) {
             size_t k = m->shape.size[m->shape.n_layers];
@@ -549,13 +650,16 @@ static const char *const OP_NAMES[N_MLP_OPS] = {
     [OP_PARAMS] = "Params",            [OP_STEP] = "Step",
     [OP_TRAIN] = "Train",              [OP_GRADIENTS] = "Gradients",
     [OP_PARAMS_ON] = "ParamsOn",       [OP_PARAMS_DIGEST] = "ParamsDigest",
+    [OP_BACKWARD_INPUT] = "BackwardInput", [OP_LOSS_GRADIENT] = "LossGradient",
+    [OP_STEP_ON] = "StepOn",
     [OP_MERGE] = "Merge",              [OP_SHARE] = "Share",
 };
 
 static bool changes_model(mlp_op op)
 {
     return op == OP_APPLY_DELTA || op == OP_BACKWARD || op == OP_LOAD_PARAMETERS ||
-           op == OP_STEP || op == OP_TRAIN || op == OP_MERGE;
+           op == OP_STEP || op == OP_TRAIN || op == OP_BACKWARD_INPUT || op == OP_STEP_ON ||
+           op == OP_MERGE;
 }
 
 void mlp_drain(mlp *m)
@@ -567,11 +671,15 @@ void mlp_drain(mlp *m)
             if (mlp_start_train(m, m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
         } else {
-            bb_value *out = NULL;
-            if (run_sync(m, (mlp_op)d.op, d.in, d.n_in, &out, 1, &err))
+            bb_value *out[MLP_MAX_OUTPUTS] = {NULL};
+            uint32_t n_out = d.n_out < MLP_MAX_OUTPUTS ? d.n_out : MLP_MAX_OUTPUTS;
+            if (run_sync(m, (mlp_op)d.op, d.in, d.n_in, out, n_out, &err)) {
+                for (uint32_t k = 0; k < n_out; k++)
+                    bb_value_unref(out[k]);
                 bb_complete_err(d.completion, err.code, err.msg);
-            else
-                bb_complete_ok(d.completion, &out, 1);
+            } else {
+                bb_complete_ok(d.completion, out, n_out);
+            }
         }
         for (uint32_t k = 0; k < d.n_in; k++)
             bb_value_unref(d.in[k]);
@@ -727,11 +835,19 @@ static const bb_port_decl OUT_GRADS[] = {P("grads", TENSOR_F32)};
 static const bb_port_decl OUT_TRAIN[] = {P("params", TENSOR_F32), P_OPT("num_samples", U64)};
 static const bb_port_decl OUT_METRICS[] = {P("loss", TENSOR_F32), P_OPT("accuracy", TENSOR_F32)};
 static const bb_port_decl OUT_DIGEST[] = {P("digest", U64)};
+static const bb_port_decl IN_LOSS_GRAD[] = {P("output", TENSOR_F32), P("target", TENSOR)};
+static const bb_port_decl OUT_BACKWARD_INPUT[] = {P("input_grad", TENSOR_F32),
+                                                  P_OPT("cmd", COMMAND_ID)};
+static const bb_port_decl OUT_LOSS_GRAD[] = {P("grad", TENSOR_F32), P("loss", TENSOR_F32),
+                                             P_OPT("accuracy", TENSOR_F32)};
 static const bb_port_decl IN_MERGE[] = {P("params", TENSOR_F32), P("weight", U64)};
 static const bb_port_decl OUT_AGE[] = {P("age", U64)};
 static const bb_port_decl OUT_SHARE[] = {P("params", TENSOR_F32), P_OPT("weight", U64)};
 
 #define OPD(name, in, out, doc) {name, in, BBP_COUNT(in), out, BBP_COUNT(out), doc}
+/* The ops that read the data source come last (DATA_OPS of them):
+ * nn::MlpPart, which has no data source, declares the ones before. */
+#define DATA_OPS 2
 static const bb_op_decl ROLE_OPS[] = {
     OPD("ApplyDelta", IN_DELTA, OUT_CMD, "params += delta"),
     OPD("Backward", IN_GRAD, OUT_CMD,
@@ -739,14 +855,15 @@ static const bb_op_decl ROLE_OPS[] = {
         "for Step"),
     OPD("Evaluate", IN_EVAL, OUT_METRICS,
         "the mean loss (compute_loss) on (input, target), and the accuracy when asked"),
-    OPD("EvaluateMetrics", IN_TRIGGER, OUT_METRICS,
-        "loss and accuracy on the data source's evaluation set (off the engine thread)"),
     OPD("Forward", IN_INPUT, OUT_OUTPUT, "outputs (logits for cross-entropy) of a batch"),
     OPD("LoadParameters", IN_PARAMS, OUT_CMD,
         "replaces the parameters and restarts the optimizer"),
     {"Params", NULL, 0, OUT_PARAMS, 1, "the flat parameter vector"},
     OPD("Step", IN_GRADS, OUT_CMD,
         "an optimizer step with grads, or with Backward's accumulated gradient when empty"),
+    /* the DATA_OPS */
+    OPD("EvaluateMetrics", IN_TRIGGER, OUT_METRICS,
+        "loss and accuracy on the data source's evaluation set (off the engine thread)"),
     OPD("Train", IN_TRIGGER, OUT_TRAIN,
         "epochs whole epochs over the data source (off the engine thread); the new "
         "parameters and the samples seen"),
@@ -759,6 +876,14 @@ static const bb_op_decl EXT_OPS[] = {
     OPD("ParamsDigest", IN_TRIGGER, OUT_DIGEST,
         "FNV-1a-64 of the committed parameters' 64-bit words: which model version this "
         "node holds"),
+    OPD("BackwardInput", IN_GRAD, OUT_BACKWARD_INPUT,
+        "Backward, and dLoss/dInput of the last Forward: what split learning sends back to "
+        "the part below"),
+    OPD("LossGradient", IN_LOSS_GRAD, OUT_LOSS_GRAD,
+        "the mean loss of given outputs against targets, its gradient w.r.t. the outputs "
+        "and the accuracy (no parameters read)"),
+    OPD("StepOn", IN_TRIGGER, OUT_CMD,
+        "an optimizer step with Backward's accumulated gradient, when the trigger arrives"),
     OPD("Share", IN_TRIGGER, OUT_SHARE,
         "what a node sends a peer: the parameters and their weight (the model's age, or under "
         "push_sum a 1/ways share of its mass, attribute ways)"),
@@ -792,6 +917,33 @@ static const bb_component_type MLP = {
     .restore = mlp_restore,
 };
 
-static const bb_component_type *const TYPES[] = {&MLP};
+/* nn::MlpPart: the same network and ops for one part of a model cut across
+ * nodes (split learning's bottom and top), whose batches come through the
+ * graph: no data source dependency, so a node that holds no rows (the top)
+ * binds none, and no Train or EvaluateMetrics, which would read one. */
+static const bb_opset_decl PART_OPSETS[] = {
+    {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS) - DATA_OPS},
+    {EXT_DOMAIN, 1, EXT_OPS, BBP_COUNT(EXT_OPS)},
+};
+
+static const bb_component_type MLP_PART = {
+    BBP_TYPE_ABI,
+    .type_name = PART_NAME,
+    .role = BB_ROLE_MODEL,
+    .doc = "nn::Mlp as one part of a model cut across nodes (split learning): fed through the "
+           "graph, so no data source dependency and no Train / EvaluateMetrics (Train's config "
+           "keys are accepted and unused)",
+    .opsets = PART_OPSETS,
+    .n_opsets = BBP_COUNT(PART_OPSETS),
+    .config = CONFIG,
+    .n_config = BBP_COUNT(CONFIG),
+    .create = part_create,
+    .destroy = mlp_destroy,
+    .dispatch = mlp_dispatch,
+    .snapshot = mlp_snapshot,
+    .restore = mlp_restore,
+};
+
+static const bb_component_type *const TYPES[] = {&MLP, &MLP_PART};
 
 BBP_PLUGIN_ENTRY("nn", TYPES)

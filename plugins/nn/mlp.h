@@ -76,6 +76,9 @@ void mlp_loss_grad(const mlp_shape *s, const mlp_ws *w, const bbp_target *t, flo
  * the last forward into g (n_params): g = grad, or g += grad when
  * accumulate. */
 void mlp_backward(const mlp_shape *s, const float *p, mlp_ws *w, float *g, bool accumulate);
+/* Right after mlp_backward: dLoss/dInput of the last forward (rows x
+ * inputs) into dx — what split learning sends back to the layers below. */
+void mlp_input_grad(const mlp_shape *s, const float *p, const mlp_ws *w, float *dx);
 /* Targets from a labels tensor (bbp_target_from for this network's loss
  * and outputs). */
 int mlp_target_from(const mlp_shape *s, const bb_value *y, size_t rows, int32_t *cls_buf,
@@ -99,8 +102,11 @@ static inline void mlp_add_proximal(const mlp_prox *prox, const float *p, float 
 typedef enum mlp_op {
     OP_APPLY_DELTA, OP_BACKWARD, OP_EVALUATE, OP_EVALUATE_METRICS, OP_FORWARD,
     OP_LOAD_PARAMETERS, OP_PARAMS, OP_STEP, OP_TRAIN, OP_GRADIENTS, OP_PARAMS_ON,
-    OP_PARAMS_DIGEST, OP_MERGE, OP_SHARE, N_MLP_OPS
+    OP_PARAMS_DIGEST, OP_BACKWARD_INPUT, OP_LOSS_GRADIENT, OP_STEP_ON, OP_MERGE, OP_SHARE,
+    N_MLP_OPS
 } mlp_op;
+
+#define MLP_MAX_OUTPUTS 3 /* LossGradient's (grad, loss, accuracy) */
 
 /* How Merge combines a received model with this one (config "merge"). */
 typedef enum mlp_merge { MERGE_WEIGHTED, MERGE_AVERAGE, MERGE_REPLACE, MERGE_PUSH_SUM } mlp_merge;

@@ -26,17 +26,10 @@
 #                                loss, accuracy, ms, before, after)
 #   cut_and_restore NAME         the fault relay ($RELAY_PID) cuts NAME's link
 #                                mid-round for 3 s; rounds go on (fault tests)
-source "$(dirname "$0")/bbd_common.bash"
+source "$(dirname "${BASH_SOURCE[0]}")/bbd_common.bash"
 
-PLUG=$BB_BUILD/lib/bytesandbrains/plugins
 FED=$BB_BUILD/examples/federated
-DIGITS=$PWD/data/digits.csv.gz
-if [ ! -x "$FED" ] || ! scripts/fetch-data >"$TMP/fetch.log" 2>&1; then
-    echo "FAIL $FED is not built or scripts/fetch-data failed"
-    cat "$TMP/fetch.log" 2>/dev/null
-    echo "0 passed, 1 failed"
-    exit 1
-fi
+use_example "$FED"
 
 record() { record_program "$FED" "$@"; } # NAME ARGS...
 
