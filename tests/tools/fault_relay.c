@@ -64,6 +64,7 @@ typedef struct unit {
 typedef struct pipe_dir {
     int from, to;        /* fds (UDP: -1, see rlink) */
     uint64_t units;      /* seen in this direction (the first --spare pass untouched) */
+    uint64_t order_due;  /* due time of the last unit queued in order (not held back) */
     uint8_t *in;         /* TCP: bytes read, not yet a whole frame */
     size_t in_len, in_cap;
     unit *q;
@@ -180,13 +181,16 @@ static void admit(pipe_dir *d, uint8_t *data, size_t len, size_t hdr)
         int64_t j = (int64_t)(rand01() * (double)(2 * opt.jitter + 1)) - (int64_t)opt.jitter;
         delay = (int64_t)delay + j > 0 ? (uint64_t)((int64_t)delay + j) : 0;
     }
-    /* the others keep their order: not before the last one queued */
+    /* the others keep their order: not before the last one queued in
+     * order; one held back does not hold back those after it */
     uint64_t due = t + delay;
-    if (d->n && d->q[d->n - 1].due_ms > due)
-        due = d->q[d->n - 1].due_ms;
+    if (due < d->order_due)
+        due = d->order_due;
     if (chance(opt.reorder, &acc_reorder)) {
         st.reordered++;
         due += 2 * (opt.delay + opt.jitter) + 5; /* later ones overtake it */
+    } else {
+        d->order_due = due;
     }
     if (chance(opt.dup, &acc_dup)) {
         st.duplicated++;
