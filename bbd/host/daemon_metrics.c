@@ -41,6 +41,7 @@ const bbd_stat_field BBD_TRANSPORT_TOTALS[] = {
     TRANSPORT_FIELD(queue_dropped, false, "envelopes dropped on queue bounds"),
     TRANSPORT_FIELD(udp_fragments_in, false, "UDP fragments received"),
     TRANSPORT_FIELD(udp_reassembly_dropped, false, "partial UDP envelopes dropped"),
+    TRANSPORT_FIELD(udp_fragments_duplicate, false, "UDP fragments received twice, dropped"),
     TRANSPORT_FIELD(connections_open, true, "open connections"),
     {NULL, NULL, false, 0},
 };

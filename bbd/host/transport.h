@@ -186,6 +186,8 @@ typedef struct bbd_transport_stats {
     uint64_t queue_dropped;     /* envelopes dropped on queue bounds */
     uint64_t udp_fragments_in, udp_reassembly_dropped; /* dropped: refused
                                  * fragments and timed-out partial envelopes */
+    uint64_t udp_fragments_duplicate; /* fragments already received (or of an
+                                 * envelope just completed), dropped */
     uint64_t connections_open;  /* TCP connections in any state */
 } bbd_transport_stats;
 
