@@ -15,12 +15,18 @@
 #                                client I of N (its shard of the training
 #                                rows), connected to node SERVER; DATA_MEMBERS
 #                                adds JSON members to its data config
+#   start_client_at NAME ONNX I ADDR
+#                                client I of 4 listening on UDP only, knowing
+#                                the server ($SERVER_ID) only at ADDR (a relay)
 #   start_clients ONNX SERVER N [PARTITION]
 #                                clients c0 .. c(N-1), all of N
 #   wait_connected NAME N        until N clients connected to NAME (watched);
 #                                sets K0, the first round that asked them all
 #   watch_rounds NAME            stream NAME's events into $TMP/NAME.events
 #   wait_rounds NAME N SECONDS   until N round events arrived
+#   expect_rounds NAME N SECONDS LABEL
+#                                ok LABEL when K0 + N rounds arrive within
+#                                SECONDS, else not ok with NAME's log
 #   round_of NAME I EXPR         python EXPR over round I (0-based) of NAME's
 #                                events: r (round, participants, samples,
 #                                loss, accuracy, ms, before, after)
@@ -51,6 +57,15 @@ start_client() { # NAME ONNX SERVER I N [PARTITION] [MODEL_JSON] [DATA_MEMBERS]
 JSON
     start_node "$name" --config "$TMP/$name.json" --targets Client --listen /ip4/127.0.0.1/tcp/0 \
         --peer "$SERVER_ID=$SERVER_ADDR" "$onnx"
+}
+
+start_client_at() { # NAME ONNX I ADDR
+    cat >"$TMP/$1.json" <<JSON
+{"components": {"data": {"path": "$DIGITS", "shard_count": 4, "shard_index": $3,
+                         "partition": "iid", "seed": $((10 + $3))}}}
+JSON
+    start_node "$1" --config "$TMP/$1.json" --targets Client --listen /ip4/127.0.0.1/udp/0 \
+        --peer "$SERVER_ID=$4" "$2"
 }
 
 start_clients() { # ONNX SERVER N [PARTITION]
@@ -92,6 +107,13 @@ rounds_seen() {
 }
 has_rounds() { [ "$(rounds_seen "$1")" -ge "$2" ]; }
 wait_rounds() { wait_until "$3" has_rounds "$1" "$2"; }
+expect_rounds() { # NAME N SECONDS LABEL
+    if wait_rounds "$1" $((K0 + $2)) "$3"; then
+        ok "$4"
+    else
+        not_ok "$4: only $(rounds_seen "$1") of $K0 + $2 rounds" "$TMP/$1.log"
+    fi
+}
 
 connected_at_least() { [ "$(grep -c '"event":"connected"' "$TMP/$1.events")" -ge "$2" ]; }
 # A round that started before the last client connected asked fewer: K0

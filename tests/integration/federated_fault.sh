@@ -17,19 +17,10 @@ ROUNDS=12
 check "the federated program records and compiles" \
     record fed --clients 4 --quorum 0.5 --period-ms 1000 --deadline-ms 800 --epochs 5
 
-# Client I of 4 dialing the server at ADDR (through the relay). It listens
-# on UDP only: the server resolves a client by the addresses it announces,
-# and a TCP-only server cannot dial a UDP address, so it answers on the
-# connection the client dialed: every byte crosses the relay.
-start_client_at() { # NAME I ADDR
-    cat >"$TMP/$1.json" <<JSON
-{"components": {"data": {"path": "$DIGITS", "shard_count": 4, "shard_index": $2,
-                         "partition": "iid", "seed": $((10 + $2))}}}
-JSON
-    start_node "$1" --config "$TMP/$1.json" --targets Client --listen /ip4/127.0.0.1/udp/0 \
-        --peer "$SERVER_ID=$3" "$TMP/fed.onnx"
-}
-
+# The clients listen on UDP only (start_client_at): the server resolves a
+# client by the addresses it announces, and a TCP-only server cannot dial a
+# UDP address, so it answers on the connection the client dialed: every
+# byte crosses the relay.
 start_relay() { # NAME ARGS... -> RELAY_PID, RELAY_PORT
     "$RELAY" --proto tcp --listen 127.0.0.1:0 --to "127.0.0.1:${SERVER_ADDR##*/tcp/}" "$@" \
         >"$TMP/$RELAY_NAME.out" 2>"$TMP/$RELAY_NAME.err" &
@@ -41,11 +32,7 @@ start_relay() { # NAME ARGS... -> RELAY_PID, RELAY_PORT
 run_rounds() { # SERVER LABEL -> final accuracy in ACC
     local s=$1
     wait_connected "$s" 4
-    if wait_rounds "$s" $((K0 + ROUNDS)) 120; then
-        ok "$2: $ROUNDS rounds after all four connected"
-    else
-        not_ok "$2: only $(rounds_seen "$s") of $K0 + $ROUNDS rounds" "$TMP/$s.log"
-    fi
+    expect_rounds "$s" "$ROUNDS" 120 "$2: $ROUNDS rounds after all four connected"
     ACC=$(round_of "$s" $((K0 + ROUNDS - 1)) 'r["accuracy"]' 2>/dev/null || echo 0)
 }
 
@@ -55,7 +42,7 @@ counter() { ctl "$1" --json status | jget "d[\"counters\"].get(\"$2\", 0)"; }
 serve clean "$TMP/fed.onnx" "clean server"
 RELAY_NAME=relay_clean start_relay
 for i in 0 1 2 3; do
-    start_client_at "k$i" "$i" "/ip4/127.0.0.1/tcp/$RELAY_PORT" || not_ok "clean client $i" "$TMP/k$i.log"
+    start_client_at "k$i" "$TMP/fed.onnx" "$i" "/ip4/127.0.0.1/tcp/$RELAY_PORT" || not_ok "clean client $i" "$TMP/k$i.log"
 done
 run_rounds clean "clean network"
 CLEAN=$ACC
@@ -68,7 +55,7 @@ serve srv "$TMP/fed.onnx"
 RELAY_NAME=relay start_relay --drop 0.10 --dup 0.05 --reorder 0.05 --delay 50 --jitter 20 \
     --corrupt 0.02 --seed 7
 for i in 0 1 2 3; do
-    start_client_at "c$i" "$i" "/ip4/127.0.0.1/tcp/$RELAY_PORT" || not_ok "client $i" "$TMP/c$i.log"
+    start_client_at "c$i" "$TMP/fed.onnx" "$i" "/ip4/127.0.0.1/tcp/$RELAY_PORT" || not_ok "client $i" "$TMP/c$i.log"
 done
 run_rounds srv "10% loss, 5% duplicates, 5% reordered, 50 +- 20 ms"
 echo "     accuracy: clean $CLEAN, faulty $ACC"
