@@ -45,15 +45,19 @@ for node in Sink Source; do
 done
 
 # The same build counts the same: the two lowest of up to three runs agree
-# within 1%. Lowest, because load only adds to a round trip's count (a busy
-# machine wakes the loop for polls that find nothing, some 1-2% more per
-# trip), never takes from it; a build whose count drifts still fails.
-agree() { # IR CODE IR CODE ...: the two lowest of each agree within 1%
+# within 2%. Lowest, because load only adds to a round trip's count (a busy
+# machine wakes the loop for polls that find nothing), never takes from it;
+# 2%, because on a quiet machine two counts agree within 1% but under a load
+# of 11-17 on two cores (make check beside other builds) they differed by
+# 1.2% in two full runs of the suite (how many wakeups a round trip takes
+# depends on whether the other node was running). A build whose count
+# drifts still fails.
+agree() { # IR CODE IR CODE ...: the two lowest of each agree within 2%
     "$PY" - "$@" <<'PY'
 import sys
 v = [float(x) for x in sys.argv[1:]]
 ir, code = sorted(v[0::2])[:2], sorted(v[1::2])[:2]
-sys.exit(not (len(ir) == 2 and ir[1] - ir[0] <= 0.01 * ir[0] and code[1] - code[0] <= 0.01 * code[0]))
+sys.exit(not (len(ir) == 2 and ir[1] - ir[0] <= 0.02 * ir[0] and code[1] - code[0] <= 0.02 * code[0]))
 PY
 }
 read -r _ ir1 code1 _ <<<"$(row Sink "$TMP/both.out")"
