@@ -105,6 +105,12 @@ typedef struct bbd_transport_callbacks {
      * is the responder — tells the peer before closing. Asked for every
      * new channel, inbound and outbound. */
     const char *(*admit)(void *ud, const bb_peerid *peer);
+    /* Optional: a line caused by a remote peer, for the host's rate limiter
+     * (ratelimit.h): kind identifies the line's call site (its format),
+     * source the remote address it names ("" when none). Without it such
+     * lines go to on_log, BBD_LOG_BURST a second. */
+    void (*on_log_remote)(void *ud, int level, const char *kind, const char *source,
+                          const char *msg);
 } bbd_transport_callbacks;
 
 /* An IPv4 or IPv6 address range (CIDR) for the dial rules. */
@@ -244,6 +250,8 @@ typedef struct bbd_transport_stats {
     uint64_t queue_dropped;     /* envelopes dropped on queue bounds */
     uint64_t udp_fragments_in, udp_reassembly_dropped; /* dropped: refused
                                  * fragments and timed-out partial envelopes */
+    uint64_t udp_fragments_duplicate; /* fragments already received (or of an
+                                 * envelope just completed), dropped */
     uint64_t connections_open;  /* TCP connections in any state */
     /* security and admission */
     uint64_t auth_failed;       /* TCP records and UDP datagrams that failed

@@ -540,6 +540,8 @@ void bbd__udp_on_data(bbd_transport *t, udp_session *s, const bbd_dgram *d, size
                         bbd__addr_text(s->observed, s->observed_len, at, sizeof at), err.msg);
         return;
     }
+    if (res == BBD_REASM_DUPLICATE)
+        t->stats.udp_fragments_duplicate++;
     if (res == BBD_REASM_COMPLETE) {
         deliver(t, s, msg, len);
         free(msg);

@@ -88,6 +88,7 @@ static const char *const COUNTER_NAMES[BBE__C_COUNT] = {
     [BBE__C_APP_INGRESS_ERRORS] = "app_ingress.errors",
     [BBE__C_SEND_REFUSED] = "gate.send_refused",
     [BBE__C_TAUGHT_REPLACED] = "book.taught_replaced",
+    [BBE__C_DEDUP_DENIED] = "gate.dedup_denied",
 };
 
 bb_engine *bb_engine_new(const bb_engine_config *cfg, bb_error *err)

@@ -403,6 +403,10 @@ typedef struct bbe__peer {
     bool blocked, allowed;
     uint64_t rtt_ns;     /* from the echo_sent_at / echo_delay piggyback */
     uint64_t last_rx_sent_at, last_rx_at; /* echoed on the next send to it */
+    /* Its clock against ours: the least (arrival - sent_at) seen over the
+     * last BBE__CLOCK_OFFSET_WINDOW_NS (wire.c: local_deadline). */
+    int64_t clock_offset_ns;
+    uint64_t clock_offset_at; /* our time of that sample; 0: none yet */
     bb_value *id_value;  /* its PeerId as a value, made once (bbe__peer_cached_id_value) */
     /* a peer a component learned from another node's fill or answer
      * (bbe__peer_add_taught): that node's key (0: none) and the order */
@@ -574,6 +578,7 @@ enum {
     BBE__C_APP_INGRESS_ERRORS,
     BBE__C_SEND_REFUSED,
     BBE__C_TAUGHT_REPLACED,
+    BBE__C_DEDUP_DENIED, /* of gate.denied: duplicates the dedup gate removed */
     BBE__C_COUNT
 };
 

@@ -99,35 +99,20 @@ static int job_finish(void *model, void *state, bool train, bb_value **out, char
 {
     mlp *m = model;
     mlp_job *j = state;
-    if (train) {
-        float *p = m->params;
-        m->params = j->params;
-        j->params = p;
-        bbp_optim o = m->opt;
-        m->opt = j->opt;
-        j->opt = o;
-        int64_t dim = (int64_t)m->shape.n_params;
-        out[0] = bb_value_tensor_copy(BB_DT_FLOAT, 1, &dim, m->params,
-                                      m->shape.n_params * sizeof(float));
-        if (out[0] && m->update_scale != 1.0f) { /* attack simulation: j->params = start */
-            float *o = bb_tensor_f32(out[0]);
-            for (size_t i = 0; i < m->shape.n_params; i++)
-                o[i] = j->params[i] + m->update_scale * (o[i] - j->params[i]);
-        }
-        out[1] = bb_value_u64(&BB_TYPE_U64, j->st.rows);
+    bool made = train ? bbp_train_commit(&m->params, &j->params, &m->opt, &j->opt,
+                                         m->shape.n_params, j->st.rows, out)
+                      : bbp_stats_outputs(&j->st, out, true);
+    if (train)
         m->age += j->st.rows; /* gossip learning: samples trained on */
-    } else {
-        bbp_stats_outputs(&j->st, out, true); /* on OOM the caller releases both */
+    if (made && train && m->update_scale != 1.0f) { /* attack simulation: j->params = start */
+        float *o = bb_tensor_f32(out[0]);
+        for (size_t i = 0; i < m->shape.n_params; i++)
+            o[i] = j->params[i] + m->update_scale * (o[i] - j->params[i]);
     }
-    if (out[0] && out[1])
+    if (made) /* on OOM the caller releases both */
         return BB_OK;
     snprintf(msg, cap, "out of memory");
     return BB_ENOMEM;
-}
-
-static void job_drained(void *model)
-{
-    mlp_drain(model);
 }
 
 static const bbp_job_class MLP_JOB = {
@@ -135,7 +120,7 @@ static const bbp_job_class MLP_JOB = {
     .work = job_work,
     .finish = job_finish,
     .free_state = job_free,
-    .drained = job_drained,
+    .drained = mlp_drain,
 };
 
 /* The job's private state: copies of what it works on. */
@@ -169,9 +154,10 @@ static mlp_job *job_state(const mlp *m, bool train)
     return j;
 }
 
-int mlp_start_train(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, int64_t epochs,
-                    bbp_sync *sync, bb_error *err)
+int mlp_start_train(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
+                    int64_t epochs, bbp_sync *sync, bb_error *err)
 {
+    mlp *m = model;
     mlp_job *j = job_state(m, true);
     if (!j)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", m->who);
@@ -179,9 +165,10 @@ int mlp_start_train(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, int64
                                m->batches_per_epoch, sync, j, err);
 }
 
-int mlp_start_eval(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, bbp_sync *sync,
+int mlp_start_eval(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out, bbp_sync *sync,
                    bb_error *err)
 {
+    mlp *m = model;
     mlp_job *j = job_state(m, false);
     if (!j)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", m->who);
