@@ -6,21 +6,28 @@
  * vectorized read-only sum over the same 320 MB, measured in the same run
  * (the fastest of three read orders);
  * each aggregator is reported as bytes of contributions read per second and
- * as a fraction of the baseline's rate (target for FedAvg: >= 70%, i.e. one
- * pass over the contributions, not one pass per contribution).
+ * as a fraction of the baseline's rate (target for FedAvg: >= 90%, i.e. one
+ * pass over the contributions at the speed of reading them).
  *
  * Every round is the real plugin path: 8 Contribute dispatches (each takes a
- * reference, no copy) and one Aggregate dispatch, timed together. Figures
- * are the median of TRIALS rounds after one warm-up round (the first round
+ * reference, no copy) and one Aggregate dispatch, timed together. The
+ * machine is shared and its load swings from second to second, so every
+ * trial times the baseline right before the round and the ratio is taken
+ * per trial: the figures are the medians over TRIALS such pairs (times and
+ * ratios), after one warm-up round (the first round
  * also faults in the result's pages; later rounds reuse them once the
  * previous result is released, as a server that drops its old global model
- * does). Single-threaded, like the baseline.
+ * does). The single-thread rows (config threads = 1) are measured against
+ * the single-thread baseline, the two-thread rows (threads = 2: the model
+ * split in two halves) against the same read-only sum run on two threads,
+ * each reading its half of every contribution.
  *
  * Usage: bench_agg [--quick]   (--quick: 1M floats per contribution)
  * The plugin comes from $BB_BUILD/lib/bytesandbrains/plugins (default: the
  * build directory this binary sits in).
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +39,7 @@
 #include "bb/value.h"
 
 #define N_CONTRIB 8
-#define TRIALS 7
+#define TRIALS 11
 
 static double now(void)
 {
@@ -127,17 +134,56 @@ static float read_sum_pairs(const float *const *x, size_t n, size_t len)
     return t;
 }
 
-static double time_baseline(float (*fn)(const float *const *, size_t, size_t),
-                            const float *const *x, size_t n, size_t len)
+/* Two threads, each reading its half of every contribution in order. */
+typedef struct half_arg {
+    const float *const *x;
+    size_t n, len;
+    float sum;
+} half_arg;
+
+static void *read_half(void *p)
+{
+    half_arg *h = p;
+    size_t lo = h->len / 2 / 16 * 16;
+    h->sum = 0;
+    for (size_t i = 0; i < h->n; i++)
+        h->sum += sum_span(h->x[i] + lo, h->len - lo);
+    return NULL;
+}
+
+static float read_sum_two_threads(const float *const *x, size_t n, size_t len)
+{
+    half_arg h = {x, n, len, 0};
+    pthread_t th;
+    if (pthread_create(&th, NULL, read_half, &h) != 0) {
+        fprintf(stderr, "bench_agg: error: cannot start a thread\n");
+        exit(1);
+    }
+    float t = 0;
+    size_t lo = len / 2 / 16 * 16;
+    for (size_t i = 0; i < n; i++)
+        t += sum_span(x[i], lo);
+    pthread_join(th, NULL);
+    return t + h.sum;
+}
+
+typedef float (*read_fn)(const float *const *, size_t, size_t);
+
+static volatile float sink;
+
+static double time_once(read_fn fn, const float *const *x, size_t n, size_t len)
+{
+    double t0 = now();
+    sink += fn(x, n, len);
+    return now() - t0;
+}
+
+static double time_baseline(read_fn fn, const float *const *x, size_t n, size_t len)
 {
     double tb[TRIALS];
-    volatile float sink = fn(x, n, len);
-    for (int k = 0; k < TRIALS; k++) {
-        double t0 = now();
-        sink += fn(x, n, len);
-        tb[k] = now() - t0;
-    }
-    (void)sink;
+    sink += fn(x, n, len);
+    for (int k = 0; k < TRIALS; k++)
+        tb[k] = time_once(fn, x, n, len);
     return median(tb, TRIALS);
 }
 
@@ -237,43 +283,63 @@ int main(int argc, char **argv)
                 {"read-only sum, blocks", read_sum_interleaved},
                 {"read-only sum, pairs", read_sum_pairs}};
     double tb[3], base = 0;
+    read_fn best = NULL;
     for (int k = 0; k < 3; k++) {
         tb[k] = time_baseline(BASE[k].fn, x, N_CONTRIB, len);
-        base = k == 0 || tb[k] < base ? tb[k] : base;
+        if (k == 0 || tb[k] < base) {
+            base = tb[k];
+            best = BASE[k].fn;
+        }
     }
     for (int k = 0; k < 3; k++)
         printf("%-24s %10.2f %10.2f %8.3f\n", BASE[k].name, tb[k] * 1e3, bytes / tb[k] / 1e9,
                base / tb[k]);
 
+    double base2 = time_baseline(read_sum_two_threads, x, N_CONTRIB, len);
+    printf("%-24s %10.2f %10.2f %8.3f\n", "read-only sum, 2 threads", base2 * 1e3,
+           bytes / base2 / 1e9, 1.0);
+
     static const char *const TYPES[] = {"agg::FedAvg", "agg::WeightAggregator",
                                         "agg::TrimmedMean", "agg::Median"};
-    double fedavg_ratio = 0;
-    for (size_t k = 0; k < sizeof TYPES / sizeof *TYPES; k++) {
-        const bb_loaded_type *lt = bb_plugin_loader_find(l, TYPES[k]);
-        if (!lt) {
-            fprintf(stderr, "bench_agg: error: %s not found in %s\n", TYPES[k], dir);
-            return 1;
+    double fedavg_ratio = 0, fedavg2_ratio = 0;
+    for (int threads = 1; threads <= 2; threads++) {
+        printf("\n%d thread%s (config threads = %d), against the %s baseline\n", threads,
+               threads > 1 ? "s" : "", threads, threads > 1 ? "two-thread" : "single-thread");
+        for (size_t k = 0; k < sizeof TYPES / sizeof *TYPES; k++) {
+            const bb_loaded_type *lt = bb_plugin_loader_find(l, TYPES[k]);
+            if (!lt) {
+                fprintf(stderr, "bench_agg: error: %s not found in %s\n", TYPES[k], dir);
+                return 1;
+            }
+            const bb_component_type *t = lt->type;
+            char config[96];
+            snprintf(config, sizeof config, "{\"threads\": %d%s}", threads,
+                     k == 2 ? ", \"trim_count\": 1" : "");
+            bb_create_args a = {.struct_size = sizeof a, .slot = "aggregator",
+                                .config_json = config};
+            void *inst = NULL;
+            if (t->create(&a, &inst, &err)) {
+                fprintf(stderr, "bench_agg: error: %s\n", err.msg);
+                return 1;
+            }
+            double first = round_of(t, inst, contrib, meta), tt[TRIALS], rr[TRIALS];
+            for (int r = 0; r < TRIALS; r++) {
+                double b = time_once(threads > 1 ? read_sum_two_threads : best, x, N_CONTRIB,
+                                     len);
+                tt[r] = round_of(t, inst, contrib, meta);
+                rr[r] = b / tt[r];
+            }
+            double m = median(tt, TRIALS), ratio = median(rr, TRIALS);
+            if (k == 0)
+                *(threads > 1 ? &fedavg2_ratio : &fedavg_ratio) = ratio;
+            printf("%-24s %10.2f %10.2f %8.3f   (first round %.2f ms)\n", TYPES[k], m * 1e3,
+                   bytes / m / 1e9, ratio, first * 1e3);
+            t->destroy(inst);
         }
-        const bb_component_type *t = lt->type;
-        bb_create_args a = {.struct_size = sizeof a, .slot = "aggregator",
-                            .config_json = k == 2 ? "{\"trim_count\": 1}" : NULL};
-        void *inst = NULL;
-        if (t->create(&a, &inst, &err)) {
-            fprintf(stderr, "bench_agg: error: %s\n", err.msg);
-            return 1;
-        }
-        double first = round_of(t, inst, contrib, meta), tt[TRIALS];
-        for (int r = 0; r < TRIALS; r++)
-            tt[r] = round_of(t, inst, contrib, meta);
-        double m = median(tt, TRIALS), ratio = base / m;
-        if (k == 0)
-            fedavg_ratio = ratio;
-        printf("%-24s %10.2f %10.2f %8.3f   (first round %.2f ms)\n", TYPES[k], m * 1e3,
-               bytes / m / 1e9, ratio, first * 1e3);
-        t->destroy(inst);
     }
-    printf("\ntarget: FedAvg >= 70%% of the read-only sum's bandwidth: %s (%.0f%%)\n",
-           fedavg_ratio >= 0.70 ? "met" : "MISSED", fedavg_ratio * 100);
+    printf("\ntarget: FedAvg >= 90%% of the read-only sum's bandwidth, single thread: %s (%.0f%%); "
+           "two threads: %.0f%% of the two-thread sum\n",
+           fedavg_ratio >= 0.90 ? "met" : "MISSED", fedavg_ratio * 100, fedavg2_ratio * 100);
     for (int i = 0; i < N_CONTRIB; i++) {
         bb_value_unref(contrib[i]);
         bb_value_unref(meta[i]);

@@ -53,7 +53,10 @@ void agg_warn(const agg *a, const char *msg)
      "most contributions held in one round (a Contribute beyond it fails)"},                \
     {"on_bad_contribution", "string", "\"fail\"",                                           \
      "\"fail\": a malformed or mis-shaped contribution fails the Contribute naming its "     \
-     "sender; \"skip\": it is logged and left out (one faulty client cannot sink a round)"}
+     "sender; \"skip\": it is logged and left out (one faulty client cannot sink a round)"},   \
+    {"threads", "int", "0",                                                                 \
+     "threads a reduction of a large model is split over (by element range; the result is " \
+     "the same with any count); 0: the online CPUs, at most 8"}
 
 static const bb_config_decl PLAIN_CONFIG[] = {COMMON_CONFIG};
 static const bb_config_decl TRIMMED_CONFIG[] = {
@@ -112,12 +115,14 @@ static int agg_create_kind(agg_kind kind, const char *name, const bb_config_decl
     a->type_name = name;
     a->ctx = args->ctx;
     a->trim_count = -1;
-    int64_t maxc = 0;
+    int64_t maxc = 0, threads = 0;
     int bad = 0;
     static const char *const BAD[] = {"fail", "skip"};
     rc = bbp_config_int(&cfg, "max_contributions", 1, 1 << 24, &maxc, err);
     if (!rc)
         rc = bbp_config_enum(&cfg, "on_bad_contribution", BAD, 2, &bad, err);
+    if (!rc)
+        rc = bbp_config_int(&cfg, "threads", 0, AGG_MAX_THREADS, &threads, err);
     if (!rc && kind == AGG_TRIMMED) {
         rc = bbp_config_double(&cfg, "trim", 0.0, 0.4999, &a->trim, err);
         bool has = false;
@@ -136,6 +141,7 @@ static int agg_create_kind(agg_kind kind, const char *name, const bb_config_decl
     }
     a->max_contributions = (size_t)maxc;
     a->skip_bad = bad == 1;
+    a->threads = threads ? (unsigned)threads : agg_threads_auto();
     *out = a;
     return BB_OK;
 }
@@ -170,6 +176,7 @@ static void agg_destroy(void *inst)
     free(a->v);
     bb_value_unref(a->last);
     agg_server_free(&a->srv);
+    agg_pool_free(a->pool);
     free(a);
 }
 
@@ -398,10 +405,12 @@ static int reduce_round(agg *a, bb_value **out, uint64_t *samples, bb_error *err
                         : 1.0f / (float)a->n;
     }
     if (weighted || a->kind == AGG_MEAN) {
-        size_t bad = agg_reduce_weighted(x, w, a->n, a->numel, bb_tensor_f32(t));
+        size_t bad = agg_reduce_weighted(agg_par_of(a), x, w, a->n, a->numel,
+                                         bb_tensor_f32(t), false);
         if (bad != SIZE_MAX)
             rc = non_finite_error(a, bad, err);
-    } else if (agg_reduce_sorted(a->kind, x, a->n, k, a->numel, bb_tensor_f32(t)) != BB_OK) {
+    } else if (agg_reduce_sorted(agg_par_of(a), a->kind, x, a->n, k, a->numel,
+                                      bb_tensor_f32(t)) != BB_OK) {
         rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
     }
 done:

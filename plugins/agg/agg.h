@@ -22,6 +22,16 @@
 
 #include <bb/bytes.h>
 
+#define AGG_MAX_THREADS 8
+#define AGG_PART_MIN_FLOATS ((size_t)1 << 20) /* floats touched per thread, at least */
+
+/* The threads a kernel may use: the instance's pool and its thread count. */
+typedef struct agg_pool agg_pool;
+typedef struct agg_par {
+    agg_pool **pool;
+    unsigned threads;
+} agg_par;
+
 typedef enum agg_kind {
     AGG_FEDAVG = 0,    /* mean weighted by num_samples */
     AGG_MEAN = 1,      /* plain mean (WeightAggregator) */
@@ -63,6 +73,8 @@ typedef struct agg {
     int64_t trim_count;     /* TrimmedMean: explicit count, or -1 */
     size_t max_contributions;
     bool skip_bad;          /* on_bad_contribution = "skip" */
+    unsigned threads;       /* kernels split large models over this many */
+    agg_pool *pool;         /* their threads (pool.c), started when first needed */
     bb_ctx *ctx;            /* for warnings (may be NULL in tests) */
 
     agg_contribution *v;
@@ -76,6 +88,11 @@ typedef struct agg {
     uint64_t rounds;        /* Aggregates so far */
     agg_server srv;         /* server optimizers only */
 } agg;
+
+static inline agg_par agg_par_of(agg *a)
+{
+    return (agg_par){&a->pool, a->threads};
+}
 
 /* A warning through the host's log (agg.c). */
 void agg_warn(const agg *a, const char *msg);
@@ -92,16 +109,33 @@ void agg_describe_source(const bb_value *peer, char *out, size_t cap);
 /* "[2, 3]" */
 void agg_format_shape(uint32_t ndim, const int64_t *dims, char *out, size_t cap);
 
+/* ---- pool.c --------------------------------------------------------------- */
+
+/* Runs fn(arg, part) for every part in [0, parts): part 0 on the caller's
+ * thread, the others on the pool's threads (*pool is created at the first
+ * call that needs one; a thread that cannot start leaves its part to the
+ * caller). Returns when every part is done. */
+void agg_pool_run(agg_pool **pool, unsigned parts, void (*fn)(void *arg, unsigned part),
+                  void *arg);
+void agg_pool_free(agg_pool *p);
+/* threads = 0 ("auto"): the online CPUs, at most AGG_MAX_THREADS. */
+unsigned agg_threads_auto(void);
+
 /* ---- reduce.c ------------------------------------------------------------ */
 
-/* out[j] = sum_i w[i] * x[i][j]. Returns the index of the first non-finite
- * output coordinate, or SIZE_MAX when every output is finite. */
-size_t agg_reduce_weighted(const float *const *x, const float *w, size_t n, size_t len, float *out);
+/* How many parts a kernel over len elements of `inputs` inputs uses: one
+ * per AGG_PART_MIN_FLOATS floats touched, at most par.threads. */
+unsigned agg_parts(agg_par par, size_t len, size_t inputs);
+/* out[j] = (accumulate ? out[j] : 0) + sum_i w[i] * x[i][j], summed in that
+ * order. Returns the index of the first non-finite output coordinate, or
+ * SIZE_MAX when every output is finite. out must not overlap any x[i]. */
+size_t agg_reduce_weighted(agg_par par, const float *const *x, const float *w, size_t n,
+                           size_t len, float *out, bool accumulate);
 /* Coordinate-wise median (kind AGG_MEDIAN) or mean of the sorted values
  * [k, n - k) (AGG_TRIMMED). NaN counts as +inf, so a NaN sender lands at
  * the top and is trimmed like any outlier. Needs n > 2k. */
-int agg_reduce_sorted(agg_kind kind, const float *const *x, size_t n, size_t k, size_t len,
-                      float *out);
+int agg_reduce_sorted(agg_par par, agg_kind kind, const float *const *x, size_t n, size_t k,
+                      size_t len, float *out);
 
 /* ---- snapshot.c ---------------------------------------------------------- */
 

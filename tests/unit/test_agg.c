@@ -589,6 +589,68 @@ static void test_kernels_match_reference(void **state)
     check_against_reference(70, 777);
 }
 
+/* Split over threads, every kernel gives the same bits as on one thread,
+ * and a non-finite value is found at the same index whichever part holds
+ * it. 9 contributions (two passes of the weighted sum) of a length that
+ * neither the parts nor the 16-float lines divide. */
+static bb_value *reduce_with(const char *type, unsigned threads, float **x, size_t n, size_t len,
+                             bb_error *err)
+{
+    char config[96];
+    snprintf(config, sizeof config, "{\"threads\": %u%s}", threads,
+             strcmp(type, "agg::TrimmedMean") == 0 ? ", \"trim_count\": 2" : "");
+    agg_t a = make(type, config);
+    for (size_t i = 0; i < n; i++)
+        contribute_ok(&a, vec(x[i], len), u64(i + 1));
+    bb_value *r = NULL;
+    int rc = aggregate(&a, &r, NULL, err);
+    drop(&a);
+    return rc == BB_OK ? r : NULL;
+}
+
+static void test_threads_give_the_same_bits(void **state)
+{
+    (void)state;
+    const size_t n = 9, len = ((size_t)1 << 19) + 7;
+    float *x[9];
+    uint64_t seed = 42;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = malloc(len * sizeof *x[i]);
+        assert_non_null(x[i]);
+        for (size_t j = 0; j < len; j++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            x[i][j] = (float)(int32_t)(seed >> 32) * 1e-9f;
+        }
+    }
+    static const char *const TYPES[] = {"agg::FedAvg", "agg::WeightAggregator",
+                                        "agg::TrimmedMean", "agg::Median"};
+    bb_error err = {0};
+    for (size_t k = 0; k < 4; k++) {
+        bb_value *one = reduce_with(TYPES[k], 1, x, n, len, &err);
+        assert_non_null(one);
+        for (unsigned t = 2; t <= 3; t++) {
+            bb_value *many = reduce_with(TYPES[k], t, x, n, len, &err);
+            assert_non_null(many);
+            if (memcmp(bb_tensor_f32(one), bb_tensor_f32(many), len * sizeof(float)) != 0)
+                fail_msg("%s: %u threads differ from one", TYPES[k], t);
+            bb_value_unref(many);
+        }
+        bb_value_unref(one);
+    }
+    /* the non-finite value sits in the last part */
+    x[3][len - 5] = INFINITY;
+    char want[64];
+    snprintf(want, sizeof want, "index %zu", len - 5);
+    for (unsigned t = 1; t <= 3; t++) {
+        assert_null(reduce_with("agg::FedAvg", t, x, n, len, &err));
+        assert_int_equal(err.code, BB_EINVAL);
+        if (!strstr(err.msg, want))
+            fail_msg("%u threads: %s (want %s)", t, err.msg, want);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(x[i]);
+}
+
 /* ---- snapshot ------------------------------------------------------------------------------ */
 
 static void test_snapshot_roundtrip_and_truncation(void **state)
@@ -893,6 +955,7 @@ int main(void)
         cmocka_unit_test(test_poisoned_client),
         cmocka_unit_test(test_nan_sender_is_an_outlier),
         cmocka_unit_test(test_kernels_match_reference),
+        cmocka_unit_test(test_threads_give_the_same_bits),
         cmocka_unit_test(test_snapshot_roundtrip_and_truncation),
         cmocka_unit_test(test_rounds_counted_and_snapshotted),
         cmocka_unit_test(test_server_optimizers_by_hand),
