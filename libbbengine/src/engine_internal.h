@@ -136,6 +136,7 @@ typedef struct bbe__opst {
     uint32_t n_dest_sites;
     bool trigger_only;
     uint64_t wire_site;  /* Recv / RecvReq routable id */
+    uint32_t fold_op;    /* RecvRespBatched: the op its responses fold into, or BBE__NONE */
     bool has_peer;       /* TX gates: peer attribute */
     bb_peerid peer;
     /* Event sources: the zero-input ops (BBE__OPF_SOURCE) of the part of the
@@ -461,6 +462,8 @@ typedef struct bbe__batch {
     size_t n_items;
     bool done, failed;
     bool holds_ref;       /* holds a ref on x until done */
+    bool folding;         /* responses go to fold_op as they land (wire.c); items stay NULL */
+    uint32_t fold_op;
     BBE__ARR(struct bbe__waiter) waiters;
     bb_value *result;
 } bbe__batch;
@@ -937,6 +940,9 @@ void bbe__batch_deadline(bb_engine *e, uint64_t id);
 bool bbe__batch_pending(const bb_engine *e, uint64_t id);
 /* A control-plane fill's dispatch failed (at once, or later through its
  * HK_FILL handle): the OpFailed step naming slot/op. */
+/* Install: mark the op a RecvRespBatched's responses fold into (st->fold_op,
+ * BBE__NONE when none), once the graph's consumers are known. */
+int bbe__install_fold_target(bb_engine *e, const bbe__graph *g, bbe__op *op, bbe__opst *st);
 void bbe__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
                              const char *domain, const char *msg);
 /* Routable id of a site: FNV-1a-64 of "<function name>/<value name>". */

@@ -838,6 +838,156 @@ static void test_send_steps_carry_addresses_and_backoff(void **state)
     bb_model_free(m);
 }
 
+/* ---- responses folded as they land ----------------------------------------------- */
+
+/* Client: SendReqBatched(x, peers) -> RecvRespBatched -> Contribute of a
+ * test::Fold (reading x as metadata too when read_meta) -> "cmd".
+ * Server: RecvReq -> PassThrough -> SendResp (echoes x). */
+static bb_model *fold_model(bool read_meta)
+{
+    bb_model *m = rr_model(0, -1);
+    bb_function *c = m->functions.v[0];
+    assert_string_equal(c->name, "Client");
+    c->outputs.n = 0;
+    bb_str_list_push(m->arena, &c->outputs, "cmd");
+    fx_op(m, c, "ai.bytesandbrains.role.aggregator", "Contribute", read_meta ? "batch,x" : "batch",
+          "cmd");
+    fx_bind(m, "Client", "agg", "Aggregator|test::Fold|0");
+    return m;
+}
+
+/* Client (seed 1) and servers (seeds 2, 3, 4) on one net; a request with x
+ * to all three is out, not answered yet. */
+static void fold_start(fx_net *net, bb_model *m, uint64_t x)
+{
+    memset(net, 0, sizeof *net);
+    bb_engine *c = node(1, m, "Client", NULL);
+    fx_net_add(net, c);
+    for (uint8_t s = 2; s <= 4; s++) {
+        fx_net_add(net, node(s, m, "Server", NULL));
+        know(c, s);
+    }
+    const uint8_t servers[3] = {2, 3, 4};
+    invoke2(c, "Client", "x", bb_value_u64(&BB_TYPE_U64, x), "peers", peers_of(servers, 3));
+    fx_net_poll(net, 0); /* the requests go out */
+}
+
+/* Each response reaches Contribute as it lands (a one-element batch tagged
+ * with the request's RequestId), the batch keeps none, and the program's
+ * Contribute then runs once on an empty batch and says how many there are. */
+static void test_responses_fold_as_they_land(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fold_model(false);
+    fx_net net;
+    fold_start(&net, m, 5);
+    fx_fold *f = fx_fold_last();
+    assert_non_null(f);
+    fx_net_poll(&net, 1); /* server 2 answers */
+    fx_net_poll(&net, 0);
+    assert_int_equal(f->calls, 1); /* folded before the others answered */
+    assert_int_equal(f->sizes[0], 1);
+    assert_true(f->tags[0] != 0);
+    assert_null(fx_log_app(&net.log[0], "cmd", 0));
+    fx_net_run(&net, 20);
+    assert_int_equal(f->calls, 4);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(f->sizes[i], 1);
+        assert_int_equal(f->tags[i], f->tags[0]);
+    }
+    assert_int_equal(f->sizes[3], 0); /* the program's own Contribute: an empty batch */
+    assert_int_equal(f->tags[3], 0);
+    assert_int_equal(f->sum, 15);
+    const fx_rec *r = fx_log_app(&net.log[0], "cmd", 0);
+    assert_non_null(r);
+    assert_int_equal(r->value->u.u64, 3);
+    assert_int_equal(bb_engine_live_slots(net.e[0]), 0);
+    assert_int_equal(bb_engine_live_executions(net.e[0]), 0);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
+/* A Contribute that also reads another value runs once, in its frame, on
+ * the whole batch: nothing is folded. */
+static void test_responses_not_folded_when_the_op_reads_more(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fold_model(true);
+    fx_net net;
+    fold_start(&net, m, 5);
+    fx_net_run(&net, 20);
+    fx_fold *f = fx_fold_last();
+    assert_int_equal(f->calls, 1);
+    assert_int_equal(f->sizes[0], 3);
+    assert_int_equal(f->tags[0], 0);
+    assert_int_equal(fx_log_app(&net.log[0], "cmd", 0)->value->u.u64, 3);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
+/* A response the op refuses fails the batch at once with its message:
+ * RecvRespBatched fails, the program's Contribute never runs. */
+static void test_refused_response_fails_the_batch(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fold_model(false);
+    fx_net net;
+    fold_start(&net, m, FX_FOLD_REFUSED);
+    fx_net_run(&net, 20);
+    fx_fold *f = fx_fold_last();
+    assert_int_equal(f->calls, 1);
+    assert_int_equal(f->count, 0);
+    assert_null(fx_log_app(&net.log[0], "cmd", 0));
+    const fx_rec *r = fx_log_nth(&net.log[0], BB_STEP_OP_FAILED, 0);
+    assert_non_null(r);
+    assert_non_null(strstr(r->b, "RecvRespBatched"));
+    assert_non_null(strstr(r->c, "a response was refused"));
+    assert_non_null(strstr(r->c, "666 is refused"));
+    assert_int_equal(bb_engine_live_executions(net.e[0]), 0);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
+/* A snapshot taken between two folded responses restores a batch that
+ * keeps folding: the rest land in the restored component, the program's
+ * Contribute sees all three. */
+static void test_folding_batch_survives_a_snapshot(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fold_model(false);
+    fx_net net;
+    fold_start(&net, m, 7);
+    fx_net_poll(&net, 1);
+    fx_net_poll(&net, 0);
+    assert_int_equal(fx_fold_last()->calls, 1);
+    uint8_t *snap = NULL;
+    size_t len = 0;
+    bb_error err = {0};
+    if (bb_engine_snapshot(net.e[0], &snap, &len, &err))
+        fail_msg("snapshot: %s", err.msg);
+    bb_engine_free(net.e[0]);
+    net.e[0] = node(1, m, "Client", NULL);
+    if (bb_engine_restore(net.e[0], snap, len, &err))
+        fail_msg("restore: %s", err.msg);
+    free(snap);
+    fx_fold *f = fx_fold_last();
+    assert_int_equal(f->calls, 0);
+    assert_int_equal(f->sum, 7);
+    fx_net_run(&net, 20);
+    assert_int_equal(f->calls, 3); /* two more responses, then the empty batch */
+    assert_int_equal(f->sizes[0], 1);
+    assert_int_equal(f->sizes[1], 1);
+    assert_int_equal(f->sizes[2], 0);
+    assert_int_equal(f->sum, 21);
+    assert_int_equal(fx_log_app(&net.log[0], "cmd", 0)->value->u.u64, 3);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -855,6 +1005,10 @@ int main(void)
         cmocka_unit_test(test_batch_deadline_and_quorum),
         cmocka_unit_test(test_answered_batches_do_not_pile_up_timers),
         cmocka_unit_test(test_federated_round_three_engines),
+        cmocka_unit_test(test_responses_fold_as_they_land),
+        cmocka_unit_test(test_responses_not_folded_when_the_op_reads_more),
+        cmocka_unit_test(test_refused_response_fails_the_batch),
+        cmocka_unit_test(test_folding_batch_survives_a_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,6 +62,10 @@ bb_function *fx_chain(bb_model *m, const char *name, uint32_t n);
  *              delta = config number, default 1), NumSamples(t)->U64 (config).
  * test::Agg    (Aggregator, "test.agg") FedAvg(ResponseBatch of Composite(params,
  *              n)) -> f32[4] weighted mean; Contribute(t)->CommandId; Count(t)->U64.
+ * test::Fold   (Aggregator, the role domain: its Contribute folds responses as
+ *              they land) Contribute(ResponseBatch of U64, metadata?) -> CommandId
+ *              (responses so far); records every call (fx_fold_last); refuses a
+ *              response of FX_FOLD_REFUSED; sum and count in its snapshot.
  * test::Selector (PeerSelector, role.peer_selector) Sample(t)->PeerIdVec of the
  *              connected peers running the node's "target" attribute.
  * test::Backend  (Backend, ai.onnx) Add(a,b), Relu(a); materialize_from_wire counts.
@@ -91,6 +95,17 @@ fx_echo *fx_echo_at(int i);
 /* The live test::Echo instance created for slot (NULL if none). */
 fx_echo *fx_echo_by_slot(const char *slot);
 int fx_echo_count(void);
+
+#define FX_FOLD_CALLS 16
+#define FX_FOLD_REFUSED 666
+typedef struct fx_fold {
+    int calls;
+    size_t sizes[FX_FOLD_CALLS];  /* responses in each call's batch */
+    uint64_t tags[FX_FOLD_CALLS]; /* its RequestId metadata, 0 without */
+    uint64_t sum, count;          /* of the U64 responses */
+} fx_fold;
+/* The test::Fold instance created last (NULL if none alive). */
+fx_fold *fx_fold_last(void);
 size_t fx_backend_materialized(void);
 
 /* ---- hand-packed envelopes ------------------------------------------------------------ */
