@@ -438,6 +438,7 @@ typedef struct gather_w {
     bb_send_iov *iov;
     size_t n_iov, refs_left;
     const uint8_t *piece; /* start of the small part being written */
+    size_t ref_bytes;     /* bytes of the pieces left in place so far */
     bb_value **held;
     size_t n_held;
 } gather_w;
@@ -449,22 +450,24 @@ static void piece_end(gather_w *g, const uint8_t *at)
     g->piece = at;
 }
 
-/* A fill's value encoded at p; with g, its large payloads become pieces of
+/* A fill's value encoded at p, which is at byte `at` of the envelope (large
+ * tensors align from there); with g, its large payloads become pieces of
  * their own. The end, or NULL when the sizes disagree (a bug). */
-static uint8_t *put_value(const bbe__fill *f, uint8_t *p, gather_w *g)
+static uint8_t *put_value(const bbe__fill *f, uint8_t *p, size_t at, gather_w *g)
 {
     size_t n, nr = 0;
     bb_encode_ref refs[GATHER_MAX_REFS];
     if (!g) /* payload_len is the value's encoded size (build_fills) */
-        return bb_value_encode_sized(f->value, f->payload_len, p, NULL) == BB_OK
+        return bb_value_encode_sized(f->value, f->payload_len, p, at, NULL) == BB_OK
                    ? p + f->payload_len : NULL;
-    int rc = bb_value_encode_gather(f->value, p, f->payload_len, g->min_ref, refs, g->refs_left,
-                                    &nr, &n, NULL);
+    int rc = bb_value_encode_gather(f->value, p, at, f->payload_len, g->min_ref, refs,
+                                    g->refs_left, &nr, &n, NULL);
     if (rc != BB_OK)
         return NULL;
     for (size_t i = 0; i < nr; i++) {
         piece_end(g, p + refs[i].at);
         g->iov[g->n_iov++] = (bb_send_iov){refs[i].data, refs[i].len};
+        g->ref_bytes += refs[i].len;
     }
     if (nr) {
         g->refs_left -= nr;
@@ -488,7 +491,8 @@ static uint8_t *write_envelope(const bbe__envelope *env, size_t cs, uint8_t *buf
         if (f->payload_len && f->value) { /* encoded in place: no second copy */
             *p++ = 0x12;
             p = put_varint(p, f->payload_len);
-            if (!(p = put_value(f, p, g)))
+            size_t at = (size_t)(p - buf) + (g ? g->ref_bytes : 0);
+            if (!(p = put_value(f, p, at, g)))
                 return NULL;
         } else if (f->payload_len) {
             p = put_bytes(p, 0x12, f->payload, f->payload_len);
