@@ -6,8 +6,10 @@
  *   engine thread  pulls a chunk of batches from the "data" dependency
  *                  (ctx->call_dependency is engine-thread only), then hands
  *                  the chunk to the host's worker pool (ctx->submit_work);
- *   worker         trains (or evaluates) on the chunk with the job's OWN
- *                  copy of the parameters and optimizer state;
+ *   worker         trains on the chunk with the job's OWN copy of the
+ *                  parameters and optimizer state (the committed ones stay
+ *                  what reads see), or evaluates it with the committed
+ *                  parameters themselves (a reference: nobody changes them);
  *   engine thread  (done) pulls the next chunk, or finishes: a Train
  *                  commits its parameters into the model and completes the
  *                  op with (params, num_samples).
@@ -51,11 +53,14 @@ struct mlp_job {
     mlp_sync *sync;            /* set while the starting dispatch runs */
     mlp_shape shape;
     size_t minibatch;
-    float *params;             /* the job's parameters (a copy) */
+    bb_value *pv;              /* the job's parameters: Train's own copy, which becomes the
+                                * committed ones; EvaluateMetrics' a reference to those */
+    float *params;             /* bb_tensor_f32(pv) */
     mlp_optim opt;             /* Train: the job's optimizer state (a copy) */
     mlp_prox prox;             /* Train with proximal_mu > 0: mu and the model's center */
-    float *center;             /* owned copy behind prox.center */
-    float *grad;
+    bb_value *center;          /* a reference behind prox.center (the worker may outlive the
+                                * model; the value never changes) */
+    float *grad;               /* Train, when the step needs the whole gradient */
     mlp_ws ws;
     int32_t *cls;              /* label scratch */
     float *fbuf;
@@ -78,8 +83,8 @@ static void job_free(mlp_job *j)
     }
     free(j->bx);
     free(j->by);
-    free(j->params);
-    free(j->center);
+    bb_value_unref(j->pv);
+    bb_value_unref(j->center);
     free(j->grad);
     free(j->cls);
     free(j->fbuf);
@@ -242,21 +247,24 @@ static void job_finish(mlp_job *j)
     mlp *m = j->m;
     bb_value *out[2] = {0};
     bool train = j->train;
-    if (!j->rc && train) {
-        float *p = m->params;
-        m->params = j->params;
-        j->params = p;
+    if (!j->rc && train) { /* the job's parameters are the model's now, and the answer */
+        bb_value *start = bb_value_ref(m->pv);
+        mlp_commit_params(m, j->pv);
+        j->pv = NULL;
         mlp_optim o = m->opt;
         m->opt = j->opt;
         j->opt = o;
-        int64_t dim = (int64_t)m->shape.n_params;
-        out[0] = bb_value_tensor_copy(BB_DT_FLOAT, 1, &dim, m->params,
-                                      m->shape.n_params * sizeof(float));
-        if (out[0] && m->update_scale != 1.0f) { /* attack simulation: j->params = start */
-            float *o = bb_tensor_f32(out[0]);
-            for (size_t i = 0; i < m->shape.n_params; i++)
-                o[i] = j->params[i] + m->update_scale * (o[i] - j->params[i]);
+        out[0] = bb_value_ref(m->pv);
+        if (m->update_scale != 1.0f) { /* attack simulation: start + scale x update */
+            bb_value_unref(out[0]);
+            if ((out[0] = mlp_params_copy(m, m->params))) {
+                float *o = bb_tensor_f32(out[0]);
+                const float *s = bb_tensor_f32(start);
+                for (size_t i = 0; i < m->shape.n_params; i++)
+                    o[i] = s[i] + m->update_scale * (o[i] - s[i]);
+            }
         }
+        bb_value_unref(start);
         out[1] = bb_value_u64(&BB_TYPE_U64, j->st.rows);
     } else if (!j->rc) {
         double rows = j->st.rows ? (double)j->st.rows : 1.0;
@@ -353,26 +361,24 @@ static mlp_job *job_new(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, m
         j->sync = sync;
         j->shape = m->shape;
         j->minibatch = (size_t)m->batch_size;
-        j->params = malloc(bytes);
+        j->pv = train ? mlp_params_copy(m, m->params) : bb_value_ref(m->pv);
+        j->params = j->pv ? bb_tensor_f32(j->pv) : NULL;
         j->opt = m->opt;
         j->opt.m = j->opt.v = NULL;
     }
-    bool ok = j && j->params;
+    bool ok = j && j->pv;
     if (ok && train) {
+        if (m->center) { /* the value itself: it never changes */
+            j->center = bb_value_ref(m->center);
+            j->prox = (mlp_prox){m->proximal_mu, bb_tensor_f32(j->center)};
+        }
         ok = mlp_optim_init(&j->opt, m->shape.n_params) == BB_OK &&
-             (j->grad = malloc(bytes)) != NULL;
-        if (ok) {
+             (!mlp_pass_needs_grad(&j->opt, j->center ? &j->prox : NULL) ||
+              (j->grad = malloc(bytes)) != NULL);
+        if (ok && m->opt.m)
             memcpy(j->opt.m, m->opt.m, bytes);
-            if (m->opt.v)
-                memcpy(j->opt.v, m->opt.v, bytes);
-        }
-        if (ok && m->center) { /* a copy: the worker may outlive the model */
-            ok = (j->center = malloc(bytes)) != NULL;
-            if (ok) {
-                memcpy(j->center, m->center, bytes);
-                j->prox = (mlp_prox){m->proximal_mu, j->center};
-            }
-        }
+        if (ok && m->opt.v)
+            memcpy(j->opt.v, m->opt.v, bytes);
     }
     if (ok && m->n_jobs == m->cap_jobs) {
         size_t cap = m->cap_jobs ? 2 * m->cap_jobs : 4;
@@ -389,7 +395,6 @@ static mlp_job *job_new(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, m
         bb_error_set(err, BB_ENOMEM, "%s: out of memory", m->who);
         return NULL;
     }
-    memcpy(j->params, m->params, bytes);
     m->jobs[m->n_jobs++] = j;
     return j;
 }

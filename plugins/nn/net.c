@@ -231,17 +231,25 @@ void mlp_backward(const mlp_shape *s, const float *p, mlp_ws *w, float *g, bool 
     }
 }
 
+bool mlp_optim_has_moments(const mlp_optim *o)
+{
+    return o->kind == OPT_ADAM || o->momentum != 0;
+}
+
 int mlp_optim_init(mlp_optim *o, size_t n)
 {
-    o->m = calloc(n ? n : 1, sizeof *o->m);
+    /* plain SGD keeps no state: no n floats held (and touched) for nothing */
+    o->m = mlp_optim_has_moments(o) ? calloc(n ? n : 1, sizeof *o->m) : NULL;
     o->v = o->kind == OPT_ADAM ? calloc(n ? n : 1, sizeof *o->v) : NULL;
     o->t = 0;
-    return o->m && (o->kind != OPT_ADAM || o->v) ? BB_OK : BB_ENOMEM;
+    return (o->m || !mlp_optim_has_moments(o)) && (o->kind != OPT_ADAM || o->v) ? BB_OK
+                                                                                : BB_ENOMEM;
 }
 
 void mlp_optim_reset(mlp_optim *o, size_t n)
 {
-    memset(o->m, 0, n * sizeof *o->m);
+    if (o->m)
+        memset(o->m, 0, n * sizeof *o->m);
     if (o->v)
         memset(o->v, 0, n * sizeof *o->v);
     o->t = 0;
@@ -337,6 +345,49 @@ void mlp_add_proximal(const mlp_prox *prox, const float *restrict p, float *rest
         g[i] += mu * (p[i] - center[i]);
 }
 
+/* mlp_backward and a plain SGD step in one: each layer's weights move by
+ * -lr times their gradient as soon as the layer below has what it needs
+ * from them (dA = dZ W^T first), so no gradient vector is ever held: the
+ * GEMM that makes a layer's gradient adds it into the weights (beta 1). */
+static void backward_sgd(const mlp_shape *s, float *p, mlp_ws *w, float lr)
+{
+    size_t rows = w->rows;
+    for (uint32_t l = s->n_layers; rows && l-- > 0;) {
+        uint32_t in = s->size[l], out = s->size[l + 1];
+        const float *dz = w->dz;
+        if (l > 0) /* dA_{l} = dZ W^T with the weights before this step */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)in, (int)out,
+                        1.0f, dz, (int)out, p + s->w_off[l], (int)out, 0.0f, w->da, (int)in);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)in, (int)out, (int)rows, -lr,
+                    w->a[l], (int)in, dz, (int)out, 1.0f, p + s->w_off[l], (int)out);
+        float *b = p + s->b_off[l];
+        for (uint32_t j = 0; j < out; j++) {
+            float gb = 0;
+            for (size_t r = 0; r < rows; r++)
+                gb += dz[r * out + j];
+            b[j] -= lr * gb;
+        }
+        if (l == 0)
+            break;
+        const float *a = w->a[l];
+        size_t n = rows * in;
+        if (s->act == ACT_RELU)
+            for (size_t i = 0; i < n; i++)
+                w->da[i] = a[i] > 0 ? w->da[i] : 0;
+        else
+            for (size_t i = 0; i < n; i++)
+                w->da[i] *= 1.0f - a[i] * a[i];
+        float *t = w->dz;
+        w->dz = w->da;
+        w->da = t;
+    }
+}
+
+bool mlp_pass_needs_grad(const mlp_optim *o, const mlp_prox *prox)
+{
+    return o && (mlp_optim_has_moments(o) || prox);
+}
+
 int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, const mlp_prox *prox, mlp_ws *w,
              float *grad, const float *x, const mlp_target *t, size_t rows, size_t mb,
              mlp_stats *st)
@@ -351,7 +402,9 @@ int mlp_pass(const mlp_shape *s, float *p, mlp_optim *o, const mlp_prox *prox, m
         mlp_target sub = {t->cls ? t->cls + r0 : NULL, t->dense ? t->dense + r0 * k : NULL};
         mlp_forward(s, p, x + r0 * in, n, w);
         mlp_loss_grad(s, w, &sub, o ? w->dz : NULL, st);
-        if (o) {
+        if (o && !mlp_pass_needs_grad(o, prox)) {
+            backward_sgd(s, p, w, o->lr);
+        } else if (o) {
             mlp_backward(s, p, w, grad, false);
             if (prox)
                 mlp_add_proximal(prox, p, grad, s->n_params);
