@@ -193,6 +193,23 @@ void mlp_loss_grad(const mlp_shape *s, const mlp_ws *w, const mlp_target *t, flo
     st->rows += rows;
 }
 
+/* w->da (dLoss/dA_l) through layer l's activation; then the scratch buffers
+ * trade places: da is the next layer's dz. */
+static void through_activation(const mlp_shape *s, mlp_ws *w, uint32_t l)
+{
+    const float *a = w->a[l];
+    size_t n = w->rows * s->size[l];
+    if (s->act == ACT_RELU)
+        for (size_t i = 0; i < n; i++)
+            w->da[i] = a[i] > 0 ? w->da[i] : 0;
+    else
+        for (size_t i = 0; i < n; i++)
+            w->da[i] *= 1.0f - a[i] * a[i];
+    float *t = w->dz;
+    w->dz = w->da;
+    w->da = t;
+}
+
 void mlp_backward(const mlp_shape *s, const float *p, mlp_ws *w, float *g, bool accumulate)
 {
     size_t rows = w->rows;
@@ -216,17 +233,7 @@ void mlp_backward(const mlp_shape *s, const float *p, mlp_ws *w, float *g, bool 
         /* dA_{l} = dZ W^T, then through the activation of layer l */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)in, (int)out, 1.0f,
                     dz, (int)out, p + s->w_off[l], (int)out, 0.0f, w->da, (int)in);
-        const float *a = w->a[l];
-        size_t n = rows * in;
-        if (s->act == ACT_RELU)
-            for (size_t i = 0; i < n; i++)
-                w->da[i] = a[i] > 0 ? w->da[i] : 0;
-        else
-            for (size_t i = 0; i < n; i++)
-                w->da[i] *= 1.0f - a[i] * a[i];
-        float *t = w->dz; /* the scratch buffers trade places: da is the next dz */
-        w->dz = w->da;
-        w->da = t;
+        through_activation(s, w, l);
         dz = w->dz;
     }
 }
@@ -369,17 +376,7 @@ static void backward_sgd(const mlp_shape *s, float *p, mlp_ws *w, float lr)
         }
         if (l == 0)
             break;
-        const float *a = w->a[l];
-        size_t n = rows * in;
-        if (s->act == ACT_RELU)
-            for (size_t i = 0; i < n; i++)
-                w->da[i] = a[i] > 0 ? w->da[i] : 0;
-        else
-            for (size_t i = 0; i < n; i++)
-                w->da[i] *= 1.0f - a[i] * a[i];
-        float *t = w->dz;
-        w->dz = w->da;
-        w->da = t;
+        through_activation(s, w, l);
     }
 }
 
