@@ -86,6 +86,7 @@ static const char *const COUNTER_NAMES[BBE__C_COUNT] = {
     [BBE__C_APP_EVENTS] = "app.events",
     [BBE__C_BUDGET_HITS] = "cycle.budget_exceeded",
     [BBE__C_APP_INGRESS_ERRORS] = "app_ingress.errors",
+    [BBE__C_RESPONSES_FOLDED] = "responses.folded",
 };
 
 bb_engine *bb_engine_new(const bb_engine_config *cfg, bb_error *err)

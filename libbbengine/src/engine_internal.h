@@ -122,7 +122,8 @@ enum {
 enum {
     BBE__OPF_EVENT_SOURCE = 1u << 0, /* started by its own trigger (Recv, Interval...) */
     BBE__OPF_SOURCE = 1u << 1,       /* pushed at the start of invoke/bootstrap/call */
-    BBE__OPF_RECV_REQ = 1u << 2      /* RecvReq: a request fill opens an inbound request */
+    BBE__OPF_RECV_REQ = 1u << 2,     /* RecvReq: a request fill opens an inbound request */
+    BBE__OPF_TRIGGER_IN = 1u << 3    /* its inputs only trigger it: their values are never read */
 };
 
 /* Per-op pre-parsed attributes / state (only for ops that need it). */
@@ -137,6 +138,7 @@ typedef struct bbe__opst {
     bool trigger_only;
     uint64_t wire_site;  /* Recv / RecvReq routable id */
     uint32_t fold_op;    /* RecvRespBatched: the op its responses fold into, or BBE__NONE */
+    bool responses_read; /* SendReqBatched: its responses output has a reader */
     bool has_peer;       /* TX gates: peer attribute */
     bb_peerid peer;
     /* Event sources: the zero-input ops (BBE__OPF_SOURCE) of the part of the
@@ -467,6 +469,9 @@ typedef struct bbe__batch {
     BBE__ARR(struct bbe__waiter) waiters;
     bb_value *result;
 } bbe__batch;
+/* Whether b's SendReqBatched reads its responses whole (its own responses
+ * output is read), so they cannot fold as they land. */
+bool bbe__batch_read_whole(const bb_engine *e, const bbe__batch *b);
 /* A zeroed batch for `expected` responses: one allocation. NULL on OOM. */
 bbe__batch *bbe__batch_new(uint32_t expected);
 
@@ -546,6 +551,7 @@ enum {
     BBE__C_APP_EVENTS,
     BBE__C_BUDGET_HITS,
     BBE__C_APP_INGRESS_ERRORS,
+    BBE__C_RESPONSES_FOLDED,
     BBE__C_COUNT
 };
 
@@ -940,8 +946,10 @@ void bbe__batch_deadline(bb_engine *e, uint64_t id);
 bool bbe__batch_pending(const bb_engine *e, uint64_t id);
 /* A control-plane fill's dispatch failed (at once, or later through its
  * HK_FILL handle): the OpFailed step naming slot/op. */
-/* Install: mark the op a RecvRespBatched's responses fold into (st->fold_op,
- * BBE__NONE when none), once the graph's consumers are known. */
+/* Install, for SendReqBatched and RecvRespBatched ops once the graph's
+ * consumers are known: whether the request's own responses output is read
+ * (st->responses_read), and the op a RecvRespBatched's responses fold into
+ * (st->fold_op, BBE__NONE when none). */
 int bbe__install_fold_target(bb_engine *e, const bbe__graph *g, bbe__op *op, bbe__opst *st);
 void bbe__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
                              const char *domain, const char *msg);

@@ -1118,14 +1118,14 @@ static int results_and_wire_ids(bbe__install *ins)
     return 0;
 }
 
-/* RecvRespBatched ops whose responses one op folds as they land (wire.c). */
+/* Request batches whose responses one op folds as they land (wire.c). */
 static int fold_targets(bbe__install *ins)
 {
     bb_engine *e = ins->e;
     bbe__graph *g = ins->g;
     for (uint32_t k = g->op_begin; k < g->op_end; k++) {
         bbe__op *op = &e->ops[k];
-        if (op->fn != bbe__sys_recv_resp)
+        if (op->fn != bbe__sys_recv_resp && op->fn != bbe__sys_send_req)
             continue;
         bbe__opst *st = op->st ? op->st : bbe__opst_new(ins, op);
         if (!st)

@@ -97,7 +97,7 @@ static void read_batch_state(bb_engine *e, bbe__snap_in *in, bbe__batch *b)
         b->x->refs++;
     bbe__snap_waiters(e, in, &b->waiters);
     const bbe__opst *st = b->waiters.n == 1 ? e->ops[b->waiters.v[0].op].st : NULL;
-    if (!in->r.failed && !b->done && !b->holds_ref && st &&
+    if (!in->r.failed && !b->done && !bbe__batch_read_whole(e, b) && st &&
         e->ops[b->waiters.v[0].op].fn == bbe__sys_recv_resp && st->fold_op != BBE__NONE &&
         absent == b->n_items) {
         b->folding = true;

@@ -547,7 +547,7 @@ BBE__SYSCALL(bbe__sys_recv_resp)
     if (BBE__ARR_PUSH(&b->waiters, ((struct bbe__waiter){opi, x})))
         return bbe__fail(e, "out of memory");
     const bbe__opst *st = e->ops[opi].st;
-    if (st && st->fold_op != BBE__NONE && b->waiters.n == 1 && !b->holds_ref) {
+    if (st && st->fold_op != BBE__NONE && b->waiters.n == 1 && !bbe__batch_read_whole(e, b)) {
         bb_error err;
         if (batch_start_folding(e, b, st->fold_op, &err)) {
             b->waiters.n = 0;
@@ -558,6 +558,12 @@ BBE__SYSCALL(bbe__sys_recv_resp)
     }
     bbe__park_begin(e, x);
     return BBE__R_ASYNC;
+}
+
+bool bbe__batch_read_whole(const bb_engine *e, const bbe__batch *b)
+{
+    const bbe__opst *st = e->ops[b->op].st;
+    return !st || st->responses_read;
 }
 
 void bbe__batch_deadline(bb_engine *e, uint64_t id)
@@ -1134,10 +1140,11 @@ static void deliver_control_fill(inbound_ctx *c, const bbe__fill *f, const bb_su
 
 /* ---- responses folded as they land ------------------------------------------------
  *
- * A RecvRespBatched whose responses feed exactly one op, a component op
- * whose role contract folds a ResponseBatch response by response
+ * A RecvRespBatched whose responses one op reads — a component op whose
+ * role contract folds a ResponseBatch response by response
  * (bb_role_op_folds_responses: Aggregator.Contribute) and which reads
- * nothing else, is marked at install (st->fold_op). When it parks on a
+ * nothing else — and that otherwise only trigger ops that never read them
+ * (a Clock), is marked at install (st->fold_op). When it parks on a
  * batch that nothing else reads, the batch folds: each response is handed
  * to that op as it lands — a one-element ResponseBatch with the batch's
  * RequestId as metadata — and then dropped, so a round holds what the
@@ -1150,23 +1157,45 @@ static void deliver_control_fill(inbound_ctx *c, const bbe__fill *f, const bb_su
  * ENGINE.md has one delivery per batch; docs/DECISIONS.md records the
  * deviation. */
 
-/* The op st->fold_op folds responses of this RecvRespBatched (install). */
+/* Whether anything reads output k of op (a consumer, or the graph's caller
+ * or host). */
+static bool output_read(const bbe__graph *g, const bbe__op *op, uint32_t k)
+{
+    uint32_t s = op->n_out > k ? op->out[k] : BBE__NONE;
+    return s != BBE__NONE && ((g->site_flags[s] & (BBE__SITE_FWD | BBE__SITE_APP_OUT)) ||
+                              g->cons_off[s + 1] > g->cons_off[s]);
+}
+
+/* Install, once the graph's consumers are known: whether a SendReqBatched's
+ * own responses output is read (then its batches never fold), and which op
+ * folds the responses of a RecvRespBatched (st->fold_op): the one op that
+ * reads them, beside ops they only trigger (the clock a round stamps when
+ * its answers are in), which see the empty batch. */
 int bbe__install_fold_target(bb_engine *e, const bbe__graph *g, bbe__op *op, bbe__opst *st)
 {
     st->fold_op = BBE__NONE;
+    if (op->fn == bbe__sys_send_req) {
+        st->responses_read = output_read(g, op, 1);
+        return 0;
+    }
     uint32_t s = op->n_out > 1 ? op->out[1] : BBE__NONE;
-    if (s == BBE__NONE || (g->site_flags[s] & (BBE__SITE_FWD | BBE__SITE_APP_OUT)) ||
-        g->cons_off[s + 1] - g->cons_off[s] != 1)
+    if (s == BBE__NONE || (g->site_flags[s] & (BBE__SITE_FWD | BBE__SITE_APP_OUT)))
         return 0;
-    uint32_t k = g->cons[g->cons_off[s]];
-    const bbe__op *c = &e->ops[k];
-    if (c->disp != BBE__DISP_ATOMIC || c->n_in < 1 || c->in[0] != s ||
-        !bb_role_op_folds_responses(c->domain, c->op_type))
-        return 0;
-    for (uint32_t i = 1; i < c->n_in; i++)
-        if (c->in[i] != BBE__NONE)
-            return 0; /* it reads something else: it runs once, in its frame */
-    st->fold_op = k;
+    uint32_t fold = BBE__NONE;
+    for (uint32_t i = g->cons_off[s]; i < g->cons_off[s + 1]; i++) {
+        uint32_t k = g->cons[i];
+        const bbe__op *c = &e->ops[k];
+        if (c->disp == BBE__DISP_SYSCALL && (c->flags & BBE__OPF_TRIGGER_IN))
+            continue;
+        if (fold != BBE__NONE || c->disp != BBE__DISP_ATOMIC || c->n_in < 1 || c->in[0] != s ||
+            !bb_role_op_folds_responses(c->domain, c->op_type))
+            return 0;
+        for (uint32_t j = 1; j < c->n_in; j++)
+            if (c->in[j] != BBE__NONE)
+                return 0; /* it reads something else: it runs once, in its frame */
+        fold = k;
+    }
+    st->fold_op = fold;
     return 0;
 }
 
@@ -1191,6 +1220,7 @@ static int fold_response(bb_engine *e, const bbe__batch *b, bb_value *item, bb_v
                               : bb_error_set(err, BB_ENOMEM, "out of memory");
     bb_value_unref(ins[0]);
     bb_value_unref(ins[1]);
+    e->c[BBE__C_RESPONSES_FOLDED] += !rc;
     if (!rc && later)
         rc = bb_error_set(err, BB_EUNSUPPORTED,
                           "%s/%s answered later; an op that folds responses must answer at once",

@@ -841,17 +841,27 @@ static void test_send_steps_carry_addresses_and_backoff(void **state)
 /* ---- responses folded as they land ----------------------------------------------- */
 
 /* Client: SendReqBatched(x, peers) -> RecvRespBatched -> Contribute of a
- * test::Fold (reading x as metadata too when read_meta) -> "cmd".
+ * test::Fold (reading x as metadata too when read_meta) -> "cmd", and a
+ * Clock the responses trigger -> "answered" (as the federated example
+ * stamps its answers in). SendReqBatched's own responses output is
+ * "whole", a result of the function when read_whole, else read by nobody.
  * Server: RecvReq -> PassThrough -> SendResp (echoes x). */
-static bb_model *fold_model(bool read_meta)
+static bb_model *fold_model(bool read_meta, bool read_whole)
 {
     bb_model *m = rr_model(0, -1);
     bb_function *c = m->functions.v[0];
     assert_string_equal(c->name, "Client");
     c->outputs.n = 0;
     bb_str_list_push(m->arena, &c->outputs, "cmd");
+    bb_str_list_push(m->arena, &c->outputs, "answered");
+    if (read_whole)
+        bb_str_list_push(m->arena, &c->outputs, "whole");
+    bb_node *send = c->nodes.v[0];
+    assert_string_equal(send->op_type, "SendReqBatched");
+    bb_str_list_push(m->arena, &send->outputs, "whole");
     fx_op(m, c, "ai.bytesandbrains.role.aggregator", "Contribute", read_meta ? "batch,x" : "batch",
           "cmd");
+    fx_op(m, c, FX_SYS, "Clock", "batch", "answered");
     fx_bind(m, "Client", "agg", "Aggregator|test::Fold|0");
     return m;
 }
@@ -879,7 +889,7 @@ static void test_responses_fold_as_they_land(void **state)
 {
     (void)state;
     fx_reset();
-    bb_model *m = fold_model(false);
+    bb_model *m = fold_model(false, false);
     fx_net net;
     fold_start(&net, m, 5);
     fx_fold *f = fx_fold_last();
@@ -902,29 +912,37 @@ static void test_responses_fold_as_they_land(void **state)
     const fx_rec *r = fx_log_app(&net.log[0], "cmd", 0);
     assert_non_null(r);
     assert_int_equal(r->value->u.u64, 3);
+    assert_non_null(fx_log_app(&net.log[0], "answered", 0));
+    assert_int_equal(bb_engine_counter(net.e[0], "responses.folded"), 3);
     assert_int_equal(bb_engine_live_slots(net.e[0]), 0);
     assert_int_equal(bb_engine_live_executions(net.e[0]), 0);
     fx_net_free(&net);
     bb_model_free(m);
 }
 
-/* A Contribute that also reads another value runs once, in its frame, on
- * the whole batch: nothing is folded. */
-static void test_responses_not_folded_when_the_op_reads_more(void **state)
+/* A Contribute that also reads another value, or a request whose own
+ * responses output is read: the op runs once, in its frame, on the whole
+ * batch, and nothing is folded. */
+static void test_responses_not_folded_when_read_whole(void **state)
 {
     (void)state;
-    fx_reset();
-    bb_model *m = fold_model(true);
-    fx_net net;
-    fold_start(&net, m, 5);
-    fx_net_run(&net, 20);
-    fx_fold *f = fx_fold_last();
-    assert_int_equal(f->calls, 1);
-    assert_int_equal(f->sizes[0], 3);
-    assert_int_equal(f->tags[0], 0);
-    assert_int_equal(fx_log_app(&net.log[0], "cmd", 0)->value->u.u64, 3);
-    fx_net_free(&net);
-    bb_model_free(m);
+    for (int read_whole = 0; read_whole <= 1; read_whole++) {
+        fx_reset();
+        bb_model *m = fold_model(!read_whole, read_whole);
+        fx_net net;
+        fold_start(&net, m, 5);
+        fx_net_run(&net, 20);
+        fx_fold *f = fx_fold_last();
+        assert_int_equal(f->calls, 1);
+        assert_int_equal(f->sizes[0], 3);
+        assert_int_equal(f->tags[0], 0);
+        assert_int_equal(fx_log_app(&net.log[0], "cmd", 0)->value->u.u64, 3);
+        assert_int_equal(bb_engine_counter(net.e[0], "responses.folded"), 0);
+        if (read_whole)
+            assert_int_equal(fx_log_app(&net.log[0], "whole", 0)->value->u.batch.n, 3);
+        fx_net_free(&net);
+        bb_model_free(m);
+    }
 }
 
 /* A response the op refuses fails the batch at once with its message:
@@ -933,7 +951,7 @@ static void test_refused_response_fails_the_batch(void **state)
 {
     (void)state;
     fx_reset();
-    bb_model *m = fold_model(false);
+    bb_model *m = fold_model(false, false);
     fx_net net;
     fold_start(&net, m, FX_FOLD_REFUSED);
     fx_net_run(&net, 20);
@@ -958,7 +976,7 @@ static void test_folding_batch_survives_a_snapshot(void **state)
 {
     (void)state;
     fx_reset();
-    bb_model *m = fold_model(false);
+    bb_model *m = fold_model(false, false);
     fx_net net;
     fold_start(&net, m, 7);
     fx_net_poll(&net, 1);
@@ -1006,7 +1024,7 @@ int main(void)
         cmocka_unit_test(test_answered_batches_do_not_pile_up_timers),
         cmocka_unit_test(test_federated_round_three_engines),
         cmocka_unit_test(test_responses_fold_as_they_land),
-        cmocka_unit_test(test_responses_not_folded_when_the_op_reads_more),
+        cmocka_unit_test(test_responses_not_folded_when_read_whole),
         cmocka_unit_test(test_refused_response_fails_the_batch),
         cmocka_unit_test(test_folding_batch_survives_a_snapshot),
     };
