@@ -27,12 +27,15 @@
 #   libbbengine/src/*.c      -> lib/libbbengine.so, lib/libbbengine.a
 #   bbc/*.c (not main.c)     -> lib/libbbc.a,     bbc/main.c  -> bin/bbc
 #   bbd/host/*.c             -> lib/libbbdhost.a, bbd/main.c  -> bin/bbd
+#   bbsim/*.c (not main.c)   -> lib/libbbsim.a,   bbsim/main.c -> bin/bbsim
 #   bbctl/*.c                -> bin/bbctl
 #   plugins/NAME/*.c         -> lib/bytesandbrains/plugins/NAME.so
 #   tests/plugins/NAME/*.c   -> tests/plugins/NAME.so
 #   tests/unit/test_X.c      -> tests/test_X (cmocka; + tests/unit/support/*.c)
 #   examples/NAME/*.c        -> examples/NAME, run to write testdata/NAME.onnx
 #   bench/bench_X.c          -> bench/bench_X     (+ bench/support/*.c)
+#   sim/federated-kK.onnx    the federated example for K clients a round, compiled:
+#                            the artifacts of the bbsim scenarios in examples/sim/
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -108,6 +111,8 @@ BBC_O       = $(patsubst %.c,$(B)/obj/%.o,$(BBC_SRC))
 HOST_SRC    = $(wildcard bbd/host/*.c)
 HOST_O      = $(patsubst %.c,$(B)/obj/%.o,$(HOST_SRC))
 BBCTL_SRC   = $(wildcard bbctl/*.c)
+BBSIM_SRC   = $(filter-out bbsim/main.c,$(wildcard bbsim/*.c))
+BBSIM_O     = $(patsubst %.c,$(B)/obj/%.o,$(BBSIM_SRC))
 
 LIBBBIR_SO  = $(B)/lib/libbbir.so
 LIBBBIR_A   = $(B)/lib/libbbir.a
@@ -116,6 +121,7 @@ LIBENGINE_CHECKED_A = $(B)/lib/libbbengine-checked.a
 LIBENGINE_SO = $(B)/lib/libbbengine.so
 LIBBBC_A    = $(B)/lib/libbbc.a
 LIBHOST_A   = $(B)/lib/libbbdhost.a
+LIBBBSIM_A  = $(B)/lib/libbbsim.a
 
 PLUGIN_NAMES = $(notdir $(patsubst %/,%,$(dir $(wildcard plugins/*/*.c))))
 PLUGIN_NAMES := $(sort $(PLUGIN_NAMES))
@@ -132,6 +138,8 @@ EXAMPLE_NAMES := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/*.c
 EXAMPLES     = $(patsubst %,$(B)/examples/%,$(EXAMPLE_NAMES))
 EXAMPLE_ONNX = $(patsubst %,testdata/%.onnx,$(EXAMPLE_NAMES))
 
+SIM_ARTIFACTS = $(patsubst %,$(B)/sim/federated-k%.onnx,4 50 100)
+
 BENCH_SRC    = $(wildcard bench/bench_*.c)
 BENCHES      = $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 BENCH_SUPPORT_O = $(patsubst %.c,$(B)/obj/%.o,$(wildcard bench/support/*.c))
@@ -146,6 +154,9 @@ endif
 ifneq ($(BBCTL_SRC),)
 BINS += $(B)/bin/bbctl
 endif
+ifneq ($(wildcard bbsim/main.c),)
+BINS += $(B)/bin/bbsim
+endif
 
 # Per-plugin extra flags: plugins/NAME/build.mk may set
 #   PLUGIN_CFLAGS_NAME and PLUGIN_LIBS_NAME (vector kernels add $(ARCH_FLAGS));
@@ -158,7 +169,7 @@ endif
 .SECONDARY:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_SO) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
-     $(TESTS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES)
+     $(TESTS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES) $(SIM_ARTIFACTS)
 
 deps:
 	@scripts/deps
@@ -226,6 +237,10 @@ $(LIBHOST_A): $(HOST_O)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
 
+$(LIBBBSIM_A): $(BBSIM_O)
+	@mkdir -p $(dir $@)
+	rm -f $@; ar rcs $@ $^
+
 # ---- programs --------------------------------------------------------------
 $(B)/bin/bbc: $(B)/obj/bbc/main.o $(LIBBBC_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
@@ -248,6 +263,13 @@ $(B)/bin/bbd: $(BBD_O) $(B)/bbd.dynlist
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(LTO_LDFLAGS) -Wl,--dynamic-list=$(B)/bbd.dynlist \
 		-o $@ $(BBD_O) $(SYS_LIBS)
+
+# bbsim: the simulator links the engine and libbbir.so (the plugins it
+# loads bind to it), never bbd's host.
+$(B)/bin/bbsim: $(B)/obj/bbsim/main.o $(LIBBBSIM_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $(B)/obj/bbsim/main.o $(LIBBBSIM_A) $(LIBENGINE_A) \
+		-L$(B)/lib -lbbir $(SYS_LIBS)
 
 $(B)/bin/bbctl: $(patsubst %.c,$(B)/obj/%.o,$(BBCTL_SRC)) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
@@ -276,9 +298,9 @@ $(B)/obj/tests/plugins/%.o: tests/plugins/%.c | $(GEN_H)
 		-c $< -o $@
 
 # ---- tests, examples, benchmarks -------------------------------------------
-TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
+TEST_LINK = $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_CHECKED_A) -L$(B)/lib -lbbir -lcmocka $(SYS_LIBS)
 
-$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) $(LIBBBIR_SO)
+$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(TEST_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_CHECKED_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(TEST_SUPPORT_O) $(TEST_LINK)
 
@@ -289,9 +311,16 @@ $(B)/examples/%: $$(addprefix $(B)/obj/,$$(subst .c,.o,$$(wildcard examples/$$*/
 testdata/%.onnx: $(B)/examples/%
 	$< $@
 
-$(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+# The scenarios in examples/sim/ run these (recorded with --clients K, compiled).
+$(B)/sim/federated-k%.onnx: $(B)/examples/federated $(B)/bin/bbc $(PLUGINS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_A) \
+	$(B)/examples/federated $@.recorded --clients $*
+	$(B)/bin/bbc compile $@.recorded -o $@ --plugin-path $(B)/lib/bytesandbrains/plugins
+	rm -f $@.recorded
+
+$(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) \
 		-L$(B)/lib -lbbir $(SYS_LIBS)
 
 examples: $(EXAMPLE_ONNX)
@@ -311,7 +340,10 @@ demo: deps
 
 programs: $(LIBBBIR_SO) $(LIBBBIR_A) $(BINS) $(PLUGINS)
 
+# The baselines bench_train compares against (PyTorch, ONNX Runtime) are
+# bench-only: scripts/bench-deps installs them, not scripts/deps.
 bench: deps
+	@scripts/bench-deps $(B)
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 

@@ -9,7 +9,7 @@
 
 #include <cJSON.h>
 
-/* A value object (value_json form) on one line, at most max_elems data
+/* A value object (bb/value_json.h form) on one line, at most max_elems data
  * elements per tensor. */
 void bbctl_print_value(FILE *out, const cJSON *v, int max_elems);
 void bbctl_print_status(FILE *out, const cJSON *reply);

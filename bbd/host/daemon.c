@@ -23,7 +23,7 @@
 #include "bbd/host/keys.h"
 #include "bbd/host/snapshot_file.h"
 #include "bbd/host/state_dir.h"
-#include "bbd/host/value_json.h"
+#include "bb/value_json.h"
 
 #define DRAIN_POLLS 1000          /* polls to run a lifecycle phase at shutdown */
 #define STATUS_PERIOD_MS 10000    /* STATUS= refresh */
@@ -261,7 +261,7 @@ static void step_app(bbd_daemon *d, bb_step *s)
     add_str(ev, "target", s->u.app.target);
     add_str(ev, "topic", s->u.app.topic);
     if (ev)
-        cJSON_AddItemToObject(ev, "value", bbd_value_to_json(s->u.app.value, EVENT_JSON_MAX_ELEMS));
+        cJSON_AddItemToObject(ev, "value", bb_value_to_json(s->u.app.value, EVENT_JSON_MAX_ELEMS));
     /* the node's transport totals when the event happened: a watcher gets the
      * bytes between two events (e.g. per federated round) by subtraction */
     bbd_transport_stats ts = {0};

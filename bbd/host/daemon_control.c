@@ -13,7 +13,7 @@
 
 #include "bb/multiaddr.h"
 #include "bbd/host/daemon.h"
-#include "bbd/host/value_json.h"
+#include "bb/value_json.h"
 
 #define WAIT_DEFAULT_MS 10000
 #define WAIT_MAX_MS 3600000
@@ -220,7 +220,7 @@ static cJSON *cmd_peers(bbd_daemon *d)
 /* ---- inputs ------------------------------------------------------------------------- */
 
 typedef struct inputs {
-    bbd_input *v;
+    bb_json_input *v;
     bb_engine_input *e;
     size_t n;
 } inputs;
@@ -228,7 +228,7 @@ typedef struct inputs {
 static void inputs_free(inputs *in)
 {
     for (size_t i = 0; i < in->n; i++)
-        bbd_input_free(&in->v[i]);
+        bb_json_input_free(&in->v[i]);
     free(in->v);
     free(in->e);
     memset(in, 0, sizeof *in);
@@ -252,12 +252,12 @@ static int inputs_parse(const cJSON *obj, inputs *in, bb_error *err)
         return bb_error_set(err, BB_ENOMEM, "out of memory");
     }
     for (const cJSON *x = obj->child; x; x = x->next) {
-        int rc = bbd_input_from_json(x->string, x, &in->v[in->n], err);
+        int rc = bb_json_input_parse(x->string, x, &in->v[in->n], err);
         if (rc) {
             inputs_free(in);
             return rc;
         }
-        bbd_input *i = &in->v[in->n];
+        bb_json_input *i = &in->v[in->n];
         in->e[in->n++] = (bb_engine_input){i->name, i->value, i->bytes, i->len};
     }
     return BB_OK;
@@ -403,14 +403,14 @@ static cJSON *cmd_event(bbd_daemon *d, const cJSON *req)
     const cJSON *value = cJSON_GetObjectItemCaseSensitive(req, "value");
     if (!target || !input || !value)
         return reply_err("event: \"target\", \"input\" and \"value\" are required");
-    bbd_input in;
+    bb_json_input in;
     bb_error err = {0};
-    if (bbd_input_from_json(input, value, &in, &err))
+    if (bb_json_input_parse(input, value, &in, &err))
         return reply_err("event %s.%s: %s", target, input, err.msg);
     bb_engine_input ei = {in.name, in.value, in.bytes, in.len};
     bb_exec_id exec = 0;
     int rc = bb_engine_deliver_event(d->engine, target, input, &ei, &exec, &err);
-    bbd_input_free(&in);
+    bb_json_input_free(&in);
     if (rc)
         return reply_err("event %s.%s: %s", target, input, err.msg);
     cJSON *r = reply_ok();
@@ -580,7 +580,7 @@ static cJSON *cmd_records(bbd_daemon *d, const cJSON *req)
             continue;
         cJSON *o = cJSON_CreateObject();
         if (!o || !cJSON_AddStringToObject(o, "name", name) ||
-            !cJSON_AddItemToObject(o, "value", bbd_value_to_json(v, RECORD_JSON_MAX_ELEMS))) {
+            !cJSON_AddItemToObject(o, "value", bb_value_to_json(v, RECORD_JSON_MAX_ELEMS))) {
             cJSON_Delete(o);
             arr = NULL;
             break;

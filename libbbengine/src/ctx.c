@@ -3,7 +3,7 @@
  * declared dependencies, synchronous dependency calls, the host's clock and
  * seeded randomness, the address book views (peers, peers_running,
  * peer_addresses), fresh completion handles, component timers, worker-pool
- * submission and logging. One bbe__ctx lives in each component record, so a
+ * submission, logging and the host's shared read-only cache. One bbe__ctx lives in each component record, so a
  * component may keep the pointer it was given.
  */
 #include <stdlib.h>
@@ -231,6 +231,29 @@ static int ctx_add_peer(bb_ctx *ctx, const bb_value *peer, const bb_value *addrs
     return bb_engine_add_peer(e, &id, a, n, err);
 }
 
+static bool shared_key_ok(const char *key)
+{
+    return key && key[0] && strnlen(key, BB_SHARED_KEY_MAX + 1) <= BB_SHARED_KEY_MAX;
+}
+
+static bb_value *ctx_shared_get(bb_ctx *ctx, const char *key)
+{
+    bb_engine *e = ((bbe__ctx *)ctx)->e;
+    if (!e->cfg.shared_get || !shared_key_ok(key))
+        return NULL;
+    return e->cfg.shared_get(e->cfg.shared_ud, key);
+}
+
+static bb_value *ctx_shared_put(bb_ctx *ctx, const char *key, bb_value *v)
+{
+    bb_engine *e = ((bbe__ctx *)ctx)->e;
+    if (!v || !shared_key_ok(key))
+        return NULL;
+    if (!e->cfg.shared_put)
+        return bb_value_ref(v); /* no cache: the caller keeps its own */
+    return e->cfg.shared_put(e->cfg.shared_ud, key, v);
+}
+
 const bb_ctx_api bbe__ctx_api = {
     .struct_size = sizeof(bb_ctx_api),
     .dependency = ctx_dependency,
@@ -247,6 +270,8 @@ const bb_ctx_api bbe__ctx_api = {
     .log = ctx_log,
     .slot = ctx_slot,
     .add_peer = ctx_add_peer,
+    .shared_get = ctx_shared_get,
+    .shared_put = ctx_shared_put,
 };
 
 void bbe__ctx_init(bb_engine *e, uint32_t comp)

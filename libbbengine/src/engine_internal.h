@@ -572,7 +572,7 @@ struct bb_engine {
     bool installed;
     bool ran;                    /* polled at least once (restore refuses) */
     bb_install_error install_err;
-    bb_model *model;
+    bb_model *model; /* the installed clone, or the host's model (cfg.share_model) */
     bb_arena *arena;             /* immutable install tables */
     bbe__graph *graphs;
     uint32_t n_graphs;

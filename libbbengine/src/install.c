@@ -1328,7 +1328,8 @@ void bbe__uninstall(bb_engine *e)
     free(e->in_buf);
     free(e->out_buf);
     e->in_buf = e->out_buf = NULL;
-    bb_model_free(e->model);
+    if (!e->cfg.share_model)
+        bb_model_free(e->model);
     e->model = NULL;
     if (e->arena)
         bb_arena_destroy(e->arena);
@@ -1414,7 +1415,11 @@ int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *ta
         return bb_error_set(err, BB_EINVAL, "install: NULL model");
     int rc = BB_ENOMEM;
     e->arena = ins.a = bb_arena_create();
-    e->model = ins.m = e->arena ? bb_model_clone(model) : NULL;
+    /* install and the engine only read the model: a host that keeps it
+     * alive and unchanged may have it shared instead of cloned */
+    e->model = ins.m = !e->arena          ? NULL
+                       : e->cfg.share_model ? (bb_model *)model
+                                            : bb_model_clone(model);
     if (!ins.a || !ins.m)
         goto fail;
     if (!bb_artifact_is_compiled(ins.m)) {

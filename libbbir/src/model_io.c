@@ -26,6 +26,7 @@
  *   - tensor payload: raw_data when has_raw_data (never the typed fields).
  */
 #include "bb/model_io.h"
+#include "bb/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -635,83 +636,6 @@ static const char *errstr(int e, char *buf, size_t cap)
     return strerror_r(e, buf, cap); /* GNU variant: returns the text */
 }
 
-/* Read a whole file, bounded by BB_MODEL_MAX_BYTES. *out is malloc'd. */
-static int read_file(const char *path, uint8_t **out, size_t *out_len, bb_error *err)
-{
-    char eb[128];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return bb_error_set(err, BB_EIO, "%s: cannot open: %s", path, errstr(e, eb, sizeof eb));
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return bb_error_set(err, BB_EIO, "%s: cannot stat: %s", path, errstr(e, eb, sizeof eb));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        return bb_error_set(err, BB_EIO, "%s: is a directory, not a model file", path);
-    }
-    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > BB_MODEL_MAX_BYTES) {
-        close(fd);
-        return bb_error_set(err, BB_ELIMIT, "%s: file is %lld bytes, over the %zu-byte limit",
-                            path, (long long)st.st_size, (size_t)BB_MODEL_MAX_BYTES);
-    }
-    /* Regular files: read what fstat promised (and notice growth); other
-     * files (pipes): grow until EOF or the limit. */
-    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 64 * 1024;
-    size_t len = 0;
-    uint8_t *buf = malloc(cap);
-    if (!buf) {
-        close(fd);
-        return bb_error_set(err, BB_ENOMEM, "%s: out of memory reading %zu bytes", path, cap);
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap > BB_MODEL_MAX_BYTES) {
-                free(buf);
-                close(fd);
-                return bb_error_set(err, BB_ELIMIT, "%s: more than %zu bytes, over the limit",
-                                    path, (size_t)BB_MODEL_MAX_BYTES);
-            }
-            size_t ncap = cap * 2 > (size_t)BB_MODEL_MAX_BYTES + 1 ? (size_t)BB_MODEL_MAX_BYTES + 1
-                                                                    : cap * 2;
-            uint8_t *nb = realloc(buf, ncap);
-            if (!nb) {
-                free(buf);
-                close(fd);
-                return bb_error_set(err, BB_ENOMEM, "%s: out of memory", path);
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        ssize_t r = read(fd, buf + len, cap - len);
-        if (r < 0) {
-            int e = errno;
-            if (e == EINTR)
-                continue;
-            free(buf);
-            close(fd);
-            return bb_error_set(err, BB_EIO, "%s: read failed at byte %zu: %s", path, len,
-                                errstr(e, eb, sizeof eb));
-        }
-        if (r == 0)
-            break;
-        len += (size_t)r;
-    }
-    close(fd);
-    if (len > BB_MODEL_MAX_BYTES) {
-        free(buf);
-        return bb_error_set(err, BB_ELIMIT, "%s: more than %zu bytes, over the limit", path,
-                            (size_t)BB_MODEL_MAX_BYTES);
-    }
-    *out = buf;
-    *out_len = len;
-    return BB_OK;
-}
-
 int bb_model_load_file(const char *path, bb_model **out, bb_error *err)
 {
     if (!path || !out)
@@ -719,7 +643,7 @@ int bb_model_load_file(const char *path, bb_model **out, bb_error *err)
     *out = NULL;
     uint8_t *buf;
     size_t len;
-    int rc = read_file(path, &buf, &len, err);
+    int rc = bb_read_file(path, BB_MODEL_MAX_BYTES, &buf, &len, err);
     if (rc)
         return rc;
     rc = bb_model_load_mem(buf, len, path, out, err);

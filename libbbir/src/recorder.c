@@ -413,6 +413,32 @@ int bb_slot_set_atomic_domain(bb_slot *s, const char *domain)
     return BB_OK;
 }
 
+int bb_slot_set_graph(bb_slot *s, const bb_graph *graph)
+{
+    static const char what[] = "construction graph";
+    if (!s)
+        return BB_EINVAL;
+    bb_recorder *r = s->m->r;
+    bb_rec *g = &s->m->body;
+    int rc = bb__rec_ready(g, what);
+    if (rc)
+        return rc;
+    if (!s->concrete)
+        return bb__rec_fail(r, g, what, "slot '%s' is generic: only a concrete has construction "
+                            "state", s->name);
+    if (!graph)
+        return bb__rec_fail(r, g, what, "slot '%s': no graph", s->name);
+    bb_attr *at = NULL;
+    for (size_t i = 0; i < g->f->attribute_protos.n && !at; i++)
+        if (strcmp(g->f->attribute_protos.v[i]->name, s->name) == 0)
+            at = g->f->attribute_protos.v[i];
+    if (!at) /* every concrete slot records its attribute */
+        return bb__rec_fail(r, g, what, "slot '%s' has no construction state", s->name);
+    if (!(at->g = bb_graph_clone(r->model->arena, graph)))
+        return bb__rec_oom(r, g, what);
+    return BB_OK;
+}
+
 const char *bb_slot_name(const bb_slot *s)
 {
     return s ? s->name : NULL;

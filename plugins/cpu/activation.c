@@ -12,7 +12,7 @@ static int like(cpu_run *r, const bb_value *x, bb_value **out, size_t *n)
 {
     const bb_tensor_view *t = cpu_tv(x);
     *n = cpu_numel(t->ndim, t->dims);
-    return cpu_alloc(r, t->dtype, t->ndim, t->dims, out);
+    return cpu_alloc_uninit(r, t->dtype, t->ndim, t->dims, out);
 }
 
 #define RELU_LOOP(T)                                                        \
@@ -22,6 +22,12 @@ static int like(cpu_run *r, const bb_value *x, bb_value **out, size_t *n)
         for (size_t i = 0; i < n; i++)                                      \
             o[i] = a[i] > 0 ? a[i] : (T)0;                                  \
     } while (0)
+
+void cpu_relu_f32(const float *x, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] > 0 ? x[i] : 0.0f;
+}
 
 int cpu_k_Relu(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out, uint32_t n_out)
 {
@@ -37,7 +43,9 @@ int cpu_k_Relu(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out, u
     if (rc)
         return rc;
     switch (dt) {
-    case BB_DT_FLOAT: RELU_LOOP(float); break;
+    case BB_DT_FLOAT:
+        cpu_relu_f32((const float *)(const void *)t->data, bb_tensor_f32(*out), n);
+        break;
     case BB_DT_DOUBLE: RELU_LOOP(double); break;
     case BB_DT_INT8: RELU_LOOP(int8_t); break;
     case BB_DT_INT16: RELU_LOOP(int16_t); break;

@@ -168,6 +168,64 @@ int cpu_geom_init(cpu_run *r, const bb_tensor_view *x, const int64_t *kernel, bo
 IM2COL(float)
 IM2COL(double)
 
+void cpu_im2col_f32(const cpu_geom *g, const float *x, size_t C, float *col)
+{
+    im2col_float(g, x, C, col);
+}
+
+/* The adjoint of im2col: x[c, position] += every col entry that im2col
+ * read from it (zeros of the padding go nowhere). */
+void cpu_col2im_add_f32(const cpu_geom *g, const float *col, size_t C, float *x)
+{
+    uint32_t ns = g->ns, last = ns - 1;
+    size_t K = cpu_numel(ns, g->k), O = cpu_numel(ns, g->out);
+    size_t plane = cpu_numel(ns, g->in), on = (size_t)g->out[last];
+    size_t outer_o = O / (on ? on : 1);
+    int64_t kk[CPU_MAX_SPATIAL], oc[CPU_MAX_SPATIAL];
+    for (size_t c = 0; c < C; c++) {
+        float *xc = x + c * plane;
+        for (size_t kidx = 0; kidx < K; kidx++) {
+            size_t rem = kidx;
+            for (int32_t d = (int32_t)last; d >= 0; d--) {
+                kk[d] = (int64_t)(rem % (size_t)g->k[d]);
+                rem /= (size_t)g->k[d];
+            }
+            const float *row = col + (c * K + kidx) * O;
+            int64_t s = g->s[last], koff = kk[last] * g->d[last] - g->pb[last];
+            int64_t in = g->in[last];
+            int64_t lo = koff >= 0 ? 0 : (-koff + s - 1) / s;
+            int64_t hi = in - koff <= 0 ? 0 : (in - koff - 1) / s + 1;
+            if (hi > (int64_t)on)
+                hi = (int64_t)on;
+            memset(oc, 0, sizeof oc);
+            for (size_t q = 0; q < outer_o; q++, row += on) {
+                size_t off = 0;
+                bool valid = true;
+                for (uint32_t d = 0; d < last; d++) {
+                    int64_t ic = oc[d] * g->s[d] + kk[d] * g->d[d] - g->pb[d];
+                    valid = valid && ic >= 0 && ic < g->in[d];
+                    off = off * (size_t)g->in[d] + (size_t)(valid ? ic : 0);
+                }
+                off *= (size_t)in;
+                if (valid) {
+                    float *xs = xc + off + koff;
+                    if (s == 1)
+                        for (int64_t o = lo; o < hi; o++)
+                            xs[o] += row[o];
+                    else
+                        for (int64_t o = lo; o < hi; o++)
+                            xs[o * s] += row[o];
+                }
+                for (int32_t d = (int32_t)last - 1; d >= 0; d--) {
+                    if (++oc[d] < g->out[d])
+                        break;
+                    oc[d] = 0;
+                }
+            }
+        }
+    }
+}
+
 int cpu_k_Conv(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out, uint32_t n_out)
 {
     (void)n_out;
@@ -205,7 +263,7 @@ int cpu_k_Conv(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out, u
     od[0] = N;
     od[1] = M;
     memcpy(od + 2, g.out, g.ns * sizeof *od);
-    if ((rc = cpu_alloc(r, x->dtype, x->ndim, od, out)))
+    if ((rc = cpu_alloc_uninit(r, x->dtype, x->ndim, od, out)))
         return rc;
     size_t es = bb_tensor_elem_size(x->dtype);
     size_t Cg = (size_t)(C / group), Mg = (size_t)(M / group), K = cpu_numel(g.ns, g.k);

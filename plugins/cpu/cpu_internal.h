@@ -80,12 +80,24 @@ typedef int (*cpu_kernel)(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_val
 CPU_OPS(CPU__PROTO)
 #undef CPU__PROTO
 
+/* ---- recycled result memory (tensor_pool.c) ------------------------------- */
+typedef struct cpu_tensor_pool cpu_tensor_pool;
+/* New pool keeping at most max_bytes idle; NULL on OOM. */
+cpu_tensor_pool *cpu_tensor_pool_new(size_t max_bytes);
+/* The owner lets go; the pool goes when its last block has come back. */
+void cpu_tensor_pool_release(cpu_tensor_pool *p);
+/* A tensor (new reference) over a pooled block of nbytes (the shape's
+ * bytes), zeroed when zero; NULL on OOM. */
+bb_value *cpu_tensor_pool_value(cpu_tensor_pool *p, int32_t dtype, uint32_t ndim,
+                                const int64_t *dims, size_t nbytes, bool zero);
+
 /* ---- the instance (cpu_backend.c) ------------------------------------------- */
 struct cpu_backend {
-    int threads;             /* OpenBLAS threads requested by the config */
+    int threads;             /* GEMM threads requested by the config */
     void *scratch;           /* grow-only, 64-byte aligned */
     size_t scratch_cap;
     cpu_plan_cache *plans;   /* graph executor plans, per bb_graph pointer */
+    cpu_tensor_pool *pool;   /* results' memory, or NULL (malloc) */
 };
 
 /* Grow-only scratch owned by the instance (im2col columns and the like).
@@ -131,6 +143,16 @@ int cpu_execute_graph(void *inst, const bb_graph *graph, const char *const *inpu
 cpu_plan_cache *cpu_plan_cache_new(size_t max_plans);
 void cpu_plan_cache_free(cpu_plan_cache *c);
 
+/* Value name -> slot, open addressing over borrowed names; cap is a power
+ * of two, at least twice the entries (keys / vals: cap entries, zeroed). */
+typedef struct cpu_name_map {
+    const char **keys;
+    int32_t *vals;
+    size_t cap;
+} cpu_name_map;
+int32_t cpu_name_map_get(const cpu_name_map *m, const char *k); /* -1 when absent */
+void cpu_name_map_put(cpu_name_map *m, const char *k, int32_t v);
+
 /* ---- errors, dtypes, attributes (util.c) ----------------------------------- */
 int cpu_fail(cpu_run *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* "dtype <name> not supported". */
@@ -154,8 +176,12 @@ static inline const bb_tensor_view *cpu_tv(const bb_value *v)
 {
     return &v->u.tensor;
 }
-/* New zeroed tensor; BB_ENOMEM (with message) on failure. */
+/* New zeroed tensor (from the instance's pool when it has one); BB_ENOMEM
+ * (with message) on failure. */
 int cpu_alloc(cpu_run *r, int32_t dtype, uint32_t ndim, const int64_t *dims, bb_value **out);
+/* The same, not zeroed: for kernels that write every element. */
+int cpu_alloc_uninit(cpu_run *r, int32_t dtype, uint32_t ndim, const int64_t *dims,
+                     bb_value **out);
 /* New value sharing src's bytes under another shape of equal numel. */
 int cpu_view(cpu_run *r, const bb_value *src, uint32_t ndim, const int64_t *dims,
              bb_value **out);
@@ -178,6 +204,9 @@ int64_t cpu_elem_i64(const bb_tensor_view *t, size_t i);
 bool cpu_cast_supported(int32_t dt);
 void cpu_cast_buf(void *dst, int32_t ddt, const void *src, int32_t sdt, size_t n);
 
+/* y = max(x, 0) (activation.c; x may be y: the fused Conv's epilogue). */
+void cpu_relu_f32(const float *x, float *y, size_t n);
+
 /* ---- BLAS and window geometry (matmul.c, conv.c) ---------------------------- */
 /* C[M,N] = alpha * op(A) op(B) + beta * C for float/double (CBLAS; gemv for
  * one row or column), exact wrapping product for int32/int64/uint32/uint64
@@ -185,6 +214,11 @@ void cpu_cast_buf(void *dst, int32_t ddt, const void *src, int32_t sdt, size_t n
  * [K,N] ([N,K] when tb), row-major and contiguous. */
 void cpu_gemm(int32_t dt, bool ta, bool tb, size_t M, size_t K, size_t N, float alpha,
               const void *A, const void *B, float beta, void *C);
+/* The f32 GEMM behind cpu_gemm (oneDNN), same operands; M, N > 1, K > 0. */
+void cpu_sgemm(bool ta, bool tb, size_t M, size_t K, size_t N, float alpha, const float *A,
+               const float *B, float beta, float *C);
+/* Threads of the GEMMs (OpenBLAS and oneDNN): process-wide, default 1. */
+void cpu_gemm_set_threads(int n);
 
 #define CPU_MAX_SPATIAL (BB_MAX_DIMS - 2)
 /* Sliding-window geometry of Conv and the pools over X [N, C, spatial...]. */
@@ -202,6 +236,22 @@ typedef struct cpu_geom {
  * from the node; kernel has ns entries. */
 int cpu_geom_init(cpu_run *r, const bb_tensor_view *x, const int64_t *kernel, bool allow_ceil,
                   cpu_geom *g);
+/* col [C * K, O] of one image's C channels at x (K kernel elements, O
+ * output positions; padding reads as 0), and its adjoint: x += what
+ * im2col would have read into col. */
+void cpu_im2col_f32(const cpu_geom *g, const float *x, size_t C, float *col);
+void cpu_col2im_add_f32(const cpu_geom *g, const float *col, size_t C, float *x);
+/* In-bounds offsets (row-major within a plane) of the pooling window at
+ * output position oc; *padded counts positions inside the padded extent. */
+size_t cpu_pool_window(const cpu_geom *g, const int64_t *oc, size_t *offs, size_t *padded);
+/* Slice's geometry from its inputs (starts, ends, axes, steps): per axis
+ * the first index, the step and the output extent. */
+int cpu_slice_geom(cpu_run *r, bb_value *const *in, uint32_t n_in, int64_t *start,
+                   int64_t *step, int64_t *out_dims);
+/* Where that slice's elements sit in t: returns the first one's offset;
+ * sst[d] is the element stride of output axis d. */
+ptrdiff_t cpu_slice_strides(const bb_tensor_view *t, const int64_t *start, const int64_t *step,
+                            const int64_t *out_dims, ptrdiff_t *sst);
 
 /* ---- multidirectional broadcasting (broadcast.c) --------------------------- */
 #define CPU_BC_MAX 3

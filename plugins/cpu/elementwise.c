@@ -135,7 +135,7 @@ static int binary(cpu_run *r, bb_value *const *in, bb_value **out, int which)
                 return cpu_fail(r, BB_EINVAL, "integer division by zero");
     }
     int32_t odt = which >= B_EQ ? BB_DT_BOOL : a->dtype;
-    if ((rc = cpu_alloc(r, odt, bc.out_nd, bc.out_dims, out)))
+    if ((rc = cpu_alloc_uninit(r, odt, bc.out_nd, bc.out_dims, out)))
         return rc;
     bin_ctx c = {cpu_tv(*out)->data, a->data, b->data};
     cpu_bcast_each(&bc, fn, &c);

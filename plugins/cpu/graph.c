@@ -16,6 +16,7 @@
  * a fingerprint of the graph's arrays); beyond max_cached_graphs a plan is
  * built for one call and freed after it.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,18 +27,12 @@
 
 /* ---- name -> slot map (open addressing, borrowed keys) --------------------- */
 
-typedef struct name_map {
-    const char **keys;
-    int32_t *vals;
-    size_t cap; /* power of two */
-} name_map;
-
 static uint64_t name_hash(const char *s)
 {
     return bb_fnv1a64(s, strlen(s));
 }
 
-static int32_t map_get(const name_map *m, const char *k)
+int32_t cpu_name_map_get(const cpu_name_map *m, const char *k)
 {
     if (!m->cap)
         return -1;
@@ -49,7 +44,7 @@ static int32_t map_get(const name_map *m, const char *k)
     }
 }
 
-static void map_put(name_map *m, const char *k, int32_t v)
+void cpu_name_map_put(cpu_name_map *m, const char *k, int32_t v)
 {
     size_t i = name_hash(k) & (m->cap - 1);
     while (m->keys[i])
@@ -69,6 +64,9 @@ struct cpu_plan_node {
     uint32_t n_release;
     int32_t *release;    /* slots dead after this node */
     cpu_plan *child[2];  /* If: then, else; Loop: body */
+    bb_value *fused_w;   /* Conv with a BatchNormalization folded in: its weights, */
+    bb_value *fused_b;   /* and bias (owned), used instead of inputs 1 and 2 */
+    bool fused_relu;     /* ... and a Relu in its epilogue */
 };
 
 struct cpu_plan {
@@ -81,7 +79,7 @@ struct cpu_plan {
     const char **slot_name;
     bb_value **konst;    /* initializer / Constant value per slot (owned), or NULL */
     int32_t *def_node;   /* producing node index; -1 input/initializer/outer */
-    name_map map;
+    cpu_name_map map;
     uint32_t n_in, n_out, n_outer;
     int32_t *in_slot, *out_slot, *outer_slot;
     uint32_t n_nodes;
@@ -107,6 +105,8 @@ void cpu_plan_free(cpu_plan *p)
     for (uint32_t i = 0; i < p->n_nodes; i++) {
         cpu_plan_free(p->nodes[i].child[0]);
         cpu_plan_free(p->nodes[i].child[1]);
+        bb_value_unref(p->nodes[i].fused_w);
+        bb_value_unref(p->nodes[i].fused_b);
     }
     for (uint32_t s = 0; s < p->n_slots; s++)
         bb_value_unref(p->konst[s]);
@@ -182,7 +182,7 @@ static int32_t slot_add(builder *b, const char *name, int32_t def)
     int32_t s = (int32_t)p->n_slots++;
     p->slot_name[s] = name;
     p->def_node[s] = def;
-    map_put(&p->map, name, s);
+    cpu_name_map_put(&p->map, name, s);
     return s;
 }
 
@@ -238,7 +238,7 @@ static int plan_node_io(builder *b, size_t i, uint32_t k, cpu_plan_node *pn)
             pn->in[j] = -1;
             continue;
         }
-        int32_t s = map_get(&p->map, nm);
+        int32_t s = cpu_name_map_get(&p->map, nm);
         if (s < 0)
             s = outer_add(b, nm);
         else if (p->def_node[s] >= (int32_t)i)
@@ -249,7 +249,7 @@ static int plan_node_io(builder *b, size_t i, uint32_t k, cpu_plan_node *pn)
     }
     for (uint32_t j = 0; j < pn->n_out; j++) {
         const char *nm = n->outputs.v[j];
-        pn->out[j] = nm && *nm ? map_get(&p->map, nm) : -1;
+        pn->out[j] = nm && *nm ? cpu_name_map_get(&p->map, nm) : -1;
         if (pn->out[j] >= 0)
             b->prod[pn->out[j]] = k;
     }
@@ -274,7 +274,7 @@ static int plan_subgraphs(builder *b, size_t i, uint32_t k, cpu_plan_node *pn, u
         const cpu_plan *ch = pn->child[c];
         for (uint32_t q = 0; q < ch->n_outer; q++) {
             const char *nm = ch->slot_name[ch->outer_slot[q]];
-            int32_t s = map_get(&p->map, nm);
+            int32_t s = cpu_name_map_get(&p->map, nm);
             if (s < 0) {
                 if (p->n_slots >= b->cap_slots)
                     return bfail(b, BB_ELIMIT, "too many outer-scope names");
@@ -317,7 +317,7 @@ static int plan_outputs(builder *b)
         const bb_value_info *vi = g->outputs.v[j];
         if (!vi || !vi->name || !*vi->name)
             return bfail(b, BB_EINVAL, "output %u has no name", j);
-        int32_t s = map_get(&p->map, vi->name);
+        int32_t s = cpu_name_map_get(&p->map, vi->name);
         if (s < 0) {
             if (p->n_slots >= b->cap_slots)
                 return bfail(b, BB_ELIMIT, "too many names");
@@ -357,6 +357,129 @@ static int plan_releases(builder *b)
     return BB_OK;
 }
 
+/* ---- inference fusion: Conv -> BatchNormalization [-> Relu] ---------------
+ * A Conv whose output feeds only an inference BatchNormalization, with the
+ * Conv's weights and bias and the normalization's four vectors constant,
+ * becomes one Conv with the normalization folded into its weights:
+ *   a = scale / sqrt(var + eps),  W' = W a (per output channel),
+ *   B' = (B - mean) a + shift;
+ * a Relu that alone reads the result runs in the Conv's epilogue. Two
+ * passes over a CNN's largest activations saved (ONNX Runtime folds the
+ * same); the results equal the unfused ones up to rounding. */
+
+static const bb_value *konst_vec(const cpu_plan *p, int32_t s, int64_t len)
+{
+    const bb_value *v = s >= 0 ? p->konst[s] : NULL;
+    return v && cpu_tv(v)->dtype == BB_DT_FLOAT && cpu_tv(v)->ndim == 1 &&
+                   cpu_tv(v)->dims[0] == len
+               ? v
+               : NULL;
+}
+
+/* The folded weights and bias of Conv c and BatchNormalization n, or false. */
+static bool fold_bn(builder *b, const cpu_plan_node *c, const cpu_plan_node *n,
+                    bb_value **w2, bb_value **b2)
+{
+    const cpu_plan *p = b->p;
+    const bb_value *w = c->in[1] >= 0 ? p->konst[c->in[1]] : NULL;
+    if (!w || cpu_tv(w)->dtype != BB_DT_FLOAT || cpu_tv(w)->ndim < 3)
+        return false;
+    int64_t M = cpu_tv(w)->dims[0];
+    const bb_value *bias = c->n_in > 2 && c->in[2] >= 0 ? konst_vec(p, c->in[2], M) : NULL;
+    const bb_value *bn[4];
+    for (int i = 0; i < 4; i++)
+        if (!(bn[i] = konst_vec(p, n->in[1 + i], M)))
+            return false;
+    if ((c->n_in > 2 && c->in[2] >= 0 && !bias) || M <= 0)
+        return false;
+    const float *sc = (const float *)(const void *)cpu_tv(bn[0])->data;
+    const float *sh = (const float *)(const void *)cpu_tv(bn[1])->data;
+    const float *mu = (const float *)(const void *)cpu_tv(bn[2])->data;
+    const float *var = (const float *)(const void *)cpu_tv(bn[3])->data;
+    double eps = cpu_attr_f(n->node, "epsilon", 1e-5f);
+    *w2 = bb_value_tensor_copy(BB_DT_FLOAT, cpu_tv(w)->ndim, cpu_tv(w)->dims, cpu_tv(w)->data,
+                               cpu_tv(w)->nbytes);
+    *b2 = bb_value_tensor_new(BB_DT_FLOAT, 1, &M);
+    if (!*w2 || !*b2) {
+        bb_value_unref(*w2);
+        bb_value_unref(*b2);
+        return false; /* out of memory: run it unfused */
+    }
+    size_t per = bb_tensor_numel(w) / (size_t)M;
+    float *wv = bb_tensor_f32(*w2), *bv = bb_tensor_f32(*b2);
+    for (size_t m = 0; m < (size_t)M; m++) {
+        double a = sc[m] / sqrt((double)var[m] + eps);
+        for (size_t i = 0; i < per; i++)
+            wv[m * per + i] = (float)(wv[m * per + i] * a);
+        double b0 = bias ? ((const float *)(const void *)cpu_tv(bias)->data)[m] : 0.0;
+        bv[m] = (float)((b0 - mu[m]) * a + sh[m]);
+    }
+    return true;
+}
+
+/* Node i's only output is read by node j alone, and is not a graph output. */
+static bool feeds_only(const builder *b, const cpu_plan_node *ni, uint32_t j,
+                       const cpu_plan_node *nj)
+{
+    int32_t y = ni->n_out == 1 ? ni->out[0] : -1;
+    return y >= 0 && nj->n_in >= 1 && nj->in[0] == y && b->last_use[y] == j && !b->is_out[y];
+}
+
+/* Fuse at node k; marks the nodes it absorbed. */
+static void fuse_at(builder *b, uint32_t k, bool *gone)
+{
+    cpu_plan *p = b->p;
+    cpu_plan_node *c = &p->nodes[k], *n = &p->nodes[k + 1];
+    if (c->op != CPU_OP_Conv || n->op != CPU_OP_BatchNormalization || n->n_in != 5 ||
+        !feeds_only(b, c, k + 1, n) || cpu_attr_i(n->node, "training_mode", 0) != 0)
+        return;
+    for (uint32_t j = 1; j < n->n_out; j++)
+        if (n->out[j] >= 0)
+            return; /* running statistics read: an exporter's training graph */
+    if (n->out[0] < 0 || !fold_bn(b, c, n, &c->fused_w, &c->fused_b))
+        return;
+    gone[k + 1] = true;
+    c->out[0] = n->out[0];
+    cpu_plan_node *r = k + 2 < p->n_nodes ? &p->nodes[k + 2] : NULL;
+    if (r && r->op == CPU_OP_Relu && r->n_out == 1 && r->out[0] >= 0 &&
+        feeds_only(b, n, k + 2, r)) {
+        gone[k + 2] = true;
+        c->out[0] = r->out[0];
+        c->fused_relu = true;
+    }
+    b->prod[c->out[0]] = k;
+}
+
+/* Fuse what fits, then close the gaps: node indices in last_use / prod
+ * follow, and a removed node's index becomes the Conv's that absorbed it. */
+static int plan_fuse(builder *b)
+{
+    cpu_plan *p = b->p;
+    bool *gone = bb_arena_calloc(p->arena, p->n_nodes + 1, sizeof *gone);
+    uint32_t *to = bb_arena_calloc(p->arena, p->n_nodes + 1, sizeof *to);
+    if (!gone || !to)
+        return bfail(b, BB_ENOMEM, "out of memory");
+    for (uint32_t k = 0; k + 1 < p->n_nodes; k++)
+        if (!gone[k])
+            fuse_at(b, k, gone);
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < p->n_nodes; k++) {
+        to[k] = gone[k] ? n - 1 : n; /* an absorbed node follows its Conv */
+        if (!gone[k])
+            p->nodes[n++] = p->nodes[k];
+    }
+    if (n == p->n_nodes)
+        return BB_OK;
+    for (uint32_t s = 0; s < p->n_slots; s++) {
+        if (b->last_use[s] != NO_NODE)
+            b->last_use[s] = to[b->last_use[s]];
+        if (b->prod[s] != NO_NODE)
+            b->prod[s] = to[b->prod[s]];
+    }
+    p->n_nodes = n;
+    return BB_OK;
+}
+
 static int plan_nodes(builder *b, uint32_t depth)
 {
     cpu_plan *p = b->p;
@@ -388,6 +511,8 @@ static int plan_nodes(builder *b, uint32_t depth)
     }
     p->n_nodes = k;
     int rc = plan_outputs(b);
+    if (!rc)
+        rc = plan_fuse(b);
     return rc ? rc : plan_releases(b);
 }
 
@@ -440,7 +565,7 @@ static int plan_build(cpu_backend *be, const bb_graph *g, uint32_t depth, cpu_pl
             rc = bfail(&b, BB_EINVAL, "input %u has no name", i);
             goto fail;
         }
-        if (map_get(&p->map, vi->name) >= 0) {
+        if (cpu_name_map_get(&p->map, vi->name) >= 0) {
             rc = bfail(&b, BB_EINVAL, "input '%s' declared twice", vi->name);
             goto fail;
         }
@@ -452,7 +577,7 @@ static int plan_build(cpu_backend *be, const bb_graph *g, uint32_t depth, cpu_pl
             rc = bfail(&b, BB_EINVAL, "initializer %zu has no name", i);
             goto fail;
         }
-        int32_t s = map_get(&p->map, tp->name);
+        int32_t s = cpu_name_map_get(&p->map, tp->name);
         if (s >= 0 && p->konst[s]) {
             rc = bfail(&b, BB_EINVAL, "initializer '%s' declared twice", tp->name);
             goto fail;
@@ -471,7 +596,7 @@ static int plan_build(cpu_backend *be, const bb_graph *g, uint32_t depth, cpu_pl
             const char *nm = n->outputs.v[j];
             if (!nm || !*nm)
                 continue;
-            if (map_get(&p->map, nm) >= 0) {
+            if (cpu_name_map_get(&p->map, nm) >= 0) {
                 rc = bfail(&b, BB_EINVAL, "node '%s' (%s): value '%s' is already defined",
                            nname(n), n->op_type ? n->op_type : "?", nm);
                 goto fail;
@@ -611,7 +736,7 @@ static bb_value *frame_lookup(const cpu_frame *f, const char *name)
                     return f->vals[i];
             continue;
         }
-        int32_t s = map_get(&f->plan->map, name);
+        int32_t s = cpu_name_map_get(&f->plan->map, name);
         if (s >= 0 && f->vals[s])
             return f->vals[s];
     }
@@ -664,9 +789,17 @@ int cpu_plan_run(cpu_backend *be, const cpu_plan *p, const cpu_frame *parent,
         const cpu_plan_node *pn = &p->nodes[k];
         for (uint32_t j = 0; j < pn->n_in; j++)
             ibuf[j] = pn->in[j] >= 0 ? vals[pn->in[j]] : NULL;
+        uint32_t n_in = pn->n_in;
+        if (pn->fused_w) { /* a Conv with its BatchNormalization folded in */
+            ibuf[1] = pn->fused_w;
+            ibuf[2] = pn->fused_b;
+            n_in = 3;
+        }
         cpu_run r = {.be = be, .node = pn->node, .op = pn->op, .scope = &f, .pn = pn, .err = err};
-        if ((rc = cpu_run_kernel(&r, ibuf, pn->n_in, obuf, pn->n_out)))
+        if ((rc = cpu_run_kernel(&r, ibuf, n_in, obuf, pn->n_out)))
             goto done;
+        if (pn->fused_relu)
+            cpu_relu_f32(bb_tensor_f32(obuf[0]), bb_tensor_f32(obuf[0]), bb_tensor_numel(obuf[0]));
         for (uint32_t j = 0; j < pn->n_out; j++) {
             if (pn->out[j] >= 0)
                 vals[pn->out[j]] = obuf[j];
@@ -721,7 +854,7 @@ int cpu_execute_graph(void *inst, const bb_graph *graph, const char *const *inpu
         const char *nm = input_names ? input_names[i] : NULL;
         uint32_t j = p->n_in;
         if (nm) {
-            int32_t s = map_get(&p->map, nm);
+            int32_t s = cpu_name_map_get(&p->map, nm);
             for (j = 0; j < p->n_in && p->in_slot[j] != s; j++)
                 ;
         }

@@ -3,20 +3,37 @@
  * dims), Gemm (transA/transB, alpha, beta, C broadcast to [M,N]) and Dot
  * (1-D . 1-D is a scalar, otherwise MatMul).
  *
- * float and double go through CBLAS (OpenBLAS): a product with one row or
- * one column uses gemv, which is several times faster than gemm at batch
- * 1; when B has no batch dims the batch of A is folded into M so a whole
+ * float products go through oneDNN's dnnl_sgemm, which JIT-compiles for
+ * the CPU it runs on (AVX-512 where there is one); a product with one row
+ * or one column, and every double, through CBLAS (OpenBLAS), whose gemv
+ * beats both gemms at batch 1 (figures: docs/DECISIONS.md, "CPU kernels").
+ * When B has no batch dims the batch of A is folded into M so a whole
  * batch is one gemm call. Integer types use a plain i-k-j loop that the
  * compiler vectorizes, accumulating in the unsigned carrier (wraps).
  * Zero-sized M, N or K never reach BLAS (its leading-dimension rules
  * reject 0).
  */
 #include <limits.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
 
 #include "cpu_internal.h"
+
+/* oneDNN's GEMM runs on OpenMP threads; like OpenBLAS's thread count, how
+ * many is a process-wide setting (cpu_gemm_set_threads), applied to the
+ * calling thread before each product (an OpenMP thread count is per
+ * thread). */
+static atomic_int g_gemm_threads = 1;
+
+void cpu_gemm_set_threads(int n)
+{
+    atomic_store(&g_gemm_threads, n > 0 ? n : 1);
+    openblas_set_num_threads(n > 0 ? n : 1);
+}
 
 static bool mm_dtype_ok(int32_t dt)
 {
@@ -44,6 +61,21 @@ static bool mm_dtype_ok(int32_t dt)
                 }                                                                  \
             }                                                                      \
     } while (0)
+
+void cpu_sgemm(bool ta, bool tb, size_t M, size_t K, size_t N, float alpha, const float *A,
+               const float *B, float beta, float *C)
+{
+    int threads = atomic_load_explicit(&g_gemm_threads, memory_order_relaxed);
+    if (omp_get_max_threads() != threads)
+        omp_set_num_threads(threads);
+    dnnl_dim_t m = (dnnl_dim_t)M, k = (dnnl_dim_t)K, n = (dnnl_dim_t)N;
+    dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, A, ta ? m : k,
+                                  B, tb ? k : n, beta, C, n);
+    if (st != dnnl_success) /* arguments are checked by the callers; never seen */
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (int)M, (int)N, (int)K, alpha, A, ta ? (int)M : (int)K, B,
+                    tb ? (int)K : (int)N, beta, C, (int)N);
+}
 
 /* C[M,N] = op(A) op(B) (overwrites C); A is [M,K] ([K,M] when ta), B is
  * [K,N] ([N,K] when tb); contiguous row-major. alpha/beta for BLAS types
@@ -77,9 +109,7 @@ void cpu_gemm(int32_t dt, bool ta, bool tb, size_t M, size_t K, size_t N, float 
             cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, ta ? k : m,
                         ta ? m : k, alpha, A, lda, B, 1, beta, C, 1);
         else
-            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                        tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A, lda, B, ldb,
-                        beta, C, n);
+            cpu_sgemm(ta, tb, M, K, N, alpha, A, B, beta, C);
     } else if (dt == BB_DT_DOUBLE) {
         if (M == 1)
             cblas_dgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, tb ? n : k,
@@ -164,7 +194,7 @@ static int matmul(cpu_run *r, const bb_value *av, const bb_value *bv, bb_value *
     if (b->ndim != 1)
         od[on++] = (int64_t)N;
     int rc = dims_fit_blas(r, M, K, N);
-    if (rc || (rc = cpu_alloc(r, a->dtype, on, od, out)))
+    if (rc || (rc = cpu_alloc_uninit(r, a->dtype, on, od, out)))
         return rc;
     uint8_t *C = cpu_tv(*out)->data;
     size_t es = bb_tensor_elem_size(a->dtype), nbatch = cpu_numel(nb, batch);
@@ -299,7 +329,7 @@ int cpu_k_Gemm(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out, u
     if ((rc = dims_fit_blas(r, M, K, N)))
         return rc;
     int64_t od[2] = {(int64_t)M, (int64_t)N};
-    if ((rc = cpu_alloc(r, a->dtype, 2, od, out)))
+    if ((rc = cpu_alloc_uninit(r, a->dtype, 2, od, out)))
         return rc;
     void *Y = cpu_tv(*out)->data;
     bool use_c = cv && beta != 0.0f;

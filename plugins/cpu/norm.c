@@ -37,7 +37,7 @@ int cpu_k_BatchNormalization(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_
             return cpu_fail(r, BB_EINVAL, "%s must have shape [%lld]", names[i], (long long)C);
     }
     double eps = cpu_attr_f(r->node, "epsilon", 1e-5f);
-    int rc = cpu_alloc(r, x->dtype, x->ndim, x->dims, out);
+    int rc = cpu_alloc_uninit(r, x->dtype, x->ndim, x->dims, out);
     if (rc)
         return rc;
     size_t N = (size_t)x->dims[0], inner = cpu_numel(x->ndim - 2, x->dims + 2);
@@ -96,7 +96,7 @@ int cpu_k_LayerNormalization(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_
     } else {
         memset(sb + norm * es, 0, norm * es);
     }
-    if ((rc = cpu_alloc(r, x->dtype, x->ndim, x->dims, &out[0])))
+    if ((rc = cpu_alloc_uninit(r, x->dtype, x->ndim, x->dims, &out[0])))
         return rc;
     /* Mean / InvStdDev: X's leading dims, then 1s. */
     int64_t sd[BB_MAX_DIMS];
@@ -104,12 +104,12 @@ int cpu_k_LayerNormalization(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_
         sd[d] = d < axis ? x->dims[d] : 1;
     float *mean_o = NULL, *inv_o = NULL;
     if (n_out > 1) {
-        if ((rc = cpu_alloc(r, BB_DT_FLOAT, x->ndim, sd, &out[1])))
+        if ((rc = cpu_alloc_uninit(r, BB_DT_FLOAT, x->ndim, sd, &out[1])))
             return rc;
         mean_o = (float *)(void *)cpu_tv(out[1])->data;
     }
     if (n_out > 2) {
-        if ((rc = cpu_alloc(r, BB_DT_FLOAT, x->ndim, sd, &out[2])))
+        if ((rc = cpu_alloc_uninit(r, BB_DT_FLOAT, x->ndim, sd, &out[2])))
             return rc;
         inv_o = (float *)(void *)cpu_tv(out[2])->data;
     }

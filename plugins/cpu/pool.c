@@ -15,9 +15,7 @@
 
 #define MAX_WINDOW ((size_t)1 << 24)
 
-/* In-bounds offsets (row-major within the plane) of the window at output
- * position oc; *padded counts positions inside the padded extent. */
-static size_t window(const cpu_geom *g, const int64_t *oc, size_t *offs, size_t *padded)
+size_t cpu_pool_window(const cpu_geom *g, const int64_t *oc, size_t *offs, size_t *padded)
 {
     uint32_t ns = g->ns;
     int64_t kk[CPU_MAX_SPATIAL] = {0};
@@ -112,6 +110,92 @@ MAXPOOL(uint8_t, 0)
 AVGPOOL(float)
 AVGPOOL(double)
 
+/* The common case — float, two spatial dims, no dilation, row-major
+ * indices — walks each plane's window rows directly instead of gathering
+ * through an offset list: the same windows, maxima (the first of equals,
+ * in row-major order) and divisors as the general path. */
+static bool pool2d_fast_fits(const pool_job *j, int32_t dt)
+{
+    const cpu_geom *g = j->g;
+    return dt == BB_DT_FLOAT && g->ns == 2 && g->d[0] == 1 && g->d[1] == 1 && !j->colmajor;
+}
+
+/* 2x2 windows at stride 2 without padding and without indices (a CNN's
+ * inference pool): one select per element, in loops the compiler
+ * vectorizes ("a > b ? a : b" is x86's maxps, NaN handling included). */
+static bool pool2x2(const pool_job *j, bool is_max)
+{
+    const cpu_geom *g = j->g;
+    for (int d = 0; d < 2; d++)
+        if (g->k[d] != 2 || g->s[d] != 2 || g->pb[d] || g->pe[d] || g->out[d] * 2 > g->in[d])
+            return false;
+    if (!is_max || j->ind)
+        return false;
+    int64_t W = g->in[1], OH = g->out[0], OW = g->out[1];
+    for (size_t p = 0; p < j->planes; p++) {
+        const float *xp = (const float *)(const void *)j->x + p * j->plane;
+        float *yp = (float *)(void *)j->y + p * j->O;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            const float *restrict r0 = xp + 2 * oh * W, *restrict r1 = r0 + W;
+            float *restrict y = yp + oh * OW;
+            for (int64_t ow = 0; ow < OW; ow++) {
+                float a = r0[2 * ow] > -INFINITY ? r0[2 * ow] : -INFINITY;
+                float b = r0[2 * ow + 1] > a ? r0[2 * ow + 1] : a;
+                float c = r1[2 * ow] > b ? r1[2 * ow] : b;
+                y[ow] = r1[2 * ow + 1] > c ? r1[2 * ow + 1] : c;
+            }
+        }
+    }
+    return true;
+}
+
+static void pool2d_fast(const pool_job *j, bool is_max)
+{
+    const cpu_geom *g = j->g;
+    int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
+    if (pool2x2(j, is_max))
+        return;
+    for (size_t p = 0; p < j->planes; p++) {
+        const float *xp = (const float *)(const void *)j->x + p * j->plane;
+        float *yp = (float *)(void *)j->y + p * j->O;
+        int64_t *ip = j->ind ? j->ind + p * j->O : NULL;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t h0 = oh * g->s[0] - g->pb[0], h1 = h0 + g->k[0];
+            int64_t hs = h0 < 0 ? 0 : h0, he = h1 < H ? h1 : H;
+            int64_t ph = (h1 < H + g->pe[0] ? h1 : H + g->pe[0]) - (h0 > -g->pb[0] ? h0 : -g->pb[0]);
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t w0 = ow * g->s[1] - g->pb[1], w1 = w0 + g->k[1];
+                int64_t ws = w0 < 0 ? 0 : w0, we = w1 < W ? w1 : W;
+                size_t o = (size_t)(oh * OW + ow);
+                if (is_max) {
+                    float m = -INFINITY;
+                    int64_t arg = hs < he && ws < we ? hs * W + ws : 0;
+                    for (int64_t h = hs; h < he; h++)
+                        for (int64_t w = ws; w < we; w++) { /* selects, not branches */
+                            float v = xp[h * W + w];
+                            bool gt = v > m;
+                            m = gt ? v : m;
+                            arg = gt ? h * W + w : arg;
+                        }
+                    yp[o] = m;
+                    if (ip)
+                        ip[o] = (int64_t)(p * j->plane) + arg;
+                    continue;
+                }
+                float sum = 0;
+                for (int64_t h = hs; h < he; h++)
+                    for (int64_t w = ws; w < we; w++)
+                        sum += xp[h * W + w];
+                int64_t pw = (w1 < W + g->pe[1] ? w1 : W + g->pe[1]) -
+                             (w0 > -g->pb[1] ? w0 : -g->pb[1]);
+                int64_t n = (he > hs ? he - hs : 0) * (we > ws ? we - ws : 0);
+                int64_t div = j->include_pad ? (ph > 0 && pw > 0 ? ph * pw : 0) : n;
+                yp[o] = div ? sum / (float)div : NAN;
+            }
+        }
+    }
+}
+
 static int pool(cpu_run *r, bb_value *const *in, bb_value **out, uint32_t n_out, bool is_max)
 {
     const bb_tensor_view *x = cpu_tv(in[0]);
@@ -139,12 +223,12 @@ static int pool(cpu_run *r, bb_value *const *in, bb_value **out, uint32_t n_out,
     od[0] = x->dims[0];
     od[1] = x->dims[1];
     memcpy(od + 2, g.out, g.ns * sizeof *od);
-    if ((rc = cpu_alloc(r, dt, x->ndim, od, &out[0])))
+    if ((rc = cpu_alloc_uninit(r, dt, x->ndim, od, &out[0])))
         return rc;
     pool_job j = {&g, cpu_numel(2, x->dims), cpu_numel(g.ns, g.in), cpu_numel(g.ns, g.out),
                   x->data, cpu_tv(out[0])->data, NULL, false, false};
     if (is_max && n_out > 1) {
-        if ((rc = cpu_alloc(r, BB_DT_INT64, x->ndim, od, &out[1])))
+        if ((rc = cpu_alloc_uninit(r, BB_DT_INT64, x->ndim, od, &out[1])))
             return rc;
         j.ind = (int64_t *)(void *)cpu_tv(out[1])->data;
         j.colmajor = cpu_attr_i(r->node, "storage_order", 0) != 0;
@@ -152,12 +236,16 @@ static int pool(cpu_run *r, bb_value *const *in, bb_value **out, uint32_t n_out,
     j.include_pad = cpu_attr_i(r->node, "count_include_pad", 0) != 0;
     if (!j.planes || !j.O)
         return BB_OK;
+    if (pool2d_fast_fits(&j, dt)) {
+        pool2d_fast(&j, is_max);
+        return BB_OK;
+    }
     size_t *offs = cpu_scratch(r, K * sizeof *offs);
     if (!offs)
         return BB_ENOMEM;
     int64_t oc[CPU_MAX_SPATIAL] = {0};
     for (size_t o = 0; o < j.O; o++) {
-        size_t padded, n = window(&g, oc, offs, &padded);
+        size_t padded, n = cpu_pool_window(&g, oc, offs, &padded);
         if (is_max) {
             switch (dt) {
             case BB_DT_FLOAT: maxpool_float(&j, offs, n, o); break;
@@ -207,7 +295,7 @@ int cpu_k_GlobalAveragePool(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_v
     int64_t od[BB_MAX_DIMS];
     for (uint32_t d = 0; d < x->ndim; d++)
         od[d] = d < 2 ? x->dims[d] : 1;
-    int rc = cpu_alloc(r, x->dtype, x->ndim, od, out);
+    int rc = cpu_alloc_uninit(r, x->dtype, x->ndim, od, out);
     if (rc)
         return rc;
     size_t planes = cpu_numel(2, x->dims), n = cpu_numel(x->ndim - 2, x->dims + 2);

@@ -300,7 +300,7 @@ int cpu_k_Transpose(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **o
         od[i] = t->dims[perm[i]];
         st[i] = ist[perm[i]];
     }
-    int rc = cpu_alloc(r, t->dtype, nd, od, out);
+    int rc = cpu_alloc_uninit(r, t->dtype, nd, od, out);
     if (rc)
         return rc;
     /* Collapse: drop size-1 dims, merge axes that stay adjacent. */
@@ -348,15 +348,11 @@ int cpu_k_Transpose(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **o
     return BB_OK;
 }
 
-int cpu_k_Slice(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
-                uint32_t n_out)
+int cpu_slice_geom(cpu_run *r, bb_value *const *in, uint32_t n_in, int64_t *st, int64_t *step,
+                   int64_t *od)
 {
-    (void)n_out;
     const bb_tensor_view *t = cpu_tv(in[0]);
     uint32_t nd = t->ndim;
-    size_t es = bb_tensor_elem_size(t->dtype);
-    if (!es)
-        return cpu_fail_dtype(r, t->dtype);
     int64_t starts[BB_MAX_DIMS], ends[BB_MAX_DIMS], axes[BB_MAX_DIMS], steps[BB_MAX_DIMS];
     size_t ns, ne, na, nst;
     int rc;
@@ -385,7 +381,6 @@ int cpu_k_Slice(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
         for (size_t i = 0; i < ns; i++)
             steps[i] = 1;
     }
-    int64_t st[BB_MAX_DIMS], step[BB_MAX_DIMS], od[BB_MAX_DIMS];
     bool seen[BB_MAX_DIMS] = {false};
     for (uint32_t d = 0; d < nd; d++) {
         st[d] = 0;
@@ -420,17 +415,40 @@ int cpu_k_Slice(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
         step[a] = k;
         od[a] = len;
     }
-    if ((rc = cpu_alloc(r, t->dtype, nd, od, out)))
-        return rc;
-    if (cpu_numel(nd, od) == 0)
-        return BB_OK;
-    ptrdiff_t ist = 1, sst[BB_MAX_DIMS], base = 0;
-    for (int32_t d = (int32_t)nd - 1; d >= 0; d--) {
+    return BB_OK;
+}
+
+ptrdiff_t cpu_slice_strides(const bb_tensor_view *t, const int64_t *st, const int64_t *step,
+                            const int64_t *od, ptrdiff_t *sst)
+{
+    ptrdiff_t ist = 1, base = 0;
+    for (int32_t d = (int32_t)t->ndim - 1; d >= 0; d--) {
         base += (ptrdiff_t)st[d] * ist;
         /* a single-element axis never steps: keep its stride small */
         sst[d] = od[d] > 1 ? (ptrdiff_t)step[d] * ist : 0;
         ist *= (ptrdiff_t)t->dims[d];
     }
+    return base;
+}
+
+int cpu_k_Slice(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
+                uint32_t n_out)
+{
+    (void)n_out;
+    const bb_tensor_view *t = cpu_tv(in[0]);
+    uint32_t nd = t->ndim;
+    size_t es = bb_tensor_elem_size(t->dtype);
+    if (!es)
+        return cpu_fail_dtype(r, t->dtype);
+    int64_t st[BB_MAX_DIMS], step[BB_MAX_DIMS], od[BB_MAX_DIMS];
+    int rc = cpu_slice_geom(r, in, n_in, st, step, od);
+    if (rc)
+        return rc;
+    if ((rc = cpu_alloc_uninit(r, t->dtype, nd, od, out)))
+        return rc;
+    if (cpu_numel(nd, od) == 0)
+        return BB_OK;
+    ptrdiff_t sst[BB_MAX_DIMS], base = cpu_slice_strides(t, st, step, od, sst);
     strided_copy(cpu_tv(*out)->data, t->data + base * (ptrdiff_t)es, es, nd, od, sst);
     return BB_OK;
 }
@@ -473,7 +491,7 @@ int cpu_k_Concat(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
                             cpu_shape_str(nd, t0->dims, s2, 128), axis);
         od[axis] += t->dims[axis];
     }
-    if ((rc = cpu_alloc(r, t0->dtype, nd, od, out)))
+    if ((rc = cpu_alloc_uninit(r, t0->dtype, nd, od, out)))
         return rc;
     size_t outer = cpu_numel(axis, od), inner = cpu_numel(nd - axis - 1, od + axis + 1) * es;
     size_t orow = (size_t)od[axis] * inner;
@@ -581,7 +599,7 @@ int cpu_k_Split(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out,
                 goto done;
             }
         } else {
-            if ((rc = cpu_alloc(r, t->dtype, nd, od, &out[i])))
+            if ((rc = cpu_alloc_uninit(r, t->dtype, nd, od, &out[i])))
                 goto done;
             uint8_t *dst = cpu_tv(out[i])->data;
             if (row)

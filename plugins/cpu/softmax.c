@@ -50,7 +50,7 @@ int cpu_k_Softmax(cpu_run *r, bb_value *const *in, uint32_t n_in, bb_value **out
         if (a != -1 && a != 0)
             return cpu_fail(r, BB_EINVAL, "axis %lld out of range for rank 0", (long long)a);
     }
-    if ((rc = cpu_alloc(r, t->dtype, t->ndim, t->dims, out)))
+    if ((rc = cpu_alloc_uninit(r, t->dtype, t->ndim, t->dims, out)))
         return rc;
     size_t outer = 1, len = t->ndim ? (size_t)t->dims[axis] : 1, inner = 1;
     for (uint32_t i = 0; i < axis; i++)

@@ -142,7 +142,8 @@ const char *cpu_shape_str(uint32_t ndim, const int64_t *dims, char *buf, size_t 
     return buf;
 }
 
-int cpu_alloc(cpu_run *r, int32_t dtype, uint32_t ndim, const int64_t *dims, bb_value **out)
+static int alloc_result(cpu_run *r, int32_t dtype, uint32_t ndim, const int64_t *dims, bool zero,
+                        bb_value **out)
 {
     if (ndim > BB_MAX_DIMS)
         return cpu_fail(r, BB_ELIMIT, "result rank %u exceeds %d", ndim, BB_MAX_DIMS);
@@ -157,10 +158,23 @@ int cpu_alloc(cpu_run *r, int32_t dtype, uint32_t ndim, const int64_t *dims, bb_
         return cpu_fail(r, BB_ELIMIT, "result shape %s of %s is too large",
                         cpu_shape_str(ndim, dims, s, sizeof s), cpu_dtype_name(dtype));
     }
-    *out = bb_value_tensor_new(dtype, ndim, dims);
+    cpu_tensor_pool *pool = r->be ? r->be->pool : NULL;
+    *out = pool ? cpu_tensor_pool_value(pool, dtype, ndim, dims, n * es, zero)
+                : bb_value_tensor_new(dtype, ndim, dims);
     if (!*out)
         return cpu_fail(r, BB_ENOMEM, "out of memory for a %zu-byte result", n * es);
     return BB_OK;
+}
+
+int cpu_alloc(cpu_run *r, int32_t dtype, uint32_t ndim, const int64_t *dims, bb_value **out)
+{
+    return alloc_result(r, dtype, ndim, dims, true, out);
+}
+
+int cpu_alloc_uninit(cpu_run *r, int32_t dtype, uint32_t ndim, const int64_t *dims,
+                     bb_value **out)
+{
+    return alloc_result(r, dtype, ndim, dims, false, out);
 }
 
 int cpu_view(cpu_run *r, const bb_value *src, uint32_t ndim, const int64_t *dims,

@@ -3,7 +3,9 @@
  * data::Idx (IDX files: MNIST, Fashion-MNIST) and data::Synthetic (Gaussian
  * blobs), three DataSources over one pipeline
  * (data.h) and one set of ops (source.c). The table is read or generated at
- * create, so a bad file fails the install with its name, line and column.
+ * create, so a bad file fails the install with its name, line and column;
+ * a host that runs many nodes (bbsim) shares one prepared copy of it among
+ * them through ctx->shared_get / shared_put, keyed by what determines it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -134,6 +136,57 @@ int data_options_read(const bbp_config *cfg, uint64_t host_seed, data_options *o
 
 typedef int (*table_fn)(const bbp_config *cfg, data_table *t, bb_error *err);
 
+/* What makes two nodes' prepared tables equal: the type, its own keys (the
+ * file or the generator: the decls before the common ones), the held-out
+ * split and the normalization — never the shard, the shuffle or the batch. */
+static int prepared_key(const bbp_config *cfg, const char *type_name, char *key, size_t cap,
+                        bb_error *err)
+{
+    static const char *const SPLIT_KEYS[] = {"holdout", "split_seed", "normalization"};
+    uint32_t n_own = cfg->n_decls - DATA_COMMON_DECL_COUNT;
+    size_t len = (size_t)snprintf(key, cap, "bb-data.prepared/1|%s", type_name);
+    for (uint32_t i = 0; i < n_own + 3 && len < cap; i++) {
+        const char *k = i < n_own ? cfg->decls[i].key : SPLIT_KEYS[i - n_own];
+        cJSON *owned;
+        const cJSON *v = bbp_config_get(cfg, k, &owned);
+        char *text = v ? cJSON_PrintUnformatted(v) : NULL;
+        len += (size_t)snprintf(key + len, cap - len, "|%s=%s", k, text ? text : "null");
+        cJSON_free(text);
+        cJSON_Delete(owned);
+    }
+    if (len >= cap)
+        return bb_error_set(err, BB_ELIMIT, "%s: its table's settings exceed %zu bytes", cfg->who,
+                            cap - 1);
+    return BB_OK;
+}
+
+/* The prepared table: the host's shared copy when it has one (another node
+ * read the same table), else made here and offered to the host. */
+static int prepared_table(const bb_create_args *args, const bbp_config *cfg,
+                          const data_source *s, const data_options *o, table_fn make_table,
+                          bb_value **out, bb_error *err)
+{
+    char key[BB_SHARED_KEY_MAX + 1];
+    bb_ctx *ctx = args->ctx;
+    bool shared = ctx && BB_CTX_HAS(ctx, shared_put);
+    int rc = shared ? prepared_key(cfg, s->type_name, key, sizeof key, err) : BB_OK;
+    if (rc || (shared && (*out = ctx->api->shared_get(ctx, key))))
+        return rc;
+    data_table t = {0};
+    bb_value *mine = NULL;
+    rc = make_table(cfg, &t, err);
+    if (!rc)
+        rc = data_prepare(s, &t, o, &mine, err);
+    data_table_free(&t);
+    if (rc || !shared) {
+        *out = mine;
+        return rc;
+    }
+    *out = ctx->api->shared_put(ctx, key, mine);
+    bb_value_unref(mine);
+    return *out ? BB_OK : bb_error_set(err, BB_ENOMEM, "%s: out of memory", s->who);
+}
+
 static int create_source(const bb_create_args *args, const char *type_name,
                          const bb_config_decl *decls, uint32_t n_decls, table_fn make_table,
                          void **out, bb_error *err)
@@ -144,7 +197,7 @@ static int create_source(const bb_create_args *args, const char *type_name,
         return rc;
     data_source *s = calloc(1, sizeof *s);
     data_options o;
-    data_table t = {0};
+    bb_value *prepared = NULL;
     if (!s) {
         bbp_config_free(&cfg);
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", type_name);
@@ -158,12 +211,12 @@ static int create_source(const bb_create_args *args, const char *type_name,
         snprintf(s->who + w, sizeof s->who - (size_t)w, " (%.*s)", 100, path);
     rc = data_options_read(&cfg, args->seed, &o, err);
     if (!rc)
-        rc = make_table(&cfg, &t, err);
+        rc = prepared_table(args, &cfg, s, &o, make_table, &prepared, err);
     bbp_config_free(&cfg);
     if (!rc)
-        rc = data_source_build(s, &t, &o, err);
+        rc = data_source_build(s, prepared, &o, err);
+    bb_value_unref(prepared);
     if (rc) {
-        data_table_free(&t);
         data_source_free(s);
         return rc;
     }

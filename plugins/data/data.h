@@ -3,7 +3,9 @@
  * data::Synthetic).
  *
  * Every type builds a table (rows of f32 features plus an optional f32
- * label), then run the same pipeline (split.c):
+ * label) — or take it prepared from the host's shared cache, when another
+ * node of the host read the same table with the same split (data.c) — then
+ * run the same pipeline (split.c):
  *   held-out split  the fraction `holdout` of the rows, drawn with
  *                   `split_seed`, is set aside — every node that reads the
  *                   same file with the same seed sets aside the same rows;
@@ -117,9 +119,17 @@ typedef struct data_source {
 /* Options shared by both types, read from the config. */
 int data_options_read(const bbp_config *cfg, uint64_t host_seed, data_options *o, bb_error *err);
 
-/* ---- split.c: table + options -> source rows ------------------------------- */
-/* Takes the table's memory (t is emptied). */
-int data_source_build(data_source *s, data_table *t, const data_options *o, bb_error *err);
+/* ---- split.c: table + options -> prepared table -> source rows -------------- */
+/* The prepared table of t (its memory is taken, t is emptied): every row
+ * normalized, the labels and the held-out rows, as one new Composite value
+ * that nodes reading the same table with the same holdout, split_seed and
+ * normalization share (data.c keys it for ctx->shared_put). */
+int data_prepare(const data_source *s, data_table *t, const data_options *o, bb_value **out,
+                 bb_error *err);
+/* The node's own rows (part and shard) from a prepared table (borrowed;
+ * s keeps references to its evaluation tensors). */
+int data_source_build(data_source *s, const bb_value *prepared, const data_options *o,
+                      bb_error *err);
 
 /* ---- source.c: the ops ---------------------------------------------------------- */
 void data_source_free(data_source *s);

@@ -1,9 +1,15 @@
 /*
  * split.c — from a table to the rows one source serves (the pipeline of
- * data.h): held-out split, normalization statistics from the training rows,
- * the part, then the shard. Every random draw here uses a seed from the
- * config that all nodes share (split_seed, partition_seed), never the host
- * seed, so clients reading one file agree on who holds which row.
+ * data.h) in two steps:
+ *   data_prepare       held-out split, normalization statistics from the
+ *                      training rows applied to every row, the held-out rows
+ *                      as evaluation tensors: what every node reading the
+ *                      same table shares (the host's shared cache keeps one
+ *                      copy for all its nodes);
+ *   data_source_build  the part, then the shard: the node's own rows.
+ * Every random draw here uses a seed from the config that all nodes share
+ * (split_seed, partition_seed), never the host seed, so clients reading one
+ * file agree on who holds which row.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -67,10 +73,10 @@ static int norm_stats(const data_table *t, const idx_list *train, data_norm norm
     return BB_OK;
 }
 
-/* Tensors [n, sample shape] and [n] of the listed rows, normalized. */
-static int materialize(const data_source *s, const data_table *t, const idx_list *rows,
-                       const double *shift, const double *scale, bb_value **x, bb_value **y,
-                       bb_error *err)
+/* Tensors [n, sample shape] (or [n, d] when s has none) and [n] of the
+ * listed rows of t (already normalized). */
+static int gather_rows(const data_source *s, const data_table *t, const idx_list *rows,
+                       bb_value **x, bb_value **y, bb_error *err)
 {
     int64_t dx[BB_MAX_DIMS] = {(int64_t)rows->n, (int64_t)t->cols}, dy = (int64_t)rows->n;
     if (s->sample_nd)
@@ -85,9 +91,7 @@ static int materialize(const data_source *s, const data_table *t, const idx_list
     }
     float *px = bb_tensor_f32(*x);
     for (size_t k = 0; k < rows->n; k++) {
-        const float *src = t->x + (size_t)rows->v[k] * t->cols;
-        for (size_t j = 0; j < t->cols; j++)
-            px[k * t->cols + j] = (float)(((double)src[j] - shift[j]) * scale[j]);
+        memcpy(px + k * t->cols, t->x + (size_t)rows->v[k] * t->cols, t->cols * sizeof *px);
         if (t->y)
             bb_tensor_f32(*y)[k] = t->y[rows->v[k]];
     }
@@ -328,6 +332,102 @@ static int shard(const data_source *s, const data_table *t, const idx_list *part
     return rc;
 }
 
+/* Every row index, the held-out ones first: the first n_hold of a shuffle
+ * by split_seed (all.v[0, n_hold)), then the training rows, each part
+ * sorted. The same draw on every node and in data_prepare. */
+static int split_rows(const data_source *s, size_t n, const data_options *o, idx_list *all,
+                      size_t *n_hold, bb_error *err)
+{
+    all->v = malloc((n ? n : 1) * sizeof *all->v);
+    all->n = n;
+    *n_hold = 0;
+    if (!all->v)
+        return oom(s, err);
+    if (n > UINT32_MAX)
+        return bb_error_set(err, BB_ELIMIT, "%s: %zu rows (at most %u)", s->who, n, UINT32_MAX);
+    for (size_t i = 0; i < n; i++)
+        all->v[i] = (uint32_t)i;
+    if (o->holdout > 0) {
+        bbp_rng rng;
+        bbp_rng_seed(&rng, o->split_seed);
+        bbp_rng_shuffle_u32(&rng, all->v, n);
+        *n_hold = (size_t)llround(o->holdout * (double)n);
+        *n_hold = *n_hold ? *n_hold : 1;
+        if (*n_hold >= n)
+            return bb_error_set(err, BB_EINVAL, "%s: holdout %g of %zu rows leaves no "
+                                "training rows", s->who, o->holdout, n);
+    }
+    idx_list hold = {all->v, *n_hold}, train = {all->v + *n_hold, n - *n_hold};
+    sort_idx(&hold);
+    sort_idx(&train);
+    return BB_OK;
+}
+
+/* Normalize every row of t in place with the training rows' statistics. */
+static int normalize(const data_source *s, data_table *t, const idx_list *train, data_norm norm,
+                     bb_error *err)
+{
+    double *shift = NULL, *scale = NULL;
+    int rc = norm_stats(t, train, norm, &shift, &scale) ? oom(s, err) : BB_OK;
+    for (size_t i = 0; !rc && norm != NORM_NONE && i < t->rows; i++)
+        for (size_t j = 0; j < t->cols; j++) {
+            float *v = &t->x[i * t->cols + j];
+            *v = (float)(((double)*v - shift[j]) * scale[j]);
+        }
+    free(shift);
+    free(scale);
+    return rc;
+}
+
+/* A tensor of shape dims over t's array *data (adopted: *data is NULL after). */
+static bb_value *adopt_tensor(float **data, uint32_t ndim, const int64_t *dims)
+{
+    size_t bytes = bb_shape_numel(ndim, dims) * sizeof(float);
+    bb_buffer *b = bb_buffer_adopt((uint8_t *)*data, bytes);
+    if (!b)
+        return NULL;
+    *data = NULL;
+    bb_value *v = bb_value_tensor_wrap(BB_DT_FLOAT, ndim, dims, b, b->data);
+    bb_buffer_unref(b);
+    return v;
+}
+
+enum { PREP_X, PREP_Y, PREP_EVAL_X, PREP_EVAL_Y, PREP_N };
+
+int data_prepare(const data_source *s, data_table *t, const data_options *o, bb_value **out,
+                 bb_error *err)
+{
+    *out = NULL;
+    idx_list all = {0};
+    size_t n_hold = 0;
+    int rc = split_rows(s, t->rows, o, &all, &n_hold, err);
+    idx_list hold = {all.v, n_hold}, train = {all.v + n_hold, t->rows - n_hold};
+    if (!rc)
+        rc = normalize(s, t, &train, o->norm, err);
+    bb_value *item[PREP_N] = {NULL};
+    int64_t none = 0, dx[2] = {(int64_t)t->rows, (int64_t)t->cols}, dy = (int64_t)t->rows;
+    if (!rc && n_hold)
+        rc = gather_rows(s, t, &hold, &item[PREP_EVAL_X], &item[PREP_EVAL_Y], err);
+    if (!rc) { /* absent parts are empty tensors: no labels, no held-out rows */
+        item[PREP_X] = adopt_tensor(&t->x, 2, dx);
+        item[PREP_Y] = t->y ? adopt_tensor(&t->y, 1, &dy) : bb_value_tensor_new(BB_DT_FLOAT, 1, &none);
+        if (!item[PREP_EVAL_X])
+            item[PREP_EVAL_X] = bb_value_tensor_new(BB_DT_FLOAT, 1, &none);
+        if (!item[PREP_EVAL_Y])
+            item[PREP_EVAL_Y] = bb_value_tensor_new(BB_DT_FLOAT, 1, &none);
+        for (int i = 0; i < PREP_N; i++)
+            rc = rc ? rc : item[i] ? BB_OK : oom(s, err);
+    }
+    if (!rc && !(*out = bb_value_list(&BB_TYPE_COMPOSITE, item, PREP_N)))
+        rc = oom(s, err); /* bb_value_list took the items either way */
+    else if (rc)
+        for (int i = 0; i < PREP_N; i++)
+            bb_value_unref(item[i]);
+    free(all.v);
+    data_table_free(t);
+    return rc;
+}
+
 /* sample_shape against the table's features. */
 static int set_sample_shape(data_source *s, const data_table *t, const data_options *o,
                             bb_error *err)
@@ -345,36 +445,50 @@ static int set_sample_shape(data_source *s, const data_table *t, const data_opti
     return BB_OK;
 }
 
-int data_source_build(data_source *s, data_table *t, const data_options *o, bb_error *err)
+/* Whether v is what data_prepare makes (a shared value may come from any
+ * node of the host: checked before it is read). */
+static bool prepared_ok(const bb_value *v)
 {
-    size_t n = t->rows;
-    idx_list all = {malloc((n ? n : 1) * sizeof(uint32_t)), n}, rows = {0};
-    double *shift = NULL, *scale = NULL;
-    int rc = all.v ? set_sample_shape(s, t, o, err) : oom(s, err);
-    if (!rc && n > UINT32_MAX)
-        rc = bb_error_set(err, BB_ELIMIT, "%s: %zu rows (at most %u)", s->who, n, UINT32_MAX);
-    size_t n_hold = 0;
-    if (!rc) {
-        for (size_t i = 0; i < n; i++)
-            all.v[i] = (uint32_t)i;
-        if (o->holdout > 0) {
-            bbp_rng rng;
-            bbp_rng_seed(&rng, o->split_seed);
-            bbp_rng_shuffle_u32(&rng, all.v, n);
-            n_hold = (size_t)llround(o->holdout * (double)n);
-            n_hold = n_hold ? n_hold : 1;
-            if (n_hold >= n)
-                rc = bb_error_set(err, BB_EINVAL, "%s: holdout %g of %zu rows leaves no "
-                                  "training rows", s->who, o->holdout, n);
-        }
+    if (!v || v->type->kind != BB_VK_COMPOSITE || v->u.list.n != PREP_N)
+        return false;
+    for (int i = 0; i < PREP_N; i++) {
+        const bb_value *x = v->u.list.items[i];
+        if (!x || x->type->kind != BB_VK_TENSOR || x->u.tensor.dtype != BB_DT_FLOAT)
+            return false;
     }
+    const bb_value *x = v->u.list.items[PREP_X], *y = v->u.list.items[PREP_Y];
+    return x->u.tensor.ndim == 2 && y->u.tensor.ndim == 1 &&
+           (y->u.tensor.dims[0] == 0 || y->u.tensor.dims[0] == x->u.tensor.dims[0]);
+}
+
+/* The shared flat [n, d] tensor x as [n, sample shape] (the same bytes),
+ * or another reference to x when the source has no sample shape. */
+static bb_value *shaped_view(const data_source *s, bb_value *x)
+{
+    if (!s->sample_nd)
+        return bb_value_ref(x);
+    int64_t dims[BB_MAX_DIMS] = {x->u.tensor.dims[0]};
+    memcpy(dims + 1, s->sample_dims, s->sample_nd * sizeof *dims);
+    return bb_value_tensor_wrap(BB_DT_FLOAT, 1 + s->sample_nd, dims, x->u.tensor.buf,
+                                x->u.tensor.data);
+}
+
+int data_source_build(data_source *s, const bb_value *prepared, const data_options *o,
+                      bb_error *err)
+{
+    if (!prepared_ok(prepared))
+        return bb_error_set(err, BB_EINVAL, "%s: the shared prepared table is malformed", s->who);
+    bb_value *const *it = prepared->u.list.items;
+    data_table t = {(size_t)it[PREP_X]->u.tensor.dims[0], (size_t)it[PREP_X]->u.tensor.dims[1],
+                    bb_tensor_f32(it[PREP_X]), NULL}; /* borrowed */
+    if (it[PREP_Y]->u.tensor.dims[0])
+        t.y = bb_tensor_f32(it[PREP_Y]);
+    size_t n = t.rows, n_hold = 0;
+    idx_list all = {0}, rows = {0};
+    int rc = set_sample_shape(s, &t, o, err);
+    if (!rc)
+        rc = split_rows(s, n, o, &all, &n_hold, err);
     idx_list hold = {all.v, n_hold}, train = {all.v + n_hold, n - n_hold};
-    if (!rc) {
-        sort_idx(&hold);
-        sort_idx(&train);
-        if (norm_stats(t, &train, o->norm, &shift, &scale))
-            rc = oom(s, err);
-    }
     /* part "all": every row in file order (hold and train alias all.v) */
     idx_list every = {NULL, n};
     if (!rc && o->part == PART_ALL) {
@@ -388,18 +502,21 @@ int data_source_build(data_source *s, data_table *t, const data_options *o, bb_e
     if (!rc && o->part == PART_HOLDOUT && !n_hold)
         rc = bb_error_set(err, BB_ECONFIG, "%s: part \"holdout\" needs holdout > 0", s->who);
     if (!rc)
-        rc = shard(s, t, part, o, &rows, err);
+        rc = shard(s, &t, part, o, &rows, err);
     if (!rc)
-        rc = materialize(s, t, &rows, shift, scale, &s->x, &s->y, err);
-    if (!rc && n_hold) {
-        rc = materialize(s, t, &hold, shift, scale, &s->eval_x, &s->eval_y, err);
+        rc = gather_rows(s, &t, &rows, &s->x, &s->y, err);
+    if (!rc && n_hold) { /* the held-out rows, shared (flat: shaped here when asked) */
+        s->eval_x = shaped_view(s, it[PREP_EVAL_X]);
+        if (!s->eval_x)
+            rc = oom(s, err);
+        s->eval_y = t.y ? bb_value_ref(it[PREP_EVAL_Y]) : NULL;
     } else if (!rc) {
         s->eval_x = bb_value_ref(s->x);
         s->eval_y = bb_value_ref(s->y);
     }
     if (!rc) {
         s->n = rows.n;
-        s->d = t->cols;
+        s->d = t.cols;
         s->order = malloc(rows.n * sizeof *s->order);
         if (!s->order)
             rc = oom(s, err);
@@ -407,8 +524,5 @@ int data_source_build(data_source *s, data_table *t, const data_options *o, bb_e
     free(all.v);
     free(every.v);
     free(rows.v);
-    free(shift);
-    free(scale);
-    data_table_free(t);
     return rc;
 }

@@ -163,14 +163,14 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
         rc = bbp_config_double(cfg, "proximal_mu", 0, 1e6, &prox, err);
     if (!rc)
         rc = bbp_config_double(cfg, "attack_update_scale", -1e12, 1e12, &scale, err);
-    if (!rc && loss == LOSS_CE && sizes[n - 1] < 2)
+    if (!rc && loss == BBP_LOSS_CE && sizes[n - 1] < 2)
         rc = bb_error_set(err, BB_ECONFIG,
                           "%s: softmax cross-entropy needs at least 2 outputs (layers ends in 1)",
                           cfg->who);
     if (rc)
         return rc;
-    mlp_shape_init(&m->shape, sizes, n, (mlp_act)act, (mlp_loss)loss);
-    m->opt.kind = (mlp_opt)opt;
+    mlp_shape_init(&m->shape, sizes, n, (mlp_act)act, (bbp_loss)loss);
+    m->opt.kind = (bbp_opt)opt;
     m->opt.lr = (float)lr;
     m->opt.momentum = (float)mu;
     m->opt.beta1 = (float)b1;
@@ -203,17 +203,11 @@ static int load_weights(mlp *m, const bb_tensor_proto *t, bb_error *err)
 static void mlp_destroy(void *inst)
 {
     mlp *m = inst;
-    mlp_jobs_cancel_all(m);
-    free(m->jobs);
-    for (size_t i = 0; i < m->q_n; i++) { /* the engine dropped their completions */
-        mlp_deferred *d = &m->queue[(m->q_head + i) % m->q_cap];
-        for (uint32_t k = 0; k < d->n_in; k++)
-            bb_value_unref(d->in[k]);
-    }
-    free(m->queue);
+    bbp_jobs_cancel_all(&m->jobs);
+    bbp_queue_free(&m->queue); /* the engine dropped their completions */
     mlp_ws_free(&m->ws);
     bb_value_unref(m->fwd_input);
-    mlp_optim_free(&m->opt);
+    bbp_optim_free(&m->opt);
     bb_value_unref(m->pv);
     free(m->grad_acc);
     bb_value_unref(m->center);
@@ -271,7 +265,7 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
         m->grad_acc = calloc(n, sizeof *m->grad_acc);
         if (m->proximal_mu > 0)
             m->step_grad = malloc(n * sizeof *m->step_grad);
-        if (!pv || !m->grad_acc || mlp_optim_init(&m->opt, n) ||
+        if (!pv || !m->grad_acc || bbp_optim_init(&m->opt, n) ||
             (m->proximal_mu > 0 && !m->step_grad))
             rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory for %zu parameters", m->who, n);
     }
@@ -355,7 +349,7 @@ static int forward(mlp *m, const char *op, const bb_value *x, size_t *rows, bb_e
 
 /* Forward then the loss against target; dz filled when want_grad. */
 static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_value *y,
-                        bool want_grad, mlp_stats *st, bb_error *err)
+                        bool want_grad, bbp_stats *st, bb_error *err)
 {
     size_t rows = 0;
     int rc = forward(m, op, x, &rows, err);
@@ -364,7 +358,7 @@ static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_valu
     m->fwd_cached = false; /* the workspace now serves this op */
     int32_t *cls = malloc((rows ? rows : 1) * sizeof *cls);
     float *fbuf = malloc((rows ? rows : 1) * sizeof *fbuf);
-    mlp_target t;
+    bbp_target t;
     char why[200];
     if (!cls || !fbuf)
         rc = oom(m, err);
@@ -375,14 +369,6 @@ static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_valu
     free(cls);
     free(fbuf);
     return rc;
-}
-
-static bb_value *scalar(float v)
-{
-    bb_value *t = bb_value_tensor_new(BB_DT_FLOAT, 0, NULL);
-    if (t)
-        *bb_tensor_f32(t) = v;
-    return t;
 }
 
 static int backward(mlp *m, const bb_value *g, bb_error *err)
@@ -423,12 +409,12 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
             mlp_add_proximal(&prox, p, m->step_grad, n);
             grad = m->step_grad;
         }
-        mlp_optim_step(&m->opt, p, grad, n);
+        bbp_optim_step(&m->opt, p, grad, n, NULL, 0);
         return BB_OK;
     }
     if (m->center)
         mlp_add_proximal(&prox, p, m->grad_acc, n);
-    mlp_optim_step(&m->opt, p, m->grad_acc, m->shape.n_params);
+    bbp_optim_step(&m->opt, p, m->grad_acc, m->shape.n_params, NULL, 0);
     memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
     m->grad_pending = false;
     return BB_OK;
@@ -459,7 +445,7 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
                     uint32_t n_out, bb_error *err)
 {
     const bb_value *a = n_in > 0 ? in[0] : NULL, *b = n_in > 1 ? in[1] : NULL;
-    mlp_stats st = {0};
+    bbp_stats st = {0};
     size_t rows = 0;
     int rc = BB_OK;
     bool changes = false; /* the op answers a CommandId */
@@ -469,12 +455,12 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
         out[0] = bb_value_ref(m->pv);
         return BB_OK;
     case OP_PARAMS_DIGEST:
-        out[0] = bb_value_u64(&BB_TYPE_U64, mlp_params_digest(m->params, m->shape.n_params));
+        out[0] = bb_value_u64(&BB_TYPE_U64, bbp_params_digest(m->params, m->shape.n_params));
         return out[0] ? BB_OK : oom(m, err);
     case OP_LOAD_PARAMETERS:
         if (!(rc = check_flat(m, "LoadParameters", a, false, err)) &&
             !(rc = load_parameters(m, a, err))) {
-            mlp_optim_reset(&m->opt, m->shape.n_params);
+            bbp_optim_reset(&m->opt, m->shape.n_params);
             forget_forward(m);
         }
         changes = true;
@@ -511,11 +497,8 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
         break;
     case OP_EVALUATE:
         if (!(rc = forward_loss(m, "Evaluate", a, b, false, &st, err))) {
-            double rows = st.rows ? (double)st.rows : 1.0;
-            out[0] = scalar((float)(st.loss_sum / rows));
-            if (n_out > 1) /* the optional accuracy */
-                out[1] = scalar((float)((double)st.correct / rows));
-            rc = out[0] && (n_out < 2 || out[1]) ? BB_OK : oom(m, err);
+            /* the accuracy is an optional output */
+            rc = bbp_stats_outputs(&st, out, n_out > 1) ? BB_OK : oom(m, err);
         }
         break;
     case OP_GRADIENTS:
@@ -552,45 +535,17 @@ static bool changes_model(mlp_op op)
            op == OP_STEP || op == OP_TRAIN;
 }
 
-static int enqueue(mlp *m, mlp_op op, const bb_dispatch_call *call, int64_t epochs, bb_error *err)
-{
-    if (m->q_n == m->q_cap) {
-        size_t cap = m->q_cap ? 2 * m->q_cap : 8;
-        mlp_deferred *q = malloc(cap * sizeof *q);
-        if (!q)
-            return oom(m, err);
-        for (size_t i = 0; i < m->q_n; i++)
-            q[i] = m->queue[(m->q_head + i) % m->q_cap];
-        free(m->queue);
-        m->queue = q;
-        m->q_cap = cap;
-        m->q_head = 0;
-    }
-    mlp_deferred *d = &m->queue[(m->q_head + m->q_n++) % m->q_cap];
-    memset(d, 0, sizeof *d);
-    d->op = op;
-    d->epochs = epochs;
-    d->completion = call->completion;
-    d->n_out = call->n_outputs;
-    d->n_in = call->n_inputs < 2 ? call->n_inputs : 2;
-    for (uint32_t k = 0; k < d->n_in; k++)
-        d->in[k] = bb_value_ref(call->inputs[k]);
-    return BB_OK;
-}
-
 void mlp_drain(mlp *m)
 {
-    while (!m->busy && m->q_n) {
-        mlp_deferred d = m->queue[m->q_head];
-        m->q_head = (m->q_head + 1) % m->q_cap;
-        m->q_n--;
+    bbp_deferred d;
+    while (!m->jobs.busy && bbp_queue_pop(&m->queue, &d)) {
         bb_error err = {0};
         if (d.op == OP_TRAIN) {
             if (mlp_start_train(m, m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
         } else {
             bb_value *out = NULL;
-            if (run_sync(m, d.op, d.in, d.n_in, &out, 1, &err))
+            if (run_sync(m, (mlp_op)d.op, d.in, d.n_in, &out, 1, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
             else
                 bb_complete_ok(d.completion, &out, 1);
@@ -598,17 +553,6 @@ void mlp_drain(mlp *m)
         for (uint32_t k = 0; k < d.n_in; k++)
             bb_value_unref(d.in[k]);
     }
-}
-
-static int train_epochs(const mlp *m, const bb_dispatch_call *call, int64_t *epochs,
-                        bb_error *err)
-{
-    *epochs = m->epochs_cfg > 0 ? m->epochs_cfg
-                                : call->node ? bb_node_attr_int(call->node, "epochs", 1) : 1;
-    if (*epochs < 1 || *epochs > (1 << 20))
-        return bb_error_set(err, BB_EINVAL, "%s: Train with epochs = %lld", m->who,
-                            (long long)*epochs);
-    return BB_OK;
 }
 
 static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
@@ -629,22 +573,22 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
     else if (call->n_outputs < 1)
         rc = bb_error_set(err, BB_EINVAL, "%s: %s needs an output", m->who, OP_NAMES[op]);
     else if (op == OP_TRAIN)
-        rc = train_epochs(m, call, &epochs, err);
+        rc = bbp_train_epochs(m->epochs_cfg, call, m->who, &epochs, err);
     if (rc)
         return BB_DISPATCH_NOW_ERR;
-    if (m->busy && changes_model(op)) {
-        if (enqueue(m, op, call, epochs, err))
+    if (m->jobs.busy && changes_model(op)) {
+        if (bbp_queue_push(&m->queue, (int)op, call, epochs)) {
+            oom(m, err);
             return BB_DISPATCH_NOW_ERR;
+        }
         return BB_DISPATCH_LATER;
     }
     if (op == OP_TRAIN || op == OP_EVALUATE_METRICS) {
-        mlp_sync sync = {.out = outputs, .err = err};
+        bbp_sync sync = {.out = outputs, .err = err};
         rc = op == OP_TRAIN
                  ? mlp_start_train(m, ctx, call->completion, call->n_outputs, epochs, &sync, err)
                  : mlp_start_eval(m, ctx, call->completion, call->n_outputs, &sync, err);
-        if (rc || (sync.done && sync.rc))
-            return BB_DISPATCH_NOW_ERR;
-        return sync.done ? BB_DISPATCH_NOW_OK : BB_DISPATCH_LATER;
+        return bbp_job_dispatched(rc, &sync);
     }
     rc = run_sync(m, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
     return rc ? BB_DISPATCH_NOW_ERR : BB_DISPATCH_NOW_OK;
@@ -671,13 +615,7 @@ static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *er
     bb_writer_put_u64le(&w, m->opt.t);
     bb_writer_put_u64le(&w, m->version);
     bb_writer_put(&w, m->params, bytes);
-    if (m->opt.m) {
-        bb_writer_put(&w, m->opt.m, bytes);
-    } else { /* plain SGD has no momentum: zeros, as the layout wants one */
-        uint8_t *z = bb_writer_grow(&w, bytes);
-        if (z)
-            memset(z, 0, bytes);
-    }
+    bbp_optim_put_m(&m->opt, &w, bytes);
     if (m->opt.v)
         bb_writer_put(&w, m->opt.v, bytes);
     bb_writer_put_u8(&w, m->center != NULL);
@@ -732,8 +670,7 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
         bb_reader_view(&r, bytes, &center);
     /* everything that can fail first: the model changes whole or not at all */
     bb_value *pv = mlp_params_copy(m, params), *cv = NULL;
-    if (pv && m->center && center &&
-        !(cv = mlp_params_copy(m, center)))
+    if (pv && m->center && center && !(cv = mlp_params_copy(m, center)))
         pv = (bb_value_unref(pv), NULL);
     if (!pv)
         return oom(m, err);

@@ -6,19 +6,6 @@
 # the systemd unit (systemd-analyze verify). Ends with "N passed, N failed".
 source "$(dirname "$0")/bbd_common.bash"
 
-# run NAME WANT_RC PATTERN -- CMD... : exit status and a line of stderr+stdout
-expect() {
-    local name=$1 want=$2 pat=$3
-    shift 4
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    if [ "$rc" = "$want" ] && cat "$TMP/out" "$TMP/err" | grep -Eq -- "$pat"; then
-        ok "$name"
-    else
-        echo "exit $rc, wanted $want; pattern: $pat" >>"$TMP/err"
-        not_ok "$name" "$TMP/err"
-    fi
-}
 # A start-up failure: exit 1, exactly one "bbd: error:" line, the last one.
 fails_with() {
     local name=$1 pat=$2

@@ -5,6 +5,7 @@
 # wait bounded by a deadline on a condition (no sleep-and-hope).
 #
 # Provides: BBD BBCTL BBC TMP PY, ok / not_ok / finish (the summary line),
+# expect NAME RC PATTERN -- CMD... (a command's exit status and output),
 # compile_example NAME (-> $TMP/NAME.onnx), start_node NAME ARGS...,
 # stop_node NAME, stop_nodes LABEL NAME..., start_fed_server tcp|udp,
 # node_pid / node_peer / node_addr NAME [tcp|udp],
@@ -42,6 +43,19 @@ check() { # NAME CMD... : ok when CMD succeeds
     local name=$1
     shift
     if "$@" >"$TMP/check.out" 2>&1; then ok "$name"; else not_ok "$name" "$TMP/check.out"; fi
+}
+# expect NAME WANT_RC PATTERN -- CMD... : exit status and a line of stdout+stderr
+expect() {
+    local name=$1 want=$2 pat=$3
+    shift 4
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    if [ "$rc" = "$want" ] && cat "$TMP/out" "$TMP/err" | grep -Eq -- "$pat"; then
+        ok "$name"
+    else
+        echo "exit $rc, wanted $want; pattern: $pat" >>"$TMP/err"
+        not_ok "$name" "$TMP/err"
+    fi
 }
 finish() {
     echo "$pass passed, $fail failed"

@@ -33,6 +33,7 @@
 #include "bb/opsets.h"
 #include "bb/plugin.h"
 #include "bb/value.h"
+#include "examples/cnn/cnn_graph.h"
 
 /* ---- fixture ---------------------------------------------------------------- */
 
@@ -1980,6 +1981,51 @@ static void test_onnx_testdata(void **state)
     assert_true(cases >= 51);
 }
 
+/* A plan folds Conv -> BatchNormalization (-> Relu) into one Conv; the
+ * same CNN with the conv outputs also wired as graph outputs (so nothing
+ * folds) gives the same logits up to rounding. The batch normalizations
+ * get statistics far from the identity, so a wrong fold shows. */
+static void test_graph_conv_bn_fusion(void **state)
+{
+    (void)state;
+    og o[2];
+    cnn_shape shape = {8, 3, 4, 6, 5, true};
+    for (int k = 0; k < 2; k++) {
+        og_begin(&o[k], k ? "unfused" : "fused");
+        cnn_graph(&o[k], &shape, 3);
+        for (size_t i = 0; i < o[k].g->initializers.n; i++) {
+            bb_tensor_proto *t = o[k].g->initializers.v[i];
+            float *v = (float *)(void *)t->raw_data.data;
+            size_t n = t->raw_data.len / sizeof *v;
+            bool stat = strstr(t->name, "bn") && t->data_type == BB_DT_FLOAT;
+            for (size_t j = 0; stat && j < n; j++) /* positive for the variances */
+                v[j] = 0.5f + 0.1f * (float)((j * 7 + i) % 11);
+        }
+        if (k) { /* conv1 and conv2 read elsewhere too: no fold */
+            og_output(&o[k], "conv1", 1, (int64_t[]){-1});
+            og_output(&o[k], "conv2", 1, (int64_t[]){-1});
+        }
+    }
+    float x[2 * 64];
+    for (int i = 0; i < 2 * 64; i++)
+        x[i] = (float)((i * 13) % 17) * 0.1f - 0.8f;
+    int64_t d[2] = {2, 64};
+    bb_value *in = bb_value_tensor_copy(BB_DT_FLOAT, 2, d, x, sizeof x), *y[2] = {0};
+    const char *names[1] = {"input"};
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(g_type->execute_graph(g_inst, o[k].g, names, &in, 1, &y[k], 1, &g_err),
+                         BB_OK);
+    assert_int_equal(bb_tensor_numel(y[0]), 2 * 5);
+    for (int i = 0; i < 10; i++)
+        assert_float_equal(bb_tensor_f32(y[0])[i], bb_tensor_f32(y[1])[i],
+                           1e-4 * fmax(1, fabs(bb_tensor_f32(y[1])[i])));
+    bb_value_unref(in);
+    bb_value_unref(y[0]);
+    bb_value_unref(y[1]);
+    og_end(&o[0]);
+    og_end(&o[1]);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1997,6 +2043,7 @@ int main(void)
         T(test_scatter),          T(test_materialize),     T(test_graph_mlp),
         T(test_graph_features),   T(test_graph_errors),    T(test_graph_if),
         T(test_graph_loop),       T(test_graph_cache),     T(test_onnx_testdata),
+        T(test_graph_conv_bn_fusion),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,6 +1,6 @@
 /* Unit tests for bbd's small host pieces: the logfmt log (bbd/host/log.h),
  * sd_notify datagrams (notify.h), the snapshot file (snapshot_file.h), the
- * state-dir lock (state_dir.h), values as JSON (value_json.h) and the
+ * state-dir lock (state_dir.h), values as JSON (bb/value_json.h) and the
  * metrics exposition text (metrics.h). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,7 +23,7 @@
 #include "bbd/host/notify.h"
 #include "bbd/host/snapshot_file.h"
 #include "bbd/host/state_dir.h"
-#include "bbd/host/value_json.h"
+#include "bb/value_json.h"
 
 static char *tmpdir(void)
 {
@@ -339,12 +339,12 @@ static void test_value_json_roundtrip(void **state)
     };
     for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
         cJSON *in = parse(forms[i]);
-        bbd_input v;
+        bb_json_input v;
         bb_error err = {0};
-        if (bbd_input_from_json("x", in, &v, &err) != BB_OK)
+        if (bb_json_input_parse("x", in, &v, &err) != BB_OK)
             fail_msg("%s: %s", forms[i], err.msg);
         assert_non_null(v.value);
-        cJSON *out = bbd_value_to_json(v.value, 100);
+        cJSON *out = bb_value_to_json(v.value, 100);
         assert_non_null(out);
         if (!cJSON_Compare(in, out, true)) {
             char *t = cJSON_PrintUnformatted(out);
@@ -352,39 +352,39 @@ static void test_value_json_roundtrip(void **state)
         }
         cJSON_Delete(out);
         cJSON_Delete(in);
-        bbd_input_free(&v);
+        bb_json_input_free(&v);
     }
 }
 
 static void test_value_json_shortcuts(void **state)
 {
     (void)state;
-    bbd_input v;
+    bb_json_input v;
     bb_error err = {0};
     cJSON *j = parse("[[1,2,3],[4,5,6]]");
-    assert_int_equal(bbd_input_from_json("batch", j, &v, &err), BB_OK);
+    assert_int_equal(bb_json_input_parse("batch", j, &v, &err), BB_OK);
     assert_int_equal(v.value->u.tensor.dtype, BB_DT_FLOAT);
     assert_int_equal(v.value->u.tensor.ndim, 2);
     assert_int_equal(v.value->u.tensor.dims[1], 3);
     assert_true(bb_tensor_f32(v.value)[5] == 6.0f);
-    bbd_input_free(&v);
+    bb_json_input_free(&v);
     cJSON_Delete(j);
     j = parse("null");
-    assert_int_equal(bbd_input_from_json("t", j, &v, &err), BB_OK);
+    assert_int_equal(bb_json_input_parse("t", j, &v, &err), BB_OK);
     assert_int_equal(v.value->type->kind, BB_VK_TRIGGER);
-    bbd_input_free(&v);
+    bb_json_input_free(&v);
     cJSON_Delete(j);
     /* raw bytes: TensorProto or any wire encoding, decoded by the engine */
     j = parse("{\"tensor_proto\":\"CAEQAQ==\"}");
-    assert_int_equal(bbd_input_from_json("t", j, &v, &err), BB_OK);
+    assert_int_equal(bb_json_input_parse("t", j, &v, &err), BB_OK);
     assert_null(v.value);
     assert_int_equal(v.len, 4);
-    bbd_input_free(&v);
+    bb_json_input_free(&v);
     cJSON_Delete(j);
     /* big tensors print as TensorProto */
     int64_t dims[1] = {1000};
     bb_value *big = bb_value_tensor_new(BB_DT_FLOAT, 1, dims);
-    cJSON *out = bbd_value_to_json(big, 10);
+    cJSON *out = bb_value_to_json(big, 10);
     assert_non_null(cJSON_GetObjectItem(out, "tensor_proto"));
     assert_null(cJSON_GetObjectItem(out, "data"));
     cJSON_Delete(out);
@@ -418,9 +418,9 @@ static void test_value_json_errors(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cJSON *j = parse(bad[i].json);
-        bbd_input v;
+        bb_json_input v;
         bb_error err = {0};
-        if (bbd_input_from_json("in", j, &v, &err) == BB_OK || !strstr(err.msg, bad[i].needle))
+        if (bb_json_input_parse("in", j, &v, &err) == BB_OK || !strstr(err.msg, bad[i].needle))
             fail_msg("%s: wanted an error with '%s', got '%s'", bad[i].json, bad[i].needle,
                      err.msg);
         assert_null(v.name);
@@ -434,9 +434,9 @@ static void test_value_json_errors(void **state)
     for (int i = 0; i < 40; i++)
         strcat(deep, "]}");
     cJSON *j = parse(deep);
-    bbd_input v;
+    bb_json_input v;
     bb_error err = {0};
-    assert_int_equal(bbd_input_from_json("deep", j, &v, &err), BB_ELIMIT);
+    assert_int_equal(bb_json_input_parse("deep", j, &v, &err), BB_ELIMIT);
     cJSON_Delete(j);
 }
 

@@ -6,6 +6,7 @@
  * epochs, Reset, the held-out split, the IID / Dirichlet / classes shards
  * (disjoint, covering, deterministic per seed; Dirichlet label skew growing
  * as alpha falls, starved draws redrawn), EvalSet and NumSamples, snapshots,
+ * the prepared table shared through a host's cache (ctx->shared_get/put),
  * IDX files (every type, plain and gzip, every malformed header or body
  * naming the file), the generator, and the real digits and Fashion-MNIST
  * files from scripts/fetch-data.
@@ -489,6 +490,99 @@ static void test_holdout_split_is_disjoint_and_shared(void **state)
     drop(&ho);
     drop(&all);
     drop(&plain);
+}
+
+/* ---- the prepared table, shared through the host ------------------------------------ */
+
+/* A host's shared cache (bbsim keeps one per process): a few keyed values. */
+typedef struct fake_host {
+    bb_ctx ctx; /* first: the component's ctx points here */
+    bb_ctx_api api;
+    char *keys[4];
+    bb_value *vals[4];
+    int n, gets, hits;
+} fake_host;
+
+static bb_value *host_get(bb_ctx *ctx, const char *key)
+{
+    fake_host *h = (fake_host *)ctx;
+    h->gets++;
+    for (int i = 0; i < h->n; i++)
+        if (strcmp(h->keys[i], key) == 0) {
+            h->hits++;
+            return bb_value_ref(h->vals[i]);
+        }
+    return NULL;
+}
+
+static bb_value *host_put(bb_ctx *ctx, const char *key, bb_value *v)
+{
+    fake_host *h = (fake_host *)ctx;
+    assert_null(host_get(ctx, key)); /* the plugin asked first */
+    assert_true(h->n < 4);
+    h->keys[h->n] = strdup(key);
+    h->vals[h->n++] = bb_value_ref(v);
+    return bb_value_ref(v);
+}
+
+static src csv_on(fake_host *h, const char *path, const char *extra)
+{
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, "{\"path\": \"%s\", %s}", path, extra);
+    src s = {pfx_type("data::Csv"), NULL};
+    bb_error err = {0};
+    s.inst = pfx_create(s.t, "data", cfg, NULL, 99, &h->ctx, &err);
+    if (!s.inst)
+        fail_msg("create %s: %s", cfg, err.msg);
+    return s;
+}
+
+/* Nodes reading one file with one split share its prepared table (one
+ * entry, one evaluation tensor), each still serving its own shard exactly
+ * as a node of its own would; another split is another entry. */
+static void test_prepared_table_shared_through_the_host(void **state)
+{
+    (void)state;
+    fake_host h = {0};
+    h.api.struct_size = sizeof h.api;
+    h.api.shared_get = host_get;
+    h.api.shared_put = host_put;
+    h.ctx.api = &h.api;
+    const char *path = id_file("shared.csv", 60, 3);
+    static const char *const SHARD[2] = {
+        "\"holdout\": 0.2, \"split_seed\": 3, \"shard_count\": 2, \"shard_index\": 0",
+        "\"holdout\": 0.2, \"split_seed\": 3, \"shard_count\": 2, \"shard_index\": 1"};
+    src shared[2], alone[2];
+    bb_value *ex[2], *ey[2];
+    for (int k = 0; k < 2; k++) {
+        shared[k] = csv_on(&h, path, SHARD[k]);
+        alone[k] = csv(path, SHARD[k]);
+        float a[60], b[60];
+        size_t na = all_ids(&shared[k], a, 60), nb = all_ids(&alone[k], b, 60);
+        assert_int_equal(na, 24);
+        assert_int_equal(nb, na);
+        assert_memory_equal(a, b, na * sizeof *a); /* the same rows as unshared */
+        call2(&shared[k], "EvalSet", &ex[k], &ey[k]);
+    }
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.hits, 1);
+    assert_ptr_equal(ex[0], ex[1]); /* one held-out copy for both nodes */
+    assert_int_equal(ex[0]->u.tensor.dims[0], 12);
+    src other = csv_on(&h, path, "\"holdout\": 0.5, \"split_seed\": 3");
+    assert_int_equal(h.n, 2);
+    assert_non_null(strstr(h.keys[1], "holdout=0.5"));
+    assert_null(strstr(h.keys[1], "shard"));
+    drop(&other);
+    for (int k = 0; k < 2; k++) {
+        bb_value_unref(ex[k]);
+        bb_value_unref(ey[k]);
+        drop(&shared[k]);
+        drop(&alone[k]);
+    }
+    for (int i = 0; i < h.n; i++) {
+        free(h.keys[i]);
+        bb_value_unref(h.vals[i]);
+    }
 }
 
 /* Shards of one partition: disjoint, covering, and identical on rebuild. */
@@ -1032,6 +1126,7 @@ int main(void)
         cmocka_unit_test(test_reset_starts_a_new_epoch),
         cmocka_unit_test(test_snapshot_resumes_mid_epoch),
         cmocka_unit_test(test_holdout_split_is_disjoint_and_shared),
+        cmocka_unit_test(test_prepared_table_shared_through_the_host),
         cmocka_unit_test(test_shards_iid_dirichlet_classes),
         cmocka_unit_test(test_partitions_are_deterministic_per_seed),
         cmocka_unit_test(test_dirichlet_skew_grows_as_alpha_falls),

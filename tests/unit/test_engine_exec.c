@@ -708,6 +708,107 @@ static void test_component_timer_worker_pool_and_views(void **state)
     bb_model_free(m);
 }
 
+/* A host cache of one entry, as bbsim keeps one per process. */
+typedef struct one_cache {
+    char key[64];
+    bb_value *v;
+    int gets, puts;
+} one_cache;
+
+static bb_value *cache_get(void *ud, const char *key)
+{
+    one_cache *c = ud;
+    c->gets++;
+    return c->v && strcmp(c->key, key) == 0 ? bb_value_ref(c->v) : NULL;
+}
+
+static bb_value *cache_put(void *ud, const char *key, bb_value *v)
+{
+    one_cache *c = ud;
+    c->puts++;
+    if (!c->v) {
+        snprintf(c->key, sizeof c->key, "%s", key);
+        c->v = bb_value_ref(v);
+    }
+    return bb_value_ref(strcmp(c->key, key) == 0 ? c->v : v);
+}
+
+/* Share(x) through an engine with the host cache (or without: NULL). */
+static uint64_t shared_by(one_cache *c, uint64_t x)
+{
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Main", "x", "y");
+    fx_meta(m, fx_op(m, f, "test.echo", "Share", "x", "y"), "ai.bytesandbrains.slot", "echo");
+    fx_bind(m, "Main", "echo", "Protocol|test::Echo|1");
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    if (c) {
+        cfg.shared_get = cache_get;
+        cfg.shared_put = cache_put;
+        cfg.shared_ud = c;
+    }
+    bb_engine *e = make(m, "Main", &cfg);
+    bb_value *xv = u64v(x);
+    bb_engine_input in = {.name = "x", .value = xv};
+    assert_int_equal(bb_engine_invoke(e, "Main", &in, 1, NULL, NULL), BB_OK);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    const fx_rec *r = fx_log_app(&log, "y", 0);
+    assert_non_null(r);
+    uint64_t got = r->value->u.u64;
+    bb_value_unref(xv);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+    return got;
+}
+
+/* ctx->shared_get / shared_put reach the host's cache: the second engine
+ * gets the first one's value; without a cache put hands the value back. */
+static void test_shared_cache_through_the_host(void **state)
+{
+    (void)state;
+    fx_reset();
+    one_cache c = {0};
+    assert_int_equal(shared_by(&c, 3), 3);
+    assert_int_equal(shared_by(&c, 4), 3); /* the first engine's, shared */
+    assert_int_equal(c.gets, 2);
+    assert_int_equal(c.puts, 1);
+    assert_int_equal(shared_by(NULL, 5), 5);
+    assert_int_equal(shared_by(NULL, 6), 6);
+    bb_value_unref(c.v);
+}
+
+/* share_model: engines run the host's model itself (no clone); each still
+ * works on its own, and freeing them leaves the model to its owner (ASan
+ * would see a double free or a use after free). */
+static void test_engines_share_the_model(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    fx_chain(m, "Main", 3);
+    bb_engine_config cfg;
+    bb_engine_config_init(&cfg);
+    cfg.share_model = true;
+    bb_engine *e[2] = {make(m, "Main", &cfg), make(m, "Main", &cfg)};
+    size_t arena_before = bb_arena_used(m->arena);
+    for (int i = 0; i < 2; i++) {
+        invoke1(e[i], "Main", "in", u64v(40 + (uint64_t)i));
+        fx_log log = {0};
+        fx_run(e[i], &log, 1, 10);
+        const fx_rec *r = fx_log_app(&log, "out", 0);
+        assert_non_null(r);
+        assert_int_equal(r->value->u.u64, 40 + (uint64_t)i);
+        fx_log_free(&log);
+    }
+    assert_int_equal(bb_arena_used(m->arena), arena_before); /* nothing written into it */
+    bb_engine_free(e[0]);
+    bb_engine_free(e[1]);
+    assert_int_equal(m->functions.n, 1);
+    bb_model_free(m);
+}
+
 /* ---- the poll cycle: phases in order (ENGINE.md Part 7) ------------------------------------ */
 
 #define MAX_SEEN 64
@@ -941,6 +1042,8 @@ int main(void)
         cmocka_unit_test(test_component_failure_stops_downstream),
         cmocka_unit_test(test_dependency_call),
         cmocka_unit_test(test_component_timer_worker_pool_and_views),
+        cmocka_unit_test(test_shared_cache_through_the_host),
+        cmocka_unit_test(test_engines_share_the_model),
         cmocka_unit_test(test_tracing_filter),
         cmocka_unit_test(test_entry_point_spans),
         cmocka_unit_test(test_op_steps_opt_in),

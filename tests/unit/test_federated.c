@@ -26,12 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "bb/model_io.h"
-#include "bb/plugin_loader.h"
-#include "bbc/compiler.h"
 #include "support/engine_fixtures.h"
 #include "support/plugin_fixtures.h"
 
@@ -46,43 +41,9 @@
 enum { R_ROUND, R_PARTICIPANTS, R_SAMPLES, R_LOSS, R_ACCURACY, R_STARTED, R_FINISHED,
        R_BEFORE, R_AFTER, R_COLLECTED, R_AGGREGATED, R_N };
 
-/* Record the example with its knobs (argv), then compile it as bbc does. */
 static bb_model *compile_example(const char *const *knobs)
 {
-    const char *build = getenv("BB_BUILD");
-    char exe[1024], out[] = "/tmp/bb-test-federated-XXXXXX";
-    snprintf(exe, sizeof exe, "%s/examples/federated", build ? build : "build");
-    int fd = mkstemp(out);
-    assert_true(fd >= 0);
-    close(fd);
-    const char *argv[16] = {exe, out};
-    size_t n = 2;
-    for (; knobs[n - 2] && n < 15; n++)
-        argv[n] = knobs[n - 2];
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (!WIFEXITED(status) || WEXITSTATUS(status))
-        fail_msg("%s failed (status %d)", exe, status);
-    bb_model *in = NULL, *compiled = NULL;
-    bb_error e = {0};
-    if (bb_model_load_file(out, &in, &e))
-        fail_msg("load %s: %s", out, e.msg);
-    unlink(out);
-    bb_type_source ts;
-    bb_type_source_from_loader(&ts, pfx_loader(), NULL);
-    bbc_options o;
-    bbc_options_init(&o);
-    bbc_error err = {0};
-    if (bbc_compile(in, &o, NULL, &ts, NULL, 0, &compiled, &err))
-        fail_msg("compile: %s: %s", err.pass, err.msg);
-    bb_model_free(in);
-    return compiled;
+    return pfx_compile_example("federated", knobs);
 }
 
 static bb_engine *node(fx_net *net, uint8_t seed, bb_model *m, const char *target,

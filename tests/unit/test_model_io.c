@@ -21,6 +21,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "bb/io.h"
 #include "bb/model_io.h"
 #include "onnx-ml.pb-c.h"
 #include "tests/unit/support/model_fixture.h"
@@ -949,6 +950,22 @@ static void test_file_limits(void **state)
     assert_int_equal(strncmp(err.msg, path, strlen(path)), 0);
     assert_msg_has(err, "over the");
     unlink(path);
+
+    /* the same reader with another limit: whole, NUL-terminated, or refused */
+    char small[] = "/tmp/bb-read-file-XXXXXX";
+    fd = mkstemp(small);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "0123456789", 10), 10);
+    close(fd);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(bb_read_file(small, 10, &buf, &len, &err), BB_OK);
+    assert_int_equal(len, 10);
+    assert_string_equal((char *)buf, "0123456789");
+    free(buf);
+    assert_int_equal(bb_read_file(small, 9, &buf, &len, &err), BB_ELIMIT);
+    assert_msg_has(err, "10 bytes, over the 9-byte limit");
+    unlink(small);
 
     assert_int_equal(bb_model_load_file(NULL, &m, &err), BB_EINVAL);
     assert_int_equal(bb_model_load_mem(NULL, 4, "x", &m, &err), BB_EINVAL);

@@ -29,6 +29,8 @@
 
 #include "support/engine_fixtures.h"
 #include "support/plugin_fixtures.h"
+#include "support/model_run.h"
+#include "support/worker_pool.h"
 
 #define MODEL "ai.bytesandbrains.role.model"
 #define SLOT "ai.bytesandbrains.slot"
@@ -38,80 +40,6 @@ static double now_s(clockid_t clock)
     struct timespec ts;
     clock_gettime(clock, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ---- a worker pool of one thread, with a gate the test holds ------------------------ */
-
-typedef struct pool_job {
-    void (*work)(void *);
-    void *arg;
-    uint64_t token;
-} pool_job;
-
-typedef struct pool {
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pool_job q[64];
-    int n;
-    bool open, stop, running;
-    int ran;
-    bb_engine *e; /* NULL once the engine is gone: results are dropped */
-} pool;
-
-static void *pool_main(void *p)
-{
-    pool *w = p;
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        while (!w->stop && (!w->open || w->n == 0))
-            pthread_cond_wait(&w->cv, &w->mu);
-        if (w->stop)
-            break;
-        pool_job j = w->q[0];
-        memmove(w->q, w->q + 1, (size_t)--w->n * sizeof *w->q);
-        w->running = true;
-        pthread_cond_broadcast(&w->cv);
-        pthread_mutex_unlock(&w->mu);
-        j.work(j.arg);
-        pthread_mutex_lock(&w->mu);
-        if (w->e)
-            bb_engine_work_done(w->e, j.token);
-        w->running = false;
-        w->ran++;
-        pthread_cond_broadcast(&w->cv);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
-}
-
-static int pool_submit(void *ud, void (*work)(void *), void *arg, uint64_t token)
-{
-    pool *w = ud;
-    pthread_mutex_lock(&w->mu);
-    int rc = w->n < 64 ? BB_OK : BB_EFULL;
-    if (!rc)
-        w->q[w->n++] = (pool_job){work, arg, token};
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    return rc;
-}
-
-static void pool_gate(pool *w, bool open)
-{
-    pthread_mutex_lock(&w->mu);
-    w->open = open;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
-static void pool_stop(pool *w)
-{
-    pthread_mutex_lock(&w->mu);
-    w->stop = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->th, NULL);
 }
 
 /* ---- artifacts and runs -------------------------------------------------------------------- */
@@ -144,63 +72,11 @@ static bb_model *mlp_model(const char *data_type, int64_t epochs)
     return m;
 }
 
+static const char *const TARGETS[] = {"Central", "Peek", "Load"};
+
 static bb_engine *install(bb_model *m, const char *model_cfg, const char *data_cfg, pool *w)
 {
-    bb_engine_config cfg;
-    bb_engine_config_init(&cfg);
-    if (w) {
-        cfg.submit_work = pool_submit;
-        cfg.submit_work_ud = w;
-    }
-    bb_engine *e = fx_engine(1, 7001, &cfg);
-    assert_non_null(e);
-    pfx_slot_config sc[2] = {{"model", model_cfg}, {"data", data_cfg}};
-    bb_engine_registry reg = pfx_registry(sc, 2);
-    const char *targets[3] = {"Central", "Peek", "Load"};
-    bb_error err = {0};
-    if (bb_engine_install(e, m, targets, 3, &reg, &err) != BB_OK)
-        fail_msg("install: %s", err.msg);
-    return e;
-}
-
-static void invoke(bb_engine *e, const char *target, const char *input, bb_value *v)
-{
-    bb_engine_input in = {.name = input, .value = v};
-    bb_error err = {0};
-    if (bb_engine_invoke(e, target, &in, 1, NULL, &err))
-        fail_msg("invoke %s: %s", target, err.msg);
-    bb_value_unref(v);
-}
-
-/* Polls until an AppEvent with topic appears (or an op fails, or the wall
- * deadline passes). Returns the event (owned by log). */
-static const fx_rec *run_until(bb_engine *e, fx_log *log, const char *topic, double seconds)
-{
-    double end = now_s(CLOCK_MONOTONIC) + seconds;
-    bb_steps s;
-    bb_steps_init(&s);
-    const fx_rec *r = NULL;
-    while (!(r = fx_log_app(log, topic, 0)) && !fx_log_count(log, BB_STEP_OP_FAILED) &&
-           now_s(CLOCK_MONOTONIC) < end) {
-        bb_engine_poll(e, 1, &s);
-        for (size_t k = 0; k < s.n; k++)
-            fx_log_add(log, &s.v[k]);
-        if (!s.n && bb_engine_next_deadline(e) != 0) {
-            struct timespec ts = {0, 200000}; /* waiting on a worker */
-            nanosleep(&ts, NULL);
-        }
-    }
-    bb_steps_free(&s);
-    if (!r && fx_log_count(log, BB_STEP_OP_FAILED))
-        fail_msg("op failed: %s", fx_log_nth(log, BB_STEP_OP_FAILED, 0)->c);
-    return r;
-}
-
-static float scalar_of(const fx_rec *r)
-{
-    assert_non_null(r);
-    assert_int_equal(r->value->type->kind, BB_VK_TENSOR);
-    return *bb_tensor_f32(r->value);
+    return mr_install(m, TARGETS, sizeof TARGETS / sizeof *TARGETS, model_cfg, data_cfg, w);
 }
 
 static bool under_sanitizer_or_valgrind(void)
@@ -238,10 +114,10 @@ static void test_digits_centralized_baseline(void **state)
     double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
     bb_engine *e = install(m, model_cfg, data_cfg, NULL);
     fx_log log = {0};
-    invoke(e, "Central", "go", bb_value_trigger());
-    const fx_rec *acc = run_until(e, &log, "accuracy", 120);
+    mr_invoke(e, "Central", "go", bb_value_trigger());
+    const fx_rec *acc = mr_run_until(e, &log, "accuracy", 120);
     double wall = now_s(CLOCK_MONOTONIC) - w0, cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
-    float a = scalar_of(acc), loss = scalar_of(fx_log_app(&log, "loss", 0));
+    float a = mr_scalar(acc), loss = mr_scalar(fx_log_app(&log, "loss", 0));
     const fx_rec *ns = fx_log_app(&log, "num_samples", 0);
     assert_non_null(ns);
     uint64_t seen = ns->value->u.u64;
@@ -263,25 +139,23 @@ static void test_digits_centralized_baseline(void **state)
 static void test_train_on_a_worker_while_the_node_serves(void **state)
 {
     (void)state;
-    pool w = {.open = false};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
+    pool w;
+    pool_init(&w);
     bb_model *m = mlp_model("data::Synthetic", 3);
     bb_engine *e = install(m, "{\"layers\": [2, 8, 2], \"learning_rate\": 0.1, \"seed\": 3}",
                            "{\"samples\": 200, \"cluster_std\": 0.5, \"batch_size\": 10}", &w);
-    w.e = e;
-    assert_int_equal(pthread_create(&w.th, NULL, pool_main, &w), 0);
+    assert_int_equal(pool_start(&w, e), 0);
     fx_log log = {0};
-    invoke(e, "Peek", "go", bb_value_trigger());
-    const fx_rec *p0 = run_until(e, &log, "p", 5);
+    mr_invoke(e, "Peek", "go", bb_value_trigger());
+    const fx_rec *p0 = mr_run_until(e, &log, "p", 5);
     assert_non_null(p0);
     bb_value *initial = bb_value_ref(p0->value);
 
-    invoke(e, "Central", "go", bb_value_trigger()); /* its work waits at the closed gate */
+    mr_invoke(e, "Central", "go", bb_value_trigger()); /* its work waits at the closed gate */
     fx_run(e, &log, 1, 10);
     assert_true(bb_engine_pending_async_count(e) >= 1);
     /* the node answers while the model trains, from the committed parameters */
-    invoke(e, "Peek", "go", bb_value_trigger());
+    mr_invoke(e, "Peek", "go", bb_value_trigger());
     fx_run(e, &log, 1, 10);
     const fx_rec *p1 = fx_log_app(&log, "p", 1);
     assert_non_null(p1);
@@ -289,12 +163,12 @@ static void test_train_on_a_worker_while_the_node_serves(void **state)
     assert_null(fx_log_app(&log, "accuracy", 0));
     /* a change to the model waits for the running Train */
     float zeros[2 * 8 + 8 + 8 * 2 + 2] = {0};
-    invoke(e, "Load", "x", fx_f32(zeros, sizeof zeros / sizeof *zeros));
+    mr_invoke(e, "Load", "x", fx_f32(zeros, sizeof zeros / sizeof *zeros));
     fx_run(e, &log, 1, 10);
     assert_null(fx_log_app(&log, "cmd", 0));
 
     pool_gate(&w, true);
-    assert_non_null(run_until(e, &log, "cmd", 30));
+    assert_non_null(mr_run_until(e, &log, "cmd", 30));
     size_t i_ns = 0, i_cmd = 0;
     for (size_t i = 0; i < log.n; i++) {
         if (log.v[i].kind == BB_STEP_APP_EVENT && !strcmp(log.v[i].b, "num_samples"))
@@ -304,7 +178,7 @@ static void test_train_on_a_worker_while_the_node_serves(void **state)
     }
     assert_true(i_ns > 0 && i_cmd > i_ns); /* Train committed, then the load ran */
     assert_int_equal(fx_log_app(&log, "num_samples", 0)->value->u.u64, 3 * 200);
-    invoke(e, "Peek", "go", bb_value_trigger());
+    mr_invoke(e, "Peek", "go", bb_value_trigger());
     const fx_rec *p2 = NULL;
     for (double end = now_s(CLOCK_MONOTONIC) + 5; !p2 && now_s(CLOCK_MONOTONIC) < end;) {
         fx_run(e, &log, 1, 10);
@@ -332,11 +206,11 @@ static void test_train_and_evaluate_synthetic_inline(void **state)
                            "0.25, \"batch_size\": 50, \"normalization\": \"standardize\"}",
                            NULL);
     fx_log log = {0};
-    invoke(e, "Central", "go", bb_value_trigger());
-    float a = scalar_of(run_until(e, &log, "accuracy", 30));
+    mr_invoke(e, "Central", "go", bb_value_trigger());
+    float a = mr_scalar(mr_run_until(e, &log, "accuracy", 30));
     assert_true(a >= 0.95f);
     assert_int_equal(fx_log_app(&log, "num_samples", 0)->value->u.u64, 5 * 450);
-    assert_true(scalar_of(fx_log_app(&log, "loss", 0)) < 0.3f);
+    assert_true(mr_scalar(fx_log_app(&log, "loss", 0)) < 0.3f);
     fx_log_free(&log);
     bb_engine_free(e);
     bb_model_free(m);
@@ -349,18 +223,16 @@ static void test_model_destroyed_with_work_queued_or_running(void **state)
 {
     (void)state;
     for (int running = 0; running < 2; running++) {
-        pool w = {.open = false};
-        pthread_mutex_init(&w.mu, NULL);
-        pthread_cond_init(&w.cv, NULL);
+        pool w;
+        pool_init(&w);
         bb_model *m = mlp_model("data::Synthetic", 50);
         bb_engine *e = install(m, "{\"layers\": [64, 256, 10], \"seed\": 1}",
                                "{\"samples\": 100000, \"features\": 64, \"classes\": 10, "
                                "\"batch_size\": 1000}",
                                &w);
-        w.e = e;
-        assert_int_equal(pthread_create(&w.th, NULL, pool_main, &w), 0);
+        assert_int_equal(pool_start(&w, e), 0);
         fx_log log = {0};
-        invoke(e, "Central", "go", bb_value_trigger());
+        mr_invoke(e, "Central", "go", bb_value_trigger());
         fx_run(e, &log, 1, 10);
         assert_int_equal(bb_engine_pending_async_count(e), 1);
         if (running) { /* let the worker start, then pull the rug */
@@ -390,7 +262,7 @@ static void test_train_errors_fail_the_op(void **state)
     bb_model *m = mlp_model("data::Synthetic", 1);
     bb_engine *e = install(m, "{\"layers\": [2, 4, 3]}", "{\"classes\": 5}", NULL);
     fx_log log = {0};
-    invoke(e, "Central", "go", bb_value_trigger());
+    mr_invoke(e, "Central", "go", bb_value_trigger());
     fx_run(e, &log, 1, 20);
     const fx_rec *f = fx_log_nth(&log, BB_STEP_OP_FAILED, 0);
     assert_non_null(f);
@@ -400,7 +272,7 @@ static void test_train_errors_fail_the_op(void **state)
     bb_engine_free(e);
     /* a batch of the wrong width */
     e = install(m, "{\"layers\": [3, 4, 2]}", "{\"features\": 2}", NULL);
-    invoke(e, "Central", "go", bb_value_trigger());
+    mr_invoke(e, "Central", "go", bb_value_trigger());
     fx_run(e, &log, 1, 20);
     f = fx_log_nth(&log, BB_STEP_OP_FAILED, 0);
     assert_non_null(f);
@@ -440,11 +312,11 @@ static void test_attack_update_scale(void **state)
         if (bb_engine_install(e, m, targets, 2, &reg, &err) != BB_OK)
             fail_msg("install: %s", err.msg);
         fx_log log = {0};
-        invoke(e, "Peek", "go", bb_value_trigger());
-        start[k] = bb_value_ref(run_until(e, &log, "p", 10)->value);
-        invoke(e, "TrainOut", "go", bb_value_trigger());
-        trained[k] = bb_value_ref(run_until(e, &log, "params", 10)->value);
-        invoke(e, "Peek", "go", bb_value_trigger());
+        mr_invoke(e, "Peek", "go", bb_value_trigger());
+        start[k] = bb_value_ref(mr_run_until(e, &log, "p", 10)->value);
+        mr_invoke(e, "TrainOut", "go", bb_value_trigger());
+        trained[k] = bb_value_ref(mr_run_until(e, &log, "params", 10)->value);
+        mr_invoke(e, "Peek", "go", bb_value_trigger());
         fx_run(e, &log, 1, 10);
         kept[k] = bb_value_ref(fx_log_app(&log, "p", 1)->value);
         fx_log_free(&log);
@@ -541,8 +413,8 @@ static void test_fedprox_steps_by_hand(void **state)
         if (bb_engine_install(e, m, targets, 1, &reg, &err) != BB_OK)
             fail_msg("install: %s", err.msg);
         fx_log log = {0};
-        invoke(e, "TrainOut", "go", bb_value_trigger());
-        trained[k] = bb_value_ref(run_until(e, &log, "params", 10)->value);
+        mr_invoke(e, "TrainOut", "go", bb_value_trigger());
+        trained[k] = bb_value_ref(mr_run_until(e, &log, "params", 10)->value);
         fx_log_free(&log);
         bb_engine_free(e);
     }

@@ -103,6 +103,21 @@ typedef struct bb_engine_config {
      * default; gather_min_bytes 0 means 64 KiB. */
     bool send_gather;
     size_t gather_min_bytes;
+    /* Optional read-only cache shared by the engines of one host, behind
+     * ctx->shared_get / shared_put (bb/plugin.h): get returns a new
+     * reference or NULL; put stores a reference to v (borrowed) unless key
+     * is taken and returns a new reference to what key holds, or NULL when
+     * out of memory. Without them get answers NULL and put hands v back.
+     * Called on the engine thread with keys the engine checked (non-empty,
+     * at most BB_SHARED_KEY_MAX bytes). */
+    bb_value *(*shared_get)(void *ud, const char *key);
+    bb_value *(*shared_put)(void *ud, const char *key, bb_value *v);
+    void *shared_ud;
+    /* Install uses the caller's model instead of a clone of it: the host
+     * keeps it alive and unchanged until bb_engine_free (bbsim's thousands
+     * of engines share one artifact; a clone of the federated example is
+     * ~45 KB of every node). */
+    bool share_model;
 } bb_engine_config;
 
 /* Zeroed config with default caps. */
@@ -151,9 +166,10 @@ typedef enum bb_install_error {
 const char *bb_install_error_name(bb_install_error k);
 
 /* Install targets[0..n) of the compiled model (borrowed: the engine keeps a
- * clone). Targets, their bootstraps and bindings are the artifact view's
- * (bb/artifact.h): a name is a target's exact name, else the one
- * "<name>#<hash>"; a binding value that does not parse is MalformedBinding.
+ * clone, or the model itself with config.share_model). Targets, their
+ * bootstraps and bindings are the artifact view's (bb/artifact.h): a name
+ * is a target's exact name, else the one "<name>#<hash>"; a binding value
+ * that does not parse is MalformedBinding.
  * On failure returns BB_EINSTALL (or BB_ENOMEM) with err naming the culprit
  * and bb_engine_install_error() telling the variant; nothing is installed. */
 int bb_engine_install(bb_engine *e, const bb_model *model, const char *const *targets,

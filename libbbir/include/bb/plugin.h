@@ -34,7 +34,7 @@
 #include "bb/value.h"
 
 #define BB_PLUGIN_ABI_MAJOR 2
-#define BB_PLUGIN_ABI_MINOR 0
+#define BB_PLUGIN_ABI_MINOR 1
 #define BB_PLUGIN_ENTRY_SYMBOL "bb_plugin_entry"
 #define BB_STAGE_ENTRY_SYMBOL "bb_stage_entry"
 #define BB_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -201,7 +201,28 @@ typedef struct bb_ctx_api {
      * selector with a configured peer list makes its peers reachable. Check
      * struct_size before calling: hosts older than this field lack it. */
     int (*add_peer)(bb_ctx *ctx, const bb_value *peer, const bb_value *addrs, bb_error *err);
+    /* ABI 2.1: a read-only value the host shares among the nodes it runs
+     * (bbsim runs thousands in one process) — large data a component
+     * loads at create and never changes, such as a prepared dataset, keyed
+     * by everything that determines it (at most BB_SHARED_KEY_MAX bytes).
+     * shared_get returns a new reference to the value under key, or NULL.
+     * shared_put offers v (borrowed) under key and returns a new reference
+     * to what the key holds afterwards: v itself when the host stored it
+     * or keeps no cache (bbd: one node per process), the earlier value when
+     * the key was taken. A component uses what put returns, so its code is
+     * the same with and without sharing; a shared value is never written
+     * again. NULL from put: out of memory or a bad key. Engine thread only;
+     * check struct_size before calling. */
+    bb_value *(*shared_get)(bb_ctx *ctx, const char *key);
+    bb_value *(*shared_put)(bb_ctx *ctx, const char *key, bb_value *v);
 } bb_ctx_api;
+
+#define BB_SHARED_KEY_MAX 4096
+
+/* ctx's host table has the member (a host built against an older header
+ * lacks what was appended since). */
+#define BB_CTX_HAS(ctx, member)                                                               \
+    ((ctx)->api->struct_size >= offsetof(bb_ctx_api, member) + sizeof((ctx)->api->member))
 
 struct bb_ctx {
     const bb_ctx_api *api;

@@ -61,7 +61,8 @@
  *   generic:  function.attribute += "<slot>"
  *             function.metadata "ai.bytesandbrains.slot_id.<slot>" = id
  *   concrete: function.attribute_proto += {name "<slot>", type STRING,
- *             s = JSON construction state, t = optional weights TensorProto}
+ *             s = JSON construction state, t = optional weights TensorProto,
+ *             g = optional graph (bb_slot_set_graph)}
  *             function.metadata "ai.bytesandbrains.concrete_type.<slot>" =
  *             TYPE_NAME  (AttributeProto has no metadata_props)
  *   both:     function.metadata "ai.bytesandbrains.slot_role.<slot>" = role
@@ -250,6 +251,10 @@ bb_slot *bb_rec_concrete(bb_module *m, bb_role role, const char *slot_name,
 /* Record this concrete's role ops under its own atomic opset domain
  * (stamps original_op). */
 int bb_slot_set_atomic_domain(bb_slot *s, const char *domain);
+/* Put graph (deep-copied) into this concrete's construction state, as
+ * AttributeProto.g next to its JSON: a model that trains an ONNX graph
+ * (nn::Onnx) travels inside the program that binds it. */
+int bb_slot_set_graph(bb_slot *s, const bb_graph *graph);
 const char *bb_slot_name(const bb_slot *s);
 bb_role bb_slot_role(const bb_slot *s);
 

@@ -189,8 +189,9 @@ static const bb_op_decl ECHO_OPS[] = {
     {"Work", U64_1, 1, U64_1, 1, "doubles n on the host's worker pool"},
     {"Peers", ANY1, 1, PEERS_1, 1, "ctx->peers"},
     {"Addrs", ANY1, 1, ANY1, 1, "ctx->peer_addresses"},
+    {"Share", ANY1, 1, ANY1, 1, "the value the host shares under \"fx.share\", else x shared"},
 };
-static const bb_opset_decl ECHO_SETS[] = {{"test.echo", 1, ECHO_OPS, 10}};
+static const bb_opset_decl ECHO_SETS[] = {{"test.echo", 1, ECHO_OPS, 11}};
 
 static int echo_create(const bb_create_args *a, void **out, bb_error *err)
 {
@@ -275,6 +276,16 @@ static bb_dispatch_result echo_ctx_op(fx_echo *s, bb_ctx *ctx, const bb_dispatch
         out[0] = bb_value_list(&BB_TYPE_PEER_ID_VEC, peers, n < 16 ? n : 16);
         return BB_DISPATCH_NOW_OK;
     }
+    if (strcmp(op, "Share") == 0) {
+        if (!BB_CTX_HAS(ctx, shared_put)) {
+            bb_error_set(err, BB_EUNSUPPORTED, "Share: the host table has no shared_put");
+            return BB_DISPATCH_NOW_ERR;
+        }
+        out[0] = ctx->api->shared_get(ctx, "fx.share");
+        if (!out[0])
+            out[0] = ctx->api->shared_put(ctx, "fx.share", call->inputs[0]);
+        return BB_DISPATCH_NOW_OK;
+    }
     out[0] = ctx->api->peer_addresses(ctx, call->inputs[0]); /* Addrs */
     if (!out[0]) {
         bb_error_set(err, BB_ENOTFOUND, "Addrs: no addresses for that peer");
@@ -336,7 +347,7 @@ static bb_dispatch_result echo_dispatch(void *inst, bb_ctx *ctx, const bb_dispat
         return BB_DISPATCH_NOW_OK;
     }
     if (strcmp(op, "Wait") == 0 || strcmp(op, "Work") == 0 || strcmp(op, "Peers") == 0 ||
-        strcmp(op, "Addrs") == 0)
+        strcmp(op, "Addrs") == 0 || strcmp(op, "Share") == 0)
         return echo_ctx_op(s, ctx, call, out, err);
     bb_error_set(err, BB_ERUNTIME, "echo failed on purpose");
     return BB_DISPATCH_NOW_ERR;

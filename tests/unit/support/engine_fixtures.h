@@ -55,7 +55,8 @@ bb_function *fx_chain(bb_model *m, const char *name, uint32_t n);
  *              component timer 100 ns later completes it from on_timer),
  *              Work(U64 n)->U64 2n (LATER, computed through ctx->submit_work),
  *              Peers(x)->PeerIdVec (ctx->peers), Addrs(PeerId)->AddressVec
- *              (ctx->peer_addresses), Bootstrap (NOW, or LATER for slots named
+ *              (ctx->peer_addresses), Share(x)->x (ctx->shared_get of "fx.share",
+              else shared_put of x: the value the host shares), Bootstrap (NOW, or LATER for slots named
  *              "later*"); snapshot/restore of a counter.
  * test::Model  (Model, domain ai.bytesandbrains.role.model) Params(t)->f32[4],
  *              LoadParameters(p)->CommandId, Train(t)->f32[4] (params + delta,

@@ -5,12 +5,22 @@
 #include "plugin_fixtures.h"
 
 #include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "bb/model_io.h"
 #include "bb/plugin_loader.h"
+#include "bbc/compiler.h"
 #include "engine_fixtures.h"
 
 static bb_plugin_loader *g_loader;
@@ -202,12 +212,105 @@ bool pfx_fetch_data(void)
     return state > 0;
 }
 
+/* ---- example programs ------------------------------------------------------------------- */
+
+bb_model *pfx_compile_example(const char *example, const char *const *knobs)
+{
+    char build[PATH_MAX], exe[PATH_MAX + 64], out[] = "/tmp/bb-test-example-XXXXXX";
+    build_dir(build, sizeof build);
+    snprintf(exe, sizeof exe, "%s/examples/%s", build, example);
+    int fd = mkstemp(out);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *argv[16] = {exe, out};
+    size_t n = 2;
+    for (; knobs && knobs[n - 2] && n < 15; n++)
+        argv[n] = knobs[n - 2];
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status))
+        fail_msg("%s failed (status %d)", exe, status);
+    bb_model *in = NULL, *compiled = NULL;
+    bb_error e = {0};
+    if (bb_model_load_file(out, &in, &e))
+        fail_msg("load %s: %s", out, e.msg);
+    unlink(out);
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, pfx_loader(), NULL);
+    bbc_options o;
+    bbc_options_init(&o);
+    bbc_error err = {0};
+    if (bbc_compile(in, &o, NULL, &ts, NULL, 0, &compiled, &err))
+        fail_msg("compile: %s: %s", err.pass, err.msg);
+    bb_model_free(in);
+    return compiled;
+}
+
 /* ---- values ------------------------------------------------------------------------------ */
 
 bb_value *pfx_tensor(const float *v, uint32_t nd, const int64_t *dims)
 {
     size_t n = bb_shape_numel(nd, dims);
     return bb_value_tensor_copy(BB_DT_FLOAT, nd, dims, v, n * sizeof(float));
+}
+
+bb_engine *pfx_model_engine(bb_model *m, const char *const *targets, size_t n,
+                            const char *model_cfg, const char *data_cfg,
+                            const bb_engine_config *ecfg, bb_error *err)
+{
+    bb_engine *e = fx_engine(1, 7001, ecfg);
+    if (!e) {
+        bb_error_set(err, BB_ENOMEM, "cannot create the engine");
+        return NULL;
+    }
+    pfx_slot_config sc[2] = {{"model", model_cfg}, {"data", data_cfg}};
+    bb_engine_registry reg = pfx_registry(sc, 2);
+    if (bb_engine_install(e, m, targets, n, &reg, err) != BB_OK) {
+        bb_engine_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+int pfx_invoke(bb_engine *e, const char *target, const char *input, bb_value *v, bb_error *err)
+{
+    bb_engine_input in = {.name = input, .value = v};
+    int rc = bb_engine_invoke(e, target, &in, 1, NULL, err);
+    bb_value_unref(v);
+    return rc;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const fx_rec *pfx_run_until(bb_engine *e, fx_log *log, const char *topic, double seconds)
+{
+    double end = mono_s() + seconds;
+    bb_steps s;
+    bb_steps_init(&s);
+    const fx_rec *r = NULL;
+    while (!(r = fx_log_app(log, topic, 0)) && !fx_log_count(log, BB_STEP_OP_FAILED) &&
+           mono_s() < end) {
+        bb_engine_poll(e, 1, &s);
+        for (size_t k = 0; k < s.n; k++)
+            fx_log_add(log, &s.v[k]);
+        if (!s.n) {
+            struct timespec ts = {0, 200000}; /* waiting on a worker */
+            nanosleep(&ts, NULL);
+        }
+    }
+    bb_steps_free(&s);
+    return r;
 }
 
 bb_engine *pfx_net_node(struct fx_net *net, uint8_t seed, bb_model *m, const char *target,

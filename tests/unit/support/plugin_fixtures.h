@@ -50,6 +50,24 @@ typedef struct pfx_slot_config {
  * alive while the engine installs). */
 bb_engine_registry pfx_registry(const pfx_slot_config *cfg, size_t n);
 
+/* ---- one node running a model and its data source ------------------------------------ */
+/* An engine (fx_engine(1, 7001, ecfg); ecfg may be NULL) with targets[0..n)
+ * of m installed, slot "model" configured by model_cfg and "data" by
+ * data_cfg (either may be NULL). NULL with err filled on failure. */
+bb_engine *pfx_model_engine(bb_model *m, const char *const *targets, size_t n,
+                            const char *model_cfg, const char *data_cfg,
+                            const bb_engine_config *ecfg, bb_error *err);
+/* Invoke target with one input (takes v). A bb status. */
+int pfx_invoke(bb_engine *e, const char *target, const char *input, bb_value *v, bb_error *err);
+struct fx_log;
+struct fx_rec;
+/* Polls e (now 1) until an AppEvent with topic is in log, an op fails or
+ * seconds of wall time pass; sleeps 0.2 ms when a poll found nothing (a
+ * worker is busy). The event (owned by log), or NULL (the log tells an op
+ * failure from a timeout). */
+const struct fx_rec *pfx_run_until(bb_engine *e, struct fx_log *log, const char *topic,
+                                   double seconds);
+
 /* ---- nodes of an in-memory network (engine_fixtures.h's fx_net) -------------------- */
 /* An engine with PeerId fx_peer(seed) and address port 7000 + seed (ecfg may
  * be NULL: defaults), `target` of the compiled m installed with the build's
@@ -61,6 +79,13 @@ bb_engine *pfx_net_node(struct fx_net *net, uint8_t seed, bb_model *m, const cha
                         bb_error *err);
 /* e learns the address of fx_peer(seed) (port 7000 + seed). A bb status. */
 int pfx_net_know(bb_engine *e, uint8_t seed);
+
+/* ---- example programs ------------------------------------------------------------ */
+/* Record examples/<example> with its knobs (argv after the output file,
+ * NULL-terminated; knobs may be NULL), then compile it as bbc does with the
+ * build's plugins. A cmocka failure when either fails; the caller frees the
+ * compiled model. */
+bb_model *pfx_compile_example(const char *example, const char *const *knobs);
 
 /* ---- the repository ------------------------------------------------------------- */
 /* Absolute path of rel inside the repository (static buffer). */

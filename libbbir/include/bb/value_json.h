@@ -1,6 +1,7 @@
 /*
- * value_json.h — runtime values as JSON, both ways, for the control socket
- * (bbctl(1) documents the forms).
+ * value_json.h — runtime values as JSON, both ways: bbd's control socket
+ * (bbctl(1) documents the forms) and bbsim's event lines print and read
+ * values in these forms.
  *
  *   Trigger          {"type":"Trigger"}            (input: also null)
  *   tensor           {"type":"tensor","dtype":"float","shape":[2,2],"data":[1,2,3,4]}
@@ -23,36 +24,33 @@
  * Every input is untrusted: shapes, counts, ranges and nesting are checked
  * and errors name the input and the problem.
  */
-#ifndef BBD_HOST_VALUE_JSON_H
-#define BBD_HOST_VALUE_JSON_H
+#ifndef BB_VALUE_JSON_H
+#define BB_VALUE_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 
 #include "bb/status.h"
 #include "bb/value.h"
 
-#define BBD_VALUE_JSON_MAX_DEPTH 16
+#define BB_VALUE_JSON_MAX_DEPTH 16
 
-/* New JSON object (NULL on out-of-memory). */
-cJSON *bbd_value_to_json(const bb_value *v, size_t max_elems);
+/* New JSON object (NULL on out-of-memory); the caller deletes it. */
+cJSON *bb_value_to_json(const bb_value *v, size_t max_elems);
 
 /* A named input parsed from JSON: either a value or wire bytes. */
-typedef struct bbd_input {
+typedef struct bb_json_input {
     char *name;
     bb_value *value; /* owned reference, or NULL */
     uint8_t *bytes;  /* owned wire bytes, or NULL */
     size_t len;
-} bbd_input;
+} bb_json_input;
 
-int bbd_input_from_json(const char *name, const cJSON *j, bbd_input *out, bb_error *err);
-void bbd_input_free(bbd_input *in);
-
-/* base64 (standard alphabet, padded) helpers over libsodium. *out is
- * malloc'd. Decoding rejects anything but the standard alphabet. */
-char *bbd_base64_encode(const uint8_t *data, size_t len);
-int bbd_base64_decode(const char *text, uint8_t **out, size_t *out_len, bb_error *err);
+/* Parse the input called name from j (borrowed) into *out, which owns what
+ * it holds until bb_json_input_free. Errors name the input and the problem. */
+int bb_json_input_parse(const char *name, const cJSON *j, bb_json_input *out, bb_error *err);
+void bb_json_input_free(bb_json_input *in);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * value_json.c — values <-> JSON for the control socket (see value_json.h).
+ * value_json.c — values <-> JSON (see bb/value_json.h).
  */
-#include "bbd/host/value_json.h"
+#include "bb/value_json.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -16,7 +16,9 @@
 
 #define JSON_MAX_INT 9007199254740992.0 /* 2^53 */
 
-char *bbd_base64_encode(const uint8_t *data, size_t len)
+/* base64 (standard alphabet, padded) over libsodium; *out is malloc'd.
+ * Decoding rejects anything but the standard alphabet. */
+static char *base64_encode(const uint8_t *data, size_t len)
 {
     size_t n = sodium_base64_ENCODED_LEN(len, sodium_base64_VARIANT_ORIGINAL);
     char *s = malloc(n);
@@ -25,7 +27,7 @@ char *bbd_base64_encode(const uint8_t *data, size_t len)
     return s;
 }
 
-int bbd_base64_decode(const char *text, uint8_t **out, size_t *out_len, bb_error *err)
+static int base64_decode(const char *text, uint8_t **out, size_t *out_len, bb_error *err)
 {
     size_t tl = strlen(text);
     uint8_t *buf = malloc(tl / 4 * 3 + 3);
@@ -121,7 +123,7 @@ static bool tensor_json(cJSON *o, const bb_value *v, size_t max_elems)
     size_t len;
     if (bb_value_encode(v, &bytes, &len, NULL))
         return false;
-    char *b64 = bbd_base64_encode(bytes, len);
+    char *b64 = base64_encode(bytes, len);
     free(bytes);
     bool ok = b64 && add(o, "tensor_proto", cJSON_CreateString(b64));
     free(b64);
@@ -157,7 +159,7 @@ static bool bytes_json(cJSON *o, const bb_value *v)
             return ok;
         }
     }
-    char *b64 = bbd_base64_encode(d, len);
+    char *b64 = base64_encode(d, len);
     bool ok = b64 && add(o, "base64", cJSON_CreateString(b64));
     free(b64);
     return ok;
@@ -169,7 +171,7 @@ static cJSON *to_json(const bb_value *v, size_t max_elems, int depth)
     if (!o)
         return NULL;
     bool ok;
-    if (!v || !v->type || depth > BBD_VALUE_JSON_MAX_DEPTH) {
+    if (!v || !v->type || depth > BB_VALUE_JSON_MAX_DEPTH) {
         ok = add(o, "type", cJSON_CreateString(v ? "too_deep" : "none"));
     } else {
         ok = add(o, "type",
@@ -204,14 +206,14 @@ static cJSON *to_json(const bb_value *v, size_t max_elems, int depth)
     return o;
 }
 
-cJSON *bbd_value_to_json(const bb_value *v, size_t max_elems)
+cJSON *bb_value_to_json(const bb_value *v, size_t max_elems)
 {
     return to_json(v, max_elems, 0);
 }
 
 /* ---- JSON -> value ------------------------------------------------------------------ */
 
-void bbd_input_free(bbd_input *in)
+void bb_json_input_free(bb_json_input *in)
 {
     free(in->name);
     bb_value_unref(in->value);
@@ -391,7 +393,7 @@ static int b64_field(const char *name, const cJSON *j, const char *key, uint8_t 
     if (!cJSON_IsString(s))
         return bb_error_set(err, BB_EINVAL, "input '%s': \"%s\" must be a base64 string", name,
                             key);
-    if (bbd_base64_decode(s->valuestring, out, len, err))
+    if (base64_decode(s->valuestring, out, len, err))
         return bb_error_prefix(err, "input '%s': \"%s\"", name, key);
     return BB_OK;
 }
@@ -435,9 +437,9 @@ static int typed_from_json(const char *name, const cJSON *j, const bb_type_node 
                            bb_value **out, int depth, bb_error *err)
 {
     *out = NULL;
-    if (depth > BBD_VALUE_JSON_MAX_DEPTH)
+    if (depth > BB_VALUE_JSON_MAX_DEPTH)
         return bb_error_set(err, BB_ELIMIT, "input '%s': nested deeper than %d", name,
-                            BBD_VALUE_JSON_MAX_DEPTH);
+                            BB_VALUE_JSON_MAX_DEPTH);
     if (cJSON_IsNull(j))
         return (*out = bb_value_trigger()) ? BB_OK : bb_error_set(err, BB_ENOMEM, "out of memory");
     if (cJSON_IsArray(j))
@@ -517,7 +519,7 @@ static int typed_from_json(const char *name, const cJSON *j, const bb_type_node 
     return *out ? rc : bb_error_set(err, BB_ENOMEM, "out of memory");
 }
 
-int bbd_input_from_json(const char *name, const cJSON *j, bbd_input *out, bb_error *err)
+int bb_json_input_parse(const char *name, const cJSON *j, bb_json_input *out, bb_error *err)
 {
     memset(out, 0, sizeof *out);
     if (!(out->name = strdup(name)))
@@ -530,6 +532,6 @@ int bbd_input_from_json(const char *name, const cJSON *j, bbd_input *out, bb_err
     else
         rc = typed_from_json(name, j, NULL, &out->value, 0, err);
     if (rc)
-        bbd_input_free(out);
+        bb_json_input_free(out);
     return rc;
 }

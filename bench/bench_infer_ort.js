@@ -1,0 +1,88 @@
+// ONNX Runtime's side of bench_train: inference of the models bench_train
+// wrote (DIR/mlp.onnx, DIR/cnn.onnx) on one thread, minus ORT's per-call
+// overhead (the binding, the input and output copies) measured on Identity
+// models: (Identity of the input's size + Identity of the output's size) / 2,
+// since an Identity moves its size in and out, a model its input in and its
+// output out. Then the same models again with ORT's own profiler: the
+// shortest "model_run" it records (the session's run, without the binding;
+// the per-node events it records cost it a little), "<case>_run" lines. Prints "<case> <seconds>" lines
+// (the best of 7 trials), or one line saying why it is skipped (exit 0)
+// when onnxruntime-node is not installed (make bench installs it into
+// <build>/bench/ort; NODE_PATH points there).
+//
+//   node bench_infer_ort.js DIR TRIAL_S
+const fs = require("fs");
+let ort;
+try {
+    ort = require("onnxruntime-node");
+} catch (e) {
+    console.log("ONNX Runtime baseline skipped: onnxruntime-node is not installed " +
+                "(make bench installs it)");
+    process.exit(0);
+}
+
+const [dir, trialArg] = process.argv.slice(2);
+const trialS = Number(trialArg || 0.4);
+
+async function timeRuns(session, feeds) {
+    const name = session.outputNames[0];
+    const once = async () => (await session.run(feeds, [name]))[name];
+    await once();
+    let reps = 1;
+    for (;;) {
+        const t0 = process.hrtime.bigint();
+        for (let i = 0; i < reps; i++) await once();
+        if (Number(process.hrtime.bigint() - t0) * 1e-9 > trialS / 4 || reps > 1 << 20) break;
+        reps *= 2;
+    }
+    const trials = [];
+    for (let k = 0; k < 7; k++) {
+        const t0 = process.hrtime.bigint();
+        for (let i = 0; i < reps; i++) await once();
+        trials.push(Number(process.hrtime.bigint() - t0) * 1e-9 / reps);
+    }
+    return Math.min(...trials);
+}
+
+async function open(file, profile) {
+    return ort.InferenceSession.create(`${dir}/${file}`, {
+        intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: "sequential",
+        graphOptimizationLevel: "all", enableProfiling: !!profile,
+        profileFilePrefix: `${dir}/profile`,
+    });
+}
+
+/* The shortest model_run of 7 x 100 runs, from ORT's profile. */
+async function profiledRun(file, feeds) {
+    const s = await open(file, true);
+    for (let i = 0; i < 50; i++) await s.run(feeds);
+    for (let i = 0; i < 700; i++) await s.run(feeds);
+    s.endProfiling(); /* writes DIR/profile_<date>.json (the binding returns no name) */
+    const files = fs.readdirSync(dir).filter((f) => f.startsWith("profile"));
+    if (files.length !== 1)
+        throw new Error(`expected one profile in ${dir}, found ${files.length}`);
+    const events = JSON.parse(fs.readFileSync(`${dir}/${files[0]}`));
+    fs.unlinkSync(`${dir}/${files[0]}`);
+    const runs = events.filter((e) => e.name === "model_run").map((e) => e.dur).slice(-700);
+    return Math.min(...runs) * 1e-6;
+}
+
+async function main() {
+    const idIn = await open("identity_in.onnx"), idOut = await open("identity_out.onnx");
+    const models = {mlp: await open("mlp.onnx"), cnn: await open("cnn.onnx")};
+    const feed = (batch, width) => ({input: new ort.Tensor(
+        "float32", Float32Array.from({length: batch * width}, (_, i) => Math.sin(i)),
+        [batch, width])});
+    for (const [name, model, batch] of [["mlp_1", "mlp", 1], ["mlp_64", "mlp", 64],
+                                        ["cnn_64", "cnn", 64]]) {
+        const full = await timeRuns(models[model], feed(batch, 784));
+        const overhead = (await timeRuns(idIn, feed(batch, 784)) +
+                          await timeRuns(idOut, feed(batch, 10))) / 2;
+        console.log(`${name} ${(full - overhead).toFixed(9)}`);
+    }
+    for (const [name, model, batch] of [["mlp_1", "mlp", 1], ["mlp_64", "mlp", 64],
+                                        ["cnn_64", "cnn", 64]])
+        console.log(`${name}_run ${(await profiledRun(`${model}.onnx`, feed(batch, 784))).toFixed(9)}`);
+}
+
+main().catch((e) => { console.error(`bench_infer_ort: ${e.message}`); process.exit(1); });
