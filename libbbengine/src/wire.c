@@ -849,9 +849,10 @@ static int decode_payload(bb_engine *e, const bbe__fill *f, const bb_type_node *
     }
     bb_error err;
     bb_error_clear(&err);
+    /* one value is at most what one envelope may be: the node's cap, which
+     * a node moving large models raises past the library default */
     bb_decode_limits lim = BB_DECODE_LIMITS_DEFAULT;
-    if (lim.max_bytes > e->caps.max_envelope_bytes)
-        lim.max_bytes = e->caps.max_envelope_bytes;
+    lim.max_bytes = e->caps.max_envelope_bytes;
     int rc;
     if (comp != BBE__NONE && (t->kind == BB_VK_TENSOR || t == &BB_TYPE_TENSOR) &&
         e->comps[comp].type->materialize_from_wire) {
