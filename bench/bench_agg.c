@@ -28,6 +28,7 @@
  */
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,12 +224,23 @@ static int dispatch(const bb_component_type *t, void *inst, const char *op, bb_v
     return BB_OK;
 }
 
+/* The contributions of a round: as given (tensor + num_samples), or as the
+ * engine streams a server's responses in (one Contribute per response as it
+ * lands: a one-element ResponseBatch of Composite(params, num_samples),
+ * tagged with the request's RequestId), which FedAvg folds into its mean. */
+typedef struct round_in {
+    bb_value *contrib[N_CONTRIB], *meta[N_CONTRIB];
+    bb_value *streamed[N_CONTRIB], *tag;
+} round_in;
+
 /* One round: contribute all, aggregate, drop the result. Seconds. */
-static double round_of(const bb_component_type *t, void *inst, bb_value **contrib, bb_value **meta)
+static double round_of(const bb_component_type *t, void *inst, const round_in *r, bool streamed)
 {
     double t0 = now();
     for (int i = 0; i < N_CONTRIB; i++) {
-        bb_value *in[2] = {contrib[i], meta[i]}, *cmd = NULL;
+        bb_value *in[2] = {streamed ? r->streamed[i] : r->contrib[i],
+                           streamed ? r->tag : r->meta[i]},
+                 *cmd = NULL;
         if (dispatch(t, inst, "Contribute", in, 2, &cmd, 1))
             exit(1);
         bb_value_unref(cmd);
@@ -243,6 +255,33 @@ static double round_of(const bb_component_type *t, void *inst, bb_value **contri
     return dt;
 }
 
+/* One row: TRIALS rounds, each right after a run of the baseline. Returns
+ * the median ratio (baseline time / round time). */
+static double row(const bb_loaded_type *lt, const char *label, const char *config,
+                  const round_in *r, bool streamed, read_fn base, const float *const *x,
+                  size_t len, double bytes)
+{
+    const bb_component_type *t = lt->type;
+    bb_create_args a = {.struct_size = sizeof a, .slot = "aggregator", .config_json = config};
+    void *inst = NULL;
+    bb_error err = {0};
+    if (t->create(&a, &inst, &err)) {
+        fprintf(stderr, "bench_agg: error: %s\n", err.msg);
+        exit(1);
+    }
+    double first = round_of(t, inst, r, streamed), tt[TRIALS], rr[TRIALS];
+    for (int k = 0; k < TRIALS; k++) {
+        double b = time_once(base, x, N_CONTRIB, len);
+        tt[k] = round_of(t, inst, r, streamed);
+        rr[k] = b / tt[k];
+    }
+    double m = median(tt, TRIALS), ratio = median(rr, TRIALS);
+    printf("%-30s %10.2f %10.2f %8.3f   (first round %.2f ms)\n", label, m * 1e3,
+           bytes / m / 1e9, ratio, first * 1e3);
+    t->destroy(inst);
+    return ratio;
+}
+
 int main(int argc, char **argv)
 {
     size_t len = argc > 1 && strcmp(argv[1], "--quick") == 0 ? 1000000 : 10000000;
@@ -255,30 +294,39 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_agg: error: %s\n", err.msg);
         return 1;
     }
-    bb_value *contrib[N_CONTRIB], *meta[N_CONTRIB];
+    round_in r = {.tag = bb_value_u64(&BB_TYPE_REQUEST_ID, 1)};
     const float *x[N_CONTRIB];
     int64_t dim = (int64_t)len;
     for (int i = 0; i < N_CONTRIB; i++) {
-        contrib[i] = bb_value_tensor_new(BB_DT_FLOAT, 1, &dim);
-        meta[i] = bb_value_u64(&BB_TYPE_U64, 100 + (uint64_t)i);
-        if (!contrib[i] || !meta[i]) {
+        r.contrib[i] = bb_value_tensor_new(BB_DT_FLOAT, 1, &dim);
+        r.meta[i] = bb_value_u64(&BB_TYPE_U64, 100 + (uint64_t)i);
+        if (!r.contrib[i] || !r.meta[i] || !r.tag) {
             fprintf(stderr, "bench_agg: error: out of memory\n");
             return 1;
         }
-        float *p = bb_tensor_f32(contrib[i]);
+        float *p = bb_tensor_f32(r.contrib[i]);
         for (size_t j = 0; j < len; j++)
             p[j] = (float)((j * 7 + (size_t)i * 13) % 1000) * 1e-3f;
         x[i] = p;
+        bb_value *parts[2] = {bb_value_ref(r.contrib[i]), bb_value_ref(r.meta[i])};
+        bb_value *item = bb_value_list(&BB_TYPE_COMPOSITE, parts, 2);
+        uint8_t id[2] = {0, (uint8_t)i}; /* not a valid PeerId: anonymous senders */
+        bb_value *peer = bb_value_bytes(&BB_TYPE_PEER_ID, id, 2);
+        r.streamed[i] = item && peer ? bb_value_response_batch(&item, &peer, 1) : NULL;
+        if (!r.streamed[i]) {
+            fprintf(stderr, "bench_agg: error: out of memory\n");
+            return 1;
+        }
     }
     double bytes = (double)N_CONTRIB * (double)len * sizeof(float);
     printf("aggregators vs a vectorized read-only sum: %d x %zu floats (%.0f MB read per round), "
-           "single thread, median of %d\n\n",
+           "median of %d trials, each paired with a baseline run\n\n",
            N_CONTRIB, len, bytes / 1e6, TRIALS);
-    printf("%-24s %10s %10s %8s\n", "case", "ms/round", "GB/s", "ratio");
+    printf("%-30s %10s %10s %8s\n", "case", "ms/round", "GB/s", "ratio");
 
     static const struct {
         const char *name;
-        float (*fn)(const float *const *, size_t, size_t);
+        read_fn fn;
     } BASE[] = {{"read-only sum, in order", read_sum_sequential},
                 {"read-only sum, blocks", read_sum_interleaved},
                 {"read-only sum, pairs", read_sum_pairs}};
@@ -292,58 +340,49 @@ int main(int argc, char **argv)
         }
     }
     for (int k = 0; k < 3; k++)
-        printf("%-24s %10.2f %10.2f %8.3f\n", BASE[k].name, tb[k] * 1e3, bytes / tb[k] / 1e9,
+        printf("%-30s %10.2f %10.2f %8.3f\n", BASE[k].name, tb[k] * 1e3, bytes / tb[k] / 1e9,
                base / tb[k]);
-
     double base2 = time_baseline(read_sum_two_threads, x, N_CONTRIB, len);
-    printf("%-24s %10.2f %10.2f %8.3f\n", "read-only sum, 2 threads", base2 * 1e3,
+    printf("%-30s %10.2f %10.2f %8.3f\n", "read-only sum, 2 threads", base2 * 1e3,
            bytes / base2 / 1e9, 1.0);
 
     static const char *const TYPES[] = {"agg::FedAvg", "agg::WeightAggregator",
                                         "agg::TrimmedMean", "agg::Median"};
-    double fedavg_ratio = 0, fedavg2_ratio = 0;
+    const bb_loaded_type *lt[4];
+    for (size_t k = 0; k < 4; k++)
+        if (!(lt[k] = bb_plugin_loader_find(l, TYPES[k]))) {
+            fprintf(stderr, "bench_agg: error: %s not found in %s\n", TYPES[k], dir);
+            return 1;
+        }
+    double ratio[3] = {0};
     for (int threads = 1; threads <= 2; threads++) {
         printf("\n%d thread%s (config threads = %d), against the %s baseline\n", threads,
                threads > 1 ? "s" : "", threads, threads > 1 ? "two-thread" : "single-thread");
-        for (size_t k = 0; k < sizeof TYPES / sizeof *TYPES; k++) {
-            const bb_loaded_type *lt = bb_plugin_loader_find(l, TYPES[k]);
-            if (!lt) {
-                fprintf(stderr, "bench_agg: error: %s not found in %s\n", TYPES[k], dir);
-                return 1;
-            }
-            const bb_component_type *t = lt->type;
+        for (size_t k = 0; k < 4; k++) {
             char config[96];
             snprintf(config, sizeof config, "{\"threads\": %d%s}", threads,
                      k == 2 ? ", \"trim_count\": 1" : "");
-            bb_create_args a = {.struct_size = sizeof a, .slot = "aggregator",
-                                .config_json = config};
-            void *inst = NULL;
-            if (t->create(&a, &inst, &err)) {
-                fprintf(stderr, "bench_agg: error: %s\n", err.msg);
-                return 1;
-            }
-            double first = round_of(t, inst, contrib, meta), tt[TRIALS], rr[TRIALS];
-            for (int r = 0; r < TRIALS; r++) {
-                double b = time_once(threads > 1 ? read_sum_two_threads : best, x, N_CONTRIB,
-                                     len);
-                tt[r] = round_of(t, inst, contrib, meta);
-                rr[r] = b / tt[r];
-            }
-            double m = median(tt, TRIALS), ratio = median(rr, TRIALS);
+            read_fn b = threads > 1 ? read_sum_two_threads : best;
+            double q = row(lt[k], TYPES[k], config, &r, false, b, x, len, bytes);
             if (k == 0)
-                *(threads > 1 ? &fedavg2_ratio : &fedavg_ratio) = ratio;
-            printf("%-24s %10.2f %10.2f %8.3f   (first round %.2f ms)\n", TYPES[k], m * 1e3,
-                   bytes / m / 1e9, ratio, first * 1e3);
-            t->destroy(inst);
+                ratio[threads - 1] = q;
         }
     }
+    printf("\nstreamed: each contribution folded into the mean as it lands (a server's "
+           "responses)\n");
+    ratio[2] = row(lt[0], "agg::FedAvg, 8 folds", "{\"threads\": 1}", &r, true, best, x, len,
+                   bytes);
     printf("\ntarget: FedAvg >= 90%% of the read-only sum's bandwidth, single thread: %s (%.0f%%); "
-           "two threads: %.0f%% of the two-thread sum\n",
-           fedavg_ratio >= 0.90 ? "met" : "MISSED", fedavg_ratio * 100, fedavg2_ratio * 100);
+           "two threads: %.0f%% of the two-thread sum; streamed folds: %.0f%% (each also reads "
+           "and writes the mean)\n",
+           ratio[0] >= 0.90 ? "met" : "MISSED", ratio[0] * 100, ratio[1] * 100,
+           ratio[2] * 100);
     for (int i = 0; i < N_CONTRIB; i++) {
-        bb_value_unref(contrib[i]);
-        bb_value_unref(meta[i]);
+        bb_value_unref(r.contrib[i]);
+        bb_value_unref(r.meta[i]);
+        bb_value_unref(r.streamed[i]);
     }
+    bb_value_unref(r.tag);
     bb_plugin_loader_destroy(l);
     return 0;
 }
