@@ -245,6 +245,7 @@ int bb_engine_peer_connected(bb_engine *e, const bb_peerid *peer, const char *co
     p->n_targets = (uint32_t)n;
     p->connected = true;
     bbe__peer_success(e, peer); /* a (re)connect is proof of life: PeerUp if it was down */
+    bbe__streams_peer_connected(e, peer);
     return BB_OK;
 }
 

@@ -92,6 +92,8 @@ int bb_engine_poll(bb_engine *e, uint64_t now_ns, bb_steps *steps)
     if (e->boot.n_inflight)
         bbe__boot_announce(e);
     /* 7 */
+    phase(e, "engine.streams");
+    bbe__streams_poll(e);
     phase(e, "engine.drain_outbound");
     bbe__flush_outbound(e);
     if (e->c[BBE__C_BUS_DROPPED] > bus_dropped)
@@ -118,5 +120,6 @@ uint64_t bb_engine_next_deadline(const bb_engine *e)
         return 0;
     if (!e->intervals_armed && e->n_interval_ops)
         return 0;
-    return bbe__timer_next(e);
+    uint64_t t = bbe__timer_next(e), s = bbe__streams_due(e);
+    return s < t ? s : t;
 }

@@ -77,7 +77,62 @@ static uint64_t sent_at(bb_engine *e)
     return t;
 }
 
-/* Queue one envelope to peer (addresses from the address book, or `direct`). */
+/* A SendEnvelope step for the host (taking bytes or gather): to addrs
+ * (copied), or, with addrs NULL, to the addresses the book has for peer
+ * (BB_ENOTFOUND: none). */
+int bbe__push_send(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *addrs, size_t n,
+                   uint64_t retry_at, uint8_t *bytes, bb_send_gather *gather, size_t len,
+                   bb_exec_id exec)
+{
+    if (!addrs) {
+        bbe__peer *p = bbe__peer_find(e, peer);
+        if (!p || !p->n_addrs) {
+            free(bytes);
+            bb_send_gather_free(gather);
+            return BB_ENOTFOUND;
+        }
+        addrs = p->addrs;
+        n = p->n_addrs;
+        retry_at = p->attempts ? p->next_retry_ns : 0;
+    }
+    /* One block: the address array followed by the address bytes, in the
+     * storage of the steps buffer the step is handed over in (phase 7 of
+     * this poll moves it there): valid until the host clears the steps. */
+    size_t total = n * sizeof(bb_engine_addr);
+    for (size_t i = 0; i < n; i++)
+        total += addrs[i].len;
+    bb_engine_addr *copy = bbe__owned_alloc(&e->acc.owned, total ? total : 1);
+    if (!copy || BBE__ARR_PUSH(&e->outbound, (bb_step){0})) {
+        free(bytes);
+        bb_send_gather_free(gather);
+        return BB_ENOMEM;
+    }
+    uint8_t *p = (uint8_t *)(copy + n);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(p, addrs[i].data, addrs[i].len);
+        copy[i].data = p;
+        copy[i].len = addrs[i].len;
+        p += addrs[i].len;
+    }
+    bb_step *st = &e->outbound.v[e->outbound.n - 1];
+    st->kind = BB_STEP_SEND_ENVELOPE;
+    st->exec_id = exec;
+    st->u.send.peer = peer ? *peer : (bb_peerid){0};
+    st->u.send.addrs = copy;
+    st->u.send.n_addrs = n;
+    st->u.send.bytes = bytes;
+    st->u.send.len = len;
+    st->u.send.gather = gather;
+    st->u.send.retry_at_ns = retry_at;
+    e->c[BBE__C_ENVELOPES_OUT]++;
+    if (BBE__TRACING(e, BB_TRACE_WIRE))
+        bbe__trace(e, BB_TRACE_WIRE, "send_envelope", exec, BBE__NONE, NULL, len);
+    return BB_OK;
+}
+
+/* Queue one envelope to peer (addresses from the address book, or
+ * `direct`); one larger than config.stream_chunk_bytes to a peer of the
+ * book goes as a chunk stream (streams.c). */
 static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct, size_t n_direct,
                 bbe__envelope *env, bb_exec_id exec)
 {
@@ -125,39 +180,10 @@ static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direc
         }
         return BB_OK;
     }
-    /* One block: the address array followed by the address bytes, in the
-     * storage of the steps buffer the step is handed over in (phase 7 of
-     * this poll moves it there): valid until the host clears the steps. */
-    size_t total = n * sizeof(bb_engine_addr);
-    for (size_t i = 0; i < n; i++)
-        total += addrs[i].len;
-    bb_engine_addr *copy = bbe__owned_alloc(&e->acc.owned, total ? total : 1);
-    if (!copy || BBE__ARR_PUSH(&e->outbound, (bb_step){0})) {
-        free(bytes);
-        bb_send_gather_free(gather);
-        return BB_ENOMEM;
-    }
-    uint8_t *p = (uint8_t *)(copy + n);
-    for (size_t i = 0; i < n; i++) {
-        memcpy(p, addrs[i].data, addrs[i].len);
-        copy[i].data = p;
-        copy[i].len = addrs[i].len;
-        p += addrs[i].len;
-    }
-    bb_step *st = &e->outbound.v[e->outbound.n - 1];
-    st->kind = BB_STEP_SEND_ENVELOPE;
-    st->exec_id = exec;
-    st->u.send.peer = peer ? *peer : (bb_peerid){0};
-    st->u.send.addrs = copy;
-    st->u.send.n_addrs = n;
-    st->u.send.bytes = bytes;
-    st->u.send.len = len;
-    st->u.send.gather = gather;
-    st->u.send.retry_at_ns = retry_at;
-    e->c[BBE__C_ENVELOPES_OUT]++;
-    if (BBE__TRACING(e, BB_TRACE_WIRE))
-        bbe__trace(e, BB_TRACE_WIRE, "send_envelope", exec, BBE__NONE, NULL, len);
-    return BB_OK;
+    if (!n_direct && e->cfg.stream_chunk_bytes && len > e->cfg.stream_chunk_bytes)
+        return bbe__stream_start(e, peer, bytes, gather, len, exec);
+    rc = bbe__push_send(e, peer, addrs, n, retry_at, bytes, gather, len, exec);
+    return rc == BB_ENOTFOUND ? BB_ENOMEM : rc;
 }
 
 static void resolve_failed(bb_engine *e, uint32_t opi, bbe__exec *x, const bb_peerid *peer)
@@ -1323,8 +1349,22 @@ static void merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envel
     }
 }
 
+static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
+                    bb_buffer *buf, bool assembled);
+
 void bbe__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
                           bb_buffer *buf)
+{
+    deliver(e, src, obs, obs_len, buf, false);
+}
+
+void bbe__deliver_assembled(bb_engine *e, const bb_peerid *src, bb_buffer *buf)
+{
+    deliver(e, src, NULL, 0, buf, true);
+}
+
+static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
+                    bb_buffer *buf, bool assembled)
 {
     const uint8_t *bytes = buf->data;
     size_t len = buf->len;
@@ -1344,6 +1384,14 @@ void bbe__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *ob
                   env.corr_kind == 2 ? "response" : env.corr_kind == 1 ? "request" : "none",
                   env.n_fills);
     merge_addresses(e, src, &env, obs, obs_len);
+    if (env.chunk.present) { /* a piece of a stream, or an answer about one */
+        if (!assembled && !bb_peerid_equal(src, &e->cfg.peer))
+            bbe__stream_chunk(e, src, &env.chunk);
+        else
+            e->c[BBE__C_UNROUTABLE]++; /* a stream inside a stream: dropped */
+        bbe__envelope_release(&env);
+        return;
+    }
     if (!bb_peerid_equal(src, &e->cfg.peer)) {
         bbe__peer *p = bbe__peer_find(e, src);
         if (p) {

@@ -31,13 +31,7 @@ static bb_engine *node(uint8_t seed, bb_model *m, const char *targets, const bb_
     return e;
 }
 
-static void know(bb_engine *e, uint8_t seed)
-{
-    uint8_t a[32];
-    bb_engine_addr addr = {a, fx_addr((uint16_t)(7000 + seed), a)};
-    bb_peerid p = fx_peer(seed);
-    assert_int_equal(bb_engine_add_peer(e, &p, &addr, 1, NULL), BB_OK);
-}
+static void know(bb_engine *e, uint8_t seed) { assert_int_equal(fx_know(e, seed), BB_OK); }
 
 static bb_value *peers_of(const uint8_t *seeds, size_t n)
 {

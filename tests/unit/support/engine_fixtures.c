@@ -872,6 +872,14 @@ size_t fx_addr(uint16_t port, uint8_t out[32])
     return len;
 }
 
+int fx_know(bb_engine *e, uint8_t seed)
+{
+    bb_peerid p = fx_peer(seed);
+    uint8_t a[32];
+    bb_engine_addr addr = {a, fx_addr((uint16_t)(7000 + seed), a)};
+    return bb_engine_add_peer(e, &p, &addr, 1, NULL);
+}
+
 bb_engine *fx_engine(uint8_t seed, uint16_t port, const bb_engine_config *base)
 {
     bb_engine_config cfg;
@@ -903,6 +911,24 @@ int fx_install(bb_engine *e, bb_model *m, const char *targets, bb_error *err)
 /* ---- logs ------------------------------------------------------------------------------------------ */
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+uint8_t *fx_send_bytes(const bb_step *s)
+{
+    uint8_t *b = malloc(s->u.send.len ? s->u.send.len : 1);
+    if (!b)
+        return NULL;
+    const bb_send_gather *g = s->u.send.gather;
+    if (!g) {
+        memcpy(b, s->u.send.bytes, s->u.send.len);
+        return b;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < g->n_iov; i++) {
+        memcpy(b + at, g->iov[i].data, g->iov[i].len);
+        at += g->iov[i].len;
+    }
+    return b;
+}
 
 void fx_log_add(fx_log *l, const bb_step *s)
 {
@@ -957,6 +983,8 @@ void fx_log_add(fx_log *l, const bb_step *s)
         r->peer = s->u.send.peer;
         r->len = s->u.send.len;
         r->count = s->u.send.n_addrs;
+        if (s->u.send.len <= FX_REC_BYTES_MAX && (r->bytes = fx_send_bytes(s))) /* flattened */
+            r->bytes_len = s->u.send.len;
         break;
     case BB_STEP_CYCLE_BUDGET_EXCEEDED:
         r->count = s->u.budget.ops;
@@ -969,6 +997,7 @@ void fx_log_add(fx_log *l, const bb_step *s)
 void fx_log_free(fx_log *l)
 {
     for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].bytes);
         free(l->v[i].a);
         free(l->v[i].b);
         free(l->v[i].c);
@@ -1042,8 +1071,10 @@ void fx_net_poll(fx_net *net, int i)
         int d = find_engine(net, &st->u.send.peer);
         if (d < 0)
             continue;
-        bb_engine_deliver_envelope(net->e[d], bb_engine_peer_id(net->e[i]), NULL, st->u.send.bytes,
-                                   st->u.send.len, NULL);
+        uint8_t *flat = st->u.send.gather ? fx_send_bytes(st) : NULL;
+        bb_engine_deliver_envelope(net->e[d], bb_engine_peer_id(net->e[i]), NULL,
+                                   flat ? flat : st->u.send.bytes, st->u.send.len, NULL);
+        free(flat);
         net->delivered++;
     }
     bb_steps_free(&s);

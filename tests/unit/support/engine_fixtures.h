@@ -144,6 +144,9 @@ bb_engine *fx_engine(uint8_t seed, uint16_t port, const bb_engine_config *cfg);
 bb_peerid fx_peer(uint8_t seed);
 /* Binary /ip4/127.0.0.1/tcp/<port> into out (returns length). */
 size_t fx_addr(uint16_t port, uint8_t out[32]);
+/* e learns the address of fx_peer(seed) (port 7000 + seed, as fx_engine
+ * nodes are made in the tests). A bb status. */
+int fx_know(bb_engine *e, uint8_t seed);
 /* Install comma-separated targets with fx_registry(). */
 int fx_install(bb_engine *e, bb_model *m, const char *targets, bb_error *err);
 
@@ -157,7 +160,10 @@ typedef struct fx_rec {
     uint64_t count;
     bb_peerid peer;
     size_t len;
+    uint8_t *bytes;      /* SEND_ENVELOPE up to FX_REC_BYTES_MAX: the envelope (a copy) */
+    size_t bytes_len;
 } fx_rec;
+#define FX_REC_BYTES_MAX 1024
 
 typedef struct fx_log {
     fx_rec *v;
@@ -165,6 +171,9 @@ typedef struct fx_log {
 } fx_log;
 
 void fx_log_add(fx_log *l, const bb_step *s);
+/* A SendEnvelope's envelope as one malloc'd buffer (bytes, or the gather's
+ * pieces end to end), or NULL when out of memory. */
+uint8_t *fx_send_bytes(const bb_step *s);
 void fx_log_free(fx_log *l);
 size_t fx_log_count(const fx_log *l, bb_step_kind kind);
 /* i-th AppEvent with this topic (NULL topic: any), or NULL. */
@@ -187,7 +196,7 @@ int fx_net_add(fx_net *net, bb_engine *e);
  * envelopes between them. Returns the number of rounds. */
 int fx_net_run(fx_net *net, int max_rounds);
 /* Poll one engine once at net->now, logging its steps and carrying its
- * envelopes. */
+ * envelopes (a gathered one as its pieces end to end). */
 void fx_net_poll(fx_net *net, int i);
 void fx_net_free(fx_net *net); /* frees logs and engines */
 
