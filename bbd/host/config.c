@@ -309,6 +309,7 @@ static const field CAP_FIELDS[] = {
     CAP(inbound_requests_max, F_SIZE), CAP(record_ring, F_SIZE),
     CAP(completion_quarantine, F_SIZE), CAP(peer_failure_threshold, F_U32),
     CAP(backoff_base_ns, F_U64), CAP(backoff_max_ns, F_U64),
+    CAP(max_streams_in, F_SIZE), CAP(stream_window, F_U32), CAP(stream_stall_ns, F_U64),
 };
 #undef CAP
 #define TRF(n, k) {#n, offsetof(bbd_transport_config, n), k}
