@@ -3,12 +3,15 @@
 #   make            build everything into build/
 #   make check      install missing packages, build, run every test
 #   make demo       install missing packages, build the programs, run the federated demo
+#   make demo-gossip  the same for serverless gossip learning (or make demo DEMO=gossip)
 #   make programs   libbbir, bbc, bbd, bbctl and the plugins only
-#   make bench      run the benchmarks (tables of ratios against baselines)
+#   make bench      run the benchmarks (tables of ratios against baselines;
+#                   installs libfaiss-dev for bench_index's FAISS side), then the
+#                   scale run of gossip learning (64 bbd processes, 2 minutes)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
 #   make LTO=0 ...  bbd without link-time optimization (a faster build)
-#   make NATIVE=1 ... the plugins' kernels (agg, cpu, nn) for this machine's CPU
+#   make NATIVE=1 ... the plugins' kernels (agg, codec, cpu, nn) for this machine's CPU
 #                   (-march=native minus AVX-512; build-native/). Without it they
 #                   target baseline x86-64, so installed plugins run on any
 #                   x86-64 machine. ARCH_FLAGS=... sets the flags outright.
@@ -36,6 +39,7 @@
 #   bench/bench_X.c          -> bench/bench_X     (+ bench/support/*.c)
 #   sim/federated-kK.onnx    the federated example for K clients a round, compiled:
 #                            the artifacts of the bbsim scenarios in examples/sim/
+#   sim/gossip.onnx          the gossip example, compiled (examples/sim/gossip-8.json)
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -138,7 +142,7 @@ EXAMPLE_NAMES := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/*.c
 EXAMPLES     = $(patsubst %,$(B)/examples/%,$(EXAMPLE_NAMES))
 EXAMPLE_ONNX = $(patsubst %,testdata/%.onnx,$(EXAMPLE_NAMES))
 
-SIM_ARTIFACTS = $(patsubst %,$(B)/sim/federated-k%.onnx,4 50 100)
+SIM_ARTIFACTS = $(patsubst %,$(B)/sim/federated-k%.onnx,4 50 100) $(B)/sim/gossip.onnx
 
 BENCH_SRC    = $(wildcard bench/bench_*.c)
 BENCHES      = $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
@@ -165,7 +169,7 @@ endif
 -include $(wildcard plugins/*/build.mk)
 -include $(wildcard tests/plugins/*/build.mk)
 
-.PHONY: all deps check check-unit check-integration demo bench footprint install clean examples programs
+.PHONY: all deps check check-unit check-integration demo demo-gossip bench footprint install clean examples programs
 .SECONDARY:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_SO) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
@@ -318,6 +322,12 @@ $(B)/sim/federated-k%.onnx: $(B)/examples/federated $(B)/bin/bbc $(PLUGINS)
 	$(B)/bin/bbc compile $@.recorded -o $@ --plugin-path $(B)/lib/bytesandbrains/plugins
 	rm -f $@.recorded
 
+$(B)/sim/gossip.onnx: $(B)/examples/gossip $(B)/bin/bbc $(PLUGINS)
+	@mkdir -p $(dir $@)
+	$(B)/examples/gossip $@.recorded
+	$(B)/bin/bbc compile $@.recorded -o $@ --plugin-path $(B)/lib/bytesandbrains/plugins
+	rm -f $@.recorded
+
 $(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) $(LIBBBIR_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_COMMON) $(RPATH_BIN) -o $@ $< $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBBBSIM_A) $(LIBENGINE_A) \
@@ -325,27 +335,44 @@ $(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LI
 
 examples: $(EXAMPLE_ONNX)
 
+# FAISS's own indexes on bench_index's data (bench/faiss_side.cpp): C++ over
+# Debian's libfaiss-dev (a static libfaiss.a with OpenMP and BLAS), which
+# scripts/bench-deps installs; built only by make bench.
+$(B)/bench/faiss_side: bench/faiss_side.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -fopenmp -Wall -Wextra -Werror -o $@ $< -l:libfaiss.a -llapack \
+		$(BLAS_LIBS)
+
 # ---- entry points ------------------------------------------------------------
 check: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@BUILD=$(B) scripts/run-tests
 
-# The demo needs the programs, the plugins and the federated recorder (and
+# The demo needs the programs, the plugins and the example's recorder (and
 # examples/cnn for DEMO_MODEL=cnn, once it exists), not
 # the test and bench binaries: a newcomer waits for a third of the build.
+# DEMO=gossip (or make demo-gossip): serverless gossip learning instead.
+DEMO ?= federated
 demo: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/federated \
+	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/$(DEMO) \
 		$(if $(wildcard examples/cnn/*.c),$(B)/examples/cnn)
-	@BUILD=$(B) scripts/demo
+	@BUILD=$(B) DEMO=$(DEMO) scripts/demo
+
+demo-gossip: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) programs $(B)/examples/gossip
+	@BUILD=$(B) scripts/demo-gossip
 
 programs: $(LIBBBIR_SO) $(LIBBBIR_A) $(BINS) $(PLUGINS)
 
-# The baselines bench_train compares against (PyTorch, ONNX Runtime) are
-# bench-only: scripts/bench-deps installs them, not scripts/deps.
+# The baselines the benches compare against (PyTorch, ONNX Runtime, FAISS)
+# are bench-only: scripts/bench-deps installs them, not scripts/deps.
 bench: deps
 	@scripts/bench-deps $(B)
 	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory $(B)/bench/faiss_side || \
+		echo "bench: no FAISS (libfaiss-dev): bench_index runs without its FAISS side" >&2
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+	@echo "== bench/gossip_scale.sh"; BUILD=$(B) bench/gossip_scale.sh
 
 # what one bbd->bbd round trip executes and touches, per node (callgrind)
 footprint: deps

@@ -30,6 +30,7 @@
  * would settle on the same types. It compares the two ends of every edge.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bb/meta.h"
@@ -464,16 +465,69 @@ int bbc_pass_type_solver(bbc_state *st)
 
 /* ---- the re-run after synthesize_wire_recvs ----------------------------------------- */
 
-static const char *codec_hint(const bb_type_node *from, const bb_type_node *to)
+static int by_name(const void *a, const void *b)
 {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The Codec types whose `op` (Compress or Decompress) takes `from` and
+ * gives `to`, per their plugins' port declarations: "a, b or c" into out
+ * (empty when none). */
+static void bridging_codecs(const bbc_state *st, const char *op, const bb_type_node *from,
+                            const bb_type_node *to, char *out, size_t cap)
+{
+    const char *names[32];
+    size_t n = 0, count = bb_type_source_count(st->types);
+    for (size_t i = 0; i < count && n < sizeof names / sizeof *names; i++) {
+        const bb_component_type *t = bb_type_source_at(st->types, i);
+        const bb_op_decl *d = t && t->role == BB_ROLE_CODEC
+                                  ? bb_component_type_find_op(t, BB_DOMAIN_ROLE_COMPRESSOR, op,
+                                                              NULL)
+                                  : NULL;
+        if (d && d->n_inputs >= 1 && d->n_outputs >= 1 && d->inputs[0].type &&
+            d->outputs[0].type && bb_type_is_a(from, d->inputs[0].type) &&
+            bb_type_is_a(d->outputs[0].type, to))
+            names[n++] = t->type_name;
+    }
+    qsort(names, n, sizeof *names, by_name);
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && used < cap; i++)
+        used += (size_t)snprintf(out + used, cap - used, "%s%s", i == 0 ? ""
+                                                                 : i + 1 < n ? ", " : " or ",
+                                 names[i]);
+}
+
+/* What to do about an edge from `from` to `to`: bind a codec that bridges
+ * them (named, when a plugin declares one), else the generic remedy. */
+static void codec_hint(const bbc_state *st, const bb_type_node *from, const bb_type_node *to,
+                       char *out, size_t cap)
+{
+    char names[200];
+    bridging_codecs(st, "Compress", from, to, names, sizeof names);
+    if (names[0]) {
+        snprintf(out, cap,
+                 "bind a Codec that bridges them (%s) and record its Compress on the sender",
+                 names);
+        return;
+    }
+    bridging_codecs(st, "Decompress", from, to, names, sizeof names);
+    if (names[0]) {
+        snprintf(out, cap,
+                 "bind a Codec that bridges them (%s) and record its Decompress on the "
+                 "receiver",
+                 names);
+        return;
+    }
     bool ft = bb_type_is_a(from, &BB_TYPE_TENSOR), tt = bb_type_is_a(to, &BB_TYPE_TENSOR);
-    if (ft && tt)
-        return "bind a Codec slot and record Compress on the sender and Decompress on the "
-               "receiver (ai.bytesandbrains.role.compressor), or Cast the tensor before the send";
-    if (ft || tt)
-        return "bridge with a Codec (ai.bytesandbrains.role.compressor Compress/Decompress)";
-    return "send a value of the receiver's type, or Bundle/Unbundle the parts "
-           "(ai.bytesandbrains.composite)";
+    snprintf(out, cap, "%s",
+             ft && tt ? "bind a Codec slot and record Compress on the sender and Decompress on "
+                        "the receiver (ai.bytesandbrains.role.compressor), or Cast the tensor "
+                        "before the send"
+             : ft || tt ? "bridge with a Codec (ai.bytesandbrains.role.compressor "
+                          "Compress/Decompress)"
+                        : "send a value of the receiver's type, or Bundle/Unbundle the parts "
+                          "(ai.bytesandbrains.composite)");
 }
 
 int bbc_check_wire_storage(bbc_state *st)
@@ -505,17 +559,20 @@ int bbc_check_wire_storage(bbc_state *st)
                 ts = &BB_TYPE_ANY;
             if (!tr)
                 tr = &BB_TYPE_ANY;
-            if (!bb_type_meet(ts, tr))
+            if (!bb_type_meet(ts, tr)) {
+                char hint[320];
+                codec_hint(st, ts, tr, hint, sizeof hint);
                 return bbc_fail(st, BBC_E_INCOMPATIBLE_STORAGE_ON_EDGE,
-                                "wire edge %s '%s' -> %s '%s'%s%s%s: the sender's '%s' is %s "
-                                "(type id 0x%016llx) but the receiver's '%s' is %s (type id "
-                                "0x%016llx); %s",
+                                "wire edge %s '%s' -> %s '%s'%s%s%s: the sender's '%s' is "
+                                "%s (type id 0x%016llx) but the receiver's '%s' is %s (type "
+                                "id 0x%016llx); %s",
                                 s->op_type, nm(s), rn->op_type, nm(rn),
                                 bbc_meta(s, BB_META_PORT) ? " (port '" : "",
                                 bbc_meta(s, BB_META_PORT) ? bbc_meta(s, BB_META_PORT) : "",
                                 bbc_meta(s, BB_META_PORT) ? "')" : "", sv, ts->name,
                                 (unsigned long long)ts->wire_hash, rv, tr->name,
-                                (unsigned long long)tr->wire_hash, codec_hint(ts, tr));
+                                (unsigned long long)tr->wire_hash, hint);
+            }
             /* Record the accepted payload type on the receive site. */
             const bb_attr *pt = bb_node_attr(rn, BB_ATTR_NAME_PAYLOAD_TYPE);
             const bb_type_node *have = pt && pt->tp ? bb_type_from_proto(pt->tp) : NULL;

@@ -4,7 +4,7 @@
  *   start    a new engine with the node's identity, seed and caps; install
  *            the group's targets with the node's component configs (the
  *            group's templates, substituted); restore the last snapshot if
- *            there is one, else stage bootstrap ALL as bbd does on a fresh
+ *            there is one, else stage bootstrap FRESH as bbd does on a fresh
  *            start; dial its connections;
  *   poll     poll at virtual time, act on the steps (sends first, as bbd
  *            does), poll again when the engine's next deadline says so;
@@ -203,8 +203,8 @@ static int install(bbsim *s, uint32_t k, bb_engine *e, bb_error *err)
     if (rc == BB_OK && n->snapshot && (rc = bb_engine_restore(e, n->snapshot, n->snapshot_len, err)))
         bb_error_prefix(err, "restoring its snapshot (%zu bytes)", n->snapshot_len);
     if (rc == BB_OK && !n->snapshot && g->bootstrap) {
-        bb_bootstrap_target all = {.kind = BB_BOOTSTRAP_ALL};
-        if ((rc = bb_engine_run_bootstrap(e, &all, err)))
+        bb_bootstrap_target fresh = {.kind = BB_BOOTSTRAP_FRESH};
+        if ((rc = bb_engine_run_bootstrap(e, &fresh, err)))
             bb_error_prefix(err, "bootstrap");
     }
     return rc;

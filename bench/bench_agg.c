@@ -38,6 +38,7 @@
 #include "bb/plugin.h"
 #include "bb/plugin_loader.h"
 #include "bb/value.h"
+#include "bench/support/bench_util.h"
 
 #define N_CONTRIB 8
 #define TRIALS 11
@@ -188,26 +189,6 @@ static double time_baseline(read_fn fn, const float *const *x, size_t n, size_t 
     return median(tb, TRIALS);
 }
 
-static void plugin_dir(char *out, size_t cap)
-{
-    const char *env = getenv("BB_BUILD");
-    char exe[PATH_MAX - 64];
-    ssize_t n;
-    if (env && *env) {
-        snprintf(out, cap, "%s/lib/bytesandbrains/plugins", env);
-    } else if ((n = readlink("/proc/self/exe", exe, sizeof exe - 1)) > 0) {
-        exe[n] = '\0';
-        for (int i = 0; i < 2; i++) { /* <build>/bench/bench_agg -> <build> */
-            char *s = strrchr(exe, '/');
-            if (s)
-                *s = '\0';
-        }
-        snprintf(out, cap, "%s/lib/bytesandbrains/plugins", exe);
-    } else {
-        snprintf(out, cap, "build/lib/bytesandbrains/plugins");
-    }
-}
-
 static int dispatch(const bb_component_type *t, void *inst, const char *op, bb_value **in,
                     uint32_t n_in, bb_value **out, uint32_t n_out)
 {
@@ -286,7 +267,7 @@ int main(int argc, char **argv)
 {
     size_t len = argc > 1 && strcmp(argv[1], "--quick") == 0 ? 1000000 : 10000000;
     char dir[PATH_MAX + 64];
-    plugin_dir(dir, sizeof dir);
+    bench_plugin_dir(dir, sizeof dir);
     bb_plugin_loader *l = NULL;
     bb_error err = {0};
     if (bb_plugin_loader_create(BB_PLUGIN_LOADER_ONLY_EXPLICIT, &l, &err) ||

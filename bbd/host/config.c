@@ -130,8 +130,8 @@ int bbd_config_add_peer(bbd_config *c, const char *peer_text, const char *addr_t
         return bb_error_prefix(err, "peer '%s'", peer_text);
     if (bb_multiaddr_parse_alloc(addr_text, &p.addr, &p.addr_len, err) != BB_OK)
         return bb_error_prefix(err, "peer %s address", peer_text);
-    bb_ma_transport t;
-    if (bb_multiaddr_transport(p.addr, p.addr_len, &t, err) != BB_OK) {
+    bb_ma_endpoint t; /* an IP address, or a host name resolved at each dial */
+    if (bb_multiaddr_endpoint(p.addr, p.addr_len, &t, err) != BB_OK) {
         free(p.addr);
         return bb_error_prefix(err, "peer %s address %s", peer_text, addr_text);
     }

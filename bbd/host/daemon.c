@@ -1093,8 +1093,8 @@ static int start(bbd_daemon *d, bb_error *err)
             return rc;
     }
     if (!d->restored && c->bootstrap_all) {
-        bb_bootstrap_target all = {.kind = BB_BOOTSTRAP_ALL};
-        if ((rc = bb_engine_run_bootstrap(d->engine, &all, err)))
+        bb_bootstrap_target fresh = {.kind = BB_BOOTSTRAP_FRESH};
+        if ((rc = bb_engine_run_bootstrap(d->engine, &fresh, err)))
             return bb_error_prefix(err, "bootstrap");
     }
     return BB_OK;

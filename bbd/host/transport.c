@@ -215,13 +215,13 @@ size_t bbd_transport_listen_addrs(const bbd_transport *t, const bbd_addr **out)
 /* ---- sending ---------------------------------------------------------------------- */
 
 /* The first address of addrs this node can use: any /tcp, or a /udp of a
- * family it listens on. */
+ * family it listens on; a host name (/dns...) is resolved when dialed. */
 static bool pick_address(const bbd_transport *t, const bbd_addr *addrs, size_t n_addrs,
-                         bb_ma_transport *out)
+                         bb_ma_endpoint *out)
 {
     for (size_t i = 0; i < n_addrs; i++)
-        if (bb_multiaddr_transport(addrs[i].data, addrs[i].len, out, NULL) == BB_OK &&
-            (out->proto == BB_MA_TCP || bbd__udp_can_reach(t, out->family)))
+        if (bb_multiaddr_endpoint(addrs[i].data, addrs[i].len, out, NULL) == BB_OK &&
+            (out->proto == BB_MA_TCP || out->is_name || bbd__udp_can_reach(t, out->ip.family)))
             return true;
     return false;
 }
@@ -244,10 +244,12 @@ static int refuse_peer(const bbd_transport *t, const bb_peerid *peer)
     return bb_peerid_equal(peer, &t->cfg.self) ? BB_EINVAL : BB_OK;
 }
 
-/* Dial p at an address pick_address chose. */
-static int dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma)
+/* Dial p at an address pick_address chose (a name: once resolved). */
+static int dial(bbd_transport *t, bbd_peer *p, const bb_ma_endpoint *ep)
 {
-    return ma->proto == BB_MA_TCP ? bbd__tcp_dial(t, p, ma) : bbd__udp_dial(t, p, ma);
+    if (ep->is_name)
+        return bbd__resolve_dial(t, p, ep);
+    return ep->proto == BB_MA_TCP ? bbd__tcp_dial(t, p, &ep->ip) : bbd__udp_dial(t, p, &ep->ip);
 }
 
 /* Both send calls: takes pl in every case. */
@@ -269,8 +271,8 @@ static int send_payload(bbd_transport *t, const bb_peerid *peer, const bbd_addr 
     }
     bbd_peer *p = bbd__peer_get(t, peer);
     bool has_channel = p && (p->active || p->udp);
-    bool dialing = p && (p->dialing || p->udp_dialing);
-    bb_ma_transport ma = {0};
+    bool dialing = p && (p->dialing || p->udp_dialing || p->resolving);
+    bb_ma_endpoint ma = {0};
     if (p && !has_channel && !dialing && !pick_address(t, addrs, n_addrs, &ma)) {
         bbd__payload_free(pl);
         bbd__peer_update(t, p);
@@ -329,9 +331,9 @@ int bbd_transport_connect(bbd_transport *t, const bb_peerid *peer, const bbd_add
             *open = true;
         return BB_OK;
     }
-    if (p->dialing || p->udp_dialing)
+    if (p->dialing || p->udp_dialing || p->resolving)
         return BB_OK;
-    bb_ma_transport ma = {0};
+    bb_ma_endpoint ma = {0};
     rc = pick_address(t, addrs, n_addrs, &ma) ? dial(t, p, &ma) : BB_ENOTFOUND;
     if (rc != BB_OK)
         bbd__peer_update(t, p);
@@ -454,6 +456,7 @@ void bbd_transport_close(bbd_transport *t, void (*done)(void *ud), void *ud)
     t->closing = true;
     t->done = done;
     t->done_ud = ud;
+    bbd__resolve_cancel_all(t);
     bbd__tcp_close_all(t); /* listeners and connections */
     bbd__reports_flush(t);
     uv_close((uv_handle_t *)&t->report_prepare, bbd__own_handle_closed);

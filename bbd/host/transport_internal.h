@@ -3,8 +3,8 @@
  * transport.c (public API, listen, routing, close), transport_peers.c
  * (peer table, send queues and their bounds, connect/disconnect reports),
  * tcp.c (connections, handshake, simultaneous-connect resolution, writes),
- * tcp_read.c (inbound frames with bounded buffers) and udp.c (sockets,
- * sessions, fragmentation, reassembly).
+ * tcp_read.c (inbound frames with bounded buffers), udp.c (sockets,
+ * sessions, fragmentation, reassembly) and resolve.c (host names).
  *
  * Ownership: the transport owns every peer, connection and session. A
  * connection or session is freed only from its libuv close callback, and a
@@ -42,6 +42,7 @@
 typedef struct tcp_conn tcp_conn;
 typedef struct udp_sock udp_sock;
 typedef struct udp_session udp_session;
+typedef struct bbd_resolve bbd_resolve;
 
 /* An envelope on its way out: one malloc'd buffer (bytes), or pieces
  * borrowed until release(ud) (bytes NULL). len: its size. */
@@ -77,6 +78,7 @@ typedef struct bbd_peer {
     tcp_conn *dialing;        /* our connection being set up */
     udp_session *udp;         /* established UDP session (sends when no TCP) */
     udp_session *udp_dialing; /* HELLO sent, waiting for the answer */
+    bbd_resolve *resolving;   /* a host name being resolved before a dial (resolve.c) */
     size_t refs;              /* conns, sessions and in-flight sends naming it */
     bool connected;           /* on_peer_connected reported, not yet disconnected */
     bbd_pending *q_head, *q_tail;
@@ -156,7 +158,7 @@ struct bbd_transport {
     char **targets;               /* owned copies of cfg.targets */
     bbd_transport_callbacks cb;
     bool closing;
-    size_t handles;               /* uv handles not yet closed */
+    size_t handles;               /* uv handles not yet closed, resolutions under way */
     void (*done)(void *ud);
     void *done_ud;
 
@@ -272,6 +274,13 @@ void bbd__tcp_read_start(tcp_conn *c);
 /* Free a partial frame and its budget (connection closing). */
 void bbd__tcp_rx_reset(tcp_conn *c);
 bool bbd__tcp_rx_partial(const tcp_conn *c);
+
+/* ---- resolve.c ------------------------------------------------------------------------ */
+/* Dial p at a host name: resolve it (every dial resolves again), then dial
+ * the first usable address. BB_OK while under way (or already resolving). */
+int bbd__resolve_dial(bbd_transport *t, bbd_peer *p, const bb_ma_endpoint *ep);
+/* Transport closing: cancel the resolutions that have not started. */
+void bbd__resolve_cancel_all(bbd_transport *t);
 
 /* ---- udp.c -------------------------------------------------------------------------- */
 int bbd__udp_init(bbd_transport *t);

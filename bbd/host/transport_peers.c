@@ -71,7 +71,7 @@ bbd_peer *bbd__peer_find(const bbd_transport *t, const bb_peerid *id)
 static bool peer_idle(const bbd_peer *p)
 {
     return p->refs == 0 && p->q_count == 0 && !p->active && !p->dialing && !p->udp &&
-           !p->udp_dialing;
+           !p->udp_dialing && !p->resolving;
 }
 
 static void peer_remove(bbd_transport *t, bbd_peer *p)
@@ -284,7 +284,7 @@ void bbd__peer_update(bbd_transport *t, bbd_peer *p)
 {
     if (t->closing)
         return;
-    bool carrier = p->active || p->udp || p->dialing || p->udp_dialing;
+    bool carrier = p->active || p->udp || p->dialing || p->udp_dialing || p->resolving;
     if (!carrier && p->q_count)
         bbd__peer_fail_queue(t, p);
     if (p->connected && !p->active && !p->udp) {
@@ -314,6 +314,8 @@ static void peer_stats(const bbd_peer *p, bbd_peer_stats *out)
         out->state = "udp";
     else if (p->udp_dialing)
         out->state = "handshake";
+    else if (p->resolving)
+        out->state = "resolving";
     else
         out->state = "closed";
 }

@@ -5,6 +5,7 @@
 #include "bench/support/bench_util.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,4 +70,34 @@ _Noreturn void bench_die(const char *what)
 {
     fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, what, strerror(errno));
     exit(1);
+}
+
+void bench_exe_dir(char *out, size_t cap)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        snprintf(out, cap, ".");
+        return;
+    }
+    exe[n] = '\0';
+    char *s = strrchr(exe, '/');
+    if (s)
+        *s = '\0';
+    snprintf(out, cap, "%s", exe);
+}
+
+void bench_plugin_dir(char *out, size_t cap)
+{
+    const char *env = getenv("BB_BUILD");
+    if (env && *env) {
+        snprintf(out, cap, "%s/lib/bytesandbrains/plugins", env);
+        return;
+    }
+    char dir[PATH_MAX];
+    bench_exe_dir(dir, sizeof dir); /* <build>/bench */
+    char *s = strrchr(dir, '/');
+    if (s)
+        *s = '\0';
+    snprintf(out, cap, "%s/lib/bytesandbrains/plugins", dir);
 }

@@ -22,6 +22,12 @@ double bench_mean(const double *v, size_t n);
  * or let it run on every online CPU. Exits on failure. */
 void bench_place(bool pinned);
 
+/* The build's plugin directory: $BB_BUILD/lib/bytesandbrains/plugins, else
+ * the one beside this program's build (<build>/bench/X -> <build>/lib/...). */
+void bench_plugin_dir(char *out, size_t cap);
+/* This program's own directory (for programs built beside it). */
+void bench_exe_dir(char *out, size_t cap);
+
 /* Print "PROG: what: strerror(errno)" and exit 1. */
 _Noreturn void bench_die(const char *what);
 

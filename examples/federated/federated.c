@@ -29,12 +29,24 @@
  *   SendResp(Bundle(params, num_samples), req)
  *   AppEmit("trained", Bundle(num_samples, Clock on arrival, Clock after Train))
  *
+ * With --codec TYPE a client sends its update through a codec: the
+ * difference trained - received (ai.onnx Sub on a cpu::CpuBackend slot),
+ * compressed; the server decompresses the batch (DecompressBatch), FedAvg
+ * averages the updates and Model.ApplyDelta adds the mean to the global
+ * parameters instead of loading it. A TopK codec keeps each client's
+ * unsent residual for its next round (error feedback). The server
+ * optimizers take parameters, not updates (their pseudo-gradient is the
+ * mean minus the global model), so --codec refuses them.
+ *
  * Knobs (argv, so no C is edited): --clients K, --quorum FRACTION (of K,
  * rounded up), --period-ms, --deadline-ms (authored on SendReqBatched as
  * deadline_ns: bbc keeps an authored deadline), --epochs E (the Train
  * attribute; a node's "model": {"epochs": N} overrides it), --aggregator
  * TYPE, --data TYPE, --model TYPE, and the construction states recorded for
- * the three (--model-config, --aggregator-config, --data-config JSON).
+ * the three (--model-config, --aggregator-config, --data-config JSON);
+ * --discovery connected|registry (registry: a third class, Registry, keeps a
+ * peers::GlobalRegistry; every node announces itself there and the server
+ * samples its clients from it, so no node needs a --peer); --codec TYPE.
  * Everything else a node needs — the data file and its shard, the
  * selector's target, FedProx's mu, a server optimizer's learning rate — is
  * per-slot JSON config of each bbd (bbd.json(5) "components"), over the
@@ -45,16 +57,17 @@
  * bb-nn.Mlp.atomic, so another Model type that serves the same two ops in
  * its own domain (nn::Onnx: bb-nn.Onnx.atomic) binds with --model.
  */
-#include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bb/model_io.h"
 #include "bb/recorder.h"
+#include "examples/record_main.h"
 
 #define AGG_ATOMIC "bb-agg.Aggregator.atomic"
+#define CODEC_ATOMIC "bb-codec.Codec.atomic"
 
 /* The digits MLP of the centralized baseline (tests/unit/test_nn_engine.c). */
 #define MLP_CONFIG                                                                             \
@@ -65,6 +78,7 @@
 #define DATA_CONFIG                                                                            \
     "{\"holdout\":0.2,\"split_seed\":0,\"normalization\":\"min-max\",\"batch_size\":32}"
 #define CONNECTED_CONFIG "{\"target\":\"Client\"}"
+#define REGISTRY "peers::GlobalRegistry"
 
 typedef struct fed_knobs {
     long clients;        /* K: clients asked per round */
@@ -76,7 +90,21 @@ typedef struct fed_knobs {
     const char *data, *data_config;
     const char *model, *model_config;
     char model_atomic[160]; /* the model's own ops' domain */
+    bool registry;          /* --discovery registry: the server finds its clients there */
+    const char *codec;      /* the clients' updates go through it; NULL: parameters, f32 */
 } fed_knobs;
+
+/* The selector slot: peers::Connected (the clients that connected, given
+ * the server as --peer), or with --discovery registry the registry's
+ * client, declared in every class so each node's partition binds it (and
+ * announces itself); where the registry is, is each node's config. */
+static bb_slot *declare_selector(bb_module *m, const fed_knobs *k)
+{
+    return k->registry
+               ? bb_rec_concrete(m, BB_ROLE_PEER_SELECTOR, "selector", REGISTRY, "{}", NULL)
+               : bb_rec_concrete(m, BB_ROLE_PEER_SELECTOR, "selector", "peers::Connected",
+                                 CONNECTED_CONFIG, NULL);
+}
 
 static long quorum_of(const fed_knobs *k)
 {
@@ -104,10 +132,11 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
                                  : "{}";
     bb_slot *agg =
         bb_rec_concrete(m, BB_ROLE_AGGREGATOR, "aggregator", k->aggregator, agg_config, NULL);
-    bb_slot *selector = bb_rec_concrete(m, BB_ROLE_PEER_SELECTOR, "selector",
-                                        "peers::Connected", CONNECTED_CONFIG, NULL);
+    bb_slot *selector = declare_selector(m, k);
     /* The held-out evaluation set EvaluateMetrics reads. */
     bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, k->data_config, NULL);
+    bb_slot *codec = k->codec ? bb_rec_concrete(m, BB_ROLE_CODEC, "codec", k->codec, "{}", NULL)
+                              : NULL;
 
     bb_rec *g = bb_module_body(m);
     bb_val tick = bb_sys_interval(g, (int64_t)k->period_ms * 1000000);
@@ -122,6 +151,9 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     bb_wire_send_req_batched(g, NULL, "params", params, peers, quorum_of(k),
                              (int64_t)k->deadline_ms * 1000000, &req_id, NULL);
     bb_wire_recv_resp_batched(g, NULL, req_id, NULL, &responses);
+    if (codec) /* the clients' compressed updates, decoded */
+        responses = ext_op(g, codec, CODEC_ATOMIC, "DecompressBatch", responses,
+                           &BB_TYPE_RESPONSE_BATCH);
     bb_val collected = bb_sys_clock(g, responses);
     bb_val participants = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
     bb_val ready[] = {participants, set}; /* the contributions are in, the model is set */
@@ -129,7 +161,8 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
         global = bb_role_aggregator_aggregate(g, agg, bb_rec_bundle(g, ready, 2), &samples);
     bb_val aggregated = bb_sys_clock(g, global);
     bb_val round = ext_op(g, agg, AGG_ATOMIC, "Rounds", global, &BB_TYPE_U64);
-    bb_val loaded = bb_role_model_load_parameters(g, model, global);
+    bb_val loaded = codec ? bb_role_model_apply_delta(g, model, global) /* the mean update */
+                          : bb_role_model_load_parameters(g, model, global);
     bb_val loss, accuracy;
     bb_role_model_evaluate_metrics(g, model, loaded, &loss, &accuracy);
     bb_val after = ext_op(g, model, k->model_atomic, "ParamsDigest", loaded, &BB_TYPE_U64);
@@ -152,23 +185,45 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
 static bb_module *record_client(bb_recorder *r, const fed_knobs *k)
 {
     bb_module *m = bb_rec_class_module(r, "Client");
+    if (k->registry)
+        declare_selector(m, k); /* the client announces itself to the registry */
     bb_slot *model =
         bb_rec_concrete(m, BB_ROLE_MODEL, "model", k->model, k->model_config, NULL);
     /* The local training shard Train reads. */
     bb_rec_concrete(m, BB_ROLE_DATA_SOURCE, "data", k->data, k->data_config, NULL);
+    bb_slot *codec = k->codec ? bb_rec_concrete(m, BB_ROLE_CODEC, "codec", k->codec, "{}", NULL)
+                              : NULL;
+    bb_slot *cpu = k->codec ? bb_rec_concrete(m, BB_ROLE_BACKEND, "backend", "cpu::CpuBackend",
+                                              "{}", NULL)
+                            : NULL;
 
     bb_rec *g = bb_module_body(m);
     bb_val params, req_id;
     bb_wire_recv_req(g, NULL, "params", &BB_TYPE_TENSOR_F32, NULL, &params, &req_id);
     bb_val received = bb_sys_clock(g, params);
     bb_val loaded = bb_role_model_load_parameters(g, model, params);
-    bb_val update[2];
+    bb_val update[2], sent[2];
     bb_role_model_train(g, model, loaded, k->epochs, &update[0], &update[1]);
-    bb_wire_send_resp(g, NULL, bb_rec_bundle(g, update, 2), BB_VAL_OMIT, req_id);
+    sent[0] = codec ? bb_role_compressor_compress(g, codec, bb_onnx_sub(g, cpu, update[0], params))
+                    : update[0];
+    sent[1] = update[1];
+    bb_wire_send_resp(g, NULL, bb_rec_bundle(g, sent, 2), BB_VAL_OMIT, req_id);
     /* the client's own record of its round: when the parameters came, when
      * its training ended (where a round's time goes, seen from a client) */
     bb_val local[] = {update[1], received, bb_sys_clock(g, update[1])};
     bb_sys_app_emit(g, bb_rec_bundle(g, local, 3), "trained");
+    return m;
+}
+
+/* --discovery registry: the node that keeps the registry ("serve": true in
+ * its config). An invoke answers the live nodes it holds ("members"), of
+ * every class, hence no of_class. */
+static bb_module *record_registry(bb_recorder *r, const fed_knobs *k)
+{
+    bb_module *m = bb_rec_class_module(r, "Registry");
+    bb_slot *selector = declare_selector(m, k);
+    bb_rec *g = bb_module_body(m);
+    bb_sys_app_emit(g, bb_role_peer_selector_current_view(g, selector, NULL), "members");
     return m;
 }
 
@@ -180,6 +235,8 @@ static bb_module *record(bb_recorder *r, const fed_knobs *k)
     bb_rec *g = bb_module_body(root);
     bb_call_build(bb_rec_call(g, server));
     bb_call_build(bb_rec_call(g, client));
+    if (k->registry)
+        bb_call_build(bb_rec_call(g, record_registry(r, k)));
     return root;
 }
 
@@ -189,7 +246,7 @@ static void usage(FILE *f, const char *prog)
             "usage: %s OUT.onnx [--clients K] [--quorum FRACTION] [--period-ms MS]\n"
             "       [--deadline-ms MS] [--epochs E] [--aggregator TYPE] [--data TYPE]\n"
             "       [--model TYPE] [--model-config JSON] [--aggregator-config JSON]\n"
-            "       [--data-config JSON]\n"
+            "       [--data-config JSON] [--discovery connected|registry] [--codec TYPE]\n"
             "  --clients K         clients asked per round (default 4)\n"
             "  --quorum FRACTION   fraction of K that must answer by the deadline, rounded\n"
             "                      up (default 0.75)\n"
@@ -207,6 +264,15 @@ static void usage(FILE *f, const char *prog)
             "  --aggregator-config JSON    the aggregator's (default {}; TrimmedMean:\n"
             "                      {\"trim\":0.25})\n"
             "  --data-config JSON  the data sources' (default: 20%% held out, min-max)\n"
+            "  --discovery HOW     connected (default): the server's clients are the nodes\n"
+            "                      connected to it (each client names it with --peer);\n"
+            "                      registry: a third class, Registry, keeps a registry of\n"
+            "                      live nodes (peers::GlobalRegistry) where every node\n"
+            "                      announces itself and the server finds its clients\n"
+            "  --codec TYPE        clients send their update (trained - received) through it:\n"
+            "                      codec::F16, codec::Int8Affine, codec::TopK, ... (default:\n"
+            "                      none, the trained parameters in f32); not with a server\n"
+            "                      optimizer\n"
             "Nodes add to these in their bbd config (\"components\").\n",
             prog);
 }
@@ -228,37 +294,9 @@ static int model_atomic_domain(const char *prog, fed_knobs *k)
     return 0;
 }
 
-/* A whole number in [lo, hi] from argv, or -1 after printing why. */
-static long parse_long(const char *prog, const char *opt, const char *s, long lo, long hi)
+static int other_option(const char *prog, const char *a, const char *v, void *ud)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || !*s || *end || v < lo || v > hi) {
-        fprintf(stderr, "%s: error: %s: '%s' is not a whole number in [%ld, %ld]\n", prog, opt,
-                s, lo, hi);
-        return -1;
-    }
-    return v;
-}
-
-static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
-{
-    *k = (fed_knobs){4,           0.75,      1000,        800,        5,
-                     "agg::FedAvg", NULL,      "data::Csv", DATA_CONFIG, "nn::Mlp",
-                     MLP_CONFIG};
-    *out = NULL;
-    const struct {
-        const char *opt;
-        long *dst;
-        long hi;
-    } whole[] = {
-        {"--clients", &k->clients, 65536},
-        {"--period-ms", &k->period_ms, 86400000}, /* a day */
-        {"--deadline-ms", &k->deadline_ms, 86400000},
-        {"--epochs", &k->epochs, 1000000},
-    };
-    const size_t n_whole = sizeof whole / sizeof *whole;
+    fed_knobs *k = ud;
     const struct {
         const char *opt;
         const char **dst;
@@ -269,80 +307,75 @@ static int parse_args(int argc, char **argv, fed_knobs *k, const char **out)
         {"--model-config", &k->model_config},
         {"--aggregator-config", &k->aggregator_config},
         {"--data-config", &k->data_config},
+        {"--codec", &k->codec},
     };
-    const size_t n_text = sizeof text / sizeof *text;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout, argv[0]);
-            exit(0);
-        }
-        if (a[0] != '-') {
-            if (*out) {
-                fprintf(stderr, "%s: error: two output files ('%s', '%s')\n", argv[0], *out, a);
-                return 2;
-            }
-            *out = a;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "%s: error: %s needs a value\n", argv[0], a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        size_t w = 0, t = 0;
-        while (w < n_whole && strcmp(a, whole[w].opt))
-            w++;
-        while (t < n_text && strcmp(a, text[t].opt))
-            t++;
-        if (t < n_text) {
+    for (size_t t = 0; t < sizeof text / sizeof *text; t++)
+        if (!strcmp(a, text[t].opt)) {
             *text[t].dst = v;
-        } else if (w < n_whole) {
-            if ((*whole[w].dst = parse_long(argv[0], a, v, 1, whole[w].hi)) < 0)
-                return 2;
-        } else if (!strcmp(a, "--quorum")) {
-            char *end = NULL;
-            k->quorum = strtod(v, &end);
-            if (!*v || *end || !(k->quorum > 0 && k->quorum <= 1)) {
-                fprintf(stderr, "%s: error: --quorum: '%s' is not a fraction in (0, 1]\n",
-                        argv[0], v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "%s: error: unknown option '%s'\n", argv[0], a);
-            usage(stderr, argv[0]);
+            return 0;
+        }
+    if (!strcmp(a, "--quorum")) {
+        char *end = NULL;
+        k->quorum = strtod(v, &end);
+        if (!*v || *end || !(k->quorum > 0 && k->quorum <= 1)) {
+            fprintf(stderr, "%s: error: --quorum: '%s' is not a fraction in (0, 1]\n", prog, v);
+            return 2;
+        }
+    } else if (!strcmp(a, "--discovery")) {
+        k->registry = !strcmp(v, "registry");
+        if (!k->registry && strcmp(v, "connected")) {
+            fprintf(stderr, "%s: error: --discovery: '%s' (connected or registry)\n", prog, v);
+            return 2;
+        }
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* --codec sends updates; a server optimizer takes parameters. 0, or 2
+ * after printing why. */
+static int codec_fits_aggregator(const char *prog, const fed_knobs *k)
+{
+    static const char *const OPTIMIZERS[] = {"agg::FedAdam", "agg::FedYogi", "agg::FedAdagrad"};
+    for (size_t o = 0; k->codec && o < sizeof OPTIMIZERS / sizeof *OPTIMIZERS; o++) {
+        if (!strcmp(k->aggregator, OPTIMIZERS[o])) {
+            fprintf(stderr,
+                    "%s: error: --codec sends updates, and the server optimizer %s takes "
+                    "parameters; use it without --codec, or --aggregator agg::FedAvg\n",
+                    prog, k->aggregator);
             return 2;
         }
     }
-    if (!*out) {
-        usage(stderr, argv[0]);
-        return 2;
-    }
-    return model_atomic_domain(argv[0], k);
+    return 0;
 }
+
+static bb_module *record_knobs(bb_recorder *r, const void *k) { return record(r, k); }
 
 int main(int argc, char **argv)
 {
-    fed_knobs k;
+    fed_knobs k = {.clients = 4,
+                   .quorum = 0.75,
+                   .period_ms = 1000,
+                   .deadline_ms = 800,
+                   .epochs = 5,
+                   .aggregator = "agg::FedAvg",
+                   .data = "data::Csv",
+                   .data_config = DATA_CONFIG,
+                   .model = "nn::Mlp",
+                   .model_config = MLP_CONFIG};
+    const bb_example_knob whole[] = {
+        {"--clients", &k.clients, 1, 65536},
+        {"--period-ms", &k.period_ms, 1, 86400000}, /* a day */
+        {"--deadline-ms", &k.deadline_ms, 1, 86400000},
+        {"--epochs", &k.epochs, 1, 1000000},
+    };
     const char *out;
-    int rc = parse_args(argc, argv, &k, &out);
-    if (rc)
-        return rc;
-    bb_recorder *r = bb_recorder_new("user.app");
-    if (!r) {
-        fprintf(stderr, "%s: error: out of memory\n", argv[0]);
-        return 1;
-    }
-    bb_error err = {0};
-    bb_model *m = NULL;
-    rc = bb_recorder_build(r, record(r, &k), &m, &err);
-    bb_recorder_free(r);
+    int rc = bb_example_args(argc, argv, usage, whole, sizeof whole / sizeof *whole,
+                             other_option, &k, &out);
     if (!rc)
-        rc = bb_model_save_file(m, out, &err);
-    bb_model_free(m);
-    if (rc) {
-        fprintf(stderr, "%s: error: %s\n", argv[0], err.msg);
-        return 1;
-    }
-    return 0;
+        rc = model_atomic_domain(argv[0], &k);
+    if (!rc)
+        rc = codec_fits_aggregator(argv[0], &k);
+    return rc ? rc : bb_example_write(argv[0], out, record_knobs, &k);
 }

@@ -378,12 +378,38 @@ static int find_slot(const bb_engine *e, const char *slot)
     return -1;
 }
 
+/* COMPONENTS: SLOTS of every component that has a bootstrap, in creation
+ * order (dependencies first); nothing to do when none has one. */
+static int run_component_bootstraps(bb_engine *e, bb_error *err)
+{
+    const char **names = calloc(e->n_comps ? e->n_comps : 1, sizeof *names);
+    if (!names)
+        return bb_error_set(err, BB_ENOMEM, "run_bootstrap: out of memory");
+    size_t n = 0;
+    for (uint32_t k = 0; k < e->n_comps; k++) {
+        const bbe__comp *c = &e->comps[e->comp_order ? e->comp_order[k] : k];
+        if (c->type->bootstrap)
+            names[n++] = c->slot;
+    }
+    bb_bootstrap_target slots = {.kind = BB_BOOTSTRAP_SLOTS, .names = names, .n_names = n};
+    int rc = n ? bb_engine_run_bootstrap(e, &slots, err) : BB_OK;
+    free(names);
+    return rc;
+}
+
 int bb_engine_run_bootstrap(bb_engine *e, const bb_bootstrap_target *t, bb_error *err)
 {
     if (!e->installed)
         return bb_error_set(err, BB_ESTATE, "run_bootstrap: nothing installed");
     if (!t)
         return bb_error_set(err, BB_EINVAL, "run_bootstrap: NULL target");
+    if (t->kind == BB_BOOTSTRAP_COMPONENTS)
+        return run_component_bootstraps(e, err);
+    if (t->kind == BB_BOOTSTRAP_FRESH) {
+        bb_bootstrap_target all = {.kind = BB_BOOTSTRAP_ALL};
+        int rc = run_component_bootstraps(e, err);
+        return rc ? rc : bb_engine_run_bootstrap(e, &all, err);
+    }
     size_t n = t->kind == BB_BOOTSTRAP_MODULE_REQUESTS ? t->n_requests
                : t->kind == BB_BOOTSTRAP_ALL         ? 0
                                                      : t->n_names;

@@ -56,6 +56,7 @@ bbe__handle *bbe__handle_new(bb_engine *e, uint32_t kind)
     h->x = NULL;
     h->op = BBE__NONE;
     h->boot = 0;
+    h->route = NULL;
     h->next = NULL;
     h->cmd_id = e->next_cmd++;
     atomic_store_explicit(&h->state, BBE__H_PENDING, memory_order_release);
@@ -94,8 +95,11 @@ bool bbe__handle_drop(bb_engine *e, bbe__handle *h)
 
 void bbe__handles_free(bb_engine *e)
 {
-    for (size_t i = 0; i < e->slabs.n; i++)
+    for (size_t i = 0; i < e->slabs.n; i++) {
+        for (size_t k = 0; k < SLAB; k++)
+            free(e->slabs.v[i][k].route); /* requests still unanswered */
         free(e->slabs.v[i]);
+    }
     BBE__ARR_FREE(&e->slabs);
     e->free_handles = e->quar_head = e->quar_tail = NULL;
     e->spare = NULL;
@@ -199,8 +203,7 @@ static void api_abandon(bb_completion *c)
         complete_common((bbe__handle *)c, BB_ERUNTIME, NULL, 0, "completion abandoned");
 }
 
-/* What a failed completion reports: its message and status name. */
-static const char *failure_text(const bbe__completion_ev *ev, char *buf, size_t cap)
+const char *bbe__completion_failure_text(const bbe__completion_ev *ev, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s (%s)", ev->msg ? ev->msg : "async op failed",
              bb_status_name(ev->status));
@@ -226,7 +229,7 @@ void bbe__completion_process(bb_engine *e, bbe__completion_ev *ev)
                 ev->n = 0;
                 ev->charged = 0;
             } else {
-                bbe__park_fail(e, op, x, failure_text(ev, buf, sizeof buf));
+                bbe__park_fail(e, op, x, bbe__completion_failure_text(ev, buf, sizeof buf));
             }
         }
         break;
@@ -234,9 +237,7 @@ void bbe__completion_process(bb_engine *e, bbe__completion_ev *ev)
         bbe__boot_handle_done(e, h->boot, ev->status, ev->msg);
         break;
     case BBE__HK_FILL:
-        if (ev->status != BB_OK)
-            bbe__control_fill_failed(e, h->comp, h->fill_decl, h->fill_domain,
-                                    failure_text(ev, buf, sizeof buf));
+        bbe__control_fill_completed(e, h, ev);
         break;
     default:
         break;

@@ -3,8 +3,9 @@
  * declared dependencies, synchronous dependency calls, the host's clock and
  * seeded randomness, the address book views (peers, peers_running,
  * peer_addresses), fresh completion handles, component timers, worker-pool
- * submission, logging and the host's shared read-only cache. One bbe__ctx lives in each component record, so a
- * component may keep the pointer it was given.
+ * submission, logging, the host's shared read-only cache and the control
+ * plane (send_fill: control.c; local_targets). One bbe__ctx lives in each
+ * component record, so a component may keep the pointer it was given.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +255,29 @@ static bb_value *ctx_shared_put(bb_ctx *ctx, const char *key, bb_value *v)
     return e->cfg.shared_put(e->cfg.shared_ud, key, v);
 }
 
+static int ctx_send_fill(bb_ctx *ctx, const bb_value *peer, const char *slot, const char *op,
+                         const uint8_t *payload, size_t len, uint64_t timeout_ns, uint64_t *token,
+                         bb_error *err)
+{
+    bbe__ctx *c = (bbe__ctx *)ctx;
+    bb_peerid id = c->e->cfg.peer;
+    if (peer && !bbe__peerid_from_value(peer, &id))
+        return bb_error_set(err, BB_EINVAL, "%s: send_fill: peer is not a PeerId value",
+                            c->e->comps[c->comp].slot);
+    if (len && !payload)
+        return bb_error_set(err, BB_EINVAL, "%s: send_fill: %zu bytes at NULL",
+                            c->e->comps[c->comp].slot, len);
+    return bbe__control_send(c->e, c->comp, &id, slot, op, payload, len, timeout_ns, token, err);
+}
+
+static size_t ctx_local_targets(bb_ctx *ctx, const char **out, size_t cap)
+{
+    bb_engine *e = ((bbe__ctx *)ctx)->e;
+    for (size_t i = 0; out && i < e->n_targets && i < cap; i++)
+        out[i] = e->targets[i].name;
+    return e->n_targets;
+}
+
 const bb_ctx_api bbe__ctx_api = {
     .struct_size = sizeof(bb_ctx_api),
     .dependency = ctx_dependency,
@@ -272,6 +296,8 @@ const bb_ctx_api bbe__ctx_api = {
     .add_peer = ctx_add_peer,
     .shared_get = ctx_shared_get,
     .shared_put = ctx_shared_put,
+    .send_fill = ctx_send_fill,
+    .local_targets = ctx_local_targets,
 };
 
 void bbe__ctx_init(bb_engine *e, uint32_t comp)

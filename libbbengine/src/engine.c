@@ -207,6 +207,7 @@ void bb_engine_free(bb_engine *e)
     bbe__timers_free(e);
     bbe__streams_free(e);
     bbe__wire_free(e);
+    bbe__control_free(e);
     bbe__exec_free_all(e);
     bbe__uninstall(e);
     bbe__boot_free(e);

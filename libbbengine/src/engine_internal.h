@@ -23,6 +23,7 @@
 #include "bb/arena.h"
 #include "bb/engine.h"
 #include "bb/meta.h"
+#include "bb/multiaddr.h"
 
 #define BBE__NONE UINT32_MAX
 #define BBE__LIKELY(x) __builtin_expect(!!(x), 1)
@@ -277,6 +278,7 @@ typedef struct bbe__handle {
     uint32_t comp;       /* HK_FILL: the component a control fill went to */
     const bb_op_decl *fill_decl; /* HK_FILL: its op (the type's static table) */
     const char *fill_domain;
+    struct bbe__route *route; /* HK_FILL of a request: where its answer goes (malloc'd) */
     uint64_t cmd_id;
     struct bbe__handle *next;
 } bbe__handle;
@@ -300,7 +302,8 @@ enum {
     BBE__T_INTERVAL,      /* Interval op tick */
     BBE__T_COMPONENT,     /* component on_timer(token) */
     BBE__T_HANDLE_DEADLINE,
-    BBE__T_BATCH_DEADLINE
+    BBE__T_BATCH_DEADLINE,
+    BBE__T_CTL_DEADLINE   /* a control-plane request's deadline (b: token); not snapshotted */
 };
 typedef struct bbe__timer {
     uint64_t at, seq;
@@ -489,6 +492,22 @@ typedef struct bbe__inreq { /* an open inbound request (RecvReq) */
     uint64_t site;
     uint64_t sent_at_ns, recv_at_ns;
 } bbe__inreq;
+
+/* A control-plane request this node sent and waits on (control.c). */
+typedef struct bbe__ctlreq {
+    uint64_t token;       /* its wire_req_id; 0: a free entry */
+    uint32_t comp;        /* the component that asked */
+    bool unreachable;     /* a send to peer failed: ended at the next poll */
+    bb_peerid peer;       /* the peer asked: only it may answer */
+} bbe__ctlreq;
+
+/* Where the answer to a control-plane request goes (control.c). */
+typedef struct bbe__route {
+    bb_peerid peer;       /* the asker */
+    uint64_t token;       /* its wire_req_id */
+    uint64_t ref;         /* the component ref of the suffix */
+    const char *op;       /* the op (the type's static table, or the suffix's) */
+} bbe__route;
 
 typedef struct bbe__bus_ev {
     uint64_t kind;
@@ -698,6 +717,10 @@ struct bb_engine {
     bbe__map inreq_map;           /* local id -> ring position */
     uint64_t next_inreq;
     uint64_t next_token;
+    BBE__ARR(bbe__ctlreq) ctl;    /* control-plane requests in flight (control.c) */
+    BBE__ARR(uint32_t) ctl_free;  /* free entries of ctl */
+    bbe__map ctl_map;             /* token -> ctl index */
+    size_t ctl_live;
 
     /* ingress */
     bbe__ingress ing;
@@ -862,6 +885,8 @@ void bbe__handle_retire(bb_engine *e, bbe__handle *h);
  * completions return BB_ESTATE. */
 bool bbe__handle_drop(bb_engine *e, bbe__handle *h);
 void bbe__completion_process(bb_engine *e, bbe__completion_ev *ev);
+/* What a failed completion reports: its message and status name. */
+const char *bbe__completion_failure_text(const bbe__completion_ev *ev, char *buf, size_t cap);
 void bbe__drain_pending_completions(bb_engine *e);
 void bbe__handles_free(bb_engine *e);
 extern const bb_ctx_api bbe__ctx_api;
@@ -1019,21 +1044,53 @@ void bbe__drain_loopback(bb_engine *e);
 void bbe__batch_deadline(bb_engine *e, uint64_t id);
 /* A request batch with this id exists and still waits for answers. */
 bool bbe__batch_pending(const bb_engine *e, uint64_t id);
-/* A control-plane fill's dispatch failed (at once, or later through its
- * HK_FILL handle): the OpFailed step naming slot/op. */
 /* Install, for SendReqBatched and RecvRespBatched ops once the graph's
  * consumers are known: whether the request's own responses output is read
  * (st->responses_read), and the op a RecvRespBatched's responses fold into
  * (st->fold_op, BBE__NONE when none). */
 int bbe__install_fold_target(bb_engine *e, const bbe__graph *g, bbe__op *op, bbe__opst *st);
-void bbe__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
-                             const char *domain, const char *msg);
+/* Queue one envelope to peer (addresses from the address book, or the
+ * `direct` ones); one larger than config.stream_chunk_bytes to a peer of
+ * the book goes as a chunk stream (streams.c). BB_ENOTFOUND when the peer
+ * has no address. */
+int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct, size_t n_direct,
+              bbe__envelope *env, bb_exec_id exec);
+/* A per-fill receive failure: the WireReceiveError step and bus event. */
+void bbe__rx_error(bb_engine *e, const bb_peerid *src, bb_wire_rx_error kind, const char *fmt,
+                   const char *a, const char *b);
 /* Routable id of a site: FNV-1a-64 of "<function name>/<value name>". */
 uint64_t bbe__site_wire_id(const char *fn_name, const char *value);
 /* Routable id of a wire port: FNV-1a-64 of "port:<port>". */
 uint64_t bbe__port_wire_id(const char *port);
 void bbe__exec_drop_batches(bb_engine *e, bbe__exec *x);
 void bbe__wire_free(bb_engine *e);
+
+/* ---- control.c (the control plane) ------------------------------------------------------------------------------------------------ */
+/* The ref that addresses component comp on the wire, and back. */
+uint64_t bbe__comp_wire_ref(const bb_engine *e, uint32_t comp);
+uint32_t bbe__comp_by_wire_ref(const bb_engine *e, uint64_t ref);
+/* An inbound fill /component/<ref>/op/<op>: dispatch, answer a request. */
+void bbe__deliver_control_fill(bb_engine *e, const bb_peerid *src, const bbe__envelope *env,
+                               const bbe__fill *f, const bb_suffix *sfx);
+/* A control-plane fill's dispatch failed (at once, or later through its
+ * HK_FILL handle): the OpFailed step naming slot/op. */
+void bbe__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
+                              const char *domain, const char *msg);
+/* An HK_FILL handle completed: report a failure, answer the asker. */
+void bbe__control_fill_completed(bb_engine *e, bbe__handle *h, const bbe__completion_ev *ev);
+/* ctx->api->send_fill of component comp (peer: the destination node). */
+int bbe__control_send(bb_engine *e, uint32_t comp, const bb_peerid *peer, const char *slot,
+                      const char *op, const uint8_t *payload, size_t len, uint64_t timeout_ns,
+                      uint64_t *token, bb_error *err);
+/* A RESPONSE envelope: true when it answered (or was refused for) one of
+ * this node's control requests, false when its token is not one. */
+bool bbe__control_answer_in(bb_engine *e, const bb_peerid *src, const bbe__envelope *env);
+bool bbe__control_pending(const bb_engine *e, uint64_t token);
+/* A request's deadline timer fired (or its peer proved unreachable). */
+void bbe__control_deadline(bb_engine *e, uint64_t token);
+/* A send to peer failed: its pending requests end at the next poll. */
+void bbe__control_unreachable(bb_engine *e, const bb_peerid *peer);
+void bbe__control_free(bb_engine *e);
 
 /* ---- syscalls ------------------------------------------------------------------------------------------------------------ */
 typedef struct bbe__install bbe__install;

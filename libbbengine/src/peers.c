@@ -310,6 +310,8 @@ bool bb_engine_report_send(bb_engine *e, const bb_peerid *peer, bool ok)
 {
     if (!peer)
         return false;
+    if (!ok)
+        bbe__control_unreachable(e, peer); /* its requests need not wait for their deadline */
     return ok ? bbe__peer_success(e, peer) : bbe__peer_failure(e, peer);
 }
 

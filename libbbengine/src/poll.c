@@ -91,10 +91,9 @@ int bb_engine_poll(bb_engine *e, uint64_t now_ns, bb_steps *steps)
     }
     if (e->boot.n_inflight)
         bbe__boot_announce(e);
-    /* 7 */
-    phase(e, "engine.streams");
-    bbe__streams_poll(e);
+    /* 7: the chunk streams' pieces are outbound envelopes too */
     phase(e, "engine.drain_outbound");
+    bbe__streams_poll(e);
     bbe__flush_outbound(e);
     if (e->c[BBE__C_BUS_DROPPED] > bus_dropped)
         bbe__step_infra(e, BB_INFRA_BUS_DROPPED, 0, NULL, e->c[BBE__C_BUS_DROPPED] - bus_dropped,

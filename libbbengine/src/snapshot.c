@@ -361,6 +361,7 @@ static void reset_transient(bb_engine *e)
     bbe__ingress_free(e);
     bbe__timers_free(e);
     bbe__wire_free(e);
+    bbe__control_free(e);
     bbe__exec_free_all(e);
     bbe__boot_free(e);
     for (uint32_t i = 0; i < e->boot.n_mods; i++)

@@ -55,6 +55,8 @@ static bool timer_live(const bb_engine *e, const bbe__timer *t)
 {
     if (t->kind == BBE__T_BATCH_DEADLINE)
         return bbe__batch_pending(e, t->b);
+    if (t->kind == BBE__T_CTL_DEADLINE)
+        return bbe__control_pending(e, t->b);
     if (t->kind == BBE__T_HANDLE_DEADLINE) {
         const bbe__handle *h = t->p;
         return h->gen == t->a && h->attached;
@@ -150,6 +152,9 @@ static void fire(bb_engine *e, const bbe__timer *t)
     case BBE__T_BATCH_DEADLINE:
         bbe__batch_deadline(e, t->b);
         break;
+    case BBE__T_CTL_DEADLINE:
+        bbe__control_deadline(e, t->b);
+        break;
     }
 }
 
@@ -179,13 +184,16 @@ int bbe__snap_write_timers(bb_engine *e, bbe__snap_out *o, bb_error *err)
     (void)err;
     bbe__snap_put_u(o, e->timer_seq);
     bbe__snap_put_u(o, e->intervals_armed);
+    /* handle deadlines die with their handles, control-plane request
+     * deadlines with the requests (not kept: bb-plugin(7)) */
     size_t n = 0;
     for (size_t i = 0; i < e->timers.n; i++)
-        n += e->timers.v[i].kind != BBE__T_HANDLE_DEADLINE;
+        n += e->timers.v[i].kind != BBE__T_HANDLE_DEADLINE &&
+             e->timers.v[i].kind != BBE__T_CTL_DEADLINE;
     bbe__snap_put_u(o, n);
     for (size_t i = 0; i < e->timers.n; i++) {
         const bbe__timer *t = &e->timers.v[i];
-        if (t->kind == BBE__T_HANDLE_DEADLINE)
+        if (t->kind == BBE__T_HANDLE_DEADLINE || t->kind == BBE__T_CTL_DEADLINE)
             continue;
         bbe__snap_put_u(o, t->at);
         bbe__snap_put_u(o, t->seq);

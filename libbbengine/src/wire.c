@@ -14,8 +14,8 @@
  * route each fill independently (partial delivery): /site/<id> fills
  * decode by the site's declared type (backend-bound tensor sites through
  * materialize_from_wire) into a fresh execution; /component/<c>/op/<name>
- * fills dispatch the component directly; responses route by correlation to
- * their request batch. Every per-fill failure is a WireReceiveError step
+ * fills go to the control plane (control.c); responses route by
+ * correlation to their request batch, or to the component that asked. Every per-fill failure is a WireReceiveError step
  * and never stops the sibling fills.
  */
 #include <stdio.h>
@@ -130,11 +130,8 @@ int bbe__push_send(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *ad
     return BB_OK;
 }
 
-/* Queue one envelope to peer (addresses from the address book, or
- * `direct`); one larger than config.stream_chunk_bytes to a peer of the
- * book goes as a chunk stream (streams.c). */
-static int emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct, size_t n_direct,
-                bbe__envelope *env, bb_exec_id exec)
+int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct, size_t n_direct,
+              bbe__envelope *env, bb_exec_id exec)
 {
     bool self = peer && bb_peerid_equal(peer, &e->cfg.peer) && !n_direct;
     const bb_engine_addr *addrs = direct;
@@ -340,7 +337,7 @@ static int send_common(bb_engine *e, uint32_t opi, bbe__exec *x, bb_value *const
                             .wire_req_id = wire_req_id};
         if (op->st->i2 > 0)
             env.deadline_ns = e->now_ns + (uint64_t)op->st->i2; /* absolute (bb_envelope.proto) */
-        int rc = emit(e, &d->peers[i], d->direct ? &d->addr : NULL, d->direct ? 1 : 0, &env,
+        int rc = bbe__emit(e, &d->peers[i], d->direct ? &d->addr : NULL, d->direct ? 1 : 0, &env,
                       x->id);
         if (rc == BB_ENOTFOUND) {
             resolve_failed(e, opi, x, &d->peers[i]);
@@ -658,7 +655,7 @@ BBE__SYSCALL(bbe__sys_send_resp)
                         .echo_delay_ns = e->now_ns - rq->recv_at_ns};
     bb_peerid peer = rq->peer;
     bbe__map_del(&e->inreq_map, rq->id);
-    rc = emit(e, &peer, NULL, 0, &env, x->id);
+    rc = bbe__emit(e, &peer, NULL, 0, &env, x->id);
     bb_value_unref(wrap);
     if (rc == BB_ENOTFOUND)
         resolve_failed(e, opi, x, &peer);
@@ -856,8 +853,8 @@ static bb_buffer *sub_buffer(bb_buffer *parent, const uint8_t *data, size_t len)
     return b;
 }
 
-static void rx_error(bb_engine *e, const bb_peerid *src, bb_wire_rx_error kind, const char *fmt,
-                     const char *a, const char *b)
+void bbe__rx_error(bb_engine *e, const bb_peerid *src, bb_wire_rx_error kind, const char *fmt,
+                   const char *a, const char *b)
 {
     e->c[BBE__C_WIRE_RX_ERRORS]++;
     bbe__step_infra(e, BB_INFRA_WIRE_RECEIVE_ERROR, kind, src, 0, fmt, a, b);
@@ -1008,7 +1005,7 @@ static void deliver_site_fill(inbound_ctx *c, const bbe__fill *f, uint64_t site_
     if (!bbe__budget_charge(e, f->payload_len)) {
         char n[32];
         snprintf(n, sizeof n, "%zu", f->payload_len);
-        rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED,
+        bbe__rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED,
                  "fill of %s bytes for %s exceeds the ingress byte budget", n,
                  site == BBE__NONE ? e->ops[opi].label : g->site_names[site]);
         return;
@@ -1021,7 +1018,7 @@ static void deliver_site_fill(inbound_ctx *c, const bbe__fill *f, uint64_t site_
         int k = decode_payload(e, f, g->site_type[site], comp, c->buf, &val, why, sizeof why);
         if (k) {
             bbe__budget_release(e, f->payload_len);
-            rx_error(e, c->src, (bb_wire_rx_error)k, "fill for site %s: %s", g->site_names[site],
+            bbe__rx_error(e, c->src, (bb_wire_rx_error)k, "fill for site %s: %s", g->site_names[site],
                      why);
             return;
         }
@@ -1030,7 +1027,7 @@ static void deliver_site_fill(inbound_ctx *c, const bbe__fill *f, uint64_t site_
     if (!x) {
         bb_value_unref(val);
         bbe__budget_release(e, f->payload_len);
-        rx_error(e, c->src, BB_WIRE_RX_ALLOCATION_FAILED, "fill for %s: %s", g->name,
+        bbe__rx_error(e, c->src, BB_WIRE_RX_ALLOCATION_FAILED, "fill for %s: %s", g->name,
                  "out of memory");
         return;
     }
@@ -1059,19 +1056,6 @@ static void deliver_site_fill(inbound_ctx *c, const bbe__fill *f, uint64_t site_
         if (rid)
             bbe__write(e, x, op->out[2], rid, 0);
     }
-}
-
-void bbe__control_fill_failed(bb_engine *e, uint32_t comp, const bb_op_decl *decl,
-                             const char *domain, const char *msg)
-{
-    bb_step *st = bbe__step_push(e, BB_STEP_OP_FAILED, 0);
-    if (st) {
-        st->u.op_failed.node = bbe__step_strf(e, "%s/%s", e->comps[comp].slot, decl->op_type);
-        st->u.op_failed.op_type = decl->op_type;
-        st->u.op_failed.domain = domain ? domain : "";
-        st->u.op_failed.message = bbe__step_str(e, msg);
-    }
-    e->c[BBE__C_OP_FAILED]++;
 }
 
 /* Dispatch op decl (index idx of domain) of component comp outside any
@@ -1114,55 +1098,6 @@ static int dispatch_detached(bb_engine *e, uint32_t comp, const char *domain,
     }
     free(outs);
     return rc;
-}
-
-/* A fill addressed to a component op (/comp/<ref>/op/<name>): dispatched
- * at once with the payload bytes and the correlation token (a LATER answer
- * is fine: its failure is reported when it comes). */
-static void deliver_control_fill(inbound_ctx *c, const bbe__fill *f, const bb_suffix *sfx)
-{
-    bb_engine *e = c->e;
-    if (sfx->cref >= e->n_comps) {
-        e->c[BBE__C_UNROUTABLE]++;
-        return;
-    }
-    bbe__comp *comp = &e->comps[sfx->cref];
-    const char *domain = NULL;
-    uint32_t idx = 0;
-    const bb_op_decl *decl = NULL;
-    for (uint32_t s = 0; s < comp->type->n_opsets && !decl; s++) {
-        const bb_opset_decl *os = &comp->type->opsets[s];
-        for (uint32_t i = 0; i < os->n_ops; i++) {
-            if (os->ops[i].op_type && strcmp(os->ops[i].op_type, sfx->op) == 0) {
-                decl = &os->ops[i];
-                domain = os->domain;
-                idx = i;
-                break;
-            }
-        }
-    }
-    if (!decl) {
-        e->c[BBE__C_UNROUTABLE]++;
-        return;
-    }
-    e->c[BBE__C_FILLS_IN]++;
-    if (!bbe__budget_charge(e, f->payload_len)) {
-        rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED, "control fill for %s/%s exceeds the budget",
-                 comp->slot, sfx->op);
-        return;
-    }
-    if (BBE__TRACING(e, BB_TRACE_INBOUND))
-        bbe__trace(e, BB_TRACE_INBOUND, "deliver_fill", 0, BBE__NONE, "control", sfx->cref);
-    bb_value *ins[2] = {bb_value_bytes(&BB_TYPE_BYTES, f->payload, f->payload_len),
-                        bb_value_u64(&BB_TYPE_CORRELATION_TOKEN, c->env->wire_req_id)};
-    bb_error err;
-    bool later;
-    if (ins[0] && ins[1] &&
-        dispatch_detached(e, sfx->cref, domain, decl, idx, NULL, ins, 2, &later, &err))
-        bbe__control_fill_failed(e, sfx->cref, decl, domain, err.msg);
-    bb_value_unref(ins[0]);
-    bb_value_unref(ins[1]);
-    bbe__budget_release(e, f->payload_len);
 }
 
 /* ---- responses folded as they land ------------------------------------------------
@@ -1262,6 +1197,8 @@ static void deliver_response(inbound_ctx *c)
     bbe__batch *b = NULL;
     if (bbe__map_get(&e->batches_wire, c->env->wire_req_id, &id))
         b = batch_find(e, id);
+    if ((!b || b->done) && bbe__control_answer_in(e, c->src, c->env))
+        return; /* the answer to a component's control-plane request */
     if (!b || b->done) {
         e->c[BBE__C_UNROUTABLE]++;
         bbe__step_infra(e, BB_INFRA_UNKNOWN_CORRELATION, 0, c->src, c->env->wire_req_id,
@@ -1282,7 +1219,7 @@ static void deliver_response(inbound_ctx *c)
     const bbe__fill *f = &c->env->fills[0];
     e->c[BBE__C_FILLS_IN]++;
     if (!bbe__budget_charge(e, f->payload_len)) {
-        rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED, "response of %s: %s", "request",
+        bbe__rx_error(e, c->src, BB_WIRE_RX_BUDGET_EXCEEDED, "response of %s: %s", "request",
                  "exceeds the ingress byte budget");
         return;
     }
@@ -1292,7 +1229,7 @@ static void deliver_response(inbound_ctx *c)
     int k = decode_payload(e, f, &BB_TYPE_COMPOSITE, BBE__NONE, c->buf, &v, why, sizeof why);
     bbe__budget_release(e, f->payload_len);
     if (k) {
-        rx_error(e, c->src, (bb_wire_rx_error)k, "response: %s%s", why, "");
+        bbe__rx_error(e, c->src, (bb_wire_rx_error)k, "response: %s%s", why, "");
         return;
     }
     bb_value *item = v;
@@ -1418,7 +1355,7 @@ static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size
             if (sfx.kind == BB_SUFFIX_SITE)
                 deliver_site_fill(&c, f, sfx.site_id);
             else
-                deliver_control_fill(&c, f, &sfx);
+                bbe__deliver_control_fill(e, src, &env, f, &sfx);
         }
         /* ENGINE.md 6.2 drops these silently; one step per envelope (never
          * per fill) tells the host without letting a sender flood it */

@@ -741,27 +741,71 @@ int bb_suffix_parse(const uint8_t *addr, size_t len, bb_suffix *out, bb_error *e
 
 /* ---- transports ---------------------------------------------------------------- */
 
-int bb_multiaddr_transport(const uint8_t *addr, size_t len, bb_ma_transport *out,
-                           bb_error *err)
+static bool is_name_code(uint64_t c)
 {
-    bb_multiaddr_component comps[BB_MULTIADDR_MAX_COMPONENTS];
+    return c == BB_MA_DNS || c == BB_MA_DNS4 || c == BB_MA_DNS6;
+}
+
+/* The first two components of an endpoint: a host (IP, or a name when
+ * names are accepted) then /tcp or /udp. */
+static int endpoint_parts(const uint8_t *addr, size_t len, bool names,
+                          bb_multiaddr_component *comps, bb_error *err)
+{
     size_t nc;
     int rc = decode_all(addr, len, comps, BB_MULTIADDR_MAX_COMPONENTS, &nc, err);
     if (rc)
         return rc;
-    if (comps[0].code != BB_MA_IP4 && comps[0].code != BB_MA_IP6)
+    uint64_t c0 = comps[0].code;
+    if (c0 != BB_MA_IP4 && c0 != BB_MA_IP6 && !(names && is_name_code(c0)))
         return bb_error_set(err, BB_EUNSUPPORTED,
-                            "multiaddr byte 0: transport needs /ip4 or /ip6 first, not /%s",
-                            comps[0].name);
+                            "multiaddr byte 0: transport needs /ip4 or /ip6%s first, not /%s",
+                            names ? " (or /dns, /dns4, /dns6)" : "", comps[0].name);
     if (nc < 2 || (comps[1].code != BB_MA_TCP && comps[1].code != BB_MA_UDP))
         return bb_error_set(err, BB_EUNSUPPORTED,
                             "multiaddr byte %zu: transport needs /tcp or /udp after /%s",
                             nc < 2 ? len : comps[1].offset, comps[0].name);
+    return BB_OK;
+}
+
+static void transport_of(const bb_multiaddr_component *comps, bb_ma_transport *out)
+{
     memset(out, 0, sizeof *out);
     out->family = comps[0].code == BB_MA_IP4 ? AF_INET : AF_INET6;
     memcpy(out->ip, comps[0].value, comps[0].value_len);
     out->proto = (bb_ma_proto)comps[1].code;
     out->port = (uint16_t)comps[1].num;
+}
+
+int bb_multiaddr_transport(const uint8_t *addr, size_t len, bb_ma_transport *out,
+                           bb_error *err)
+{
+    bb_multiaddr_component comps[BB_MULTIADDR_MAX_COMPONENTS];
+    int rc = endpoint_parts(addr, len, false, comps, err);
+    if (rc)
+        return rc;
+    transport_of(comps, out);
+    return BB_OK;
+}
+
+int bb_multiaddr_endpoint(const uint8_t *addr, size_t len, bb_ma_endpoint *out, bb_error *err)
+{
+    bb_multiaddr_component comps[BB_MULTIADDR_MAX_COMPONENTS];
+    int rc = endpoint_parts(addr, len, true, comps, err);
+    if (rc)
+        return rc;
+    memset(out, 0, sizeof *out);
+    out->proto = (bb_ma_proto)comps[1].code;
+    out->port = (uint16_t)comps[1].num;
+    if (!is_name_code(comps[0].code)) {
+        transport_of(comps, &out->ip);
+        return BB_OK;
+    }
+    out->is_name = true;
+    memcpy(out->name, comps[0].value, comps[0].value_len); /* <= BB_MULTIADDR_NAME_MAX */
+    out->name[comps[0].value_len] = '\0';
+    out->family = comps[0].code == BB_MA_DNS4   ? AF_INET
+                  : comps[0].code == BB_MA_DNS6 ? AF_INET6
+                                                : AF_UNSPEC;
     return BB_OK;
 }
 

@@ -600,16 +600,14 @@ bb_val bb_role_index_train(bb_rec *g, bb_slot *index, bb_val samples)
 
 #define PEERS BB_DOMAIN_ROLE_PEER_SELECTOR
 
-/* Stamp and tag the peer class a selector's output is drawn from. */
-static bb_val tag_class(bb_rec *g, bb_val v, const char *of_class)
+/* Stamp node n (which produced v) and tag v with the peer class v's peers
+ * are drawn from. */
+static bb_val stamp_class(bb_rec *g, bb_node *n, bb_val v, const char *of_class)
 {
-    if (!of_class || !bb_val_ok(v))
-        return v;
     if (!*of_class) {
         bb__rec_fail(g->r, g, "ai.bytesandbrains.role.peer_selector", "empty of_class");
         return BB_VAL_NONE;
     }
-    bb_node *n = g->f->nodes.v[g->f->nodes.n - 1]; /* the node just recorded */
     rec_value *rv = bb__rec_value(g, v);
     bb_arena *ma = g->r->model->arena;
     if (bb__rec_meta(g, n, BB_META_PEER_CLASS, of_class))
@@ -619,6 +617,34 @@ static bb_val tag_class(bb_rec *g, bb_val v, const char *of_class)
         return BB_VAL_NONE;
     }
     return v;
+}
+
+/* Stamp and tag the peer class a selector's output is drawn from. */
+static bb_val tag_class(bb_rec *g, bb_val v, const char *of_class)
+{
+    if (!of_class || !bb_val_ok(v))
+        return v;
+    return stamp_class(g, g->f->nodes.v[g->f->nodes.n - 1], v, of_class); /* just recorded */
+}
+
+bb_val bb_rec_of_class(bb_rec *g, bb_val peers, const char *of_class)
+{
+    if (!g || bb_recorder_error(g->r, NULL))
+        return BB_VAL_NONE;
+    rec_value *rv = bb__rec_value(g, peers);
+    if (!rv || !of_class) {
+        bb__rec_fail(g->r, g, "of_class", "%s", !rv ? "a value of another recording"
+                                                    : "NULL of_class");
+        return BB_VAL_NONE;
+    }
+    for (size_t i = g->f->nodes.n; i-- > 0;) {
+        bb_node *n = g->f->nodes.v[i];
+        for (size_t k = 0; k < n->outputs.n; k++)
+            if (n->outputs.v[k] && strcmp(n->outputs.v[k], rv->name) == 0)
+                return stamp_class(g, n, peers, of_class);
+    }
+    bb__rec_fail(g->r, g, "of_class", "value '%s' is not the output of a node", rv->name);
+    return BB_VAL_NONE;
 }
 
 bb_val bb_role_peer_selector_sample(bb_rec *g, bb_slot *selector, int64_t n,

@@ -123,6 +123,7 @@ static int job_finish(void *model, void *state, bool train, bb_value **out, char
         }
         bb_value_unref(start);
         out[1] = bb_value_u64(&BB_TYPE_U64, j->st.rows);
+        m->age += j->st.rows; /* gossip learning: samples trained on */
     } else {
         bbp_stats_outputs(&j->st, out, true); /* on OOM the caller releases both */
     }

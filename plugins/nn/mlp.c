@@ -29,6 +29,33 @@
  *       round that waited for a Limit would send stale parameters)
  *   ParamsDigest(trigger) -> digest U64   a digest of the committed
  *       parameters (which model version a node holds, e.g. across a restart)
+ *   split learning (a model cut in two, each part on its own node):
+ *   BackwardInput(grad) -> (input_grad [B, in], cmd?)   Backward, plus
+ *       dLoss/dInput of the remembered Forward: what the upper part sends
+ *       back down to the part whose outputs were its inputs
+ *   LossGradient(output [B, out], target) -> (grad [B, out], loss,
+ *       accuracy?)   the model's mean loss of given outputs, and its
+ *       gradient w.r.t. them (the input of BackwardInput); reads no
+ *       parameters
+ *   StepOn(trigger) -> cmd   Step with Backward's accumulated gradient,
+ *       when the trigger (the Backward's cmd) arrives: Step's own input is
+ *       a gradient, so it could not wait for a Backward
+ * nn::MlpPart (below) is the same network and ops as one part of a model
+ * cut across nodes: no data source, no Train or EvaluateMetrics.
+ *   Share(trigger) -> (params [P], weight U64)   what gossip learning sends
+ *       a peer: the parameters and their weight in the peer's Merge. The
+ *       weight is the model's age (the samples it was trained on, its own
+ *       and, through merges, its peers'), or under "push_sum" a 1/ways share
+ *       of its mass (attribute ways: the peers it goes to plus one; the
+ *       node keeps the same share), in units of 2^-32
+ *   Merge(params [P], weight U64) -> age U64   combine a peer's model with
+ *       this one by the config's rule: "weighted" (by age: (a p + b q) /
+ *       (a + b)), "average" ((p + q) / 2), "replace" (q), or "push_sum"
+ *       (by mass: (m p + w q) / (m + w), and the mass becomes m + w, so the
+ *       network's total weight stays constant: Kempe et al.'s push-sum, an
+ *       unbiased average however many models arrive between two steps). The
+ *       age becomes max(a, b) (q's for replace). Queued behind a running
+ *       Train like every change; the optimizer state is kept.
  *
  * Targets: class ids [B] (any numeric dtype) or f32 [B, out]. While a Train
  * runs, ops that change the model (LoadParameters, ApplyDelta, Step,
@@ -55,6 +82,7 @@
 #include "plugins/common/plugin_type.h"
 
 #define NAME "nn::Mlp"
+#define PART_NAME "nn::MlpPart" /* a part of a model whose batches come through the graph */
 #define EXT_DOMAIN "bb-nn.Mlp.atomic"
 
 static const bb_config_decl CONFIG[] = {
@@ -79,6 +107,9 @@ static const bb_config_decl CONFIG[] = {
      "(default: the attribute, 1 when absent)"},
     {"batches_per_epoch", "int", "0",
      "epoch length in batches for data sources without a NumSamples op (0: ask the source)"},
+    {"merge", "string", "\"weighted\"",
+     "how Merge combines a peer's model: \"weighted\" by the models' ages, \"average\", "
+     "\"replace\", or \"push_sum\" (by mass, which Share splits and Merge adds up)"},
     {"proximal_mu", "float", "0",
      "FedProx (Li et al. 2020): Train and Step minimize loss + proximal_mu/2 ||w - "
      "w_global||^2, w_global the parameters of the last LoadParameters (the global model a "
@@ -129,8 +160,9 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     static const char *const ACT[] = {"relu", "tanh"};
     static const char *const LOSS[] = {"softmax_cross_entropy", "mse"};
     static const char *const OPT[] = {"sgd", "adam"};
+    static const char *const MERGE[] = {"weighted", "average", "replace", "push_sum"};
     uint32_t sizes[MLP_MAX_LAYERS + 1], n = 0;
-    int act = 0, loss = 0, opt = 0;
+    int act = 0, loss = 0, opt = 0, merge = 0;
     double lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, s = 0, ep = 0, scale = 1, prox = 0;
     bool has_seed = false, has_epochs = false;
     int rc = read_layers(cfg, sizes, &n, err);
@@ -163,6 +195,8 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
         rc = bbp_config_double(cfg, "proximal_mu", 0, 1e6, &prox, err);
     if (!rc)
         rc = bbp_config_double(cfg, "attack_update_scale", -1e12, 1e12, &scale, err);
+    if (!rc)
+        rc = bbp_config_enum(cfg, "merge", MERGE, 4, &merge, err);
     if (!rc && loss == BBP_LOSS_CE && sizes[n - 1] < 2)
         rc = bb_error_set(err, BB_ECONFIG,
                           "%s: softmax cross-entropy needs at least 2 outputs (layers ends in 1)",
@@ -178,6 +212,8 @@ static int read_config(mlp *m, const bbp_config *cfg, uint64_t host_seed, uint64
     m->opt.eps = (float)eps;
     m->epochs_cfg = has_epochs ? (int64_t)ep : -1;
     m->update_scale = (float)scale;
+    m->merge = (mlp_merge)merge;
+    m->mass = 1.0;
     m->proximal_mu = (float)prox;
     *seed = has_seed ? (uint64_t)s : host_seed;
     return BB_OK;
@@ -240,17 +276,18 @@ float *mlp_params_mut(mlp *m)
     return m->params;
 }
 
-static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
+static int create_as(const char *type_name, const bb_create_args *args, void **out,
+                     bb_error *err)
 {
     bbp_config cfg;
-    int rc = bbp_config_load(&cfg, args, NAME, CONFIG, BBP_COUNT(CONFIG), err);
+    int rc = bbp_config_load(&cfg, args, type_name, CONFIG, BBP_COUNT(CONFIG), err);
     if (rc)
         return rc;
     mlp *m = calloc(1, sizeof *m);
     uint64_t seed = 0;
     if (!m) {
         bbp_config_free(&cfg);
-        return bb_error_set(err, BB_ENOMEM, NAME ": out of memory");
+        return bb_error_set(err, BB_ENOMEM, "%s: out of memory", type_name);
     }
     snprintf(m->who, sizeof m->who, "%s", cfg.who);
     m->ctx = args->ctx;
@@ -284,6 +321,16 @@ static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
     }
     *out = m;
     return BB_OK;
+}
+
+static int mlp_create(const bb_create_args *args, void **out, bb_error *err)
+{
+    return create_as(NAME, args, out, err);
+}
+
+static int part_create(const bb_create_args *args, void **out, bb_error *err)
+{
+    return create_as(PART_NAME, args, out, err);
 }
 
 /* ---- the synchronous ops ----------------------------------------------------------- */
@@ -347,6 +394,21 @@ static int forward(mlp *m, const char *op, const bb_value *x, size_t *rows, bb_e
     return BB_OK;
 }
 
+/* The targets of rows outputs, read from y; *scratch (the caller frees it,
+ * also on failure) holds them. */
+static int targets_of(mlp *m, const char *op, const bb_value *y, size_t rows, void **scratch,
+                      bbp_target *t, bb_error *err)
+{
+    size_t n = rows ? rows : 1;
+    if (!(*scratch = malloc(n * (sizeof(int32_t) + sizeof(float)))))
+        return oom(m, err);
+    int32_t *cls = *scratch;
+    char why[200];
+    int rc = mlp_target_from(&m->shape, y, rows, cls, (float *)(void *)(cls + n), t, why,
+                             sizeof why);
+    return rc ? bb_error_set(err, rc, "%s: %s: %s", m->who, op, why) : BB_OK;
+}
+
 /* Forward then the loss against target; dz filled when want_grad. */
 static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_value *y,
                         bool want_grad, bbp_stats *st, bb_error *err)
@@ -356,18 +418,11 @@ static int forward_loss(mlp *m, const char *op, const bb_value *x, const bb_valu
     if (rc)
         return rc;
     m->fwd_cached = false; /* the workspace now serves this op */
-    int32_t *cls = malloc((rows ? rows : 1) * sizeof *cls);
-    float *fbuf = malloc((rows ? rows : 1) * sizeof *fbuf);
+    void *scratch = NULL;
     bbp_target t;
-    char why[200];
-    if (!cls || !fbuf)
-        rc = oom(m, err);
-    else if ((rc = mlp_target_from(&m->shape, y, rows, cls, fbuf, &t, why, sizeof why)))
-        bb_error_set(err, rc, "%s: %s: %s", m->who, op, why);
-    else
+    if (!(rc = targets_of(m, op, y, rows, &scratch, &t, err)))
         mlp_loss_grad(&m->shape, &m->ws, &t, want_grad ? m->ws.dz : NULL, st);
-    free(cls);
-    free(fbuf);
+    free(scratch);
     return rc;
 }
 
@@ -389,6 +444,25 @@ static int backward(mlp *m, const bb_value *g, bb_error *err)
     return BB_OK;
 }
 
+/* An optimizer step with Backward's accumulated gradient, FedProx's
+ * proximal term added when set (op and the remedy name the caller in the
+ * error). */
+static int step_accumulated(mlp *m, const char *op, const char *remedy, bb_error *err)
+{
+    if (!m->grad_pending)
+        return bb_error_set(err, BB_ESTATE, "%s: %s with no gradient: %s", m->who, op, remedy);
+    float *p = mlp_params_mut(m);
+    if (!p)
+        return oom(m, err);
+    mlp_prox prox = {m->proximal_mu, m->center ? bb_tensor_f32(m->center) : NULL};
+    if (m->center)
+        mlp_add_proximal(&prox, p, m->grad_acc, m->shape.n_params);
+    bbp_optim_step(&m->opt, p, m->grad_acc, m->shape.n_params, NULL, 0);
+    memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
+    m->grad_pending = false;
+    return BB_OK;
+}
+
 static int step(mlp *m, const bb_value *g, bb_error *err)
 {
     int rc = check_flat(m, "Step", g, true, err);
@@ -396,13 +470,10 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
         return rc;
     size_t n = m->shape.n_params;
     mlp_prox prox = {m->proximal_mu, m->center ? bb_tensor_f32(m->center) : NULL};
-    if (bb_tensor_numel(g) != n && !m->grad_pending)
-        return bb_error_set(err, BB_ESTATE,
-                            "%s: Step with no gradient: pass one, or run Backward first", m->who);
-    float *p = mlp_params_mut(m);
-    if (!p)
-        return oom(m, err);
     if (bb_tensor_numel(g) == n) {
+        float *p = mlp_params_mut(m);
+        if (!p)
+            return oom(m, err);
         const float *grad = bb_tensor_f32(g);
         if (m->center) { /* the input is not ours to change */
             memcpy(m->step_grad, grad, n * sizeof *m->step_grad);
@@ -412,12 +483,7 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
         bbp_optim_step(&m->opt, p, grad, n, NULL, 0);
         return BB_OK;
     }
-    if (m->center)
-        mlp_add_proximal(&prox, p, m->grad_acc, n);
-    bbp_optim_step(&m->opt, p, m->grad_acc, m->shape.n_params, NULL, 0);
-    memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
-    m->grad_pending = false;
-    return BB_OK;
+    return step_accumulated(m, "Step", "pass one, or run Backward first", err);
 }
 
 /* The given tensor becomes the parameters, where it is: a 1-D view of its
@@ -440,6 +506,109 @@ static int load_parameters(mlp *m, const bb_value *a, bb_error *err)
     return BB_OK;
 }
 
+/* Backward, then the gradient of the remembered Forward's input (same
+ * shape as that input) into out[0] and the CommandId into out[1]. */
+static int backward_input(mlp *m, const bb_value *g, uint32_t n_out, bb_value **out,
+                          bb_error *err)
+{
+    int rc = backward(m, g, err);
+    if (rc)
+        return rc;
+    const bb_tensor_view *x = &m->fwd_input->u.tensor;
+    if (!(out[0] = bb_value_tensor_new(BB_DT_FLOAT, x->ndim, x->dims)))
+        return oom(m, err);
+    mlp_input_grad(&m->shape, m->params, &m->ws, bb_tensor_f32(out[0]));
+    ++m->version;
+    if (n_out > 1 && !(out[1] = bb_value_u64(&BB_TYPE_COMMAND_ID, m->version))) {
+        bb_value_unref(out[0]);
+        out[0] = NULL;
+        return oom(m, err);
+    }
+    return BB_OK;
+}
+
+/* The mean loss of outputs y (f32 [rows, out], or [out] for one row)
+ * against target, its gradient w.r.t. y, and the accuracy. */
+static int loss_gradient(mlp *m, const bb_value *y, const bb_value *target, uint32_t n_out,
+                         bb_value **out, bb_error *err)
+{
+    uint32_t k = m->shape.size[m->shape.n_layers];
+    const bb_tensor_view *v = y && y->type->kind == BB_VK_TENSOR ? &y->u.tensor : NULL;
+    if (!v || v->dtype != BB_DT_FLOAT || !((v->ndim == 2 && v->dims[1] == k) ||
+                                           (v->ndim == 1 && v->dims[0] == k)))
+        return bb_error_set(err, BB_ETYPE, "%s: LossGradient takes f32 outputs [rows, %u]",
+                            m->who, k);
+    size_t rows = v->ndim == 2 ? (size_t)v->dims[0] : 1;
+    void *scratch = NULL;
+    bbp_target t;
+    bbp_stats st = {0};
+    int rc = targets_of(m, "LossGradient", target, rows, &scratch, &t, err);
+    if (!rc && !(out[0] = bb_value_tensor_new(BB_DT_FLOAT, v->ndim, v->dims)))
+        rc = oom(m, err);
+    if (!rc)
+        bbp_loss_grad(m->shape.loss, bb_tensor_f32(y), rows, k, &t, rows, bb_tensor_f32(out[0]),
+                      &st);
+    free(scratch);
+    if (!rc && n_out > 1 && !bbp_stats_outputs(&st, out + 1, n_out > 2))
+        rc = oom(m, err);
+    for (uint32_t i = 0; rc && i < n_out && i < MLP_MAX_OUTPUTS; i++) {
+        bb_value_unref(out[i]);
+        out[i] = NULL;
+    }
+    return rc;
+}
+
+/* Merge: a peer's parameters q with weight b (an age, or a push-sum mass)
+ * into this model, by the rule m->merge. */
+static int merge(mlp *m, const bb_value *q, const bb_value *weight, bb_error *err)
+{
+    int rc = check_flat(m, "Merge", q, false, err);
+    if (rc)
+        return rc;
+    if (!weight || weight->type->kind != BB_VK_U64)
+        return bb_error_set(err, BB_ETYPE, "%s: Merge takes the peer model's weight (U64)",
+                            m->who);
+    uint64_t a = m->age, b = weight->u.u64;
+    double w = (double)b / MLP_MASS_ONE, wq;
+    switch (m->merge) {
+    case MERGE_REPLACE: wq = 1.0; break;
+    case MERGE_AVERAGE: wq = 0.5; break;
+    case MERGE_PUSH_SUM: wq = m->mass + w > 0 ? w / (m->mass + w) : 0.5; break;
+    default: wq = a + b ? (double)b / ((double)a + (double)b) : 0.5; break;
+    }
+    const float *in = bb_tensor_f32(q);
+    float *p = mlp_params_mut(m);
+    if (!p)
+        return oom(m, err);
+    for (size_t i = 0; i < m->shape.n_params; i++)
+        p[i] = (float)((1.0 - wq) * p[i] + wq * in[i]);
+    if (m->merge == MERGE_PUSH_SUM)
+        m->mass += w; /* the age is the sender's business then: it stays */
+    else
+        m->age = m->merge == MERGE_REPLACE ? b : a > b ? a : b;
+    forget_forward(m);
+    return BB_OK;
+}
+
+/* Share: the parameters and their weight for a peer (the age, or under
+ * push_sum a 1/ways share of the mass, which this node keeps too). */
+static int share(mlp *m, const bb_dispatch_call *call, bb_value **out, bb_error *err)
+{
+    int64_t ways = call->node ? bb_node_attr_int(call->node, "ways", 2) : 2;
+    if (ways < 1 || ways > 1 << 20)
+        return bb_error_set(err, BB_EINVAL, "%s: Share with ways = %lld", m->who,
+                            (long long)ways);
+    uint64_t weight = m->age;
+    if (m->merge == MERGE_PUSH_SUM) {
+        m->mass /= (double)ways;
+        weight = (uint64_t)(m->mass * MLP_MASS_ONE);
+    }
+    out[0] = bb_value_ref(m->pv); /* shared: a later change goes to a copy */
+    if (call->n_outputs > 1)
+        out[1] = bb_value_u64(&BB_TYPE_U64, weight);
+    return out[0] && (call->n_outputs < 2 || out[1]) ? BB_OK : oom(m, err);
+}
+
 /* Every op that completes inline. outputs[0..] receive new references. */
 static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_value **out,
                     uint32_t n_out, bb_error *err)
@@ -457,6 +626,11 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
     case OP_PARAMS_DIGEST:
         out[0] = bb_value_u64(&BB_TYPE_U64, bbp_params_digest(m->params, m->shape.n_params));
         return out[0] ? BB_OK : oom(m, err);
+    case OP_MERGE:
+        if ((rc = merge(m, a, b, err)))
+            return rc;
+        m->version++;
+        return (out[0] = bb_value_u64(&BB_TYPE_U64, m->age)) ? BB_OK : oom(m, err);
     case OP_LOAD_PARAMETERS:
         if (!(rc = check_flat(m, "LoadParameters", a, false, err)) &&
             !(rc = load_parameters(m, a, err))) {
@@ -484,6 +658,14 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
         rc = backward(m, a, err);
         changes = true;
         break;
+    case OP_BACKWARD_INPUT: /* answers its own CommandId, second */
+        return backward_input(m, a, n_out, out, err);
+    case OP_STEP_ON:
+        rc = step_accumulated(m, "StepOn", "run Backward first", err);
+        changes = true;
+        break;
+    case OP_LOSS_GRADIENT:
+        return loss_gradient(m, a, b, n_out, out, err);
     case OP_FORWARD:
         if (!(rc = forward(m, "Forward", a, &rows, err))) {
             size_t k = m->shape.size[m->shape.n_layers];
@@ -527,12 +709,16 @@ static const char *const OP_NAMES[N_MLP_OPS] = {
     [OP_PARAMS] = "Params",            [OP_STEP] = "Step",
     [OP_TRAIN] = "Train",              [OP_GRADIENTS] = "Gradients",
     [OP_PARAMS_ON] = "ParamsOn",       [OP_PARAMS_DIGEST] = "ParamsDigest",
+    [OP_BACKWARD_INPUT] = "BackwardInput", [OP_LOSS_GRADIENT] = "LossGradient",
+    [OP_STEP_ON] = "StepOn",
+    [OP_MERGE] = "Merge",              [OP_SHARE] = "Share",
 };
 
 static bool changes_model(mlp_op op)
 {
     return op == OP_APPLY_DELTA || op == OP_BACKWARD || op == OP_LOAD_PARAMETERS ||
-           op == OP_STEP || op == OP_TRAIN;
+           op == OP_STEP || op == OP_TRAIN || op == OP_BACKWARD_INPUT || op == OP_STEP_ON ||
+           op == OP_MERGE;
 }
 
 void mlp_drain(mlp *m)
@@ -544,11 +730,15 @@ void mlp_drain(mlp *m)
             if (mlp_start_train(m, m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
                 bb_complete_err(d.completion, err.code, err.msg);
         } else {
-            bb_value *out = NULL;
-            if (run_sync(m, (mlp_op)d.op, d.in, d.n_in, &out, 1, &err))
+            bb_value *out[MLP_MAX_OUTPUTS] = {NULL};
+            uint32_t n_out = d.n_out < MLP_MAX_OUTPUTS ? d.n_out : MLP_MAX_OUTPUTS;
+            if (run_sync(m, (mlp_op)d.op, d.in, d.n_in, out, n_out, &err)) {
+                for (uint32_t k = 0; k < n_out; k++)
+                    bb_value_unref(out[k]);
                 bb_complete_err(d.completion, err.code, err.msg);
-            else
-                bb_complete_ok(d.completion, &out, 1);
+            } else {
+                bb_complete_ok(d.completion, out, n_out);
+            }
         }
         for (uint32_t k = 0; k < d.n_in; k++)
             bb_value_unref(d.in[k]);
@@ -590,18 +780,23 @@ static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
                  : mlp_start_eval(m, ctx, call->completion, call->n_outputs, &sync, err);
         return bbp_job_dispatched(rc, &sync);
     }
-    rc = run_sync(m, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
+    if (op == OP_SHARE) /* reads the node's attribute; changes only the mass */
+        rc = share(m, call, outputs, err);
+    else
+        rc = run_sync(m, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
     return rc ? BB_DISPATCH_NOW_ERR : BB_DISPATCH_NOW_OK;
 }
 
 /* ---- snapshot ----------------------------------------------------------------------------
- * "BBNN" u32 version=2, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
- * params[n], momentum / first moment[n], [Adam: second moment[n]]  (f32),
- * u8 has_center, [FedProx center[n]]  (version 1 ends before has_center: the
- * center is then the restored parameters) */
+ * "BBNN" u32 version=3, u64 n_params, u32 optimizer, u64 adam steps, u64 changes,
+ * [version 3: u64 age, u64 mass (2^-32 units)], params[n], momentum / first
+ * moment[n], [Adam: second moment[n]]  (f32), [version 2 and 3: u8 has_center,
+ * [FedProx center[n]]]. Older versions are still read: without age and mass
+ * (before 3) age 0 and mass 1; without the center flag (version 1) the center
+ * is the restored parameters. */
 
 #define MAGIC "BBNN"
-#define SNAP_VERSION 2u
+#define SNAP_VERSION 3u
 
 static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
 {
@@ -614,6 +809,8 @@ static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *er
     bb_writer_put_u32le(&w, (uint32_t)m->opt.kind);
     bb_writer_put_u64le(&w, m->opt.t);
     bb_writer_put_u64le(&w, m->version);
+    bb_writer_put_u64le(&w, m->age);
+    bb_writer_put_u64le(&w, (uint64_t)(m->mass * MLP_MASS_ONE));
     bb_writer_put(&w, m->params, bytes);
     bbp_optim_put_m(&m->opt, &w, bytes);
     if (m->opt.v)
@@ -633,12 +830,13 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
     bb_reader_init(&r, data, len);
     char magic[4];
     uint32_t version = 0, kind = 0;
-    uint64_t n = 0, t = 0, changes = 0;
+    uint64_t n = 0, t = 0, changes = 0, age = 0, mass = (uint64_t)MLP_MASS_ONE;
     size_t bytes = m->shape.n_params * sizeof(float);
     if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) ||
         !bb_reader_u32le(&r, &version) || version < 1 || version > SNAP_VERSION ||
         !bb_reader_u64le(&r, &n) || !bb_reader_u32le(&r, &kind) || !bb_reader_u64le(&r, &t) ||
-        !bb_reader_u64le(&r, &changes))
+        !bb_reader_u64le(&r, &changes) ||
+        (version >= 3 && (!bb_reader_u64le(&r, &age) || !bb_reader_u64le(&r, &mass))))
         return bb_error_set(err, BB_EDECODE, "%s: not a model snapshot", m->who);
     if (n != m->shape.n_params || kind != (uint32_t)m->opt.kind)
         return bb_error_set(err, BB_EDECODE,
@@ -685,6 +883,8 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
     }
     m->opt.t = t;
     m->version = changes;
+    m->age = age;
+    m->mass = (double)mass / MLP_MASS_ONE;
     forget_forward(m);
     return BB_OK;
 }
@@ -707,8 +907,19 @@ static const bb_port_decl OUT_GRADS[] = {P("grads", TENSOR_F32)};
 static const bb_port_decl OUT_TRAIN[] = {P("params", TENSOR_F32), P_OPT("num_samples", U64)};
 static const bb_port_decl OUT_METRICS[] = {P("loss", TENSOR_F32), P_OPT("accuracy", TENSOR_F32)};
 static const bb_port_decl OUT_DIGEST[] = {P("digest", U64)};
+static const bb_port_decl IN_LOSS_GRAD[] = {P("output", TENSOR_F32), P("target", TENSOR)};
+static const bb_port_decl OUT_BACKWARD_INPUT[] = {P("input_grad", TENSOR_F32),
+                                                  P_OPT("cmd", COMMAND_ID)};
+static const bb_port_decl OUT_LOSS_GRAD[] = {P("grad", TENSOR_F32), P("loss", TENSOR_F32),
+                                             P_OPT("accuracy", TENSOR_F32)};
+static const bb_port_decl IN_MERGE[] = {P("params", TENSOR_F32), P("weight", U64)};
+static const bb_port_decl OUT_AGE[] = {P("age", U64)};
+static const bb_port_decl OUT_SHARE[] = {P("params", TENSOR_F32), P_OPT("weight", U64)};
 
 #define OPD(name, in, out, doc) {name, in, BBP_COUNT(in), out, BBP_COUNT(out), doc}
+/* The ops that read the data source come last (DATA_OPS of them):
+ * nn::MlpPart, which has no data source, declares the ones before. */
+#define DATA_OPS 2
 static const bb_op_decl ROLE_OPS[] = {
     OPD("ApplyDelta", IN_DELTA, OUT_CMD, "params += delta"),
     OPD("Backward", IN_GRAD, OUT_CMD,
@@ -716,14 +927,15 @@ static const bb_op_decl ROLE_OPS[] = {
         "for Step"),
     OPD("Evaluate", IN_EVAL, OUT_METRICS,
         "the mean loss (compute_loss) on (input, target), and the accuracy when asked"),
-    OPD("EvaluateMetrics", IN_TRIGGER, OUT_METRICS,
-        "loss and accuracy on the data source's evaluation set (off the engine thread)"),
     OPD("Forward", IN_INPUT, OUT_OUTPUT, "outputs (logits for cross-entropy) of a batch"),
     OPD("LoadParameters", IN_PARAMS, OUT_CMD,
         "replaces the parameters and restarts the optimizer"),
     {"Params", NULL, 0, OUT_PARAMS, 1, "the flat parameter vector"},
     OPD("Step", IN_GRADS, OUT_CMD,
         "an optimizer step with grads, or with Backward's accumulated gradient when empty"),
+    /* the DATA_OPS */
+    OPD("EvaluateMetrics", IN_TRIGGER, OUT_METRICS,
+        "loss and accuracy on the data source's evaluation set (off the engine thread)"),
     OPD("Train", IN_TRIGGER, OUT_TRAIN,
         "epochs whole epochs over the data source (off the engine thread); the new "
         "parameters and the samples seen"),
@@ -736,6 +948,20 @@ static const bb_op_decl EXT_OPS[] = {
     OPD("ParamsDigest", IN_TRIGGER, OUT_DIGEST,
         "FNV-1a-64 of the committed parameters' 64-bit words: which model version this "
         "node holds"),
+    OPD("BackwardInput", IN_GRAD, OUT_BACKWARD_INPUT,
+        "Backward, and dLoss/dInput of the last Forward: what split learning sends back to "
+        "the part below"),
+    OPD("LossGradient", IN_LOSS_GRAD, OUT_LOSS_GRAD,
+        "the mean loss of given outputs against targets, its gradient w.r.t. the outputs "
+        "and the accuracy (no parameters read)"),
+    OPD("StepOn", IN_TRIGGER, OUT_CMD,
+        "an optimizer step with Backward's accumulated gradient, when the trigger arrives"),
+    OPD("Share", IN_TRIGGER, OUT_SHARE,
+        "what a node sends a peer: the parameters and their weight (the model's age, or under "
+        "push_sum a 1/ways share of its mass, attribute ways)"),
+    OPD("Merge", IN_MERGE, OUT_AGE,
+        "combine a peer's model (params, weight) with this one by the config's merge rule; "
+        "the age after it (gossip learning)"),
 };
 static const bb_opset_decl OPSETS[] = {
     {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS)},
@@ -763,6 +989,33 @@ static const bb_component_type MLP = {
     .restore = mlp_restore,
 };
 
-static const bb_component_type *const TYPES[] = {&MLP};
+/* nn::MlpPart: the same network and ops for one part of a model cut across
+ * nodes (split learning's bottom and top), whose batches come through the
+ * graph: no data source dependency, so a node that holds no rows (the top)
+ * binds none, and no Train or EvaluateMetrics, which would read one. */
+static const bb_opset_decl PART_OPSETS[] = {
+    {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS) - DATA_OPS},
+    {EXT_DOMAIN, 1, EXT_OPS, BBP_COUNT(EXT_OPS)},
+};
+
+static const bb_component_type MLP_PART = {
+    BBP_TYPE_ABI,
+    .type_name = PART_NAME,
+    .role = BB_ROLE_MODEL,
+    .doc = "nn::Mlp as one part of a model cut across nodes (split learning): fed through the "
+           "graph, so no data source dependency and no Train / EvaluateMetrics (Train's config "
+           "keys are accepted and unused)",
+    .opsets = PART_OPSETS,
+    .n_opsets = BBP_COUNT(PART_OPSETS),
+    .config = CONFIG,
+    .n_config = BBP_COUNT(CONFIG),
+    .create = part_create,
+    .destroy = mlp_destroy,
+    .dispatch = mlp_dispatch,
+    .snapshot = mlp_snapshot,
+    .restore = mlp_restore,
+};
+
+static const bb_component_type *const TYPES[] = {&MLP, &MLP_PART};
 
 BBP_PLUGIN_ENTRY("nn", TYPES)

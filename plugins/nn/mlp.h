@@ -76,6 +76,9 @@ void mlp_loss_grad(const mlp_shape *s, const mlp_ws *w, const bbp_target *t, flo
  * the last forward into g (n_params): g = grad, or g += grad when
  * accumulate. */
 void mlp_backward(const mlp_shape *s, const float *p, mlp_ws *w, float *g, bool accumulate);
+/* Right after mlp_backward: dLoss/dInput of the last forward (rows x
+ * inputs) into dx — what split learning sends back to the layers below. */
+void mlp_input_grad(const mlp_shape *s, const float *p, const mlp_ws *w, float *dx);
 /* Targets from a labels tensor (bbp_target_from for this network's loss
  * and outputs). */
 int mlp_target_from(const mlp_shape *s, const bb_value *y, size_t rows, int32_t *cls_buf,
@@ -101,8 +104,17 @@ static inline void mlp_add_proximal(const mlp_prox *prox, const float *p, float 
 typedef enum mlp_op {
     OP_APPLY_DELTA, OP_BACKWARD, OP_EVALUATE, OP_EVALUATE_METRICS, OP_FORWARD,
     OP_LOAD_PARAMETERS, OP_PARAMS, OP_STEP, OP_TRAIN, OP_GRADIENTS, OP_PARAMS_ON,
-    OP_PARAMS_DIGEST, N_MLP_OPS
+    OP_PARAMS_DIGEST, OP_BACKWARD_INPUT, OP_LOSS_GRADIENT, OP_STEP_ON, OP_MERGE, OP_SHARE,
+    N_MLP_OPS
 } mlp_op;
+
+#define MLP_MAX_OUTPUTS 3 /* LossGradient's (grad, loss, accuracy) */
+
+/* How Merge combines a received model with this one (config "merge"). */
+typedef enum mlp_merge { MERGE_WEIGHTED, MERGE_AVERAGE, MERGE_REPLACE, MERGE_PUSH_SUM } mlp_merge;
+
+/* A push-sum mass on the wire: U64 in units of 2^-32 (a node starts at 1). */
+#define MLP_MASS_ONE 4294967296.0
 
 typedef struct mlp {
     mlp_shape shape;
@@ -127,6 +139,9 @@ typedef struct mlp {
     float *grad_acc;           /* Backward's accumulated gradient */
     bool grad_pending;
     uint64_t version;          /* changes so far (the CommandId ops answer) */
+    uint64_t age;              /* samples trained on, through merges too (gossip learning) */
+    double mass;               /* push-sum: this model's share of the network's total weight */
+    mlp_merge merge;           /* the Merge rule */
     bb_ctx *ctx;               /* the engine's ctx for this component */
     bbp_jobs jobs;             /* live Train / EvaluateMetrics; jobs.busy: the Train in
                                 * flight, changes wait for it */

@@ -196,6 +196,15 @@ bool mlp_pass_needs_grad(const bbp_optim *o, const mlp_prox *prox)
     return o && (bbp_optim_has_moments(o) || o->weight_decay != 0 || (prox && prox->mu != 0));
 }
 
+void mlp_input_grad(const mlp_shape *s, const float *p, const mlp_ws *w, float *dx)
+{
+    /* dX = dZ_0 W_0^T: the first layer's input has no activation */
+    uint32_t in = s->size[0], out = s->size[1];
+    if (w->rows)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)w->rows, (int)in, (int)out,
+                    1.0f, w->dz, (int)out, p + s->w_off[0], (int)out, 0.0f, dx, (int)in);
+}
+
 int mlp_target_from(const mlp_shape *s, const bb_value *y, size_t rows, int32_t *cls_buf,
                     float *fbuf, bbp_target *t, char *msg, size_t cap)
 {

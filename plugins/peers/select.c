@@ -1,9 +1,9 @@
 /*
- * select.c — the ops both selectors share: SelectParams from the op
- * (Sample -> Random{n}, CurrentView -> All, Select -> its attributes), the
- * of_class check, and the selection itself over a view. Random{n} draws a
- * uniform subset of min(n, view) peers without replacement, in random
- * order, from the instance's generator (seeded by the host).
+ * select.c — what every selector shares: SelectParams from the op (Sample
+ * -> Random{n}, CurrentView -> All, Select -> its attributes and its key
+ * input), the of_class check, and the selection over a view. Random{n}
+ * draws a uniform subset of min(n, view) peers without replacement, in
+ * random order, from the instance's generator (seeded by the host).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,35 +65,29 @@ static int params_of(const selector *s, const bb_dispatch_call *call, select_par
                                 s->who, kind);
         if (p->kind != SELECT_ALL && p->n < 1)
             return bb_error_set(err, BB_EINVAL, "%s: %s needs an attribute n >= 1", s->who, op);
+        if (p->kind == SELECT_NEAR_KEY)
+            p->key = call->n_inputs > 0 ? call->inputs[0] : NULL;
         return BB_OK;
     }
     return bb_error_set(err, BB_EUNSUPPORTED, "%s: no op %s", s->who, op);
 }
 
-bb_dispatch_result selector_dispatch(selector *s, void *inst, view_fn view, bb_ctx *ctx,
-                                     const bb_dispatch_call *call, bb_value **outputs,
-                                     bb_error *err)
+int selector_params(const selector *s, const bb_dispatch_call *call, select_params *p,
+                    bb_error *err)
 {
-    select_params p = {0};
-    const char *node_class = node_class_of(call);
-    int rc = call->n_outputs < 1 ? bb_error_set(err, BB_EINVAL, "%s: no output", s->who)
-                                 : params_of(s, call, &p, err);
-    if (!rc)
-        rc = check_class(s, node_class, err);
-    if (!rc && p.kind == SELECT_NEAR_KEY)
-        rc = bb_error_set(err, BB_EUNSUPPORTED,
-                          "%s: SelectParams::NearKey is not supported: this view has no distance "
-                          "metric (a DHT selector answers NearKey)",
-                          s->who);
-    bb_value **v = NULL;
-    size_t n = 0;
-    if (!rc)
-        rc = view(inst, ctx, node_class, &v, &n, err);
-    if (rc)
-        return BB_DISPATCH_NOW_ERR;
+    memset(p, 0, sizeof *p);
+    p->node_class = node_class_of(call);
+    if (call->n_outputs < 1)
+        return bb_error_set(err, BB_EINVAL, "%s: no output", s->who);
+    int rc = params_of(s, call, p, err);
+    return rc ? rc : check_class(s, p->node_class, err);
+}
+
+bb_value *selector_draw(selector *s, const select_params *p, bb_value **v, size_t n)
+{
     size_t k = n;
-    if (p.kind == SELECT_RANDOM) {
-        k = (uint64_t)p.n < n ? (size_t)p.n : n;
+    if (p->kind != SELECT_ALL) {
+        k = (uint64_t)p->n < n ? (size_t)p->n : n;
         for (size_t i = 0; i < k; i++) { /* partial Fisher-Yates */
             size_t j = i + (size_t)bbp_rng_below(&s->rng, n - i);
             bb_value *t = v[i];
@@ -103,11 +97,38 @@ bb_dispatch_result selector_dispatch(selector *s, void *inst, view_fn view, bb_c
     }
     for (size_t i = k; i < n; i++)
         bb_value_unref(v[i]);
-    outputs[0] = bb_value_list(&BB_TYPE_PEER_ID_VEC, v, k); /* takes v[0..k) */
+    return bb_value_list(&BB_TYPE_PEER_ID_VEC, v, k); /* takes v[0..k) */
+}
+
+bb_dispatch_result selector_dispatch(selector *s, void *inst, view_fn view, bb_ctx *ctx,
+                                     const bb_dispatch_call *call, bb_value **outputs,
+                                     bb_error *err)
+{
+    select_params p;
+    int rc = selector_params(s, call, &p, err);
+    if (!rc && p.kind == SELECT_NEAR_KEY)
+        rc = bb_error_set(err, BB_EUNSUPPORTED,
+                          "%s: SelectParams::NearKey is not supported: this view has no distance "
+                          "metric (peers::Dht answers NearKey)",
+                          s->who);
+    bb_value **v = NULL;
+    size_t n = 0;
+    if (!rc)
+        rc = view(inst, ctx, p.node_class, &v, &n, err);
+    if (rc)
+        return BB_DISPATCH_NOW_ERR;
+    outputs[0] = selector_draw(s, &p, v, n);
     free(v);
     if (!outputs[0]) {
         bb_error_set(err, BB_ENOMEM, "%s: out of memory", s->who);
         return BB_DISPATCH_NOW_ERR;
     }
     return BB_DISPATCH_NOW_OK;
+}
+
+bool selector_is_control(const bb_dispatch_call *call)
+{
+    return !call->node && call->n_inputs == 3 && call->inputs[0] &&
+           call->inputs[0]->type->kind == BB_VK_BYTES && call->inputs[2] &&
+           call->inputs[2]->type->kind == BB_VK_PEER_ID;
 }

@@ -156,10 +156,25 @@ for k in $keys preset; do
 done
 [ "$n" -gt 40 ] && [ -z "$missing" ] && ok "bbd.json(5) documents all $n config keys" ||
     not_ok "bbd.json(5) lacks:$missing (of $n keys)"
-# and each documented example config is accepted
-sed -n '/^EXAMPLE/,/^SEE ALSO/p' "$TMP/json.txt" | sed -n '/^ *{/,/^ *}/p' >"$TMP/example.json"
-"$PY" -c 'import json,sys; json.load(open(sys.argv[1]))' "$TMP/example.json" 2>"$TMP/ex.err" &&
-    ok "the bbd.json(5) example is valid JSON" || not_ok "bbd.json(5) example" "$TMP/ex.err"
+# and each documented example config is valid JSON (an object runs from a
+# line "{" to the "}" at its indentation)
+sed -n '/^EXAMPLE/,/^SEE ALSO/p' "$TMP/json.txt" >"$TMP/example.txt"
+"$PY" - "$TMP/example.txt" 2>"$TMP/ex.err" <<'PY' &&
+import json, re, sys
+objs, cur, ind = [], None, None
+for line in open(sys.argv[1]).read().splitlines():
+    if cur is None:
+        m = re.match(r"^( *)[{]$", line)
+        if m:
+            cur, ind = [line], m.group(1)
+    else:
+        cur.append(line)
+        if line == ind + "}":
+            objs.append(json.loads("\n".join(cur)))
+            cur = None
+assert len(objs) >= 2, "%d example objects" % len(objs)
+PY
+    ok "the bbd.json(5) examples are valid JSON" || not_ok "bbd.json(5) examples" "$TMP/ex.err"
 
 # ---- the systemd unit -------------------------------------------------------------------------
 UNIT=scripts/systemd/bbd@.service

@@ -6,13 +6,19 @@
 #
 # Provides: BBD BBCTL BBC TMP PY, ok / not_ok / finish (the summary line),
 # expect NAME RC PATTERN -- CMD... (a command's exit status and output),
-# compile_example NAME (-> $TMP/NAME.onnx), start_node NAME ARGS...,
+# compile_example NAME (-> $TMP/NAME.onnx), record_program RECORDER NAME
+# ARGS... (run an example recorder with its knobs, compile against $PLUG
+# -> $TMP/NAME.onnx), use_example EXE (the example programs on the real
+# plugins and digits), start_node NAME ARGS...,
 # stop_node NAME, stop_nodes LABEL NAME..., start_fed_server tcp|udp,
 # node_pid / node_peer / node_addr NAME [tcp|udp],
 # ctl NAME ARGS... (bbctl on NAME's socket), jget EXPR (JSON on stdin,
 # python expression over d), wait_until SECONDS CMD...
+# Sourced twice (by two *_common.bash files), the second time does nothing.
+[ -n "${BBD_COMMON_SOURCED:-}" ] && return 0
+BBD_COMMON_SOURCED=1
 set -u
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 BB_BUILD=${BB_BUILD:-$PWD/build}
 BBD=$BB_BUILD/bin/bbd
 BBCTL=$BB_BUILD/bin/bbctl
@@ -93,6 +99,27 @@ compile_example() { # NAME [bbc options...]
     shift
     "$BBC" compile "testdata/$name.onnx" -o "$TMP/$name.onnx" --plugin-path "$PLUG" "$@" \
         >"$TMP/compile-$name.log" 2>&1
+}
+
+# The example programs on the real plugins and digits (PLUG, DIGITS): ends
+# the script as a failure when EXE is not built or the data cannot be had.
+use_example() { # EXE
+    PLUG=$BB_BUILD/lib/bytesandbrains/plugins
+    DIGITS=$PWD/data/digits.csv.gz
+    if [ ! -x "$1" ] || ! scripts/fetch-data >"$TMP/fetch.log" 2>&1; then
+        echo "FAIL $1 is not built or scripts/fetch-data failed"
+        cat "$TMP/fetch.log" 2>/dev/null
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+}
+
+record_program() { # RECORDER NAME [knobs...]
+    local rec=$1 name=$2
+    shift 2
+    "$rec" "$TMP/$name.rec.onnx" "$@" >"$TMP/record-$name.log" 2>&1 &&
+        "$BBC" compile "$TMP/$name.rec.onnx" -o "$TMP/$name.onnx" --plugin-path "$PLUG" \
+            >>"$TMP/record-$name.log" 2>&1
 }
 
 ctl() { # NAME ARGS...

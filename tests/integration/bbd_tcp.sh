@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bbd_tcp.sh — bbd nodes talking over TCP on 127.0.0.1: a request/response
-# flow between two nodes (ping_pong), a federated round (fed_round: one
+# flow between two nodes (ping_pong; also with the peer given by host
+# name, /dns4/localhost/...), a federated round (fed_round: one
 # server, two clients), and what a running node shows through bbctl
 # (status, peers, watch, event, snapshot) and its metrics endpoint.
 # Ends with "N passed, N failed".
@@ -169,6 +170,16 @@ tail -1 "$TMP/om.txt" | grep -q '^# EOF$' && grep -q '^# TYPE bbd_polls counter$
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/other")
 [ "$code" = 404 ] && ok "metrics: other paths are 404" || not_ok "metrics 404 (got $code)"
 
+# a peer given by host name: --peer ID=/dns4/localhost/tcp/PORT, resolved when dialed
+if start_node ping2 --targets Pinger --listen /ip4/127.0.0.1/tcp/0 \
+    --peer "$PONG_ID=/dns4/localhost/tcp/${PONG_ADDR##*/tcp/}" "$TMP/ping_pong.onnx" &&
+    ctl ping2 --timeout 10 invoke Pinger 'x=[4,5]' --wait pong >"$TMP/dns.out" 2>&1 &&
+    grep -q 'topic=pong value=ResponseBatch(.*float\[2\] 4 5)' "$TMP/dns.out"; then
+    ok "--peer by host name (/dns4/localhost/...): resolved, dialed, answered"
+else
+    not_ok "--peer /dns4/localhost" "$TMP/ping2.log"
+fi
+stop_node ping2
 stop_node ping; rc=$STOP_RC
 [ "$rc" = 0 ] && ok "Pinger stops on SIGTERM with exit 0" || not_ok "Pinger exit status $rc" "$TMP/ping.log"
 stop_node pong; rc=$STOP_RC

@@ -24,25 +24,12 @@
 #   round_of NAME I EXPR         python EXPR over round I (0-based) of NAME's
 #                                events: r (round, participants, samples,
 #                                loss, accuracy, ms, before, after)
-source "$(dirname "$0")/bbd_common.bash"
+source "$(dirname "${BASH_SOURCE[0]}")/bbd_common.bash"
 
-PLUG=$BB_BUILD/lib/bytesandbrains/plugins
 FED=$BB_BUILD/examples/federated
-DIGITS=$PWD/data/digits.csv.gz
-if [ ! -x "$FED" ] || ! scripts/fetch-data >"$TMP/fetch.log" 2>&1; then
-    echo "FAIL $FED is not built or scripts/fetch-data failed"
-    cat "$TMP/fetch.log" 2>/dev/null
-    echo "0 passed, 1 failed"
-    exit 1
-fi
+use_example "$FED"
 
-record() { # NAME ARGS...
-    local name=$1
-    shift
-    "$FED" "$TMP/$name.rec.onnx" "$@" >"$TMP/record-$name.log" 2>&1 &&
-        "$BBC" compile "$TMP/$name.rec.onnx" -o "$TMP/$name.onnx" --plugin-path "$PLUG" \
-            >>"$TMP/record-$name.log" 2>&1
-}
+record() { record_program "$FED" "$@"; } # NAME ARGS...
 
 start_server() { # NAME ONNX [JSON_EXTRA] [LISTEN]
     local name=$1 onnx=$2 extra=${3:-} listen=${4:-/ip4/127.0.0.1/tcp/0}

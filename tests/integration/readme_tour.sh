@@ -4,8 +4,10 @@
 # A block is run when the line before its opening fence is
 #   <!-- readme-test: NAME -->
 # Each runs as a reader would paste it at the top of a fresh clone after
-# `make`: in a temporary directory holding `build` (a link to $BB_BUILD) and
-# a copy of testdata/, without BB_PLUGIN_PATH, under `bash -e -o pipefail`
+# `make`: in a temporary directory holding `build` (a link to $BB_BUILD),
+# `examples` (a link to the tree's, for the scripts it holds), links to
+# scripts/ and data/ (so scripts/fetch-data finds the digits already
+# fetched) and a copy of testdata/, without BB_PLUGIN_PATH, under `bash -e -o pipefail`
 # (so every command must succeed). Two substitutions keep concurrent runs
 # apart: /tmp/bb becomes a directory of this test's, and the ports
 # 7001 / 7002 become free ones.
@@ -22,7 +24,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 2
 BB_BUILD=${BB_BUILD:-$PWD/build}
 README=README.md
-EXPECTED=(tour ping-pong federated)
+EXPECTED=(tour ping-pong federated split-learning vector-store)
 BLOCK_DEADLINE=120 # seconds a block may run
 STOP_DEADLINE=20   # seconds its leftover processes get to exit
 
@@ -90,6 +92,9 @@ WORK=$TMP/work
 mkdir -p "$WORK"
 ln -s "$BB_BUILD" "$WORK/build"
 cp -r testdata "$WORK/testdata"
+ln -s "$PWD/scripts" "$WORK/scripts"
+mkdir -p data && ln -s "$PWD/data" "$WORK/data"
+ln -s "$PWD/examples" "$WORK/examples" # scripts a block runs (examples/vector_store/corpus.py)
 read -r PORT1 PORT2 < <(python3 -c '
 import socket
 s = [socket.socket() for _ in range(2)]
@@ -158,6 +163,21 @@ after_federated() {
     grep -q '^Server$' "$TMP/federated.log" && grep -q '^Client$' "$TMP/federated.log" &&
         ok "federated: bbc targets lists Server and Client" ||
         not_ok "federated: bbc targets lists Server and Client" "$TMP/federated.log"
+}
+
+after_split-learning() {
+    python3 - "$TMP/split-learning.log" <<'PY' >"$TMP/split.check" 2>&1 &&
+import re, sys
+acc = [float(m.group(1)) for m in
+       (re.match(r"^app exec_id=\d+ target=Top topic=eval "
+                 r"value=Composite\(float\[\] [-0-9.e]+, float\[\] ([0-9.e-]+)\)$", l)
+        for l in open(sys.argv[1])) if m]
+assert len(acc) == 3, "%d evaluations" % len(acc)
+assert acc[-1] >= 0.5, "held-out accuracy %s" % acc  # one digit in ten at random
+print(acc)
+PY
+        ok "split-learning: three held-out evaluations, the last at $(cat "$TMP/split.check")" ||
+        not_ok "split-learning: three held-out evaluations the model learned from" "$TMP/split.check"
 }
 
 for f in "$TMP"/blocks/*.sh; do

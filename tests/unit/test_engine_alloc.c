@@ -127,7 +127,7 @@ static void wire_setup(run *r)
     assert_int_equal(fx_install(r->e, r->m, "Sink,Server", NULL), BB_OK);
     uint8_t u[8] = {42}, ctl[3] = {'c', 't', 'l'}, sfx[64];
     size_t sl;
-    assert_int_equal(bb_suffix_component_op(1, "Control", sfx, sizeof sfx, &sl, NULL), BB_OK);
+    assert_int_equal(bb_suffix_component_op(2, "Control", sfx, sizeof sfx, &sl, NULL), BB_OK);
     float fv[2] = {1, 2};
     bb_value *t = fx_f32(fv, 2);
     bb_value *kids[2] = {bb_value_u64(&BB_TYPE_U64, 1), fx_f32(fv, 2)};

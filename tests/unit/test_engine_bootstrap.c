@@ -1,8 +1,8 @@
 /*
  * test_engine_bootstrap.c — host-driven bootstrap (ENGINE.md 6.8): ALL in
- * install order then Pulse, module requests with inputs, validation errors,
- * component bootstraps (NOW and LATER), the per-component body-op gate
- * (is_op_locked) and BootstrapStatus.
+ * install order then Pulse, FRESH (components, then ALL), module requests
+ * with inputs, validation errors, component bootstraps (NOW and LATER), the
+ * per-component body-op gate (is_op_locked) and BootstrapStatus.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -122,6 +122,29 @@ static void test_all_in_install_order_then_pulse(void **state)
     assert_null(fx_log_app(&log, "pulse", 1));
     assert_int_equal(fx_log_count(&log, BB_STEP_BOOTSTRAP_COMPLETE), 2);
     assert_int_equal(bb_engine_live_executions(e), 0);
+    fx_log_free(&log);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
+/* FRESH (a host's fresh start): every component bootstrap, then the ALL
+ * walk and its Pulse. */
+static void test_fresh_start_components_then_all(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = two_modules();
+    bb_engine *e = install(m, "A");
+    bb_bootstrap_target fresh = {.kind = BB_BOOTSTRAP_FRESH};
+    assert_int_equal(bb_engine_run_bootstrap(e, &fresh, NULL), BB_OK);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 10);
+    size_t icomp = index_of(&log, BB_STEP_BOOTSTRAP_COMPLETE, "echo");
+    size_t ia = index_of(&log, BB_STEP_BOOTSTRAP_COMPLETE, "A");
+    size_t ip = index_of(&log, BB_STEP_APP_EVENT, "pulse");
+    assert_true(icomp < ia && ia < ip && ip != SIZE_MAX);
+    assert_int_equal(fx_log_count(&log, BB_STEP_BOOTSTRAP_COMPLETE), 2);
+    assert_int_equal(bb_engine_bootstrap_status(e), BB_BOOTSTRAP_IDLE);
     fx_log_free(&log);
     bb_engine_free(e);
     bb_model_free(m);
@@ -387,6 +410,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_in_install_order_then_pulse),
+        cmocka_unit_test(test_fresh_start_components_then_all),
         cmocka_unit_test(test_bootstrap_failed_and_rejected),
         cmocka_unit_test(test_module_requests_and_errors),
         cmocka_unit_test(test_component_bootstrap_locks_touching_ops),

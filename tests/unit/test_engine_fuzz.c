@@ -158,10 +158,15 @@ static void build_corpus(uint64_t wire_req_id)
     bb_value *one[1] = {bb_value_u64(&BB_TYPE_U64, 8)};
     pn[0] = value_bytes(bb_value_list(&BB_TYPE_COMPOSITE, one, 1), pl[0], 256);
     pack_into_corpus(sfx, sl, pl, pn, 1, 2, wire_req_id, 0, false, 0);
-    /* control-plane fills to every component, known and unknown ops */
-    const char *ops[3] = {"Control", "Echo", "Nope"};
-    for (uint64_t cref = 0; cref < 3; cref++) {
-        bb_suffix_component_op(cref, ops[cref], sfx[0], 64, &sl[0], NULL);
+    /* control-plane fills to every component (addressed by slot id), known
+     * and unknown ops, one-way and as requests */
+    const char *ops[4] = {"Control", "Echo", "Nope", "Later"};
+    const uint64_t refs[4] = {2, 2, 1, 2};
+    for (int k = 0; k < 4; k++) {
+        bb_suffix_component_op(refs[k], ops[k], sfx[0], 64, &sl[0], NULL);
+        memcpy(pl[0], "ctl", 3);
+        pn[0] = 3;
+        pack_into_corpus(sfx, sl, pl, pn, 1, 1, 500 + (uint64_t)k, 0, false, 0);
         memcpy(pl[0], "ctl", 3);
         pn[0] = 3;
         pack_into_corpus(sfx, sl, pl, pn, 1, 0, 0, 0, false, 0);

@@ -241,7 +241,7 @@ static void deliver_fills(bb_engine *e, uint8_t from, const fx_fill *fs, size_t 
 static fx_fill control_fill(const char *op, uint8_t *sfx, const uint8_t *payload, size_t len)
 {
     size_t sl;
-    assert_int_equal(bb_suffix_component_op(1, op, sfx, 64, &sl, NULL), BB_OK);
+    assert_int_equal(bb_suffix_component_op(2, op, sfx, 64, &sl, NULL), BB_OK); /* slot id of echo */
     return (fx_fill){.suffix = sfx, .suffix_len = sl, .payload = payload, .len = len};
 }
 
@@ -453,6 +453,178 @@ static void test_control_fill_completed_later(void **state)
     fx_log_free(&log);
     bb_engine_free(e);
     bb_model_free(m);
+}
+
+/* ---- the control plane: requests between components and their answers ---- */
+
+/* echo (on engine a) asks op `op` of the echo on seed `to`; returns the token. */
+static uint64_t ask(fx_echo *echo, uint8_t to, const char *op, const char *payload,
+                    uint64_t timeout_ns)
+{
+    bb_peerid p = fx_peer(to);
+    bb_value *peer = bb_value_bytes(&BB_TYPE_PEER_ID, p.bytes, p.len);
+    uint64_t token = 0;
+    bb_error err = {0};
+    int rc = echo->ctx->api->send_fill(echo->ctx, peer, NULL, op, (const uint8_t *)payload,
+                                       strlen(payload), timeout_ns, &token, &err);
+    bb_value_unref(peer);
+    if (rc)
+        fail_msg("send_fill %s: %s", op, err.msg);
+    return token;
+}
+
+/* The i-th answer echo received: its token, status and bytes. */
+static void assert_answer(const fx_echo *echo, int i, uint64_t token, int status, const char *text)
+{
+    assert_true(echo->n_answers > i);
+    assert_true(echo->answer_token[i] == token);
+    assert_int_equal(echo->answer_status[i], status);
+    const bb_value *v = echo->answer[i];
+    char got[256];
+    snprintf(got, sizeof got, "%.*s", (int)v->u.bytes.len, (const char *)v->u.bytes.data);
+    if (status == BB_OK)
+        assert_string_equal(got, text);
+    else if (!strstr(got, text))
+        fail_msg("answer %d: '%s' does not say '%s'", i, got, text);
+}
+
+/* A component asks its counterpart on another node (send_fill with a
+ * timeout) and hears back through on_answer: an op answering NOW, one
+ * answering LATER through its completion (the path a DHT lookup takes),
+ * a failing op, an unknown op, a one-way fill, a deadline, an unreachable
+ * peer, and an answer from a peer that was not asked (dropped). */
+static void test_control_requests_and_answers(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = sink_model();
+    fx_net net = {.now = 1};
+    int a = fx_net_add(&net, node(1, m, "Sink", NULL));
+    int b = fx_net_add(&net, node(2, m, "Sink", NULL));
+    know(net.e[a], 2);
+    know(net.e[a], 3); /* a peer that never answers */
+    fx_net_run(&net, 5);
+    fx_echo *ea = fx_echo_at(0), *eb = fx_echo_at(1);
+    assert_non_null(ea);
+    assert_non_null(eb);
+
+    uint64_t t_now = ask(ea, 2, "Echo", "ping", 1000000000);
+    fx_net_run(&net, 10);
+    assert_answer(ea, 0, t_now, BB_OK, "ping");
+
+    uint64_t t_later = ask(ea, 2, "Later", "slow", 1000000000);
+    fx_net_run(&net, 10);
+    assert_int_equal(ea->n_answers, 1); /* B holds the op */
+    assert_int_equal(eb->n_pending, 1);
+    bb_value *late = bb_value_bytes(&BB_TYPE_BYTES, (const uint8_t *)"late", 4);
+    assert_int_equal(bb_complete_ok(eb->pending[0], &late, 1), BB_OK);
+    bb_value_unref(eb->pending_in[0]);
+    eb->n_pending = 0;
+    fx_net_run(&net, 10);
+    assert_answer(ea, 1, t_later, BB_OK, "late");
+
+    uint64_t t_fail = ask(ea, 2, "Fail", "x", 1000000000);
+    uint64_t t_nope = ask(ea, 2, "Nope", "x", 1000000000);
+    fx_net_run(&net, 10);
+    assert_answer(ea, 2, t_fail, BB_ERUNTIME, "on purpose");
+    assert_answer(ea, 3, t_nope, BB_ERUNTIME, "no component op");
+    assert_non_null(fx_log_nth(&net.log[b], BB_STEP_OP_FAILED, 0)); /* B reports its failure */
+
+    ask(ea, 2, "Control", "one-way", 0);
+    fx_net_run(&net, 10);
+    assert_int_equal(eb->n_control, 1);
+    assert_int_equal(ea->n_answers, 4); /* nothing comes back */
+
+    uint64_t t_slow = ask(ea, 2, "Later", "never", 1000);
+    fx_net_run(&net, 10);
+    net.now += 2000;
+    fx_net_run(&net, 10);
+    assert_answer(ea, 4, t_slow, BB_ETIMEOUT, "in time");
+    /* B's late answer finds nothing pending: dropped, not a second answer */
+    bb_value *v = bb_value_bytes(&BB_TYPE_BYTES, (const uint8_t *)"too late", 8);
+    assert_int_equal(bb_complete_ok(eb->pending[0], &v, 1), BB_OK);
+    bb_value_unref(eb->pending_in[0]);
+    eb->n_pending = 0;
+    fx_net_run(&net, 10);
+    assert_int_equal(ea->n_answers, 5);
+
+    uint64_t t_gone = ask(ea, 3, "Echo", "anyone?", 1000000000);
+    fx_net_run(&net, 10);
+    bb_peerid three = fx_peer(3);
+    bb_engine_report_send(net.e[a], &three, false); /* the host could not reach it */
+    fx_net_run(&net, 10);
+    assert_answer(ea, 5, t_gone, BB_EIO, "unreachable");
+
+    /* an answer from seed 3 for a request to B: not B, so not an answer */
+    uint64_t t_spoof = ask(ea, 2, "Later", "who", 1000000000);
+    fx_net_run(&net, 10);
+    uint8_t sfx[64];
+    size_t sl;
+    assert_int_equal(bb_suffix_component_op(2, "Later", sfx, sizeof sfx, &sl, NULL), BB_OK);
+    fx_fill f = {.suffix = sfx, .suffix_len = sl, .payload = (const uint8_t *)"fake", .len = 4};
+    fx_env env = {.fills = &f, .n_fills = 1, .corr = 2, .wire_req_id = t_spoof};
+    size_t len;
+    uint8_t *bytes = fx_envelope(&env, &len);
+    assert_int_equal(bb_engine_deliver_envelope(net.e[a], &three, NULL, bytes, len, NULL), BB_OK);
+    free(bytes);
+    fx_net_run(&net, 10);
+    assert_int_equal(ea->n_answers, 6);
+    v = bb_value_bytes(&BB_TYPE_BYTES, (const uint8_t *)"real", 4);
+    assert_int_equal(bb_complete_ok(eb->pending[0], &v, 1), BB_OK);
+    bb_value_unref(eb->pending_in[0]);
+    eb->n_pending = 0;
+    fx_net_run(&net, 10);
+    assert_answer(ea, 6, t_spoof, BB_OK, "real");
+
+    /* refusals: no such slot, a payload over the envelope cap */
+    bb_error err = {0};
+    bb_value *pb = bb_value_bytes(&BB_TYPE_PEER_ID, fx_peer(2).bytes, fx_peer(2).len);
+    assert_int_equal(ea->ctx->api->send_fill(ea->ctx, pb, "nosuch", "Echo", NULL, 0, 1000, NULL,
+                                             &err),
+                     BB_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "nosuch"));
+    static uint8_t big[(64u << 20) + 1];
+    assert_int_equal(ea->ctx->api->send_fill(ea->ctx, pb, NULL, "Echo", big, sizeof big, 0, NULL,
+                                             &err),
+                     BB_ELIMIT);
+    bb_value_unref(pb);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
+/* A type from a plugin built before ABI 2.2 (struct_size ends before
+ * on_answer) may send one-way fills, but not requests: it could never hear
+ * the answer. */
+static void test_control_from_an_older_type(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fx_model();
+    fx_fn(m, "Old", "", "");
+    fx_bind(m, "Old", "echo", "Protocol|test::OldEcho|2");
+    bb_model *sink = sink_model();
+    fx_net net = {.now = 1};
+    int a = fx_net_add(&net, node(1, m, "Old", NULL));
+    fx_net_add(&net, node(2, sink, "Sink", NULL));
+    know(net.e[a], 2);
+    fx_net_run(&net, 5);
+    fx_echo *old = fx_echo_at(0), *eb = fx_echo_at(1);
+    assert_non_null(old);
+    assert_non_null(eb);
+    bb_value *pb = bb_value_bytes(&BB_TYPE_PEER_ID, fx_peer(2).bytes, fx_peer(2).len);
+    bb_error err = {0};
+    assert_int_equal(old->ctx->api->send_fill(old->ctx, pb, NULL, "Echo", (const uint8_t *)"x",
+                                              1, 1000000, NULL, &err),
+                     BB_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "on_answer"));
+    ask(old, 2, "Control", "one-way", 0);
+    fx_net_run(&net, 10);
+    assert_int_equal(eb->n_control, 1);
+    assert_int_equal(old->n_answers, 0);
+    bb_value_unref(pb);
+    fx_net_free(&net);
+    bb_model_free(m);
+    bb_model_free(sink);
 }
 
 static void test_unknown_correlation(void **state)
@@ -1013,6 +1185,8 @@ int main(void)
         cmocka_unit_test(test_budget_exceeded_fill),
         cmocka_unit_test(test_control_plane_and_backend_fill),
         cmocka_unit_test(test_control_fill_completed_later),
+        cmocka_unit_test(test_control_requests_and_answers),
+        cmocka_unit_test(test_control_from_an_older_type),
         cmocka_unit_test(test_unknown_correlation),
         cmocka_unit_test(test_batch_deadline_and_quorum),
         cmocka_unit_test(test_answered_batches_do_not_pile_up_timers),

@@ -628,6 +628,34 @@ static void test_sockaddr(void **state)
     bb_ma_transport t = {.proto = BB_MA_TCP, .family = AF_UNIX};
     assert_int_equal(bb_ma_transport_to_sockaddr(&t, &ss, &sl, &err), BB_EINVAL);
     assert_int_equal(bb_ma_transport_encode(&t, back, sizeof back, &bn, &err), BB_EINVAL);
+
+    /* endpoints: an IP transport, or a name to resolve with its family */
+    bb_ma_endpoint ep;
+    n = parse_ok("/dns4/seed.example/tcp/7000/p2p/" ED_ID, b);
+    assert_int_equal(bb_multiaddr_endpoint(b, n, &ep, &err), BB_OK);
+    assert_true(ep.is_name);
+    assert_string_equal(ep.name, "seed.example");
+    assert_int_equal(ep.family, AF_INET);
+    assert_int_equal(ep.proto, BB_MA_TCP);
+    assert_int_equal(ep.port, 7000);
+    n = parse_ok("/dns6/h/udp/9", b);
+    assert_int_equal(bb_multiaddr_endpoint(b, n, &ep, &err), BB_OK);
+    assert_true(ep.is_name && ep.family == AF_INET6 && ep.proto == BB_MA_UDP && ep.port == 9);
+    n = parse_ok("/dns/h/tcp/1", b);
+    assert_int_equal(bb_multiaddr_endpoint(b, n, &ep, &err), BB_OK);
+    assert_int_equal(ep.family, AF_UNSPEC);
+    n = parse_ok("/ip4/10.0.0.2/tcp/7001", b);
+    assert_int_equal(bb_multiaddr_endpoint(b, n, &ep, &err), BB_OK);
+    assert_false(ep.is_name);
+    assert_int_equal(ep.ip.family, AF_INET);
+    assert_int_equal(ep.ip.port, 7001);
+    assert_int_equal(ep.port, 7001);
+    const char *not_endpoints[] = {"/dns4/h", "/site/1", "/tcp/80/dns/h", "/p2p/" ED_ID};
+    for (size_t i = 0; i < sizeof not_endpoints / sizeof *not_endpoints; i++) {
+        n = parse_ok(not_endpoints[i], b);
+        assert_int_equal(bb_multiaddr_endpoint(b, n, &ep, &err), BB_EUNSUPPORTED);
+    }
+    assert_non_null(strstr(err.msg, "/dns"));
 }
 
 static void test_real_socket(void **state)

@@ -448,6 +448,19 @@ static void test_error_surface(void **state)
     drop(&n);
 }
 
+/* Rewrite a current (version 3) snapshot of a model with no Adam moments
+ * in place as an older version writes it: version 2 lacks age and mass
+ * (16 bytes after the header), version 1 also the trailing center flag
+ * (the model must have no center). The new length. */
+static size_t downgrade_snapshot(uint8_t *snap, size_t len, uint32_t version)
+{
+    const size_t age_at = 4 + 4 + 8 + 4 + 8 + 8; /* magic, version, n, optimizer, t, changes */
+    memmove(snap + age_at, snap + age_at + 16, len - age_at - 16);
+    len -= 16;
+    memcpy(snap + 4, &version, 4);
+    return version == 1 ? len - 1 : len;
+}
+
 static void test_snapshot_roundtrip(void **state)
 {
     (void)state;
@@ -478,6 +491,105 @@ static void test_snapshot_roundtrip(void **state)
     drop(&a);
     drop(&b);
     drop(&c);
+}
+
+/* Merge (gossip learning): weighted by age, plain average, replace; the
+ * age becomes the larger one (the peer's for replace), Share reads both;
+ * bad inputs and an unknown rule are refused. */
+static void test_merge_rules(void **state)
+{
+    (void)state;
+    const char *rules[3] = {"weighted", "average", "replace"};
+    const float mine[6] = {0, 0, 0, 0, 0, 0}, theirs[6] = {4, 4, 4, 4, 4, 4};
+    const float want[3] = {3, 2, 4}; /* after merging 4s of age 30 into 0s of age 10 */
+    for (int r = 0; r < 3; r++) {
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "{\"layers\": [2, 2], \"merge\": \"%s\"}", rules[r]);
+        net a = make(cfg);
+        load(&a, mine, 6);
+        /* first merge an age-10 model equal to ours: the age becomes 10 */
+        bb_value *p0 = vecf(mine, 6), *age10 = bb_value_u64(&BB_TYPE_U64, 10);
+        bb_value *age = call_ok(&a, "Merge", p0, age10);
+        assert_int_equal(age->u.u64, 10);
+        bb_value_unref(age);
+        /* then an age-30 model of 4s: weighted 10:30 -> 3, average -> 2, replace -> 4 */
+        bb_value *p1 = vecf(theirs, 6), *age30 = bb_value_u64(&BB_TYPE_U64, 30);
+        age = call_ok(&a, "Merge", p1, age30);
+        assert_int_equal(age->u.u64, 30);
+        bb_value_unref(age);
+        bb_value *trig = bb_value_trigger();
+        bb_value *in[1] = {trig}, *out[2] = {0};
+        bb_error err = {0};
+        assert_int_equal(pfx_call(a.t, a.inst, NULL, "Share", NULL, in, 1, out, 2, &err), BB_OK);
+        for (int i = 0; i < 6; i++)
+            assert_float_equal(bb_tensor_f32(out[0])[i], want[r], 1e-5);
+        assert_int_equal(out[1]->u.u64, 30);
+        bb_value_unref(out[0]);
+        bb_value_unref(out[1]);
+        bb_value *bad = NULL;
+        assert_int_equal(call(&a, "Merge", p1, trig, &bad, &err), BB_ETYPE); /* no age */
+        assert_non_null(strstr(err.msg, "weight"));
+        bb_value *short_p = vecf(theirs, 5);
+        assert_int_equal(call(&a, "Merge", short_p, age30, &bad, &err), BB_ETYPE);
+        bb_value *done[] = {p0, age10, p1, age30, trig, short_p};
+        for (size_t k = 0; k < sizeof done / sizeof *done; k++)
+            bb_value_unref(done[k]);
+        drop(&a);
+    }
+    bb_error err = {0};
+    assert_null(try_make("{\"layers\": [2, 2], \"merge\": \"max\"}", NULL, &err));
+    assert_non_null(strstr(err.msg, "merge"));
+}
+
+/* push_sum: Share halves the mass (ways 2 without a node) and sends the
+ * half; Merge weighs by mass and adds it up, so the total stays 1 + 1. */
+static void test_merge_push_sum(void **state)
+{
+    (void)state;
+    const char *cfg = "{\"layers\": [2, 2], \"merge\": \"push_sum\"}";
+    net a = make(cfg), b = make(cfg);
+    const float zeros[6] = {0}, sixes[6] = {6, 6, 6, 6, 6, 6};
+    load(&a, zeros, 6);
+    load(&b, sixes, 6);
+    bb_value *trig = bb_value_trigger(), *in[1] = {trig}, *sent[2] = {0};
+    bb_error err = {0};
+    assert_int_equal(pfx_call(b.t, b.inst, NULL, "Share", NULL, in, 1, sent, 2, &err), BB_OK);
+    assert_true(sent[1]->u.u64 == UINT64_C(1) << 31); /* half of b's mass 1, in 2^-32 units */
+    /* a (mass 1) merges b's half: (1 * 0 + 0.5 * 6) / 1.5 = 2, a's mass 1.5 */
+    bb_value_unref(call_ok(&a, "Merge", sent[0], sent[1]));
+    bb_value *p = call_ok(&a, "Params", NULL, NULL);
+    for (int i = 0; i < 6; i++)
+        assert_float_equal(bb_tensor_f32(p)[i], 2.0f, 1e-5);
+    bb_value *again[2] = {0};
+    assert_int_equal(pfx_call(a.t, a.inst, NULL, "Share", NULL, in, 1, again, 2, &err), BB_OK);
+    assert_true(again[1]->u.u64 == UINT64_C(3) << 30); /* 1.5 / 2 */
+    /* the mass left (0.75) travels in the snapshot; a version-2 snapshot
+     * (before age and mass) restores with mass 1 */
+    uint8_t *snap;
+    size_t len;
+    assert_int_equal(a.t->snapshot(a.inst, &snap, &len, &err), BB_OK);
+    net c = make(cfg);
+    for (int v = 3; v >= 2; v--) {
+        if (v == 2)
+            len = downgrade_snapshot(snap, len, 2);
+        assert_int_equal(c.t->restore(c.inst, snap, len, &err), BB_OK);
+        bb_value *share[2] = {0};
+        assert_int_equal(pfx_call(c.t, c.inst, NULL, "Share", NULL, in, 1, share, 2, &err),
+                         BB_OK);
+        assert_true(share[1]->u.u64 == (v == 3 ? UINT64_C(3) << 29 : UINT64_C(1) << 31));
+        bb_value_unref(share[0]);
+        bb_value_unref(share[1]);
+    }
+    free(snap);
+    drop(&c);
+    for (int i = 0; i < 2; i++) {
+        bb_value_unref(sent[i]);
+        bb_value_unref(again[i]);
+    }
+    bb_value_unref(p);
+    bb_value_unref(trig);
+    drop(&a);
+    drop(&b);
 }
 
 /* proximal_mu (FedProx): Step's gradient gains mu (w - center), center the
@@ -526,9 +638,7 @@ static void test_proximal_step_by_hand(void **state)
     /* a version-1 snapshot (no center flag): the center is the restored
      * parameters, so the first Step is plain SGD's */
     assert_int_equal(plain.t->snapshot(plain.inst, &snap, &len, &err), BB_OK);
-    const uint32_t v1 = 1;
-    memcpy(snap + 4, &v1, 4);
-    assert_int_equal(a.t->restore(a.inst, snap, len - 1, &err), BB_OK); /* minus has_center */
+    assert_int_equal(a.t->restore(a.inst, snap, downgrade_snapshot(snap, len, 1), &err), BB_OK);
     bb_value *before = call_ok(&a, "Params", NULL, NULL);
     bb_value_unref(call_ok(&a, "Step", gv, NULL));
     p = call_ok(&a, "Params", NULL, NULL);
@@ -664,6 +774,8 @@ int main(void)
         cmocka_unit_test(test_proximal_step_by_hand),
         cmocka_unit_test(test_params_on_and_digest),
         cmocka_unit_test(test_parameters_shared_not_copied),
+        cmocka_unit_test(test_merge_rules),
+        cmocka_unit_test(test_merge_push_sum),
     };
     return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
 }

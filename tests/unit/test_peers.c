@@ -100,17 +100,6 @@ static bb_value *select_ok(sel_t *s, bb_node *nd)
     return out;
 }
 
-/* Index (1-based seed) of a peer value among peers 1..16, or 0. */
-static int seed_of(const bb_value *p)
-{
-    for (uint8_t i = 1; i <= 16; i++) {
-        bb_peerid id = fx_peer(i);
-        if (p->u.bytes.len == id.len && !memcmp(p->u.bytes.data, id.bytes, id.len))
-            return i;
-    }
-    return 0;
-}
-
 /* ---- ConstantView -------------------------------------------------------------- */
 
 static void test_constant_view_all_and_random(void **state)
@@ -120,14 +109,14 @@ static void test_constant_view_all_and_random(void **state)
     bb_value *all = select_ok(&s, node(&s, SEL, "CurrentView", -1, NULL, NULL));
     assert_int_equal(all->u.list.n, 5);
     for (size_t i = 0; i < 5; i++)
-        assert_int_equal(seed_of(all->u.list.items[i]), (int)i + 1);
+        assert_int_equal(pfx_seed_of(all->u.list.items[i]), (int)i + 1);
     bb_value_unref(all);
     int hits[6] = {0};
     bb_node *sample2 = node(&s, SEL, "Sample", 2, NULL, NULL);
     for (int k = 0; k < 200; k++) {
         bb_value *v = select_ok(&s, sample2);
         assert_int_equal(v->u.list.n, 2);
-        int a = seed_of(v->u.list.items[0]), b = seed_of(v->u.list.items[1]);
+        int a = pfx_seed_of(v->u.list.items[0]), b = pfx_seed_of(v->u.list.items[1]);
         assert_true(a && b && a != b); /* without replacement */
         hits[a]++;
         hits[b]++;
@@ -140,7 +129,7 @@ static void test_constant_view_all_and_random(void **state)
     assert_int_equal(v->u.list.n, 5);
     int seen[6] = {0};
     for (size_t i = 0; i < 5; i++)
-        assert_int_equal(seen[seed_of(v->u.list.items[i])]++, 0);
+        assert_int_equal(seen[pfx_seed_of(v->u.list.items[i])]++, 0);
     bb_value_unref(v);
     drop(&s);
 }
@@ -212,26 +201,6 @@ static void test_constant_view_config_errors(void **state)
 
 /* ---- through the engine ------------------------------------------------------------- */
 
-/* Target Server(go) -> Sample(n) and CurrentView on slot "selector". */
-static bb_model *selector_model(const char *type, int64_t n, const char *of_class)
-{
-    bb_model *m = fx_model();
-    bb_function *f = fx_fn(m, "Server", "go", "peers,view");
-    bb_node *s = fx_op(m, f, SEL, "Sample", "", "peers");
-    fx_int(m, s, "n", n);
-    fx_meta(m, s, "ai.bytesandbrains.slot", "selector");
-    bb_node *v = fx_op(m, f, SEL, "CurrentView", "", "view");
-    fx_meta(m, v, "ai.bytesandbrains.slot", "selector");
-    if (of_class) {
-        fx_meta(m, s, PEER_CLASS, of_class);
-        fx_meta(m, v, PEER_CLASS, of_class);
-    }
-    char triple[64];
-    snprintf(triple, sizeof triple, "PeerSelector|%s|0", type);
-    fx_bind(m, "Server", "selector", triple);
-    return m;
-}
-
 static bb_engine *install(bb_model *m, const char *config)
 {
     bb_engine *e = fx_engine(100, 7100, NULL);
@@ -279,7 +248,7 @@ static int view_seeds(bb_engine *e, int *seeds, size_t *sampled)
     assert_non_null(p);
     int n = (int)v->value->u.list.n;
     for (int i = 0; i < n; i++)
-        seeds[i] = seed_of(v->value->u.list.items[i]);
+        seeds[i] = pfx_seed_of(v->value->u.list.items[i]);
     for (int i = 1; i < n; i++) /* insertion sort */
         for (int j = i; j > 0 && seeds[j - 1] > seeds[j]; j--) {
             int t = seeds[j];
@@ -304,7 +273,7 @@ static void connect_peer(bb_engine *e, uint8_t seed, const char *target)
 static void test_connected_follows_the_peer_table(void **state)
 {
     (void)state;
-    bb_model *m = selector_model("peers::Connected", 1, "Client");
+    bb_model *m = pfx_selector_model("peers::Connected", 1, "Client");
     bb_engine *e = install(m, NULL); /* no target in the config: the of_class tag */
     int s[8];
     size_t sampled = 9;
@@ -368,7 +337,7 @@ static void test_connected_follows_the_peer_table(void **state)
     bb_engine_free(e);
     bb_model_free(m);
     /* untagged and unconfigured: no target to look for */
-    m = selector_model("peers::Connected", 1, NULL);
+    m = pfx_selector_model("peers::Connected", 1, NULL);
     e = install(m, NULL);
     assert_server_fails(e, "no target");
     bb_engine_free(e);
@@ -384,7 +353,7 @@ static void test_constant_view_addresses_reach_the_address_book(void **state)
              "{\"peers\": [{\"id\": \"%s\", \"addrs\": [\"/ip4/10.1.2.3/tcp/7007\", "
              "\"/ip4/10.1.2.3/udp/7007\"]}], \"of_class\": \"Client\"}",
              id);
-    bb_model *m = selector_model("peers::ConstantView", 1, "Client");
+    bb_model *m = pfx_selector_model("peers::ConstantView", 1, "Client");
     bb_engine *e = install(m, cfg);
     bb_peerid p7 = fx_peer(7);
     const bb_engine_addr *a = NULL;

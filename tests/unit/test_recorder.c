@@ -1,6 +1,8 @@
 /* Unit tests for the recorder (bb/recorder.h): the recorded ModelProto's
  * shape, every recording error, and the golden dump of the SplitLearning
- * example (testdata/split_learning.onnx vs testdata/split_learning.dump). */
+ * example (testdata/split_learning.onnx vs testdata/split_learning.dump;
+ * regenerate it with `build/bin/bbc dump testdata/split_learning.onnx`
+ * when the example changes on purpose). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1255,6 +1257,68 @@ static void test_of_class_and_net_ports(void **state)
     bb_model_free(m);
 }
 
+/* A selector op recorded by hand (Select with params "near_key") is tagged
+ * with bb_rec_of_class like Sample / CurrentView: the producing node is
+ * stamped and a send to its peers is routed to that class. */
+static void test_rec_of_class(void **state)
+{
+    (void)state;
+    bb_recorder *r = bb_recorder_new(NULL);
+    bb_module *root = bb_rec_module(r, "Root");
+    bb_module *srv = bb_rec_class_module(r, "Server");
+    bb_module *cli = bb_rec_class_module(r, "Client");
+    bb_slot *sel = bb_rec_concrete(srv, BB_ROLE_PEER_SELECTOR, "selector", "peers::Dht", "{}",
+                                   NULL);
+    bb_rec *s = bb_module_body(srv);
+    bb_val key = bb_rec_input(s, "key", &BB_TYPE_BYTES);
+    bb_rec_attr attrs[] = {BB_RA_STRING("params", "near_key"), BB_RA_INT("n", 3)};
+    const bb_type_node *types[] = {&BB_TYPE_PEER_ID_VEC};
+    bb_val near;
+    assert_int_equal(bb_rec_op(s, sel, "bb-peers.PeerSelector.atomic", "Select", &key, 1, attrs,
+                               2, types, &near, 1),
+                     BB_OK);
+    bb_val tagged = bb_rec_of_class(s, near, "Client");
+    assert_true(bb_val_ok(tagged));
+    bb_wire_send(s, NULL, "hello", key, tagged);
+    bb_rec *c = bb_module_body(cli);
+    bb_val got;
+    bb_wire_recv(c, NULL, "hello", &BB_TYPE_BYTES, NULL, &got);
+    bb_sys_record(c, got, "got");
+    bb_rec *rg = bb_module_body(root);
+    bb_call *sc = bb_rec_call(rg, srv);
+    bb_call_input(sc, "key", bb_rec_input(rg, "key", &BB_TYPE_BYTES));
+    bb_call_build(sc);
+    bb_call_build(bb_rec_call(rg, cli));
+    bb_model *m = build_ok(r, root);
+    bb_recorder_free(r);
+    const bb_function *sf = fn(m, "Server");
+    assert_meta(node_of(sf, "Select"), BB_META_PEER_CLASS, "Client");
+    assert_meta(node_of(sf, "Send"), BB_META_DEST_CLASS, "Client");
+    bb_model_free(m);
+
+    /* refused: NULL or empty class, a formal input, another graph's value */
+    static const char *const why[] = {"NULL of_class", "empty of_class",
+                                      "not the output of a node", "another recording"};
+    for (size_t k = 0; k < 4; k++) {
+        r = bb_recorder_new(NULL);
+        srv = bb_rec_class_module(r, "Server");
+        bb_module *other = bb_rec_module(r, "Other");
+        sel = bb_rec_generic(srv, BB_ROLE_PEER_SELECTOR, "selector");
+        s = bb_module_body(srv);
+        bb_val v = bb_role_peer_selector_current_view(s, sel, NULL);
+        if (k == 2)
+            v = bb_rec_input(s, "peers", &BB_TYPE_PEER_ID_VEC);
+        if (k == 3)
+            v = bb_rec_input(bb_module_body(other), "x", &BB_TYPE_PEER_ID_VEC);
+        const char *cls = k == 0 ? NULL : k == 1 ? "" : "Client";
+        assert_false(bb_val_ok(bb_rec_of_class(s, v, cls)));
+        bb_error err = {0};
+        assert_int_equal(bb_recorder_error(r, &err), BB_ERECORD);
+        assert_true(contains(err.msg, why[k]));
+        bb_recorder_free(r);
+    }
+}
+
 static void test_home_class(void **state)
 {
     (void)state;
@@ -1619,21 +1683,24 @@ static void test_split_learning_golden(void **state)
     if (strcmp(cli, want) != 0)
         fail_msg("`bbc dump %s` differs from %s", onnx, golden);
     free(cli);
-    /* spot checks against IR_AND_DSL.md Part 9 */
-    const bb_function *f = fn(m, "SplitLearning");
-    assert_int_equal(f->nodes.n, 11);
-    const char *ops[] = {"Recv",      "Decompress",     "Forward",         "Compress",
-                         "Sample",    "SendReqBatched", "RecvRespBatched", "Decompress",
-                         "Aggregate", "Step",           "Backward"};
-    for (size_t i = 0; i < 11; i++)
-        assert_string_equal(f->nodes.v[i]->op_type, ops[i]);
-    assert_string_equal(f->nodes.v[0]->outputs.v[1], "site_2");
-    assert_string_equal(f->nodes.v[1]->inputs.v[0], "site_2");
-    assert_string_equal(f->nodes.v[5]->inputs.v[0], "site_5");
-    assert_string_equal(f->nodes.v[5]->inputs.v[1], "site_6");
-    assert_int_equal(f->attributes.n, 1);
-    assert_string_equal(f->attributes.v[0], "backend");
-    assert_int_equal(f->attribute_protos.n, 6);
+    /* spot checks: Part 9's ops, cut into the two classes that train */
+    assert_int_equal(m->functions.n, 3);
+    const bb_function *owner = fn(m, "DataOwner"), *top = fn(m, "Top");
+    const char *owner_ops[] = {"Interval",  "Limit.Acquire",  "NextBatch",       "Gate",
+                               "Gate",      "Forward",        "Sample",          "Bundle",
+                               "SendReqBatched", "RecvRespBatched", "Contribute", "Aggregate",
+                               "Backward",  "StepOn",         "Limit.Release"};
+    for (size_t i = 0; i < sizeof owner_ops / sizeof *owner_ops; i++)
+        assert_string_equal(owner->nodes.v[i]->op_type, owner_ops[i]);
+    const char *top_ops[] = {"RecvReq",      "Limit.Acquire", "Gate",   "Unbundle",
+                             "Forward",      "LossGradient",  "BackwardInput", "StepOn",
+                             "Gate",         "SendResp"};
+    for (size_t i = 0; i < sizeof top_ops / sizeof *top_ops; i++)
+        assert_string_equal(top->nodes.v[i]->op_type, top_ops[i]);
+    assert_string_equal(bb_kv_get(&owner->metadata, BB_META_HOME_CLASS), "DataOwner");
+    assert_string_equal(bb_kv_get(&top->metadata, BB_META_HOME_CLASS), "Top");
+    assert_int_equal(top->attribute_protos.n, 1); /* the top holds no data source */
+    assert_string_equal(top->attribute_protos.v[0]->name, "top");
     assert_meta(m->graph->nodes.v[0], BB_META_MODULE_INSTANCE, "SplitLearning#0");
     free(got);
     free(want);
@@ -1721,6 +1788,7 @@ int main(void)
         cmocka_unit_test(test_submodule_call_shape),
         cmocka_unit_test(test_output_of_a_formal_uses_pass_through),
         cmocka_unit_test(test_of_class_and_net_ports),
+        cmocka_unit_test(test_rec_of_class),
         cmocka_unit_test(test_home_class),
         cmocka_unit_test(test_wire_ops_pairing_stamps),
         cmocka_unit_test(test_every_catalog_op_recordable),

@@ -318,12 +318,11 @@ static void test_wrong_peer_at_address(void **state)
     assert_int_equal(b.n_env, 0);
     /* Sending to oneself, or with no usable address, is refused at once. */
     assert_int_equal(send_to(&a, &a.id, &ba, 10, 1), BB_EINVAL);
-    uint8_t dns[64];
-    size_t dl;
-    assert_int_equal(bb_multiaddr_parse("/dns4/example.com/tcp/1", dns, sizeof dns, &dl, NULL),
-                     BB_OK);
-    bbd_addr da = {dns, dl};
-    assert_int_equal(send_to(&a, &other, &da, 10, 1), BB_ENOTFOUND);
+    uint8_t udp[64]; /* a has no UDP socket: it cannot use a /udp address */
+    size_t ul;
+    assert_int_equal(bb_multiaddr_parse("/ip4/10.0.0.1/udp/1", udp, sizeof udp, &ul, NULL), BB_OK);
+    bbd_addr ua = {udp, ul};
+    assert_int_equal(send_to(&a, &other, &ua, 10, 1), BB_ENOTFOUND);
     assert_int_equal(send_to(&a, &other, NULL, 10, 1), BB_ENOTFOUND);
     pair_close(&a, &b);
 }
@@ -622,6 +621,60 @@ static void test_ipv6(void **state)
     pair_close(&a, &b);
 }
 
+/* A peer given by host name (/dns4/localhost/tcp/PORT)
+ * is resolved with the loop's resolver and dialed; a reconnect resolves
+ * again; a name that does not resolve fails the send like a refused
+ * connection, with a log line naming it. */
+static void test_dns_names(void **state)
+{
+    (void)state;
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, NULL, NULL, TCP0);
+    char text[96];
+    snprintf(text, sizeof text, "/dns4/localhost/tcp/%u", addr_port(&ba));
+    uint8_t dns[128];
+    size_t dl;
+    assert_int_equal(bb_multiaddr_parse(text, dns, sizeof dns, &dl, NULL), BB_OK);
+    bbd_addr by_name = {dns, dl};
+    assert_int_equal(send_to(&a, &b.id, &by_name, 100, 7), BB_OK);
+    bbd_peer_stats ps;
+    assert_true(bbd_transport_peer_stats(a.t, &b.id, &ps));
+    assert_string_equal(ps.state, "resolving"); /* sends queue behind the resolution */
+    assert_int_equal(send_to(&a, &b.id, &by_name, 50, 8), BB_OK);
+    WAIT_FOR(b.n_env == 2 && a.n_ok == 2, 5000);
+    assert_true(env_is(&b.env[0], 100, 7));
+    assert_true(env_is(&b.env[1], 50, 8));
+
+    /* b restarts on the same port: a's next send resolves and dials again */
+    uint16_t port = addr_port(&ba);
+    node_close(&b);
+    WAIT_FOR(a.n_disconnected == 1, 5000);
+    char listen[64];
+    snprintf(listen, sizeof listen, "/ip4/127.0.0.1/tcp/%u", port);
+    node_start(&b, 2, "B", NULL);
+    node_listen(&b, listen);
+    snprintf(text, sizeof text, "/dns4/localhost/tcp/%u", port);
+    assert_int_equal(bb_multiaddr_parse(text, dns, sizeof dns, &dl, NULL), BB_OK);
+    by_name.len = dl;
+    assert_int_equal(send_to(&a, &b.id, &by_name, 30, 9), BB_OK);
+    WAIT_FOR(b.n_env == 1, 5000);
+    assert_true(env_is(&b.env[0], 30, 9));
+
+    /* a name that does not resolve (.invalid never does, RFC 6761) */
+    node c;
+    node_start(&c, 3, "C", NULL);
+    assert_int_equal(bb_multiaddr_parse("/dns4/no-such-host.invalid/tcp/7", dns, sizeof dns, &dl,
+                                        NULL),
+                     BB_OK);
+    bbd_addr bad = {dns, dl};
+    size_t fails = a.n_fail;
+    assert_int_equal(send_to(&a, &c.id, &bad, 10, 1), BB_OK);
+    WAIT_FOR(a.n_fail == fails + 1, 10000);
+    assert_non_null(strstr(a.logs, "no-such-host.invalid"));
+    node_close(&c);
+    pair_close(&a, &b);
+}
+
 static void test_listen_errors(void **state)
 {
     (void)state;
@@ -662,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_connection_limit),
         cmocka_unit_test(test_clean_close),
         cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_dns_names),
         cmocka_unit_test(test_listen_errors),
     };
     return cmocka_run_group_tests(tests, harness_setup, harness_teardown);

@@ -419,7 +419,9 @@ typedef enum bb_bootstrap_target_kind {
     BB_BOOTSTRAP_ALL = 0,
     BB_BOOTSTRAP_MODULE_NAMES,
     BB_BOOTSTRAP_MODULE_REQUESTS,
-    BB_BOOTSTRAP_SLOTS
+    BB_BOOTSTRAP_SLOTS,
+    BB_BOOTSTRAP_COMPONENTS, /* SLOTS of every component that has a bootstrap */
+    BB_BOOTSTRAP_FRESH       /* a fresh start: COMPONENTS, then ALL */
 } bb_bootstrap_target_kind;
 
 typedef struct bb_bootstrap_request {
@@ -450,7 +452,11 @@ typedef enum bb_bootstrap_status {
  * ALL walks the targets' module bootstraps in install order, one at a time,
  * skipping those already done; it stops at one whose bootstrap function takes
  * inputs until the host stages them with MODULE_REQUESTS (status
- * WAITING_FOR_INPUT meanwhile), and fires every Pulse op once the walk ends. */
+ * WAITING_FOR_INPUT meanwhile), and fires every Pulse op once the walk ends.
+ * COMPONENTS fires every component bootstrap, dependencies first (a
+ * protocol joining its network, a selector announcing itself). FRESH is
+ * what a host runs on a fresh start (not after a restore, whose state
+ * already holds what the bootstraps did): COMPONENTS, then ALL. */
 int bb_engine_run_bootstrap(bb_engine *e, const bb_bootstrap_target *t, bb_error *err);
 /* RUNNING: a bootstrap is in flight; WAITING_FOR_INPUT: staged requests (or
  * an ALL walk) still wait; IDLE otherwise. Engine thread. */

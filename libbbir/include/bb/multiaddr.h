@@ -191,9 +191,26 @@ typedef struct bb_ma_transport {
 
 /* Read the transport of an address: it must begin /ip4|ip6/../tcp|udp/..;
  * anything after (p2p, suffix) is ignored. Names (/dns...) and other
- * layouts are BB_EUNSUPPORTED (a transport cannot dial them directly). */
+ * layouts are BB_EUNSUPPORTED (a transport cannot dial them directly:
+ * bb_multiaddr_endpoint reads those). */
 int bb_multiaddr_transport(const uint8_t *addr, size_t len, bb_ma_transport *out,
                            bb_error *err);
+/* Where a transport dials: an IP transport, or a host name that must be
+ * resolved first (/dns: either family, /dns4: IPv4, /dns6: IPv6). */
+typedef struct bb_ma_endpoint {
+    bool is_name;
+    bb_ma_transport ip;                  /* !is_name */
+    char name[BB_MULTIADDR_NAME_MAX + 1]; /* is_name: NUL-terminated */
+    int family;                          /* is_name: AF_UNSPEC, AF_INET or AF_INET6 */
+    bb_ma_proto proto;                   /* BB_MA_TCP or BB_MA_UDP (both cases) */
+    uint16_t port;                       /* host order (both cases) */
+} bb_ma_endpoint;
+
+/* Read the endpoint of an address: /ip4|ip6|dns|dns4|dns6/../tcp|udp/..;
+ * anything after (p2p, suffix) is ignored. Other layouts are
+ * BB_EUNSUPPORTED. */
+int bb_multiaddr_endpoint(const uint8_t *addr, size_t len, bb_ma_endpoint *out, bb_error *err);
+
 /* Binary /ip4|ip6/<ip>/tcp|udp/<port> of t into out[cap] (<= 21 bytes). */
 int bb_ma_transport_encode(const bb_ma_transport *t, uint8_t *out, size_t cap,
                            size_t *out_len, bb_error *err);

@@ -14,6 +14,9 @@
  * that way: bb_plugin_info.value_layout carries a signature of their layout
  * (BB_PLUGIN_VALUE_LAYOUT) and the host refuses one that differs from its
  * own. ABI 2.0 added it; 1.x plugins are refused (they carry none).
+ * ABI 2.1 appended bb_ctx_api.shared_get/shared_put; 2.2 the control
+ * plane: bb_ctx_api.send_fill and local_targets,
+ * bb_component_type.on_answer (see "control plane" below).
  *
  * Threading: create/destroy/dispatch/bootstrap/snapshot/restore run on the
  * engine thread. A dispatch that returns BB_DISPATCH_LATER keeps its
@@ -34,7 +37,7 @@
 #include "bb/value.h"
 
 #define BB_PLUGIN_ABI_MAJOR 2
-#define BB_PLUGIN_ABI_MINOR 1
+#define BB_PLUGIN_ABI_MINOR 2
 #define BB_PLUGIN_ENTRY_SYMBOL "bb_plugin_entry"
 #define BB_STAGE_ENTRY_SYMBOL "bb_stage_entry"
 #define BB_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -215,14 +218,37 @@ typedef struct bb_ctx_api {
      * check struct_size before calling. */
     bb_value *(*shared_get)(bb_ctx *ctx, const char *key);
     bb_value *(*shared_put)(bb_ctx *ctx, const char *key, bb_value *v);
+    /* ---- ABI 2.2: the control plane (see "control plane" below) ---- */
+    /* Send payload[0..len) to op `op` of the component bound at `slot` on
+     * node `peer` (a PeerId value; NULL or this node's own PeerId: this
+     * node), as a control-plane fill /component/<slot id>/op/<op>. slot
+     * NULL: the sender's own slot (the same component on another node).
+     * timeout_ns 0: one-way. Otherwise a request: *token (may be NULL)
+     * receives its token, and the sender's on_answer is called exactly once
+     * for it, with the answer or a failure, within about timeout_ns.
+     * BB_OK, or BB_ENOTFOUND (no such slot here, or no address known for
+     * peer), BB_ELIMIT (payload over the envelope cap), BB_EFULL (too many
+     * requests pending), BB_EUNSUPPORTED (a request from a type without
+     * on_answer), BB_EINVAL (bad arguments); err names what. */
+    int (*send_fill)(bb_ctx *ctx, const bb_value *peer, const char *slot, const char *op,
+                     const uint8_t *payload, size_t len, uint64_t timeout_ns, uint64_t *token,
+                     bb_error *err);
+    /* The targets (peer classes) this node runs: writes up to cap names
+     * (borrowed; they live as long as the engine) and returns the count. */
+    size_t (*local_targets)(bb_ctx *ctx, const char **out, size_t cap);
 } bb_ctx_api;
 
 #define BB_SHARED_KEY_MAX 4096
 
+/* Does a table of type T at p cover `field`? A host or plugin reads a field
+ * appended after its first version only then (struct_size is the first
+ * field of every table). */
+#define BB_ABI_HAS(T, p, field) \
+    ((p)->struct_size >= offsetof(T, field) + sizeof(((T *)0)->field))
+
 /* ctx's host table has the member (a host built against an older header
  * lacks what was appended since). */
-#define BB_CTX_HAS(ctx, member)                                                               \
-    ((ctx)->api->struct_size >= offsetof(bb_ctx_api, member) + sizeof((ctx)->api->member))
+#define BB_CTX_HAS(ctx, member) BB_ABI_HAS(bb_ctx_api, (ctx)->api, member)
 
 struct bb_ctx {
     const bb_ctx_api *api;
@@ -281,7 +307,35 @@ typedef struct bb_component_type {
     int (*execute_graph)(void *inst, const bb_graph *graph, const char *const *input_names,
                          bb_value *const *inputs, uint32_t n_inputs, bb_value **outputs,
                          uint32_t n_outputs, bb_error *err);
+    /* ---- ABI 2.2 ---- */
+    /* Optional (required to send requests with ctx->api->send_fill): the
+     * outcome of a request this instance sent, on the engine thread.
+     * status BB_OK: payload is the answer. Otherwise the request failed:
+     * BB_ETIMEOUT (no answer in time), BB_EIO (the peer is unreachable),
+     * BB_ERUNTIME (the remote op failed; payload is its message, not
+     * NUL-terminated), BB_ENOTFOUND (the remote node has no such component
+     * or op). payload is borrowed for the call. */
+    void (*on_answer)(void *inst, bb_ctx *ctx, uint64_t token, int status, const uint8_t *payload,
+                      size_t len);
 } bb_component_type;
+
+/* ---- the control plane (ABI 2.2) -------------------------------------------------
+ * Components talk to their counterparts on other nodes (a protocol's
+ * messages, a selector's queries) with control-plane fills, addressed
+ * /component/<slot id>/op/<op> (the slot id is the program-wide one of the
+ * binding triple, the same on every node running the artifact).
+ *   - ctx->api->send_fill sends one; the receiving engine dispatches the op
+ *     with inputs (payload Bytes, correlation token U64, sender PeerId) and
+ *     no node (call->node == NULL).
+ *   - A request (send_fill with a timeout) is answered: output 0 of the op
+ *     (its bytes when it is a Bytes value, else its wire encoding) goes back
+ *     to the sender, whether the op answered NOW or LATER through its
+ *     completion; a failure goes back as the error message. The sender's
+ *     on_answer receives it. A one-way fill's outputs go nowhere.
+ *   - Requests pending when the engine is freed or restored from a snapshot
+ *     get no on_answer: a component re-asks after a restore.
+ * Everything a peer sends is untrusted: a component bounds and checks every
+ * payload before use. */
 
 /* ---- the value layout ------------------------------------------------------------
  * A plugin reads and writes bb_value, bb_tensor_view, bb_buffer,

@@ -112,6 +112,7 @@
  *     decides. The top-level graph node gets the root's class when the
  *     root is a class module.
  *   - of_class: bb_role_peer_selector_sample / _current_view given a class
+ *     (and bb_rec_of_class, for a selector op of the selector's own domain)
  *     stamp the node "ai.bytesandbrains.peer_class" = "<class>"
  *     (BB_META_PEER_CLASS) and tag the output value; the syscalls
  *     PassThrough, Gate, Tee (and Any, when all inputs agree) propagate
@@ -461,6 +462,13 @@ bb_val bb_role_index_train(bb_rec *g, bb_slot *index, bb_val samples);
 bb_val bb_role_peer_selector_sample(bb_rec *g, bb_slot *selector, int64_t n,
                                     const char *of_class);
 bb_val bb_role_peer_selector_current_view(bb_rec *g, bb_slot *selector, const char *of_class);
+/* Tag the peers another op produced (a selector op of its own domain
+ * recorded with bb_rec_op, e.g. Select with params "near_key") with the
+ * class they are drawn from, as Sample / CurrentView do: stamps the
+ * producing node's peer_class and tags the value. Returns peers (or
+ * BB_VAL_NONE and a recording error: not the output of a node of g, empty
+ * or NULL of_class). */
+bb_val bb_rec_of_class(bb_rec *g, bb_val peers, const char *of_class);
 
 /* ---- ai.bytesandbrains.syscall ------------------------------------------------------- */
 

@@ -219,6 +219,8 @@ static void echo_destroy(void *inst)
     for (int i = 0; i < s->n_waits; i++)
         bb_value_unref(s->wait_in[i]);
     bb_value_unref(s->last_control);
+    for (int i = 0; i < s->n_answers; i++)
+        bb_value_unref(s->answer[i]);
     for (int i = 0; i < g_n_echo; i++)
         if (g_echo[i] == s)
             g_echo[i] = g_echo[--g_n_echo];
@@ -365,6 +367,18 @@ static bb_dispatch_result echo_bootstrap(void *inst, bb_ctx *ctx, bb_completion 
     return BB_DISPATCH_NOW_OK;
 }
 
+static void echo_on_answer(void *inst, bb_ctx *ctx, uint64_t token, int status,
+                           const uint8_t *payload, size_t len)
+{
+    (void)ctx;
+    fx_echo *s = inst;
+    if (s->n_answers == 16)
+        return;
+    s->answer_token[s->n_answers] = token;
+    s->answer_status[s->n_answers] = status;
+    s->answer[s->n_answers++] = bb_value_bytes(&BB_TYPE_BYTES, payload, len);
+}
+
 static int echo_snapshot(void *inst, uint8_t **out, size_t *len, bb_error *err)
 {
     (void)err;
@@ -386,20 +400,27 @@ static int echo_restore(void *inst, const uint8_t *data, size_t len, bb_error *e
     return BB_OK;
 }
 
+/* What test::Echo and test::OldEcho share. */
+#define ECHO_TABLE                                                                             \
+    .abi_major = BB_PLUGIN_ABI_MAJOR, .role = BB_ROLE_PROTOCOL, .opsets = ECHO_SETS,           \
+    .n_opsets = 1, .create = echo_create, .destroy = echo_destroy, .dispatch = echo_dispatch,  \
+    .on_answer = echo_on_answer
+
 static const bb_component_type ECHO = {
     .struct_size = sizeof(bb_component_type),
-    .abi_major = BB_PLUGIN_ABI_MAJOR,
     .type_name = "test::Echo",
-    .role = BB_ROLE_PROTOCOL,
-    .opsets = ECHO_SETS,
-    .n_opsets = 1,
-    .create = echo_create,
-    .destroy = echo_destroy,
-    .dispatch = echo_dispatch,
+    ECHO_TABLE,
     .bootstrap = echo_bootstrap,
     .on_timer = echo_on_timer,
     .snapshot = echo_snapshot,
     .restore = echo_restore,
+};
+
+/* on_answer lies past its struct_size: the host must never call it */
+static const bb_component_type OLD_ECHO = {
+    .struct_size = offsetof(bb_component_type, on_answer),
+    .type_name = "test::OldEcho",
+    ECHO_TABLE,
 };
 
 /* test::Model */
@@ -769,7 +790,8 @@ static const bb_component_type DEP = {
     .dispatch = dep_dispatch,
 };
 
-static const bb_component_type *const TYPES[] = {&ECHO, &MODEL, &AGG, &FOLD, &SEL, &BACKEND, &DEP};
+static const bb_component_type *const TYPES[] = {&ECHO, &OLD_ECHO, &MODEL,   &AGG,
+                                                  &FOLD, &SEL,      &BACKEND, &DEP};
 
 /* Slot configs: slots named model_<d>_<n> get "<d>_<n>" (delta, samples). */
 static const char *slot_config(void *ud, const char *slot)

@@ -56,8 +56,13 @@ bb_function *fx_chain(bb_model *m, const char *name, uint32_t n);
  *              Work(U64 n)->U64 2n (LATER, computed through ctx->submit_work),
  *              Peers(x)->PeerIdVec (ctx->peers), Addrs(PeerId)->AddressVec
  *              (ctx->peer_addresses), Share(x)->x (ctx->shared_get of "fx.share",
-              else shared_put of x: the value the host shares), Bootstrap (NOW, or LATER for slots named
- *              "later*"); snapshot/restore of a counter.
+ *              else shared_put of x: the value the host shares), Bootstrap (NOW,
+ *              or LATER for slots named "later*"); snapshot/restore of a
+ *              counter; on_answer records the outcomes of control-plane
+ *              requests (answer_*).
+ * test::OldEcho test::Echo as a plugin built before ABI 2.2 declares it: its
+ *              struct_size ends before on_answer (which the table still
+ *              points at: the host must not read it).
  * test::Model  (Model, domain ai.bytesandbrains.role.model) Params(t)->f32[4],
  *              LoadParameters(p)->CommandId, Train(t)->f32[4] (params + delta,
  *              delta = config number, default 1), NumSamples(t)->U64 (config).
@@ -91,6 +96,11 @@ typedef struct fx_echo {
     bb_completion *boot_pending;
     const char *slot;
     bb_ctx *ctx;
+    /* on_answer: the outcomes of control-plane requests it sent */
+    uint64_t answer_token[16];
+    int answer_status[16];
+    bb_value *answer[16]; /* Bytes: the answer or the failure's message */
+    int n_answers;
 } fx_echo;
 fx_echo *fx_echo_at(int i);
 /* The live test::Echo instance created for slot (NULL if none). */
@@ -183,8 +193,8 @@ const fx_rec *fx_log_nth(const fx_log *l, bb_step_kind kind, size_t i);
 const fx_rec *fx_log_infra(const fx_log *l, int infra, int sub);
 
 typedef struct fx_net {
-    bb_engine *e[8];
-    fx_log log[8];
+    bb_engine *e[16];
+    fx_log log[16];
     int n;
     uint64_t now;
     size_t delivered;

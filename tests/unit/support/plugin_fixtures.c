@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "bb/model_io.h"
+#include "bb/multiaddr.h"
 #include "bb/plugin_loader.h"
 #include "bbc/compiler.h"
 #include "engine_fixtures.h"
@@ -144,6 +144,26 @@ int pfx_call(const bb_component_type *t, void *inst, bb_ctx *ctx, const char *op
     if (r == BB_DISPATCH_LATER)
         return bb_error_set(err, BB_ESTATE, "%s.%s went asynchronous", t->type_name, op_type);
     return err->code ? err->code : BB_ERUNTIME;
+}
+
+bb_model *pfx_compile(const bb_model *in, bb_error *err)
+{
+    struct bb_plugin_loader *l = pfx_loader();
+    if (!l) {
+        bb_error_set(err, BB_ENOTFOUND, "the build's plugins cannot be loaded");
+        return NULL;
+    }
+    bb_type_source ts;
+    bb_type_source_from_loader(&ts, l, NULL);
+    bbc_options o;
+    bbc_options_init(&o);
+    bbc_error e = {0};
+    bb_model *out = NULL;
+    if (bbc_compile(in, &o, NULL, &ts, NULL, 0, &out, &e)) {
+        bb_error_set(err, BB_ECOMPILE, "%s: %s", e.pass, e.msg);
+        return NULL;
+    }
+    return out;
 }
 
 /* ---- registry --------------------------------------------------------------------- */
@@ -331,6 +351,82 @@ bb_engine *pfx_net_node(struct fx_net *net, uint8_t seed, bb_model *m, const cha
     }
     bb_engine_free(e);
     return NULL;
+}
+
+bb_model *pfx_selector_model(const char *type, int64_t n, const char *of_class)
+{
+    static const char *const SEL = "ai.bytesandbrains.role.peer_selector";
+    bb_model *m = fx_model();
+    bb_function *f = fx_fn(m, "Server", "go", "peers,view");
+    bb_node *s = fx_op(m, f, SEL, "Sample", "", "peers");
+    fx_int(m, s, "n", n);
+    fx_meta(m, s, "ai.bytesandbrains.slot", "selector");
+    bb_node *v = fx_op(m, f, SEL, "CurrentView", "", "view");
+    fx_meta(m, v, "ai.bytesandbrains.slot", "selector");
+    if (of_class) {
+        fx_meta(m, s, "ai.bytesandbrains.peer_class", of_class);
+        fx_meta(m, v, "ai.bytesandbrains.peer_class", of_class);
+    }
+    char triple[64];
+    snprintf(triple, sizeof triple, "PeerSelector|%s|0", type);
+    fx_bind(m, "Server", "selector", triple);
+    return m;
+}
+
+int pfx_seed_of(const bb_value *p)
+{
+    for (int i = 1; i <= 64; i++) {
+        bb_peerid id = fx_peer((uint8_t)i);
+        if (p && p->u.bytes.len == id.len && !memcmp(p->u.bytes.data, id.bytes, id.len))
+            return i;
+    }
+    return 0;
+}
+
+bb_engine *pfx_net_start(fx_net *net, uint8_t seed, bb_model *m, const char *cfg)
+{
+    pfx_slot_config sc[1] = {{"selector", cfg}};
+    bb_error err = {0};
+    bb_engine *e = pfx_net_node(net, seed, m, "Server", sc, 1, NULL, &err);
+    if (!e)
+        fail_msg("node %u: %s", seed, err.msg);
+    bb_bootstrap_target fresh = {.kind = BB_BOOTSTRAP_FRESH};
+    assert_int_equal(bb_engine_run_bootstrap(e, &fresh, &err), BB_OK);
+    return e;
+}
+
+void pfx_net_advance(fx_net *net, uint64_t ns)
+{
+    for (uint64_t t = 0; t < ns; t += 10000000) {
+        net->now += 10000000;
+        fx_net_run(net, 20);
+    }
+}
+
+void pfx_deliver_control(bb_engine *e, uint8_t from, uint64_t ref, const char *op,
+                         const uint8_t *payload, size_t len, uint64_t token)
+{
+    uint8_t sfx[300];
+    size_t sl, n;
+    assert_int_equal(bb_suffix_component_op(ref, op, sfx, sizeof sfx, &sl, NULL), BB_OK);
+    fx_fill f = {.suffix = sfx, .suffix_len = sl, .payload = payload, .len = len};
+    fx_env env = {.fills = &f, .n_fills = 1, .corr = 1, .wire_req_id = token};
+    uint8_t *bytes = fx_envelope(&env, &n);
+    bb_peerid src = fx_peer(from);
+    assert_int_equal(bb_engine_deliver_envelope(e, &src, NULL, bytes, n, NULL), BB_OK);
+    free(bytes);
+}
+
+void pfx_assert_configs_refused(const char *type, const pfx_bad_config *cases, size_t n)
+{
+    const bb_component_type *t = pfx_type(type);
+    assert_non_null(t);
+    for (size_t i = 0; i < n; i++) {
+        bb_error err = {0};
+        assert_null(pfx_create(t, "selector", cases[i].json, NULL, 1, NULL, &err));
+        if (!strstr(err.msg, cases[i].want))
+            fail_msg("%s: \"%s\" lacks \"%s\"", cases[i].json, err.msg, cases[i].want);
+    }
 }
 
 bb_value *pfx_peer(uint8_t seed)

@@ -41,6 +41,10 @@ int pfx_call(const bb_component_type *t, void *inst, bb_ctx *ctx, const char *op
              const bb_node *node, bb_value *const *inputs, uint32_t n_inputs, bb_value **outputs,
              uint32_t n_outputs, bb_error *err);
 
+/* A recorded program compiled as `bbc compile` would, against the build's
+ * plugins (in is borrowed). NULL with err filled ("<pass>: <message>"). */
+bb_model *pfx_compile(const bb_model *in, bb_error *err);
+
 /* ---- engine registry: types from the plugins, configs per slot ---------------- */
 typedef struct pfx_slot_config {
     const char *slot;
@@ -77,6 +81,30 @@ struct fx_net;
 bb_engine *pfx_net_node(struct fx_net *net, uint8_t seed, bb_model *m, const char *target,
                         const pfx_slot_config *cfg, size_t n_cfg, const bb_engine_config *ecfg,
                         bb_error *err);
+
+/* ---- selectors through the engine ------------------------------------------------- */
+/* Target "Server"(go) -> Sample(n) (output "peers") and CurrentView (output
+ * "view") on slot "selector" bound to type with slot id 0; both nodes
+ * tagged with of_class when it is not NULL. */
+bb_model *pfx_selector_model(const char *type, int64_t n, const char *of_class);
+/* Index (1-based seed) of a PeerId value among fx_peer(1..64), or 0. */
+int pfx_seed_of(const bb_value *peer);
+/* A node of net running m's "Server" with slot "selector" configured by
+ * cfg, its component bootstraps fired (as bbd does on a fresh start). */
+bb_engine *pfx_net_start(struct fx_net *net, uint8_t seed, bb_model *m, const char *cfg);
+/* Let ns of virtual time pass on net in 10 ms steps, running every node. */
+void pfx_net_advance(struct fx_net *net, uint64_t ns);
+/* Hand e a control-plane request from fx_peer(from): payload[0..len) to
+ * op of the component with slot id ref, correlation token. */
+void pfx_deliver_control(bb_engine *e, uint8_t from, uint64_t ref, const char *op,
+                         const uint8_t *payload, size_t len, uint64_t token);
+
+/* ---- configs a type refuses ------------------------------------------------------- */
+typedef struct pfx_bad_config {
+    const char *json, *want; /* the config, and what its error message must say */
+} pfx_bad_config;
+/* create() of type must fail for each config, naming what the case wants. */
+void pfx_assert_configs_refused(const char *type, const pfx_bad_config *cases, size_t n);
 
 /* ---- example programs ------------------------------------------------------------ */
 /* Record examples/<example> with its knobs (argv after the output file,
