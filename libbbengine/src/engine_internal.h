@@ -395,6 +395,13 @@ typedef struct bbe__peer {
     uint32_t n_addrs;
     bb_engine_addr *addrs; /* malloc'd copies */
     bool connected;
+    /* Address telling (issue 23): while connected, envelopes to this peer
+     * carry this node's listen addresses and the peer's own only until one
+     * has gone on the current connection with the book's list for the
+     * peer at addrs_gen (told_gen). A new connection, a failed send or a
+     * change of that list tells them again. */
+    bool addrs_told;
+    uint32_t addrs_gen, told_gen;
     char **targets;      /* announced targets */
     uint32_t n_targets;
     /* backoff table */

@@ -137,10 +137,12 @@ int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct,
     const bb_engine_addr *addrs = direct;
     size_t n = n_direct;
     uint64_t retry_at = 0;
+    bool tell = !self; /* the address lists: see bbe__peer.addrs_told */
     if (!self && !n_direct) {
         bbe__peer *p = bbe__peer_find(e, peer);
         if (!p || !p->n_addrs)
             return BB_ENOTFOUND;
+        tell = !(p->connected && p->addrs_told && p->told_gen == p->addrs_gen);
         addrs = p->addrs;
         n = p->n_addrs;
         retry_at = p->attempts ? p->next_retry_ns : 0;
@@ -150,10 +152,10 @@ int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct,
             p->last_rx_sent_at = 0;
         }
     }
-    env->dest = self ? NULL : (bb_engine_addr *)addrs;
-    env->n_dest = self ? 0 : n;
-    env->src = e->local_addrs;
-    env->n_src = e->n_local_addrs;
+    env->dest = tell ? (bb_engine_addr *)addrs : NULL;
+    env->n_dest = tell ? n : 0;
+    env->src = tell ? e->local_addrs : NULL;
+    env->n_src = tell ? e->n_local_addrs : 0;
     env->sent_at_ns = sent_at(e);
     uint8_t *bytes = NULL;
     size_t len;
@@ -178,9 +180,17 @@ int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct,
         return BB_OK;
     }
     if (!n_direct && e->cfg.stream_chunk_bytes && len > e->cfg.stream_chunk_bytes)
-        return bbe__stream_start(e, peer, bytes, gather, len, exec);
-    rc = bbe__push_send(e, peer, addrs, n, retry_at, bytes, gather, len, exec);
-    return rc == BB_ENOTFOUND ? BB_ENOMEM : rc;
+        rc = bbe__stream_start(e, peer, bytes, gather, len, exec);
+    else
+        rc = bbe__push_send(e, peer, addrs, n, retry_at, bytes, gather, len, exec);
+    if (rc)
+        return rc == BB_ENOTFOUND ? BB_ENOMEM : rc;
+    bbe__peer *p = tell && !n_direct ? bbe__peer_find(e, peer) : NULL;
+    if (p && p->connected) {
+        p->addrs_told = true;
+        p->told_gen = p->addrs_gen;
+    }
+    return BB_OK;
 }
 
 static void resolve_failed(bb_engine *e, uint32_t opi, bbe__exec *x, const bb_peerid *peer)

@@ -1004,6 +1004,119 @@ static void test_send_steps_carry_addresses_and_backoff(void **state)
     bb_model_free(m);
 }
 
+/* The address lists an envelope from a to peer 2 carries (-1 each when
+ * the poll sent nothing). */
+static void sent_addresses(bb_engine *a, uint64_t x, int *n_src, int *n_dest)
+{
+    uint8_t to = 2;
+    invoke2(a, "Tx", "x", bb_value_u64(&BB_TYPE_U64, x), "peers", peers_of(&to, 1));
+    bb_steps s;
+    bb_steps_init(&s);
+    bb_engine_poll(a, 100, &s);
+    *n_src = *n_dest = -1;
+    for (size_t i = 0; i < s.n; i++) {
+        if (s.v[i].kind != BB_STEP_SEND_ENVELOPE)
+            continue;
+        assert_true(s.v[i].u.send.n_addrs >= 1);
+        Bb__Core__WireEnvelope *env =
+            bb__core__wire_envelope__unpack(NULL, s.v[i].u.send.len, s.v[i].u.send.bytes);
+        assert_non_null(env);
+        *n_src = (int)env->n_src_peer_addresses;
+        *n_dest = (int)env->n_dest_peer_addresses;
+        bb__core__wire_envelope__free_unpacked(env, NULL);
+    }
+    bb_steps_free(&s);
+}
+
+/* Addresses go once per connection: the first envelope after the host
+ * reports the connection carries both lists, later ones neither, until
+ * the connection comes up again, a send fails, or the book's list for
+ * the peer changes. A host that reports no connections gets them on
+ * every envelope. And the receiver learns them from that first one. */
+static void test_addresses_told_once_per_connection(void **state)
+{
+    (void)state;
+    bb_model *m = send_model(false, NULL);
+    bb_engine *a = node(1, m, "Tx", NULL);
+    know(a, 2);
+    bb_peerid p2 = fx_peer(2);
+    bb_error err = {0};
+    int src, dest;
+    sent_addresses(a, 1, &src, &dest); /* no connection reported: as before */
+    assert_int_equal(src, 1);
+    assert_int_equal(dest, 1);
+    sent_addresses(a, 2, &src, &dest);
+    assert_int_equal(src, 1);
+    assert_int_equal(dest, 1);
+    assert_int_equal(bb_engine_peer_connected(a, &p2, NULL, 0, &err), BB_OK);
+    sent_addresses(a, 3, &src, &dest); /* the connection's first */
+    assert_int_equal(src, 1);
+    assert_int_equal(dest, 1);
+    sent_addresses(a, 4, &src, &dest);
+    assert_int_equal(src, 0);
+    assert_int_equal(dest, 0);
+    sent_addresses(a, 5, &src, &dest);
+    assert_int_equal(src, 0);
+    /* the peer's list changes: told again, once */
+    uint8_t extra[32];
+    bb_engine_addr ea = {extra, fx_addr(7102, extra)};
+    assert_int_equal(bb_engine_add_peer(a, &p2, &ea, 1, &err), BB_OK);
+    sent_addresses(a, 6, &src, &dest);
+    assert_int_equal(src, 1);
+    assert_int_equal(dest, 2);
+    sent_addresses(a, 7, &src, &dest);
+    assert_int_equal(src, 0);
+    assert_int_equal(bb_engine_add_peer(a, &p2, &ea, 1, &err), BB_OK); /* known: no change */
+    sent_addresses(a, 8, &src, &dest);
+    assert_int_equal(src, 0);
+    /* a failed send may have lost the telling envelope */
+    bb_engine_report_send(a, &p2, false);
+    sent_addresses(a, 9, &src, &dest);
+    assert_int_equal(src, 1);
+    sent_addresses(a, 10, &src, &dest);
+    assert_int_equal(src, 0);
+    /* a new connection tells them again; while down, every envelope does */
+    bb_engine_peer_disconnected(a, &p2);
+    sent_addresses(a, 11, &src, &dest);
+    assert_int_equal(src, 1);
+    sent_addresses(a, 12, &src, &dest);
+    assert_int_equal(src, 1);
+    assert_int_equal(bb_engine_peer_connected(a, &p2, NULL, 0, &err), BB_OK);
+    sent_addresses(a, 13, &src, &dest);
+    assert_int_equal(src, 1);
+    sent_addresses(a, 14, &src, &dest);
+    assert_int_equal(src, 0);
+    bb_engine_free(a);
+
+    /* the receiver learns the sender's addresses from the connection's
+     * first envelope, and keeps them through the ones without */
+    bb_engine *tx = node(1, m, "Tx", NULL), *rx = node(2, m, "Rx", NULL);
+    know(tx, 2);
+    bb_peerid p1 = fx_peer(1);
+    assert_int_equal(bb_engine_peer_connected(tx, &p2, NULL, 0, &err), BB_OK);
+    assert_int_equal(bb_engine_peer_connected(rx, &p1, NULL, 0, &err), BB_OK);
+    fx_net net = {0};
+    fx_net_add(&net, tx);
+    fx_net_add(&net, rx);
+    uint8_t to = 2;
+    for (uint64_t x = 1; x <= 3; x++) {
+        invoke2(tx, "Tx", "x", bb_value_u64(&BB_TYPE_U64, x), "peers", peers_of(&to, 1));
+        fx_net_run(&net, 10);
+    }
+    for (int i = 0; i < 3; i++) {
+        const fx_rec *got = fx_log_app(&net.log[1], "got", (size_t)i);
+        assert_non_null(got);
+        assert_int_equal(got->value->u.u64, (uint64_t)i + 1);
+    }
+    uint8_t want[32];
+    size_t wl = fx_addr(7001, want);
+    const bb_engine_addr *learned;
+    assert_int_equal(bb_engine_peer_addrs(rx, &p1, &learned), 1);
+    assert_memory_equal(learned[0].data, want, wl);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
 /* ---- responses folded as they land ----------------------------------------------- */
 
 /* Client: SendReqBatched(x, peers) -> RecvRespBatched -> Contribute of a
@@ -1177,6 +1290,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_response_round_trip),
         cmocka_unit_test(test_send_steps_carry_addresses_and_backoff),
+        cmocka_unit_test(test_addresses_told_once_per_connection),
         cmocka_unit_test(test_send_and_peer_resolve_failed),
         cmocka_unit_test(test_response_envelope_and_request_tracking),
         cmocka_unit_test(test_varint_stamps_still_decode),
