@@ -8,22 +8,16 @@
 # its byte budget (96 MiB: the tensor's 64 MiB are charged whole while it
 # is assembled). Ends with "N passed, N failed".
 source "$(dirname "$0")/bbd_common.bash"
+source "$(dirname "$0")/large_tensor_common.bash"
 
 FLOATS=16777216 # 64 MiB
 CUT_AT=$((24 << 20)) # bytes forwarded to the receiver before the cut
 
 check "the large-tensor program compiles" compile_example large_tensor
 
-cat >"$TMP/node.json" <<'JSON'
-{"caps": {"max_envelope_bytes": 83886080, "ingress_byte_budget": 100663296,
-          "max_invoke_bytes": 1048576},
- "transport": {"max_frame_bytes": 1048576, "max_queue_per_peer_bytes": 134217728,
-               "max_queue_total_bytes": 268435456}}
-JSON
-start_node rx --config "$TMP/node.json" --targets Receiver --listen /ip4/127.0.0.1/tcp/0 \
-    "$TMP/large_tensor.onnx" || not_ok "the receiver starts" "$TMP/rx.log"
-RX_ID=$(node_peer rx)
-RX_PORT=$(node_addr rx tcp | sed 's|.*/tcp/||')
+# the receiver's budget 96 MiB, its largest envelope 80 MiB, 1 MiB frames
+lt_config "$TMP/node.json" 1048576 83886080 100663296 134217728
+lt_start_rx "$TMP/node.json"
 
 # The proxy: forwards every connection to the receiver; the first one is
 # cut (both ways) once CUT_AT bytes went through.
@@ -69,55 +63,28 @@ proxy_port() { head -1 "$TMP/proxy.out" 2>/dev/null | grep -qE '^[0-9]+$'; }
 wait_until 10 proxy_port || not_ok "the proxy listens" "$TMP/proxy.out"
 PROXY_PORT=$(head -1 "$TMP/proxy.out")
 
-start_node tx --config "$TMP/node.json" --targets Sender --listen /ip4/127.0.0.1/tcp/0 \
-    --peer "$RX_ID=/ip4/127.0.0.1/tcp/$PROXY_PORT" "$TMP/large_tensor.onnx" ||
-    not_ok "the sender starts" "$TMP/tx.log"
-ctl rx --json watch --kind app --topic received >"$TMP/rx.events" 2>&1 &
-WATCH=$!
-watching() { [ "$(ctl rx --json status | jget 'd["watchers"]')" -ge 1 ]; }
-wait_until 10 watching || not_ok "the receiver is watched" "$TMP/rx.log"
-connected() { ctl tx --json peers | grep -q "$RX_ID"; }
-wait_until 10 connected
+lt_start_tx "$TMP/node.json" "$PROXY_PORT"
 
-T0=$(date +%s.%N)
-if ctl tx --json --timeout 60 invoke Sender "n={\"type\": \"U64\", \"value\": $FLOATS}" --wait sent >"$TMP/sent.json" 2>&1; then
-    ok "the sender made its tensor ($((FLOATS * 4 >> 20)) MiB)"
-else
-    not_ok "the sender makes its tensor" "$TMP/sent.json"
-fi
-arrived() { grep -q '"received"' "$TMP/rx.events"; }
-if wait_until 120 arrived; then
-    ok "the tensor arrived in $(echo "$(date +%s.%N) - $T0" | bc | cut -c1-5) s"
+if lt_send "$FLOATS" 120; then
+    ok "the $((FLOATS * 4 >> 20)) MiB tensor arrived in $(echo "$LT_SECONDS" | cut -c1-5) s"
 else
     not_ok "the tensor never arrived" "$TMP/rx.log"
 fi
-digest() { # FILE TOPIC: the U64 value of the first event of that topic
-    "$PY" -c 'import json,sys
-for l in open(sys.argv[1]):
-    if sys.argv[2] not in l or not l.startswith("{"):
-        continue
-    d = json.loads(l)
-    ev = d["event"] if isinstance(d.get("event"), dict) else d
-    print(ev["value"]["value"]); break' "$1" "$2"
-}
-SENT=$(digest "$TMP/sent.json" sent)
-GOT=$(digest "$TMP/rx.events" received)
-if [ -n "$SENT" ] && [ "$SENT" = "$GOT" ]; then
-    ok "the digests match ($SENT)"
+if [ -n "$LT_SENT" ] && [ "$LT_SENT" = "$LT_GOT" ]; then
+    ok "the digests match ($LT_SENT)"
 else
-    not_ok "digest sent '$SENT', received '$GOT'" "$TMP/rx.events"
+    not_ok "digest sent '$LT_SENT', received '$LT_GOT'" "$TMP/rx.events"
 fi
 grep -q "^cut after" "$TMP/proxy.out" && ok "the proxy cut the connection mid-transfer" ||
     not_ok "the proxy never cut" "$TMP/proxy.out"
-counter() { ctl "$1" --json status | jget "d['counters'].get('$2', 0)"; }
-[ "$(counter tx streams.resumed)" -ge 1 ] && [ "$(counter tx streams.failed)" = 0 ] &&
-    ok "the stream resumed after the cut ($(counter tx streams.resumed) times) and did not fail" ||
-    not_ok "streams.resumed $(counter tx streams.resumed), failed $(counter tx streams.failed)" "$TMP/tx.log"
-[ "$(counter rx streams.in)" -ge 1 ] && [ "$(counter rx ingress.bytes_in_flight)" = 0 ] &&
+[ "$(lt_counter tx streams.resumed)" -ge 1 ] && [ "$(lt_counter tx streams.failed)" = 0 ] &&
+    ok "the stream resumed after the cut ($(lt_counter tx streams.resumed) times) and did not fail" ||
+    not_ok "streams.resumed $(lt_counter tx streams.resumed), failed $(lt_counter tx streams.failed)" "$TMP/tx.log"
+[ "$(lt_counter rx streams.in)" -ge 1 ] && [ "$(lt_counter rx ingress.bytes_in_flight)" = 0 ] &&
     ok "the receiver assembled it as a stream and gave its budget back" ||
-    not_ok "streams.in $(counter rx streams.in), bytes in flight $(counter rx ingress.bytes_in_flight)" "$TMP/rx.log"
-PEAK=$(awk '/VmHWM/ {print int($2 / 1024)}' /proc/"$(node_pid rx)"/status)
-echo "     receiver peak RSS $PEAK MB, sender peak $(awk '/VmHWM/ {print int($2 / 1024)}' /proc/"$(node_pid tx)"/status) MB"
+    not_ok "streams.in $(lt_counter rx streams.in), bytes in flight $(lt_counter rx ingress.bytes_in_flight)" "$TMP/rx.log"
+PEAK=$(lt_peak_mb rx)
+echo "     receiver peak RSS $PEAK MB, sender peak $(lt_peak_mb tx) MB"
 # AddressSanitizer's shadow memory and quarantine make RSS say nothing there.
 if ldd "$BBD" | grep -q libasan; then
     ok "the receiver's peak is not judged under the sanitizers"
@@ -126,7 +93,6 @@ elif [ "$PEAK" -lt $((64 + 96)) ]; then
 else
     not_ok "the receiver's peak is $PEAK MB" "$TMP/rx.log"
 fi
-kill "$WATCH" 2>/dev/null
 kill "$PROXY_PID" 2>/dev/null
 stop_nodes "both nodes stop cleanly" tx rx
 finish
