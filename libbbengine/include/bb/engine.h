@@ -468,7 +468,12 @@ bb_bootstrap_status bb_engine_bootstrap_status(const bb_engine *e);
 int bb_engine_add_peer(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *addrs,
                        size_t n, bb_error *err);
 int bb_engine_remove_peer(bb_engine *e, const bb_peerid *peer);
-/* The transport connected to peer, which announced it runs targets. */
+/* The transport connected to peer, which announced it runs targets. While
+ * a peer is reported connected, only the first envelope to it on the
+ * connection (and the first after a failed send, bb_engine_report_send, or
+ * after its addresses in the book changed) carries this node's listen
+ * addresses and the peer's; a host that reports no connections gets them
+ * on every envelope. */
 int bb_engine_peer_connected(bb_engine *e, const bb_peerid *peer, const char *const *targets,
                              size_t n_targets, bb_error *err);
 void bb_engine_peer_disconnected(bb_engine *e, const bb_peerid *peer);
