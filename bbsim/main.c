@@ -154,6 +154,13 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &c);
     if (rc)
         return rc;
+    /* The nodes' work runs on bbsim's own workers (--threads). OpenBLAS
+     * (loaded with the plugins, after this) would also split every product
+     * over a thread pool of its own: the cores oversubscribed (100 gossip
+     * nodes on Fashion-MNIST, 2 cores: 25.8 s -> 4.8 s with one BLAS
+     * thread), and sums rounded in an order that depends on the machine's
+     * core count, so a run's hash would too. */
+    setenv("OPENBLAS_NUM_THREADS", "1", 0);
     bb_error err = {0};
     bbsim_scenario *sc = NULL;
     bbsim *s = NULL;

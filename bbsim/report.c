@@ -4,7 +4,8 @@
  *     connection, job completion, start, death, snapshot (with its bytes)
  *     and reported step (with its value's wire bytes) folds a record
  *     (kind, nodes, two numbers, the virtual time) into a running 64-bit
- *     FNV-1a — equal hashes, equal runs;
+ *     FNV-1a (bulk bytes enter it as a word-wise hash of their own) —
+ *     equal hashes, equal runs;
  *   - JSON lines on opt.events: AppEvents and failures in the shape of
  *     `bbctl --json watch` (so scripts/fed-report reads them), plus
  *     "t_ns" (virtual time) and "node"; and the simulator's own events
@@ -32,10 +33,47 @@ void bbsim__log(bbsim *s, uint32_t kind, uint32_t a, uint32_t b, uint64_t x, uin
     s->log_hash = bb_fnv1a64(rec, sizeof rec);
 }
 
+/* A hash of bulk bytes (envelopes, snapshots: gigabytes in a long run):
+ * FNV-1a's one multiply per byte made it a quarter of a gossip run's time.
+ * Four lanes take eight bytes each a step (independent multiplies overlap);
+ * a lane's step is a bijection of its state for a given word and of the
+ * word for a given state, so inputs that differ in one word always hash
+ * apart. The lanes, the tail and the length are then mixed into one. */
+static uint64_t mix(uint64_t h, uint64_t w)
+{
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 29);
+}
+
+static uint64_t bulk_hash(const uint8_t *p, size_t len)
+{
+    uint64_t lane[4] = {0x6262736d6c6f6721ull, 0x243f6a8885a308d3ull, 0x13198a2e03707344ull,
+                        0xa4093822299f31d0ull};
+    size_t i = 0;
+    for (; i + 32 <= len; i += 32)
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            memcpy(&w, p + i + 8 * k, 8);
+            lane[k] = mix(lane[k], w);
+        }
+    uint64_t h = len;
+    for (int k = 0; k < 4; k++)
+        h = mix(h, lane[k]);
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = mix(h, w);
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, p + i, len - i);
+    h = mix(h, tail) * 0xff51afd7ed558ccdull;
+    return h ^ (h >> 32);
+}
+
 void bbsim__log_bytes(bbsim *s, uint32_t kind, uint32_t a, uint32_t b, const uint8_t *p,
                       size_t len)
 {
-    bbsim__log(s, kind, a, b, len, p ? bb_fnv1a64(p, len) : 0);
+    bbsim__log(s, kind, a, b, len, p ? bulk_hash(p, len) : 0);
 }
 
 static uint64_t text_hash(const char *t)
@@ -284,6 +322,92 @@ static double per_node(const bbsim_summary *u)
                : 0;
 }
 
+bool bbsim__series_one_node(const bbsim_series *sr)
+{
+    for (size_t i = 1; i < sr->n; i++)
+        if (sr->v[i].node != sr->v[0].node)
+            return false;
+    return true;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* The p-quantile of n sorted values, interpolated between the two nearest
+ * ranks (the median of an even count is the mean of the middle two). */
+static double quantile(const double *sorted, size_t n, double p)
+{
+    double pos = p * (double)(n - 1);
+    size_t lo = (size_t)pos;
+    double frac = pos - (double)lo;
+    return lo + 1 < n ? sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]) : sorted[lo];
+}
+
+bbsim_bucket *bbsim__metric_buckets(const bbsim *s, size_t m, size_t *n_out)
+{
+    const bbsim_series *sr = &s->series[m];
+    bbsim_ns w = s->sc->bucket;
+    *n_out = 0;
+    if (!sr->n)
+        return NULL;
+    size_t n_buckets = 1; /* points come in time order */
+    for (size_t i = 1; i < sr->n; i++)
+        n_buckets += sr->v[i].at / w != sr->v[i - 1].at / w;
+    bbsim_bucket *b = calloc(n_buckets, sizeof *b);
+    double *vals = malloc(sr->n * sizeof *vals);
+    if (!b || !vals) {
+        free(b);
+        free(vals);
+        return NULL;
+    }
+    for (size_t i = 0, k = 0; i < sr->n; k++) {
+        bbsim_ns b0 = sr->v[i].at / w * w;
+        size_t n = 0;
+        for (; i < sr->n && sr->v[i].at / w * w == b0; i++)
+            vals[n++] = sr->v[i].value;
+        qsort(vals, n, sizeof *vals, cmp_double);
+        b[k] = (bbsim_bucket){b0, n, quantile(vals, n, 0.1), quantile(vals, n, 0.5),
+                              quantile(vals, n, 0.9)};
+    }
+    free(vals);
+    *n_out = n_buckets;
+    return b;
+}
+
+/* The first bucket whose median reaches the metric's target (NULL: none). */
+static const bbsim_bucket *converged_at(const bbsim_metric *mt, const bbsim_bucket *b, size_t n)
+{
+    for (size_t i = 0; mt->has_target && i < n; i++)
+        if (b[i].median >= mt->target)
+            return &b[i];
+    return NULL;
+}
+
+/* A metric many nodes report: its median (10th-90th percentile) per bucket,
+ * and whether the median reached the target. */
+static void print_buckets(const bbsim *s, size_t m, FILE *f)
+{
+    const bbsim_metric *mt = &s->sc->metrics[m];
+    size_t n = 0;
+    bbsim_bucket *b = bbsim__metric_buckets(s, m, &n);
+    fprintf(f, "  %s per %g s of virtual time: median (10th-90th percentile) of the values\n",
+            mt->name, (double)s->sc->bucket / 1e9);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "    %8.1f s  %.4f (%.4f-%.4f)  %zu values\n", (double)b[i].at / 1e9,
+                b[i].median, b[i].p10, b[i].p90, b[i].n);
+    const bbsim_bucket *c = converged_at(mt, b, n);
+    if (c)
+        fprintf(f, "  %s: converged: the median reached %g in the bucket at %.1f s\n", mt->name,
+                mt->target, (double)c->at / 1e9);
+    else if (mt->has_target)
+        fprintf(f, "  %s: not converged: no bucket's median reached %g\n", mt->name,
+                mt->target);
+    free(b);
+}
+
 static void print_metric(const bbsim *s, size_t m, FILE *f)
 {
     const bbsim_series *sr = &s->series[m];
@@ -292,13 +416,13 @@ static void print_metric(const bbsim *s, size_t m, FILE *f)
         fprintf(f, "  %s: no value reported\n", name);
         return;
     }
-    bool one_node = true;
-    for (size_t i = 1; i < sr->n && one_node; i++)
-        one_node = sr->v[i].node == sr->v[0].node;
+    bool one_node = bbsim__series_one_node(sr);
     const bbsim_point *a = &sr->v[0], *z = &sr->v[sr->n - 1];
     fprintf(f, "  %s: %.4f at %.3f s -> %.4f at %.3f s (%zu values%s)\n", name, a->value,
             (double)a->at / 1e9, z->value, (double)z->at / 1e9, sr->n,
-            one_node ? ", one node" : ", from many nodes: medians in summary.json");
+            one_node ? ", one node" : ", from many nodes");
+    if (!one_node || s->sc->metrics[m].has_target)
+        print_buckets(s, m, f);
 }
 
 void bbsim_report_print(const bbsim *s, FILE *f)
@@ -338,18 +462,14 @@ void bbsim_report_print(const bbsim *s, FILE *f)
             (unsigned long long)u->log_hash);
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-/* A metric's points; over many nodes, the median of each bucket. */
+/* A metric's points; its median and 10th and 90th percentile per bucket;
+ * its target and the bucket the median first reached it in. */
 static cJSON *metric_json(const bbsim *s, size_t m)
 {
     const bbsim_series *sr = &s->series[m];
+    const bbsim_metric *mt = &s->sc->metrics[m];
     cJSON *j = cJSON_CreateObject(), *pts = cJSON_AddArrayToObject(j, "points");
-    cJSON_AddStringToObject(j, "name", s->sc->metrics[m].name);
+    cJSON_AddStringToObject(j, "name", mt->name);
     for (size_t i = 0; pts && i < sr->n; i++) {
         cJSON *p = cJSON_CreateObject();
         char name[96];
@@ -359,21 +479,26 @@ static cJSON *metric_json(const bbsim *s, size_t m)
         cJSON_AddItemToArray(pts, p);
     }
     cJSON *med = cJSON_AddArrayToObject(j, "median_per_bucket");
-    double *vals = malloc((sr->n ? sr->n : 1) * sizeof *vals);
-    bbsim_ns w = s->sc->bucket;
-    for (size_t i = 0; vals && med && i < sr->n;) {
-        bbsim_ns b0 = sr->v[i].at / w * w;
-        size_t n = 0;
-        for (; i < sr->n && sr->v[i].at / w * w == b0; i++) /* points come in time order */
-            vals[n++] = sr->v[i].value;
-        qsort(vals, n, sizeof *vals, cmp_double);
+    size_t n = 0;
+    bbsim_bucket *b = bbsim__metric_buckets(s, m, &n);
+    for (size_t i = 0; med && i < n; i++) {
         cJSON *p = cJSON_CreateObject();
-        cJSON_AddNumberToObject(p, "t_s", (double)b0 / 1e9);
-        cJSON_AddNumberToObject(p, "median", n % 2 ? vals[n / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2);
-        cJSON_AddNumberToObject(p, "values", (double)n);
+        cJSON_AddNumberToObject(p, "t_s", (double)b[i].at / 1e9);
+        cJSON_AddNumberToObject(p, "median", b[i].median);
+        cJSON_AddNumberToObject(p, "p10", b[i].p10);
+        cJSON_AddNumberToObject(p, "p90", b[i].p90);
+        cJSON_AddNumberToObject(p, "values", (double)b[i].n);
         cJSON_AddItemToArray(med, p);
     }
-    free(vals);
+    if (mt->has_target) {
+        const bbsim_bucket *c = converged_at(mt, b, n);
+        cJSON_AddNumberToObject(j, "target", mt->target);
+        if (c)
+            cJSON_AddNumberToObject(j, "converged_at_s", (double)c->at / 1e9);
+        else
+            cJSON_AddNullToObject(j, "converged_at_s");
+    }
+    free(b);
     return j;
 }
 

@@ -331,7 +331,7 @@ static int read_work(bbsim_scenario *sc, const cJSON *root, bb_error *err)
 static int read_report(bbsim_scenario *sc, const cJSON *root, bb_error *err)
 {
     static const char *const KEYS[] = {"round_topic", "metrics", "bucket", NULL};
-    static const char *const MKEYS[] = {"name", "topic", "item", NULL};
+    static const char *const MKEYS[] = {"name", "topic", "item", "target", NULL};
     const cJSON *r = bbsim_json_get(root, "report");
     if (!r)
         return BB_OK;
@@ -369,6 +369,8 @@ static int read_report(bbsim_scenario *sc, const cJSON *root, bb_error *err)
         if (!rc && bbsim_json_get(m, "item") &&
             !(rc = bbsim_json_uint(m, "item", path, false, 0, 4095, &item, err)))
             x->item = (int)item;
+        if (!rc && (x->has_target = bbsim_json_get(m, "target") != NULL))
+            rc = bbsim_json_double(m, "target", path, false, -1e15, 1e15, &x->target, err);
         if (!rc && (!(x->name = strdup(name)) || !(x->topic = strdup(mt))))
             rc = oom(err);
     }

@@ -110,6 +110,8 @@ typedef struct bbsim_churn {
 typedef struct bbsim_metric {
     char *name, *topic;
     int item; /* index into a Composite event value; -1: the value itself */
+    bool has_target;
+    double target; /* has_target: the bucket median the run converges at */
 } bbsim_metric;
 
 typedef enum bbsim_work_mode {

@@ -92,6 +92,14 @@ typedef struct bbsim_series {
     size_t n, cap;
 } bbsim_series;
 
+/* A metric over one report bucket [at, at + report.bucket) of virtual time:
+ * how many values, their 10th, 50th and 90th percentile. */
+typedef struct bbsim_bucket {
+    bbsim_ns at;
+    size_t n;
+    double p10, median, p90;
+} bbsim_bucket;
+
 typedef struct bbsim_round {
     bbsim_ns at;
     uint64_t bytes; /* on the wire since the previous round */
@@ -179,6 +187,11 @@ void bbsim__log_bytes(bbsim *s, uint32_t kind, uint32_t a, uint32_t b, const uin
                       size_t len);
 /* An engine step worth reporting (AppEvent, failure, peer health). */
 void bbsim__report_step(bbsim *s, uint32_t k, const bb_step *st);
+/* Whether every value of a series comes from one node (plotted as a line). */
+bool bbsim__series_one_node(const bbsim_series *sr);
+/* Metric m per report bucket, in time order (returns new, free(); *n
+ * buckets; NULL with *n = 0 when it has no value or memory ran out). */
+bbsim_bucket *bbsim__metric_buckets(const bbsim *s, size_t m, size_t *n);
 /* A simulator event line ("kill", "restart", "partition", ...). */
 void bbsim__report_sim(bbsim *s, const char *what, int64_t node, const char *detail);
 void bbsim__report_free(bbsim *s);

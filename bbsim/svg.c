@@ -1,8 +1,9 @@
 /*
  * svg.c — the run's plots as standalone SVG (any browser shows them; no
  * plotting library), drawn like scripts/fed-report's: a metric over virtual
- * time (one node: its line; many nodes: every value as a dot and the median
- * of each report bucket as the line), and the bytes on the wire per round.
+ * time (one node: its line; many nodes: the values as dots, at most
+ * MAX_DOTS of them, and each report bucket's median as the line, its 10th
+ * and 90th percentile dashed), and the bytes on the wire per round.
  */
 #include <errno.h>
 #include <math.h>
@@ -75,49 +76,49 @@ static int close_svg(FILE *f, const char *path, bb_error *err)
                           : bb_error_set(err, BB_EIO, "%s: cannot write: %s", path, strerror(errno));
 }
 
-static int cmp_double(const void *x, const void *y)
+#define MAX_DOTS 20000 /* a 1,000-node run reports 100,000s of values: every k-th is drawn */
+
+/* A polyline through the points (x[i], y[i]). */
+static void polyline(FILE *f, const axes *a, const double *x, const double *y, size_t n,
+                     const char *style)
 {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
+    fprintf(f, "<polyline fill=\"none\" %s points=\"", style);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%.1f,%.1f ", px(a, x[i]), py(a, y[i]));
+    fputs("\"/>\n", f);
 }
 
-/* The line of a metric: its points (one node) or its bucket medians. */
-static void metric_line(FILE *f, const bbsim *s, const bbsim_series *sr, const axes *a,
-                        bool one_node)
+/* Many nodes: the median of each bucket as the line, the 10th and 90th
+ * percentile dashed, at the bucket's middle. */
+static void bucket_lines(FILE *f, const bbsim *s, size_t m, const axes *a)
 {
-    fputs("<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"", f);
-    double *vals = one_node ? NULL : malloc(sr->n * sizeof *vals);
-    bbsim_ns w = s->sc->bucket;
-    for (size_t i = 0; i < sr->n;) {
-        if (one_node) {
-            fprintf(f, "%.1f,%.1f ", px(a, (double)sr->v[i].at / 1e9), py(a, sr->v[i].value));
-            i++;
-            continue;
-        }
-        bbsim_ns b0 = sr->v[i].at / w * w;
-        size_t n = 0;
-        for (; i < sr->n && sr->v[i].at / w * w == b0; i++)
-            if (vals)
-                vals[n++] = sr->v[i].value;
-        if (!n)
-            continue;
-        qsort(vals, n, sizeof *vals, cmp_double);
-        double med = n % 2 ? vals[n / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2;
-        fprintf(f, "%.1f,%.1f ", px(a, ((double)b0 + (double)w / 2) / 1e9), py(a, med));
+    size_t n = 0;
+    bbsim_bucket *b = bbsim__metric_buckets(s, m, &n);
+    double *x = malloc((n ? n : 1) * 2 * sizeof *x);
+    double *y = x ? x + n : NULL;
+    for (size_t i = 0; b && x && i < n; i++)
+        x[i] = ((double)b[i].at + (double)s->sc->bucket / 2) / 1e9;
+    static const char *const STYLE[] = {
+        "stroke=\"#1f77b4\" stroke-width=\"1\" stroke-dasharray=\"4 3\"",
+        "stroke=\"#1f77b4\" stroke-width=\"2\"",
+        "stroke=\"#1f77b4\" stroke-width=\"1\" stroke-dasharray=\"4 3\""};
+    for (int q = 0; b && x && q < 3; q++) {
+        for (size_t i = 0; i < n; i++)
+            y[i] = q == 0 ? b[i].p10 : q == 1 ? b[i].median : b[i].p90;
+        polyline(f, a, x, y, n, STYLE[q]);
     }
-    fputs("\"/>\n", f);
-    free(vals);
+    free(x);
+    free(b);
 }
 
 int bbsim__svg_metric(const bbsim *s, size_t m, const char *path, bb_error *err)
 {
     const bbsim_series *sr = &s->series[m];
     axes a = {0, (double)s->sum.virtual_ns / 1e9, INFINITY, -INFINITY};
-    bool one_node = true;
+    bool one_node = bbsim__series_one_node(sr);
     for (size_t i = 0; i < sr->n; i++) {
         a.y0 = fmin(a.y0, sr->v[i].value);
         a.y1 = fmax(a.y1, sr->v[i].value);
-        one_node = one_node && sr->v[i].node == sr->v[0].node;
     }
     if (!sr->n)
         a.y0 = 0, a.y1 = 1;
@@ -127,15 +128,26 @@ int bbsim__svg_metric(const bbsim *s, size_t m, const char *path, bb_error *err)
     if (!f)
         return err->code;
     char title[160];
-    snprintf(title, sizeof title, "%s over virtual time (%s)", s->sc->metrics[m].name,
-             one_node ? "one node" : "every node; line: median");
+    size_t every = sr->n > MAX_DOTS ? (sr->n + MAX_DOTS - 1) / MAX_DOTS : 1;
+    if (one_node)
+        snprintf(title, sizeof title, "%s over virtual time (one node)", s->sc->metrics[m].name);
+    else
+        snprintf(title, sizeof title,
+                 "%s over virtual time (%s; line: median, dashed: 10th/90th pct)",
+                 s->sc->metrics[m].name, every > 1 ? "dots: a sample of the values" : "dots: every value");
     frame(f, &a, title, "virtual time (s)", s->sc->metrics[m].name);
-    for (size_t i = 0; !one_node && i < sr->n; i++)
+    for (size_t i = 0; !one_node && i < sr->n; i += every)
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"1.5\" fill=\"#aaa\"/>\n",
                 px(&a, (double)sr->v[i].at / 1e9), py(&a, sr->v[i].value));
-    if (sr->n)
-        metric_line(f, s, sr, &a, one_node);
-    for (size_t i = 0; one_node && i < sr->n; i++)
+    if (!one_node) {
+        bucket_lines(f, s, m, &a);
+        return close_svg(f, path, err);
+    }
+    fputs("<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"", f);
+    for (size_t i = 0; i < sr->n; i++)
+        fprintf(f, "%.1f,%.1f ", px(&a, (double)sr->v[i].at / 1e9), py(&a, sr->v[i].value));
+    fputs("\"/>\n", f);
+    for (size_t i = 0; i < sr->n; i++)
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#1f77b4\"><title>%.3f s: "
                    "%.4f</title></circle>\n",
                 px(&a, (double)sr->v[i].at / 1e9), py(&a, sr->v[i].value),

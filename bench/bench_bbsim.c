@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cblas.h>
 #include <cjson/cJSON.h>
 
 #include "bb/io.h"
@@ -140,6 +141,7 @@ static double node_rounds_per_s(const result *r)
 int main(void)
 {
     char build[PATH_MAX], k4[PATH_MAX + 64], k50[PATH_MAX + 64];
+    openblas_set_num_threads(1); /* as bbsim runs (its main): the nodes' workers are the threads */
     build_dir(build, sizeof build);
     snprintf(k4, sizeof k4, "%s/sim/federated-k4.onnx", build);
     snprintf(k50, sizeof k50, "%s/sim/federated-k50.onnx", build);

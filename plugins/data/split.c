@@ -334,7 +334,11 @@ static int shard(const data_source *s, const data_table *t, const idx_list *part
 
 /* Every row index, the held-out ones first: the first n_hold of a shuffle
  * by split_seed (all.v[0, n_hold)), then the training rows, each part
- * sorted. The same draw on every node and in data_prepare. */
+ * sorted. The same draw on every node and in data_prepare. The rows are a
+ * permutation of 0..n-1, so the parts are put in order by marking the
+ * held-out rows and reading the marks back, in one pass: every node of a
+ * simulated thousand splits the table (60,000 rows), and two qsorts a node
+ * were most of a simulation's start-up. */
 static int split_rows(const data_source *s, size_t n, const data_options *o, idx_list *all,
                       size_t *n_hold, bb_error *err)
 {
@@ -357,9 +361,16 @@ static int split_rows(const data_source *s, size_t n, const data_options *o, idx
             return bb_error_set(err, BB_EINVAL, "%s: holdout %g of %zu rows leaves no "
                                 "training rows", s->who, o->holdout, n);
     }
-    idx_list hold = {all->v, *n_hold}, train = {all->v + *n_hold, n - *n_hold};
-    sort_idx(&hold);
-    sort_idx(&train);
+    if (!*n_hold)
+        return BB_OK; /* 0..n-1 in order already */
+    uint8_t *held = calloc(n, 1);
+    if (!held)
+        return oom(s, err);
+    for (size_t i = 0; i < *n_hold; i++)
+        held[all->v[i]] = 1;
+    for (size_t r = 0, h = 0, t = *n_hold; r < n; r++)
+        all->v[held[r] ? h++ : t++] = (uint32_t)r;
+    free(held);
     return BB_OK;
 }
 

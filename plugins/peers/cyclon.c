@@ -36,7 +36,9 @@
  * sender carries none: the receiver knows the sender's addresses from the
  * envelope itself.
  *
- * Sample (Random{n}) and CurrentView (All) answer from the view. The view
+ * Sample (Random{n}) and CurrentView (All) answer from the view (an empty
+ * view rejoins first, so a first step before the first shuffle still
+ * reaches a seed). The view
  * (PeerIds and ages) is the snapshot; the addresses are in the engine's
  * address book, which the engine snapshots. Randomness comes from the
  * host's generator (ctx->rng_u64), time from its clock and timers.
@@ -440,11 +442,17 @@ static bb_dispatch_result answer_shuffle(cyclon *y, bb_ctx *ctx, const bb_dispat
     return out[0] ? BB_DISPATCH_NOW_OK : BB_DISPATCH_NOW_ERR;
 }
 
+/* The view a Sample or CurrentView answers from. An empty one rejoins first:
+ * a node whose first step comes before its first shuffle (or after every
+ * neighbour died) samples its seeds, or the peers its host knows by now,
+ * instead of sending to no one. */
 static int cy_view(void *inst, bb_ctx *ctx, const char *node_class, bb_value ***out, size_t *n,
                    bb_error *err)
 {
-    (void)ctx, (void)node_class;
+    (void)node_class;
     cyclon *y = inst;
+    if (!y->n)
+        rejoin(y, ctx);
     *out = calloc(y->n ? y->n : 1, sizeof **out);
     if (!*out)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", y->sel.who);

@@ -6,19 +6,9 @@
 # must end above 85% held-out accuracy with no failure, and two runs of the
 # same scenario give the same event log. Ends with "N passed, N failed".
 source "$(dirname "$0")/bbd_common.bash"
+source "$(dirname "$0")/bbsim_gossip_common.bash"
 
-BBSIM=$BB_BUILD/bin/bbsim
-ART=$BB_BUILD/sim/gossip.onnx
-if [ ! -x "$BBSIM" ] || [ ! -f "$ART" ] || ! scripts/fetch-data >"$TMP/fetch.log" 2>&1; then
-    echo "FAIL $BBSIM or $ART is not built, or scripts/fetch-data failed"
-    echo "0 passed, 1 failed"
-    exit 1
-fi
-
-run() { # OUT
-    timeout -k 5 120 "$BBSIM" examples/sim/gossip-8.json --artifact "$ART" -o "$1" \
-        --no-progress >"$1.txt" 2>&1
-}
+run() { sim_run examples/sim/gossip-8.json "$1" 120; }
 if run "$TMP/a"; then
     ok "bbsim runs examples/sim/gossip-8.json"
 else
@@ -43,10 +33,5 @@ else
     not_ok "a node ended below 85%, or failures" "$TMP/a.txt"
 fi
 run "$TMP/b"
-hash_of() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["log_hash"])' "$1/summary.json" 2>/dev/null; }
-if [ -n "$(hash_of "$TMP/a")" ] && [ "$(hash_of "$TMP/a")" = "$(hash_of "$TMP/b")" ]; then
-    ok "the same scenario gives the same event log (hash $(hash_of "$TMP/a"))"
-else
-    not_ok "two runs differ: $(hash_of "$TMP/a") vs $(hash_of "$TMP/b")"
-fi
+sim_same_log "$TMP/a" "$TMP/b"
 finish

@@ -43,11 +43,15 @@ for node in Sink Source; do
         not_ok "$node row (trips=${trips:-} ir=${ir:-} code=${code:-} data=${data:-})" "$TMP/both.out"
 done
 
+# Within 2%: on a quiet machine the two counts agree within 1%, but under a
+# load of 11-17 on two cores (make check beside other builds) they differed
+# by 1.2% in two full runs of the suite: how many wakeups a round trip takes
+# depends on whether the other node was running.
 FOOTPRINT_SECONDS=1 timeout -k 5 120 $FP Sink >"$TMP/again.out" 2>&1
 read -r _ ir1 code1 _ <<<"$(row Sink "$TMP/both.out")"
 read -r _ ir2 code2 _ <<<"$(row Sink "$TMP/again.out")"
 if [ -n "${ir1:-}" ] && [ -n "${ir2:-}" ] &&
-    "$PY" -c "import sys; a,b,c,d=map(float,sys.argv[1:]); sys.exit(not (abs(a-b)<=0.01*a and abs(c-d)<=0.01*c))" \
+    "$PY" -c "import sys; a,b,c,d=map(float,sys.argv[1:]); sys.exit(not (abs(a-b)<=0.02*a and abs(c-d)<=0.02*c))" \
         "$ir1" "$ir2" "$code1" "$code2"; then
     ok "the same build counts the same twice (Sink: $ir1 vs $ir2 instructions, $code1 vs $code2 code lines)"
 else

@@ -46,7 +46,8 @@ static bbsim_scenario *parse_ok(const char *text)
     " \"churn\": [{\"at\": \"20s\", \"kill\": \"server\", \"restart\": \"25s\", \"graceful\": true}," \
     "            {\"rate\": 0.1, \"of\": \"clients\", \"every\": \"1m\", \"downtime\": \"10s\"}]," \
     " \"report\": {\"round_topic\": \"round\", \"bucket\": \"10s\","                          \
-    "  \"metrics\": [{\"name\": \"accuracy\", \"topic\": \"round\", \"item\": 4},"            \
+    "  \"metrics\": [{\"name\": \"accuracy\", \"topic\": \"round\", \"item\": 4,"            \
+    "                \"target\": 0.9},"                                                         \
     "               {\"name\": \"loss\", \"topic\": \"loss\"}]}}"
 
 static void test_bbsim_scenario_reads_every_section(void **state)
@@ -109,6 +110,8 @@ static void test_bbsim_scenario_reads_every_section(void **state)
     assert_int_equal(sc->n_metrics, 2);
     assert_int_equal(sc->metrics[0].item, 4);
     assert_int_equal(sc->metrics[1].item, -1);
+    assert_true(sc->metrics[0].has_target && sc->metrics[0].target == 0.9);
+    assert_false(sc->metrics[1].has_target);
     bbsim_scenario_free(sc);
 }
 
@@ -236,6 +239,7 @@ static void test_bbsim_scenario_refusals(void **state)
         {"", "", ", \"churn\": [{\"rate\": 0.1, \"of\": \"c\", \"every\": \"0s\"}]", "churn[0].every: at least 1ms"},
         {"", "", ", \"churn\": [{\"at\": \"5s\", \"kill\": \"c[1]\", \"restart\": \"2s\"}]", "churn[0].restart: must come after 'at'"},
         {"", "", ", \"report\": {\"metrics\": [{\"name\": \"a b\", \"topic\": \"r\"}]}", "report.metrics[0].name: 'a b' is not a name"},
+        {"", "", ", \"report\": {\"metrics\": [{\"name\": \"a\", \"topic\": \"r\", \"target\": \"high\"}]}", "report.metrics[0].target: must be a number"},
         {"", "", ", \"work\": {\"cost\": \"measured\", \"time\": \"5ms\"}", "work.time: a measured cost takes a scale"},
         {"", "", ", \"until\": {\"topic\": \"round\"}", "until: 'count' is required"},
         {"\"seed\": -1", "", "", "scenario.seed: must be a whole number"},

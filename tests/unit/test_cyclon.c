@@ -256,6 +256,26 @@ static void test_cyclon_joins_from_known_peers(void **state)
     bb_model_free(m);
 }
 
+/* A node's first step may come before its first shuffle: a Sample on an
+ * empty view answers from the peers its host knows by then (here: learned
+ * after the bootstrap), not with nobody. */
+static void test_cyclon_empty_view_samples_known_peers(void **state)
+{
+    (void)state;
+    bb_model *m = pfx_selector_model("peers::Cyclon", 2, NULL);
+    fx_net net = {.now = 1};
+    const char *no_seeds = "{\"view_size\": 4, \"shuffle_length\": 2, \"period_ms\": 100}";
+    pfx_net_start(&net, 1, m, no_seeds);
+    bb_engine *e = pfx_net_start(&net, 2, m, no_seeds);
+    int v[64];
+    assert_int_equal(view_of(&net, 1, v), 0); /* knows nobody yet */
+    assert_int_equal(fx_know(e, 1), BB_OK);
+    assert_int_equal(view_of(&net, 1, v), 1); /* no shuffle since: the view rejoined */
+    assert_int_equal(v[0], 1);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
 /* A shuffle from a peer is bounded and checked: garbage and too many
  * entries are refused (answered with an error) and change nothing. */
 static void test_cyclon_refuses_hostile_shuffles(void **state)
@@ -306,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_cyclon_overlay_from_one_seed),
         cmocka_unit_test(test_cyclon_view_survives_restore),
         cmocka_unit_test(test_cyclon_joins_from_known_peers),
+        cmocka_unit_test(test_cyclon_empty_view_samples_known_peers),
         cmocka_unit_test(test_cyclon_refuses_hostile_shuffles),
         cmocka_unit_test(test_cyclon_config_errors),
     };
