@@ -7,9 +7,13 @@
 #   make programs   libbbir, bbc, bbd, bbctl and the plugins only
 #   make bench      run the benchmarks (tables of ratios against baselines;
 #                   installs libfaiss-dev for bench_index's FAISS side), then the
-#                   scale run of gossip learning (64 bbd processes, 2 minutes)
+#                   scale run of gossip learning (64 bbd processes, 2 minutes) and
+#                   the soak (bench/soak_federated.sh: 10,000 federated rounds, ~17 min)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build (build-san/)
+#   make fuzz       the libFuzzer targets fuzz/fuzz_*.c (clang, ASan + UBSan;
+#                   build-fuzz/fuzz/); make fuzz-smoke runs each briefly
+#                   (part of make check), FUZZ_SECONDS=600 make fuzz-smoke longer
 #   make LTO=0 ...  bbd without link-time optimization (a faster build)
 #   make NATIVE=1 ... the plugins' kernels (agg, codec, cpu, nn) for this machine's CPU
 #                   (-march=native minus AVX-512; build-native/). Without it they
@@ -37,6 +41,8 @@
 #   tests/unit/test_X.c      -> tests/test_X (cmocka; + tests/unit/support/*.c)
 #   examples/NAME/*.c        -> examples/NAME, run to write testdata/NAME.onnx
 #   bench/bench_X.c          -> bench/bench_X     (+ bench/support/*.c)
+#   tests/tools/X.c          -> tests/tools/X     (programs the integration tests run)
+#   fuzz/fuzz_X.c            -> build-fuzz/fuzz/fuzz_X (make fuzz; + fuzz/support/*.c)
 #   sim/federated-kK.onnx    the federated example for K clients a round, compiled:
 #                            the artifacts of the bbsim scenarios in examples/sim/
 #   sim/gossip.onnx          the gossip example, compiled (examples/sim/gossip-8.json)
@@ -45,8 +51,18 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 SAN     ?= 0
 CC      ?= cc
+FUZZ    ?= 0
 
-ifeq ($(SAN),1)
+# The fuzz build: clang with libFuzzer's coverage hooks, ASan and UBSan in
+# every object (the plugins too: they are fuzzed through create()), its own
+# build directory. Set by `make fuzz`, not by hand.
+ifeq ($(FUZZ),1)
+BUILD    = build-fuzz
+CC       = clang
+SANFLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined
+LTO      = 0
+else ifeq ($(SAN),1)
 BUILD   ?= build-san
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 else
@@ -148,6 +164,13 @@ BENCH_SRC    = $(wildcard bench/bench_*.c)
 BENCHES      = $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 BENCH_SUPPORT_O = $(patsubst %.c,$(B)/obj/%.o,$(wildcard bench/support/*.c))
 
+TOOL_SRC     = $(wildcard tests/tools/*.c)
+TOOLS        = $(patsubst tests/tools/%.c,$(B)/tests/tools/%,$(TOOL_SRC))
+
+FUZZ_SRC     = $(wildcard fuzz/fuzz_*.c)
+FUZZERS      = $(patsubst fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
+FUZZ_SUPPORT_O = $(patsubst %.c,$(B)/obj/%.o,$(wildcard fuzz/support/*.c))
+
 BINS =
 ifneq ($(wildcard bbc/main.c),)
 BINS += $(B)/bin/bbc
@@ -169,11 +192,12 @@ endif
 -include $(wildcard plugins/*/build.mk)
 -include $(wildcard tests/plugins/*/build.mk)
 
-.PHONY: all deps check check-unit check-integration demo demo-gossip bench footprint install clean examples programs
+.PHONY: all deps check check-unit check-integration demo demo-gossip bench footprint install clean \
+	examples programs fuzz fuzz-smoke fuzzers
 .SECONDARY:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_SO) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
-     $(TESTS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES) $(SIM_ARTIFACTS)
+     $(TESTS) $(TOOLS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES) $(SIM_ARTIFACTS)
 
 deps:
 	@scripts/deps
@@ -335,6 +359,28 @@ $(B)/bench/bench_%: $(B)/obj/bench/bench_%.o $(BENCH_SUPPORT_O) $(LIBBBC_A) $(LI
 
 examples: $(EXAMPLE_ONNX)
 
+# Programs the integration tests run (fault relay, flooding peer).
+$(B)/tests/tools/%: $(B)/obj/tests/tools/%.o $(LIBHOST_A) $(LIBENGINE_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) -Wl,-rpath,'$$ORIGIN/../../lib' -o $@ $< $(LIBHOST_A) $(LIBENGINE_A) -L$(B)/lib -lbbir \
+		$(SYS_LIBS)
+
+# A fuzz target: libFuzzer's main, the checked engine (an invariant that
+# breaks is a finding), the host, bbc and libbbir.so; -rdynamic so the
+# plugins it opens find libFuzzer's coverage hooks and libbbir in it.
+$(B)/fuzz/fuzz_%: $(B)/obj/fuzz/fuzz_%.o $(FUZZ_SUPPORT_O) $(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) $(LIBBBIR_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_COMMON) -fsanitize=fuzzer $(RPATH_BIN) -rdynamic -o $@ $< $(FUZZ_SUPPORT_O) \
+		$(LIBBBC_A) $(LIBHOST_A) $(LIBENGINE_CHECKED_A) -L$(B)/lib -lbbir $(SYS_LIBS)
+
+# The targets that install fed_round bind its test model: that plugin alone
+# in a directory (tests/plugins holds broken plugins on purpose).
+$(B)/fuzz/plugins/bbd_test.so: $(B)/tests/plugins/bbd_test.so
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+fuzzers: $(FUZZERS) $(PLUGINS) $(B)/fuzz/plugins/bbd_test.so
+
 # FAISS's own indexes on bench_index's data (bench/faiss_side.cpp): C++ over
 # Debian's libfaiss-dev (a static libfaiss.a with OpenMP and BLAS), which
 # scripts/bench-deps installs; built only by make bench.
@@ -346,7 +392,17 @@ $(B)/bench/faiss_side: bench/faiss_side.cpp
 # ---- entry points ------------------------------------------------------------
 check: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory fuzz
 	@BUILD=$(B) scripts/run-tests
+
+# The fuzz build has its own directory and flags whatever this make's are.
+fuzz: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) FUZZ=1 SAN=0 NATIVE=0 BUILD=build-fuzz CC=clang fuzzers
+
+# the targets read testdata (fed_round.onnx and the others) the main build writes
+fuzz-smoke: fuzz
+	@$(MAKE) --no-print-directory -j$(JOBS) examples
+	@scripts/fuzz-smoke
 
 # The demo needs the programs, the plugins and the example's recorder (and
 # examples/cnn for DEMO_MODEL=cnn, once it exists), not
@@ -374,6 +430,7 @@ bench: deps
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 	@echo "== bench/gossip_scale.sh"; BUILD=$(B) bench/gossip_scale.sh
 	@echo "== bench/large_tensor.sh"; BUILD=$(B) bench/large_tensor.sh
+	@echo "== bench/soak_federated.sh"; BUILD=$(B) bash bench/soak_federated.sh
 
 # what one bbd->bbd round trip executes and touches, per node (callgrind)
 footprint: deps
@@ -403,6 +460,6 @@ install: all
 	fi
 
 clean:
-	rm -rf build build-san build-native $(EXAMPLE_ONNX)
+	rm -rf build build-san build-native build-fuzz $(EXAMPLE_ONNX)
 
 -include $(shell find $(B)/obj $(B)/obj-checked -name '*.d' 2>/dev/null)

@@ -29,6 +29,9 @@ void bbd_config_init(bbd_config *c)
     c->snapshot_on_exit = true;
     c->control_max_line_bytes = 16 * MIB;
     c->control_max_clients = 64;
+    c->control_client_output_bytes = 4 * MIB;
+    c->control_output_budget_bytes = 64 * MIB;
+    c->control_idle_timeout_ms = 60000;
     c->max_snapshot_bytes = (size_t)1 << 30;
     bb_engine_caps_default(&c->caps);
     bbd_transport_config_init(&c->transport);
@@ -289,39 +292,103 @@ static int set_peers(loader *ld, const cJSON *v)
     return BB_OK;
 }
 
-/* Engine caps and transport limits: name -> field, by table. */
+/* Engine caps and transport limits: name -> field, by table, each with the
+ * largest value accepted (bbd.json(5) lists them). A cap sizes a queue the
+ * engine allocates up front or bounds what one peer may make it hold, so
+ * an absurd value is refused here, naming its key, instead of surfacing as
+ * an allocation failure (or the sanitizers' allocation-size-too-big) when
+ * the engine is made. */
 enum { F_SIZE, F_U32, F_U64 };
 typedef struct field {
     const char *name;
     size_t offset;
     int kind;
+    uint64_t max;
 } field;
 
-#define CAP(n, k) {#n, offsetof(bb_engine_caps, n), k}
+#define KI ((uint64_t)1 << 10)
+#define MI ((uint64_t)1 << 20)
+#define GI ((uint64_t)1 << 30)
+#define DAY_MS ((uint64_t)86400000)
+#define CAP(n, k, max) {#n, offsetof(bb_engine_caps, n), k, max}
 static const field CAP_FIELDS[] = {
-    CAP(bus_capacity, F_SIZE), CAP(ingress_capacity, F_SIZE),
-    CAP(ingress_byte_budget, F_SIZE), CAP(max_app_event_bytes, F_SIZE),
-    CAP(max_invoke_inputs, F_SIZE), CAP(max_invoke_bytes, F_SIZE),
-    CAP(max_completion_result_bytes, F_SIZE), CAP(max_pending_async, F_SIZE),
-    CAP(max_envelope_bytes, F_SIZE), CAP(max_envelope_fills, F_SIZE),
-    CAP(max_envelope_addresses, F_SIZE), CAP(address_book_max_peers, F_SIZE),
-    CAP(address_book_max_addrs, F_SIZE), CAP(dedup_window, F_SIZE),
-    CAP(inbound_requests_max, F_SIZE), CAP(record_ring, F_SIZE),
-    CAP(completion_quarantine, F_SIZE), CAP(peer_failure_threshold, F_U32),
-    CAP(backoff_base_ns, F_U64), CAP(backoff_max_ns, F_U64),
-    CAP(max_streams_in, F_SIZE), CAP(stream_window, F_U32), CAP(stream_stall_ns, F_U64),
+    CAP(bus_capacity, F_SIZE, MI),
+    CAP(ingress_capacity, F_SIZE, 4 * MI),
+    CAP(ingress_byte_budget, F_SIZE, 64 * GI),
+    CAP(max_app_event_bytes, F_SIZE, GI),
+    CAP(max_invoke_inputs, F_SIZE, 64 * KI),
+    CAP(max_invoke_bytes, F_SIZE, 4 * GI),
+    CAP(max_completion_result_bytes, F_SIZE, 4 * GI),
+    CAP(max_pending_async, F_SIZE, 16 * MI),
+    CAP(max_envelope_bytes, F_SIZE, 4 * GI),
+    CAP(max_envelope_fills, F_SIZE, MI),
+    CAP(max_envelope_addresses, F_SIZE, 4 * KI),
+    CAP(address_book_max_peers, F_SIZE, 16 * MI),
+    CAP(address_book_max_addrs, F_SIZE, KI),
+    CAP(dedup_window, F_SIZE, 4 * MI),
+    CAP(inbound_requests_max, F_SIZE, 16 * MI),
+    CAP(record_ring, F_SIZE, MI),
+    CAP(completion_quarantine, F_SIZE, 16 * MI),
+    CAP(peer_failure_threshold, F_U32, MI),
+    CAP(backoff_base_ns, F_U64, 3600 * (uint64_t)1000000000),
+    CAP(backoff_max_ns, F_U64, DAY_MS * 1000000),
+    CAP(max_streams_in, F_SIZE, 64 * KI),
+    CAP(stream_window, F_U32, 64 * KI),
+    CAP(stream_stall_ns, F_U64, DAY_MS * 1000000),
 };
 #undef CAP
-#define TRF(n, k) {#n, offsetof(bbd_transport_config, n), k}
+#define TRF(n, k, max) {#n, offsetof(bbd_transport_config, n), k, max}
 static const field TRANSPORT_FIELDS[] = {
-    TRF(max_frame_bytes, F_SIZE), TRF(max_queue_per_peer_bytes, F_SIZE),
-    TRF(max_queue_total_bytes, F_SIZE), TRF(max_connections, F_SIZE),
-    TRF(udp_payload_bytes, F_SIZE), TRF(udp_reassembly_bytes, F_SIZE),
-    TRF(udp_reassembly_timeout_ms, F_U64), TRF(connect_timeout_ms, F_U64),
-    TRF(handshake_timeout_ms, F_U64), TRF(max_rx_buffer_total_bytes, F_SIZE),
-    TRF(stall_timeout_ms, F_U64), TRF(udp_session_timeout_ms, F_U64),
+    TRF(max_frame_bytes, F_SIZE, 4 * GI),
+    TRF(max_queue_per_peer_bytes, F_SIZE, 64 * GI),
+    TRF(max_queue_total_bytes, F_SIZE, 64 * GI),
+    TRF(max_connections, F_SIZE, 64 * KI),
+    TRF(udp_payload_bytes, F_SIZE, 65507), /* an IPv4 UDP payload */
+    TRF(udp_reassembly_bytes, F_SIZE, 64 * GI),
+    TRF(udp_reassembly_timeout_ms, F_U64, DAY_MS),
+    TRF(connect_timeout_ms, F_U64, DAY_MS),
+    TRF(handshake_timeout_ms, F_U64, DAY_MS),
+    TRF(max_rx_buffer_total_bytes, F_SIZE, 64 * GI),
+    TRF(stall_timeout_ms, F_U64, DAY_MS),
+    TRF(udp_session_timeout_ms, F_U64, DAY_MS),
 };
 #undef TRF
+/* The node's own numeric keys (top level of the file). */
+#define NODE(n, k, max) {#n, offsetof(bbd_config, n), k, max}
+static const field NODE_FIELDS[] = {
+    NODE(cycle_op_budget, F_SIZE, GI),
+    NODE(control_max_line_bytes, F_SIZE, GI),
+    NODE(control_max_clients, F_SIZE, 4 * KI),
+    NODE(control_client_output_bytes, F_SIZE, 4 * GI),
+    NODE(control_output_budget_bytes, F_SIZE, 16 * GI),
+    NODE(control_idle_timeout_ms, F_U64, DAY_MS),
+    NODE(max_snapshot_bytes, F_SIZE, 64 * GI),
+};
+#undef NODE
+
+static const field *field_find(const field *f, size_t nf, const char *name)
+{
+    for (size_t i = 0; i < nf; i++)
+        if (strcmp(f[i].name, name) == 0)
+            return &f[i];
+    return NULL;
+}
+
+/* v into the field f of base, checked against its maximum. */
+static int set_field(loader *ld, const field *f, const cJSON *v, const char *key, void *base)
+{
+    uint64_t x;
+    if (get_uint(ld, v, key, f->max, &x))
+        return BB_ECONFIG;
+    char *p = (char *)base + f->offset;
+    if (f->kind == F_SIZE)
+        *(size_t *)(void *)p = (size_t)x;
+    else if (f->kind == F_U32)
+        *(uint32_t *)(void *)p = (uint32_t)x;
+    else
+        *(uint64_t *)(void *)p = x;
+    return BB_OK;
+}
 
 static int set_fields(loader *ld, const cJSON *obj, const char *section, const field *f,
                       size_t nf, void *base, bool caps)
@@ -345,22 +412,11 @@ static int set_fields(loader *ld, const cJSON *obj, const char *section, const f
         if (caps && strcmp(v->string, "preset") == 0)
             continue;
         snprintf(key, sizeof key, "%s.%s", section, v->string);
-        size_t i = 0;
-        while (i < nf && strcmp(f[i].name, v->string) != 0)
-            i++;
-        if (i == nf)
+        const field *fi = field_find(f, nf, v->string);
+        if (!fi)
             return bb_error_set(ld->err, BB_ECONFIG, "%s: unknown key '%.100s'", ld->name, key);
-        uint64_t max = f[i].kind == F_U32 ? UINT32_MAX : f[i].kind == F_SIZE ? SIZE_MAX : UINT64_MAX;
-        uint64_t x;
-        if (get_uint(ld, v, key, max, &x))
+        if (set_field(ld, fi, v, key, base))
             return BB_ECONFIG;
-        char *p = (char *)base + f[i].offset;
-        if (f[i].kind == F_SIZE)
-            *(size_t *)(void *)p = (size_t)x;
-        else if (f[i].kind == F_U32)
-            *(uint32_t *)(void *)p = (uint32_t)x;
-        else
-            *(uint64_t *)(void *)p = x;
     }
     return BB_OK;
 }
@@ -391,15 +447,6 @@ static int set_components(loader *ld, const cJSON *v)
         return bb_error_set(ld->err, BB_ENOMEM, "out of memory");
     free(ld->c->components_json);
     ld->c->components_json = text;
-    return BB_OK;
-}
-
-static int set_size(loader *ld, const cJSON *v, const char *key, size_t *dst)
-{
-    uint64_t x;
-    if (get_uint(ld, v, key, SIZE_MAX, &x))
-        return BB_ECONFIG;
-    *dst = (size_t)x;
     return BB_OK;
 }
 
@@ -452,14 +499,9 @@ static int set_key(loader *ld, const cJSON *v)
         return get_bool(ld, v, k, &c->snapshot_on_exit);
     if (!strcmp(k, "seed"))
         return set_seed(ld, v);
-    if (!strcmp(k, "cycle_op_budget"))
-        return set_size(ld, v, k, &c->cycle_op_budget);
-    if (!strcmp(k, "control_max_line_bytes"))
-        return set_size(ld, v, k, &c->control_max_line_bytes);
-    if (!strcmp(k, "control_max_clients"))
-        return set_size(ld, v, k, &c->control_max_clients);
-    if (!strcmp(k, "max_snapshot_bytes"))
-        return set_size(ld, v, k, &c->max_snapshot_bytes);
+    const field *nf = field_find(NODE_FIELDS, sizeof NODE_FIELDS / sizeof *NODE_FIELDS, k);
+    if (nf)
+        return set_field(ld, nf, v, k, c);
     if (!strcmp(k, "caps"))
         return set_fields(ld, v, k, CAP_FIELDS, sizeof CAP_FIELDS / sizeof *CAP_FIELDS,
                           &c->caps, true);
@@ -645,5 +687,11 @@ int bbd_config_finish(bbd_config *c, bb_error *err)
         return bb_error_set(err, BB_ECONFIG, "control_max_line_bytes must be at least 1024");
     if (c->control_max_clients < 1)
         return bb_error_set(err, BB_ECONFIG, "control_max_clients must be at least 1");
+    if (c->control_client_output_bytes < 64 * 1024)
+        return bb_error_set(err, BB_ECONFIG, "control_client_output_bytes must be at least 65536");
+    if (c->control_output_budget_bytes < c->control_client_output_bytes)
+        return bb_error_set(err, BB_ECONFIG, "control_output_budget_bytes (%zu) must be at least "
+                            "control_client_output_bytes (%zu)", c->control_output_budget_bytes,
+                            c->control_client_output_bytes);
     return BB_OK;
 }

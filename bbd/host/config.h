@@ -63,6 +63,9 @@ typedef struct bbd_config {
     size_t cycle_op_budget;
     size_t control_max_line_bytes;
     size_t control_max_clients;
+    size_t control_client_output_bytes;  /* queued for one control client */
+    size_t control_output_budget_bytes;  /* queued for all of them */
+    uint64_t control_idle_timeout_ms;    /* 0: idle clients stay */
     size_t max_snapshot_bytes;
     bb_engine_caps caps;
     bbd_transport_config transport;

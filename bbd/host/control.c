@@ -1,10 +1,22 @@
 /*
  * control.c — the control socket's plumbing: accept, frame JSON lines,
- * reply, stream to watchers (see control.h).
+ * reply, stream to watchers, and the output and slot limits (see
+ * control.h).
+ *
+ * Accounting: every queued write adds its bytes to its client's and the
+ * control's queued counts and write_done takes them off (libuv calls it
+ * for every write, with UV_ECANCELED when the pipe closes, before the
+ * client is freed). A client over its share is "paused": process() leaves
+ * the rest of its input unread and reading stops; write_done resumes it
+ * once half its share has drained.
  */
 #include "bbd/host/control.h"
 
+#include "bb/plugin.h" /* bb_log_level */
+
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -21,6 +33,10 @@ struct bbd_control_client {
     char *buf;
     size_t len, cap, scanned;
     bool closing;
+    bool paused;            /* replies waiting unread: input left alone */
+    size_t queued;          /* bytes of writes not done */
+    unsigned deferred;      /* replies the handler owes it */
+    uint64_t active_ms;     /* loop time of its last read or drained write */
     unsigned watch_kinds;
     char **topics;
     size_t n_topics;
@@ -31,8 +47,11 @@ struct bbd_control_client {
 struct bbd_control {
     uv_loop_t *loop;
     uv_pipe_t server;
+    uv_timer_t idle_timer;
     char *path;
-    size_t max_line, max_clients, n_clients;
+    bbd_control_limits lim;
+    size_t n_clients;
+    bbd_control_stats stats;
     bbd_control_ops ops;
     bbd_control_client *clients;
     bool closing;
@@ -43,9 +62,28 @@ struct bbd_control {
 
 typedef struct write_req {
     uv_write_t req;
+    bbd_control_client *c;
     size_t len;
     char data[];
 } write_req;
+
+static void process(bbd_control_client *c);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+static void ctl_log(bbd_control *ctl, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void ctl_log(bbd_control *ctl, int level, const char *fmt, ...)
+{
+    if (!ctl->ops.log)
+        return;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ctl->ops.log(ctl->ops.ud, level, msg);
+}
 
 static void maybe_done(bbd_control *ctl)
 {
@@ -90,22 +128,32 @@ static void client_close(bbd_control_client *c)
     uv_close((uv_handle_t *)&c->pipe, client_free);
 }
 
+static void resume(bbd_control_client *c)
+{
+    c->paused = false;
+    process(c);
+    if (!c->closing && !c->paused)
+        uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
 static void write_done(uv_write_t *req, int status)
 {
     (void)status; /* a failed write shows up as a read error / EOF */
-    free(req);
-}
-
-/* Queue text + '\n' on the client; drop clients that stopped reading. */
-static void send_line(bbd_control_client *c, const char *text)
-{
+    write_req *w = (write_req *)req;
+    bbd_control_client *c = w->c;
+    c->queued -= w->len;
+    c->ctl->stats.queued_bytes -= w->len;
+    free(w);
     if (c->closing)
         return;
-    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > BBD_CONTROL_MAX_BACKLOG) {
-        client_close(c);
-        return;
-    }
-    size_t n = strlen(text);
+    c->active_ms = uv_now(c->ctl->loop);
+    if (c->paused && c->queued <= c->ctl->lim.client_output_bytes / 2)
+        resume(c);
+}
+
+/* Queue text + '\n' on the client (its size checked by the caller). */
+static void queue_line(bbd_control_client *c, const char *text, size_t n)
+{
     write_req *w = malloc(sizeof *w + n + 1);
     if (!w) {
         client_close(c);
@@ -114,11 +162,55 @@ static void send_line(bbd_control_client *c, const char *text)
     memcpy(w->data, text, n);
     w->data[n] = '\n';
     w->len = n + 1;
+    w->c = c;
     uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
     if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, write_done) != 0) {
         free(w);
         client_close(c);
+        return;
     }
+    c->queued += w->len;
+    c->ctl->stats.queued_bytes += w->len;
+}
+
+/* A reply: over the budget for all clients it becomes an error line (a
+ * client's own share is kept by not reading its next request: process). */
+static void send_line(bbd_control_client *c, const char *text)
+{
+    if (c->closing)
+        return;
+    bbd_control *ctl = c->ctl;
+    size_t n = strlen(text);
+    char msg[160];
+    if (ctl->stats.queued_bytes + n + 1 > ctl->lim.output_budget_bytes) {
+        int m = snprintf(msg, sizeof msg,
+                         "{\"ok\":false,\"error\":\"a reply of %zu bytes is over the control "
+                         "output budget (%zu bytes queued for all clients)\"}",
+                         n, (size_t)ctl->stats.queued_bytes);
+        ctl->stats.replies_refused++;
+        ctl_log(ctl, BB_LOG_WARN, "control: a reply of %zu bytes is over the output budget "
+                "(control_output_budget_bytes %zu); an error was sent instead", n,
+                ctl->lim.output_budget_bytes);
+        text = msg;
+        n = (size_t)m;
+    }
+    queue_line(c, text, n);
+}
+
+/* An event for a watcher: dropped with the watcher when it is not keeping up. */
+static void send_event(bbd_control_client *c, const char *text, size_t n)
+{
+    bbd_control *ctl = c->ctl;
+    if (c->queued + n + 1 > ctl->lim.client_output_bytes ||
+        ctl->stats.queued_bytes + n + 1 > ctl->lim.output_budget_bytes) {
+        ctl->stats.watchers_dropped++;
+        ctl_log(ctl, BB_LOG_WARN, "control: watcher dropped: not reading its events (%zu bytes "
+                "queued for it, %zu for all clients)", c->queued,
+                (size_t)ctl->stats.queued_bytes);
+        client_close(c);
+        return;
+    }
+    queue_line(c, text, n);
 }
 
 static void send_json(bbd_control_client *c, const cJSON *j)
@@ -144,6 +236,8 @@ static void send_error(bbd_control_client *c, const char *msg)
 
 void bbd_control_reply(bbd_control_client *c, cJSON *reply)
 {
+    if (c->deferred)
+        c->deferred--;
     if (reply)
         send_json(c, reply);
     cJSON_Delete(reply);
@@ -160,23 +254,32 @@ static void handle_line(bbd_control_client *c, const char *line, size_t n)
     bool deferred = false;
     cJSON *reply = c->ctl->ops.handle(c->ctl->ops.ud, c, req, &deferred);
     cJSON_Delete(req);
-    if (!deferred && !reply)
+    c->deferred += deferred && !reply;
+    if (!deferred && !reply) {
         send_error(c, "out of memory");
-    else if (reply)
-        bbd_control_reply(c, reply);
+    } else if (reply) {
+        send_json(c, reply);
+        cJSON_Delete(reply);
+    }
 }
 
 static void process(bbd_control_client *c)
 {
     size_t start = 0;
     while (!c->closing) {
+        if (c->queued >= c->ctl->lim.client_output_bytes) {
+            /* replies wait unread: leave the rest until they drain */
+            c->paused = true;
+            uv_read_stop((uv_stream_t *)&c->pipe);
+            break;
+        }
         char *nl = memchr(c->buf + c->scanned, '\n', c->len - c->scanned);
         if (!nl)
             break;
         size_t end = (size_t)(nl - c->buf), n = end - start;
         if (n && c->buf[start + n - 1] == '\r')
             n--;
-        if (n > c->ctl->max_line) {
+        if (n > c->ctl->lim.max_line) {
             send_error(c, "request line too long");
             client_close(c);
             return;
@@ -190,8 +293,8 @@ static void process(bbd_control_client *c)
         return;
     memmove(c->buf, c->buf + start, c->len - start);
     c->len -= start;
-    c->scanned = c->len;
-    if (c->len > c->ctl->max_line) {
+    c->scanned = c->paused ? 0 : c->len; /* paused: whole lines may wait in buf */
+    if (!c->paused && c->len > c->ctl->lim.max_line) {
         send_error(c, "request line too long");
         client_close(c);
     }
@@ -225,7 +328,59 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         return;
     }
     c->len += (size_t)n;
+    if (n > 0)
+        c->active_ms = uv_now(c->ctl->loop);
     process(c);
+}
+
+/* Waiting for nothing: no reply owed to it. (A half-sent request line
+ * does not count: a client trickling one byte now and then is idle.) */
+static bool is_idle(const bbd_control_client *c)
+{
+    return !c->closing && !c->deferred;
+}
+
+/* Every slot is taken: close the client idle longest, non-watchers first. */
+static void evict_one(bbd_control *ctl)
+{
+    bbd_control_client *best = NULL;
+    for (bbd_control_client *c = ctl->clients; c; c = c->next) {
+        if (!is_idle(c))
+            continue;
+        bool better = !best || (best->watch_kinds && !c->watch_kinds) ||
+                      (!best->watch_kinds == !c->watch_kinds && c->active_ms < best->active_ms);
+        if (better)
+            best = c;
+    }
+    if (!best)
+        return;
+    ctl->stats.evicted++;
+    ctl_log(ctl, BB_LOG_WARN, "control: %s idle for %llu ms closed: every slot was taken "
+            "(control_max_clients %zu)", best->watch_kinds ? "watcher" : "client",
+            (unsigned long long)(uv_now(ctl->loop) - best->active_ms), ctl->lim.max_clients);
+    client_close(best);
+}
+
+/* Clients that sent nothing for idle_timeout_ms and wait for nothing. */
+static void on_idle_timer(uv_timer_t *t)
+{
+    bbd_control *ctl = t->data;
+    uint64_t now = uv_now(ctl->loop);
+    bbd_control_client *next;
+    size_t closed = 0;
+    for (bbd_control_client *c = ctl->clients; c; c = next) {
+        next = c->next;
+        if (is_idle(c) && !c->watch_kinds && now - c->active_ms >= ctl->lim.idle_timeout_ms) {
+            closed++;
+            client_close(c);
+        }
+    }
+    if (closed) {
+        ctl->stats.idle_closed += closed;
+        ctl_log(ctl, BB_LOG_INFO, "control: %zu idle clients closed after %llu ms "
+                "(control_idle_timeout_ms)", closed,
+                (unsigned long long)ctl->lim.idle_timeout_ms);
+    }
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -245,12 +400,18 @@ static void on_connection(uv_stream_t *server, int status)
         uv_close((uv_handle_t *)&c->pipe, client_free);
         return;
     }
+    if (ctl->n_clients >= ctl->lim.max_clients)
+        evict_one(ctl);
+    c->active_ms = uv_now(ctl->loop);
     c->next = ctl->clients;
     if (ctl->clients)
         ctl->clients->prev = c;
     ctl->clients = c;
     ctl->n_clients++;
-    if (ctl->n_clients > ctl->max_clients) {
+    if (ctl->n_clients > ctl->lim.max_clients) {
+        ctl->stats.refused++;
+        ctl_log(ctl, BB_LOG_WARN, "control: client refused: all %zu slots are waiting for "
+                "replies (control_max_clients)", ctl->lim.max_clients);
         send_error(c, "too many control clients");
         client_close(c);
         return;
@@ -258,6 +419,7 @@ static void on_connection(uv_stream_t *server, int status)
     uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
 }
 
+/* The listening pipe and the idle timer. */
 static void server_closed(uv_handle_t *h)
 {
     bbd_control *ctl = h->data;
@@ -288,7 +450,7 @@ static int clear_stale(const char *path, bb_error *err)
     return BB_OK;
 }
 
-int bbd_control_start(uv_loop_t *loop, const char *path, size_t max_line, size_t max_clients,
+int bbd_control_start(uv_loop_t *loop, const char *path, const bbd_control_limits *limits,
                       const bbd_control_ops *ops, bbd_control **out, bb_error *err)
 {
     int rc = clear_stale(path, err);
@@ -300,12 +462,18 @@ int bbd_control_start(uv_loop_t *loop, const char *path, size_t max_line, size_t
         return bb_error_set(err, BB_ENOMEM, "out of memory");
     }
     ctl->loop = loop;
-    ctl->max_line = max_line;
-    ctl->max_clients = max_clients;
+    ctl->lim = *limits;
     ctl->ops = *ops;
     uv_pipe_init(loop, &ctl->server, 0);
     ctl->server.data = ctl;
-    ctl->open_handles = 1;
+    uv_timer_init(loop, &ctl->idle_timer);
+    ctl->idle_timer.data = ctl;
+    ctl->open_handles = 2;
+    if (ctl->lim.idle_timeout_ms) {
+        uint64_t tick = ctl->lim.idle_timeout_ms / 4 ? ctl->lim.idle_timeout_ms / 4 : 1;
+        uv_timer_start(&ctl->idle_timer, on_idle_timer, tick, tick);
+        uv_unref((uv_handle_t *)&ctl->idle_timer); /* it alone does not keep a loop alive */
+    }
     mode_t old = umask(0177); /* the socket file is created 0600 */
     int r = uv_pipe_bind(&ctl->server, path);
     umask(old);
@@ -318,6 +486,7 @@ int bbd_control_start(uv_loop_t *loop, const char *path, size_t max_line, size_t
         ctl->path[0] = '\0'; /* not ours to unlink */
         ctl->closing = true;  /* freed by server_closed on the next loop turn */
         uv_close((uv_handle_t *)&ctl->server, server_closed);
+        uv_close((uv_handle_t *)&ctl->idle_timer, server_closed);
         return rc;
     }
     *out = ctl;
@@ -339,6 +508,7 @@ void bbd_control_close(bbd_control *ctl, void (*done)(void *ud), void *ud)
     if (ctl->path[0])
         unlink(ctl->path);
     uv_close((uv_handle_t *)&ctl->server, server_closed);
+    uv_close((uv_handle_t *)&ctl->idle_timer, server_closed);
 }
 
 int bbd_control_watch(bbd_control_client *c, unsigned kinds, const char *const *topics,
@@ -394,9 +564,17 @@ void bbd_control_publish(bbd_control *ctl, unsigned kind, const char *topic, con
             continue;
         if (!text && !(text = cJSON_PrintUnformatted(ev)))
             return;
-        send_line(c, text);
+        send_event(c, text, strlen(text));
     }
     cJSON_free(text);
+}
+
+void bbd_control_stats_get(const bbd_control *ctl, bbd_control_stats *out)
+{
+    if (ctl)
+        *out = ctl->stats;
+    else
+        memset(out, 0, sizeof *out);
 }
 
 void bbd_control_client_set_user(bbd_control_client *c, void *user) { c->user = user; }

@@ -39,13 +39,26 @@ struct bbd_job {
     bbd_job *prev, *next;
 };
 
+/* Test hook: $BBD_TEST_CLOCK_OFFSET_MS moves this node's clock (what the
+ * engine sees, and so every stamp it sends) by that many milliseconds, so
+ * the tests run nodes whose clocks disagree (bbd_skew.sh). Read once at
+ * start; the kernel timer is armed on the real clock (arm_deadline). */
+static int64_t clock_offset_ns;
+
+static void clock_offset_init(void)
+{
+    const char *s = getenv("BBD_TEST_CLOCK_OFFSET_MS");
+    if (s && *s)
+        clock_offset_ns = (int64_t)strtoll(s, NULL, 10) * 1000000;
+}
+
 uint64_t bbd_now_ns(void)
 {
-    /* Wall-clock nanoseconds: deadlines cross the wire as absolute times,
-     * so every node must count from the same epoch. */
+    /* Wall-clock nanoseconds: the epoch every node's stamps share (the
+     * engine corrects a peer's deadlines by its clock offset). */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + (uint64_t)clock_offset_ns;
 }
 
 const char *bbd_daemon_peer_text(const bb_peerid *p, char buf[BB_PEERID_TEXT_MAX])
@@ -138,7 +151,8 @@ static void arm_deadline(bbd_daemon *d, uint64_t dl)
     if (d->deadline_armed && d->deadline_armed <= dl)
         return;
     /* dl > 0 (schedule polls at once for 0): a zero it_value would disarm */
-    struct itimerspec its = {.it_value = timespec_of_ns(dl)};
+    uint64_t real = dl - (uint64_t)clock_offset_ns;
+    struct itimerspec its = {.it_value = timespec_of_ns(real ? real : 1)};
     if (timerfd_settime(d->deadline_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
         log_errno(d, "deadline timer arm");
         uv_idle_start(&d->repoll, on_repoll); /* poll again rather than miss it */
@@ -317,7 +331,10 @@ static void step_peer(bbd_daemon *d, bb_step *s)
     bool down = s->kind == BB_STEP_PEER_DOWN;
     const char *name = down ? "PeerDown" : "PeerUp";
     bbd_logline l;
-    if (bbd_log_begin(&l, &d->log, down ? BB_LOG_WARN : BB_LOG_INFO, "engine", name)) {
+    /* a peer that announced an address nobody answers on goes down: peers
+     * can cause these lines in numbers (forged identities) */
+    if (bbd_daemon_log_remote_begin(d, &l, down ? BB_LOG_WARN : BB_LOG_INFO, "engine", name, peer,
+                                    name)) {
         bbd_log_str(&l, "peer", peer);
         bb_engine_peer_info pi;
         if (bb_engine_peer_info_get(d->engine, &s->u.peer.peer, &pi)) {
@@ -359,7 +376,12 @@ static void step_infra(bbd_daemon *d, bb_step *s)
     const char *peer =
         s->u.infra.has_peer ? bbd_daemon_peer_text(&s->u.infra.peer, pb) : NULL;
     bbd_logline l;
-    if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "engine", "InfraEvent")) {
+    char what[96];
+    snprintf(what, sizeof what, "InfraEvent %s %s", kind,
+             s->u.infra.kind == BB_INFRA_WIRE_RECEIVE_ERROR && s->u.infra.sub
+                 ? bb_wire_rx_error_name(s->u.infra.sub)
+                 : "");
+    if (bbd_daemon_log_remote_begin(d, &l, BB_LOG_WARN, "engine", what, peer, "InfraEvent")) {
         bbd_log_str(&l, "kind", kind);
         if (s->u.infra.kind == BB_INFRA_WIRE_RECEIVE_ERROR && s->u.infra.sub)
             bbd_log_str(&l, "error", bb_wire_rx_error_name(s->u.infra.sub));
@@ -440,11 +462,9 @@ static void deliver_refused(bbd_daemon *d, const bb_peerid *from, size_t len, co
     d->deliver_errors++;
     char pb[BB_PEERID_TEXT_MAX];
     bbd_logline l;
-    /* a flood of refusals must not flood the log: the first ten, then
-     * every thousandth (the metrics count them all) */
-    if ((d->deliver_errors <= 10 || d->deliver_errors % 1000 == 0) &&
-        bbd_log_begin(&l, &d->log, BB_LOG_WARN, "engine", "inbound envelope refused")) {
-        bbd_log_str(&l, "peer", bbd_daemon_peer_text(from, pb));
+    if (bbd_daemon_log_remote_begin(d, &l, BB_LOG_WARN, "engine", "inbound envelope refused",
+                                    bbd_daemon_peer_text(from, pb), "inbound envelope refused")) {
+        bbd_log_str(&l, "peer", pb);
         bbd_log_u64(&l, "bytes", len);
         bbd_log_str(&l, "error", err->msg);
         bbd_log_u64(&l, "total", d->deliver_errors);
@@ -495,8 +515,9 @@ static void tr_connected(void *ud, const bb_peerid *peer, const bbd_addr *addrs,
     bbd_daemon_dial_found(d, peer);
     const char *peer_text = bbd_daemon_peer_text(peer, pb); /* logged and published */
     bbd_logline l;
-    if (bbd_log_begin(&l, &d->log, rc ? BB_LOG_WARN : BB_LOG_INFO, "transport",
-                      "peer connected")) {
+    /* anyone can connect: through the limiter (forged identities) */
+    if (bbd_daemon_log_remote_begin(d, &l, rc ? BB_LOG_WARN : BB_LOG_INFO, "transport",
+                                    "peer connected", peer_text, "peer connected")) {
         bbd_log_str(&l, "peer", peer_text);
         char tl[512];
         join(tl, sizeof tl, targets, n_targets, ",");
@@ -521,7 +542,8 @@ static void tr_disconnected(void *ud, const bb_peerid *peer)
     bbd_daemon_dial_lost(d, peer);
     const char *peer_text = bbd_daemon_peer_text(peer, pb); /* logged and published */
     bbd_logline l;
-    if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "transport", "peer disconnected")) {
+    if (bbd_daemon_log_remote_begin(d, &l, BB_LOG_INFO, "transport", "peer disconnected",
+                                    peer_text, "peer disconnected")) {
         bbd_log_str(&l, "peer", peer_text);
         bbd_log_end(&l);
     }
@@ -542,11 +564,77 @@ static void tr_send_result(void *ud, const bb_peerid *peer, bool ok)
         bbd_daemon_kick(d);
 }
 
+/* ---- the rate limiter for lines remote parties cause --------------------------------------- */
+
+static uint64_t loop_ms(bbd_daemon *d) { return d->loop_ready ? uv_now(&d->loop) : 0; }
+
+bool bbd_daemon_log_remote_begin(bbd_daemon *d, bbd_logline *l, bb_log_level level,
+                                 const char *comp, const char *kind, const char *source,
+                                 const char *msg)
+{
+    if (level > d->log.level)
+        return false; /* filtered anyway: nothing to count */
+    if (!bbd_ratelimit_allow(&d->ratelimit, kind, source, loop_ms(d))) {
+        d->log_suppressed++;
+        return false;
+    }
+    return bbd_log_begin(l, &d->log, level, comp, msg);
+}
+
+static void ratelimit_report(void *ud, const char *kind, const char *source,
+                             uint64_t suppressed, uint64_t window_ms)
+{
+    bbd_daemon *d = ud;
+    bbd_logline l;
+    char msg[160];
+    snprintf(msg, sizeof msg, "%llu more lines suppressed", (unsigned long long)suppressed);
+    if (bbd_log_begin(&l, &d->log, BB_LOG_WARN, "log", msg)) {
+        bbd_log_str(&l, "kind", kind);
+        if (source && *source)
+            bbd_log_str(&l, "source", source);
+        bbd_log_u64(&l, "suppressed", suppressed);
+        bbd_log_u64(&l, "window_ms", window_ms);
+        bbd_log_end(&l);
+    }
+}
+
+static void on_ratelimit_timer(uv_timer_t *t)
+{
+    bbd_daemon *d = t->data;
+    bbd_ratelimit_flush(&d->ratelimit, uv_now(&d->loop));
+}
+
+static bb_log_level log_level_of(int level)
+{
+    return level < 0 ? BB_LOG_ERROR : level > 3 ? BB_LOG_DEBUG : (bb_log_level)level;
+}
+
+static void tr_log_remote(void *ud, int level, const char *kind, const char *source,
+                          const char *msg)
+{
+    bbd_daemon *d = ud;
+    bbd_logline l;
+    if (bbd_daemon_log_remote_begin(d, &l, log_level_of(level), "transport", kind, source, msg))
+        bbd_log_end(&l);
+}
+
+/* A control client dropped, evicted or refused: caused by a client. */
+static void control_log(void *ud, int level, const char *msg)
+{
+    bbd_daemon *d = ud;
+    bbd_logline l;
+    /* the text up to the first ':' after "control: " is the kind */
+    char kind[64];
+    const char *p = strncmp(msg, "control: ", 9) == 0 ? msg + 9 : msg;
+    snprintf(kind, sizeof kind, "control %.*s", (int)strcspn(p, ":("), p);
+    if (bbd_daemon_log_remote_begin(d, &l, log_level_of(level), "control", kind, "control", msg))
+        bbd_log_end(&l);
+}
+
 static void tr_log(void *ud, int level, const char *msg)
 {
     bbd_daemon *d = ud;
-    bbd_log_msg(&d->log, level < 0 ? BB_LOG_ERROR : level > 3 ? BB_LOG_DEBUG : level,
-                "transport", msg);
+    bbd_log_msg(&d->log, log_level_of(level), "transport", msg);
 }
 
 /* ---- engine host callbacks ---------------------------------------------------------------- */
@@ -669,6 +757,7 @@ static void close_all(bbd_daemon *d)
         close_handle(d, (uv_handle_t *)&d->sig_int);
         close_handle(d, (uv_handle_t *)&d->sig_hup);
         close_handle(d, (uv_handle_t *)&d->dial_timer);
+        close_handle(d, (uv_handle_t *)&d->ratelimit_timer);
     }
     bbd_daemon_waits_free(d);
     for (bbd_job *j = d->jobs; j; j = j->next)
@@ -847,6 +936,7 @@ static int start_transport(bbd_daemon *d, bb_error *err)
         .on_peer_disconnected = tr_disconnected,
         .on_send_result = tr_send_result,
         .on_log = tr_log,
+        .on_log_remote = tr_log_remote,
         .ud = d,
     };
     bbd_transport_config tc = c->transport;
@@ -907,15 +997,38 @@ static int start_engine(bbd_daemon *d, bb_error *err)
     return BB_OK;
 }
 
+/* A snapshot write killed before its rename left a temporary file: it was
+ * never read, but it holds disk. Say that it was removed. */
+static int remove_leftover_snapshot(bbd_daemon *d, bb_error *err)
+{
+    char removed[PATH_MAX];
+    int rc = bbd_snapshot_remove_leftover(d->snapshot_path, removed, err);
+    bbd_logline l;
+    if (rc == BB_OK && removed[0] &&
+        bbd_log_begin(&l, &d->log, BB_LOG_WARN, "daemon",
+                      "removed the temporary file of an interrupted snapshot write")) {
+        bbd_log_str(&l, "path", removed);
+        bbd_log_end(&l);
+    }
+    return rc;
+}
+
 static int restore(bbd_daemon *d, bb_error *err)
 {
     uint8_t *snap = NULL;
     size_t len = 0;
-    if (d->cfg->fresh)
-        return BB_OK;
-    int rc = bbd_snapshot_read(d->snapshot_path, d->cfg->max_snapshot_bytes, &snap, &len, err);
+    int rc = remove_leftover_snapshot(d, err);
+    if (rc || d->cfg->fresh)
+        return rc;
+    rc = bbd_snapshot_read(d->snapshot_path, d->cfg->max_snapshot_bytes, &snap, &len, err);
     if (rc == BB_ENOTFOUND) {
         bb_error_clear(err);
+        bbd_logline l;
+        if (bbd_log_begin(&l, &d->log, BB_LOG_INFO, "daemon",
+                          "no snapshot in the state dir: starting fresh")) {
+            bbd_log_str(&l, "path", d->snapshot_path);
+            bbd_log_end(&l);
+        }
         return BB_OK;
     }
     if (rc == BB_OK && (rc = bb_engine_restore(d->engine, snap, len, err)))
@@ -975,6 +1088,10 @@ static int init_handles(bbd_daemon *d, bb_error *err)
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
         hs[i]->data = d;
     bbd_daemon_dial_init(d);
+    uv_timer_init(&d->loop, &d->ratelimit_timer);
+    d->ratelimit_timer.data = d;
+    uv_timer_start(&d->ratelimit_timer, on_ratelimit_timer, BBD_RATELIMIT_WINDOW_MS,
+                   BBD_RATELIMIT_WINDOW_MS);
     d->handles_open = true;
     uv_signal_start(&d->sig_term, on_signal, SIGTERM);
     uv_signal_start(&d->sig_int, on_signal, SIGINT);
@@ -1081,8 +1198,11 @@ static int start(bbd_daemon *d, bb_error *err)
     phase_done(d, "targets installed");
     bbd_control_ops ops = bbd_daemon_control_ops;
     ops.ud = d;
-    if ((rc = bbd_control_start(&d->loop, c->control, c->control_max_line_bytes,
-                                c->control_max_clients, &ops, &d->control, err)))
+    ops.log = control_log;
+    bbd_control_limits lim = {c->control_max_line_bytes, c->control_max_clients,
+                              c->control_client_output_bytes, c->control_output_budget_bytes,
+                              c->control_idle_timeout_ms};
+    if ((rc = bbd_control_start(&d->loop, c->control, &lim, &ops, &d->control, err)))
         return rc;
     if (c->metrics) {
         uint8_t a[BB_MULTIADDR_MAX_LEN];
@@ -1147,6 +1267,8 @@ int bbd_daemon_main(bbd_config *cfg)
         fprintf(stderr, "bbd: error: %s\n", err.msg);
         return BBD_EXIT_FAIL;
     }
+    bbd_ratelimit_init(&d.ratelimit, ratelimit_report, &d);
+    clock_offset_init();
     if (start(&d, &err) != BB_OK) {
         fprintf(stderr, "bbd: error: %s\n", err.msg);
         d.stopping = true;

@@ -29,6 +29,7 @@
 #include "bbd/host/log.h"
 #include "bbd/host/metrics.h"
 #include "bbd/host/notify.h"
+#include "bbd/host/ratelimit.h"
 #include "bbd/host/registry.h"
 #include "bbd/host/transport.h"
 
@@ -44,6 +45,8 @@ typedef struct bbd_daemon {
     uv_loop_t loop;
     bool loop_ready;
     bbd_log log;
+    bbd_ratelimit ratelimit; /* every line a remote party can cause */
+    uv_timer_t ratelimit_timer; /* reports suppressed lines once a window */
     bbd_notify notify;
     int lock_fd;
 
@@ -84,6 +87,7 @@ typedef struct bbd_daemon {
     uint64_t deliver_errors;   /* inbound envelopes the engine refused */
     uint64_t app_events;
     uint64_t snapshots_written;
+    uint64_t log_suppressed;   /* lines the rate limiter held back */
 
     bbd_wait *waits;
     bbd_job *jobs;
@@ -114,6 +118,15 @@ void bbd_daemon_kick(bbd_daemon *d);
 int bbd_daemon_snapshot(bbd_daemon *d, size_t *bytes, bb_error *err);
 /* "ready", "restoring", "stopping" and a one-line summary for STATUS=. */
 void bbd_daemon_summary(const bbd_daemon *d, char *out, size_t cap);
+
+/* A log line someone outside the node caused (kind: what happened, a
+ * static text; source: who, or NULL), through the host's one rate limiter
+ * (ratelimit.h). Returns false when it was suppressed. The line is built
+ * only when allowed: begin with bbd_daemon_log_remote_begin, which returns
+ * false when suppressed (or filtered by level), then add fields and end. */
+bool bbd_daemon_log_remote_begin(bbd_daemon *d, bbd_logline *l, bb_log_level level,
+                                 const char *comp, const char *kind, const char *source,
+                                 const char *msg);
 
 /* daemon_control.c */
 extern const bbd_control_ops bbd_daemon_control_ops;
@@ -149,6 +162,7 @@ typedef struct bbd_stat_field {
 extern const bbd_stat_field BBD_DAEMON_COUNTERS[];  /* of bbd_daemon */
 extern const bbd_stat_field BBD_TRANSPORT_TOTALS[]; /* of bbd_transport_stats */
 extern const bbd_stat_field BBD_PEER_TOTALS[];      /* of bbd_peer_stats */
+extern const bbd_stat_field BBD_CONTROL_TOTALS[];   /* of bbd_control_stats */
 uint64_t bbd_stat_value(const bbd_stat_field *f, const void *stats);
 
 #endif

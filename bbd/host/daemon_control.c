@@ -191,6 +191,9 @@ static cJSON *cmd_status(bbd_daemon *d)
     add_u64(j, "known_peers", bb_engine_peer_count(d->engine));
     add_u64(j, "control_clients", bbd_control_client_count(d->control));
     add_u64(j, "watchers", bbd_control_watcher_count(d->control));
+    bbd_control_stats cs;
+    bbd_control_stats_get(d->control, &cs);
+    add_stat_fields(cJSON_AddObjectToObject(j, "control"), "", BBD_CONTROL_TOTALS, &cs);
     cJSON_AddItemToObject(j, "counters", bbd_daemon_counters_json(d));
     bbd_transport_stats ts = {0};
     if (d->transport)

@@ -25,6 +25,8 @@ const bbd_stat_field BBD_DAEMON_COUNTERS[] = {
     DAEMON_FIELD(deliver_errors, false, "inbound envelopes the engine refused"),
     DAEMON_FIELD(app_events, false, "AppEvents emitted"),
     DAEMON_FIELD(snapshots_written, false, "snapshots written"),
+    DAEMON_FIELD(log_suppressed, false, "log lines caused by remote parties that the rate "
+                 "limiter held back"),
     {NULL, NULL, false, 0},
 };
 #undef DAEMON_FIELD
@@ -39,6 +41,7 @@ const bbd_stat_field BBD_TRANSPORT_TOTALS[] = {
     TRANSPORT_FIELD(queue_dropped, false, "envelopes dropped on queue bounds"),
     TRANSPORT_FIELD(udp_fragments_in, false, "UDP fragments received"),
     TRANSPORT_FIELD(udp_reassembly_dropped, false, "partial UDP envelopes dropped"),
+    TRANSPORT_FIELD(udp_fragments_duplicate, false, "UDP fragments received twice, dropped"),
     TRANSPORT_FIELD(connections_open, true, "open connections"),
     {NULL, NULL, false, 0},
 };
@@ -55,6 +58,18 @@ const bbd_stat_field BBD_PEER_TOTALS[] = {
     {NULL, NULL, false, 0},
 };
 #undef PEER_FIELD
+
+#define CONTROL_FIELD(k, gauge, help) STAT_FIELD(bbd_control_stats, k, gauge, help)
+const bbd_stat_field BBD_CONTROL_TOTALS[] = {
+    CONTROL_FIELD(queued_bytes, true, "control socket output waiting to be read"),
+    CONTROL_FIELD(watchers_dropped, false, "watchers dropped for not reading their events"),
+    CONTROL_FIELD(idle_closed, false, "control clients closed after control_idle_timeout_ms"),
+    CONTROL_FIELD(evicted, false, "idle control clients closed to make room for a new one"),
+    CONTROL_FIELD(refused, false, "control clients refused: every slot waiting for a reply"),
+    CONTROL_FIELD(replies_refused, false, "control replies over control_output_budget_bytes"),
+    {NULL, NULL, false, 0},
+};
+#undef CONTROL_FIELD
 #undef STAT_FIELD
 
 uint64_t bbd_stat_value(const bbd_stat_field *f, const void *stats)
@@ -184,6 +199,12 @@ void bbd_daemon_render_metrics(void *daemon, bbd_mtext *t)
     stat_fields(t, "bbd_", BBD_DAEMON_COUNTERS, d);
     one(t, "bbd_control_clients", "gauge", "connected control clients",
         bbd_control_client_count(d->control));
+    bbd_control_stats cs;
+    bbd_control_stats_get(d->control, &cs);
+    stat_fields(t, "bbd_control_", BBD_CONTROL_TOTALS, &cs);
+    one(t, "bbd_metrics_evicted", "counter",
+        "metrics connections closed, waiting for their request, to make room for a new one",
+        bbd_metrics_evicted(d->metrics));
     one(t, "bbd_ingress_budget_bytes", "gauge", "the engine's ingress byte budget",
         d->cfg->caps.ingress_byte_budget);
     engine_counters(d, t);

@@ -126,6 +126,7 @@ struct bbd_metrics {
     void *ud;
     int open_handles;
     size_t n_conns;
+    uint64_t evicted; /* connections closed to make room (metrics_evicted) */
     bool closing;
     void (*done)(void *ud);
     void *done_ud;
@@ -136,6 +137,7 @@ typedef struct conn {
     uv_tcp_t tcp;
     uv_timer_t timer;
     bbd_metrics *m;
+    struct sockaddr_storage from; /* the source address (port ignored) */
     char buf[BBD_METRICS_MAX_REQUEST];
     size_t len;
     bool responded, closing;
@@ -309,6 +311,46 @@ static void on_timeout(uv_timer_t *t)
     conn_close(t->data);
 }
 
+static bool same_source(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+    return true;
+}
+
+/* Make room for c: a source holding BBD_METRICS_MAX_PER_SOURCE connections
+ * loses its oldest one still waiting for its request; when all slots are
+ * taken the oldest such connection of any source goes. A connection being
+ * answered is never closed for another. So idle connections cannot keep a
+ * scraper out, and one address cannot hold more than its share. */
+static void make_room(bbd_metrics *m, conn *c)
+{
+    size_t from_source = 0;
+    conn *oldest_same = NULL, *oldest = NULL; /* the list is newest first */
+    for (conn *o = m->conns; o; o = o->next) {
+        if (o == c || o->responded)
+            continue;
+        oldest = o;
+        if (same_source(&o->from, &c->from)) {
+            from_source++;
+            oldest_same = o;
+        }
+    }
+    conn *victim = from_source >= BBD_METRICS_MAX_PER_SOURCE ? oldest_same
+                   : m->n_conns > BBD_METRICS_MAX_CONNS     ? oldest
+                                                            : NULL;
+    if (victim) {
+        m->evicted++;
+        conn_close(victim);
+    }
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     bbd_metrics *m = server->data;
@@ -328,13 +370,22 @@ static void on_connection(uv_stream_t *server, int status)
         m->conns->prev = c;
     m->conns = c;
     m->n_conns++;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 || m->n_conns > BBD_METRICS_MAX_CONNS) {
+    int len = sizeof c->from;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 ||
+        uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->from, &len) != 0) {
+        conn_close(c);
+        return;
+    }
+    make_room(m, c);
+    if (m->n_conns > BBD_METRICS_MAX_CONNS) { /* every slot is being answered */
         conn_close(c);
         return;
     }
     uv_timer_start(&c->timer, on_timeout, BBD_METRICS_TIMEOUT_MS, 0);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
+
+uint64_t bbd_metrics_evicted(const bbd_metrics *m) { return m ? m->evicted : 0; }
 
 static void server_closed(uv_handle_t *h)
 {

@@ -7,7 +7,11 @@
  *
  * Requests are untrusted: the head is capped at BBD_METRICS_MAX_REQUEST
  * bytes (431 beyond), a connection has BBD_METRICS_TIMEOUT_MS to send it,
- * and at most BBD_METRICS_MAX_CONNS are open at once (more are closed).
+ * at most BBD_METRICS_MAX_CONNS are open at once and at most
+ * BBD_METRICS_MAX_PER_SOURCE from one address. A new connection that would
+ * pass either closes the oldest connection still waiting for its request
+ * (its source's, or any), so idle connections cannot keep a scraper out
+ * (bbd_metrics_evicted counts them).
  *
  * What the page says is the daemon's business: it supplies a render
  * callback that fills a bbd_mtext with families and samples.
@@ -26,6 +30,7 @@
 #define BBD_METRICS_MAX_REQUEST 8192
 #define BBD_METRICS_TIMEOUT_MS 5000
 #define BBD_METRICS_MAX_CONNS 16
+#define BBD_METRICS_MAX_PER_SOURCE 4
 
 /* The exposition text being built. */
 typedef struct bbd_mtext {
@@ -57,5 +62,7 @@ int bbd_metrics_start(uv_loop_t *loop, const uint8_t *maddr, size_t len,
 /* The bound address as multiaddr text (port 0 resolved). */
 int bbd_metrics_addr(const bbd_metrics *m, char *out, size_t cap);
 void bbd_metrics_close(bbd_metrics *m, void (*done)(void *ud), void *ud);
+/* Connections closed to make room for newer ones. */
+uint64_t bbd_metrics_evicted(const bbd_metrics *m);
 
 #endif

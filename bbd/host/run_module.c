@@ -213,6 +213,8 @@ static int add_nodes(builder *b)
         const bb_node *src = b->g->nodes.v[i];
         char label[160];
         node_label(src, i, label, sizeof label);
+        if (!src->op_type || !*src->op_type) /* a NodeProto without field 4 */
+            return bb_error_set(b->err, BB_EPARSE, "%s: %s has no op_type", b->origin, label);
         if (!bb_domain_is_onnx(src->domain))
             return bb_error_set(b->err, BB_EUNSUPPORTED, "%s: %s is in domain '%s'; a plain "
                                 "ONNX model may use ai.onnx ops only", b->origin, label,

@@ -34,11 +34,36 @@ static void fsync_dir_of(const char *path)
     }
 }
 
+/* The temporary file a write goes through: path + ".tmp". */
+static int tmp_path(const char *path, char tmp[PATH_MAX], bb_error *err)
+{
+    if ((size_t)snprintf(tmp, PATH_MAX, "%s.tmp", path) >= PATH_MAX)
+        return bb_error_set(err, BB_EINVAL, "snapshot path %s is too long", path);
+    return BB_OK;
+}
+
+int bbd_snapshot_remove_leftover(const char *path, char removed[PATH_MAX], bb_error *err)
+{
+    removed[0] = '\0';
+    char tmp[PATH_MAX];
+    int rc = tmp_path(path, tmp, err);
+    if (rc)
+        return rc;
+    if (unlink(tmp) == 0) {
+        memcpy(removed, tmp, strlen(tmp) + 1);
+        return BB_OK;
+    }
+    if (errno == ENOENT)
+        return BB_OK;
+    return bb_error_set(err, BB_EIO, "snapshot %s: cannot remove it: %s", tmp, strerror(errno));
+}
+
 int bbd_snapshot_write(const char *path, const uint8_t *data, size_t len, bb_error *err)
 {
     char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
-        return bb_error_set(err, BB_EINVAL, "snapshot path %s is too long", path);
+    int rc = tmp_path(path, tmp, err);
+    if (rc)
+        return rc;
     uint8_t h[BBD_SNAPSHOT_HEADER_LEN];
     memcpy(h, MAGIC, 8);
     bb_le_put(h + 8, VERSION, 4);

@@ -367,8 +367,34 @@ void bbd__log(bbd_transport *t, int level, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The remote address a peer-caused line names: "tcp ADDR: ..." and
+ * "udp ADDR: ..." (every such line starts so), else "". */
+static void line_source(const char *msg, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (strncmp(msg, "tcp ", 4) && strncmp(msg, "udp ", 4))
+        return;
+    const char *end = strchr(msg + 4, ':');
+    /* an address holds ':' itself only as IPv6 text; the line's own ': ' ends it */
+    const char *sep = strstr(msg + 4, ": ");
+    if (sep)
+        end = sep;
+    if (end)
+        snprintf(out, cap, "%.*s", (int)(end - (msg + 4)), msg + 4);
+}
+
 void bbd__log_remote(bbd_transport *t, int level, const char *fmt, ...)
 {
+    if (t->cb.on_log_remote) { /* the host's one limiter decides */
+        char msg[1024], source[128];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        line_source(msg, source, sizeof source);
+        t->cb.on_log_remote(t->cb.ud, level, fmt, source, msg);
+        return;
+    }
     uint64_t now = uv_now(t->loop);
     if (now - t->log_window_ms >= 1000) {
         if (t->logs_suppressed)

@@ -79,6 +79,12 @@ typedef struct bbd_transport_callbacks {
      * positional initializers of the fields above stay valid.) */
     void (*on_envelope_owned)(void *ud, const bb_peerid *from, const bbd_addr *observed,
                               uint8_t *bytes, size_t len);
+    /* Optional: a line caused by a remote peer, for the host's rate limiter
+     * (ratelimit.h): kind identifies the line's call site (its format),
+     * source the remote address it names ("" when none). Without it such
+     * lines go to on_log, BBD_LOG_BURST a second. */
+    void (*on_log_remote)(void *ud, int level, const char *kind, const char *source,
+                          const char *msg);
 } bbd_transport_callbacks;
 
 typedef struct bbd_transport_config {
@@ -180,6 +186,8 @@ typedef struct bbd_transport_stats {
     uint64_t queue_dropped;     /* envelopes dropped on queue bounds */
     uint64_t udp_fragments_in, udp_reassembly_dropped; /* dropped: refused
                                  * fragments and timed-out partial envelopes */
+    uint64_t udp_fragments_duplicate; /* fragments already received (or of an
+                                 * envelope just completed), dropped */
     uint64_t connections_open;  /* TCP connections in any state */
 } bbd_transport_stats;
 

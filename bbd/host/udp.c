@@ -491,6 +491,8 @@ static void on_data(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram
                         bbd__addr_text(s->observed, s->observed_len, at, sizeof at), err.msg);
         return;
     }
+    if (res == BBD_REASM_DUPLICATE)
+        t->stats.udp_fragments_duplicate++;
     if (res == BBD_REASM_COMPLETE) {
         deliver(t, s, msg, len);
         free(msg);

@@ -112,7 +112,13 @@ static size_t ctx_peers_filtered(bb_engine *e, const char *target, bb_value **ou
         if (!p->live || bb_peerid_equal(&p->id, &e->cfg.peer))
             continue;
         if (target) {
-            if (!p->connected || p->down) /* a PeerDown peer leaves until it is back */
+            /* A PeerDown peer leaves for backoff_max_ns (peers.c), then is
+             * offered again (half-open): a round that asks it either hears
+             * from it (PeerUp) or backs it off again. Left out for good, a
+             * peer connected all along would never be asked again, and a
+             * node whose peers all went down under a transient overload
+             * would stall for ever (found by bench/soak_federated.sh). */
+            if (!p->connected || (p->down && e->now_ns < p->next_retry_ns))
                 continue;
             bool runs = false;
             for (uint32_t k = 0; k < p->n_targets && !runs; k++)

@@ -413,6 +413,10 @@ typedef struct bbe__peer {
     bool blocked, allowed;
     uint64_t rtt_ns;     /* from the echo_sent_at / echo_delay piggyback */
     uint64_t last_rx_sent_at, last_rx_at; /* echoed on the next send to it */
+    /* Its clock against ours: the least (arrival - sent_at) seen over the
+     * last BBE__CLOCK_OFFSET_WINDOW_NS (wire.c: local_deadline). */
+    int64_t clock_offset_ns;
+    uint64_t clock_offset_at; /* our time of that sample; 0: none yet */
     bb_value *id_value;  /* its PeerId as a value, made once (bbe__peer_cached_id_value) */
 } bbe__peer;
 
@@ -606,6 +610,7 @@ enum {
     BBE__C_STREAMS_RESUMED,
     BBE__C_STREAMS_WAITED,
     BBE__C_STREAMS_FAILED,
+    BBE__C_DEDUP_DENIED, /* of gate.denied: duplicates the dedup gate removed */
     BBE__C_COUNT
 };
 

@@ -68,8 +68,10 @@ BBE__SYSCALL(bbe__sys_dedup_rx)
     if (!x->inbound)
         return allow(e, opi, x, in, out);
     uint64_t h = bbe__mix64(x->inbound->env_hash ^ ((uint64_t)opi * 0x9e3779b97f4a7c15ULL));
-    if (dedup_record(e, h))
+    if (dedup_record(e, h)) {
+        e->c[BBE__C_DEDUP_DENIED]++;
         return deny(e, opi, x, "DedupGateRx", "duplicate", 0);
+    }
     return allow(e, opi, x, in, out);
 }
 

@@ -291,6 +291,9 @@ bool bbe__peer_failure(bb_engine *e, const bb_peerid *id)
     if (p->down || p->failures < e->caps.peer_failure_threshold)
         return false;
     p->down = true;
+    /* down: out of every target view for the longest backoff, then offered
+     * again (half-open, ctx.c) so a peer that only stalled comes back */
+    p->next_retry_ns = e->now_ns + e->caps.backoff_max_ns;
     return health_changed(e, id, BB_STEP_PEER_DOWN, BB_EVENT_PEER_DOWN);
 }
 

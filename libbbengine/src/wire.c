@@ -1299,6 +1299,42 @@ static void merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envel
 static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
                     bb_buffer *buf, bool assembled);
 
+/* An envelope's deadline_ns is the sender's absolute time
+ * (bb_envelope.proto), and clocks disagree by milliseconds to seconds: a
+ * receiver whose clock runs ahead would drop every request. So the
+ * deadline is moved onto this node's clock by the sender's offset, taken
+ * as the least (arrival - sent_at_ns) seen from that peer over the last
+ * BBE__CLOCK_OFFSET_WINDOW_NS: that is the clock offset plus the fastest
+ * transit, so a deadline keeps its budget from send to arrival and an
+ * envelope that took longer than the fastest one is charged the
+ * difference (queues, retransmits). The window lets the estimate follow a
+ * clock that was stepped back. Without a sent_at stamp the deadline is
+ * taken as it is. docs/DECISIONS.md: "Deadlines across skewed clocks". */
+#define BBE__CLOCK_OFFSET_WINDOW_NS (30ull * 1000000000ull)
+
+static uint64_t local_deadline(bb_engine *e, bbe__peer *p, const bbe__envelope *env)
+{
+    if (!env->deadline_ns || !env->sent_at_ns)
+        return env->deadline_ns;
+    int64_t sample = (int64_t)(e->now_ns - env->sent_at_ns);
+    int64_t offset = sample;
+    if (p) {
+        if (!p->clock_offset_at || sample < p->clock_offset_ns ||
+            e->now_ns - p->clock_offset_at > BBE__CLOCK_OFFSET_WINDOW_NS) {
+            p->clock_offset_ns = sample;
+            p->clock_offset_at = e->now_ns ? e->now_ns : 1;
+        }
+        offset = p->clock_offset_ns;
+    }
+    /* unsigned arithmetic: stamps are the sender's to choose */
+    uint64_t local = env->deadline_ns + (uint64_t)offset;
+    if (offset >= 0 && local < env->deadline_ns)
+        return UINT64_MAX;
+    if (offset < 0 && (local > env->deadline_ns || local == 0))
+        return 1; /* 0 would mean "none" */
+    return local;
+}
+
 void bbe__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
                           bb_buffer *buf)
 {
@@ -1339,8 +1375,9 @@ static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size
         bbe__envelope_release(&env);
         return;
     }
+    bbe__peer *from = NULL;
     if (!bb_peerid_equal(src, &e->cfg.peer)) {
-        bbe__peer *p = bbe__peer_find(e, src);
+        bbe__peer *p = from = bbe__peer_find(e, src);
         if (p) {
             if (env.sent_at_ns) {
                 p->last_rx_sent_at = env.sent_at_ns;
@@ -1350,6 +1387,7 @@ static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size
                 p->rtt_ns = e->now_ns - env.echo_sent_at_ns - env.echo_delay_ns;
         }
     }
+    env.deadline_ns = local_deadline(e, from, &env);
     inbound_ctx c = {.e = e, .src = src, .env = &env, .buf = buf, .bytes = bytes, .len = len};
     if (env.corr_kind == 2) {
         deliver_response(&c);

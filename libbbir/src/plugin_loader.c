@@ -636,7 +636,7 @@ static int compute_dirs(bb_plugin_loader *l, bb_error *err)
                  * reported as a clean path. */
                 snprintf(slash, sizeof exe - (size_t)(slash - exe), "/..");
                 char *up = realpath(exe, NULL);
-                const char *rest = BB_PLUGIN_DIR_FROM_EXE + 3; /* after "../" */
+                const char *rest = &BB_PLUGIN_DIR_FROM_EXE[3]; /* after "../" */
                 char dir[PATH_MAX + sizeof BB_PLUGIN_DIR_FROM_EXE];
                 if (up)
                     snprintf(dir, sizeof dir, "%s/%s", strcmp(up, "/") ? up : "", rest);
@@ -648,7 +648,7 @@ static int compute_dirs(bb_plugin_loader *l, bb_error *err)
             }
         }
     }
-    if (!(l->flags & BB_PLUGIN_LOADER_NO_INSTALLED) && BB_PLUGIN_DIR_INSTALLED[0])
+    if (!(l->flags & BB_PLUGIN_LOADER_NO_INSTALLED) && BB_PLUGIN_DIR_INSTALLED[0] != '\0')
         if (push_dir(l, BB_PLUGIN_DIR_INSTALLED, BB_PLUGIN_ORIGIN_INSTALLED))
             goto oom;
     return BB_OK;

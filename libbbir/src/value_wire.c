@@ -661,6 +661,8 @@ static bb_value *tensor_from_raw(const dec *d, const bb_type_node *leaf, int32_t
 static bool decode_tensor_canonical(dec *d, const bb_type_node *expect, size_t s, size_t e,
                                     bb_value **out)
 {
+    if (!d->p) /* an empty payload: no pointer to offset (the general decoder names it) */
+        return false;
     const uint8_t *p = d->p + s, *end = d->p + e;
     int64_t dims[BB_MAX_DIMS];
     uint32_t ndim = 0;

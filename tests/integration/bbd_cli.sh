@@ -80,6 +80,11 @@ fails_with "a config value of the wrong type" "badtype.json: key 'listen' must b
 echo '{"listen": [' >"$TMP/badjson.json"
 fails_with "a config that is not JSON" "badjson.json: not valid JSON \(line 1, column [0-9]+\)" -- \
     run_bbd --config "$TMP/badjson.json" --targets Ponger "$TMP/ping_pong.onnx"
+# issue 21: this reached the engine's allocation (ASan: allocation-size-too-big)
+echo '{"caps": {"bus_capacity": 9007199254740992}}' >"$TMP/hugecap.json"
+fails_with "a cap over its maximum names the key" \
+    "hugecap.json: key 'caps.bus_capacity' must be an integer from 0 to 1048576" -- \
+    run_bbd --config "$TMP/hugecap.json" --targets Ponger "$TMP/ping_pong.onnx"
 fails_with "a missing config file" "config $TMP/nope.json" -- \
     run_bbd --config "$TMP/nope.json" --targets Ponger "$TMP/ping_pong.onnx"
 mkdir -p "$TMP/empty-plugins"

@@ -205,6 +205,14 @@ expect "an output name that is not a file name is refused" 1 \
     "$BBD" run "$TMP/evil.onnx" "X=testdata/cpu_testdata/test_relu/test_data_set_0/input_0.pb" \
     -o "$TMP/evil-out"
 if [ ! -e "$TMP/evil.pb" ]; then ok "nothing was written outside -o DIR"; else fail "wrote $TMP/evil.pb"; fi
+# issue 21: a node without op_type (NodeProto field 4 absent) crashed bbd run
+cp -r testdata/cpu_testdata/test_relu "$TMP/no-op-type"
+"$PY" "$HELPER" drop-op-type testdata/cpu_testdata/test_relu/model.onnx "$TMP/no-op-type/model.onnx"
+expect "--test-dir: a node without op_type is an error naming the node" 1 \
+    "bbd: error: .*node .* has no op_type" -- "$BBD" run --test-dir "$TMP/no-op-type"
+expect "a node without op_type is an error naming the node" 1 "bbd: error: .*has no op_type" -- \
+    "$BBD" run "$TMP/no-op-type/model.onnx" \
+    "X=testdata/cpu_testdata/test_relu/test_data_set_0/input_0.pb"
 expect "--test-dir without data sets is an error" 1 "no test_data_set_N" -- \
     bash -c "mkdir -p '$TMP/empty' && cp testdata/cpu_testdata/test_relu/model.onnx '$TMP/empty/' &&
              '$BBD' run --test-dir '$TMP/empty'"

@@ -17,6 +17,7 @@ under test:
                                       the backend test-data layout, two data sets
   control-flow DIR                    If + Loop reading outer-scope values
   rename-output MODEL.onnx OUT.onnx NAME   the first graph output renamed
+  drop-op-type MODEL.onnx OUT.onnx   the first node without op_type
   perturb FILE.pb                     add 1.0 to element 0 (a wrong expectation)
   onnx-node-cases OUT_DIR OPS_FILE    ONNX's own node test cases using only
                                       those ops and numeric tensors
@@ -252,6 +253,13 @@ def cmd_rename_output(src, dst, name):
     onnx.save(m, dst)
 
 
+def cmd_drop_op_type(src, dst):
+    """The first node's op_type (NodeProto field 4) removed: issue 21's crash."""
+    m = onnx.load(src)
+    m.graph.node[0].ClearField("op_type")
+    onnx.save(m, dst)
+
+
 def cmd_perturb(path):
     t = onnx.load_tensor(path)
     a = numpy_helper.to_array(t).copy()
@@ -319,7 +327,8 @@ def main(argv):
     cmds = {"reference": cmd_reference, "reference-function": cmd_reference_function,
             "compare": cmd_compare,
             "standard-mlp": cmd_standard_mlp, "control-flow": cmd_control_flow,
-            "rename-output": cmd_rename_output, "onnx-node-cases": cmd_onnx_node_cases, "perturb": cmd_perturb, "ops": cmd_ops,
+            "rename-output": cmd_rename_output, "onnx-node-cases": cmd_onnx_node_cases, "perturb": cmd_perturb,
+            "drop-op-type": cmd_drop_op_type, "ops": cmd_ops,
             "input": lambda out, name, rows, cols, seed: save(
                 out, np.random.RandomState(int(seed)).rand(int(rows), int(cols))
                 .astype(np.float32), name)}

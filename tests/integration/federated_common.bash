@@ -15,15 +15,23 @@
 #                                client I of N (its shard of the training
 #                                rows), connected to node SERVER; DATA_MEMBERS
 #                                adds JSON members to its data config
+#   start_client_at NAME ONNX I ADDR
+#                                client I of 4 listening on UDP only, knowing
+#                                the server ($SERVER_ID) only at ADDR (a relay)
 #   start_clients ONNX SERVER N [PARTITION]
 #                                clients c0 .. c(N-1), all of N
 #   wait_connected NAME N        until N clients connected to NAME (watched);
 #                                sets K0, the first round that asked them all
 #   watch_rounds NAME            stream NAME's events into $TMP/NAME.events
 #   wait_rounds NAME N SECONDS   until N round events arrived
+#   expect_rounds NAME N SECONDS LABEL
+#                                ok LABEL when K0 + N rounds arrive within
+#                                SECONDS, else not ok with NAME's log
 #   round_of NAME I EXPR         python EXPR over round I (0-based) of NAME's
 #                                events: r (round, participants, samples,
 #                                loss, accuracy, ms, before, after)
+#   cut_and_restore NAME         the fault relay ($RELAY_PID) cuts NAME's link
+#                                mid-round for 3 s; rounds go on (fault tests)
 source "$(dirname "${BASH_SOURCE[0]}")/bbd_common.bash"
 
 FED=$BB_BUILD/examples/federated
@@ -49,6 +57,15 @@ start_client() { # NAME ONNX SERVER I N [PARTITION] [MODEL_JSON] [DATA_MEMBERS]
 JSON
     start_node "$name" --config "$TMP/$name.json" --targets Client --listen /ip4/127.0.0.1/tcp/0 \
         --peer "$SERVER_ID=$SERVER_ADDR" "$onnx"
+}
+
+start_client_at() { # NAME ONNX I ADDR
+    cat >"$TMP/$1.json" <<JSON
+{"components": {"data": {"path": "$DIGITS", "shard_count": 4, "shard_index": $3,
+                         "partition": "iid", "seed": $((10 + $3))}}}
+JSON
+    start_node "$1" --config "$TMP/$1.json" --targets Client --listen /ip4/127.0.0.1/udp/0 \
+        --peer "$SERVER_ID=$4" "$2"
 }
 
 start_clients() { # ONNX SERVER N [PARTITION]
@@ -90,6 +107,13 @@ rounds_seen() {
 }
 has_rounds() { [ "$(rounds_seen "$1")" -ge "$2" ]; }
 wait_rounds() { wait_until "$3" has_rounds "$1" "$2"; }
+expect_rounds() { # NAME N SECONDS LABEL
+    if wait_rounds "$1" $((K0 + $2)) "$3"; then
+        ok "$4"
+    else
+        not_ok "$4: only $(rounds_seen "$1") of $K0 + $2 rounds" "$TMP/$1.log"
+    fi
+}
 
 connected_at_least() { [ "$(grep -c '"event":"connected"' "$TMP/$1.events")" -ge "$2" ]; }
 # A round that started before the last client connected asked fewer: K0
@@ -112,4 +136,24 @@ r = dict(round=it[0], participants=it[1], samples=it[2], loss=it[3], accuracy=it
 v = eval(sys.argv[3])
 print(json.dumps(v) if isinstance(v, (bool, list, dict)) else v)
 PY
+}
+
+# The relay (pid RELAY_PID) cuts the link 0.3 s into a round of server
+# NAME for 3 s and restores it: rounds must go on, the last with a quorum.
+cut_and_restore() { # NAME
+    wait_until 30 has_rounds "$1" $(($(rounds_seen "$1") + 1))
+    sleep 0.3 # into the next round
+    kill -USR1 "$RELAY_PID"
+    local cut_at last
+    cut_at=$(rounds_seen "$1")
+    sleep 3
+    kill -USR2 "$RELAY_PID"
+    if wait_rounds "$1" $((cut_at + 3)) 90; then
+        ok "after a 3 s cut mid-round and the link restored, rounds go on"
+    else
+        not_ok "no rounds after the link came back" "$TMP/$1.log"
+    fi
+    last=$(($(rounds_seen "$1") - 1))
+    [ "$(round_of "$1" "$last" 'r["participants"]' 2>/dev/null || echo 0)" -ge 2 ] &&
+        ok "the last round had its quorum" || not_ok "round $last participants"
 }

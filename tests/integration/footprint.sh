@@ -1,7 +1,8 @@
 #!/bin/bash
 # footprint.sh — scripts/footprint, shortened to 1 s per node: it prints a
 # row per node with round trips and plausible per-trip figures, gives the
-# same counts for the same build twice (the reason it exists), rejects bad
+# same counts for the same build (the two lowest of up to three runs: the
+# reason it exists), rejects bad
 # arguments, and leaves no process or temporary directory behind, finished
 # or stopped by SIGTERM. Under SAN=1 only the argument checks run: valgrind
 # cannot run sanitized binaries.
@@ -43,19 +44,35 @@ for node in Sink Source; do
         not_ok "$node row (trips=${trips:-} ir=${ir:-} code=${code:-} data=${data:-})" "$TMP/both.out"
 done
 
-# Within 2%: on a quiet machine the two counts agree within 1%, but under a
-# load of 11-17 on two cores (make check beside other builds) they differed
-# by 1.2% in two full runs of the suite: how many wakeups a round trip takes
-# depends on whether the other node was running.
-FOOTPRINT_SECONDS=1 timeout -k 5 120 $FP Sink >"$TMP/again.out" 2>&1
+# The same build counts the same: the two lowest of up to three runs agree
+# within 2%. Lowest, because load only adds to a round trip's count (a busy
+# machine wakes the loop for polls that find nothing), never takes from it;
+# 2%, because on a quiet machine two counts agree within 1% but under a load
+# of 11-17 on two cores (make check beside other builds) they differed by
+# 1.2% in two full runs of the suite (how many wakeups a round trip takes
+# depends on whether the other node was running). A build whose count
+# drifts still fails.
+agree() { # IR CODE IR CODE ...: the two lowest of each agree within 2%
+    "$PY" - "$@" <<'PY'
+import sys
+v = [float(x) for x in sys.argv[1:]]
+ir, code = sorted(v[0::2])[:2], sorted(v[1::2])[:2]
+sys.exit(not (len(ir) == 2 and ir[1] - ir[0] <= 0.02 * ir[0] and code[1] - code[0] <= 0.02 * code[0]))
+PY
+}
 read -r _ ir1 code1 _ <<<"$(row Sink "$TMP/both.out")"
-read -r _ ir2 code2 _ <<<"$(row Sink "$TMP/again.out")"
-if [ -n "${ir1:-}" ] && [ -n "${ir2:-}" ] &&
-    "$PY" -c "import sys; a,b,c,d=map(float,sys.argv[1:]); sys.exit(not (abs(a-b)<=0.02*a and abs(c-d)<=0.02*c))" \
-        "$ir1" "$ir2" "$code1" "$code2"; then
-    ok "the same build counts the same twice (Sink: $ir1 vs $ir2 instructions, $code1 vs $code2 code lines)"
+counts="${ir1:-} ${code1:-}"
+for k in 2 3; do
+    FOOTPRINT_SECONDS=1 timeout -k 5 120 $FP Sink >"$TMP/again$k.out" 2>&1
+    read -r _ irk codek _ <<<"$(row Sink "$TMP/again$k.out")"
+    counts="$counts ${irk:-} ${codek:-}"
+    agree $counts && break
+done
+# shellcheck disable=SC2086
+if agree $counts; then
+    ok "the same build counts the same (Sink instructions, code lines per run: $counts)"
 else
-    not_ok "repeat run differs (Sink: ${ir1:-?} vs ${ir2:-?} instructions, ${code1:-?} vs ${code2:-?} lines)" "$TMP/again.out"
+    not_ok "repeat runs differ (Sink instructions, code lines per run: $counts)" "$TMP/again3.out"
 fi
 
 # stopped by SIGTERM mid-run: the leftover checks below cover this run too

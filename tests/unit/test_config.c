@@ -147,6 +147,67 @@ static void test_errors_name_the_key(void **state)
     expect_error("{} {}", BB_ECONFIG, "unexpected text after");
 }
 
+/* Issue 21: "caps": {"bus_capacity": 2^53} got as far as the engine's
+ * allocation. Every numeric key of the caps and transport objects (and the
+ * node's own) has a maximum bbd.json(5) documents ("At most N."): N is
+ * accepted, N + 1 is refused naming the key, and so is 2^53. The page is
+ * the list, so a key without a documented maximum fails here. */
+static void test_every_cap_has_a_documented_maximum(void **state)
+{
+    (void)state;
+    FILE *f = fopen("man/bbd.json.5", "r");
+    assert_non_null(f);
+    char line[512], key[128] = "", section[128] = "";
+    int checked = 0, in_sub = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long max;
+        char k[128];
+        if (sscanf(line, ".BR %127s", k) == 1 && strstr(line, "(object)") &&
+            (!strcmp(k, "caps") || !strcmp(k, "transport"))) {
+            snprintf(section, sizeof section, "%s", k);
+            in_sub = 1;
+        } else if (!strncmp(line, ".RE", 3)) {
+            in_sub = 0;
+        } else if (sscanf(line, ".B %127s", k) == 1 && in_sub) {
+            snprintf(key, sizeof key, "%s", k);
+        } else if (sscanf(line, ".BR %127s", k) == 1 && strstr(line, "(integer)") && !in_sub) {
+            snprintf(key, sizeof key, "%s", k);
+            section[0] = '\0';
+        } else if (sscanf(line, "At most %llu.", &max) == 1) {
+            assert_true(key[0]);
+            char dotted[272], value[3][32];
+            snprintf(dotted, sizeof dotted, "%s%s%s", section, section[0] ? "." : "", key);
+            snprintf(value[0], sizeof value[0], "%llu", max);
+            snprintf(value[1], sizeof value[1], "%llu", max + 1);
+            snprintf(value[2], sizeof value[2], "9007199254740992");
+            for (int i = 0; i < 3; i++) {
+                char json[512];
+                if (section[0])
+                    snprintf(json, sizeof json, "{\"%s\": {\"%s\": %s}}", section, key,
+                             value[i]);
+                else
+                    snprintf(json, sizeof json, "{\"%s\": %s}", key, value[i]);
+                if (i > 0) {
+                    expect_error(json, BB_ECONFIG, dotted);
+                    continue;
+                }
+                bbd_config c;
+                bb_error err = {0};
+                bbd_config_init(&c);
+                if (load(&c, json, &err) != BB_OK)
+                    fail_msg("%s: the documented maximum is refused: %s", json, err.msg);
+                bbd_config_free(&c);
+            }
+            key[0] = '\0';
+            checked++;
+        }
+    }
+    fclose(f);
+    /* 20 caps, 12 transport keys, the node's own */
+    if (checked < 36)
+        fail_msg("only %d documented maxima found in man/bbd.json.5", checked);
+}
+
 static void test_size_cap(void **state)
 {
     (void)state;
@@ -254,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_every_key),
         cmocka_unit_test(test_targets_as_string_and_peer_as_string),
         cmocka_unit_test(test_errors_name_the_key),
+        cmocka_unit_test(test_every_cap_has_a_documented_maximum),
         cmocka_unit_test(test_size_cap),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_setters),

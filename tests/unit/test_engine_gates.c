@@ -89,6 +89,7 @@ static void test_dedup_gate(void **state)
     send_value(e, 1, 7, 100, 0); /* evicted from the 2-entry window */
     assert_int_equal(outcome(e, 1, NULL), 1);
     assert_int_equal(bb_engine_counter(e, "gate.denied"), 1);
+    assert_int_equal(bb_engine_counter(e, "gate.dedup_denied"), 1); /* its own count too */
     bb_engine_free(e);
     bb_model_free(m);
 }
@@ -205,16 +206,37 @@ static void test_backoff_rx(void **state)
     bb_model_free(m);
 }
 
+/* Deadlines are the sender's absolute time; the receiver moves them onto
+ * its own clock by the sender's offset (the least arrival - sent_at seen),
+ * so skew costs nothing while a delay beyond the fastest transit is
+ * charged (issue 21: a client 3 s ahead dropped every request). */
 static void test_deadline_check(void **state)
 {
     (void)state;
     bb_model *m = rx_model();
     bb_engine *e = install(m, "Rx", NULL);
-    send_value(e, 1, 1, 1, 500);
-    assert_int_equal(outcome(e, 1000, "DeadlineCheck dropped envelope: reason=deadline_exceeded"), 0);
-    send_value(e, 1, 1, 2, 5000);
+    bb_peerid p1 = fx_peer(1), p2 = fx_peer(2);
+    uint8_t a[32];
+    bb_engine_addr addr = {a, fx_addr(9, a)};
+    assert_int_equal(bb_engine_add_peer(e, &p1, &addr, 1, NULL), BB_OK);
+    assert_int_equal(bb_engine_add_peer(e, &p2, &addr, 1, NULL), BB_OK);
+    /* peer 1, on our clock: sent at 1000, 500 ns to live, arrives at once */
+    send_value(e, 1, 1, 1000, 1500);
     assert_int_equal(outcome(e, 1000, NULL), 1);
-    send_value(e, 1, 1, 3, 0); /* no deadline */
+    /* the same peer, held up 1000 ns longer than that: past its budget */
+    send_value(e, 1, 1, 2000, 2500);
+    assert_int_equal(outcome(e, 3000, "DeadlineCheck dropped envelope: reason=deadline_exceeded"), 0);
+    /* peer 2 runs 5 s ahead of us: its stamps are all "in the future" and
+     * its deadline is met (and one 5 s behind: in the past, met too) */
+    uint64_t ahead = 5000000000ull;
+    send_value(e, 2, 1, 4000 + ahead, 4500 + ahead);
+    assert_int_equal(outcome(e, 4000, NULL), 1);
+    send_value(e, 2, 1, 5000 + ahead, 5400 + ahead);
+    assert_int_equal(outcome(e, 5100, NULL), 1);
+    /* a deadline that had passed when it was sent */
+    send_value(e, 1, 1, 6000, 5000);
+    assert_int_equal(outcome(e, 6000, "DeadlineCheck dropped envelope: reason=deadline_exceeded"), 0);
+    send_value(e, 1, 1, 7000, 0); /* no deadline */
     assert_int_equal(outcome(e, 9000, NULL), 1);
     bb_engine_free(e);
     bb_model_free(m);

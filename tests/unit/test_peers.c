@@ -214,13 +214,15 @@ static bb_engine *install(bb_model *m, const char *config)
 }
 
 /* Invokes Server once and runs the engine until it is quiet. */
+static uint64_t g_now = 1; /* the engine time run_server polls at */
+
 static void run_server(bb_engine *e, fx_log *log)
 {
     bb_value *go = bb_value_trigger();
     bb_engine_input in = {.name = "go", .value = go};
     assert_int_equal(bb_engine_invoke(e, "Server", &in, 1, NULL, NULL), BB_OK);
     bb_value_unref(go);
-    fx_run(e, log, 1, 10);
+    fx_run(e, log, g_now, 10);
 }
 
 /* Invokes Server: an op must fail, with a message containing want. */
@@ -298,6 +300,14 @@ static void test_connected_follows_the_peer_table(void **state)
         bb_engine_report_send(e, &p2, false);
     assert_int_equal(view_seeds(e, s, NULL), 1);
     assert_int_equal(s[0], 1);
+    /* still out a while later (a down peer sits out backoff_max_ns, 60 s)... */
+    g_now = 30000000000ull;
+    assert_int_equal(view_seeds(e, s, NULL), 1);
+    /* ...then it is offered again (half-open): a round may ask it; left
+     * out for good it never would be */
+    g_now = 61000000000ull;
+    assert_int_equal(view_seeds(e, s, NULL), 2);
+    g_now = 1;
     connect_peer(e, 2, "Client"); /* a reconnect is proof of life */
     assert_int_equal(view_seeds(e, s, NULL), 2);
     bb_engine_free(e);

@@ -238,6 +238,7 @@ static void test_udp_raw_peer(void **state)
     WAIT_FOR(b.n_env == 2 && stats_of(&b).udp_fragments_in == 5, 3000);
     assert_int_equal(b.env[1].len, 100);
     assert_memory_equal(b.env[1].bytes, msg, 100);
+    assert_int_equal(stats_of(&b).udp_fragments_duplicate, 2); /* the copy, the late one */
 
     /* Malformed fragments are refused and counted. */
     raw_fragment(fd, 2, 100, 40, 0, msg, 39);     /* wrong length */
