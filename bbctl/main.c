@@ -17,6 +17,8 @@
 #include <cJSON.h>
 #include <sodium.h>
 
+#include "bb/value.h"
+#include "bb/value_json.h"
 #include "client.h"
 #include "format.h"
 
@@ -30,10 +32,12 @@ static const char USAGE[] =
     "commands:\n"
     "  status                          identity, targets, bootstrap, counters, connections\n"
     "  peers                           known peers with connection, health and backoff\n"
-    "  invoke TARGET [NAME=VALUE]... [--wait TOPIC]\n"
+    "  invoke TARGET [NAME=VALUE]... [--wait TOPIC [--output FILE]]\n"
     "                                  run TARGET once with named inputs (and wait for\n"
-    "                                  the first AppEvent TOPIC)\n"
-    "  event TARGET NAME=VALUE         push one value into an input of TARGET\n"
+    "                                  the first AppEvent TOPIC; write its value to FILE)\n"
+    "  event TARGET NAME=VALUE [--wait TOPIC [--output FILE]]\n"
+    "                                  push one value into an input of TARGET (only its\n"
+    "                                  consumers run; --wait, --output as for invoke)\n"
     "  bootstrap --all | --module NAME [NAME=VALUE]... | --slot NAME\n"
     "                                  run bootstrap (every option repeatable)\n"
     "  snapshot                        write a snapshot to the state directory now\n"
@@ -264,31 +268,87 @@ static void print_bootstrap(FILE *out, const cJSON *r)
     fprintf(out, "bootstrap staged (status: %s)\n", cJSON_IsString(b) ? b->valuestring : "?");
 }
 
-static int cmd_invoke(const opts *o, int argc, char **argv, cJSON *req)
+/* The value of the awaited event into path: Bytes as they are, a tensor
+ * as a TensorProto (what @FILE.pb inputs read); anything else is refused. */
+static int write_output(const char *path, const cJSON *reply)
 {
-    static const struct option lo[] = {{"wait", required_argument, NULL, 'w'},
-                                       {NULL, 0, NULL, 0}};
-    const char *wait = NULL;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "+:w:", lo, NULL)) != -1) {
-        if (ch == 'w')
-            wait = optarg;
-        else
-            return usage("invoke: bad option '%s'", argv[optind - 1]);
+    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(reply, "event");
+    const cJSON *value = ev ? cJSON_GetObjectItemCaseSensitive(ev, "value") : NULL;
+    bb_json_input in;
+    bb_error err = {0};
+    if (!value || bb_json_input_parse("the event's value", value, &in, &err))
+        return fail("--output: %s", value ? err.msg : "the reply carries no event value");
+    const bb_value *v = in.value;
+    uint8_t *enc = NULL;
+    const uint8_t *data = NULL;
+    size_t len = 0;
+    int rc = 0;
+    if (v && v->type->kind == BB_VK_BYTES) {
+        data = v->u.bytes.data;
+        len = v->u.bytes.len;
+    } else if (v && v->type->kind == BB_VK_TENSOR) {
+        if (bb_value_encode(v, &enc, &len, &err))
+            rc = fail("--output: %s", err.msg);
+        data = enc;
+    } else {
+        rc = fail("--output: the event's value is a %s; it writes Bytes and tensors",
+                  v ? v->type->name : "wire payload");
     }
-    if (optind >= argc)
-        return usage("%s", "invoke: TARGET is required");
-    cJSON_AddStringToObject(req, "target", argv[optind++]);
-    cJSON *in = cJSON_AddObjectToObject(req, "inputs");
-    for (; optind < argc; optind++) {
-        if (argv[optind][0] == '-' && argv[optind][1] == '-' && !strcmp(argv[optind], "--wait")) {
-            if (optind + 1 >= argc)
-                return usage("%s", "invoke: --wait needs a TOPIC");
-            wait = argv[++optind];
-            continue;
-        }
-        if (add_input(in, argv[optind]))
-            return 1;
+    FILE *f = rc ? NULL : fopen(path, "wb");
+    if (!rc) {
+        bool written = f && fwrite(data, 1, len, f) == len;
+        if ((f && fclose(f) != 0) || !written)
+            rc = fail("--output %s: cannot write it", path);
+    }
+    if (!rc)
+        fprintf(stderr, "bbctl: wrote %zu bytes to %s\n", len, path);
+    free(enc);
+    bb_json_input_free(&in);
+    return rc;
+}
+
+/* invoke and event: TARGET, NAME=VALUE inputs, --wait TOPIC and
+ * --output FILE in any order. */
+static int cmd_run(const opts *o, int argc, char **argv, cJSON *req, bool event)
+{
+    const char *cmd = event ? "event" : "invoke", *wait = NULL, *output = NULL, *target = NULL;
+    cJSON *in = cJSON_CreateObject();
+    int n_in = 0, rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i];
+        bool w = !strcmp(a, "--wait") || !strcmp(a, "-w");
+        bool out = !strcmp(a, "--output") || !strcmp(a, "-o");
+        if ((w || out) && i + 1 >= argc)
+            rc = usage("%s needs a value", a);
+        else if (w)
+            wait = argv[++i];
+        else if (out)
+            output = argv[++i];
+        else if (a[0] == '-' && !strchr(a, '='))
+            rc = usage("bad option '%s'", a);
+        else if (!target)
+            target = a;
+        else if (!(rc = add_input(in, a)))
+            n_in++;
+    }
+    if (!rc && !target)
+        rc = usage("%s: TARGET is required", cmd);
+    else if (!rc && event && n_in != 1)
+        rc = usage("%s", "event: give TARGET NAME=VALUE");
+    else if (!rc && output && !wait)
+        rc = usage("%s: --output writes the awaited event: give --wait TOPIC", cmd);
+    if (rc) {
+        cJSON_Delete(in);
+        return rc;
+    }
+    cJSON_AddStringToObject(req, "target", target);
+    if (event) {
+        cJSON *v = in->child;
+        cJSON_AddStringToObject(req, "input", v->string);
+        cJSON_AddItemToObject(req, "value", cJSON_DetachItemViaPointer(in, v));
+        cJSON_Delete(in);
+    } else {
+        cJSON_AddItemToObject(req, "inputs", in);
     }
     if (wait) {
         cJSON_AddStringToObject(req, "wait", wait);
@@ -297,33 +357,16 @@ static int cmd_invoke(const opts *o, int argc, char **argv, cJSON *req)
     /* the daemon answers a wait itself at the timeout: give it a moment more */
     bbctl_conn c;
     cJSON *r;
-    int rc = roundtrip(o, &c, req, timeout_ms(o) + 5000, &r);
-    if (rc == 0) {
-        if (o->json)
-            print_json(r);
-        else
-            print_invoke(stdout, r);
-    }
+    rc = roundtrip(o, &c, req, timeout_ms(o) + (wait ? 5000 : 0), &r);
+    if (rc == 0 && output)
+        rc = write_output(output, r);
+    else if (rc == 0 && o->json)
+        print_json(r);
+    else if (rc == 0)
+        print_invoke(stdout, r);
     cJSON_Delete(r);
     bbctl_close(&c);
     return rc;
-}
-
-static int cmd_event(const opts *o, int argc, char **argv, cJSON *req)
-{
-    if (argc != 3)
-        return usage("%s", "event: give TARGET NAME=VALUE");
-    cJSON_AddStringToObject(req, "target", argv[1]);
-    cJSON *tmp = cJSON_CreateObject();
-    if (add_input(tmp, argv[2])) {
-        cJSON_Delete(tmp);
-        return 1;
-    }
-    cJSON *v = tmp->child;
-    cJSON_AddStringToObject(req, "input", v->string);
-    cJSON_AddItemToObject(req, "value", cJSON_DetachItemViaPointer(tmp, v));
-    cJSON_Delete(tmp);
-    return simple(o, req, print_invoke);
 }
 
 static int cmd_bootstrap(const opts *o, int argc, char **argv, cJSON *req)
@@ -485,10 +528,10 @@ int main(int argc, char **argv)
         }
     } else if (!strcmp(cmd, "invoke")) {
         cJSON_AddStringToObject(req, "cmd", "invoke");
-        rc = cmd_invoke(&o, sub_argc, sub_argv, req);
+        rc = cmd_run(&o, sub_argc, sub_argv, req, false);
     } else if (!strcmp(cmd, "event")) {
         cJSON_AddStringToObject(req, "cmd", "event");
-        rc = cmd_event(&o, sub_argc, sub_argv, req);
+        rc = cmd_run(&o, sub_argc, sub_argv, req, true);
     } else if (!strcmp(cmd, "bootstrap")) {
         cJSON_AddStringToObject(req, "cmd", "bootstrap");
         rc = cmd_bootstrap(&o, sub_argc, sub_argv, req);

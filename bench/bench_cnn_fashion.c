@@ -12,21 +12,19 @@
  * benchmark lists 0.916 for "2 Conv+pooling", 0.934 with BN).
  *
  * The data are the IDX files of Debian's dataset-fashion-mnist
- * (scripts/cnn-fashion fetches them into data/fashion-mnist/); without them
- * the run is skipped with a message. The IDX reader here is a minimal one
- * for this benchmark (gzip, bounded, checked).
+ * (scripts/fetch-data --set fashion-mnist puts them into data/fashion-mnist/;
+ * scripts/cnn-fashion does that and runs this), read by data::Idx — the data
+ * plugin's reader, as a program's nodes read them (pixels scaled to [0, 1]);
+ * without them the run is skipped with a message.
  *
  * Usage: bench_cnn_fashion [--data DIR] [--epochs N] [--lr-drop E] [--quick]
  *   --quick: 2 epochs on the first 6,000 images (a smoke run)
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#include <zlib.h>
+#include <unistd.h>
 
 #include "bench/support/bench_util.h"
 #include "bench/support/onnx_driver.h"
@@ -34,78 +32,48 @@
 
 #define SIDE 28
 #define PIXELS (SIDE * SIDE)
-#define MAX_IMAGES 100000
 #define BATCH 64
 
 typedef struct dataset {
-    float *x;      /* n x 784, scaled to [0, 1] */
+    bb_value *xv;  /* n x 784 in [0, 1], from data::Idx */
+    const float *x;
     int32_t *y;
     size_t n;
 } dataset;
 
-static uint32_t be32(const uint8_t *p)
+/* DIR/PREFIX-{images-idx3,labels-idx1}-ubyte.gz through data::Idx (all its
+ * rows, as its evaluation set); false when the files are not there. A file
+ * that is there but not IDX stops the run with data::Idx's message. */
+static bool load(bb_plugin_loader *l, const char *dir, const char *prefix, dataset *d)
 {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* An IDX file (gzipped): magic 0x0000080<rank>, rank u32 dims, u8 data.
- * want_rank 3: images [n, 28, 28]; 1: labels [n]. Returns the bytes after
- * the header (malloc'd), *n items; NULL with a message on stderr. */
-static uint8_t *read_idx(const char *path, uint32_t want_rank, size_t *n)
-{
-    gzFile f = gzopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "bench_cnn_fashion: %s: %s\n", path, strerror(errno));
-        return NULL;
+    char images[1100], labels[1100], cfg[2400];
+    snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
+    snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
+    if (access(images, R_OK) != 0 || access(labels, R_OK) != 0)
+        return false;
+    snprintf(cfg, sizeof cfg, "{\"path\": \"%s\", \"label_path\": \"%s\", \"part\": \"all\"}",
+             images, labels);
+    drv_comp src = drv_create(l, "data::Idx", NULL, cfg);
+    bb_value *out[2] = {0};
+    drv_call(&src, "EvalSet", NULL, 0, out, 2);
+    drv_destroy(&src);
+    const bb_tensor_view *x = &out[0]->u.tensor;
+    if (x->ndim != 2 || x->dims[1] != PIXELS)
+        drv_fail(images, "the images are not 28 x 28");
+    d->n = (size_t)x->dims[0];
+    d->xv = out[0];
+    d->x = bb_tensor_f32(out[0]);
+    d->y = malloc(d->n * sizeof *d->y);
+    if (!d->y || bb_tensor_numel(out[1]) != d->n)
+        drv_fail(labels, d->y ? "one label per image expected" : "out of memory");
+    for (size_t i = 0; i < d->n; i++) {
+        float v = bb_tensor_f32(out[1])[i];
+        if (!(v >= 0 && v < 10))
+            drv_fail(labels, "a label outside 0..9");
+        d->y[i] = (int32_t)v;
     }
-    uint8_t hdr[16];
-    size_t hlen = 4 + 4 * want_rank, item = want_rank == 3 ? PIXELS : 1;
-    uint8_t *data = NULL;
-    const char *why = NULL;
-    if (gzread(f, hdr, (unsigned)hlen) != (int)hlen)
-        why = "truncated header";
-    else if (be32(hdr) != (0x800u | want_rank))
-        why = "not an IDX file of u8 items with the expected rank";
-    else if ((*n = be32(hdr + 4)) == 0 || *n > MAX_IMAGES)
-        why = "item count out of range";
-    else if (want_rank == 3 && (be32(hdr + 8) != SIDE || be32(hdr + 12) != SIDE))
-        why = "images are not 28 x 28";
-    else if (!(data = malloc(*n * item)))
-        why = "out of memory";
-    else if (gzread(f, data, (unsigned)(*n * item)) != (int)(*n * item))
-        why = "truncated data";
-    gzclose(f);
-    if (why) {
-        fprintf(stderr, "bench_cnn_fashion: %s: %s\n", path, why);
-        free(data);
-        return NULL;
-    }
-    return data;
-}
-
-static bool load(const char *dir, const char *prefix, dataset *d)
-{
-    char ip[1024], lp[1024];
-    snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
-    snprintf(lp, sizeof lp, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    size_t ni = 0, nl = 0;
-    uint8_t *img = read_idx(ip, 3, &ni), *lab = img ? read_idx(lp, 1, &nl) : NULL;
-    bool ok = img && lab && ni == nl;
-    if (img && lab && ni != nl)
-        fprintf(stderr, "bench_cnn_fashion: %zu images, %zu labels\n", ni, nl);
-    if (ok) {
-        d->n = ni;
-        d->x = malloc(ni * PIXELS * sizeof *d->x);
-        d->y = malloc(ni * sizeof *d->y);
-        ok = d->x && d->y;
-        for (size_t i = 0; ok && i < ni * PIXELS; i++)
-            d->x[i] = img[i] / 255.0f;
-        for (size_t i = 0; ok && i < ni; i++)
-            ok = (d->y[i] = lab[i]) < 10;
-    }
-    free(img);
-    free(lab);
-    return ok;
+    bb_value_unref(out[1]);
+    return true;
 }
 
 static double now_s(void)
@@ -127,12 +95,11 @@ static void shuffle(size_t *idx, size_t n, uint64_t *s)
 static void evaluate(drv_comp *m, const dataset *te, float *loss, float *acc)
 {
     bb_value *in[2];
-    in[0] = bb_value_tensor_copy(BB_DT_FLOAT, 2, (int64_t[]){(int64_t)te->n, PIXELS}, te->x,
-                                 te->n * PIXELS * sizeof(float));
+    in[0] = bb_value_ref(te->xv);
     in[1] = bb_value_tensor_copy(BB_DT_INT32, 1, (int64_t[]){(int64_t)te->n}, te->y,
                                  te->n * sizeof(int32_t));
     bb_value *out[2] = {0};
-    if (!in[0] || !in[1])
+    if (!in[1])
         drv_fail("evaluate", "out of memory");
     drv_call(m, "Evaluate", in, 2, out, 2);
     *loss = *bb_tensor_f32(out[0]);
@@ -168,16 +135,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_cnn_fashion: error: --epochs takes 1..1000\n");
         return 2;
     }
+    bb_plugin_loader *l = drv_plugins();
     dataset tr = {0}, te = {0};
-    if (!load(dir, "train", &tr) || !load(dir, "t10k", &te)) {
-        printf("bench_cnn_fashion: skipped: no Fashion-MNIST in %s (scripts/cnn-fashion "
-               "fetches it and runs this)\n", dir);
+    if (!load(l, dir, "train", &tr) || !load(l, dir, "t10k", &te)) {
+        printf("bench_cnn_fashion: skipped: no Fashion-MNIST in %s (scripts/fetch-data --set "
+               "fashion-mnist fetches it; scripts/cnn-fashion fetches it and runs this)\n", dir);
+        bb_value_unref(tr.xv);
+        free(tr.y);
+        bb_plugin_loader_destroy(l);
         return 0;
     }
     if (quick)
         tr.n = 6000;
     bench_place(true);
-    bb_plugin_loader *l = drv_plugins();
     og g;
     og_begin(&g, "cnn");
     cnn_shape s = CNN_SHAPE_FASHION;
@@ -232,9 +202,9 @@ int main(int argc, char **argv)
     drv_destroy(&m);
     og_end(&g);
     bb_plugin_loader_destroy(l);
-    free(tr.x);
+    bb_value_unref(tr.xv);
     free(tr.y);
-    free(te.x);
+    bb_value_unref(te.xv);
     free(te.y);
     return 0;
 }

@@ -1,14 +1,22 @@
 // ONNX Runtime's side of bench_train: inference of the models bench_train
-// wrote (DIR/mlp.onnx, DIR/cnn.onnx) on one thread, minus ORT's per-call
-// overhead (the binding, the input and output copies) measured on Identity
-// models: (Identity of the input's size + Identity of the output's size) / 2,
-// since an Identity moves its size in and out, a model its input in and its
-// output out. Then the same models again with ORT's own profiler: the
-// shortest "model_run" it records (the session's run, without the binding;
-// the per-node events it records cost it a little), "<case>_run" lines. Prints "<case> <seconds>" lines
-// (the best of 7 trials), or one line saying why it is skipped (exit 0)
-// when onnxruntime-node is not installed (make bench installs it into
-// <build>/bench/ort; NODE_PATH points there).
+// wrote (DIR/mlp.onnx, DIR/cnn.onnx) on one thread, two ways:
+//  - ORT's own profiler: each of 700 runs (after 50 to warm up) as ORT's
+//    "model_run" event records it (the session's run without the Node
+//    binding; the per-node events it also records cost it a little):
+//    "<case>_run" the shortest, "<case>_run_med" the median. bench_train
+//    times its own calls the same way (the same counts, per call), so these
+//    compare like with like;
+//  - the binding's call time minus ORT's per-call overhead, measured on
+//    Identity models: (Identity of the input's size + Identity of the
+//    output's size) / 2, since an Identity moves its size in and out, a
+//    model its input in and its output out. An estimate (the overhead is
+//    modelled), two ways: "<case>_call" from the shortest of 700 single
+//    calls (after 50 to warm up) of the model and of each Identity, which a
+//    loaded machine disturbs least; "<case>" from the best of 7 trials of a
+//    mean over many calls.
+// Prints "<case> <seconds>" lines, or one line saying why it is skipped
+// (exit 0) when onnxruntime-node is not installed (make bench installs it
+// into <build>/bench/ort; NODE_PATH points there).
 //
 //   node bench_infer_ort.js DIR TRIAL_S
 const fs = require("fs");
@@ -44,6 +52,19 @@ async function timeRuns(session, feeds) {
     return Math.min(...trials);
 }
 
+/* The shortest of 700 single calls, after 50 to warm up. */
+async function shortestCall(session, feeds) {
+    const name = session.outputNames[0];
+    for (let i = 0; i < 50; i++) await session.run(feeds, [name]);
+    let best = Infinity;
+    for (let i = 0; i < 700; i++) {
+        const t0 = process.hrtime.bigint();
+        await session.run(feeds, [name]);
+        best = Math.min(best, Number(process.hrtime.bigint() - t0) * 1e-9);
+    }
+    return best;
+}
+
 async function open(file, profile) {
     return ort.InferenceSession.create(`${dir}/${file}`, {
         intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: "sequential",
@@ -52,7 +73,7 @@ async function open(file, profile) {
     });
 }
 
-/* The shortest model_run of 7 x 100 runs, from ORT's profile. */
+/* [shortest, median] model_run of 700 runs, from ORT's profile. */
 async function profiledRun(file, feeds) {
     const s = await open(file, true);
     for (let i = 0; i < 50; i++) await s.run(feeds);
@@ -64,7 +85,8 @@ async function profiledRun(file, feeds) {
     const events = JSON.parse(fs.readFileSync(`${dir}/${files[0]}`));
     fs.unlinkSync(`${dir}/${files[0]}`);
     const runs = events.filter((e) => e.name === "model_run").map((e) => e.dur).slice(-700);
-    return Math.min(...runs) * 1e-6;
+    runs.sort((a, b) => a - b);
+    return [runs[0] * 1e-6, runs[runs.length >> 1] * 1e-6];
 }
 
 async function main() {
@@ -79,10 +101,17 @@ async function main() {
         const overhead = (await timeRuns(idIn, feed(batch, 784)) +
                           await timeRuns(idOut, feed(batch, 10))) / 2;
         console.log(`${name} ${(full - overhead).toFixed(9)}`);
+        const call = await shortestCall(models[model], feed(batch, 784));
+        const callOverhead = (await shortestCall(idIn, feed(batch, 784)) +
+                              await shortestCall(idOut, feed(batch, 10))) / 2;
+        console.log(`${name}_call ${(call - callOverhead).toFixed(9)}`);
     }
     for (const [name, model, batch] of [["mlp_1", "mlp", 1], ["mlp_64", "mlp", 64],
-                                        ["cnn_64", "cnn", 64]])
-        console.log(`${name}_run ${(await profiledRun(`${model}.onnx`, feed(batch, 784))).toFixed(9)}`);
+                                        ["cnn_64", "cnn", 64]]) {
+        const [min, med] = await profiledRun(`${model}.onnx`, feed(batch, 784));
+        console.log(`${name}_run ${min.toFixed(9)}`);
+        console.log(`${name}_run_med ${med.toFixed(9)}`);
+    }
 }
 
 main().catch((e) => { console.error(`bench_infer_ort: ${e.message}`); process.exit(1); });

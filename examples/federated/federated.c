@@ -21,6 +21,9 @@
  *                           t0, t1, digest before, digest after,
  *                           Clock when the answers were in, Clock after Aggregate))
  *   Limit.Release("round")
+ * Server, with --model nn::Onnx, on its input "export" (a Trigger):
+ *   AppEmit("model", Model.ExportOnnx)           the global model as plain ONNX
+ *   (bbctl event Server export=null --wait model --output model.onnx)
  * Server bootstrap: AppEmit("initial", digest of the initial parameters).
  *
  * Client (one execution per inbound request)
@@ -172,6 +175,12 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
     bb_val metrics = bb_rec_bundle(g, report, sizeof report / sizeof *report);
     bb_sys_app_emit(g, metrics, "round");
     bb_sys_limit_release(g, metrics, "round");
+    /* nn::Onnx: the global model as a plain ONNX file, on request */
+    if (strcmp(k->model, "nn::Onnx") == 0) {
+        bb_val want = bb_rec_input(g, "export", &BB_TYPE_TRIGGER);
+        bb_sys_app_emit(g, ext_op(g, model, k->model_atomic, "ExportOnnx", want, &BB_TYPE_BYTES),
+                        "model");
+    }
 
     /* Bootstrap: which initial parameters this server starts from. */
     bb_rec *boot = bb_module_bootstrap(m);
@@ -233,7 +242,10 @@ static bb_module *record(bb_recorder *r, const fed_knobs *k)
     bb_module *server = record_server(r, k);
     bb_module *client = record_client(r, k);
     bb_rec *g = bb_module_body(root);
-    bb_call_build(bb_rec_call(g, server));
+    bb_call *c = bb_rec_call(g, server);
+    if (strcmp(k->model, "nn::Onnx") == 0)
+        bb_call_input(c, "export", bb_rec_input(g, "export", &BB_TYPE_TRIGGER));
+    bb_call_build(c);
     bb_call_build(bb_rec_call(g, client));
     if (k->registry)
         bb_call_build(bb_rec_call(g, record_registry(r, k)));
@@ -259,6 +271,8 @@ static void usage(FILE *f, const char *prog)
             "  --data TYPE         data::Csv (default), data::Idx or data::Synthetic\n"
             "  --model TYPE        nn::Mlp (default), or another Model type whose atomic\n"
             "                      domain bb-<crate>.<Type>.atomic has ParamsOn, ParamsDigest\n"
+            "                      (nn::Onnx: the server also exports its model, input\n"
+            "                      \"export\" -> AppEvent \"model\")\n"
             "  --model-config JSON     the model's recorded construction state (default:\n"
             "                      the digits 64-32-10 MLP)\n"
             "  --aggregator-config JSON    the aggregator's (default {}; TrimmedMean:\n"

@@ -568,4 +568,107 @@ static inline void bbp_queue_free(bbp_queue *q)
     memset(q, 0, sizeof *q);
 }
 
+/* ---- a trainable model's dispatch ---------------------------------------------------------
+ * nn::Mlp and nn::Onnx serve their ops alike: find the op by name, take a
+ * Train's epochs, queue an op that changes the model behind a running Train
+ * (drained in arrival order when it ends), start Train and EvaluateMetrics
+ * as jobs, and answer every other op inline. The model supplies its op
+ * table and the ops themselves. */
+
+#define BBP_MODEL_MAX_OUTPUTS 4
+
+typedef struct bbp_model_ops {
+    const char *const *names;  /* op id -> op name, n_ops of them */
+    int n_ops;
+    int op_train, op_evaluate_metrics;
+    uint32_t max_outputs;      /* outputs an inline op may answer (at most
+                                * BBP_MODEL_MAX_OUTPUTS) */
+    bool (*changes_model)(int op);
+    /* an inline op: out[0..n_out) get new references; node is the call's
+     * (its attributes), NULL for an op that waited behind a Train */
+    int (*run_sync)(void *model, int op, const bb_node *node, bb_value *const *in,
+                    uint32_t n_in, bb_value **out, uint32_t n_out, bb_error *err);
+    int (*start_train)(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
+                       int64_t epochs, bbp_sync *sync, bb_error *err);
+    int (*start_eval)(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
+                      bbp_sync *sync, bb_error *err);
+} bbp_model_ops;
+
+/* The model's fields the dispatch reads (borrowed). */
+typedef struct bbp_model_state {
+    void *model;
+    const char *who;           /* prefixes messages */
+    bb_ctx **ctx;              /* the engine's ctx, kept for the queued ops */
+    int64_t epochs_cfg;        /* config epochs, or <= 0: the node's attribute */
+    bbp_jobs *jobs;
+    bbp_queue *queue;
+} bbp_model_state;
+
+/* Runs every queued op that can run now (a Train ended). */
+static inline void bbp_model_drain(const bbp_model_ops *ops, const bbp_model_state *m)
+{
+    bbp_deferred d;
+    while (!m->jobs->busy && bbp_queue_pop(m->queue, &d)) {
+        bb_error err = {0};
+        if (d.op == ops->op_train) {
+            if (ops->start_train(m->model, *m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
+                bb_complete_err(d.completion, err.code, err.msg);
+        } else {
+            bb_value *out[BBP_MODEL_MAX_OUTPUTS] = {0};
+            uint32_t n = d.n_out < ops->max_outputs ? d.n_out : ops->max_outputs;
+            if (ops->run_sync(m->model, d.op, NULL, d.in, d.n_in, out, n, &err)) {
+                for (uint32_t k = 0; k < n; k++)
+                    bb_value_unref(out[k]);
+                bb_complete_err(d.completion, err.code, err.msg);
+            } else {
+                bb_complete_ok(d.completion, out, n);
+            }
+        }
+        for (uint32_t k = 0; k < d.n_in; k++)
+            bb_value_unref(d.in[k]);
+    }
+}
+
+static inline bb_dispatch_result bbp_model_dispatch(const bbp_model_ops *ops,
+                                                    const bbp_model_state *m, bb_ctx *ctx,
+                                                    const bb_dispatch_call *call,
+                                                    bb_value **outputs, bb_error *err)
+{
+    if (ctx) /* the engine keeps one ctx per component: queued ops use it later */
+        *m->ctx = ctx;
+    int op = ops->n_ops;
+    for (int i = 0; i < ops->n_ops; i++)
+        if (call->op_type && strcmp(call->op_type, ops->names[i]) == 0)
+            op = i;
+    int64_t epochs = 1;
+    int rc = BB_OK;
+    if (op == ops->n_ops)
+        rc = bb_error_set(err, BB_EUNSUPPORTED, "%s: no op %s", m->who,
+                          call->op_type ? call->op_type : "(null)");
+    else if (call->n_outputs < 1)
+        rc = bb_error_set(err, BB_EINVAL, "%s: %s needs an output", m->who, ops->names[op]);
+    else if (op == ops->op_train)
+        rc = bbp_train_epochs(m->epochs_cfg, call, m->who, &epochs, err);
+    if (rc)
+        return BB_DISPATCH_NOW_ERR;
+    if (m->jobs->busy && ops->changes_model(op)) {
+        if (bbp_queue_push(m->queue, op, call, epochs)) {
+            bb_error_set(err, BB_ENOMEM, "%s: out of memory", m->who);
+            return BB_DISPATCH_NOW_ERR;
+        }
+        return BB_DISPATCH_LATER;
+    }
+    if (op == ops->op_train || op == ops->op_evaluate_metrics) {
+        bbp_sync sync = {.out = outputs, .err = err};
+        rc = op == ops->op_train ? ops->start_train(m->model, ctx, call->completion,
+                                                    call->n_outputs, epochs, &sync, err)
+                                 : ops->start_eval(m->model, ctx, call->completion,
+                                                   call->n_outputs, &sync, err);
+        return bbp_job_dispatched(rc, &sync);
+    }
+    rc = ops->run_sync(m->model, op, call->node, call->inputs, call->n_inputs, outputs,
+                       call->n_outputs, err);
+    return rc ? BB_DISPATCH_NOW_ERR : BB_DISPATCH_NOW_OK;
+}
+
 #endif

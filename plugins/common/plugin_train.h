@@ -345,4 +345,64 @@ static inline uint64_t bbp_params_digest(const float *p, size_t n)
     return h;
 }
 
+/* A Train job's commit: the job's parameters and optimizer state become
+ * the model's, and the model's old ones go to the job (which frees them);
+ * out[0] a copy of the new parameters (n floats), out[1] the rows trained
+ * on. False on OOM (the caller releases out[]). */
+static inline bool bbp_train_commit(float **params, float **job_params, bbp_optim *opt,
+                                    bbp_optim *job_opt, size_t n, uint64_t rows, bb_value **out)
+{
+    float *p = *params;
+    *params = *job_params;
+    *job_params = p;
+    bbp_optim o = *opt;
+    *opt = *job_opt;
+    *job_opt = o;
+    int64_t dim = (int64_t)n;
+    out[0] = bb_value_tensor_copy(BB_DT_FLOAT, 1, &dim, *params, n * sizeof(float));
+    out[1] = bb_value_u64(&BB_TYPE_U64, rows);
+    return out[0] && out[1];
+}
+
+/* ---- a model snapshot's head ----------------------------------------------------------
+ * magic (4 bytes), u32 version, u64 floats, u32 optimizer, u64 optimizer
+ * steps, u64 changes (the CommandIds answered so far); the model's state
+ * follows. nn::Mlp and nn::Onnx write it alike. */
+static inline void bbp_snapshot_head_put(bb_writer *w, const char *magic, uint32_t version,
+                                         size_t n, const bbp_optim *o, uint64_t changes)
+{
+    bb_writer_put(w, magic, 4);
+    bb_writer_put_u32le(w, version);
+    bb_writer_put_u64le(w, n);
+    bb_writer_put_u32le(w, (uint32_t)o->kind);
+    bb_writer_put_u64le(w, o->t);
+    bb_writer_put_u64le(w, changes);
+}
+
+/* Reads the head into *version (1..max_version), *steps and *changes; an
+ * error naming who when it is not a snapshot of this model (the magic, a
+ * version, the float count or the optimizer differ). */
+static inline int bbp_snapshot_head_get(bb_reader *r, const char *magic, uint32_t max_version,
+                                        size_t n, const bbp_optim *o, const char *who,
+                                        uint32_t *version, uint64_t *steps, uint64_t *changes,
+                                        bb_error *err)
+{
+    char got[4];
+    uint32_t kind = 0;
+    uint64_t floats = 0;
+    *version = 0;
+    if (!bb_reader_get(r, got, 4) || memcmp(got, magic, 4) || !bb_reader_u32le(r, version) ||
+        *version < 1 || *version > max_version || !bb_reader_u64le(r, &floats) ||
+        !bb_reader_u32le(r, &kind) || !bb_reader_u64le(r, steps) ||
+        !bb_reader_u64le(r, changes))
+        return bb_error_set(err, BB_EDECODE, "%s: not a snapshot of this model type (\"%.4s\" "
+                            "version 1..%u)", who, magic, max_version);
+    if (floats != n || kind != (uint32_t)o->kind)
+        return bb_error_set(err, BB_EDECODE,
+                            "%s: the snapshot holds %llu parameters for optimizer %u; this model "
+                            "has %zu for optimizer %u",
+                            who, (unsigned long long)floats, kind, n, (unsigned)o->kind);
+    return BB_OK;
+}
+
 #endif

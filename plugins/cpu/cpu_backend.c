@@ -13,7 +13,7 @@
  * (`bbd run` stamps them): they become the subgraphs' enclosing scope.
  *
  * Config (JSON, all optional): {"threads": 1, "max_cached_graphs": 256,
- * "pool_mb": 64}. Results come from a pool of recycled blocks
+ * "pool_mb": 64, "winograd": true}. Results come from a pool of recycled blocks
  * (tensor_pool.c): at most pool_mb MiB of freed results are kept.
  * threads sets the GEMMs' thread count at create (OpenBLAS and oneDNN);
  * it is process-wide, so the default of 1 keeps many engines in one
@@ -44,9 +44,10 @@ static bool domain_is_onnx(const char *d)
 }
 
 static int parse_config(const char *json, int *threads, size_t *max_plans, size_t *pool_mb,
-                        bb_error *err)
+                        bool *winograd, bb_error *err)
 {
     *threads = 1;
+    *winograd = true;
     *max_plans = DEFAULT_MAX_PLANS;
     *pool_mb = DEFAULT_POOL_MB;
     if (!json || !*json)
@@ -73,6 +74,12 @@ static int parse_config(const char *json, int *threads, size_t *max_plans, size_
                                   "be an integer in 0..1000000");
             else
                 *max_plans = (size_t)it->valuedouble;
+        } else if (strcmp(k, "winograd") == 0) {
+            if (!cJSON_IsBool(it))
+                rc = bb_error_set(err, BB_ECONFIG, CPU_NAME ": config winograd must be true or "
+                                  "false");
+            else
+                *winograd = cJSON_IsTrue(it);
         } else if (strcmp(k, "pool_mb") == 0) {
             if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1 << 20 ||
                 it->valuedouble != (double)(long)it->valuedouble)
@@ -92,13 +99,16 @@ static int cpu_create(const bb_create_args *args, void **out, bb_error *err)
 {
     int threads;
     size_t max_plans, pool_mb;
-    int rc = parse_config(args ? args->config_json : NULL, &threads, &max_plans, &pool_mb, err);
+    bool winograd;
+    int rc = parse_config(args ? args->config_json : NULL, &threads, &max_plans, &pool_mb,
+                          &winograd, err);
     if (rc)
         return rc;
     cpu_backend *be = calloc(1, sizeof *be);
     if (!be)
         return bb_error_set(err, BB_ENOMEM, CPU_NAME ": out of memory");
     be->threads = threads;
+    be->winograd = winograd;
     be->plans = cpu_plan_cache_new(max_plans);
     be->pool = pool_mb ? cpu_tensor_pool_new(pool_mb << 20) : NULL;
     if (!be->plans || (pool_mb && !be->pool)) {
@@ -117,6 +127,7 @@ static void cpu_destroy(void *inst)
     if (!be)
         return;
     cpu_plan_cache_free(be->plans);
+    cpu_dnn_ctx_release(be->dnn);
     cpu_tensor_pool_release(be->pool);
     free(be->scratch);
     free(be);
@@ -214,6 +225,9 @@ static const bb_config_decl CONFIG[] = {
     {"threads", "int", "1", "GEMM threads (OpenBLAS and oneDNN; a process-wide setting)"},
     {"max_cached_graphs", "int", "256",
      "graph plans kept per instance (keyed by graph pointer); 0 disables the cache"},
+    {"winograd", "bool", "true",
+     "graph plans may run 3x3 stride-1 convolutions by Winograd's algorithm (oneDNN; equal to "
+     "the direct convolution up to rounding); false: direct only"},
     {"pool_mb", "int", "64",
      "MiB of freed result memory kept for reuse (results of the same sizes recur every run); "
      "0: every result from malloc"},

@@ -49,6 +49,7 @@ typedef struct cpu_plan cpu_plan;
 typedef struct cpu_frame cpu_frame;
 typedef struct cpu_plan_node cpu_plan_node;
 typedef struct cpu_plan_cache cpu_plan_cache;
+typedef struct cpu_dnn_ctx cpu_dnn_ctx;
 
 /* Values a subgraph can read from enclosing scopes: a running plan's slots
  * (plan set, vals indexed by slot), or, with plan NULL, the n_names values
@@ -98,6 +99,8 @@ struct cpu_backend {
     size_t scratch_cap;
     cpu_plan_cache *plans;   /* graph executor plans, per bb_graph pointer */
     cpu_tensor_pool *pool;   /* results' memory, or NULL (malloc) */
+    cpu_dnn_ctx *dnn;        /* oneDNN's engine and stream, made on first use, or NULL */
+    bool winograd;           /* inference plans may run 3x3 convolutions by Winograd */
 };
 
 /* Grow-only scratch owned by the instance (im2col columns and the like).
@@ -219,6 +222,8 @@ void cpu_sgemm(bool ta, bool tb, size_t M, size_t K, size_t N, float alpha, cons
                const float *B, float beta, float *C);
 /* Threads of the GEMMs (OpenBLAS and oneDNN): process-wide, default 1. */
 void cpu_gemm_set_threads(int n);
+/* Apply that count to the calling thread's OpenMP (oneDNN's threads). */
+void cpu_gemm_threads_apply(void);
 
 #define CPU_MAX_SPATIAL (BB_MAX_DIMS - 2)
 /* Sliding-window geometry of Conv and the pools over X [N, C, spatial...]. */
@@ -252,6 +257,49 @@ int cpu_slice_geom(cpu_run *r, bb_value *const *in, uint32_t n_in, int64_t *star
  * sst[d] is the element stride of output axis d. */
 ptrdiff_t cpu_slice_strides(const bb_tensor_view *t, const int64_t *start, const int64_t *step,
                             const int64_t *out_dims, ptrdiff_t *sst);
+
+/* ---- oneDNN layers with packed weights (dnn.c) ------------------------------- */
+#define CPU_DNN_MAX_LAYERS 8
+
+typedef enum cpu_dnn_kind {
+    CPU_DNN_CONV,     /* Conv over [N, C, H, W]: weights [M, C/group, kh, kw], bias [M] */
+    CPU_DNN_MAXPOOL,  /* MaxPool / AveragePool over [N, C, H, W] */
+    CPU_DNN_AVGPOOL,
+    CPU_DNN_LINEAR    /* Gemm [rows, K] x B (transB as the node says) + C [N] */
+} cpu_dnn_kind;
+
+typedef struct cpu_dnn_layer {
+    cpu_dnn_kind kind;
+    const bb_node *node;  /* its attributes (borrowed; outlives the chain) */
+    bool relu;            /* a Relu in its epilogue */
+} cpu_dnn_layer;
+
+typedef struct cpu_dnn_chain cpu_dnn_chain;
+
+/* The instance's oneDNN engine and stream (made on first use; NULL when
+ * oneDNN cannot make one). cpu_dnn_ctx_release drops the instance's
+ * reference (chains hold their own). */
+cpu_dnn_ctx *cpu_dnn_ctx_get(cpu_backend *be);
+void cpu_dnn_ctx_release(cpu_dnn_ctx *c);
+/* Whether node (op) can be a chain's layer, from its attributes alone
+ * (Gemm: transA 0, alpha and beta 1; pools: 2-D, no ceil_mode or
+ * dilations, an average without pads; one output). */
+bool cpu_dnn_layer_ok(cpu_op op, const bb_node *node);
+/* A chain of n layers (each reads the one before); winograd: 3x3 stride-1
+ * convolutions may run by Winograd (inference: equal up to rounding, ~2e-6
+ * on unit-scale data). NULL on OOM or a bad n. */
+cpu_dnn_chain *cpu_dnn_chain_new(const cpu_dnn_layer *layers, uint32_t n, bool winograd);
+void cpu_dnn_chain_free(cpu_dnn_chain *c);
+/* *y (new, plain row-major) = the first *ran layers of the chain over x,
+ * with w[i] / b[i] the weights and bias of layer i (NULL for pools; a bias
+ * may be NULL): every layer, or those before the first that oneDNN has no
+ * fast kernel for at this shape (the caller runs the rest). Weights packed
+ * by an earlier run at the same shape are reused while version is the same
+ * non-zero value and w[i] the same buffers (0: pack on every run).
+ * BB_EUNSUPPORTED with nothing set when oneDNN cannot run even the first
+ * layer (the caller runs its own kernels); BB_ENOMEM with r->err set. */
+int cpu_dnn_chain_run(cpu_run *r, cpu_dnn_chain *c, const bb_value *x, const bb_value *const *w,
+                      const bb_value *const *b, uint64_t version, uint32_t *ran, bb_value **y);
 
 /* ---- multidirectional broadcasting (broadcast.c) --------------------------- */
 #define CPU_BC_MAX 3

@@ -66,7 +66,11 @@ struct cpu_plan_node {
     cpu_plan *child[2];  /* If: then, else; Loop: body */
     bb_value *fused_w;   /* Conv with a BatchNormalization folded in: its weights, */
     bb_value *fused_b;   /* and bias (owned), used instead of inputs 1 and 2 */
-    bool fused_relu;     /* ... and a Relu in its epilogue */
+    bool fused_relu;     /* a Relu in its epilogue (f32 Conv or Gemm) */
+    cpu_dnn_chain *dnn;  /* this node and the next n_absorbed as one oneDNN chain (owned) */
+    cpu_plan_node *absorbed;      /* those nodes, run one by one where the chain cannot */
+    uint32_t n_absorbed;
+    const bb_value **dnn_w, **dnn_b; /* per layer: weights and bias (borrowed), or NULL */
 };
 
 struct cpu_plan {
@@ -98,16 +102,23 @@ static const char *nname(const bb_node *n)
     return n->name && *n->name ? n->name : "";
 }
 
+static void plan_node_free(cpu_plan_node *pn)
+{
+    cpu_plan_free(pn->child[0]);
+    cpu_plan_free(pn->child[1]);
+    bb_value_unref(pn->fused_w);
+    bb_value_unref(pn->fused_b);
+    cpu_dnn_chain_free(pn->dnn);
+    for (uint32_t j = 0; j < pn->n_absorbed; j++)
+        plan_node_free(&pn->absorbed[j]);
+}
+
 void cpu_plan_free(cpu_plan *p)
 {
     if (!p)
         return;
-    for (uint32_t i = 0; i < p->n_nodes; i++) {
-        cpu_plan_free(p->nodes[i].child[0]);
-        cpu_plan_free(p->nodes[i].child[1]);
-        bb_value_unref(p->nodes[i].fused_w);
-        bb_value_unref(p->nodes[i].fused_b);
-    }
+    for (uint32_t i = 0; i < p->n_nodes; i++)
+        plan_node_free(&p->nodes[i]);
     for (uint32_t s = 0; s < p->n_slots; s++)
         bb_value_unref(p->konst[s]);
     bb_arena_destroy(p->arena);
@@ -357,15 +368,22 @@ static int plan_releases(builder *b)
     return BB_OK;
 }
 
-/* ---- inference fusion: Conv -> BatchNormalization [-> Relu] ---------------
- * A Conv whose output feeds only an inference BatchNormalization, with the
+/* ---- inference fusion -----------------------------------------------------------
+ * 1. A Conv whose output feeds only an inference BatchNormalization, with the
  * Conv's weights and bias and the normalization's four vectors constant,
  * becomes one Conv with the normalization folded into its weights:
  *   a = scale / sqrt(var + eps),  W' = W a (per output channel),
  *   B' = (B - mean) a + shift;
- * a Relu that alone reads the result runs in the Conv's epilogue. Two
- * passes over a CNN's largest activations saved (ONNX Runtime folds the
- * same); the results equal the unfused ones up to rounding. */
+ * a Relu that alone reads the result of an f32 Conv or Gemm (folded or not)
+ * runs in its epilogue. Two passes over a CNN's largest activations saved
+ * (ONNX Runtime folds the same); the results equal the unfused ones up to
+ * rounding.
+ * 2. Then oneDNN chains (dnn.c): a Conv with constant f32 weights and the
+ * Convs and 2-D pools that each read only the node before it become one
+ * chain whose intermediates stay in oneDNN's blocked layout, and a Gemm with
+ * constant weights one fully connected layer; both with their weights
+ * packed once, for the life of the plan. A chain that cannot run a shape
+ * hands it back: the absorbed nodes run one by one. */
 
 static const bb_value *konst_vec(const cpu_plan *p, int32_t s, int64_t len)
 {
@@ -425,33 +443,135 @@ static bool feeds_only(const builder *b, const cpu_plan_node *ni, uint32_t j,
     return y >= 0 && nj->n_in >= 1 && nj->in[0] == y && b->last_use[y] == j && !b->is_out[y];
 }
 
-/* Fuse at node k; marks the nodes it absorbed. */
+/* Node k's output is f32 by its constant f32 weights (input 1). */
+static bool f32_weights(const builder *b, const cpu_plan_node *n)
+{
+    const bb_value *w = n->fused_w ? n->fused_w
+                                   : n->n_in > 1 && n->in[1] >= 0 ? b->p->konst[n->in[1]] : NULL;
+    return w && cpu_tv(w)->dtype == BB_DT_FLOAT;
+}
+
+/* Fuse at node k (Conv [-> BatchNormalization] [-> Relu], Gemm [-> Relu]);
+ * marks the nodes it absorbed. */
 static void fuse_at(builder *b, uint32_t k, bool *gone)
 {
     cpu_plan *p = b->p;
     cpu_plan_node *c = &p->nodes[k], *n = &p->nodes[k + 1];
-    if (c->op != CPU_OP_Conv || n->op != CPU_OP_BatchNormalization || n->n_in != 5 ||
-        !feeds_only(b, c, k + 1, n) || cpu_attr_i(n->node, "training_mode", 0) != 0)
+    if (c->op != CPU_OP_Conv && c->op != CPU_OP_Gemm)
         return;
-    for (uint32_t j = 1; j < n->n_out; j++)
-        if (n->out[j] >= 0)
-            return; /* running statistics read: an exporter's training graph */
-    if (n->out[0] < 0 || !fold_bn(b, c, n, &c->fused_w, &c->fused_b))
-        return;
-    gone[k + 1] = true;
-    c->out[0] = n->out[0];
-    cpu_plan_node *r = k + 2 < p->n_nodes ? &p->nodes[k + 2] : NULL;
-    if (r && r->op == CPU_OP_Relu && r->n_out == 1 && r->out[0] >= 0 &&
-        feeds_only(b, n, k + 2, r)) {
-        gone[k + 2] = true;
+    uint32_t last = k; /* the node whose output the fused node writes */
+    if (c->op == CPU_OP_Conv && n->op == CPU_OP_BatchNormalization && n->n_in == 5 &&
+        feeds_only(b, c, k + 1, n) && cpu_attr_i(n->node, "training_mode", 0) == 0 &&
+        n->out[0] >= 0) {
+        bool stats_read = false; /* running statistics read: an exporter's training graph */
+        for (uint32_t j = 1; j < n->n_out; j++)
+            stats_read = stats_read || n->out[j] >= 0;
+        if (!stats_read && fold_bn(b, c, n, &c->fused_w, &c->fused_b)) {
+            gone[k + 1] = true;
+            c->out[0] = n->out[0];
+            last = k + 1;
+        }
+    }
+    cpu_plan_node *r = last + 1 < p->n_nodes ? &p->nodes[last + 1] : NULL;
+    if (r && r->op == CPU_OP_Relu && r->n_out == 1 && r->out[0] >= 0 && f32_weights(b, c) &&
+        feeds_only(b, &p->nodes[last], last + 1, r)) {
+        gone[last + 1] = true;
         c->out[0] = r->out[0];
         c->fused_relu = true;
+        last++;
     }
-    b->prod[c->out[0]] = k;
+    if (last != k)
+        b->prod[c->out[0]] = k;
 }
 
-/* Fuse what fits, then close the gaps: node indices in last_use / prod
- * follow, and a removed node's index becomes the Conv's that absorbed it. */
+/* Close the gaps the gone nodes leave: node indices in last_use / prod
+ * follow, and a removed node's index becomes the one that absorbed it (the
+ * nearest kept node before it). */
+static void plan_compact(builder *b, const bool *gone, uint32_t *to)
+{
+    cpu_plan *p = b->p;
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < p->n_nodes; k++) {
+        to[k] = gone[k] ? n - 1 : n;
+        if (!gone[k])
+            p->nodes[n++] = p->nodes[k];
+    }
+    if (n == p->n_nodes)
+        return;
+    for (uint32_t s = 0; s < p->n_slots; s++) {
+        if (b->last_use[s] != NO_NODE)
+            b->last_use[s] = to[b->last_use[s]];
+        if (b->prod[s] != NO_NODE)
+            b->prod[s] = to[b->prod[s]];
+    }
+    p->n_nodes = n;
+}
+
+/* Node n as a chain layer: kind, weights and bias; false when it cannot be
+ * one (weights not constant f32, or attributes oneDNN does not take). */
+static bool as_layer(const builder *b, const cpu_plan_node *n, cpu_dnn_layer *l,
+                     const bb_value **w, const bb_value **bias)
+{
+    const cpu_plan *p = b->p;
+    if (!cpu_dnn_layer_ok(n->op, n->node) || n->n_out != 1 || n->out[0] < 0)
+        return false;
+    *l = (cpu_dnn_layer){.node = n->node, .relu = n->fused_relu};
+    *w = *bias = NULL;
+    if (n->op == CPU_OP_MaxPool || n->op == CPU_OP_AveragePool) {
+        l->kind = n->op == CPU_OP_MaxPool ? CPU_DNN_MAXPOOL : CPU_DNN_AVGPOOL;
+        return n->n_in == 1;
+    }
+    l->kind = n->op == CPU_OP_Conv ? CPU_DNN_CONV : CPU_DNN_LINEAR;
+    if (n->fused_w) {
+        *w = n->fused_w;
+        *bias = n->fused_b;
+        return true;
+    }
+    if (n->n_in < 2 || n->n_in > 3 || !f32_weights(b, n))
+        return false;
+    *w = p->konst[n->in[1]];
+    if (n->n_in == 3 && n->in[2] >= 0 && !(*bias = p->konst[n->in[2]]))
+        return false; /* a bias computed at run time */
+    return !*bias || cpu_tv(*bias)->dtype == BB_DT_FLOAT;
+}
+
+/* A chain starting at node k; marks the nodes it absorbed. */
+static int chain_at(builder *b, uint32_t k, bool *gone)
+{
+    cpu_plan *p = b->p;
+    cpu_plan_node *head = &p->nodes[k];
+    cpu_dnn_layer layers[CPU_DNN_MAX_LAYERS];
+    const bb_value *w[CPU_DNN_MAX_LAYERS], *bias[CPU_DNN_MAX_LAYERS];
+    if ((head->op != CPU_OP_Conv && head->op != CPU_OP_Gemm) ||
+        !as_layer(b, head, &layers[0], &w[0], &bias[0]))
+        return BB_OK;
+    uint32_t n = 1;
+    while (head->op == CPU_OP_Conv && n < CPU_DNN_MAX_LAYERS && k + n < p->n_nodes) {
+        const cpu_plan_node *prev = &p->nodes[k + n - 1], *next = &p->nodes[k + n];
+        if ((next->op != CPU_OP_Conv && next->op != CPU_OP_MaxPool &&
+             next->op != CPU_OP_AveragePool) ||
+            !feeds_only(b, prev, k + n, next) || !as_layer(b, next, &layers[n], &w[n], &bias[n]))
+            break;
+        n++;
+    }
+    head->dnn_w = bb_arena_calloc(p->arena, n, sizeof *head->dnn_w);
+    head->dnn_b = bb_arena_calloc(p->arena, n, sizeof *head->dnn_b);
+    head->absorbed = bb_arena_calloc(p->arena, n, sizeof *head->absorbed);
+    if (!head->dnn_w || !head->dnn_b || !head->absorbed ||
+        !(head->dnn = cpu_dnn_chain_new(layers, n, b->be->winograd)))
+        return bfail(b, BB_ENOMEM, "out of memory");
+    memcpy(head->dnn_w, w, n * sizeof *w);
+    memcpy(head->dnn_b, bias, n * sizeof *bias);
+    for (uint32_t j = 1; j < n; j++) {
+        head->absorbed[j - 1] = p->nodes[k + j];
+        gone[k + j] = true;
+    }
+    head->n_absorbed = n - 1;
+    b->prod[p->nodes[k + n - 1].out[0]] = k;
+    return BB_OK;
+}
+
+/* Fuse what fits, then chain what oneDNN runs. */
 static int plan_fuse(builder *b)
 {
     cpu_plan *p = b->p;
@@ -462,21 +582,14 @@ static int plan_fuse(builder *b)
     for (uint32_t k = 0; k + 1 < p->n_nodes; k++)
         if (!gone[k])
             fuse_at(b, k, gone);
-    uint32_t n = 0;
+    plan_compact(b, gone, to);
+    memset(gone, 0, (p->n_nodes + 1) * sizeof *gone);
     for (uint32_t k = 0; k < p->n_nodes; k++) {
-        to[k] = gone[k] ? n - 1 : n; /* an absorbed node follows its Conv */
-        if (!gone[k])
-            p->nodes[n++] = p->nodes[k];
+        int rc = gone[k] ? BB_OK : chain_at(b, k, gone);
+        if (rc)
+            return rc;
     }
-    if (n == p->n_nodes)
-        return BB_OK;
-    for (uint32_t s = 0; s < p->n_slots; s++) {
-        if (b->last_use[s] != NO_NODE)
-            b->last_use[s] = to[b->last_use[s]];
-        if (b->prod[s] != NO_NODE)
-            b->prod[s] = to[b->prod[s]];
-    }
-    p->n_nodes = n;
+    plan_compact(b, gone, to);
     return BB_OK;
 }
 
@@ -743,6 +856,61 @@ static bb_value *frame_lookup(const cpu_frame *f, const char *name)
     return NULL;
 }
 
+/* One node by its kernel: outputs into vals. */
+static int node_run(cpu_backend *be, const cpu_plan_node *pn, const cpu_frame *f,
+                    bb_value **vals, bb_value **ibuf, bb_value **obuf, bb_error *err)
+{
+    for (uint32_t j = 0; j < pn->n_in; j++)
+        ibuf[j] = pn->in[j] >= 0 ? vals[pn->in[j]] : NULL;
+    uint32_t n_in = pn->n_in;
+    if (pn->fused_w) { /* a Conv with its BatchNormalization folded in */
+        ibuf[1] = pn->fused_w;
+        ibuf[2] = pn->fused_b;
+        n_in = 3;
+    }
+    cpu_run r = {.be = be, .node = pn->node, .op = pn->op, .scope = f, .pn = pn, .err = err};
+    int rc = cpu_run_kernel(&r, ibuf, n_in, obuf, pn->n_out);
+    if (rc)
+        return rc;
+    if (pn->fused_relu)
+        cpu_relu_f32(bb_tensor_f32(obuf[0]), bb_tensor_f32(obuf[0]), bb_tensor_numel(obuf[0]));
+    for (uint32_t j = 0; j < pn->n_out; j++) {
+        if (pn->out[j] >= 0) {
+            bb_value_unref(vals[pn->out[j]]);
+            vals[pn->out[j]] = obuf[j];
+        } else {
+            bb_value_unref(obuf[j]);
+        }
+    }
+    return BB_OK;
+}
+
+/* Node pn, and the nodes it absorbed: as far as its oneDNN chain runs this
+ * input, by the chain, the rest (or all, without a chain) by their
+ * kernels. Outputs into vals. */
+static int chain_run(cpu_backend *be, const cpu_plan_node *pn, const cpu_frame *f,
+                     bb_value **vals, bb_value **ibuf, bb_value **obuf, bb_error *err)
+{
+    const bb_value *x = pn->dnn && pn->in[0] >= 0 ? vals[pn->in[0]] : NULL;
+    uint32_t ran = 0;
+    if (x && x->type->kind == BB_VK_TENSOR) {
+        cpu_run r = {.be = be, .node = pn->node, .op = pn->op, .pn = pn, .err = err};
+        bb_value *y = NULL;
+        int rc = cpu_dnn_chain_run(&r, pn->dnn, x, pn->dnn_w, pn->dnn_b, 1, &ran, &y);
+        if (rc && rc != BB_EUNSUPPORTED)
+            return rc;
+        if (ran) { /* the output of the last layer it ran */
+            int32_t at = ran == 1 ? pn->out[0] : pn->absorbed[ran - 2].out[0];
+            bb_value_unref(vals[at]);
+            vals[at] = y;
+        }
+    }
+    int rc = ran ? BB_OK : node_run(be, pn, f, vals, ibuf, obuf, err);
+    for (uint32_t j = ran ? ran - 1 : 0; j < pn->n_absorbed && !rc; j++)
+        rc = node_run(be, &pn->absorbed[j], f, vals, ibuf, obuf, err);
+    return rc;
+}
+
 int cpu_plan_run(cpu_backend *be, const cpu_plan *p, const cpu_frame *parent,
                  bb_value *const *inputs, uint32_t n_in, bb_value **outputs, uint32_t n_out,
                  bb_error *err)
@@ -787,25 +955,8 @@ int cpu_plan_run(cpu_backend *be, const cpu_plan *p, const cpu_frame *parent,
     }
     for (uint32_t k = 0; k < p->n_nodes; k++) {
         const cpu_plan_node *pn = &p->nodes[k];
-        for (uint32_t j = 0; j < pn->n_in; j++)
-            ibuf[j] = pn->in[j] >= 0 ? vals[pn->in[j]] : NULL;
-        uint32_t n_in = pn->n_in;
-        if (pn->fused_w) { /* a Conv with its BatchNormalization folded in */
-            ibuf[1] = pn->fused_w;
-            ibuf[2] = pn->fused_b;
-            n_in = 3;
-        }
-        cpu_run r = {.be = be, .node = pn->node, .op = pn->op, .scope = &f, .pn = pn, .err = err};
-        if ((rc = cpu_run_kernel(&r, ibuf, n_in, obuf, pn->n_out)))
+        if ((rc = chain_run(be, pn, &f, vals, ibuf, obuf, err)))
             goto done;
-        if (pn->fused_relu)
-            cpu_relu_f32(bb_tensor_f32(obuf[0]), bb_tensor_f32(obuf[0]), bb_tensor_numel(obuf[0]));
-        for (uint32_t j = 0; j < pn->n_out; j++) {
-            if (pn->out[j] >= 0)
-                vals[pn->out[j]] = obuf[j];
-            else
-                bb_value_unref(obuf[j]);
-        }
         for (uint32_t j = 0; j < pn->n_release; j++) {
             bb_value_unref(vals[pn->release[j]]);
             vals[pn->release[j]] = NULL;

@@ -62,12 +62,17 @@ static bool mm_dtype_ok(int32_t dt)
             }                                                                      \
     } while (0)
 
-void cpu_sgemm(bool ta, bool tb, size_t M, size_t K, size_t N, float alpha, const float *A,
-               const float *B, float beta, float *C)
+void cpu_gemm_threads_apply(void)
 {
     int threads = atomic_load_explicit(&g_gemm_threads, memory_order_relaxed);
     if (omp_get_max_threads() != threads)
         omp_set_num_threads(threads);
+}
+
+void cpu_sgemm(bool ta, bool tb, size_t M, size_t K, size_t N, float alpha, const float *A,
+               const float *B, float beta, float *C)
+{
+    cpu_gemm_threads_apply();
     dnnl_dim_t m = (dnnl_dim_t)M, k = (dnnl_dim_t)K, n = (dnnl_dim_t)N;
     dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, A, ta ? m : k,
                                   B, tb ? k : n, beta, C, n);

@@ -104,38 +104,36 @@ static int job_finish(void *model, void *state, bool train, bb_value **out, char
 {
     mlp *m = model;
     mlp_job *j = state;
-    if (train) { /* the job's parameters are the model's now, and the answer */
-        bb_value *start = bb_value_ref(m->pv);
-        mlp_commit_params(m, j->pv);
-        j->pv = NULL;
-        bbp_optim o = m->opt;
-        m->opt = j->opt;
-        j->opt = o;
-        out[0] = bb_value_ref(m->pv);
-        if (m->update_scale != 1.0f) { /* attack simulation: start + scale x update */
-            bb_value_unref(out[0]);
-            if ((out[0] = mlp_params_copy(m, m->params))) {
-                float *o = bb_tensor_f32(out[0]);
-                const float *s0 = bb_tensor_f32(start);
-                for (size_t i = 0; i < m->shape.n_params; i++)
-                    o[i] = s0[i] + m->update_scale * (o[i] - s0[i]);
-            }
-        }
-        bb_value_unref(start);
-        out[1] = bb_value_u64(&BB_TYPE_U64, j->st.rows);
-        m->age += j->st.rows; /* gossip learning: samples trained on */
-    } else {
-        bbp_stats_outputs(&j->st, out, true); /* on OOM the caller releases both */
+    if (!train) {
+        if (bbp_stats_outputs(&j->st, out, true)) /* on OOM the caller releases both */
+            return BB_OK;
+        snprintf(msg, cap, "out of memory");
+        return BB_ENOMEM;
     }
-    if (out[0] && out[1])
+    /* the job's parameters are the model's now, and the answer */
+    bb_value *start = bb_value_ref(m->pv);
+    mlp_commit_params(m, j->pv);
+    j->pv = NULL;
+    bbp_optim o = m->opt;
+    m->opt = j->opt;
+    j->opt = o;
+    m->age += j->st.rows; /* gossip learning: samples trained on */
+    out[0] = bb_value_ref(m->pv);
+    if (m->update_scale != 1.0f) { /* attack simulation: start + scale x update */
+        bb_value_unref(out[0]);
+        if ((out[0] = mlp_params_copy(m, m->params))) {
+            float *u = bb_tensor_f32(out[0]);
+            const float *s0 = bb_tensor_f32(start);
+            for (size_t i = 0; i < m->shape.n_params; i++)
+                u[i] = s0[i] + m->update_scale * (u[i] - s0[i]);
+        }
+    }
+    bb_value_unref(start);
+    out[1] = bb_value_u64(&BB_TYPE_U64, j->st.rows);
+    if (out[0] && out[1]) /* on OOM the caller releases both */
         return BB_OK;
     snprintf(msg, cap, "out of memory");
     return BB_ENOMEM;
-}
-
-static void job_drained(void *model)
-{
-    mlp_drain(model);
 }
 
 static const bbp_job_class MLP_JOB = {
@@ -143,7 +141,7 @@ static const bbp_job_class MLP_JOB = {
     .work = job_work,
     .finish = job_finish,
     .free_state = job_free,
-    .drained = job_drained,
+    .drained = mlp_drain,
 };
 
 /* The job's private state: Train's own copy of the parameters and the
@@ -176,9 +174,10 @@ static mlp_job *job_state(const mlp *m, bool train)
     return j;
 }
 
-int mlp_start_train(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, int64_t epochs,
-                    bbp_sync *sync, bb_error *err)
+int mlp_start_train(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
+                    int64_t epochs, bbp_sync *sync, bb_error *err)
 {
+    mlp *m = model;
     mlp_job *j = job_state(m, true);
     if (!j)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", m->who);
@@ -186,9 +185,10 @@ int mlp_start_train(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, int64
                                m->batches_per_epoch, sync, j, err);
 }
 
-int mlp_start_eval(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, bbp_sync *sync,
+int mlp_start_eval(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out, bbp_sync *sync,
                    bb_error *err)
 {
+    mlp *m = model;
     mlp_job *j = job_state(m, false);
     if (!j)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", m->who);

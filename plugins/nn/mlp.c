@@ -79,6 +79,7 @@
 #include "mlp.h"
 #include "bb/bytes.h"
 #include "plugins/common/plugin_config.h"
+#include "plugins/common/plugin_model.h"
 #include "plugins/common/plugin_type.h"
 
 #define NAME "nn::Mlp"
@@ -592,9 +593,9 @@ static int merge(mlp *m, const bb_value *q, const bb_value *weight, bb_error *er
 
 /* Share: the parameters and their weight for a peer (the age, or under
  * push_sum a 1/ways share of the mass, which this node keeps too). */
-static int share(mlp *m, const bb_dispatch_call *call, bb_value **out, bb_error *err)
+static int share(mlp *m, const bb_node *node, uint32_t n_out, bb_value **out, bb_error *err)
 {
-    int64_t ways = call->node ? bb_node_attr_int(call->node, "ways", 2) : 2;
+    int64_t ways = node ? bb_node_attr_int(node, "ways", 2) : 2;
     if (ways < 1 || ways > 1 << 20)
         return bb_error_set(err, BB_EINVAL, "%s: Share with ways = %lld", m->who,
                             (long long)ways);
@@ -604,15 +605,17 @@ static int share(mlp *m, const bb_dispatch_call *call, bb_value **out, bb_error 
         weight = (uint64_t)(m->mass * MLP_MASS_ONE);
     }
     out[0] = bb_value_ref(m->pv); /* shared: a later change goes to a copy */
-    if (call->n_outputs > 1)
+    if (n_out > 1)
         out[1] = bb_value_u64(&BB_TYPE_U64, weight);
-    return out[0] && (call->n_outputs < 2 || out[1]) ? BB_OK : oom(m, err);
+    return out[0] && (n_out < 2 || out[1]) ? BB_OK : oom(m, err);
 }
 
 /* Every op that completes inline. outputs[0..] receive new references. */
-static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_value **out,
-                    uint32_t n_out, bb_error *err)
+static int run_sync(void *model, int op_id, const bb_node *node, bb_value *const *in,
+                    uint32_t n_in, bb_value **out, uint32_t n_out, bb_error *err)
 {
+    mlp *m = model;
+    mlp_op op = (mlp_op)op_id;
     const bb_value *a = n_in > 0 ? in[0] : NULL, *b = n_in > 1 ? in[1] : NULL;
     bbp_stats st = {0};
     size_t rows = 0;
@@ -626,6 +629,8 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
     case OP_PARAMS_DIGEST:
         out[0] = bb_value_u64(&BB_TYPE_U64, bbp_params_digest(m->params, m->shape.n_params));
         return out[0] ? BB_OK : oom(m, err);
+    case OP_SHARE: /* reads the node's attribute; changes only the mass */
+        return share(m, node, n_out, out, err);
     case OP_MERGE:
         if ((rc = merge(m, a, b, err)))
             return rc;
@@ -689,7 +694,9 @@ static int run_sync(mlp *m, mlp_op op, bb_value *const *in, uint32_t n_in, bb_va
             out[0] = bb_value_tensor_new(BB_DT_FLOAT, 1, &dim);
             if (out[0])
                 mlp_backward(&m->shape, m->params, &m->ws, bb_tensor_f32(out[0]), false);
-            rc = out[0] ? BB_OK : oom(m, err);
+            if (out[0] && n_out > 1) /* the loss, an optional output */
+                out[1] = bbp_scalar((float)(st.loss_sum / (double)(st.rows ? st.rows : 1)));
+            rc = out[0] && (n_out < 2 || out[1]) ? BB_OK : oom(m, err);
         }
         break;
     default:
@@ -714,77 +721,41 @@ static const char *const OP_NAMES[N_MLP_OPS] = {
     [OP_MERGE] = "Merge",              [OP_SHARE] = "Share",
 };
 
-static bool changes_model(mlp_op op)
+static bool changes_model(int op)
 {
     return op == OP_APPLY_DELTA || op == OP_BACKWARD || op == OP_LOAD_PARAMETERS ||
            op == OP_STEP || op == OP_TRAIN || op == OP_BACKWARD_INPUT || op == OP_STEP_ON ||
            op == OP_MERGE;
 }
 
-void mlp_drain(mlp *m)
+static const bbp_model_ops MLP_OPS = {
+    .names = OP_NAMES,
+    .n_ops = N_MLP_OPS,
+    .op_train = OP_TRAIN,
+    .op_evaluate_metrics = OP_EVALUATE_METRICS,
+    .max_outputs = MLP_MAX_OUTPUTS,
+    .changes_model = changes_model,
+    .run_sync = run_sync,
+    .start_train = mlp_start_train,
+    .start_eval = mlp_start_eval,
+};
+
+static bbp_model_state model_state(mlp *m)
 {
-    bbp_deferred d;
-    while (!m->jobs.busy && bbp_queue_pop(&m->queue, &d)) {
-        bb_error err = {0};
-        if (d.op == OP_TRAIN) {
-            if (mlp_start_train(m, m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
-                bb_complete_err(d.completion, err.code, err.msg);
-        } else {
-            bb_value *out[MLP_MAX_OUTPUTS] = {NULL};
-            uint32_t n_out = d.n_out < MLP_MAX_OUTPUTS ? d.n_out : MLP_MAX_OUTPUTS;
-            if (run_sync(m, (mlp_op)d.op, d.in, d.n_in, out, n_out, &err)) {
-                for (uint32_t k = 0; k < n_out; k++)
-                    bb_value_unref(out[k]);
-                bb_complete_err(d.completion, err.code, err.msg);
-            } else {
-                bb_complete_ok(d.completion, out, n_out);
-            }
-        }
-        for (uint32_t k = 0; k < d.n_in; k++)
-            bb_value_unref(d.in[k]);
-    }
+    return (bbp_model_state){m, m->who, &m->ctx, m->epochs_cfg, &m->jobs, &m->queue};
+}
+
+void mlp_drain(void *model)
+{
+    bbp_model_state st = model_state(model);
+    bbp_model_drain(&MLP_OPS, &st);
 }
 
 static bb_dispatch_result mlp_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
                                        bb_value **outputs, bb_error *err)
 {
-    mlp *m = inst;
-    if (ctx) /* the engine keeps one ctx per component: queued ops use it later */
-        m->ctx = ctx;
-    mlp_op op = N_MLP_OPS;
-    for (int i = 0; i < N_MLP_OPS; i++)
-        if (call->op_type && strcmp(call->op_type, OP_NAMES[i]) == 0)
-            op = (mlp_op)i;
-    int64_t epochs = 1;
-    int rc = BB_OK;
-    if (op == N_MLP_OPS)
-        rc = bb_error_set(err, BB_EUNSUPPORTED, "%s: no op %s", m->who,
-                          call->op_type ? call->op_type : "(null)");
-    else if (call->n_outputs < 1)
-        rc = bb_error_set(err, BB_EINVAL, "%s: %s needs an output", m->who, OP_NAMES[op]);
-    else if (op == OP_TRAIN)
-        rc = bbp_train_epochs(m->epochs_cfg, call, m->who, &epochs, err);
-    if (rc)
-        return BB_DISPATCH_NOW_ERR;
-    if (m->jobs.busy && changes_model(op)) {
-        if (bbp_queue_push(&m->queue, (int)op, call, epochs)) {
-            oom(m, err);
-            return BB_DISPATCH_NOW_ERR;
-        }
-        return BB_DISPATCH_LATER;
-    }
-    if (op == OP_TRAIN || op == OP_EVALUATE_METRICS) {
-        bbp_sync sync = {.out = outputs, .err = err};
-        rc = op == OP_TRAIN
-                 ? mlp_start_train(m, ctx, call->completion, call->n_outputs, epochs, &sync, err)
-                 : mlp_start_eval(m, ctx, call->completion, call->n_outputs, &sync, err);
-        return bbp_job_dispatched(rc, &sync);
-    }
-    if (op == OP_SHARE) /* reads the node's attribute; changes only the mass */
-        rc = share(m, call, outputs, err);
-    else
-        rc = run_sync(m, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
-    return rc ? BB_DISPATCH_NOW_ERR : BB_DISPATCH_NOW_OK;
+    bbp_model_state st = model_state(inst);
+    return bbp_model_dispatch(&MLP_OPS, &st, ctx, call, outputs, err);
 }
 
 /* ---- snapshot ----------------------------------------------------------------------------
@@ -803,12 +774,7 @@ static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *er
     const mlp *m = inst;
     size_t bytes = m->shape.n_params * sizeof(float);
     bb_writer w = {0};
-    bb_writer_put(&w, MAGIC, 4);
-    bb_writer_put_u32le(&w, SNAP_VERSION);
-    bb_writer_put_u64le(&w, m->shape.n_params);
-    bb_writer_put_u32le(&w, (uint32_t)m->opt.kind);
-    bb_writer_put_u64le(&w, m->opt.t);
-    bb_writer_put_u64le(&w, m->version);
+    bbp_snapshot_head_put(&w, MAGIC, SNAP_VERSION, m->shape.n_params, &m->opt, m->version);
     bb_writer_put_u64le(&w, m->age);
     bb_writer_put_u64le(&w, (uint64_t)(m->mass * MLP_MASS_ONE));
     bb_writer_put(&w, m->params, bytes);
@@ -828,22 +794,15 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
     mlp *m = inst;
     bb_reader r;
     bb_reader_init(&r, data, len);
-    char magic[4];
-    uint32_t version = 0, kind = 0;
-    uint64_t n = 0, t = 0, changes = 0, age = 0, mass = (uint64_t)MLP_MASS_ONE;
+    uint32_t version;
+    uint64_t t = 0, changes = 0, age = 0, mass = (uint64_t)MLP_MASS_ONE;
     size_t bytes = m->shape.n_params * sizeof(float);
-    if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) ||
-        !bb_reader_u32le(&r, &version) || version < 1 || version > SNAP_VERSION ||
-        !bb_reader_u64le(&r, &n) || !bb_reader_u32le(&r, &kind) || !bb_reader_u64le(&r, &t) ||
-        !bb_reader_u64le(&r, &changes) ||
-        (version >= 3 && (!bb_reader_u64le(&r, &age) || !bb_reader_u64le(&r, &mass))))
-        return bb_error_set(err, BB_EDECODE, "%s: not a model snapshot", m->who);
-    if (n != m->shape.n_params || kind != (uint32_t)m->opt.kind)
-        return bb_error_set(err, BB_EDECODE,
-                            "%s: the snapshot holds %llu parameters for optimizer %u; this model "
-                            "has %zu for optimizer %u",
-                            m->who, (unsigned long long)n, kind, m->shape.n_params,
-                            (unsigned)m->opt.kind);
+    int rc = bbp_snapshot_head_get(&r, MAGIC, SNAP_VERSION, m->shape.n_params, &m->opt, m->who,
+                                   &version, &t, &changes, err);
+    if (rc)
+        return rc;
+    if (version >= 3 && (!bb_reader_u64le(&r, &age) || !bb_reader_u64le(&r, &mass)))
+        return bb_error_set(err, BB_EDECODE, "%s: the snapshot ends in its age and mass", m->who);
     size_t want = bytes * (m->opt.v ? 3 : 2), left = bb_reader_left(&r);
     uint8_t has_center = 0;
     if (version >= 2) { /* the center flag follows the moments */
@@ -893,20 +852,6 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
 
 #define P(nm, ty) {.name = nm, .type = &BB_TYPE_##ty}
 #define P_OPT(nm, ty) {.name = nm, .type = &BB_TYPE_##ty, .optional = true}
-static const bb_port_decl IN_INPUT[] = {P("input", TENSOR_F32)};
-static const bb_port_decl IN_GRAD[] = {P("grad", TENSOR_F32)};
-static const bb_port_decl IN_GRADS[] = {P("grads", TENSOR_F32)};
-static const bb_port_decl IN_DELTA[] = {P("delta", TENSOR_F32)};
-static const bb_port_decl IN_PARAMS[] = {P("params", TENSOR_F32)};
-static const bb_port_decl IN_EVAL[] = {P("input", TENSOR_F32), P("target", TENSOR)};
-static const bb_port_decl IN_TRIGGER[] = {P("trigger", ANY)};
-static const bb_port_decl OUT_OUTPUT[] = {P("output", TENSOR_F32)};
-static const bb_port_decl OUT_CMD[] = {P("cmd", COMMAND_ID)};
-static const bb_port_decl OUT_PARAMS[] = {P("params", TENSOR_F32)};
-static const bb_port_decl OUT_GRADS[] = {P("grads", TENSOR_F32)};
-static const bb_port_decl OUT_TRAIN[] = {P("params", TENSOR_F32), P_OPT("num_samples", U64)};
-static const bb_port_decl OUT_METRICS[] = {P("loss", TENSOR_F32), P_OPT("accuracy", TENSOR_F32)};
-static const bb_port_decl OUT_DIGEST[] = {P("digest", U64)};
 static const bb_port_decl IN_LOSS_GRAD[] = {P("output", TENSOR_F32), P("target", TENSOR)};
 static const bb_port_decl OUT_BACKWARD_INPUT[] = {P("input_grad", TENSOR_F32),
                                                   P_OPT("cmd", COMMAND_ID)};
@@ -915,56 +860,28 @@ static const bb_port_decl OUT_LOSS_GRAD[] = {P("grad", TENSOR_F32), P("loss", TE
 static const bb_port_decl IN_MERGE[] = {P("params", TENSOR_F32), P("weight", U64)};
 static const bb_port_decl OUT_AGE[] = {P("age", U64)};
 static const bb_port_decl OUT_SHARE[] = {P("params", TENSOR_F32), P_OPT("weight", U64)};
+#undef P
+#undef P_OPT
 
-#define OPD(name, in, out, doc) {name, in, BBP_COUNT(in), out, BBP_COUNT(out), doc}
-/* The ops that read the data source come last (DATA_OPS of them):
- * nn::MlpPart, which has no data source, declares the ones before. */
-#define DATA_OPS 2
-static const bb_op_decl ROLE_OPS[] = {
-    OPD("ApplyDelta", IN_DELTA, OUT_CMD, "params += delta"),
-    OPD("Backward", IN_GRAD, OUT_CMD,
-        "back-propagates dLoss/dOutput through the last Forward; the gradient accumulates "
-        "for Step"),
-    OPD("Evaluate", IN_EVAL, OUT_METRICS,
-        "the mean loss (compute_loss) on (input, target), and the accuracy when asked"),
-    OPD("Forward", IN_INPUT, OUT_OUTPUT, "outputs (logits for cross-entropy) of a batch"),
-    OPD("LoadParameters", IN_PARAMS, OUT_CMD,
-        "replaces the parameters and restarts the optimizer"),
-    {"Params", NULL, 0, OUT_PARAMS, 1, "the flat parameter vector"},
-    OPD("Step", IN_GRADS, OUT_CMD,
-        "an optimizer step with grads, or with Backward's accumulated gradient when empty"),
-    /* the DATA_OPS */
-    OPD("EvaluateMetrics", IN_TRIGGER, OUT_METRICS,
-        "loss and accuracy on the data source's evaluation set (off the engine thread)"),
-    OPD("Train", IN_TRIGGER, OUT_TRAIN,
-        "epochs whole epochs over the data source (off the engine thread); the new "
-        "parameters and the samples seen"),
-};
 static const bb_op_decl EXT_OPS[] = {
-    OPD("Gradients", IN_EVAL, OUT_GRADS, "the mean loss's gradient on (input, target)"),
-    OPD("ParamsOn", IN_TRIGGER, OUT_PARAMS,
-        "the flat parameter vector, read when the trigger arrives (Params runs when its "
-        "execution starts)"),
-    OPD("ParamsDigest", IN_TRIGGER, OUT_DIGEST,
-        "FNV-1a-64 of the committed parameters' 64-bit words: which model version this "
-        "node holds"),
-    OPD("BackwardInput", IN_GRAD, OUT_BACKWARD_INPUT,
-        "Backward, and dLoss/dInput of the last Forward: what split learning sends back to "
-        "the part below"),
-    OPD("LossGradient", IN_LOSS_GRAD, OUT_LOSS_GRAD,
-        "the mean loss of given outputs against targets, its gradient w.r.t. the outputs "
-        "and the accuracy (no parameters read)"),
-    OPD("StepOn", IN_TRIGGER, OUT_CMD,
-        "an optimizer step with Backward's accumulated gradient, when the trigger arrives"),
-    OPD("Share", IN_TRIGGER, OUT_SHARE,
-        "what a node sends a peer: the parameters and their weight (the model's age, or under "
-        "push_sum a 1/ways share of its mass, attribute ways)"),
-    OPD("Merge", IN_MERGE, OUT_AGE,
-        "combine a peer's model (params, weight) with this one by the config's merge rule; "
-        "the age after it (gossip learning)"),
+    BBP_MODEL_EXT_OPS,
+    BBP_OPD("BackwardInput", BBP_IN_GRAD, OUT_BACKWARD_INPUT,
+            "Backward, and dLoss/dInput of the last Forward: what split learning sends back "
+            "to the part below"),
+    BBP_OPD("LossGradient", IN_LOSS_GRAD, OUT_LOSS_GRAD,
+            "the mean loss of given outputs against targets, its gradient w.r.t. the outputs "
+            "and the accuracy (no parameters read)"),
+    BBP_OPD("StepOn", BBP_IN_TRIGGER, BBP_OUT_CMD,
+            "an optimizer step with Backward's accumulated gradient, when the trigger arrives"),
+    BBP_OPD("Share", BBP_IN_TRIGGER, OUT_SHARE,
+            "what a node sends a peer: the parameters and their weight (the model's age, or "
+            "under push_sum a 1/ways share of its mass, attribute ways)"),
+    BBP_OPD("Merge", IN_MERGE, OUT_AGE,
+            "combine a peer's model (params, weight) with this one by the config's merge "
+            "rule; the age after it (gossip learning)"),
 };
 static const bb_opset_decl OPSETS[] = {
-    {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS)},
+    {"ai.bytesandbrains.role.model", 1, BBP_MODEL_ROLE_OPS, BBP_COUNT(BBP_MODEL_ROLE_OPS)},
     {EXT_DOMAIN, 1, EXT_OPS, BBP_COUNT(EXT_OPS)},
 };
 static const bb_dependency_decl DEPS[] = {{BB_ROLE_DATA_SOURCE, "data"}};
@@ -994,7 +911,8 @@ static const bb_component_type MLP = {
  * graph: no data source dependency, so a node that holds no rows (the top)
  * binds none, and no Train or EvaluateMetrics, which would read one. */
 static const bb_opset_decl PART_OPSETS[] = {
-    {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS) - DATA_OPS},
+    {"ai.bytesandbrains.role.model", 1, BBP_MODEL_ROLE_OPS,
+     BBP_COUNT(BBP_MODEL_ROLE_OPS) - BBP_MODEL_DATA_OPS},
     {EXT_DOMAIN, 1, EXT_OPS, BBP_COUNT(EXT_OPS)},
 };
 

@@ -158,7 +158,7 @@ float *mlp_params_mut(mlp *m);
 bb_value *mlp_params_copy(const mlp *m, const void *p);
 
 /* Runs every queued op that can run now (after a Train finished). */
-void mlp_drain(mlp *m);
+void mlp_drain(void *model);
 
 /* ---- jobs.c (plugins/common/plugin_jobs.h's protocol) ---------------------------- */
 
@@ -166,10 +166,10 @@ void mlp_drain(mlp *m);
  * is (params, num_samples), n_out of them. Returns BB_OK when the job is
  * under way or done (see sync, which may be NULL when the op's dispatch has
  * already returned), else an error (c untouched). */
-int mlp_start_train(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, int64_t epochs,
-                    bbp_sync *sync, bb_error *err);
+int mlp_start_train(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
+                    int64_t epochs, bbp_sync *sync, bb_error *err);
 /* Loss and accuracy on the source's evaluation set; same contract. */
-int mlp_start_eval(mlp *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out, bbp_sync *sync,
+int mlp_start_eval(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out, bbp_sync *sync,
                    bb_error *err);
 
 #endif

@@ -131,6 +131,11 @@ ad_session *ad_session_new(const ad_plan *p, float *params, uint64_t seed);
 void ad_session_free(ad_session *s);
 /* Point the session at another flat vector. */
 void ad_session_rebind(ad_session *s, float *params);
+/* The flat vector's values changed (LoadParameters, Step, ...): weights an
+ * inference forward packed for oneDNN are packed again on its next run.
+ * Every writer of the parameters between forwards calls it (a training
+ * forward and a rebind count as changes by themselves). */
+void ad_session_params_changed(ad_session *s);
 
 /* Forward of one batch x (f32 [rows, ...]; reshaped to the declared input
  * shape when the element counts agree). training keeps what backward needs
@@ -206,6 +211,14 @@ int ad_kernel(ad_ctx *c, cpu_op op, const bb_node *node, bb_value *const *in, ui
  * one fails, ad_cpu_error(c, rc) restates its message as this node's. */
 cpu_run ad_cpu_run(ad_ctx *c, cpu_op op);
 int ad_cpu_error(ad_ctx *c, int rc);
+/* Inference forward of the node (Conv or Gemm) through a oneDNN primitive
+ * (plugins/cpu/dnn.c) where oneDNN has a fast kernel for it, else its CPU
+ * kernel: weights packed once per parameter version (when inputs 1 and 2
+ * are parameters or constants; else on every run), 3x3 convolutions by
+ * Winograd where they fit. (Training forwards keep the CPU kernels: the
+ * weights change every step, and the convolutions are a small part of a
+ * step; docs/DECISIONS.md.) */
+int ad_fwd_dnn(ad_ctx *c, bb_value *const *in, bb_value **out);
 /* Uniform draw in [0, 1) from the session's generator (Dropout). */
 double ad_uniform(ad_ctx *c);
 int ad_fail(ad_ctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

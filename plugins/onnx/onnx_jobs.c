@@ -103,8 +103,10 @@ static int minibatch(onnx_trainer *t, float *params, bbp_optim *o, const bb_valu
         if (!rc && t->center)
             bbp_prox_add(t->prox_mu, params, t->center, t->grad, p->n_floats, p->trained,
                          p->n_trained_runs);
-        if (!rc)
+        if (!rc) {
             bbp_optim_step(o, params, t->grad, p->n_floats, p->trained, p->n_trained_runs);
+            ad_session_params_changed(t->sess);
+        }
     }
     if (rc == BB_ENOMEM && !msg[0])
         snprintf(msg, cap, "out of memory");
@@ -190,24 +192,15 @@ static int job_finish(void *model, void *state, bool train, bb_value **out, char
 {
     onnx_model *m = model;
     onnx_job *j = state;
-    if (train) { /* commit: the job's parameters and optimizer become the model's */
-        float *p = m->params;
-        m->params = j->params;
-        j->params = p;
-        bbp_optim o = m->opt;
-        m->opt = j->opt;
-        j->opt = o;
+    bool made = train ? bbp_train_commit(&m->params, &j->params, &m->opt, &j->opt,
+                                         m->plan->n_floats, j->st.rows, out)
+                      : bbp_stats_outputs(&j->st, out, true);
+    if (train) { /* the model's parameters moved */
         ad_session_rebind(m->tr.sess, m->params);
         m->grad_pending = false;
         m->version++;
-        int64_t dim = (int64_t)m->plan->n_floats;
-        out[0] = bb_value_tensor_copy(BB_DT_FLOAT, 1, &dim, m->params,
-                                      m->plan->n_floats * sizeof(float));
-        out[1] = bb_value_u64(&BB_TYPE_U64, j->st.rows);
-    } else {
-        bbp_stats_outputs(&j->st, out, true); /* on OOM the caller releases both */
     }
-    if (out[0] && out[1])
+    if (made) /* on OOM the caller releases both */
         return BB_OK;
     snprintf(msg, cap, "out of memory");
     return BB_ENOMEM;
@@ -247,9 +240,10 @@ static onnx_job *job_state(onnx_model *m, bool train)
     return j;
 }
 
-int onnx_start_train(onnx_model *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
+int onnx_start_train(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
                      int64_t epochs, bbp_sync *sync, bb_error *err)
 {
+    onnx_model *m = model;
     onnx_job *j = job_state(m, true);
     if (!j)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", m->who);
@@ -257,9 +251,10 @@ int onnx_start_train(onnx_model *m, bb_ctx *ctx, bb_completion *c, uint32_t n_ou
                                m->batches_per_epoch, sync, j, err);
 }
 
-int onnx_start_eval(onnx_model *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
+int onnx_start_eval(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
                     bbp_sync *sync, bb_error *err)
 {
+    onnx_model *m = model;
     onnx_job *j = job_state(m, false);
     if (!j)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", m->who);

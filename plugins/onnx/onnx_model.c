@@ -43,6 +43,7 @@
 
 #include "onnx_model.h"
 #include "plugins/common/plugin_config.h"
+#include "plugins/common/plugin_model.h"
 #include "plugins/common/plugin_type.h"
 
 #define EXT_DOMAIN "bb-nn.Onnx.atomic"
@@ -479,9 +480,12 @@ static int change(onnx_model *m, onnx_op op, const bb_value *a, bb_error *err)
 }
 
 /* Every op that completes inline. out[0..] receive new references. */
-static int run_sync(onnx_model *m, onnx_op op, bb_value *const *in, uint32_t n_in,
-                    bb_value **out, uint32_t n_out, bb_error *err)
+static int run_sync(void *model, int op_id, const bb_node *node, bb_value *const *in,
+                    uint32_t n_in, bb_value **out, uint32_t n_out, bb_error *err)
 {
+    (void)node; /* no op reads attributes */
+    onnx_model *m = model;
+    onnx_op op = (onnx_op)op_id;
     const bb_value *a = n_in > 0 ? in[0] : NULL, *b = n_in > 1 ? in[1] : NULL;
     int rc;
     switch (op) {
@@ -507,6 +511,7 @@ static int run_sync(onnx_model *m, onnx_op op, bb_value *const *in, uint32_t n_i
     case OP_BACKWARD:
         if ((rc = change(m, op, a, err)))
             return rc;
+        ad_session_params_changed(m->tr.sess); /* Evaluate packs the new weights */
         return (out[0] = bb_value_u64(&BB_TYPE_COMMAND_ID, ++m->version)) ? BB_OK : oom(m, err);
     default:
         return bb_error_set(err, BB_EUNSUPPORTED, "%s: op %d is not synchronous", m->who,
@@ -528,71 +533,40 @@ static const char *const OP_NAMES[N_ONNX_OPS] = {
 
 /* Forward changes the model too: a training forward moves the running
  * statistics, and Backward needs its tape. */
-static bool changes_model(onnx_op op)
+static bool changes_model(int op)
 {
     return op == OP_APPLY_DELTA || op == OP_BACKWARD || op == OP_LOAD_PARAMETERS ||
            op == OP_STEP || op == OP_TRAIN || op == OP_FORWARD;
 }
 
+static const bbp_model_ops ONNX_OPS = {
+    .names = OP_NAMES,
+    .n_ops = N_ONNX_OPS,
+    .op_train = OP_TRAIN,
+    .op_evaluate_metrics = OP_EVALUATE_METRICS,
+    .max_outputs = 2,
+    .changes_model = changes_model,
+    .run_sync = run_sync,
+    .start_train = onnx_start_train,
+    .start_eval = onnx_start_eval,
+};
+
+static bbp_model_state model_state(onnx_model *m)
+{
+    return (bbp_model_state){m, m->who, &m->ctx, m->epochs_cfg, &m->jobs, &m->queue};
+}
+
 void onnx_drain(void *model)
 {
-    onnx_model *m = model;
-    bbp_deferred d;
-    while (!m->jobs.busy && bbp_queue_pop(&m->queue, &d)) {
-        bb_error err = {0};
-        if (d.op == OP_TRAIN) {
-            if (onnx_start_train(m, m->ctx, d.completion, d.n_out, d.epochs, NULL, &err))
-                bb_complete_err(d.completion, err.code, err.msg);
-        } else {
-            bb_value *out[2] = {0};
-            uint32_t n = d.n_out < 2 ? d.n_out : 2;
-            if (run_sync(m, (onnx_op)d.op, d.in, d.n_in, out, n, &err))
-                bb_complete_err(d.completion, err.code, err.msg);
-            else
-                bb_complete_ok(d.completion, out, n);
-        }
-        for (uint32_t k = 0; k < d.n_in; k++)
-            bb_value_unref(d.in[k]);
-    }
+    bbp_model_state st = model_state(model);
+    bbp_model_drain(&ONNX_OPS, &st);
 }
 
 static bb_dispatch_result onnx_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
                                         bb_value **outputs, bb_error *err)
 {
-    onnx_model *m = inst;
-    if (ctx) /* the engine keeps one ctx per component: queued ops use it later */
-        m->ctx = ctx;
-    onnx_op op = N_ONNX_OPS;
-    for (int i = 0; i < N_ONNX_OPS; i++)
-        if (call->op_type && strcmp(call->op_type, OP_NAMES[i]) == 0)
-            op = (onnx_op)i;
-    int64_t epochs = 1;
-    int rc = BB_OK;
-    if (op == N_ONNX_OPS)
-        rc = bb_error_set(err, BB_EUNSUPPORTED, "%s: no op %s", m->who,
-                          call->op_type ? call->op_type : "(null)");
-    else if (call->n_outputs < 1)
-        rc = bb_error_set(err, BB_EINVAL, "%s: %s needs an output", m->who, OP_NAMES[op]);
-    else if (op == OP_TRAIN)
-        rc = bbp_train_epochs(m->epochs_cfg, call, m->who, &epochs, err);
-    if (rc)
-        return BB_DISPATCH_NOW_ERR;
-    if (m->jobs.busy && changes_model(op)) {
-        if (bbp_queue_push(&m->queue, (int)op, call, epochs)) {
-            oom(m, err);
-            return BB_DISPATCH_NOW_ERR;
-        }
-        return BB_DISPATCH_LATER;
-    }
-    if (op == OP_TRAIN || op == OP_EVALUATE_METRICS) {
-        bbp_sync sync = {.out = outputs, .err = err};
-        rc = op == OP_TRAIN
-                 ? onnx_start_train(m, ctx, call->completion, call->n_outputs, epochs, &sync, err)
-                 : onnx_start_eval(m, ctx, call->completion, call->n_outputs, &sync, err);
-        return bbp_job_dispatched(rc, &sync);
-    }
-    rc = run_sync(m, op, call->inputs, call->n_inputs, outputs, call->n_outputs, err);
-    return rc ? BB_DISPATCH_NOW_ERR : BB_DISPATCH_NOW_OK;
+    bbp_model_state st = model_state(inst);
+    return bbp_model_dispatch(&ONNX_OPS, &st, ctx, call, outputs, err);
 }
 
 /* ---- snapshot --------------------------------------------------------------------------------------
@@ -607,12 +581,7 @@ static int onnx_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *e
     const onnx_model *m = inst;
     size_t bytes = m->plan->n_floats * sizeof(float);
     bb_writer w = {0};
-    bb_writer_put(&w, MAGIC, 4);
-    bb_writer_put_u32le(&w, SNAP_VERSION);
-    bb_writer_put_u64le(&w, m->plan->n_floats);
-    bb_writer_put_u32le(&w, (uint32_t)m->opt.kind);
-    bb_writer_put_u64le(&w, m->opt.t);
-    bb_writer_put_u64le(&w, m->version);
+    bbp_snapshot_head_put(&w, MAGIC, SNAP_VERSION, m->plan->n_floats, &m->opt, m->version);
     bb_writer_put(&w, m->params, bytes);
     bb_writer_put(&w, m->center, bytes);
     bbp_optim_put_m(&m->opt, &w, bytes);
@@ -628,20 +597,13 @@ static int onnx_restore(void *inst, const uint8_t *data, size_t len, bb_error *e
     onnx_model *m = inst;
     bb_reader r;
     bb_reader_init(&r, data, len);
-    char magic[4];
-    uint32_t version = 0, kind = 0;
-    uint64_t n = 0, t = 0, changes = 0;
+    uint32_t version;
+    uint64_t t = 0, changes = 0;
     size_t bytes = m->plan->n_floats * sizeof(float);
-    if (!bb_reader_get(&r, magic, 4) || memcmp(magic, MAGIC, 4) ||
-        !bb_reader_u32le(&r, &version) || version != SNAP_VERSION || !bb_reader_u64le(&r, &n) ||
-        !bb_reader_u32le(&r, &kind) || !bb_reader_u64le(&r, &t) || !bb_reader_u64le(&r, &changes))
-        return bb_error_set(err, BB_EDECODE, "%s: not an nn::Onnx snapshot", m->who);
-    if (n != m->plan->n_floats || kind != (uint32_t)m->opt.kind)
-        return bb_error_set(err, BB_EDECODE,
-                            "%s: the snapshot holds %llu floats for optimizer %u; this model "
-                            "has %zu for optimizer %u",
-                            m->who, (unsigned long long)n, kind, m->plan->n_floats,
-                            (unsigned)m->opt.kind);
+    int rc = bbp_snapshot_head_get(&r, MAGIC, SNAP_VERSION, m->plan->n_floats, &m->opt, m->who,
+                                   &version, &t, &changes, err);
+    if (rc)
+        return rc;
     size_t want = bytes * (m->opt.v ? 4 : 3);
     if (bb_reader_left(&r) != want)
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot has %zu state bytes, not %zu",
@@ -657,67 +619,22 @@ static int onnx_restore(void *inst, const uint8_t *data, size_t len, bb_error *e
     m->opt.t = t;
     m->version = changes;
     ad_session_clear(m->tr.sess);
+    ad_session_params_changed(m->tr.sess);
     return BB_OK;
 }
 
 /* ---- declarations ------------------------------------------------------------------------------ */
 
-#define P(nm, ty) {.name = nm, .type = &BB_TYPE_##ty}
-#define P_OPT(nm, ty) {.name = nm, .type = &BB_TYPE_##ty, .optional = true}
-static const bb_port_decl IN_INPUT[] = {P("input", TENSOR_F32)};
-static const bb_port_decl IN_GRAD[] = {P("grad", TENSOR_F32)};
-static const bb_port_decl IN_GRADS[] = {P("grads", TENSOR_F32)};
-static const bb_port_decl IN_DELTA[] = {P("delta", TENSOR_F32)};
-static const bb_port_decl IN_PARAMS[] = {P("params", TENSOR_F32)};
-static const bb_port_decl IN_EVAL[] = {P("input", TENSOR_F32), P("target", TENSOR)};
-static const bb_port_decl IN_TRIGGER[] = {P("trigger", ANY)};
-static const bb_port_decl OUT_OUTPUT[] = {P("output", TENSOR_F32)};
-static const bb_port_decl OUT_CMD[] = {P("cmd", COMMAND_ID)};
-static const bb_port_decl OUT_PARAMS[] = {P("params", TENSOR_F32)};
-static const bb_port_decl OUT_GRADS[] = {P("grads", TENSOR_F32), P_OPT("loss", TENSOR_F32)};
-static const bb_port_decl OUT_TRAIN[] = {P("params", TENSOR_F32), P_OPT("num_samples", U64)};
-static const bb_port_decl OUT_METRICS[] = {P("loss", TENSOR_F32), P_OPT("accuracy", TENSOR_F32)};
-static const bb_port_decl OUT_DIGEST[] = {P("digest", U64)};
-static const bb_port_decl OUT_BYTES[] = {P("bytes", BYTES)};
-
-#define OPD(name, in, out, doc) {name, in, BBP_COUNT(in), out, BBP_COUNT(out), doc}
-static const bb_op_decl ROLE_OPS[] = {
-    OPD("ApplyDelta", IN_DELTA, OUT_CMD, "params += delta"),
-    OPD("Backward", IN_GRAD, OUT_CMD,
-        "back-propagates dLoss/dOutput through the last Forward; the gradient accumulates "
-        "for Step"),
-    OPD("Evaluate", IN_EVAL, OUT_METRICS,
-        "the mean loss (compute_loss) on (input, target) in inference mode, and the accuracy "
-        "when asked"),
-    OPD("EvaluateMetrics", IN_TRIGGER, OUT_METRICS,
-        "loss and accuracy on the data source's evaluation set (off the engine thread)"),
-    OPD("Forward", IN_INPUT, OUT_OUTPUT,
-        "graph output 0 of a batch in training mode (remembered for Backward)"),
-    OPD("LoadParameters", IN_PARAMS, OUT_CMD,
-        "replaces the parameters, restarts the optimizer; the FedProx center"),
-    {"Params", NULL, 0, OUT_PARAMS, 1, "the flat parameter vector (initializer order)"},
-    OPD("Step", IN_GRADS, OUT_CMD,
-        "an optimizer step with grads, or with Backward's accumulated gradient when empty"),
-    OPD("Train", IN_TRIGGER, OUT_TRAIN,
-        "epochs whole epochs over the data source (off the engine thread); the new "
-        "parameters and the samples seen"),
-};
 static const bb_op_decl EXT_OPS[] = {
-    OPD("Gradients", IN_EVAL, OUT_GRADS,
-        "the mean loss's gradient (and the loss) on (input, target) in training mode; the "
-        "model does not change"),
-    OPD("ParamsOn", IN_TRIGGER, OUT_PARAMS,
-        "the flat parameter vector, read when the trigger arrives"),
-    OPD("ParamsDigest", IN_TRIGGER, OUT_DIGEST,
-        "FNV-1a-64 of the committed parameters' 64-bit words"),
-    OPD("ExportOnnx", IN_TRIGGER, OUT_BYTES,
-        "the model with its current parameters as a plain ONNX ModelProto (IR 8)"),
-    OPD("ParamNames", IN_TRIGGER, OUT_BYTES,
-        "JSON: each initializer of the flat vector with its offset, shape and whether it is "
-        "trained"),
+    BBP_MODEL_EXT_OPS,
+    BBP_OPD("ExportOnnx", BBP_IN_TRIGGER, BBP_OUT_BYTES,
+            "the model with its current parameters as a plain ONNX ModelProto (IR 8)"),
+    BBP_OPD("ParamNames", BBP_IN_TRIGGER, BBP_OUT_BYTES,
+            "JSON: each initializer of the flat vector with its offset, shape and whether it "
+            "is trained"),
 };
 static const bb_opset_decl OPSETS[] = {
-    {"ai.bytesandbrains.role.model", 1, ROLE_OPS, BBP_COUNT(ROLE_OPS)},
+    {"ai.bytesandbrains.role.model", 1, BBP_MODEL_ROLE_OPS, BBP_COUNT(BBP_MODEL_ROLE_OPS)},
     {EXT_DOMAIN, 1, EXT_OPS, BBP_COUNT(EXT_OPS)},
 };
 static const bb_dependency_decl DEPS[] = {{BB_ROLE_DATA_SOURCE, "data"}};

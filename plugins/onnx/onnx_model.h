@@ -76,9 +76,9 @@ int onnx_pass(onnx_trainer *t, float *params, bbp_optim *o, const bb_value *x,
 /* A view of rows [r0, r0 + n) of x. */
 bb_value *onnx_rows(const bb_value *x, size_t r0, size_t n);
 
-int onnx_start_train(onnx_model *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
+int onnx_start_train(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
                      int64_t epochs, bbp_sync *sync, bb_error *err);
-int onnx_start_eval(onnx_model *m, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
+int onnx_start_eval(void *model, bb_ctx *ctx, bb_completion *c, uint32_t n_out,
                     bbp_sync *sync, bb_error *err);
 /* Runs every queued op that can run now (after a Train finished). */
 void onnx_drain(void *model);

@@ -356,6 +356,13 @@ static int bwd_dropout(ad_ctx *c)
     return ad_give(c, 0, dx);
 }
 
+/* ---- Conv and Gemm through oneDNN ------------------------------------------------------------ */
+
+static int fwd_dnn_infer(ad_ctx *c, bb_value *const *in, bb_value **out)
+{
+    return ad_fwd_dnn(c, in, out);
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
 #define BIT(i) (1u << (i))
@@ -376,9 +383,9 @@ static const ad_rule RULES[] = {
     {"Tanh", CPU_OP_Tanh, NULL, NULL, bwd_unary, 0},
     {"Gelu", CPU_OP_Gelu, NULL, NULL, bwd_unary, 0},
     {"Softmax", CPU_OP_Softmax, NULL, NULL, ad_bwd_softmax, 0},
-    {"Gemm", CPU_OP_Gemm, NULL, NULL, ad_bwd_gemm, 0},
+    {"Gemm", CPU_OP_Gemm, NULL, fwd_dnn_infer, ad_bwd_gemm, 0},
     {"MatMul", CPU_OP_MatMul, NULL, NULL, ad_bwd_matmul, 0},
-    {"Conv", CPU_OP_Conv, NULL, NULL, ad_bwd_conv, 0},
+    {"Conv", CPU_OP_Conv, NULL, fwd_dnn_infer, ad_bwd_conv, 0},
     {"MaxPool", CPU_OP_MaxPool, ad_fwd_maxpool_train, NULL, ad_bwd_maxpool, 0},
     {"AveragePool", CPU_OP_AveragePool, NULL, NULL, ad_bwd_avgpool, 0},
     {"GlobalAveragePool", CPU_OP_GlobalAveragePool, NULL, NULL, ad_bwd_global_avgpool, 0},

@@ -38,6 +38,8 @@ struct ad_session {
     bool tape;            /* a training forward's values are held */
     size_t rows;
     uint64_t rng;
+    cpu_dnn_chain **dnn;  /* per node: inference on oneDNN, made on first use */
+    uint64_t params_version; /* counts changes of the flat vector (>= 1) */
 };
 
 static void no_free(void *ctx, uint8_t *data, size_t len)
@@ -88,8 +90,10 @@ ad_session *ad_session_new(const ad_plan *p, float *params, uint64_t seed)
     s->grad = calloc(p->n_slots + 1, sizeof *s->grad);
     s->saved = calloc((size_t)p->n_nodes * AD_MAX_SAVED + 1, sizeof *s->saved);
     s->touched = calloc(p->n_params + 1, sizeof *s->touched);
+    s->dnn = calloc((size_t)p->n_nodes + 1, sizeof *s->dnn);
+    s->params_version = 1;
     if (!s->be.pool || !s->pview || !s->val || !s->grad || !s->saved || !s->touched ||
-        !make_views(s)) {
+        !s->dnn || !make_views(s)) {
         ad_session_free(s);
         return NULL;
     }
@@ -124,15 +128,25 @@ void ad_session_free(ad_session *s)
     free(s->grad);
     free(s->saved);
     free(s->touched);
+    for (size_t i = 0; s->dnn && i < (size_t)s->p->n_nodes; i++)
+        cpu_dnn_chain_free(s->dnn[i]);
+    free(s->dnn);
+    cpu_dnn_ctx_release(s->be.dnn);
     free(s->be.scratch);
     cpu_tensor_pool_release(s->be.pool);
     free(s);
+}
+
+void ad_session_params_changed(ad_session *s)
+{
+    s->params_version++;
 }
 
 void ad_session_rebind(ad_session *s, float *params)
 {
     if (params == s->params)
         return;
+    s->params_version++;
     ad_session_clear(s);
     drop_views(s);
     s->params = params;
@@ -284,6 +298,39 @@ int ad_kernel(ad_ctx *c, cpu_op op, const bb_node *node, bb_value *const *in, ui
     return rc ? ad_cpu_error(c, rc) : BB_OK;
 }
 
+/* Input i does not change between parameter versions. */
+static bool fixed_input(const ad_ctx *c, uint32_t i)
+{
+    if (i >= c->n->n_in || c->n->in[i] < 0)
+        return true;
+    ad_slot_kind k = c->s->p->slots[c->n->in[i]].kind;
+    return k == AD_SLOT_PARAM || k == AD_SLOT_CONST;
+}
+
+int ad_fwd_dnn(ad_ctx *c, bb_value *const *in, bb_value **out)
+{
+    ad_session *s = c->s;
+    const ad_node *n = c->n;
+    cpu_op op = (cpu_op)n->rule->cpu_op;
+    cpu_dnn_chain **at = &s->dnn[node_index(c)];
+    if (!*at && n->n_in >= 2 && n->n_out == 1 && cpu_dnn_layer_ok(op, n->node)) {
+        cpu_dnn_layer l = {op == CPU_OP_Conv ? CPU_DNN_CONV : CPU_DNN_LINEAR, n->node, false};
+        *at = cpu_dnn_chain_new(&l, 1, true);
+    }
+    if (*at && in[0] && in[1]) {
+        const bb_value *w[1] = {in[1]}, *b[1] = {n->n_in > 2 ? in[2] : NULL};
+        uint64_t version = fixed_input(c, 1) && fixed_input(c, 2) ? s->params_version : 0;
+        uint32_t ran = 0;
+        cpu_run r = ad_cpu_run(c, op);
+        int rc = cpu_dnn_chain_run(&r, *at, in[0], w, b, version, &ran, &out[0]);
+        if (rc == BB_OK)
+            return BB_OK;
+        if (rc != BB_EUNSUPPORTED)
+            return ad_cpu_error(c, rc);
+    }
+    return ad_kernel(c, op, n->node, in, n->n_in, out, n->n_out);
+}
+
 double ad_uniform(ad_ctx *c)
 {
     uint64_t x = c->s->rng += 0x9e3779b97f4a7c15ULL; /* splitmix64 */
@@ -408,6 +455,8 @@ int ad_forward(ad_session *s, const bb_value *x, bool training, bb_value **out, 
     ad_session_clear(s);
     if (!s->pbuf)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", p->who);
+    if (training) /* it moves the running statistics */
+        s->params_version++;
     int rc = shape_input(s, x, &s->val[p->input_slot], err);
     if (rc)
         return rc;

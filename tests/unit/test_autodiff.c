@@ -989,6 +989,105 @@ static void test_autodiff_snapshot(void **state)
     og_end(&o);
 }
 
+/* Evaluate's loss and accuracy (inference mode). */
+static double evaluate(model *m, bb_value *x, bb_value *t)
+{
+    bb_value *out[2] = {0};
+    bb_error err = {0};
+    if (call(m, "Evaluate", x, t, out, 2, &err))
+        fail_msg("Evaluate: %s", err.msg);
+    double loss = *bb_tensor_f32(out[0]);
+    bb_value_unref(out[0]);
+    bb_value_unref(out[1]);
+    return loss;
+}
+
+/* Inference runs Conv and Gemm on oneDNN with their weights packed once per
+ * parameter version: its loss equals the kernels' (a training forward,
+ * which packs every time, on a graph without batch statistics), and every
+ * op that changes the parameters (Step, Forward + Backward + Step,
+ * ApplyDelta, LoadParameters, a restore) makes the next Evaluate see the
+ * new weights: it equals a fresh model's given the same parameters. */
+static void test_autodiff_packed_weights_follow_changes(void **state)
+{
+    (void)state;
+    g_rng = 990;
+    og o;
+    og_begin(&o, "packed");
+    og_input(&o, "x", 4, (int64_t[]){-1, 16, 6, 6});
+    param(&o, "W1", 4, (int64_t[]){16, 16, 3, 3}, 0.1f);
+    param(&o, "B1", 1, (int64_t[]){16}, 0.1f);
+    param(&o, "W2", 2, (int64_t[]){5, 16 * 36}, 0.05f);
+    param(&o, "B2", 1, (int64_t[]){5}, 0.1f);
+    bb_node *cv = og_node(&o, "Conv", "conv", "x,W1,B1", "c");
+    og_attr_ints(&o, cv, "kernel_shape", 2, (int64_t[]){3, 3});
+    og_attr_ints(&o, cv, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    og_node(&o, "Relu", "relu", "c", "r");
+    og_attr_int(&o, og_node(&o, "Flatten", "flat", "r", "f"), "axis", 1);
+    og_attr_int(&o, og_node(&o, "Gemm", "fc", "f,W2,B2", "y"), "transB", 1);
+    og_output(&o, "y", 2, (int64_t[]){-1, 5});
+    const char *cfg = "{\"learning_rate\": 0.5}";
+    model m = make(&o, cfg), fresh = make(&o, cfg);
+    bb_value *x = rand_tensor(4, (int64_t[]){6, 16, 6, 6}, 1.0f);
+    bb_value *t = tensor((float[]){0, 1, 2, 3, 4, 0}, 1, (int64_t[]){6});
+    double l0, e0 = evaluate(&m, x, t);
+    bb_value *g = grads(&m, x, t, &l0);
+    assert_float_equal(e0, l0, 1e-4 * fmax(1, fabs(l0))); /* Winograd (16 channels) rounds */
+    bb_value *d = rand_tensor(1, (int64_t[]){(int64_t)bb_tensor_numel(g)}, 0.05f);
+    int64_t dy_dims[2] = {6, 5};
+    bb_value *dy = rand_tensor(2, dy_dims, 0.1f);
+    double last = e0;
+    for (int change = 0; change < 5; change++) {
+        switch (change) {
+        case 0:
+            bb_value_unref(call_ok(&m, "Step", g, NULL));
+            break;
+        case 1: {
+            bb_value *empty = tensor(NULL, 1, (int64_t[]){0});
+            bb_value_unref(call_ok(&m, "Forward", x, NULL));
+            bb_value_unref(call_ok(&m, "Backward", dy, NULL));
+            bb_value_unref(call_ok(&m, "Step", empty, NULL));
+            bb_value_unref(empty);
+            break;
+        }
+        case 2:
+            bb_value_unref(call_ok(&m, "ApplyDelta", d, NULL));
+            break;
+        case 3: {
+            bb_value *p = call_ok(&fresh, "Params", NULL, NULL); /* the initial values */
+            bb_value_unref(call_ok(&m, "LoadParameters", p, NULL));
+            bb_value_unref(p);
+            break;
+        }
+        default: { /* a snapshot of a stepped model, restored */
+            model other = make(&o, cfg);
+            bb_value_unref(call_ok(&other, "Step", d, NULL));
+            uint8_t *snap;
+            size_t len;
+            bb_error err = {0};
+            assert_int_equal(other.t->snapshot(other.inst, &snap, &len, &err), BB_OK);
+            assert_int_equal(m.t->restore(m.inst, snap, len, &err), BB_OK);
+            free(snap);
+            drop(&other);
+        }
+        }
+        bb_value *p = call_ok(&m, "Params", NULL, NULL);
+        bb_value_unref(call_ok(&fresh, "LoadParameters", p, NULL));
+        bb_value_unref(p);
+        double e = evaluate(&m, x, t), want = evaluate(&fresh, x, t);
+        if (e != want || (change != 3 && e == last))
+            fail_msg("change %d: Evaluate %.9g, a fresh model %.9g (before: %.9g)", change, e,
+                     want, last);
+        last = e;
+    }
+    bb_value *vals[] = {x, t, g, d, dy};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++)
+        bb_value_unref(vals[i]);
+    drop(&m);
+    drop(&fresh);
+    og_end(&o);
+}
+
 /* ExportOnnx: python3-onnx's checker accepts it, and every parameter sits
  * under its initializer name with its current value. */
 static void test_autodiff_export_onnx(void **state)
@@ -1182,6 +1281,7 @@ int main(void)
         cmocka_unit_test(test_autodiff_forward_backward_step),
         cmocka_unit_test(test_autodiff_optimizers),
         cmocka_unit_test(test_autodiff_snapshot),
+        cmocka_unit_test(test_autodiff_packed_weights_follow_changes),
         cmocka_unit_test(test_autodiff_export_onnx),
         cmocka_unit_test(test_autodiff_vs_pytorch),
     };

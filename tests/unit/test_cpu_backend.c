@@ -2026,6 +2026,198 @@ static void test_graph_conv_bn_fusion(void **state)
     og_end(&o[1]);
 }
 
+/* ---- oneDNN chains in plans --------------------------------------------------------- */
+
+/* g run node by node through dispatch (each kernel on its own: no plan, no
+ * fusion, no oneDNN chain) on input "input" = x; graph output 0. */
+static bb_value *reference_run(const bb_graph *g, bb_value *x)
+{
+    const char *names[64];
+    bb_value *vals[64];
+    size_t n = 0;
+    names[n] = "input";
+    vals[n++] = x;
+    for (size_t i = 0; i < g->initializers.n; i++) {
+        const bb_tensor_proto *t = g->initializers.v[i];
+        names[n] = t->name;
+        vals[n++] = mk(t->data_type, (uint32_t)t->dims.n, t->dims.v, t->raw_data.data,
+                       t->raw_data.len);
+    }
+    for (size_t k = 0; k < g->nodes.n; k++) {
+        const bb_node *node = g->nodes.v[k];
+        bb_value *in[8] = {0}, *out[2] = {0};
+        for (size_t j = 0; j < node->inputs.n; j++)
+            for (size_t q = 0; q < n; q++)
+                if (strcmp(names[q], node->inputs.v[j]) == 0)
+                    in[j] = vals[q];
+        if (run(node->op_type, node, in, (uint32_t)node->inputs.n, out, 1))
+            fail_msg("reference: node %s: %s", node->name, g_err.msg);
+        assert_true(n < 64);
+        names[n] = node->outputs.v[0];
+        vals[n++] = out[0];
+    }
+    for (size_t q = 0; q < n; q++)
+        if (strcmp(names[q], g->outputs.v[0]->name) == 0)
+            return vals[q];
+    fail_msg("reference: no output");
+    return NULL;
+}
+
+static bb_value *rand_f32(uint32_t nd, const int64_t *dims, uint64_t seed)
+{
+    bb_value *v = tz(BB_DT_FLOAT, nd, dims);
+    float *p = bb_tensor_f32(v);
+    for (size_t i = 0; i < bb_tensor_numel(v); i++)
+        p[i] = (float)og_normal(&seed);
+    return v;
+}
+
+static void expect_close(const bb_value *got, const bb_value *want, double tol, const char *what)
+{
+    assert_non_null(got);
+    assert_int_equal(got->u.tensor.ndim, want->u.tensor.ndim);
+    for (uint32_t d = 0; d < want->u.tensor.ndim; d++)
+        assert_int_equal(got->u.tensor.dims[d], want->u.tensor.dims[d]);
+    const float *a = bb_tensor_f32(got), *b = bb_tensor_f32(want);
+    for (size_t i = 0; i < bb_tensor_numel(want); i++)
+        if (!(fabs(a[i] - b[i]) <= tol * (1 + fabs(b[i]))))
+            fail_msg("%s: element %zu is %.7g, the kernels' %.7g", what, i, a[i], b[i]);
+}
+
+/* A conv layer into o: weights [m, c/group, k, k] from the seed. */
+static bb_node *chain_conv(og *o, const char *name, const char *in, int64_t c, int64_t m,
+                           int64_t k, int64_t group, bool bias, uint64_t seed)
+{
+    char wn[32], bn[32], ins[96];
+    size_t nw = (size_t)(m * (c / group) * k * k);
+    static float w[8192];
+    float b[64];
+    assert_true(nw <= 8192 && m <= 64);
+    og_he(w, nw, (size_t)((c / group) * k * k), &seed);
+    for (int64_t i = 0; i < m; i++)
+        b[i] = 0.1f * (float)(i % 5) - 0.2f;
+    snprintf(wn, sizeof wn, "%s.w", name);
+    snprintf(bn, sizeof bn, "%s.b", name);
+    og_param(o, wn, 4, (int64_t[]){m, c / group, k, k}, w);
+    if (bias)
+        og_param(o, bn, 1, &m, b);
+    snprintf(ins, sizeof ins, bias ? "%s,%s,%s" : "%s,%s", in, wn, bn);
+    bb_node *n = og_node(o, "Conv", name, ins, name);
+    og_attr_ints(o, n, "kernel_shape", 2, (int64_t[]){k, k});
+    if (group > 1)
+        og_attr_int(o, n, "group", group);
+    return n;
+}
+
+/* Graphs a plan runs as oneDNN chains (Conv / pools / Gemm, Relu in the
+ * epilogue) give the kernels' results, run node by node: every attribute
+ * the chains take, a batch size that changes and comes back (primitives
+ * per shape), Winograd on and off, and shapes a chain hands back (a 1-D
+ * convolution; a wrong channel count, whose error is the kernel's). */
+static void test_graph_dnn_chains(void **state)
+{
+    (void)state;
+    og o[4];
+    /* 0: conv (pads, Relu) -> maxpool (pads) -> grouped, strided conv ->
+     *    avgpool -> conv (dilated, SAME_UPPER, no bias) -> Relu */
+    og_begin(&o[0], "convs");
+    og_input(&o[0], "input", 4, (int64_t[]){-1, 16, 9, 9});
+    og_attr_ints(&o[0], chain_conv(&o[0], "c1", "input", 16, 16, 3, 1, true, 1), "pads", 4,
+                 (int64_t[]){1, 1, 1, 1});
+    og_node(&o[0], "Relu", "r1", "c1", "r1");
+    bb_node *mp = og_node(&o[0], "MaxPool", "p1", "r1", "p1");
+    og_attr_ints(&o[0], mp, "kernel_shape", 2, (int64_t[]){3, 3});
+    og_attr_ints(&o[0], mp, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    og_attr_ints(&o[0], mp, "strides", 2, (int64_t[]){2, 2});
+    og_attr_ints(&o[0], chain_conv(&o[0], "c2", "p1", 16, 32, 3, 4, true, 2), "strides", 2,
+                 (int64_t[]){1, 2});
+    bb_node *ap = og_node(&o[0], "AveragePool", "p2", "c2", "p2");
+    og_attr_ints(&o[0], ap, "kernel_shape", 2, (int64_t[]){2, 1});
+    bb_node *c3 = chain_conv(&o[0], "c3", "p2", 32, 16, 3, 1, false, 3);
+    og_attr_ints(&o[0], c3, "dilations", 2, (int64_t[]){2, 1});
+    og_attr_string(&o[0], c3, "auto_pad", "SAME_UPPER");
+    og_node(&o[0], "Relu", "y", "c3", "y");
+    og_output(&o[0], "y", 4, (int64_t[]){-1, 16, -1, -1});
+    /* 1: 3x3 stride-1 convs Winograd can take (16-channel multiples) */
+    og_begin(&o[1], "wino");
+    og_input(&o[1], "input", 4, (int64_t[]){-1, 16, 12, 12});
+    og_attr_ints(&o[1], chain_conv(&o[1], "c1", "input", 16, 32, 3, 1, true, 4), "pads", 4,
+                 (int64_t[]){1, 1, 1, 1});
+    og_attr_ints(&o[1], chain_conv(&o[1], "y", "c1", 32, 16, 3, 1, true, 5), "pads", 4,
+                 (int64_t[]){0, 1, 2, 1});
+    og_output(&o[1], "y", 4, (int64_t[]){-1, 16, -1, -1});
+    /* 2: Gemm with transB (+ Relu), and without, bias [1, N] */
+    og_begin(&o[2], "gemms");
+    og_input(&o[2], "input", 2, (int64_t[]){-1, 20});
+    float w1[20 * 12], w2[12 * 7], b1[12], b2[7];
+    uint64_t seed = 9;
+    og_he(w1, 20 * 12, 20, &seed);
+    og_he(w2, 12 * 7, 12, &seed);
+    for (int i = 0; i < 12; i++)
+        b1[i] = 0.05f * (float)i - 0.3f;
+    for (int i = 0; i < 7; i++)
+        b2[i] = 0.1f * (float)i;
+    og_param(&o[2], "w1", 2, (int64_t[]){12, 20}, w1);
+    og_param(&o[2], "b1", 1, (int64_t[]){12}, b1);
+    og_param(&o[2], "w2", 2, (int64_t[]){12, 7}, w2);
+    og_param(&o[2], "b2", 2, (int64_t[]){1, 7}, b2);
+    og_attr_int(&o[2], og_node(&o[2], "Gemm", "g1", "input,w1,b1", "g1"), "transB", 1);
+    og_node(&o[2], "Relu", "r", "g1", "r");
+    og_node(&o[2], "Gemm", "y", "r,w2,b2", "y");
+    og_output(&o[2], "y", 2, (int64_t[]){-1, 7});
+    /* 3: a 1-D convolution (no chain takes it) */
+    og_begin(&o[3], "conv1d");
+    og_input(&o[3], "input", 3, (int64_t[]){-1, 2, 10});
+    float w3[4 * 2 * 3];
+    og_he(w3, 24, 6, &seed);
+    og_param(&o[3], "w", 3, (int64_t[]){4, 2, 3}, w3);
+    og_node(&o[3], "Conv", "y", "input,w", "y");
+    og_output(&o[3], "y", 3, (int64_t[]){-1, 4, 8});
+
+    static const int64_t in_dims[4][4] = {{0, 16, 9, 9}, {0, 16, 12, 12}, {0, 20}, {0, 2, 10}};
+    static const uint32_t in_nd[4] = {4, 4, 2, 3};
+    const char *names[1] = {"input"};
+    for (int wino = 0; wino < 2; wino++) {
+        void *inst = NULL;
+        bb_create_args args = {.struct_size = sizeof args, .slot = "compute",
+                               .config_json = wino ? "{\"winograd\": true}"
+                                                   : "{\"winograd\": false}"};
+        assert_int_equal(g_type->create(&args, &inst, &g_err), BB_OK);
+        for (int k = 0; k < 4; k++) {
+            static const int64_t batches[3] = {2, 3, 2};
+            for (int b = 0; b < 3; b++) {
+                int64_t d[4];
+                memcpy(d, in_dims[k], sizeof d);
+                d[0] = batches[b];
+                bb_value *x = rand_f32(in_nd[k], d, (uint64_t)(100 * k + b)), *y = NULL;
+                assert_int_equal(g_type->execute_graph(inst, o[k].g, names, &x, 1, &y, 1, &g_err),
+                                 BB_OK);
+                keep(y);
+                /* Winograd's transforms round differently: ~1e-6 of unit-scale data */
+                const bb_value *want = reference_run(o[k].g, x);
+                expect_close(y, want, wino ? 2e-4 : 2e-5, o[k].g->name);
+                /* oneDNN sums in another order than im2col + GEMM: a result equal
+                 * to the kernels' bit for bit is one no chain computed (as the 1-D
+                 * convolution's must be) */
+                bool same = memcmp(bb_tensor_f32(y), bb_tensor_f32(want),
+                                   bb_tensor_numel(want) * sizeof(float)) == 0;
+                if (same != (k == 3))
+                    fail_msg("%s, batch %lld: %s", o[k].g->name, (long long)d[0],
+                             same ? "no chain ran it" : "a chain ran a 1-D convolution");
+            }
+        }
+        /* a wrong channel count: the chain hands it back, the kernel says why */
+        bb_value *x = rand_f32(4, (int64_t[]){1, 15, 12, 12}, 7), *y = NULL;
+        assert_int_equal(g_type->execute_graph(inst, o[1].g, names, &x, 1, &y, 1, &g_err),
+                         BB_EINVAL);
+        assert_non_null(strstr(g_err.msg, "group 1 does not fit X channels 15"));
+        assert_null(y);
+        g_type->destroy(inst);
+    }
+    for (int k = 0; k < 4; k++)
+        og_end(&o[k]);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -2043,7 +2235,7 @@ int main(void)
         T(test_scatter),          T(test_materialize),     T(test_graph_mlp),
         T(test_graph_features),   T(test_graph_errors),    T(test_graph_if),
         T(test_graph_loop),       T(test_graph_cache),     T(test_onnx_testdata),
-        T(test_graph_conv_bn_fusion),
+        T(test_graph_conv_bn_fusion),  T(test_graph_dnn_chains),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
