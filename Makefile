@@ -429,6 +429,7 @@ bench: deps
 		echo "bench: no FAISS (libfaiss-dev): bench_index runs without its FAISS side" >&2
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 	@echo "== bench/gossip_scale.sh"; BUILD=$(B) bench/gossip_scale.sh
+	@echo "== bench/large_tensor.sh"; BUILD=$(B) bench/large_tensor.sh
 	@echo "== bench/soak_federated.sh"; BUILD=$(B) bash bench/soak_federated.sh
 
 # what one bbd->bbd round trip executes and touches, per node (callgrind)

@@ -443,6 +443,9 @@ static const field CAP_FIELDS[] = {
     CAP(peer_failure_threshold, F_U32, MI),
     CAP(backoff_base_ns, F_U64, 3600 * (uint64_t)1000000000),
     CAP(backoff_max_ns, F_U64, DAY_MS * 1000000),
+    CAP(max_streams_in, F_SIZE, 64 * KI),
+    CAP(stream_window, F_U32, 64 * KI),
+    CAP(stream_stall_ns, F_U64, DAY_MS * 1000000),
 };
 #undef CAP
 #define TRF(n, k, max) {#n, offsetof(bbd_transport_config, n), k, max}

@@ -965,6 +965,12 @@ static int start_transport(bbd_daemon *d, const bb_keypair *identity, bb_error *
     return BB_OK;
 }
 
+size_t bbd_stream_chunk_bytes(const bbd_transport_config *t)
+{
+    size_t half = t->max_frame_bytes / 2;
+    return half < BBD_STREAM_CHUNK_MAX ? half : BBD_STREAM_CHUNK_MAX;
+}
+
 static int start_engine(bbd_daemon *d, bb_error *err)
 {
     bbd_config *c = d->cfg;
@@ -983,6 +989,7 @@ static int start_engine(bbd_daemon *d, bb_error *err)
     ec.log = component_log;
     ec.log_ud = d;
     ec.send_gather = true; /* the TCP transport writes pieces: no copy of a large payload */
+    ec.stream_chunk_bytes = bbd_stream_chunk_bytes(&c->transport);
     if (!(d->engine = bb_engine_new(&ec, err)))
         return err->code ? err->code : BB_ERUNTIME;
     bb_engine_set_wake(d->engine, engine_wake, d);

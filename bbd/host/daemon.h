@@ -108,6 +108,12 @@ int bbd_daemon_main(bbd_config *cfg);
 
 /* ---- shared between daemon*.c ---------------------------------------------------- */
 
+/* Envelopes larger than this go to a peer as a chunk stream (the engine's
+ * stream_chunk_bytes): half the frame limit, at most BBD_STREAM_CHUNK_MAX,
+ * so no frame exceeds the limit however large a tensor. */
+#define BBD_STREAM_CHUNK_MAX ((size_t)16 << 20)
+size_t bbd_stream_chunk_bytes(const bbd_transport_config *t);
+
 uint64_t bbd_now_ns(void);
 /* A PeerId as text for logs and replies ("?" when there is none). */
 const char *bbd_daemon_peer_text(const bb_peerid *p, char buf[BB_PEERID_TEXT_MAX]);

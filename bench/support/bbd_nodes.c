@@ -352,6 +352,23 @@ double bench_proc_mb(pid_t pid, const char *field)
     return kb < 0 ? -1 : kb / 1024.0;
 }
 
+double bench_proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long ut = 0, st = 0;
+    /* after ")": state (3), then fields 4..13, utime (14), stime (15) */
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 int bench_remove_tree(const char *dir)
 {
     char cmd[PATH_MAX + 16];

@@ -75,6 +75,10 @@ _Noreturn void bench_node_fail(const bench_node *n, const char *fmt, ...)
  * -1 when it cannot be read. */
 double bench_proc_mb(pid_t pid, const char *field);
 
+/* The CPU time (user + system) the process has used, in seconds, or -1
+ * when /proc/PID/stat cannot be read. */
+double bench_proc_cpu_s(pid_t pid);
+
 /* rm -rf dir; 0, or -1 (with a message on stderr). */
 int bench_remove_tree(const char *dir);
 

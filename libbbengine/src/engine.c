@@ -40,6 +40,9 @@ void bb_engine_caps_default(bb_engine_caps *c)
     c->peer_failure_threshold = 5;
     c->backoff_base_ns = 10000000ULL;
     c->backoff_max_ns = 60000000000ULL;
+    c->max_streams_in = 64;
+    c->stream_window = 4;
+    c->stream_stall_ns = 60000000000ULL;
 }
 
 void bb_engine_caps_edge(bb_engine_caps *c)
@@ -61,6 +64,7 @@ void bb_engine_caps_edge(bb_engine_caps *c)
     c->inbound_requests_max = 1024;
     c->record_ring = 64;
     c->completion_quarantine = 1024;
+    c->max_streams_in = 4;
 }
 
 void bb_engine_config_init(bb_engine_config *cfg)
@@ -88,6 +92,12 @@ static const char *const COUNTER_NAMES[BBE__C_COUNT] = {
     [BBE__C_APP_INGRESS_ERRORS] = "app_ingress.errors",
     [BBE__C_SEND_REFUSED] = "gate.send_refused",
     [BBE__C_TAUGHT_REPLACED] = "book.taught_replaced",
+    [BBE__C_RESPONSES_FOLDED] = "responses.folded",
+    [BBE__C_STREAMS_OUT] = "streams.out",
+    [BBE__C_STREAMS_IN] = "streams.in",
+    [BBE__C_STREAMS_RESUMED] = "streams.resumed",
+    [BBE__C_STREAMS_WAITED] = "streams.waited",
+    [BBE__C_STREAMS_FAILED] = "streams.failed",
     [BBE__C_DEDUP_DENIED] = "gate.dedup_denied",
 };
 
@@ -106,6 +116,7 @@ bb_engine *bb_engine_new(const bb_engine_config *cfg, bb_error *err)
         bb_error_set(err, BB_ENOMEM, "bb_engine_new: out of memory");
         return NULL;
     }
+    e->streams_check_at = UINT64_MAX;
     e->cfg = *cfg;
     e->caps = cfg->caps;
     if (!e->caps.bus_capacity)
@@ -197,6 +208,7 @@ void bb_engine_free(bb_engine *e)
     }
     BBE__ARR_FREE(&e->pending_completions);
     bbe__timers_free(e);
+    bbe__streams_free(e);
     bbe__wire_free(e);
     bbe__control_free(e);
     bbe__exec_free_all(e);

@@ -123,7 +123,8 @@ enum {
 enum {
     BBE__OPF_EVENT_SOURCE = 1u << 0, /* started by its own trigger (Recv, Interval...) */
     BBE__OPF_SOURCE = 1u << 1,       /* pushed at the start of invoke/bootstrap/call */
-    BBE__OPF_RECV_REQ = 1u << 2      /* RecvReq: a request fill opens an inbound request */
+    BBE__OPF_RECV_REQ = 1u << 2,     /* RecvReq: a request fill opens an inbound request */
+    BBE__OPF_TRIGGER_IN = 1u << 3    /* its inputs only trigger it: their values are never read */
 };
 
 /* Per-op pre-parsed attributes / state (only for ops that need it). */
@@ -137,6 +138,8 @@ typedef struct bbe__opst {
     uint32_t n_dest_sites;
     bool trigger_only;
     uint64_t wire_site;  /* Recv / RecvReq routable id */
+    uint32_t fold_op;    /* RecvRespBatched: the op its responses fold into, or BBE__NONE */
+    bool responses_read; /* SendReqBatched: its responses output has a reader */
     bool has_peer;       /* TX gates: peer attribute */
     bb_peerid peer;
     /* Event sources: the zero-input ops (BBE__OPF_SOURCE) of the part of the
@@ -392,6 +395,13 @@ typedef struct bbe__peer {
     uint32_t n_addrs;
     bb_engine_addr *addrs; /* malloc'd copies */
     bool connected;
+    /* Address telling (issue 23): while connected, envelopes to this peer
+     * carry this node's listen addresses and the peer's own only until one
+     * has gone on the current connection with the book's list for the
+     * peer at addrs_gen (told_gen). A new connection, a failed send or a
+     * change of that list tells them again. */
+    bool addrs_told;
+    uint32_t addrs_gen, told_gen;
     char **targets;      /* announced targets */
     uint32_t n_targets;
     /* backoff table */
@@ -478,9 +488,14 @@ typedef struct bbe__batch {
     size_t n_items;
     bool done, failed;
     bool holds_ref;       /* holds a ref on x until done */
+    bool folding;         /* responses go to fold_op as they land (wire.c); items stay NULL */
+    uint32_t fold_op;
     BBE__ARR(struct bbe__waiter) waiters;
     bb_value *result;
 } bbe__batch;
+/* Whether b's SendReqBatched reads its responses whole (its own responses
+ * output is read), so they cannot fold as they land. */
+bool bbe__batch_read_whole(const bb_engine *e, const bbe__batch *b);
 /* A zeroed batch for `expected` responses: one allocation. NULL on OOM. */
 bbe__batch *bbe__batch_new(uint32_t expected);
 
@@ -558,6 +573,29 @@ typedef struct bbe__target {
     uint32_t boot;      /* module bootstrap index or BBE__NONE */
 } bbe__target;
 
+/* ---- chunk streams (streams.c) ------------------------------------------------------------------ */
+typedef struct bbe__stream_out {
+    uint64_t id;
+    bb_peerid peer;
+    bb_send_gather *g;          /* the whole envelope in pieces (its values held) */
+    size_t total;
+    size_t acked;               /* the receiver holds [0, acked) */
+    size_t sent;                /* chunks sent up to here (from acked again after a loss) */
+    bool waiting;               /* the receiver said WAIT: nothing until an ACK */
+    bool admitted;              /* an ACK came: the receiver holds the stream */
+    uint64_t progress_ns;       /* when acked last moved (or the stream began / waited) */
+    uint64_t resent_ns;         /* when it last went back to acked */
+    bb_exec_id exec;
+} bbe__stream_out;
+
+typedef struct bbe__stream_in {
+    uint64_t id;
+    bb_peerid peer;
+    uint8_t *buf;               /* total bytes, 64-byte aligned; NULL while waiting for the budget */
+    size_t total, got;          /* [0, got) assembled */
+    uint64_t progress_ns;
+} bbe__stream_in;
+
 /* ---- the engine ------------------------------------------------------------------------------- */
 enum {
     BBE__C_OPS,
@@ -578,6 +616,12 @@ enum {
     BBE__C_APP_INGRESS_ERRORS,
     BBE__C_SEND_REFUSED,
     BBE__C_TAUGHT_REPLACED,
+    BBE__C_RESPONSES_FOLDED,
+    BBE__C_STREAMS_OUT,
+    BBE__C_STREAMS_IN,
+    BBE__C_STREAMS_RESUMED,
+    BBE__C_STREAMS_WAITED,
+    BBE__C_STREAMS_FAILED,
     BBE__C_DEDUP_DENIED, /* of gate.denied: duplicates the dedup gate removed */
     BBE__C_COUNT
 };
@@ -667,6 +711,11 @@ struct bb_engine {
     bb_steps acc;                /* steps produced since the last poll returned */
     BBE__ARR(bb_step) outbound;   /* SendEnvelope steps, emitted in phase 7 */
     BBE__ARR(struct bbe__loop { uint8_t *bytes; size_t len; }) loopback;
+    BBE__ARR(bbe__stream_out) streams_out; /* chunk streams (streams.c) */
+    BBE__ARR(bbe__stream_in) streams_in;
+    uint64_t next_stream_id;
+    bool streams_pump;          /* an out stream may send */
+    uint64_t streams_check_at;  /* when a stream is due a check (UINT64_MAX: none) */
 
     /* framework */
     bbe__peers peers;
@@ -937,6 +986,16 @@ typedef struct bbe__fill {
 
 #define BBE__ENV_INLINE 2 /* decoded addresses / fills held without a malloc */
 
+/* A StreamChunk (field 9; the chunk streams of streams.c). */
+enum { BBE__CHUNK_DATA = 0, BBE__CHUNK_ACK = 1, BBE__CHUNK_WAIT = 2, BBE__CHUNK_REFUSE = 3 };
+typedef struct bbe__chunk {
+    bool present;
+    int kind;               /* BBE__CHUNK_*, -1 when unknown */
+    uint64_t stream_id, total, offset;
+    const uint8_t *data;    /* a view into the envelope */
+    size_t data_len;
+} bbe__chunk;
+
 typedef struct bbe__envelope {
     bb_engine_addr *dest;   /* borrowed views */
     size_t n_dest;
@@ -947,6 +1006,7 @@ typedef struct bbe__envelope {
     uint64_t deadline_ns, sent_at_ns, echo_sent_at_ns, echo_delay_ns;
     bb_engine_addr *src;
     size_t n_src;
+    bbe__chunk chunk;
     /* decode: the first BBE__ENV_INLINE of each list live here (so a
      * decoded envelope must not be copied) */
     bb_engine_addr dest_inline[BBE__ENV_INLINE], src_inline[BBE__ENV_INLINE];
@@ -970,12 +1030,43 @@ uint64_t bbe__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, siz
                                 const bbe__envelope *env);
 /* Encode into a new malloc'd buffer. */
 int bbe__envelope_encode(const bbe__envelope *env, uint8_t **out, size_t *out_len);
+/* An envelope holding the chunk c whose data (c->data_len bytes) follows
+ * right after: its head (field 9 up to the data's length prefix, the
+ * source addresses first when src) at out, which must hold
+ * BBE__CHUNK_HEAD_MAX + the addresses' bytes. Returns the head's size. */
+#define BBE__CHUNK_HEAD_MAX 64
+size_t bbe__chunk_head(const bbe__chunk *c, const bb_engine_addr *src, size_t n_src,
+                       uint8_t *out);
 /* Encode as a gather list: small parts copied, payloads of at least
  * min_ref bytes left in the values (bb_send_gather_free releases). *out
  * stays NULL when no payload is that large: encode contiguously then. */
 int bbe__envelope_encode_gather(const bbe__envelope *env, size_t min_ref, bb_send_gather **out);
 
+/* ---- streams.c ---------------------------------------------------------------------------------------------------------- */
+/* Send the envelope (bytes or gather, taken) to peer as a chunk stream. */
+int bbe__stream_start(bb_engine *e, const bb_peerid *peer, uint8_t *bytes, bb_send_gather *g,
+                      size_t len, bb_exec_id exec);
+/* A chunk envelope from src (data for a stream we receive, or an answer
+ * about one we send). */
+void bbe__stream_chunk(bb_engine *e, const bb_peerid *src, const bbe__chunk *c);
+/* The peer (re)connected: our streams to it go on from what it holds. */
+void bbe__streams_peer_connected(bb_engine *e, const bb_peerid *peer);
+/* Each poll, before the outbound steps go: send, resend, give up, admit. */
+void bbe__streams_poll(bb_engine *e);
+/* When the streams want a poll: 0 now, UINT64_MAX never. */
+uint64_t bbe__streams_due(const bb_engine *e);
+void bbe__streams_free(bb_engine *e);
+
 /* ---- wire.c ---------------------------------------------------------------------------------------------------------- */
+/* A SendEnvelope step (takes bytes or gather): to addrs, or with addrs
+ * NULL to the addresses the book has for peer (BB_ENOTFOUND: none). */
+int bbe__push_send(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *addrs, size_t n,
+                   uint64_t retry_at, uint8_t *bytes, bb_send_gather *gather, size_t len,
+                   bb_exec_id exec);
+/* Read an envelope a chunk stream assembled (buf: its bytes; the caller
+ * keeps its reference): as one that came whole, except that a chunk in it
+ * is refused. */
+void bbe__deliver_assembled(bb_engine *e, const bb_peerid *src, bb_buffer *buf);
 /* Route one inbound envelope (ENGINE.md 6.2): buf holds its bytes; the
  * caller keeps its reference. */
 void bbe__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
@@ -985,8 +1076,15 @@ void bbe__drain_loopback(bb_engine *e);
 void bbe__batch_deadline(bb_engine *e, uint64_t id);
 /* A request batch with this id exists and still waits for answers. */
 bool bbe__batch_pending(const bb_engine *e, uint64_t id);
+/* Install, for SendReqBatched and RecvRespBatched ops once the graph's
+ * consumers are known: whether the request's own responses output is read
+ * (st->responses_read), and the op a RecvRespBatched's responses fold into
+ * (st->fold_op, BBE__NONE when none). */
+int bbe__install_fold_target(bb_engine *e, const bbe__graph *g, bbe__op *op, bbe__opst *st);
 /* Queue one envelope to peer (addresses from the address book, or the
- * `direct` ones). BB_ENOTFOUND when the peer has no address. */
+ * `direct` ones); one larger than config.stream_chunk_bytes to a peer of
+ * the book goes as a chunk stream (streams.c). BB_ENOTFOUND when the peer
+ * has no address. */
 int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct, size_t n_direct,
               bbe__envelope *env, bb_exec_id exec);
 /* A per-fill receive failure: the WireReceiveError step and bus event. */

@@ -8,7 +8,9 @@
  *     repeated bytes dest_peer_addresses = 1; repeated SlotFill fills = 2;
  *     WireCorrelation correlation = 3; fixed64 deadline_ns = 4; fixed64 sent_at_ns = 5;
  *     fixed64 echo_sent_at_ns = 6; uint64 echo_delay_ns = 7;
- *     repeated bytes src_peer_addresses = 8; }
+ *     repeated bytes src_peer_addresses = 8; StreamChunk chunk = 9; }
+ *   message StreamChunk { uint64 stream_id = 1; uint64 total = 2; uint64 offset = 3;
+ *     bytes data = 4; ChunkKind kind = 5; }
  *
  * Encoding is canonical proto3 (fields in number order, defaults omitted),
  * so bytes match what protobuf-c produces. Decoding is zero-copy (views
@@ -142,29 +144,20 @@ static int push_addr(bb_engine_addr **arr, size_t *n, size_t max, const uint8_t 
     return 0;
 }
 
-static int decode_fill(const uint8_t *d, size_t n, bbe__fill *f, size_t *err_off)
+/* A sub-message's fields, each handed to field_fn (which reads the value,
+ * or returns BB_EDECODE for a known field of the wrong wire type); unknown
+ * fields are skipped. On failure *err_off is the offset it broke at. */
+typedef int (*field_fn)(rd *r, uint32_t field, unsigned wt, void *out);
+
+static int decode_message(const uint8_t *d, size_t n, field_fn fn, void *out, size_t *err_off)
 {
     rd r = {d, n, 0};
-    memset(f, 0, sizeof *f);
     while (r.pos < r.len) {
         uint32_t field;
         unsigned wt;
         int rc = get_tag(&r, &field, &wt);
-        if (!rc) {
-            if (field == 1 && wt == 2) {
-                rc = get_bytes(&r, &f->suffix, &f->suffix_len);
-            } else if (field == 2 && wt == 2) {
-                rc = get_bytes(&r, &f->payload, &f->payload_len);
-            } else if (field == 3 && wt == 0) {
-                uint64_t v;
-                rc = get_varint(&r, &v);
-                f->trigger_only = v != 0;
-            } else if (field <= 3) {
-                rc = BB_EDECODE; /* known field, wrong wire type */
-            } else {
-                rc = skip_field(&r, wt);
-            }
-        }
+        if (!rc)
+            rc = fn(&r, field, wt, out);
         if (rc) {
             *err_off = r.pos;
             return rc;
@@ -173,33 +166,57 @@ static int decode_fill(const uint8_t *d, size_t n, bbe__fill *f, size_t *err_off
     return 0;
 }
 
-static int decode_corr(const uint8_t *d, size_t n, bbe__envelope *env, size_t *err_off)
+static int fill_field(rd *r, uint32_t field, unsigned wt, void *out)
 {
-    rd r = {d, n, 0};
-    while (r.pos < r.len) {
-        uint32_t field;
-        unsigned wt;
-        uint64_t v;
-        int rc = get_tag(&r, &field, &wt);
-        if (!rc) {
-            if ((field == 1 || field == 2) && wt == 0) {
-                rc = get_varint(&r, &v);
-                if (!rc && field == 1)
-                    env->corr_kind = v <= 2 ? (int)v : -1;
-                else if (!rc)
-                    env->wire_req_id = v;
-            } else if (field <= 2) {
-                rc = BB_EDECODE;
-            } else {
-                rc = skip_field(&r, wt);
-            }
-        }
-        if (rc) {
-            *err_off = r.pos;
-            return rc;
-        }
+    bbe__fill *f = out;
+    uint64_t v;
+    int rc;
+    if (field == 1 && wt == 2)
+        return get_bytes(r, &f->suffix, &f->suffix_len);
+    if (field == 2 && wt == 2)
+        return get_bytes(r, &f->payload, &f->payload_len);
+    if (field == 3 && wt == 0) {
+        rc = get_varint(r, &v);
+        f->trigger_only = v != 0;
+        return rc;
     }
-    return 0;
+    return field <= 3 ? BB_EDECODE : skip_field(r, wt); /* known field, wrong wire type */
+}
+
+static int corr_field(rd *r, uint32_t field, unsigned wt, void *out)
+{
+    bbe__envelope *env = out;
+    uint64_t v;
+    if ((field == 1 || field == 2) && wt == 0) {
+        int rc = get_varint(r, &v);
+        if (!rc && field == 1)
+            env->corr_kind = v <= 2 ? (int)v : -1;
+        else if (!rc)
+            env->wire_req_id = v;
+        return rc;
+    }
+    return field <= 2 ? BB_EDECODE : skip_field(r, wt);
+}
+
+static int chunk_field(rd *r, uint32_t field, unsigned wt, void *out)
+{
+    bbe__chunk *c = out;
+    uint64_t v = 0;
+    if (field == 4 && wt == 2)
+        return get_bytes(r, &c->data, &c->data_len);
+    if (field >= 1 && field <= 5 && field != 4 && wt == 0) {
+        int rc = get_varint(r, &v);
+        if (field == 1)
+            c->stream_id = v;
+        else if (field == 2)
+            c->total = v;
+        else if (field == 3)
+            c->offset = v;
+        else
+            c->kind = v <= BBE__CHUNK_REFUSE ? (int)v : -1;
+        return rc;
+    }
+    return field <= 5 ? BB_EDECODE : skip_field(r, wt);
 }
 
 void bbe__envelope_release(bbe__envelope *env)
@@ -236,7 +253,7 @@ static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bbe
     size_t n = 0, sub_off = 0;
     uint64_t v;
     int rc;
-    if ((field == 1 || field == 2 || field == 3 || field == 8) && wt != 2)
+    if ((field == 1 || field == 2 || field == 3 || field == 8 || field == 9) && wt != 2)
         return BB_EDECODE;
     if (field >= 4 && field <= 7 && wt != 0 && wt != 1)
         return BB_EDECODE;
@@ -260,7 +277,8 @@ static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bbe
                                 lim->max_fills, at);
         if (grow((void **)&out->fills, out->n_fills, sizeof *out->fills, out->fills_inline))
             return bb_error_set(err, BB_ENOMEM, "envelope: out of memory");
-        if ((rc = decode_fill(d, n, &out->fills[out->n_fills], &sub_off))) {
+        memset(&out->fills[out->n_fills], 0, sizeof out->fills[out->n_fills]);
+        if ((rc = decode_message(d, n, fill_field, &out->fills[out->n_fills], &sub_off))) {
             r->pos = (size_t)(d - r->p) + sub_off;
             return rc;
         }
@@ -269,7 +287,7 @@ static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bbe
     case 3:
         if ((rc = get_bytes(r, &d, &n)))
             return rc;
-        if ((rc = decode_corr(d, n, out, &sub_off)))
+        if ((rc = decode_message(d, n, corr_field, out, &sub_off)))
             r->pos = (size_t)(d - r->p) + sub_off;
         return rc;
     case 4:
@@ -280,6 +298,14 @@ static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bbe
             return rc;
         set_stamp(out, field, v);
         return 0;
+    case 9:
+        if ((rc = get_bytes(r, &d, &n)))
+            return rc;
+        memset(&out->chunk, 0, sizeof out->chunk);
+        out->chunk.present = true;
+        if ((rc = decode_message(d, n, chunk_field, &out->chunk, &sub_off)))
+            r->pos = (size_t)(d - r->p) + sub_off;
+        return rc;
     default:
         return skip_field(r, wt);
     }
@@ -332,6 +358,10 @@ int bbe__envelope_decode(const uint8_t *data, size_t len, const bbe__env_limits 
     if (out->corr_kind < 0) {
         bbe__envelope_release(out);
         return bb_error_set(err, BB_EDECODE, "envelope: unknown correlation kind");
+    }
+    if (out->chunk.present && out->chunk.kind < 0) {
+        bbe__envelope_release(out);
+        return bb_error_set(err, BB_EDECODE, "envelope: unknown chunk kind");
     }
     return BB_OK;
 }
@@ -438,6 +468,7 @@ typedef struct gather_w {
     bb_send_iov *iov;
     size_t n_iov, refs_left;
     const uint8_t *piece; /* start of the small part being written */
+    size_t ref_bytes;     /* bytes of the pieces left in place so far */
     bb_value **held;
     size_t n_held;
 } gather_w;
@@ -449,22 +480,24 @@ static void piece_end(gather_w *g, const uint8_t *at)
     g->piece = at;
 }
 
-/* A fill's value encoded at p; with g, its large payloads become pieces of
+/* A fill's value encoded at p, which is at byte `at` of the envelope (large
+ * tensors align from there); with g, its large payloads become pieces of
  * their own. The end, or NULL when the sizes disagree (a bug). */
-static uint8_t *put_value(const bbe__fill *f, uint8_t *p, gather_w *g)
+static uint8_t *put_value(const bbe__fill *f, uint8_t *p, size_t at, gather_w *g)
 {
     size_t n, nr = 0;
     bb_encode_ref refs[GATHER_MAX_REFS];
     if (!g) /* payload_len is the value's encoded size (build_fills) */
-        return bb_value_encode_sized(f->value, f->payload_len, p, NULL) == BB_OK
+        return bb_value_encode_sized(f->value, f->payload_len, p, at, NULL) == BB_OK
                    ? p + f->payload_len : NULL;
-    int rc = bb_value_encode_gather(f->value, p, f->payload_len, g->min_ref, refs, g->refs_left,
-                                    &nr, &n, NULL);
+    int rc = bb_value_encode_gather(f->value, p, at, f->payload_len, g->min_ref, refs,
+                                    g->refs_left, &nr, &n, NULL);
     if (rc != BB_OK)
         return NULL;
     for (size_t i = 0; i < nr; i++) {
         piece_end(g, p + refs[i].at);
         g->iov[g->n_iov++] = (bb_send_iov){refs[i].data, refs[i].len};
+        g->ref_bytes += refs[i].len;
     }
     if (nr) {
         g->refs_left -= nr;
@@ -488,7 +521,8 @@ static uint8_t *write_envelope(const bbe__envelope *env, size_t cs, uint8_t *buf
         if (f->payload_len && f->value) { /* encoded in place: no second copy */
             *p++ = 0x12;
             p = put_varint(p, f->payload_len);
-            if (!(p = put_value(f, p, g)))
+            size_t at = (size_t)(p - buf) + (g ? g->ref_bytes : 0);
+            if (!(p = put_value(f, p, at, g)))
                 return NULL;
         } else if (f->payload_len) {
             p = put_bytes(p, 0x12, f->payload, f->payload_len);
@@ -541,6 +575,38 @@ int bbe__envelope_encode(const bbe__envelope *env, uint8_t **out, size_t *out_le
     *out = buf;
     *out_len = (size_t)(end - buf);
     return BB_OK;
+}
+
+size_t bbe__chunk_head(const bbe__chunk *c, const bb_engine_addr *src, size_t n_src,
+                       uint8_t *out)
+{
+    uint8_t *p = out;
+    for (size_t i = 0; i < n_src; i++)
+        p = put_bytes(p, 0x42, src[i].data, src[i].len);
+    uint8_t body[BBE__CHUNK_HEAD_MAX];
+    uint8_t *b = body;
+    *b++ = 0x08;
+    b = put_varint(b, c->stream_id);
+    *b++ = 0x10;
+    b = put_varint(b, c->total);
+    if (c->offset) {
+        *b++ = 0x18;
+        b = put_varint(b, c->offset);
+    }
+    if (c->kind) {
+        *b++ = 0x28;
+        b = put_varint(b, (uint64_t)c->kind);
+    }
+    size_t data_head = 0;
+    if (c->data_len) { /* field 4's tag and length; the data itself follows the head */
+        b[0] = 0x22;
+        data_head = 1 + bb_uvarint_encode(c->data_len, b + 1);
+    }
+    size_t body_len = (size_t)(b - body) + data_head + c->data_len;
+    *p++ = 0x4a;
+    p = put_varint(p, body_len);
+    memcpy(p, body, (size_t)(b - body) + data_head);
+    return (size_t)(p - out) + (size_t)(b - body) + data_head;
 }
 
 int bbe__envelope_encode_gather(const bbe__envelope *env, size_t min_ref, bb_send_gather **out)

@@ -1118,6 +1118,25 @@ static int results_and_wire_ids(bbe__install *ins)
     return 0;
 }
 
+/* Request batches whose responses one op folds as they land (wire.c). */
+static int fold_targets(bbe__install *ins)
+{
+    bb_engine *e = ins->e;
+    bbe__graph *g = ins->g;
+    for (uint32_t k = g->op_begin; k < g->op_end; k++) {
+        bbe__op *op = &e->ops[k];
+        if (op->fn != bbe__sys_recv_resp && op->fn != bbe__sys_send_req)
+            continue;
+        bbe__opst *st = op->st ? op->st : bbe__opst_new(ins, op);
+        if (!st)
+            return BB_ENOMEM;
+        int rc = bbe__install_fold_target(e, g, op, st);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int build_graph(bbe__install *ins, uint32_t gi, uint32_t *next_op)
 {
     bb_engine *e = ins->e;
@@ -1151,6 +1170,8 @@ static int build_graph(bbe__install *ins, uint32_t gi, uint32_t *next_op)
         rc = build_consumers(ins);
     if (!rc)
         rc = results_and_wire_ids(ins);
+    if (!rc)
+        rc = fold_targets(ins);
     free(defined);
     tab_free(&tab);
     return rc;

@@ -183,6 +183,7 @@ int bbe__peer_add_addr(bb_engine *e, bbe__peer *p, const uint8_t *a, size_t len)
     memcpy(d, a, len);
     p->addrs[p->n_addrs].data = d;
     p->addrs[p->n_addrs].len = len;
+    p->addrs_gen++;
     if (p->n_addrs++ == 0)
         e->peers.n_addr_peers++;
     return BB_OK;
@@ -291,7 +292,9 @@ int bb_engine_peer_connected(bb_engine *e, const bb_peerid *peer, const char *co
     p->n_targets = (uint32_t)n;
     p->connected = true;
     p->taught_by = 0; /* proven by its own channel now: the host bounds those */
+    p->addrs_told = false; /* the new connection's first envelope tells them */
     bbe__peer_success(e, peer); /* a (re)connect is proof of life: PeerUp if it was down */
+    bbe__streams_peer_connected(e, peer);
     return BB_OK;
 }
 
@@ -299,7 +302,7 @@ void bb_engine_peer_disconnected(bb_engine *e, const bb_peerid *peer)
 {
     bbe__peer *p = bbe__peer_find(e, peer);
     if (p)
-        p->connected = false;
+        p->connected = p->addrs_told = false;
 }
 
 /* ---- backoff table + governor (COMPILER.md "State-machine summary") ----------- */
@@ -359,8 +362,12 @@ bool bb_engine_report_send(bb_engine *e, const bb_peerid *peer, bool ok)
 {
     if (!peer)
         return false;
-    if (!ok)
+    if (!ok) {
         bbe__control_unreachable(e, peer); /* its requests need not wait for their deadline */
+        bbe__peer *p = bbe__peer_find(e, peer);
+        if (p) /* the lost envelope may have been the one that told the addresses */
+            p->addrs_told = false;
+    }
     return ok ? bbe__peer_success(e, peer) : bbe__peer_failure(e, peer);
 }
 

@@ -91,8 +91,9 @@ int bb_engine_poll(bb_engine *e, uint64_t now_ns, bb_steps *steps)
     }
     if (e->boot.n_inflight)
         bbe__boot_announce(e);
-    /* 7 */
+    /* 7: the chunk streams' pieces are outbound envelopes too */
     phase(e, "engine.drain_outbound");
+    bbe__streams_poll(e);
     bbe__flush_outbound(e);
     if (e->c[BBE__C_BUS_DROPPED] > bus_dropped)
         bbe__step_infra(e, BB_INFRA_BUS_DROPPED, 0, NULL, e->c[BBE__C_BUS_DROPPED] - bus_dropped,
@@ -118,5 +119,6 @@ uint64_t bb_engine_next_deadline(const bb_engine *e)
         return 0;
     if (!e->intervals_armed && e->n_interval_ops)
         return 0;
-    return bbe__timer_next(e);
+    uint64_t t = bbe__timer_next(e), s = bbe__streams_due(e);
+    return s < t ? s : t;
 }

@@ -13,14 +13,18 @@
 #include <string.h>
 
 #include "libbbengine/src/snapshot.h"
+#include "libbbengine/src/syscalls.h"
 
 #define MAX_COHORT 65536 /* a batch's members (bbe__batch_new takes a u32) */
 
 /* ---- "requests": the local and wire request-id counters, then every batch:
  * ids, its SendReqBatched op and origin frame, cohort size and quorum, per
  * member its PeerId and whether it answered, the responses so far (value
- * and sender), flags (done, failed, holds a reference on its frame), the
- * ops waiting for it, and its result. */
+ * and sender; none, written as absent values, when the batch folds them
+ * into their op as they land), flags (done, failed, holds a reference on
+ * its frame), the ops waiting for it, and its result. A batch folds when
+ * its one waiter is a RecvRespBatched marked at install and nothing else
+ * reads it (wire.c), so a restore derives that again from the waiter. */
 
 static void write_batch(bbe__snap_out *o, const bbe__batch *b)
 {
@@ -72,13 +76,16 @@ static void read_batch_state(bb_engine *e, bbe__snap_in *in, bbe__batch *b)
     size_t n = bbe__snap_count(in, b->expected, "more responses than members");
     if (!in->r.failed && n != answered)
         bbe__snap_fail(in, at, "responses that do not match the members who answered");
+    size_t absent = 0;
     for (size_t k = 0; k < n && !in->r.failed; k++) {
-        bb_value *item = bbe__snap_value(in), *peer = bbe__snap_value(in);
-        if (in->r.failed) {
+        bb_value *item = bbe__snap_value_or_null(in), *peer = bbe__snap_value_or_null(in);
+        if (in->r.failed || !item != !peer) {
             bb_value_unref(item);
             bb_value_unref(peer);
+            bbe__snap_fail(in, at, "a response without its sender");
             return;
         }
+        absent += !item;
         b->items[b->n_items] = item;
         b->peers[b->n_items++] = peer;
     }
@@ -89,6 +96,15 @@ static void read_batch_state(bb_engine *e, bbe__snap_in *in, bbe__batch *b)
     if (b->holds_ref)
         b->x->refs++;
     bbe__snap_waiters(e, in, &b->waiters);
+    const bbe__opst *st = b->waiters.n == 1 ? e->ops[b->waiters.v[0].op].st : NULL;
+    if (!in->r.failed && !b->done && !bbe__batch_read_whole(e, b) && st &&
+        e->ops[b->waiters.v[0].op].fn == bbe__sys_recv_resp && st->fold_op != BBE__NONE &&
+        absent == b->n_items) {
+        b->folding = true;
+        b->fold_op = st->fold_op;
+    } else if (absent && !b->done && !in->r.failed) {
+        bbe__snap_fail(in, at, "responses missing from a batch that does not fold them");
+    }
     b->result = bbe__snap_value_or_null(in);
     if (!b->done && !in->r.failed && bbe__map_put(&e->batches_wire, b->wire_req_id, b->id))
         bbe__snap_nomem(in);

@@ -224,6 +224,7 @@ const char *bb_infra_kind_name(bb_infra_kind k)
     case BB_INFRA_UNKNOWN_CORRELATION: return "UnknownCorrelation";
     case BB_INFRA_QUORUM_FAILED: return "QuorumFailed";
     case BB_INFRA_BOOTSTRAP_REJECTED: return "BootstrapRejected";
+    case BB_INFRA_STREAM_FAILED: return "StreamFailed";
     }
     return "?";
 }

@@ -14,6 +14,7 @@
 #define AB BB_DOMAIN_ADDRESS_BOOK
 #define COMP BB_DOMAIN_COMPOSITE
 #define EV BBE__OPF_EVENT_SOURCE
+#define TRIG BBE__OPF_TRIGGER_IN
 #define ANY_ BBE__READY_ANYOF
 #define ALL_ BBE__READY_ALL
 
@@ -24,9 +25,9 @@ static const bbe__syscall_def DEFS[] = {
     {SYS, "Threshold", bbe__sys_threshold, bbe__init_threshold, 0, ANY_, 1, -1, 1, 1, &BB_TYPE_TRIGGER, false},
     {SYS, "Interval", bbe__sys_never, bbe__init_interval, EV, ALL_, 0, 0, 1, 1, &BB_TYPE_TIMESTAMP, false},
     {SYS, "EventSource", bbe__sys_never, bbe__init_event_source, EV, ALL_, 0, 0, 1, 1, &BB_TYPE_EVENT_KIND, false},
-    {SYS, "After", bbe__sys_after, bbe__init_after, 0, ALL_, 1, 1, 1, 1, &BB_TYPE_TRIGGER, false},
-    {SYS, "Limit.Acquire", bbe__sys_limit_acquire, bbe__init_limit, 0, ALL_, 1, 1, 1, 1, &BB_TYPE_TRIGGER, false},
-    {SYS, "Limit.Release", bbe__sys_limit_release, bbe__init_limit, 0, ALL_, 1, 1, 0, 0, NULL, false},
+    {SYS, "After", bbe__sys_after, bbe__init_after, TRIG, ALL_, 1, 1, 1, 1, &BB_TYPE_TRIGGER, false},
+    {SYS, "Limit.Acquire", bbe__sys_limit_acquire, bbe__init_limit, TRIG, ALL_, 1, 1, 1, 1, &BB_TYPE_TRIGGER, false},
+    {SYS, "Limit.Release", bbe__sys_limit_release, bbe__init_limit, TRIG, ALL_, 1, 1, 0, 0, NULL, false},
     {SYS, "Any", bbe__sys_any, NULL, 0, ANY_, 1, -1, 1, 1, NULL, false},
     {SYS, "Gate", bbe__sys_gate, NULL, 0, ALL_, 2, 2, 1, 1, NULL, false},
     {SYS, "Serialize.Enqueue", bbe__sys_enqueue, bbe__init_queue, 0, ALL_, 1, 1, 0, 1, &BB_TYPE_TRIGGER, false},
@@ -42,9 +43,9 @@ static const bbe__syscall_def DEFS[] = {
     {SYS, "GateDispatch", bbe__sys_passthrough, NULL, 0, ALL_, 1, 1, 1, 1, NULL, false},
     {SYS, "MintDispatch", bbe__sys_token, NULL, 0, ALL_, 1, 1, 1, 1, &BB_TYPE_CORRELATION_TOKEN, false},
     {SYS, "GateManyDispatch", bbe__sys_gate, NULL, 0, ALL_, 1, -1, 1, 1, NULL, false},
-    {SYS, "Clock", bbe__sys_clock, NULL, 0, ALL_, 1, 1, 1, 1, &BB_TYPE_TIMESTAMP, false},
-    {SYS, "RngU64", bbe__sys_rng, NULL, 0, ALL_, 1, 1, 1, 1, &BB_TYPE_U64, false},
-    {SYS, "Sleep", bbe__sys_after, bbe__init_sleep, 0, ALL_, 1, 1, 1, 1, &BB_TYPE_TRIGGER, false},
+    {SYS, "Clock", bbe__sys_clock, NULL, TRIG, ALL_, 1, 1, 1, 1, &BB_TYPE_TIMESTAMP, false},
+    {SYS, "RngU64", bbe__sys_rng, NULL, TRIG, ALL_, 1, 1, 1, 1, &BB_TYPE_U64, false},
+    {SYS, "Sleep", bbe__sys_after, bbe__init_sleep, TRIG, ALL_, 1, 1, 1, 1, &BB_TYPE_TRIGGER, false},
     {SYS, "DeadlineMatch", bbe__sys_any, NULL, 0, ANY_, 2, 2, 1, 1, &BB_TYPE_TRIGGER, false},
     {SYS, "PassThrough", bbe__sys_passthrough, NULL, 0, ALL_, 1, 1, 1, 1, NULL, false},
     {SYS, "Tee", bbe__sys_tee, bbe__init_tee, 0, ALL_, 1, 1, 1, -1, NULL, false},

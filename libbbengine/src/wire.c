@@ -81,52 +81,23 @@ static uint64_t sent_at(bb_engine *e)
     return t;
 }
 
-int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct, size_t n_direct,
-              bbe__envelope *env, bb_exec_id exec)
+/* A SendEnvelope step for the host (taking bytes or gather): to addrs
+ * (copied), or, with addrs NULL, to the addresses the book has for peer
+ * (BB_ENOTFOUND: none). */
+int bbe__push_send(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *addrs, size_t n,
+                   uint64_t retry_at, uint8_t *bytes, bb_send_gather *gather, size_t len,
+                   bb_exec_id exec)
 {
-    bool self = peer && bb_peerid_equal(peer, &e->cfg.peer) && !n_direct;
-    const bb_engine_addr *addrs = direct;
-    size_t n = n_direct;
-    uint64_t retry_at = 0;
-    if (!self && !n_direct) {
+    if (!addrs) {
         bbe__peer *p = bbe__peer_find(e, peer);
-        if (!p || !p->n_addrs)
+        if (!p || !p->n_addrs) {
+            free(bytes);
+            bb_send_gather_free(gather);
             return BB_ENOTFOUND;
+        }
         addrs = p->addrs;
         n = p->n_addrs;
         retry_at = p->attempts ? p->next_retry_ns : 0;
-        if (p->last_rx_sent_at && !env->echo_sent_at_ns) { /* RTT piggyback */
-            env->echo_sent_at_ns = p->last_rx_sent_at;
-            env->echo_delay_ns = e->now_ns - p->last_rx_at;
-            p->last_rx_sent_at = 0;
-        }
-    }
-    env->dest = self ? NULL : (bb_engine_addr *)addrs;
-    env->n_dest = self ? 0 : n;
-    env->src = e->local_addrs;
-    env->n_src = e->n_local_addrs;
-    env->sent_at_ns = sent_at(e);
-    uint8_t *bytes = NULL;
-    size_t len;
-    bb_send_gather *gather = NULL;
-    size_t min_ref = e->cfg.gather_min_bytes ? e->cfg.gather_min_bytes : GATHER_MIN_DEFAULT;
-    int rc = BB_OK;
-    if (e->cfg.send_gather && !self)
-        rc = bbe__envelope_encode_gather(env, min_ref, &gather);
-    if (gather)
-        len = gather->len;
-    else if (!rc)
-        rc = bbe__envelope_encode(env, &bytes, &len);
-    env->dest = NULL;
-    env->src = NULL;
-    if (rc)
-        return BB_ENOMEM;
-    if (self) {
-        if (BBE__ARR_PUSH(&e->loopback, ((struct bbe__loop){bytes, len}))) {
-            free(bytes);
-            return BB_ENOMEM;
-        }
-        return BB_OK;
     }
     /* One block: the address array followed by the address bytes, in the
      * storage of the steps buffer the step is handed over in (phase 7 of
@@ -160,6 +131,69 @@ int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct,
     e->c[BBE__C_ENVELOPES_OUT]++;
     if (BBE__TRACING(e, BB_TRACE_WIRE))
         bbe__trace(e, BB_TRACE_WIRE, "send_envelope", exec, BBE__NONE, NULL, len);
+    return BB_OK;
+}
+
+int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct, size_t n_direct,
+              bbe__envelope *env, bb_exec_id exec)
+{
+    bool self = peer && bb_peerid_equal(peer, &e->cfg.peer) && !n_direct;
+    const bb_engine_addr *addrs = direct;
+    size_t n = n_direct;
+    uint64_t retry_at = 0;
+    bool tell = !self; /* the address lists: see bbe__peer.addrs_told */
+    if (!self && !n_direct) {
+        bbe__peer *p = bbe__peer_find(e, peer);
+        if (!p || !p->n_addrs)
+            return BB_ENOTFOUND;
+        tell = !(p->connected && p->addrs_told && p->told_gen == p->addrs_gen);
+        addrs = p->addrs;
+        n = p->n_addrs;
+        retry_at = p->attempts ? p->next_retry_ns : 0;
+        if (p->last_rx_sent_at && !env->echo_sent_at_ns) { /* RTT piggyback */
+            env->echo_sent_at_ns = p->last_rx_sent_at;
+            env->echo_delay_ns = e->now_ns - p->last_rx_at;
+            p->last_rx_sent_at = 0;
+        }
+    }
+    env->dest = tell ? (bb_engine_addr *)addrs : NULL;
+    env->n_dest = tell ? n : 0;
+    env->src = tell ? e->local_addrs : NULL;
+    env->n_src = tell ? e->n_local_addrs : 0;
+    env->sent_at_ns = sent_at(e);
+    uint8_t *bytes = NULL;
+    size_t len;
+    bb_send_gather *gather = NULL;
+    size_t min_ref = e->cfg.gather_min_bytes ? e->cfg.gather_min_bytes : GATHER_MIN_DEFAULT;
+    int rc = BB_OK;
+    if (e->cfg.send_gather && !self)
+        rc = bbe__envelope_encode_gather(env, min_ref, &gather);
+    if (gather)
+        len = gather->len;
+    else if (!rc)
+        rc = bbe__envelope_encode(env, &bytes, &len);
+    env->dest = NULL;
+    env->src = NULL;
+    if (rc)
+        return BB_ENOMEM;
+    if (self) {
+        if (BBE__ARR_PUSH(&e->loopback, ((struct bbe__loop){bytes, len}))) {
+            free(bytes);
+            return BB_ENOMEM;
+        }
+        return BB_OK;
+    }
+    if (!n_direct && e->cfg.stream_chunk_bytes && len > e->cfg.stream_chunk_bytes)
+        rc = bbe__stream_start(e, peer, bytes, gather, len, exec);
+    else
+        rc = bbe__push_send(e, peer, addrs, n, retry_at, bytes, gather, len, exec);
+    if (rc)
+        return rc == BB_ENOTFOUND ? BB_ENOMEM : rc;
+    bbe__peer *p = tell && !n_direct ? bbe__peer_find(e, peer) : NULL;
+    if (p && p->connected) {
+        p->addrs_told = true;
+        p->told_gen = p->addrs_gen;
+    }
     return BB_OK;
 }
 
@@ -403,7 +437,22 @@ static void batch_free(bbe__batch *b)
     free(b);
 }
 
-static void batch_complete(bb_engine *e, bbe__batch *b, bool failed)
+/* The batch's responses as one value: all of them, or none when they were
+ * folded into their op as they landed. */
+static bb_value *batch_result(bbe__batch *b)
+{
+    if (b->folding)
+        return bb_value_response_batch(NULL, NULL, 0);
+    /* the batch value copies the arrays and takes these refs */
+    for (size_t i = 0; i < b->n_items; i++) {
+        bb_value_ref(b->items[i]);
+        bb_value_ref(b->peers[i]);
+    }
+    return bb_value_response_batch(b->items, b->peers, b->n_items);
+}
+
+/* why: the failure's message (NULL: the quorum was not met). */
+static void batch_complete(bb_engine *e, bbe__batch *b, bool failed, const char *why)
 {
     /* Waiters may live in the origin execution: keep it (and so b, which it
      * owns) alive until we are done with b. */
@@ -413,17 +462,14 @@ static void batch_complete(bb_engine *e, bbe__batch *b, bool failed)
     b->failed = failed;
     bbe__map_del(&e->batches_wire, b->wire_req_id);
     const bbe__op *op = &e->ops[b->op];
-    if (!failed) {
-        /* the batch value copies the arrays and takes these refs */
-        for (size_t i = 0; i < b->n_items; i++) {
-            bb_value_ref(b->items[i]);
-            bb_value_ref(b->peers[i]);
-        }
-        b->result = bb_value_response_batch(b->items, b->peers, b->n_items);
-        if (!b->result)
-            failed = b->failed = true;
-    }
-    if (failed) {
+    if (!failed && !(b->result = batch_result(b)))
+        failed = b->failed = true;
+    char msg[BB_ERROR_MSG_MAX + 64];
+    if (failed && why)
+        snprintf(msg, sizeof msg, "batched request failed: a response was refused: %s", why);
+    else
+        snprintf(msg, sizeof msg, "batched request failed: quorum not met");
+    if (failed && !why) {
         bbe__step_infra(e, BB_INFRA_QUORUM_FAILED, 0, NULL, b->n_items,
                        "%s: %zu of %u responses (quorum %u)", op->label, b->n_items, b->expected,
                        b->quorum);
@@ -436,7 +482,7 @@ static void batch_complete(bb_engine *e, bbe__batch *b, bool failed)
     b->waiters.n = b->waiters.cap = 0;
     for (size_t i = 0; i < nw; i++) {
         if (failed) {
-            bbe__park_fail(e, w[i].op, w[i].x, "batched request failed: quorum not met");
+            bbe__park_fail(e, w[i].op, w[i].x, msg);
         } else {
             bb_value *o[2] = {bbe__trigger(e), bb_value_ref(b->result)};
             bbe__park_resume(e, w[i].op, w[i].x, o, 2);
@@ -447,7 +493,7 @@ static void batch_complete(bb_engine *e, bbe__batch *b, bool failed)
     if (b->holds_ref) {
         b->holds_ref = false;
         if (failed)
-            bbe__op_failed(e, b->op, origin, "batched request failed: quorum not met");
+            bbe__op_failed(e, b->op, origin, msg);
         else if (op->n_out > 1 && op->out[1] != BBE__NONE)
             bbe__write(e, origin, op->out[1], bb_value_ref(b->result), 0);
         origin->refs--; /* the batch's own hold; ours keeps the count above 0 */
@@ -494,8 +540,36 @@ BBE__SYSCALL(bbe__sys_send_req)
     if (op->st->i2 > 0)
         bbe__timer_add(e, e->now_ns + (uint64_t)op->st->i2, BBE__T_BATCH_DEADLINE, opi, 0, b->id, NULL);
     if (n_sent == 0) /* nobody to wait for */
-        batch_complete(e, b, b->quorum > 0);
+        batch_complete(e, b, b->quorum > 0, NULL);
     return BBE__R_DONE;
+}
+
+static int fold_response(bb_engine *e, const bbe__batch *b, bb_value *item, bb_value *peer,
+                         bb_error *err);
+
+/* The batch's first waiter folds its responses: what landed before is
+ * handed on now. BB_OK, or the first refusal (the rest are dropped). */
+static int batch_start_folding(bb_engine *e, bbe__batch *b, uint32_t fold_op, bb_error *err)
+{
+    b->folding = true;
+    b->fold_op = fold_op;
+    int rc = BB_OK;
+    for (size_t i = 0; i < b->n_items; i++) {
+        if (!rc)
+            rc = fold_response(e, b, b->items[i], b->peers[i], err);
+        bb_value_unref(b->items[i]);
+        bb_value_unref(b->peers[i]);
+        b->items[i] = b->peers[i] = NULL;
+    }
+    return rc;
+}
+
+static int folded_elsewhere(bb_engine *e, const bbe__batch *b)
+{
+    const bbe__op *c = &e->ops[b->fold_op];
+    return bbe__fail(e, "RecvRespBatched: the responses of request %llu are folded into %s/%s as "
+                        "they land; a second reader cannot have them",
+                     (unsigned long long)b->id, e->comps[c->comp].slot, c->op_type);
 }
 
 BBE__SYSCALL(bbe__sys_recv_resp)
@@ -507,6 +581,8 @@ BBE__SYSCALL(bbe__sys_recv_resp)
     if (!b)
         return bbe__fail(e, "RecvRespBatched: unknown request id %llu",
                         (unsigned long long)in[0]->u.u64);
+    if (b->folding)
+        return folded_elsewhere(e, b);
     if (b->done) {
         if (b->failed)
             return bbe__fail(e, "batched request failed: quorum not met");
@@ -516,8 +592,24 @@ BBE__SYSCALL(bbe__sys_recv_resp)
     }
     if (BBE__ARR_PUSH(&b->waiters, ((struct bbe__waiter){opi, x})))
         return bbe__fail(e, "out of memory");
+    const bbe__opst *st = e->ops[opi].st;
+    if (st && st->fold_op != BBE__NONE && b->waiters.n == 1 && !bbe__batch_read_whole(e, b)) {
+        bb_error err;
+        if (batch_start_folding(e, b, st->fold_op, &err)) {
+            b->waiters.n = 0;
+            b->done = b->failed = true;
+            bbe__map_del(&e->batches_wire, b->wire_req_id);
+            return bbe__fail(e, "batched request failed: a response was refused: %s", err.msg);
+        }
+    }
     bbe__park_begin(e, x);
     return BBE__R_ASYNC;
+}
+
+bool bbe__batch_read_whole(const bb_engine *e, const bbe__batch *b)
+{
+    const bbe__opst *st = e->ops[b->op].st;
+    return !st || st->responses_read;
 }
 
 void bbe__batch_deadline(bb_engine *e, uint64_t id)
@@ -528,7 +620,7 @@ void bbe__batch_deadline(bb_engine *e, uint64_t id)
     for (uint32_t i = 0; i < b->expected; i++)
         if (!b->answered[i])
             bbe__peer_failure(e, &b->cohort[i]);
-    batch_complete(e, b, b->n_items < b->quorum);
+    batch_complete(e, b, b->n_items < b->quorum, NULL);
 }
 
 void bbe__exec_drop_batches(bb_engine *e, bbe__exec *x)
@@ -803,9 +895,10 @@ static int decode_payload(bb_engine *e, const bbe__fill *f, const bb_type_node *
     }
     bb_error err;
     bb_error_clear(&err);
+    /* one value is at most what one envelope may be: the node's cap, which
+     * a node moving large models raises past the library default */
     bb_decode_limits lim = BB_DECODE_LIMITS_DEFAULT;
-    if (lim.max_bytes > e->caps.max_envelope_bytes)
-        lim.max_bytes = e->caps.max_envelope_bytes;
+    lim.max_bytes = e->caps.max_envelope_bytes;
     int rc;
     if (comp != BBE__NONE && (t->kind == BB_VK_TENSOR || t == &BB_TYPE_TENSOR) &&
         e->comps[comp].type->materialize_from_wire) {
@@ -988,6 +1081,138 @@ static void deliver_site_fill(inbound_ctx *c, const bbe__fill *f, uint64_t site_
     }
 }
 
+/* Dispatch op decl (index idx of domain) of component comp outside any
+ * frame: its outputs go nowhere. A dispatch that returns LATER keeps an
+ * HK_FILL handle, whose failure is reported like an immediate one
+ * (bbe__completion_process); *later says so. BB_OK, or the failure in err
+ * (not reported here). */
+static int dispatch_detached(bb_engine *e, uint32_t comp, const char *domain,
+                             const bb_op_decl *decl, uint32_t idx, const bb_node *node,
+                             bb_value **ins, uint32_t n_in, bool *later, bb_error *err)
+{
+    bbe__comp *c = &e->comps[comp];
+    uint32_t n_out = decl->n_outputs;
+    bb_value **outs = bbe__zalloc((n_out ? n_out : 1) * sizeof *outs);
+    bbe__handle *h = bbe__handle_new(e, BBE__HK_FILL);
+    *later = false;
+    int rc = BB_OK;
+    if (!outs || !h) {
+        rc = bb_error_set(err, BB_ENOMEM, "%s/%s: out of memory", c->slot, decl->op_type);
+    } else {
+        bb_dispatch_call call = {.domain = domain ? domain : "", .op_type = decl->op_type,
+                                 .op_index = idx, .inputs = ins, .n_inputs = n_in,
+                                 .n_outputs = n_out, .node = node, .completion = &h->pub};
+        h->comp = comp;
+        h->fill_decl = decl;
+        h->fill_domain = domain;
+        bb_error_clear(err);
+        bb_dispatch_result r = c->type->dispatch(c->inst, &c->ctx.pub, &call, outs, err);
+        if (r == BB_DISPATCH_NOW_ERR)
+            rc = err->code ? err->code : BB_ERUNTIME;
+        if (r == BB_DISPATCH_NOW_ERR && !err->msg[0])
+            bb_error_set(err, rc, "%s/%s failed", c->slot, decl->op_type);
+        *later = r == BB_DISPATCH_LATER;
+        for (uint32_t j = 0; j < n_out; j++)
+            bb_value_unref(outs[j]);
+    }
+    if (h && !*later) {
+        bbe__handle_drop(e, h);
+        bbe__handle_retire(e, h);
+    }
+    free(outs);
+    return rc;
+}
+
+/* ---- responses folded as they land ------------------------------------------------
+ *
+ * A RecvRespBatched whose responses one op reads — a component op whose
+ * role contract folds a ResponseBatch response by response
+ * (bb_role_op_folds_responses: Aggregator.Contribute) and which reads
+ * nothing else — and that otherwise only trigger ops that never read them
+ * (a Clock), is marked at install (st->fold_op). When it parks on a
+ * batch that nothing else reads, the batch folds: each response is handed
+ * to that op as it lands — a one-element ResponseBatch with the batch's
+ * RequestId as metadata — and then dropped, so a round holds what the
+ * component keeps (one running model for FedAvg), not every response.
+ * The batch completes as before (all answered, or the deadline with its
+ * quorum) with an EMPTY ResponseBatch, so the op runs once more in its
+ * frame and returns what a whole batch would have (the contributions in
+ * the round). A response the op refuses fails the batch at once, with the
+ * op's message: the round fails as if the op had refused the whole batch.
+ * ENGINE.md has one delivery per batch; docs/DECISIONS.md records the
+ * deviation. */
+
+/* Whether anything reads output k of op (a consumer, or the graph's caller
+ * or host). */
+static bool output_read(const bbe__graph *g, const bbe__op *op, uint32_t k)
+{
+    uint32_t s = op->n_out > k ? op->out[k] : BBE__NONE;
+    return s != BBE__NONE && ((g->site_flags[s] & (BBE__SITE_FWD | BBE__SITE_APP_OUT)) ||
+                              g->cons_off[s + 1] > g->cons_off[s]);
+}
+
+/* Install, once the graph's consumers are known: whether a SendReqBatched's
+ * own responses output is read (then its batches never fold), and which op
+ * folds the responses of a RecvRespBatched (st->fold_op): the one op that
+ * reads them, beside ops they only trigger (the clock a round stamps when
+ * its answers are in), which see the empty batch. */
+int bbe__install_fold_target(bb_engine *e, const bbe__graph *g, bbe__op *op, bbe__opst *st)
+{
+    st->fold_op = BBE__NONE;
+    if (op->fn == bbe__sys_send_req) {
+        st->responses_read = output_read(g, op, 1);
+        return 0;
+    }
+    uint32_t s = op->n_out > 1 ? op->out[1] : BBE__NONE;
+    if (s == BBE__NONE || (g->site_flags[s] & (BBE__SITE_FWD | BBE__SITE_APP_OUT)))
+        return 0;
+    uint32_t fold = BBE__NONE;
+    for (uint32_t i = g->cons_off[s]; i < g->cons_off[s + 1]; i++) {
+        uint32_t k = g->cons[i];
+        const bbe__op *c = &e->ops[k];
+        if (c->disp == BBE__DISP_SYSCALL && (c->flags & BBE__OPF_TRIGGER_IN))
+            continue;
+        if (fold != BBE__NONE || c->disp != BBE__DISP_ATOMIC || c->n_in < 1 || c->in[0] != s ||
+            !bb_role_op_folds_responses(c->domain, c->op_type))
+            return 0;
+        for (uint32_t j = 1; j < c->n_in; j++)
+            if (c->in[j] != BBE__NONE)
+                return 0; /* it reads something else: it runs once, in its frame */
+        fold = k;
+    }
+    st->fold_op = fold;
+    return 0;
+}
+
+/* Hand one response to the batch's fold op. BB_OK, or why it was refused. */
+static int fold_response(bb_engine *e, const bbe__batch *b, bb_value *item, bb_value *peer,
+                         bb_error *err)
+{
+    const bbe__op *c = &e->ops[b->fold_op];
+    const bb_component_type *t = e->comps[c->comp].type;
+    uint32_t idx = 0;
+    const bb_op_decl *decl = bb_component_type_find_op(t, c->domain, c->op_type, &idx);
+    for (uint32_t s = 0; !decl && s < t->n_opsets; s++) /* as install resolved it */
+        decl = bb_component_type_find_op(t, t->opsets[s].domain, c->op_type, &idx);
+    if (!decl)
+        return bb_error_set(err, BB_ESTATE, "%s: no op %s", e->comps[c->comp].slot, c->op_type);
+    bb_value *one = bb_value_response_batch((bb_value *[]){bb_value_ref(item)},
+                                            (bb_value *[]){bb_value_ref(peer)}, 1);
+    bb_value *ins[2] = {one, bb_value_u64(&BB_TYPE_REQUEST_ID, b->id)};
+    bool later = false;
+    int rc = ins[0] && ins[1] ? dispatch_detached(e, c->comp, c->domain, decl, c->op_index,
+                                                  c->node, ins, 2, &later, err)
+                              : bb_error_set(err, BB_ENOMEM, "out of memory");
+    bb_value_unref(ins[0]);
+    bb_value_unref(ins[1]);
+    e->c[BBE__C_RESPONSES_FOLDED] += !rc;
+    if (!rc && later)
+        rc = bb_error_set(err, BB_EUNSUPPORTED,
+                          "%s/%s answered later; an op that folds responses must answer at once",
+                          e->comps[c->comp].slot, c->op_type);
+    return rc;
+}
+
 static void deliver_response(inbound_ctx *c)
 {
     bb_engine *e = c->e;
@@ -1041,13 +1266,25 @@ static void deliver_response(inbound_ctx *c)
         bb_value_unref(item);
         return;
     }
-    b->items[b->n_items] = item; /* room: each of `expected` answers once */
-    b->peers[b->n_items++] = pv;
     b->answered[who] = true;
     bbe__peer_success(e, c->src);
     bbe__bus_publish(e, BB_EVENT_WIRE_RESPONSE_LANDED);
+    if (b->folding) { /* counted, handed on, not kept */
+        bb_error err;
+        int rc = fold_response(e, b, item, pv, &err);
+        bb_value_unref(item);
+        bb_value_unref(pv);
+        b->n_items++;
+        if (rc) {
+            batch_complete(e, b, true, err.msg);
+            return;
+        }
+    } else {
+        b->items[b->n_items] = item; /* room: each of `expected` answers once */
+        b->peers[b->n_items++] = pv;
+    }
     if (b->n_items == b->expected)
-        batch_complete(e, b, false);
+        batch_complete(e, b, false, NULL);
 }
 
 static void merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envelope *env,
@@ -1071,6 +1308,9 @@ static void merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envel
             bbe__peer_add_addr(e, p, obs, obs_len);
     }
 }
+
+static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
+                    bb_buffer *buf, bool assembled);
 
 /* An envelope's deadline_ns is the sender's absolute time
  * (bb_envelope.proto), and clocks disagree by milliseconds to seconds: a
@@ -1111,6 +1351,17 @@ static uint64_t local_deadline(bb_engine *e, bbe__peer *p, const bbe__envelope *
 void bbe__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
                           bb_buffer *buf)
 {
+    deliver(e, src, obs, obs_len, buf, false);
+}
+
+void bbe__deliver_assembled(bb_engine *e, const bb_peerid *src, bb_buffer *buf)
+{
+    deliver(e, src, NULL, 0, buf, true);
+}
+
+static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
+                    bb_buffer *buf, bool assembled)
+{
     const uint8_t *bytes = buf->data;
     size_t len = buf->len;
     e->c[BBE__C_ENVELOPES_IN]++;
@@ -1129,6 +1380,14 @@ void bbe__deliver_envelope(bb_engine *e, const bb_peerid *src, const uint8_t *ob
                   env.corr_kind == 2 ? "response" : env.corr_kind == 1 ? "request" : "none",
                   env.n_fills);
     merge_addresses(e, src, &env, obs, obs_len);
+    if (env.chunk.present) { /* a piece of a stream, or an answer about one */
+        if (!assembled && !bb_peerid_equal(src, &e->cfg.peer))
+            bbe__stream_chunk(e, src, &env.chunk);
+        else
+            e->c[BBE__C_UNROUTABLE]++; /* a stream inside a stream: dropped */
+        bbe__envelope_release(&env);
+        return;
+    }
     bbe__peer *from = NULL;
     if (!bb_peerid_equal(src, &e->cfg.peer)) {
         bbe__peer *p = from = bbe__peer_find(e, src);

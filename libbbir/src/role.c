@@ -1,8 +1,10 @@
 /*
  * role.c — the eight component roles (ROLES.md): names, parsing, the opset
  * domain each role's placeholder ops record under, and the op lookup over a
- * component type's declared opsets (resolved once, at install).
+ * component type's declared opsets (resolved once, at install), and which
+ * role ops fold a batch of responses one response at a time.
  */
+#include "bb/meta.h"
 #include "bb/plugin.h"
 
 #include <string.h>
@@ -60,6 +62,17 @@ static bool name_matches(const char *s, size_t n, const char *name)
         j++;
     }
     return name[j] == '\0' && j > 0;
+}
+
+bool bb_role_op_folds_responses(const char *domain, const char *op_type)
+{
+    static const struct {
+        const char *domain, *op_type;
+    } FOLDS[] = {{BB_DOMAIN_ROLE_AGGREGATOR, "Contribute"}};
+    for (size_t i = 0; domain && op_type && i < sizeof FOLDS / sizeof FOLDS[0]; i++)
+        if (strcmp(FOLDS[i].domain, domain) == 0 && strcmp(FOLDS[i].op_type, op_type) == 0)
+            return true;
+    return false;
 }
 
 bb_role bb_role_parse(const char *name)

@@ -46,7 +46,20 @@ enum {
     TP_RAW_DATA = 9,
     TP_DOUBLE_DATA = 10,
     TP_UINT64_DATA = 11,
+    TP_DOC_STRING = 12,
 };
+
+/* Large raw_data is aligned (value.h): a doc_string of k spaces before it
+ * and one of ALIGN_SLACK - k after, so the tensor's size does not depend
+ * on where it lands and raw_data starts at a multiple of BB_VALUE_ALIGN
+ * from the start of the message. */
+#define ALIGN_SLACK (BB_VALUE_ALIGN - 1)
+#define ALIGN_PAD (2 + 2 + ALIGN_SLACK) /* two tags, two one-byte lengths, the spaces */
+
+static bool tensor_aligned(const bb_tensor_view *t)
+{
+    return t->nbytes >= BB_VALUE_ALIGN_MIN;
+}
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I32 = 5 };
 
@@ -95,6 +108,8 @@ static bool tensor_size(const bb_tensor_view *t, size_t *out)
     }
     n += 1 + bb_uvarint_size((uint64_t)(uint32_t)t->dtype);
     n += 1 + bb_uvarint_size(t->nbytes);
+    if (tensor_aligned(t))
+        n += ALIGN_PAD;
     if (!add_sz(&n, t->nbytes))
         return false;
     *out = n;
@@ -167,10 +182,13 @@ int bb_value_encoded_size(const bb_value *v, size_t *out, bb_error *err)
 
 /* ---- encode -------------------------------------------------------------- */
 
-/* Where large payloads go (bb_value_encode_gather): listed as refs
- * instead of copied. NULL everywhere for a plain encode. */
+/* Where an encode writes: the output buffer, where it sits in the message
+ * (`at`: aligned payloads count from the message's start), and where large
+ * payloads go (bb_value_encode_gather): listed as refs instead of copied,
+ * none for a plain encode (max_refs 0). */
 typedef struct enc_refs {
     const uint8_t *base; /* the output buffer: a ref's `at` counts from here */
+    size_t at;           /* base's offset in the message */
     size_t min_ref;
     bb_encode_ref *refs;
     size_t max_refs, n_refs, ref_bytes;
@@ -186,7 +204,7 @@ static enc_refs enc_refs_init(size_t min_ref, bb_encode_ref *refs, size_t max_re
  * rule for both the sizing walk (count_refs) and the writer (put_payload). */
 static bool take_ref(enc_refs *g, size_t n)
 {
-    if (!g || n < g->min_ref || g->n_refs >= g->max_refs)
+    if (n < g->min_ref || g->n_refs >= g->max_refs)
         return false;
     g->n_refs++;
     g->ref_bytes += n;
@@ -227,9 +245,25 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
         }
         *w++ = (TP_DATA_TYPE << 3) | WT_VARINT;
         w += bb_uvarint_encode((uint64_t)(uint32_t)t->dtype, w);
+        size_t k = 0;
+        if (tensor_aligned(t)) { /* raw_data's first byte lands at a multiple of ALIGN */
+            size_t raw_at = g->at + (size_t)(w - g->base) + g->ref_bytes + 2 + 1 +
+                            bb_uvarint_size(t->nbytes);
+            k = (BB_VALUE_ALIGN - raw_at % BB_VALUE_ALIGN) % BB_VALUE_ALIGN;
+            *w++ = (TP_DOC_STRING << 3) | WT_LEN;
+            *w++ = (uint8_t)k;
+            memset(w, ' ', k);
+            w += k;
+        }
         *w++ = (TP_RAW_DATA << 3) | WT_LEN;
         w += bb_uvarint_encode(t->nbytes, w);
         w = put_payload(g, w, t->data, t->nbytes);
+        if (tensor_aligned(t)) {
+            *w++ = (TP_DOC_STRING << 3) | WT_LEN;
+            *w++ = (uint8_t)(ALIGN_SLACK - k);
+            memset(w, ' ', ALIGN_SLACK - k);
+            w += ALIGN_SLACK - k;
+        }
         break;
     }
     case BB_VK_BYTES:
@@ -304,18 +338,16 @@ static void count_refs(const bb_value *v, enc_refs *g)
     }
 }
 
-/* The encoding of v, whose encoded size is n, into out, large payloads as
- * refs when g is set (out must then hold the copied part only). */
+/* The encoding of v, whose encoded size is n, into out (at offset g->at
+ * of its message), the large payloads g takes as refs (out then holds the
+ * copied part only). */
 static int encode_sized(const bb_value *v, size_t n, uint8_t *out, size_t cap, enc_refs *g,
                         size_t *len, bb_error *err)
 {
-    size_t ref_bytes = 0;
-    if (g) {
-        enc_refs sizing = *g; /* counted on a copy: enc_write counts into g */
-        count_refs(v, &sizing);
-        ref_bytes = sizing.ref_bytes;
-        g->base = out;
-    }
+    enc_refs sizing = *g; /* counted on a copy: enc_write counts into g */
+    count_refs(v, &sizing);
+    size_t ref_bytes = sizing.ref_bytes - g->ref_bytes;
+    g->base = out;
     size_t copied = n - ref_bytes;
     if (copied > cap)
         return bb_error_set(err, BB_ELIMIT, "encode: a %s value needs %zu bytes, %zu given",
@@ -342,15 +374,18 @@ static int encode_to(const bb_value *v, uint8_t *out, size_t cap, enc_refs *g, s
 int bb_value_encode_into(const bb_value *v, uint8_t *out, size_t cap, size_t *len,
                          bb_error *err)
 {
-    return encode_to(v, out, cap, NULL, len, err);
+    enc_refs g = enc_refs_init(0, NULL, 0);
+    return encode_to(v, out, cap, &g, len, err);
 }
 
-int bb_value_encode_sized(const bb_value *v, size_t n, uint8_t *out, bb_error *err)
+int bb_value_encode_sized(const bb_value *v, size_t n, uint8_t *out, size_t at, bb_error *err)
 {
     size_t len;
     if (!v || (n && !out))
         return bb_error_set(err, BB_EINVAL, "encode: NULL %s", v ? "output" : "value");
-    return encode_sized(v, n, out, n, NULL, &len, err);
+    enc_refs g = enc_refs_init(0, NULL, 0);
+    g.at = at;
+    return encode_sized(v, n, out, n, &g, &len, err);
 }
 
 int bb_value_gather_size(const bb_value *v, size_t min_ref, size_t max_refs, size_t *copied,
@@ -369,13 +404,14 @@ int bb_value_gather_size(const bb_value *v, size_t min_ref, size_t max_refs, siz
     return BB_OK;
 }
 
-int bb_value_encode_gather(const bb_value *v, uint8_t *out, size_t cap, size_t min_ref,
-                           bb_encode_ref *refs, size_t max_refs, size_t *n_refs, size_t *len,
-                           bb_error *err)
+int bb_value_encode_gather(const bb_value *v, uint8_t *out, size_t at, size_t cap,
+                           size_t min_ref, bb_encode_ref *refs, size_t max_refs, size_t *n_refs,
+                           size_t *len, bb_error *err)
 {
     if (!n_refs || (max_refs && !refs))
         return bb_error_set(err, BB_EINVAL, "encode: NULL refs");
     enc_refs g = enc_refs_init(min_ref, refs, max_refs);
+    g.at = at;
     *n_refs = 0;
     int rc = encode_to(v, out, cap, &g, len, err);
     if (rc == BB_OK)
@@ -397,7 +433,8 @@ int bb_value_encode(const bb_value *v, uint8_t **out, size_t *out_len, bb_error 
     if (!buf)
         return bb_error_set(err, BB_ENOMEM, "encode: out of memory for %zu bytes of a %s value",
                             n, v->type->name);
-    if ((rc = encode_sized(v, n, buf, n, NULL, out_len, err))) {
+    enc_refs g = enc_refs_init(0, NULL, 0);
+    if ((rc = encode_sized(v, n, buf, n, &g, out_len, err))) {
         free(buf);
         return rc;
     }
@@ -643,14 +680,27 @@ static bool decode_tensor_canonical(dec *d, const bb_type_node *expect, size_t s
         }
         p = qe;
     }
-    if (end - p < 3 || p[0] != (TP_DATA_TYPE << 3 | WT_VARINT) || p[1] >= 0x80 ||
-        p[2] != (TP_RAW_DATA << 3 | WT_LEN))
+    if (end - p < 3 || p[0] != (TP_DATA_TYPE << 3 | WT_VARINT) || p[1] >= 0x80)
         return false;
     int32_t dtype = p[1];
-    p += 3;
-    if (bb_uvarint_read_u64(p, (size_t)(end - p), &v, &used) || v != (uint64_t)(end - p) - used)
-        return false; /* raw_data must be the rest */
+    p += 2;
+    /* the alignment padding around a large raw_data (enc_write) */
+    bool padded = end - p >= 2 && p[0] == (TP_DOC_STRING << 3 | WT_LEN) && p[1] < 0x80;
+    if (padded) {
+        if ((size_t)(end - p - 2) < p[1])
+            return false;
+        p += 2 + p[1];
+    }
+    if (end - p < 1 || p[0] != (TP_RAW_DATA << 3 | WT_LEN))
+        return false;
+    p++;
+    if (bb_uvarint_read_u64(p, (size_t)(end - p), &v, &used) || v > (uint64_t)(end - p) - used)
+        return false;
     p += used;
+    const uint8_t *tail = p + v; /* nothing after raw_data but the padding's second half */
+    if (tail != end && !(padded && end - tail >= 2 && tail[0] == (TP_DOC_STRING << 3 | WT_LEN) &&
+                         tail[1] == (size_t)(end - tail) - 2))
+        return false;
     const bb_type_node *leaf = bb_type_tensor_of(dtype);
     size_t es = bb_tensor_elem_size(dtype);
     if (!leaf || !es || (expect && expect != leaf))

@@ -53,7 +53,10 @@ void agg_warn(const agg *a, const char *msg)
      "most contributions held in one round (a Contribute beyond it fails)"},                \
     {"on_bad_contribution", "string", "\"fail\"",                                           \
      "\"fail\": a malformed or mis-shaped contribution fails the Contribute naming its "     \
-     "sender; \"skip\": it is logged and left out (one faulty client cannot sink a round)"}
+     "sender; \"skip\": it is logged and left out (one faulty client cannot sink a round)"},   \
+    {"threads", "int", "0",                                                                 \
+     "threads a reduction of a large model is split over (by element range; the result is " \
+     "the same with any count); 0: the online CPUs, at most 8"}
 
 static const bb_config_decl PLAIN_CONFIG[] = {COMMON_CONFIG};
 static const bb_config_decl TRIMMED_CONFIG[] = {
@@ -112,12 +115,14 @@ static int agg_create_kind(agg_kind kind, const char *name, const bb_config_decl
     a->type_name = name;
     a->ctx = args->ctx;
     a->trim_count = -1;
-    int64_t maxc = 0;
+    int64_t maxc = 0, threads = 0;
     int bad = 0;
     static const char *const BAD[] = {"fail", "skip"};
     rc = bbp_config_int(&cfg, "max_contributions", 1, 1 << 24, &maxc, err);
     if (!rc)
         rc = bbp_config_enum(&cfg, "on_bad_contribution", BAD, 2, &bad, err);
+    if (!rc)
+        rc = bbp_config_int(&cfg, "threads", 0, AGG_MAX_THREADS, &threads, err);
     if (!rc && kind == AGG_TRIMMED) {
         rc = bbp_config_double(&cfg, "trim", 0.0, 0.4999, &a->trim, err);
         bool has = false;
@@ -136,6 +141,7 @@ static int agg_create_kind(agg_kind kind, const char *name, const bb_config_decl
     }
     a->max_contributions = (size_t)maxc;
     a->skip_bad = bad == 1;
+    a->threads = threads ? (unsigned)threads : agg_threads_auto();
     *out = a;
     return BB_OK;
 }
@@ -154,273 +160,26 @@ CREATE_FN(create_fedadam, AGG_FEDADAM, "agg::FedAdam", ADAPTIVE_CONFIG)
 CREATE_FN(create_fedyogi, AGG_FEDYOGI, "agg::FedYogi", ADAPTIVE_CONFIG)
 CREATE_FN(create_fedadagrad, AGG_FEDADAGRAD, "agg::FedAdagrad", ADAGRAD_CONFIG)
 
-void agg_round_clear(agg *a)
-{
-    for (size_t i = 0; i < a->n; i++)
-        bb_value_unref(a->v[i].tensor);
-    a->n = 0;
-    a->ndim = 0;
-    a->numel = 0;
-}
-
 static void agg_destroy(void *inst)
 {
     agg *a = inst;
     agg_round_clear(a);
     free(a->v);
     bb_value_unref(a->last);
+    agg_fold_free(&a->fold);
     agg_server_free(&a->srv);
+    agg_pool_free(a->pool);
     free(a);
 }
 
-/* ---- Contribute --------------------------------------------------------------- */
-
-static bool same_shape(uint32_t nd, const int64_t *d, const bb_value *t)
-{
-    return t->u.tensor.ndim == nd && memcmp(t->u.tensor.dims, d, nd * sizeof *d) == 0;
-}
-
-static agg_contribution *find_peer(agg *a, const bb_value *peer)
-{
-    if (!peer)
-        return NULL;
-    bb_peerid id;
-    if (bb_peerid_from_bytes(peer->u.bytes.data, peer->u.bytes.len, &id, NULL) != BB_OK)
-        return NULL;
-    for (size_t i = 0; i < a->n; i++)
-        if (a->v[i].has_peer && bb_peerid_equal(&a->v[i].peer, &id))
-            return &a->v[i];
-    return NULL;
-}
-
-/* The items' shapes against the round's (the first item fixes an empty
- * round's). A mismatch fails the whole Contribute, or drops the item. */
-static int check_shapes(agg *a, agg_item *it, size_t n, uint32_t *nd, int64_t *dims,
-                        bb_error *err)
-{
-    bool have = a->n > 0;
-    *nd = a->ndim;
-    memcpy(dims, a->dims, sizeof a->dims);
-    for (size_t i = 0; i < n; i++) {
-        if (!it[i].tensor)
-            continue;
-        const bb_tensor_view *t = &it[i].tensor->u.tensor;
-        if (bb_tensor_numel(it[i].tensor) == SIZE_MAX)
-            return bb_error_set(err, BB_EINVAL, "%s: contribution has an invalid shape",
-                                a->type_name);
-        if (!have) {
-            *nd = t->ndim;
-            memcpy(dims, t->dims, sizeof t->dims);
-            have = true;
-            continue;
-        }
-        if (same_shape(*nd, dims, it[i].tensor))
-            continue;
-        char who[96], got[160], want[160];
-        agg_describe_source(it[i].peer, who, sizeof who);
-        agg_format_shape(t->ndim, t->dims, got, sizeof got);
-        agg_format_shape(*nd, dims, want, sizeof want);
-        bb_error_set(err, BB_ETYPE,
-                     "%s: contribution from %s has shape %s, but this round's contributions "
-                     "have shape %s",
-                     a->type_name, who, got, want);
-        if (!a->skip_bad)
-            return err->code;
-        agg_warn(a, err->msg);
-        it[i].tensor = NULL;
-    }
-    return BB_OK;
-}
-
-static int contribute(agg *a, const bb_value *contribution, const bb_value *metadata,
-                      bb_value **out, bb_error *err)
-{
-    agg_item *it;
-    size_t n;
-    int rc = agg_parse_contribute(a, contribution, metadata, &it, &n, err);
-    if (rc)
-        return rc;
-    uint32_t nd;
-    int64_t dims[BB_MAX_DIMS];
-    rc = check_shapes(a, it, n, &nd, dims, err);
-    size_t fresh = 0; /* items that add a contribution (not a replacement) */
-    for (size_t i = 0; !rc && i < n; i++) {
-        if (!it[i].tensor || find_peer(a, it[i].peer))
-            continue;
-        bool again = false;
-        for (size_t j = 0; j < i && !again && it[i].peer; j++)
-            again = it[j].tensor && it[j].peer && bb_value_equal(it[j].peer, it[i].peer);
-        fresh += !again;
-    }
-    if (!rc && a->n + fresh > a->max_contributions)
-        rc = bb_error_set(err, BB_EFULL, "%s: the round already holds %zu contributions "
-                          "(max_contributions %zu)", a->type_name, a->n, a->max_contributions);
-    if (!rc && a->n + fresh > a->cap) {
-        size_t cap = a->cap ? a->cap : 8;
-        while (cap < a->n + fresh)
-            cap *= 2;
-        agg_contribution *v = realloc(a->v, cap * sizeof *v);
-        if (!v)
-            rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
-        else {
-            a->v = v;
-            a->cap = cap;
-        }
-    }
-    bb_value *cmd = NULL;
-    if (!rc && !(cmd = bb_value_u64(&BB_TYPE_COMMAND_ID, a->n + fresh)))
-        rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
-    if (rc) {
-        free(it);
-        return rc;
-    }
-    /* Nothing can fail from here on: the Contribute applies whole. */
-    for (size_t i = 0; i < n; i++) {
-        if (!it[i].tensor)
-            continue;
-        agg_contribution *c = find_peer(a, it[i].peer);
-        if (c) { /* same sender, same round: replace */
-            bb_value_unref(c->tensor);
-        } else {
-            c = &a->v[a->n++];
-            memset(c, 0, sizeof *c);
-            c->has_peer = it[i].peer &&
-                          bb_peerid_from_bytes(it[i].peer->u.bytes.data, it[i].peer->u.bytes.len,
-                                               &c->peer, NULL) == BB_OK;
-        }
-        c->tensor = bb_value_ref((bb_value *)it[i].tensor);
-        c->num_samples = it[i].num_samples;
-    }
-    if (a->n) {
-        a->ndim = nd;
-        memcpy(a->dims, dims, sizeof a->dims);
-        a->numel = bb_shape_numel(nd, dims);
-    }
-    free(it);
-    *out = cmd; /* a->n + fresh == a->n now */
-    return BB_OK;
-}
-
-/* ---- Aggregate ------------------------------------------------------------------ */
-
-static void free_aligned(void *ctx, uint8_t *data, size_t len)
-{
-    (void)ctx;
-    (void)len;
-    free(data);
-}
-
-/* A result tensor of the round's shape. Reuses the last result's memory
- * when nobody else holds it (saves faulting in fresh pages every round). */
-static bb_value *new_result(agg *a)
-{
-    size_t bytes = a->numel * sizeof(float);
-    bb_value *l = a->last;
-    if (l && atomic_load(&l->refs) == 1 && l->u.tensor.buf &&
-        atomic_load(&l->u.tensor.buf->refs) == 1 && l->u.tensor.nbytes == bytes) {
-        bb_value *t = bb_value_tensor_wrap(BB_DT_FLOAT, a->ndim, a->dims, l->u.tensor.buf,
-                                           l->u.tensor.data);
-        if (t) {
-            bb_value_unref(l);
-            a->last = NULL;
-            return t;
-        }
-    }
-    size_t alloc = (bytes + 63) & ~(size_t)63;
-    uint8_t *data = aligned_alloc(64, alloc ? alloc : 64);
-    if (!data)
-        return NULL;
-    bb_buffer *buf = bb_buffer_wrap(data, bytes, free_aligned, NULL);
-    if (!buf) {
-        free(data);
-        return NULL;
-    }
-    bb_value *t = bb_value_tensor_wrap(BB_DT_FLOAT, a->ndim, a->dims, buf, data);
-    bb_buffer_unref(buf);
-    return t;
-}
-
-/* After a non-finite weighted sum at index j: name the sender. */
-static int non_finite_error(const agg *a, size_t j, bb_error *err)
-{
-    for (size_t i = 0; i < a->n; i++) {
-        float x = bb_tensor_f32(a->v[i].tensor)[j];
-        if (x != x || x - x != 0.0f) {
-            char who[96];
-            bb_value *peer = NULL;
-            if (a->v[i].has_peer)
-                peer = bb_value_bytes(&BB_TYPE_PEER_ID, a->v[i].peer.bytes, a->v[i].peer.len);
-            agg_describe_source(peer, who, sizeof who);
-            bb_value_unref(peer);
-            return bb_error_set(err, BB_EINVAL,
-                                "%s: contribution from %s has a non-finite value (%g) at index "
-                                "%zu",
-                                a->type_name, who, (double)x, j);
-        }
-    }
-    return bb_error_set(err, BB_EINVAL, "%s: the weighted sum overflows at index %zu",
-                        a->type_name, j);
-}
-
-/* Reduce the current round into a new tensor; *samples = summed weights. */
-static int reduce_round(agg *a, bb_value **out, uint64_t *samples, bb_error *err)
-{
-    if (a->n == 0)
-        return bb_error_set(err, BB_ESTATE, "%s: Aggregate with no contribution in this round",
-                            a->type_name);
-    uint64_t total = 0;
-    for (size_t i = 0; i < a->n; i++)
-        total += a->v[i].num_samples;
-    size_t k = 0;
-    if (a->kind == AGG_TRIMMED) {
-        k = a->trim_count >= 0 ? (size_t)a->trim_count : (size_t)(a->trim * (double)a->n);
-        if (2 * k >= a->n)
-            return bb_error_set(err, BB_EINVAL,
-                                "%s: trimming %zu at each end of %zu contributions leaves none",
-                                a->type_name, k, a->n);
-    }
-    bool weighted = a->kind == AGG_FEDAVG || agg_is_server_optimizer(a->kind);
-    if (weighted && total == 0)
-        return bb_error_set(err, BB_EINVAL,
-                            "%s: every contribution of the round has num_samples 0",
-                            a->type_name);
-    const float **x = malloc(a->n * sizeof *x);
-    float *w = malloc(a->n * sizeof *w);
-    bb_value *t = x && w ? new_result(a) : NULL;
-    int rc = BB_OK;
-    if (!t) {
-        rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
-        goto done;
-    }
-    for (size_t i = 0; i < a->n; i++) {
-        x[i] = bb_tensor_f32(a->v[i].tensor);
-        w[i] = weighted ? (float)((double)a->v[i].num_samples / (double)total)
-                        : 1.0f / (float)a->n;
-    }
-    if (weighted || a->kind == AGG_MEAN) {
-        size_t bad = agg_reduce_weighted(x, w, a->n, a->numel, bb_tensor_f32(t));
-        if (bad != SIZE_MAX)
-            rc = non_finite_error(a, bad, err);
-    } else if (agg_reduce_sorted(a->kind, x, a->n, k, a->numel, bb_tensor_f32(t)) != BB_OK) {
-        rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
-    }
-done:
-    free(x);
-    free(w);
-    if (rc) {
-        bb_value_unref(t);
-        return rc;
-    }
-    *out = t;
-    *samples = total;
-    return BB_OK;
-}
+/* ---- Aggregate / CurrentTensor ------------------------------------------------------ */
 
 /* A server optimizer checks its global model before the round is reduced
- * (reduce_round may recycle the last result's memory). */
+ * (the reduction may recycle the last result's memory). */
 static int prepare_server_step(agg *a, bb_error *err)
 {
-    return agg_is_server_optimizer(a->kind) && a->n ? agg_server_prepare(a, err) : BB_OK;
+    return agg_is_server_optimizer(a->kind) && agg_round_count(a) ? agg_server_prepare(a, err)
+                                                                   : BB_OK;
 }
 
 static int aggregate(agg *a, const bb_dispatch_call *call, bb_value **outputs, bb_error *err)
@@ -429,7 +188,7 @@ static int aggregate(agg *a, const bb_dispatch_call *call, bb_value **outputs, b
     uint64_t total;
     int rc = prepare_server_step(a, err);
     if (!rc)
-        rc = reduce_round(a, &t, &total, err);
+        rc = agg_reduce_round(a, true, &t, &total, err);
     if (rc)
         return rc;
     bb_value *meta = call->n_outputs > 1 ? bb_value_u64(&BB_TYPE_U64, total) : NULL;
@@ -453,7 +212,7 @@ static int aggregate(agg *a, const bb_dispatch_call *call, bb_value **outputs, b
 
 static int current_tensor(agg *a, bb_value **out, bb_error *err)
 {
-    if (a->n == 0) {
+    if (agg_round_count(a) == 0) {
         if (!a->last)
             return bb_error_set(err, BB_ESTATE, "%s: no contribution and no result yet",
                                 a->type_name);
@@ -461,12 +220,12 @@ static int current_tensor(agg *a, bb_value **out, bb_error *err)
         return BB_OK;
     }
     uint64_t total;
-    /* new_result may recycle last's memory: keep a second reference so the
-     * previous result stays intact while the round is still open. */
+    /* agg_result_new may recycle last's memory: keep a second reference so
+     * the previous result stays intact while the round is still open. */
     bb_value *keep = bb_value_ref(a->last);
     int rc = prepare_server_step(a, err);
     if (!rc)
-        rc = reduce_round(a, out, &total, err);
+        rc = agg_reduce_round(a, false, out, &total, err);
     bb_value_unref(keep);
     if (!rc && agg_is_server_optimizer(a->kind))
         agg_server_step(a, bb_tensor_f32(*out), false);
@@ -503,7 +262,7 @@ static bb_dispatch_result agg_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
     else if (ext)
         rc = bb_error_set(err, BB_EUNSUPPORTED, "%s: no op %s", a->type_name, call->op_type);
     else if (call->op_index == OP_CONTRIBUTE)
-        rc = contribute(a, in0, in1, &outputs[0], err);
+        rc = agg_contribute(a, in0, in1, &outputs[0], err);
     else if (call->op_index == OP_AGGREGATE)
         rc = aggregate(a, call, outputs, err);
     else if (call->op_index == OP_CURRENT_TENSOR)

@@ -22,6 +22,16 @@
 
 #include <bb/bytes.h>
 
+#define AGG_MAX_THREADS 8
+#define AGG_PART_MIN_FLOATS ((size_t)1 << 20) /* floats touched per thread, at least */
+
+/* The threads a kernel may use: the instance's pool and its thread count. */
+typedef struct agg_pool agg_pool;
+typedef struct agg_par {
+    agg_pool **pool;
+    unsigned threads;
+} agg_par;
+
 typedef enum agg_kind {
     AGG_FEDAVG = 0,    /* mean weighted by num_samples */
     AGG_MEAN = 1,      /* plain mean (WeightAggregator) */
@@ -45,9 +55,27 @@ typedef struct agg_server {
 typedef struct agg_contribution {
     bool has_peer;
     bb_peerid peer;
+    bool tagged;      /* came with the round's request tag (dropped with it) */
     uint64_t num_samples;
     bb_value *tensor; /* f32, a held reference */
 } agg_contribution;
+
+typedef struct agg_sender {
+    bool has_peer;
+    bb_peerid peer;
+} agg_sender;
+
+/* The streamed part of a round (fold.c): contributions folded into a
+ * running weighted mean as they arrived. */
+typedef struct agg_fold {
+    bb_value *mean;       /* f32, the round's shape; NULL before the first with a weight */
+    bool owned;           /* mean's memory is ours to write (else a contribution's) */
+    double weight;        /* the weights folded: num_samples, or 1 each (WeightAggregator) */
+    uint64_t samples;     /* the num_samples folded */
+    agg_sender *senders;  /* who folded, in order [n] */
+    size_t n, cap;
+    char poison[BB_ERROR_MSG_MAX]; /* why the mean is not finite; "" while it is */
+} agg_fold;
 
 /* One parsed contribution before it enters the round (references borrowed). */
 typedef struct agg_item {
@@ -63,10 +91,15 @@ typedef struct agg {
     int64_t trim_count;     /* TrimmedMean: explicit count, or -1 */
     size_t max_contributions;
     bool skip_bad;          /* on_bad_contribution = "skip" */
+    unsigned threads;       /* kernels split large models over this many */
+    agg_pool *pool;         /* their threads (pool.c), started when first needed */
     bb_ctx *ctx;            /* for warnings (may be NULL in tests) */
 
-    agg_contribution *v;
+    agg_contribution *v;    /* the held part of the round */
     size_t n, cap;
+    agg_fold fold;          /* the folded part (averaging kinds, tagged Contributes) */
+    bool tagged;            /* the round's request tag (a RequestId), when it has one */
+    uint64_t tag;
     uint32_t ndim;          /* shape of this round (set by its first contribution) */
     int64_t dims[BB_MAX_DIMS];
     size_t numel;
@@ -76,6 +109,11 @@ typedef struct agg {
     uint64_t rounds;        /* Aggregates so far */
     agg_server srv;         /* server optimizers only */
 } agg;
+
+static inline agg_par agg_par_of(agg *a)
+{
+    return (agg_par){&a->pool, a->threads};
+}
 
 /* A warning through the host's log (agg.c). */
 void agg_warn(const agg *a, const char *msg);
@@ -92,16 +130,78 @@ void agg_describe_source(const bb_value *peer, char *out, size_t cap);
 /* "[2, 3]" */
 void agg_format_shape(uint32_t ndim, const int64_t *dims, char *out, size_t cap);
 
+/* ---- pool.c --------------------------------------------------------------- */
+
+/* Runs fn(arg, part) for every part in [0, parts): part 0 on the caller's
+ * thread, the others on the pool's threads (*pool is created at the first
+ * call that needs one; a thread that cannot start leaves its part to the
+ * caller). Returns when every part is done. */
+void agg_pool_run(agg_pool **pool, unsigned parts, void (*fn)(void *arg, unsigned part),
+                  void *arg);
+void agg_pool_free(agg_pool *p);
+/* threads = 0 ("auto"): the online CPUs, at most AGG_MAX_THREADS. */
+unsigned agg_threads_auto(void);
+
 /* ---- reduce.c ------------------------------------------------------------ */
 
-/* out[j] = sum_i w[i] * x[i][j]. Returns the index of the first non-finite
- * output coordinate, or SIZE_MAX when every output is finite. */
-size_t agg_reduce_weighted(const float *const *x, const float *w, size_t n, size_t len, float *out);
+/* How many parts a kernel over len elements of `inputs` inputs uses: one
+ * per AGG_PART_MIN_FLOATS floats touched, at most par.threads. */
+unsigned agg_parts(agg_par par, size_t len, size_t inputs);
+/* out[j] = (accumulate ? out[j] : 0) + sum_i w[i] * x[i][j], summed in that
+ * order. Returns the index of the first non-finite output coordinate, or
+ * SIZE_MAX when every output is finite. out may be x[0] itself (in place);
+ * it must not overlap any other input. */
+size_t agg_reduce_weighted(agg_par par, const float *const *x, const float *w, size_t n,
+                           size_t len, float *out, bool accumulate);
 /* Coordinate-wise median (kind AGG_MEDIAN) or mean of the sorted values
  * [k, n - k) (AGG_TRIMMED). NaN counts as +inf, so a NaN sender lands at
  * the top and is trimmed like any outlier. Needs n > 2k. */
-int agg_reduce_sorted(agg_kind kind, const float *const *x, size_t n, size_t k, size_t len,
-                      float *out);
+int agg_reduce_sorted(agg_par par, agg_kind kind, const float *const *x, size_t n, size_t k,
+                      size_t len, float *out);
+
+/* ---- round.c ----------------------------------------------------------------- */
+
+/* A result tensor of the round's shape (64-byte aligned), reusing the last
+ * result's memory when nobody else holds it. NULL when out of memory. */
+bb_value *agg_result_new(agg *a);
+/* Contribute(contribution, metadata): metadata a RequestId tags the
+ * contribution with the request it answers (the engine's streaming path):
+ * the averaging kinds fold it (fold.c). cmd = contributions in the round. */
+int agg_contribute(agg *a, const bb_value *contribution, const bb_value *metadata,
+                   bb_value **out, bb_error *err);
+/* The round reduced into *out (new reference), *samples the summed
+ * num_samples. close: Aggregate (the result may take the folded mean's
+ * memory, a poisoned round drops its folded part); else CurrentTensor
+ * (the round stays as it is). Nothing is cleared here. */
+int agg_reduce_round(agg *a, bool close, bb_value **out, uint64_t *samples, bb_error *err);
+/* Contributions in the round, held and folded. */
+static inline size_t agg_round_count(const agg *a)
+{
+    return a->n + a->fold.n;
+}
+
+/* ---- fold.c ------------------------------------------------------------------ */
+
+/* FedAvg, WeightAggregator and the server optimizers fold tagged
+ * contributions; TrimmedMean and Median hold them. */
+bool agg_folds(agg_kind kind);
+void agg_fold_clear(agg_fold *f);
+void agg_fold_free(agg_fold *f);
+bool agg_fold_has_sender(const agg_fold *f, const bb_peerid *id);
+int agg_fold_reserve(agg_fold *f, size_t n);
+/* false (logged) when on_bad_contribution = "skip" and the item has a
+ * non-finite value: it is left out. */
+bool agg_fold_admits(agg *a, const agg_item *it);
+/* Fold one item of the round's shape (sender checks done). Fails when out
+ * of memory, or when the mean became non-finite (poisoned, naming it). */
+int agg_fold_add(agg *a, const agg_item *it, bb_error *err);
+/* Make the mean memory the aggregator may write (a server optimizer's step
+ * works in place). */
+int agg_fold_own(agg *a, bb_error *err);
+/* The round's tags and folded part, after the server state (snapshot
+ * version 3); the reader fills into (whose held part and shape are read). */
+void agg_fold_snapshot(const agg *a, bb_writer *w);
+int agg_fold_restore(agg *into, bb_reader *r, bb_error *err);
 
 /* ---- snapshot.c ---------------------------------------------------------- */
 

@@ -7,7 +7,8 @@
  *   shape(round), u64 n, n x { u8 has_peer, u8 peer_len, peer bytes,
  *                              u64 num_samples, numel(round) f32 },
  *   u8 has_last, [shape(last), numel(last) f32],
- *   the server optimizer's state (server_opt.c; not in version 1)
+ *   the server optimizer's state (server_opt.c; not in version 1),
+ *   the round's request tags and its folded part (fold.c; version 3)
  *   shape = u32 ndim, ndim x i64 dim
  * Restore checks every length against the remaining bytes before it
  * allocates, like any other untrusted input.
@@ -19,7 +20,7 @@
 #include "bb/bytes.h"
 
 #define MAGIC "BBAG"
-#define VERSION 2u
+#define VERSION 3u
 
 static void put_shape(bb_writer *w, uint32_t nd, const int64_t *dims)
 {
@@ -56,6 +57,7 @@ int agg_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *err)
     if (a->last)
         agg_snapshot_put_tensor(&w, a->last);
     agg_server_snapshot(a, &w);
+    agg_fold_snapshot(a, &w);
     if (!bb_writer_take(&w, out, out_len))
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
     return BB_OK;
@@ -98,6 +100,9 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
     s.srv.m = s.srv.v = NULL;
     s.srv.numel = 0;
     s.srv.steps = 0;
+    memset(&s.fold, 0, sizeof s.fold); /* the folded part is state */
+    s.tagged = false;
+    s.tag = 0;
     bb_reader r;
     bb_reader_init(&r, data, len);
     char magic[4];
@@ -147,6 +152,8 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
     }
     if (version >= 2 && (rc = agg_server_restore(&s, &r, err)))
         goto fail;
+    if (version >= 3 && (rc = agg_fold_restore(&s, &r, err)))
+        goto fail;
     if (bb_reader_left(&r)) {
         rc = bb_error_set(err, BB_EDECODE, "%s: %zu stray bytes after the snapshot",
                           a->type_name, bb_reader_left(&r));
@@ -154,6 +161,7 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
     }
     agg_round_clear(a);
     free(a->v);
+    agg_fold_free(&a->fold);
     bb_value_unref(a->last);
     agg_server_free(&a->srv);
     *a = s;
@@ -161,6 +169,7 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
 fail:
     agg_round_clear(&s);
     free(s.v);
+    agg_fold_free(&s.fold);
     bb_value_unref(s.last);
     agg_server_free(&s.srv);
     return rc;

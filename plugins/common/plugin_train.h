@@ -189,17 +189,26 @@ typedef struct bbp_optim {
     float *m, *v;        /* n each (v: Adam / AdamW only) */
 } bbp_optim;
 
+/* Momentum or Adam moments: plain SGD (momentum 0) keeps none (m, v NULL),
+ * so a plain-SGD model holds no second vector of its size. */
+static inline bool bbp_optim_has_moments(const bbp_optim *o)
+{
+    return o->kind != BBP_OPT_SGD || o->momentum != 0;
+}
+
 static inline int bbp_optim_init(bbp_optim *o, size_t n)
 {
-    o->m = calloc(n ? n : 1, sizeof *o->m);
+    o->m = bbp_optim_has_moments(o) ? calloc(n ? n : 1, sizeof *o->m) : NULL;
     o->v = o->kind != BBP_OPT_SGD ? calloc(n ? n : 1, sizeof *o->v) : NULL;
     o->t = 0;
-    return o->m && (o->kind == BBP_OPT_SGD || o->v) ? BB_OK : BB_ENOMEM;
+    return (o->m || !bbp_optim_has_moments(o)) && (o->kind == BBP_OPT_SGD || o->v) ? BB_OK
+                                                                                  : BB_ENOMEM;
 }
 
 static inline void bbp_optim_reset(bbp_optim *o, size_t n)
 {
-    memset(o->m, 0, n * sizeof *o->m);
+    if (o->m)
+        memset(o->m, 0, n * sizeof *o->m);
     if (o->v)
         memset(o->v, 0, n * sizeof *o->v);
     o->t = 0;
@@ -222,11 +231,25 @@ static inline int bbp_optim_clone(bbp_optim *dst, const bbp_optim *src, size_t n
         bbp_optim_free(dst);
         return BB_ENOMEM;
     }
-    memcpy(dst->m, src->m, n * sizeof *dst->m);
+    if (src->m && dst->m)
+        memcpy(dst->m, src->m, n * sizeof *dst->m);
     if (src->v && dst->v)
         memcpy(dst->v, src->v, n * sizeof *dst->v);
     dst->t = src->t;
     return BB_OK;
+}
+
+/* The first moment into a snapshot: bytes of it, zeros for plain SGD (the
+ * layouts keep one; a reader drops them again). */
+static inline void bbp_optim_put_m(const bbp_optim *o, bb_writer *w, size_t bytes)
+{
+    if (o->m) {
+        bb_writer_put(w, o->m, bytes);
+        return;
+    }
+    uint8_t *z = bb_writer_grow(w, bytes);
+    if (z)
+        memset(z, 0, bytes);
 }
 
 static inline void bbp__optim_run(bbp_optim *o, float *restrict p, const float *restrict g,
@@ -273,8 +296,8 @@ static inline void bbp_optim_step(bbp_optim *o, float *p, const float *g, size_t
     }
     for (size_t k = 0; k < n_ranges; k++) {
         size_t off = ranges[k].off;
-        bbp__optim_run(o, p + off, g + off, o->m + off, o->v ? o->v + off : NULL, ranges[k].n,
-                       c1, c2);
+        bbp__optim_run(o, p + off, g + off, o->m ? o->m + off : NULL, o->v ? o->v + off : NULL,
+                       ranges[k].n, c1, c2);
     }
 }
 

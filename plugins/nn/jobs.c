@@ -4,7 +4,9 @@
  * "data" source on the engine thread, worked on by the host's worker pool,
  * the lifetime rules — is shared with nn::Onnx). What is nn::Mlp's: the
  * batch check, the work on a chunk (mlp_pass with the job's own copy of the
- * parameters, optimizer state and FedProx center) and the commit.
+ * parameters and optimizer state; an evaluation reads the committed
+ * parameters where they are) and the commit: Train's copy becomes the
+ * model's parameters and its answer, no third copy.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,11 +18,14 @@ typedef struct mlp_job {
     bool train;
     mlp_shape shape;
     size_t minibatch;
-    float *params;             /* the job's parameters (a copy) */
+    bb_value *pv;              /* the job's parameters: Train's own copy, which becomes the
+                                * committed ones; EvaluateMetrics' a reference to those */
+    float *params;             /* bb_tensor_f32(pv) */
     bbp_optim opt;             /* Train: the job's optimizer state (a copy) */
     mlp_prox prox;             /* Train with proximal_mu > 0: mu and the center below */
-    float *center;             /* a copy: the worker may outlive the model */
-    float *grad;
+    bb_value *center;          /* a reference (the worker may outlive the model; the value
+                                * never changes) */
+    float *grad;               /* Train, when the step needs the whole gradient */
     mlp_ws ws;
     int32_t *cls;              /* label scratch */
     float *fbuf;
@@ -33,9 +38,9 @@ static void job_free(void *state)
     mlp_job *j = state;
     if (!j)
         return;
-    free(j->params);
+    bb_value_unref(j->pv);
     free(j->grad);
-    free(j->center);
+    bb_value_unref(j->center);
     free(j->cls);
     free(j->fbuf);
     bbp_optim_free(&j->opt);
@@ -99,17 +104,33 @@ static int job_finish(void *model, void *state, bool train, bb_value **out, char
 {
     mlp *m = model;
     mlp_job *j = state;
-    bool made = train ? bbp_train_commit(&m->params, &j->params, &m->opt, &j->opt,
-                                         m->shape.n_params, j->st.rows, out)
-                      : bbp_stats_outputs(&j->st, out, true);
-    if (train)
-        m->age += j->st.rows; /* gossip learning: samples trained on */
-    if (made && train && m->update_scale != 1.0f) { /* attack simulation: j->params = start */
-        float *o = bb_tensor_f32(out[0]);
-        for (size_t i = 0; i < m->shape.n_params; i++)
-            o[i] = j->params[i] + m->update_scale * (o[i] - j->params[i]);
+    if (!train) {
+        if (bbp_stats_outputs(&j->st, out, true)) /* on OOM the caller releases both */
+            return BB_OK;
+        snprintf(msg, cap, "out of memory");
+        return BB_ENOMEM;
     }
-    if (made) /* on OOM the caller releases both */
+    /* the job's parameters are the model's now, and the answer */
+    bb_value *start = bb_value_ref(m->pv);
+    mlp_commit_params(m, j->pv);
+    j->pv = NULL;
+    bbp_optim o = m->opt;
+    m->opt = j->opt;
+    j->opt = o;
+    m->age += j->st.rows; /* gossip learning: samples trained on */
+    out[0] = bb_value_ref(m->pv);
+    if (m->update_scale != 1.0f) { /* attack simulation: start + scale x update */
+        bb_value_unref(out[0]);
+        if ((out[0] = mlp_params_copy(m, m->params))) {
+            float *u = bb_tensor_f32(out[0]);
+            const float *s0 = bb_tensor_f32(start);
+            for (size_t i = 0; i < m->shape.n_params; i++)
+                u[i] = s0[i] + m->update_scale * (u[i] - s0[i]);
+        }
+    }
+    bb_value_unref(start);
+    out[1] = bb_value_u64(&BB_TYPE_U64, j->st.rows);
+    if (out[0] && out[1]) /* on OOM the caller releases both */
         return BB_OK;
     snprintf(msg, cap, "out of memory");
     return BB_ENOMEM;
@@ -123,7 +144,8 @@ static const bbp_job_class MLP_JOB = {
     .drained = mlp_drain,
 };
 
-/* The job's private state: copies of what it works on. */
+/* The job's private state: Train's own copy of the parameters and the
+ * optimizer, references to what does not change. */
 static mlp_job *job_state(const mlp *m, bool train)
 {
     mlp_job *j = calloc(1, sizeof *j);
@@ -133,24 +155,22 @@ static mlp_job *job_state(const mlp *m, bool train)
     j->train = train;
     j->shape = m->shape;
     j->minibatch = (size_t)m->batch_size;
-    j->params = malloc(bytes ? bytes : 1);
-    bool ok = j->params != NULL;
+    j->pv = train ? mlp_params_copy(m, m->params) : bb_value_ref(m->pv);
+    j->params = j->pv ? bb_tensor_f32(j->pv) : NULL;
+    bool ok = j->pv != NULL;
     if (ok && train) {
-        ok = bbp_optim_clone(&j->opt, &m->opt, n) == BB_OK &&
-             (j->grad = malloc(bytes ? bytes : 1)) != NULL;
-        if (ok && m->center) {
-            ok = (j->center = malloc(bytes ? bytes : 1)) != NULL;
-            if (ok) {
-                memcpy(j->center, m->center, bytes);
-                j->prox = (mlp_prox){m->proximal_mu, j->center};
-            }
+        if (m->center) {
+            j->center = bb_value_ref(m->center);
+            j->prox = (mlp_prox){m->proximal_mu, bb_tensor_f32(j->center)};
         }
+        ok = bbp_optim_clone(&j->opt, &m->opt, n) == BB_OK &&
+             (!mlp_pass_needs_grad(&j->opt, j->center ? &j->prox : NULL) ||
+              (j->grad = malloc(bytes ? bytes : 1)) != NULL);
     }
     if (!ok) {
         job_free(j);
         return NULL;
     }
-    memcpy(j->params, m->params, bytes);
     return j;
 }
 

@@ -62,8 +62,16 @@
  * Backward, another Train) wait in a FIFO and run when it has committed;
  * reads (Params, Forward, Evaluate, Gradients, EvaluateMetrics) answer at
  * once from the committed parameters.
+ *
+ * The committed parameters are a value (m->pv), handed out by reference:
+ * Params, ParamsOn and Train answer with it, LoadParameters takes the
+ * value it is given (the received tensor, where the wire left it), an
+ * evaluation reads it where it is. Nothing of the model is copied but for
+ * Train's working parameters; an op that changes the parameters in place
+ * (ApplyDelta, Step) copies them first while anyone else holds them.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,7 +233,7 @@ static int load_weights(mlp *m, const bb_tensor_proto *t, bb_error *err)
                             "needs %zu float parameters",
                             m->who, bb_dtype_name(t->data_type), (unsigned long long)numel,
                             m->shape.n_params);
-    memcpy(m->params, t->raw_data.data, t->raw_data.len);
+    memcpy(mlp_params_mut(m), t->raw_data.data, t->raw_data.len); /* fresh: ours */
     return BB_OK;
 }
 
@@ -237,11 +245,36 @@ static void mlp_destroy(void *inst)
     mlp_ws_free(&m->ws);
     bb_value_unref(m->fwd_input);
     bbp_optim_free(&m->opt);
-    free(m->params);
+    bb_value_unref(m->pv);
     free(m->grad_acc);
-    free(m->center);
+    bb_value_unref(m->center);
     free(m->step_grad);
     free(m);
+}
+
+void mlp_commit_params(mlp *m, bb_value *v)
+{
+    bb_value_unref(m->pv);
+    m->pv = v;
+    m->params = bb_tensor_f32(v);
+}
+
+bb_value *mlp_params_copy(const mlp *m, const void *p)
+{
+    int64_t dim = (int64_t)m->shape.n_params;
+    return bb_value_tensor_copy(BB_DT_FLOAT, 1, &dim, p, m->shape.n_params * sizeof(float));
+}
+
+float *mlp_params_mut(mlp *m)
+{
+    const bb_value *v = m->pv;
+    if (atomic_load(&v->refs) == 1 && v->u.tensor.buf && atomic_load(&v->u.tensor.buf->refs) == 1)
+        return m->params;
+    bb_value *c = mlp_params_copy(m, m->params);
+    if (!c)
+        return NULL;
+    mlp_commit_params(m, c);
+    return m->params;
 }
 
 static int create_as(const char *type_name, const bb_create_args *args, void **out,
@@ -263,14 +296,15 @@ static int create_as(const char *type_name, const bb_create_args *args, void **o
     bbp_config_free(&cfg);
     if (!rc) {
         size_t n = m->shape.n_params;
-        m->params = malloc(n * sizeof *m->params);
+        int64_t dim = (int64_t)n;
+        bb_value *pv = bb_value_tensor_new(BB_DT_FLOAT, 1, &dim);
+        if (pv)
+            mlp_commit_params(m, pv);
         m->grad_acc = calloc(n, sizeof *m->grad_acc);
-        if (m->proximal_mu > 0) {
-            m->center = malloc(n * sizeof *m->center);
+        if (m->proximal_mu > 0)
             m->step_grad = malloc(n * sizeof *m->step_grad);
-        }
-        if (!m->params || !m->grad_acc || bbp_optim_init(&m->opt, n) ||
-            (m->proximal_mu > 0 && (!m->center || !m->step_grad)))
+        if (!pv || !m->grad_acc || bbp_optim_init(&m->opt, n) ||
+            (m->proximal_mu > 0 && !m->step_grad))
             rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory for %zu parameters", m->who, n);
     }
     if (!rc) {
@@ -279,8 +313,8 @@ static int create_as(const char *type_name, const bb_create_args *args, void **o
             rc = load_weights(m, w, err);
         else
             mlp_init_params(&m->shape, seed, m->params);
-        if (!rc && m->center)
-            memcpy(m->center, m->params, m->shape.n_params * sizeof *m->center);
+        if (!rc && m->proximal_mu > 0)
+            m->center = bb_value_ref(m->pv);
     }
     if (rc) {
         mlp_destroy(m);
@@ -301,12 +335,6 @@ static int part_create(const bb_create_args *args, void **out, bb_error *err)
 }
 
 /* ---- the synchronous ops ----------------------------------------------------------- */
-
-static bb_value *params_copy(const mlp *m)
-{
-    int64_t dim = (int64_t)m->shape.n_params;
-    return bb_value_tensor_copy(BB_DT_FLOAT, 1, &dim, m->params, m->shape.n_params * sizeof(float));
-}
 
 static int oom(const mlp *m, bb_error *err)
 {
@@ -424,10 +452,13 @@ static int step_accumulated(mlp *m, const char *op, const char *remedy, bb_error
 {
     if (!m->grad_pending)
         return bb_error_set(err, BB_ESTATE, "%s: %s with no gradient: %s", m->who, op, remedy);
-    mlp_prox prox = {m->proximal_mu, m->center};
+    float *p = mlp_params_mut(m);
+    if (!p)
+        return oom(m, err);
+    mlp_prox prox = {m->proximal_mu, m->center ? bb_tensor_f32(m->center) : NULL};
     if (m->center)
-        mlp_add_proximal(&prox, m->params, m->grad_acc, m->shape.n_params);
-    bbp_optim_step(&m->opt, m->params, m->grad_acc, m->shape.n_params, NULL, 0);
+        mlp_add_proximal(&prox, p, m->grad_acc, m->shape.n_params);
+    bbp_optim_step(&m->opt, p, m->grad_acc, m->shape.n_params, NULL, 0);
     memset(m->grad_acc, 0, m->shape.n_params * sizeof *m->grad_acc);
     m->grad_pending = false;
     return BB_OK;
@@ -439,18 +470,41 @@ static int step(mlp *m, const bb_value *g, bb_error *err)
     if (rc)
         return rc;
     size_t n = m->shape.n_params;
-    mlp_prox prox = {m->proximal_mu, m->center};
+    mlp_prox prox = {m->proximal_mu, m->center ? bb_tensor_f32(m->center) : NULL};
     if (bb_tensor_numel(g) == n) {
+        float *p = mlp_params_mut(m);
+        if (!p)
+            return oom(m, err);
         const float *grad = bb_tensor_f32(g);
         if (m->center) { /* the input is not ours to change */
             memcpy(m->step_grad, grad, n * sizeof *m->step_grad);
-            mlp_add_proximal(&prox, m->params, m->step_grad, n);
+            mlp_add_proximal(&prox, p, m->step_grad, n);
             grad = m->step_grad;
         }
-        bbp_optim_step(&m->opt, m->params, grad, n, NULL, 0);
+        bbp_optim_step(&m->opt, p, grad, n, NULL, 0);
         return BB_OK;
     }
     return step_accumulated(m, "Step", "pass one, or run Backward first", err);
+}
+
+/* The given tensor becomes the parameters, where it is: a 1-D view of its
+ * memory when it has another shape (check_flat passed). FedProx's center
+ * is that same value. */
+static int load_parameters(mlp *m, const bb_value *a, bb_error *err)
+{
+    int64_t dim = (int64_t)m->shape.n_params;
+    bb_value *v = a->u.tensor.ndim == 1
+                      ? bb_value_ref((bb_value *)a)
+                      : bb_value_tensor_wrap(BB_DT_FLOAT, 1, &dim, a->u.tensor.buf,
+                                             a->u.tensor.data);
+    if (!v)
+        return oom(m, err);
+    mlp_commit_params(m, v);
+    if (m->center) {
+        bb_value_unref(m->center);
+        m->center = bb_value_ref(v);
+    }
+    return BB_OK;
 }
 
 /* Backward, then the gradient of the remembered Forward's input (same
@@ -524,8 +578,11 @@ static int merge(mlp *m, const bb_value *q, const bb_value *weight, bb_error *er
     default: wq = a + b ? (double)b / ((double)a + (double)b) : 0.5; break;
     }
     const float *in = bb_tensor_f32(q);
+    float *p = mlp_params_mut(m);
+    if (!p)
+        return oom(m, err);
     for (size_t i = 0; i < m->shape.n_params; i++)
-        m->params[i] = (float)((1.0 - wq) * m->params[i] + wq * in[i]);
+        p[i] = (float)((1.0 - wq) * p[i] + wq * in[i]);
     if (m->merge == MERGE_PUSH_SUM)
         m->mass += w; /* the age is the sender's business then: it stays */
     else
@@ -547,7 +604,7 @@ static int share(mlp *m, const bb_node *node, uint32_t n_out, bb_value **out, bb
         m->mass /= (double)ways;
         weight = (uint64_t)(m->mass * MLP_MASS_ONE);
     }
-    out[0] = params_copy(m);
+    out[0] = bb_value_ref(m->pv); /* shared: a later change goes to a copy */
     if (n_out > 1)
         out[1] = bb_value_u64(&BB_TYPE_U64, weight);
     return out[0] && (n_out < 2 || out[1]) ? BB_OK : oom(m, err);
@@ -566,8 +623,9 @@ static int run_sync(void *model, int op_id, const bb_node *node, bb_value *const
     bool changes = false; /* the op answers a CommandId */
     switch (op) {
     case OP_PARAMS:
-    case OP_PARAMS_ON:
-        return (out[0] = params_copy(m)) ? BB_OK : oom(m, err);
+    case OP_PARAMS_ON: /* the committed value itself: nobody changes it */
+        out[0] = bb_value_ref(m->pv);
+        return BB_OK;
     case OP_PARAMS_DIGEST:
         out[0] = bb_value_u64(&BB_TYPE_U64, bbp_params_digest(m->params, m->shape.n_params));
         return out[0] ? BB_OK : oom(m, err);
@@ -579,10 +637,8 @@ static int run_sync(void *model, int op_id, const bb_node *node, bb_value *const
         m->version++;
         return (out[0] = bb_value_u64(&BB_TYPE_U64, m->age)) ? BB_OK : oom(m, err);
     case OP_LOAD_PARAMETERS:
-        if (!(rc = check_flat(m, "LoadParameters", a, false, err))) {
-            memcpy(m->params, bb_tensor_f32(a), m->shape.n_params * sizeof(float));
-            if (m->center) /* FedProx's global model */
-                memcpy(m->center, m->params, m->shape.n_params * sizeof(float));
+        if (!(rc = check_flat(m, "LoadParameters", a, false, err)) &&
+            !(rc = load_parameters(m, a, err))) {
             bbp_optim_reset(&m->opt, m->shape.n_params);
             forget_forward(m);
         }
@@ -591,8 +647,11 @@ static int run_sync(void *model, int op_id, const bb_node *node, bb_value *const
     case OP_APPLY_DELTA:
         if (!(rc = check_flat(m, "ApplyDelta", a, false, err))) {
             const float *d = bb_tensor_f32(a);
-            for (size_t i = 0; i < m->shape.n_params; i++)
-                m->params[i] += d[i];
+            float *p = mlp_params_mut(m);
+            if (!p)
+                rc = oom(m, err);
+            for (size_t i = 0; p && i < m->shape.n_params; i++)
+                p[i] += d[i];
         }
         changes = true;
         break;
@@ -719,12 +778,12 @@ static int mlp_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *er
     bb_writer_put_u64le(&w, m->age);
     bb_writer_put_u64le(&w, (uint64_t)(m->mass * MLP_MASS_ONE));
     bb_writer_put(&w, m->params, bytes);
-    bb_writer_put(&w, m->opt.m, bytes);
+    bbp_optim_put_m(&m->opt, &w, bytes);
     if (m->opt.v)
         bb_writer_put(&w, m->opt.v, bytes);
     bb_writer_put_u8(&w, m->center != NULL);
     if (m->center)
-        bb_writer_put(&w, m->center, bytes);
+        bb_writer_put(&w, bb_tensor_f32(m->center), bytes);
     if (!bb_writer_take(&w, out, out_len))
         return oom(m, err);
     return BB_OK;
@@ -757,17 +816,30 @@ static int mlp_restore(void *inst, const uint8_t *data, size_t len, bb_error *er
     if (left != want)
         return bb_error_set(err, BB_EDECODE, "%s: the snapshot has %zu state bytes, not %zu",
                             m->who, left, want);
-    bb_reader_get(&r, m->params, bytes);
-    bb_reader_get(&r, m->opt.m, bytes);
+    const uint8_t *params, *moment, *second = NULL, *center = NULL;
+    bb_reader_view(&r, bytes, &params);
+    bb_reader_view(&r, bytes, &moment);
     if (m->opt.v)
-        bb_reader_get(&r, m->opt.v, bytes);
-    const uint8_t *center = NULL;
+        bb_reader_view(&r, bytes, &second);
     if (version >= 2)
         bb_reader_u8(&r, &has_center);
     if (has_center)
         bb_reader_view(&r, bytes, &center);
-    if (m->center) /* a snapshot without a center (mu was 0, or version 1): the parameters */
-        memcpy(m->center, center ? center : (const uint8_t *)m->params, bytes);
+    /* everything that can fail first: the model changes whole or not at all */
+    bb_value *pv = mlp_params_copy(m, params), *cv = NULL;
+    if (pv && m->center && center && !(cv = mlp_params_copy(m, center)))
+        pv = (bb_value_unref(pv), NULL);
+    if (!pv)
+        return oom(m, err);
+    mlp_commit_params(m, pv);
+    if (m->opt.m) /* plain SGD keeps none: the zeros it wrote are dropped */
+        memcpy(m->opt.m, moment, bytes);
+    if (m->opt.v)
+        memcpy(m->opt.v, second, bytes);
+    if (m->center) { /* a snapshot without a center (mu was 0, or version 1): the parameters */
+        bb_value_unref(m->center);
+        m->center = cv ? cv : bb_value_ref(m->pv);
+    }
     m->opt.t = t;
     m->version = changes;
     m->age = age;

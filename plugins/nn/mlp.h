@@ -86,8 +86,10 @@ int mlp_target_from(const mlp_shape *s, const bb_value *y, size_t rows, int32_t 
 
 /* Over a batch in minibatches of at most mb rows: with an optimizer, train
  * (forward, loss, backward, the proximal term when prox is not NULL, step;
- * grad is n_params scratch); without one (o NULL), only the loss and
- * accuracy. Adds to st. */
+ * grad is n_params scratch, unused and may be NULL when the step does not
+ * need the whole gradient: mlp_pass_needs_grad); without one (o NULL),
+ * only the loss and accuracy. Adds to st. */
+bool mlp_pass_needs_grad(const bbp_optim *o, const mlp_prox *prox);
 int mlp_pass(const mlp_shape *s, float *p, bbp_optim *o, const mlp_prox *prox, mlp_ws *w,
              float *grad, const float *x, const bbp_target *t, size_t rows, size_t mb,
              bbp_stats *st);
@@ -117,15 +119,19 @@ typedef enum mlp_merge { MERGE_WEIGHTED, MERGE_AVERAGE, MERGE_REPLACE, MERGE_PUS
 typedef struct mlp {
     mlp_shape shape;
     char who[160];             /* "nn::Mlp at slot 'model'" */
-    float *params;             /* committed parameters (engine thread) */
+    bb_value *pv;              /* committed parameters, f32 [P] (engine thread), shared with
+                                * whoever asked for them: Params, Train's output, the wire */
+    float *params;             /* bb_tensor_f32(pv), to read; changes go through
+                                * mlp_params_mut (copy on write while pv is shared) */
     bbp_optim opt;
     int64_t batch_size;        /* training minibatch */
     int64_t epochs_cfg;        /* config epochs, or -1: the node's attribute */
     int64_t batches_per_epoch; /* epoch length for sources without NumSamples */
     float update_scale;        /* attack simulation: Train answers start + scale x update */
     float proximal_mu;         /* FedProx: Train's and Step's pull towards center */
-    float *center;             /* proximal_mu > 0: the parameters of the last LoadParameters
-                                * (at first the initial ones): FedProx's global model */
+    bb_value *center;          /* proximal_mu > 0: the parameters of the last LoadParameters
+                                * (at first the initial ones): FedProx's global model, a
+                                * value shared with them (never changed) */
     float *step_grad;          /* proximal_mu > 0: Step's scratch for a given gradient */
     mlp_ws ws;                 /* engine-thread ops */
     bb_value *fwd_input;       /* the input of the cached Forward (ws.a[0]) */
@@ -141,6 +147,15 @@ typedef struct mlp {
                                 * flight, changes wait for it */
     bbp_queue queue;           /* FIFO of ops waiting for jobs.busy */
 } mlp;
+
+/* The committed parameters become v (takes the reference; a 1-D f32 [P]). */
+void mlp_commit_params(mlp *m, bb_value *v);
+/* The committed parameters as memory the engine thread may change: copied
+ * first while anyone else holds them. NULL when out of memory. */
+float *mlp_params_mut(mlp *m);
+/* A new f32 [P] value holding a copy of the P floats at p (64-byte
+ * aligned), or NULL. */
+bb_value *mlp_params_copy(const mlp *m, const void *p);
 
 /* Runs every queued op that can run now (after a Train finished). */
 void mlp_drain(void *model);

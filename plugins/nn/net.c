@@ -118,6 +118,23 @@ void mlp_loss_grad(const mlp_shape *s, const mlp_ws *w, const bbp_target *t, flo
     bbp_loss_grad(s->loss, w->a[s->n_layers], w->rows, s->size[s->n_layers], t, w->rows, dz, st);
 }
 
+/* w->da (dLoss/dA_l) through layer l's activation; then the scratch buffers
+ * trade places: da is the next layer's dz. */
+static void through_activation(const mlp_shape *s, mlp_ws *w, uint32_t l)
+{
+    const float *a = w->a[l];
+    size_t n = w->rows * s->size[l];
+    if (s->act == ACT_RELU)
+        for (size_t i = 0; i < n; i++)
+            w->da[i] = a[i] > 0 ? w->da[i] : 0;
+    else
+        for (size_t i = 0; i < n; i++)
+            w->da[i] *= 1.0f - a[i] * a[i];
+    float *t = w->dz;
+    w->dz = w->da;
+    w->da = t;
+}
+
 void mlp_backward(const mlp_shape *s, const float *p, mlp_ws *w, float *g, bool accumulate)
 {
     size_t rows = w->rows;
@@ -141,19 +158,42 @@ void mlp_backward(const mlp_shape *s, const float *p, mlp_ws *w, float *g, bool 
         /* dA_{l} = dZ W^T, then through the activation of layer l */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)in, (int)out, 1.0f,
                     dz, (int)out, p + s->w_off[l], (int)out, 0.0f, w->da, (int)in);
-        const float *a = w->a[l];
-        size_t n = rows * in;
-        if (s->act == ACT_RELU)
-            for (size_t i = 0; i < n; i++)
-                w->da[i] = a[i] > 0 ? w->da[i] : 0;
-        else
-            for (size_t i = 0; i < n; i++)
-                w->da[i] *= 1.0f - a[i] * a[i];
-        float *t = w->dz; /* the scratch buffers trade places: da is the next dz */
-        w->dz = w->da;
-        w->da = t;
+        through_activation(s, w, l);
         dz = w->dz;
     }
+}
+
+/* mlp_backward and a plain SGD step in one: each layer's weights move by
+ * -lr times their gradient as soon as the layer below has what it needs
+ * from them (dA = dZ W^T first), so no gradient vector is ever held: the
+ * GEMM that makes a layer's gradient adds it into the weights (beta 1). */
+static void backward_sgd(const mlp_shape *s, float *p, mlp_ws *w, float lr)
+{
+    size_t rows = w->rows;
+    for (uint32_t l = s->n_layers; rows && l-- > 0;) {
+        uint32_t in = s->size[l], out = s->size[l + 1];
+        const float *dz = w->dz;
+        if (l > 0) /* dA_{l} = dZ W^T with the weights before this step */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)in, (int)out,
+                        1.0f, dz, (int)out, p + s->w_off[l], (int)out, 0.0f, w->da, (int)in);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)in, (int)out, (int)rows, -lr,
+                    w->a[l], (int)in, dz, (int)out, 1.0f, p + s->w_off[l], (int)out);
+        float *b = p + s->b_off[l];
+        for (uint32_t j = 0; j < out; j++) {
+            float gb = 0;
+            for (size_t r = 0; r < rows; r++)
+                gb += dz[r * out + j];
+            b[j] -= lr * gb;
+        }
+        if (l == 0)
+            break;
+        through_activation(s, w, l);
+    }
+}
+
+bool mlp_pass_needs_grad(const bbp_optim *o, const mlp_prox *prox)
+{
+    return o && (bbp_optim_has_moments(o) || o->weight_decay != 0 || (prox && prox->mu != 0));
 }
 
 void mlp_input_grad(const mlp_shape *s, const float *p, const mlp_ws *w, float *dx)
@@ -186,7 +226,9 @@ int mlp_pass(const mlp_shape *s, float *p, bbp_optim *o, const mlp_prox *prox, m
         bbp_target sub = {t->cls ? t->cls + r0 : NULL, t->dense ? t->dense + r0 * k : NULL};
         mlp_forward(s, p, x + r0 * in, n, w);
         mlp_loss_grad(s, w, &sub, o ? w->dz : NULL, st);
-        if (o) {
+        if (o && !mlp_pass_needs_grad(o, prox)) {
+            backward_sgd(s, p, w, o->lr);
+        } else if (o) {
             mlp_backward(s, p, w, grad, false);
             if (prox)
                 mlp_add_proximal(prox, p, grad, s->n_params);

@@ -584,7 +584,7 @@ static int onnx_snapshot(void *inst, uint8_t **out, size_t *out_len, bb_error *e
     bbp_snapshot_head_put(&w, MAGIC, SNAP_VERSION, m->plan->n_floats, &m->opt, m->version);
     bb_writer_put(&w, m->params, bytes);
     bb_writer_put(&w, m->center, bytes);
-    bb_writer_put(&w, m->opt.m, bytes);
+    bbp_optim_put_m(&m->opt, &w, bytes);
     if (m->opt.v)
         bb_writer_put(&w, m->opt.v, bytes);
     if (!bb_writer_take(&w, out, out_len))
@@ -610,7 +610,10 @@ static int onnx_restore(void *inst, const uint8_t *data, size_t len, bb_error *e
                             m->who, bb_reader_left(&r), want);
     bb_reader_get(&r, m->params, bytes);
     bb_reader_get(&r, m->center, bytes);
-    bb_reader_get(&r, m->opt.m, bytes);
+    const uint8_t *moment;
+    bb_reader_view(&r, bytes, &moment);
+    if (m->opt.m) /* plain SGD keeps none: the zeros it wrote are dropped */
+        memcpy(m->opt.m, moment, bytes);
     if (m->opt.v)
         bb_reader_get(&r, m->opt.v, bytes);
     m->opt.t = t;

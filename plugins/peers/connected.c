@@ -11,7 +11,11 @@
  * min_peers (Flower's min_available_clients): while fewer peers run the
  * target, the view fails, so a federated round does not start with the
  * first client that connected — every round of a comparison then has the
- * same clients from the first.
+ * same clients from the first. min_peers_first raises that floor until the
+ * view has once been answered (the first round): a server of 100 clients
+ * starts when all 100 have joined, then goes on while min_peers remain.
+ * The first view is this instance's: a restarted server waits again (its
+ * clients reconnect to it).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +29,8 @@
 typedef struct connected {
     selector sel; /* of_class = the configured target */
     int64_t min_peers;
+    int64_t min_peers_first; /* before the first view answered (at least min_peers) */
+    bool answered;           /* a view has been answered */
 } connected;
 
 static const bb_config_decl CONFIG[] = {
@@ -34,6 +40,9 @@ static const bb_config_decl CONFIG[] = {
     {"min_peers", "int", "0",
      "Sample and CurrentView fail while fewer peers run the target (a federated round "
      "waits until that many clients are connected)"},
+    {"min_peers_first", "int", "null",
+     "the same floor until the first view is answered (the first round waits for this many "
+     "clients, later rounds for min_peers); default: min_peers"},
 };
 
 static int conn_create(const bb_create_args *args, void **out, bb_error *err)
@@ -49,6 +58,14 @@ static int conn_create(const bb_create_args *args, void **out, bb_error *err)
         rc = selector_init(&c->sel, &cfg, "target", args->seed, err);
     if (!rc)
         rc = bbp_config_int(&cfg, "min_peers", 0, PEERS_MAX_VIEW, &c->min_peers, err);
+    double first = 0;
+    bool has_first = false;
+    if (!rc)
+        rc = bbp_config_number(&cfg, "min_peers_first", true, 0, PEERS_MAX_VIEW, &first,
+                               &has_first, err);
+    if (!rc)
+        c->min_peers_first = has_first && (int64_t)first > c->min_peers ? (int64_t)first
+                                                                        : c->min_peers;
     bbp_config_free(&cfg);
     if (rc) {
         free(c);
@@ -75,6 +92,11 @@ static int conn_view(void *inst, bb_ctx *ctx, const char *node_class, bb_value *
     size_t total = ctx->api->peers_running(ctx, target, NULL, 0);
     if (total > PEERS_MAX_VIEW)
         total = PEERS_MAX_VIEW;
+    if (!c->answered && c->min_peers_first > c->min_peers && total < (size_t)c->min_peers_first)
+        return bb_error_set(err, BB_ESTATE,
+                            "%s: %zu peers run '%s', fewer than min_peers_first %lld (the first "
+                            "round waits for them)",
+                            c->sel.who, total, target, (long long)c->min_peers_first);
     if (total < (size_t)c->min_peers)
         return bb_error_set(err, BB_ESTATE, "%s: %zu peers run '%s', fewer than min_peers %lld",
                             c->sel.who, total, target, (long long)c->min_peers);
@@ -83,6 +105,7 @@ static int conn_view(void *inst, bb_ctx *ctx, const char *node_class, bb_value *
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", c->sel.who);
     size_t got = ctx->api->peers_running(ctx, target, *out, total);
     *n = got < total ? got : total;
+    c->answered = true;
     return BB_OK;
 }
 

@@ -16,8 +16,9 @@ in one process).
   envelope  OURS.pb
       OURS.pb from proto/bb_envelope.proto: WireEnvelope, SlotFill,
       WireCorrelation and CorrelationKind exactly as IR_AND_DSL.md Part 8,
-      plus the fields 4-7 Part 8 leaves open, plus the transport handshake
-      framing (Handshake, Frame).
+      plus the fields 4-7 Part 8 leaves open, the chunk streams (field 9,
+      StreamChunk, ChunkKind), plus the transport handshake framing
+      (Handshake, Frame).
 
 Prints one "ok ..." / "FAIL ..." line per check and ends with
 "N passed, N failed"; exits 1 on any failure.
@@ -92,7 +93,8 @@ LATER_ONNX_ENUM_VALUES = {
 MOVING_ENUM_VALUES = {("Version", "IR_VERSION")}
 
 # IR_AND_DSL.md Part 8, exactly; fields 4-7 are ours (deadline propagation
-# and RTT piggyback), Handshake / Frame frame the stream transports.
+# and RTT piggyback), field 9 and StreamChunk too (an envelope larger than a
+# frame in pieces), Handshake / Frame frame the stream transports.
 ENVELOPE_FIELDS = {
     "WireCorrelation": {
         1: ("kind", T_ENUM, OPT, ".bb.core.CorrelationKind", None),
@@ -107,6 +109,14 @@ ENVELOPE_FIELDS = {
         6: ("echo_sent_at_ns", T_F64, OPT, "", None),
         7: ("echo_delay_ns", T_U64, OPT, "", None),
         8: ("src_peer_addresses", T_BYTES, REP, "", None),
+        9: ("chunk", T_MSG, OPT, ".bb.core.StreamChunk", None),  # ours: chunk streams
+    },
+    "StreamChunk": {
+        1: ("stream_id", T_U64, OPT, "", None),
+        2: ("total", T_U64, OPT, "", None),
+        3: ("offset", T_U64, OPT, "", None),
+        4: ("data", T_BYTES, OPT, "", None),
+        5: ("kind", T_ENUM, OPT, ".bb.core.ChunkKind", None),
     },
     "SlotFill": {
         1: ("dest_suffix", T_BYTES, OPT, "", None),
@@ -128,7 +138,8 @@ ENVELOPE_FIELDS = {
         3: ("admission", T_MSG, OPT, ".bb.core.Admission", "kind"),
     },
 }
-ENVELOPE_ENUMS = {"CorrelationKind": {"NONE": 0, "REQUEST": 1, "RESPONSE": 2}}
+ENVELOPE_ENUMS = {"CorrelationKind": {"NONE": 0, "REQUEST": 1, "RESPONSE": 2},
+                  "ChunkKind": {"DATA": 0, "ACK": 1, "WAIT": 2, "REFUSE": 3}}
 
 passed = 0
 failed = 0

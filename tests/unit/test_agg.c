@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -589,6 +590,238 @@ static void test_kernels_match_reference(void **state)
     check_against_reference(70, 777);
 }
 
+/* Split over threads, every kernel gives the same bits as on one thread,
+ * and a non-finite value is found at the same index whichever part holds
+ * it. 9 contributions (two passes of the weighted sum) of a length that
+ * neither the parts nor the 16-float lines divide. */
+static bb_value *reduce_with(const char *type, unsigned threads, float **x, size_t n, size_t len,
+                             bb_error *err)
+{
+    char config[96];
+    snprintf(config, sizeof config, "{\"threads\": %u%s}", threads,
+             strcmp(type, "agg::TrimmedMean") == 0 ? ", \"trim_count\": 2" : "");
+    agg_t a = make(type, config);
+    for (size_t i = 0; i < n; i++)
+        contribute_ok(&a, vec(x[i], len), u64(i + 1));
+    bb_value *r = NULL;
+    int rc = aggregate(&a, &r, NULL, err);
+    drop(&a);
+    return rc == BB_OK ? r : NULL;
+}
+
+static void test_threads_give_the_same_bits(void **state)
+{
+    (void)state;
+    const size_t n = 9, len = ((size_t)1 << 19) + 7;
+    float *x[9];
+    uint64_t seed = 42;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = malloc(len * sizeof *x[i]);
+        assert_non_null(x[i]);
+        for (size_t j = 0; j < len; j++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            x[i][j] = (float)(int32_t)(seed >> 32) * 1e-9f;
+        }
+    }
+    static const char *const TYPES[] = {"agg::FedAvg", "agg::WeightAggregator",
+                                        "agg::TrimmedMean", "agg::Median"};
+    bb_error err = {0};
+    for (size_t k = 0; k < 4; k++) {
+        bb_value *one = reduce_with(TYPES[k], 1, x, n, len, &err);
+        assert_non_null(one);
+        for (unsigned t = 2; t <= 3; t++) {
+            bb_value *many = reduce_with(TYPES[k], t, x, n, len, &err);
+            assert_non_null(many);
+            if (memcmp(bb_tensor_f32(one), bb_tensor_f32(many), len * sizeof(float)) != 0)
+                fail_msg("%s: %u threads differ from one", TYPES[k], t);
+            bb_value_unref(many);
+        }
+        bb_value_unref(one);
+    }
+    /* the non-finite value sits in the last part */
+    x[3][len - 5] = INFINITY;
+    char want[64];
+    snprintf(want, sizeof want, "index %zu", len - 5);
+    for (unsigned t = 1; t <= 3; t++) {
+        assert_null(reduce_with("agg::FedAvg", t, x, n, len, &err));
+        assert_int_equal(err.code, BB_EINVAL);
+        if (!strstr(err.msg, want))
+            fail_msg("%u threads: %s (want %s)", t, err.msg, want);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(x[i]);
+}
+
+/* ---- the folded path: Contributes tagged with a request (the engine's streaming) ---- */
+
+static void set_model_ok(agg_t *a, bb_value *params);
+
+/* Contribute(ResponseBatch[(x, n) from peer seed], RequestId tag). */
+static int contribute_tagged(agg_t *a, bb_value *x, uint64_t n, uint8_t seed, uint64_t tag,
+                             bb_error *err)
+{
+    bb_value *items[1] = {composite2(x, u64(n))};
+    return contribute(a, batch_of(items, &seed, 1), bb_value_u64(&BB_TYPE_REQUEST_ID, tag), err);
+}
+
+static void contribute_tagged_ok(agg_t *a, bb_value *x, uint64_t n, uint8_t seed, uint64_t tag)
+{
+    bb_error err = {0};
+    if (contribute_tagged(a, x, n, seed, tag, &err))
+        fail_msg("tagged Contribute: %s", err.msg);
+}
+
+static void test_fold_equals_one_pass(void **state)
+{
+    (void)state;
+    static const char *const TYPES[] = {"agg::FedAvg", "agg::WeightAggregator",
+                                        "agg::TrimmedMean", "agg::Median"};
+    const float x[4][3] = {{1, 2, 3}, {5, -1, 0}, {2, 2, 2}, {-4, 8, 1}};
+    for (size_t k = 0; k < 4; k++) {
+        agg_t one = make(TYPES[k], NULL), fold = make(TYPES[k], NULL);
+        bb_value *items[4];
+        for (uint8_t i = 0; i < 4; i++) {
+            items[i] = composite2(vec(x[i], 3), u64(10u * (i + 1u)));
+            contribute_tagged_ok(&fold, vec(x[i], 3), 10u * (i + 1u), (uint8_t)(i + 1), 77);
+        }
+        contribute_ok(&one, batch_of(items, (const uint8_t[]){1, 2, 3, 4}, 4), NULL);
+        uint64_t n1 = 0, n2 = 0;
+        bb_value *r1 = aggregate_ok(&one, &n1), *r2 = aggregate_ok(&fold, &n2);
+        assert_int_equal(n1, 100);
+        assert_int_equal(n2, 100);
+        for (int j = 0; j < 3; j++)
+            if (fabsf(bb_tensor_f32(r1)[j] - bb_tensor_f32(r2)[j]) > 1e-5f)
+                fail_msg("%s [%d]: folded %g, one pass %g", TYPES[k], j,
+                         (double)bb_tensor_f32(r2)[j], (double)bb_tensor_f32(r1)[j]);
+        bb_value_unref(r1);
+        bb_value_unref(r2);
+        drop(&one);
+        drop(&fold);
+    }
+}
+
+/* The averaging kinds keep no contribution: after the second fold the
+ * aggregator holds none of the tensors it was given (one model in memory
+ * however many senders), the robust kinds hold them all. */
+static void test_fold_holds_no_contribution(void **state)
+{
+    (void)state;
+    agg_t avg = make("agg::FedAvg", NULL), med = make("agg::Median", NULL);
+    bb_value *x[3] = {VEC(1, 1), VEC(2, 4), VEC(3, 7)};
+    for (uint8_t i = 0; i < 3; i++) {
+        contribute_tagged_ok(&avg, bb_value_ref(x[i]), 1, (uint8_t)(i + 1), 5);
+        contribute_tagged_ok(&med, bb_value_ref(x[i]), 1, (uint8_t)(i + 1), 5);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(atomic_load(&x[i]->refs), 2); /* ours and the Median's */
+    drop(&med);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(atomic_load(&x[i]->refs), 1);
+    bb_value *r = aggregate_ok(&avg, NULL);
+    EXPECT_VEC(r, 2, 4);
+    bb_value_unref(r);
+    for (int i = 0; i < 3; i++)
+        bb_value_unref(x[i]);
+    drop(&avg);
+}
+
+static void test_fold_refusals(void **state)
+{
+    (void)state;
+    bb_error err = {0};
+    /* a folded sender cannot come again, tagged or not */
+    agg_t a = make("agg::FedAvg", NULL);
+    contribute_tagged_ok(&a, VEC(1), 1, 3, 9);
+    assert_int_equal(contribute_tagged(&a, VEC(5), 1, 3, 9, &err), BB_EEXIST);
+    assert_non_null(strstr(err.msg, "already contributed"));
+    assert_int_equal(contribute(&a, VEC(5), composite2(u64(1), pfx_peer(3)), &err), BB_EEXIST);
+    /* a held sender is replaced by its folded update */
+    contribute_ok(&a, VEC(100), composite2(u64(1), pfx_peer(4)));
+    contribute_tagged_ok(&a, VEC(3), 1, 4, 9);
+    uint64_t n = 0;
+    bb_value *r = aggregate_ok(&a, &n);
+    EXPECT_VEC(r, 2); /* (1 + 3) / 2 */
+    assert_int_equal(n, 2);
+    bb_value_unref(r);
+    /* a non-finite value poisons the round: the Contribute and the Aggregate
+     * name the sender, and that Aggregate drops the folded part */
+    contribute_tagged_ok(&a, VEC(1, 1), 1, 1, 10);
+    assert_int_equal(contribute_tagged(&a, VEC(NAN, 1), 1, 2, 10, &err), BB_EINVAL);
+    assert_non_null(strstr(err.msg, "non-finite"));
+    assert_int_equal(aggregate(&a, &r, NULL, &err), BB_EINVAL);
+    assert_non_null(strstr(err.msg, "index 0"));
+    assert_int_equal(aggregate(&a, &r, NULL, &err), BB_ESTATE); /* nothing left */
+    drop(&a);
+    /* with "skip", both are logged and left out */
+    agg_t b = make("agg::FedAvg", "{\"on_bad_contribution\": \"skip\"}");
+    contribute_tagged_ok(&b, VEC(1, 1), 1, 1, 10);
+    contribute_tagged_ok(&b, VEC(INFINITY, 1), 1, 2, 10);
+    contribute_tagged_ok(&b, VEC(7, 7), 1, 1, 10);
+    contribute_tagged_ok(&b, VEC(3, 3), 3, 3, 10);
+    r = aggregate_ok(&b, &n);
+    EXPECT_VEC(r, 2.5f, 2.5f);
+    assert_int_equal(n, 4);
+    bb_value_unref(r);
+    drop(&b);
+}
+
+/* A new request tag drops what an older tag brought (its round failed
+ * before Aggregate); untagged contributions stay. */
+static void test_fold_new_tag_drops_the_failed_round(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAvg", NULL), t = make("agg::TrimmedMean", "{\"trim_count\": 0}");
+    contribute_ok(&a, VEC(10), composite2(u64(1), pfx_peer(9)));
+    contribute_tagged_ok(&a, VEC(1000), 1, 1, 20);
+    contribute_tagged_ok(&t, VEC(1000), 1, 1, 20);
+    contribute_tagged_ok(&a, VEC(2), 1, 1, 21);
+    contribute_tagged_ok(&a, VEC(0), 1, 2, 21);
+    contribute_tagged_ok(&t, VEC(4), 1, 2, 21);
+    uint64_t n = 0;
+    bb_value *r = aggregate_ok(&a, &n);
+    EXPECT_VEC(r, 4); /* (10 + 2 + 0) / 3 */
+    assert_int_equal(n, 3);
+    bb_value_unref(r);
+    r = aggregate_ok(&t, &n);
+    EXPECT_VEC(r, 4);
+    assert_int_equal(n, 1);
+    bb_value_unref(r);
+    drop(&a);
+    drop(&t);
+}
+
+/* A snapshot taken mid-fold restores the folded mean, its weight, its
+ * senders and its tag. */
+static void test_fold_snapshot(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAdam", NULL), b = make("agg::FedAdam", NULL);
+    set_model_ok(&a, VEC(0, 0));
+    set_model_ok(&b, VEC(0, 0));
+    contribute_tagged_ok(&a, VEC(1, 2), 2, 1, 30);
+    contribute_tagged_ok(&a, VEC(4, 8), 1, 2, 30);
+    uint8_t *snap = NULL;
+    size_t len = 0;
+    bb_error err = {0};
+    assert_int_equal(a.t->snapshot(a.inst, &snap, &len, &err), BB_OK);
+    for (size_t cut = 0; cut < len; cut++)
+        assert_int_not_equal(b.t->restore(b.inst, snap, cut, &err), BB_OK);
+    assert_int_equal(b.t->restore(b.inst, snap, len, &err), BB_OK);
+    free(snap);
+    assert_int_equal(contribute_tagged(&b, VEC(0, 0), 1, 2, 30, &err), BB_EEXIST);
+    contribute_tagged_ok(&a, VEC(3, 3), 1, 3, 30);
+    contribute_tagged_ok(&b, VEC(3, 3), 1, 3, 30);
+    uint64_t na = 0, nb = 0;
+    bb_value *ra = aggregate_ok(&a, &na), *rb = aggregate_ok(&b, &nb);
+    assert_true(bb_value_equal(ra, rb));
+    assert_int_equal(na, 4);
+    assert_int_equal(nb, 4);
+    bb_value_unref(ra);
+    bb_value_unref(rb);
+    drop(&a);
+    drop(&b);
+}
+
 /* ---- snapshot ------------------------------------------------------------------------------ */
 
 static void test_snapshot_roundtrip_and_truncation(void **state)
@@ -855,15 +1088,22 @@ static void test_server_optimizer_snapshot(void **state)
     bb_value_unref(ra);
     bb_value_unref(rb);
     free(snap);
-    /* version 1: a FedAvg snapshot without the server section */
+    /* versions 1 and 2: a FedAvg snapshot without the server section (u8 +
+     * u64 + u8) and without the round's tags and folded part (version 3: u8
+     * tagged, u64 tag, u64 n, u64 samples, u64 weight, u8 has_mean, an empty
+     * delimited poison text) */
     agg_t f = make("agg::FedAvg", NULL), g = make("agg::FedAvg", NULL);
     contribute_ok(&f, VEC(1, 2), u64(1));
     bb_value_unref(aggregate_ok(&f, NULL));
     assert_int_equal(f.t->snapshot(f.inst, &snap, &len, &err), BB_OK);
-    const uint32_t v1 = 1;
-    memcpy(snap + 4, &v1, 4);
-    assert_int_equal(g.t->restore(g.inst, snap, len - 10, &err), BB_OK); /* u8 + u64 + u8 */
-    assert_int_equal(rounds_of(&g), 1);
+    const size_t server_part = 10, fold_part = 1 + 8 + 8 + 8 + 8 + 1 + 1;
+    for (uint32_t v = 1; v <= 2; v++) {
+        memcpy(snap + 4, &v, 4);
+        size_t cut = len - fold_part - (v == 1 ? server_part : 0);
+        assert_int_equal(g.t->restore(g.inst, snap, cut, &err), BB_OK);
+        assert_int_equal(rounds_of(&g), 1);
+        assert_int_not_equal(g.t->restore(g.inst, snap, cut + 1, &err), BB_OK);
+    }
     free(snap);
     drop(&a);
     drop(&b);
@@ -893,6 +1133,12 @@ int main(void)
         cmocka_unit_test(test_poisoned_client),
         cmocka_unit_test(test_nan_sender_is_an_outlier),
         cmocka_unit_test(test_kernels_match_reference),
+        cmocka_unit_test(test_threads_give_the_same_bits),
+        cmocka_unit_test(test_fold_equals_one_pass),
+        cmocka_unit_test(test_fold_holds_no_contribution),
+        cmocka_unit_test(test_fold_refusals),
+        cmocka_unit_test(test_fold_new_tag_drops_the_failed_round),
+        cmocka_unit_test(test_fold_snapshot),
         cmocka_unit_test(test_snapshot_roundtrip_and_truncation),
         cmocka_unit_test(test_rounds_counted_and_snapshotted),
         cmocka_unit_test(test_server_optimizers_by_hand),

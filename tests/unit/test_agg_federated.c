@@ -107,10 +107,7 @@ static bb_engine *node(fx_net *net, uint8_t seed, bb_model *m, const char *targe
     return e;
 }
 
-static void know(bb_engine *e, uint8_t seed)
-{
-    assert_int_equal(pfx_net_know(e, seed), BB_OK);
-}
+static void know(bb_engine *e, uint8_t seed) { assert_int_equal(fx_know(e, seed), BB_OK); }
 
 static void test_federated_round_learns_iris(void **state)
 {

@@ -241,7 +241,7 @@ static void test_cyclon_joins_from_known_peers(void **state)
     for (uint8_t s = 1; s <= 3; s++) {
         bb_engine *e = pfx_net_start(&net, s, m, no_seeds);
         if (s > 1)
-            assert_int_equal(pfx_net_know(e, (uint8_t)(s - 1)), BB_OK);
+            assert_int_equal(fx_know(e, (uint8_t)(s - 1)), BB_OK);
     }
     run_periods(&net, 20);
     for (int i = 0; i < 3; i++) {
@@ -269,7 +269,7 @@ static void test_cyclon_empty_view_samples_known_peers(void **state)
     bb_engine *e = pfx_net_start(&net, 2, m, no_seeds);
     int v[64];
     assert_int_equal(view_of(&net, 1, v), 0); /* knows nobody yet */
-    assert_int_equal(pfx_net_know(e, 1), BB_OK);
+    assert_int_equal(fx_know(e, 1), BB_OK);
     assert_int_equal(view_of(&net, 1, v), 1); /* no shuffle since: the view rejoined */
     assert_int_equal(v[0], 1);
     fx_net_free(&net);

@@ -31,13 +31,7 @@ static bb_engine *node(uint8_t seed, bb_model *m, const char *targets, const bb_
     return e;
 }
 
-static void know(bb_engine *e, uint8_t seed)
-{
-    uint8_t a[32];
-    bb_engine_addr addr = {a, fx_addr((uint16_t)(7000 + seed), a)};
-    bb_peerid p = fx_peer(seed);
-    assert_int_equal(bb_engine_add_peer(e, &p, &addr, 1, NULL), BB_OK);
-}
+static void know(bb_engine *e, uint8_t seed) { assert_int_equal(fx_know(e, seed), BB_OK); }
 
 static bb_value *peers_of(const uint8_t *seeds, size_t n)
 {
@@ -1104,11 +1098,293 @@ static void test_control_taught_peers_bounded(void **state)
     bb_model_free(m);
 }
 
+/* The address lists an envelope from a to peer 2 carries (-1 each when
+ * the poll sent nothing). */
+static void sent_addresses(bb_engine *a, uint64_t x, int *n_src, int *n_dest)
+{
+    uint8_t to = 2;
+    invoke2(a, "Tx", "x", bb_value_u64(&BB_TYPE_U64, x), "peers", peers_of(&to, 1));
+    bb_steps s;
+    bb_steps_init(&s);
+    bb_engine_poll(a, 100, &s);
+    *n_src = *n_dest = -1;
+    for (size_t i = 0; i < s.n; i++) {
+        if (s.v[i].kind != BB_STEP_SEND_ENVELOPE)
+            continue;
+        assert_true(s.v[i].u.send.n_addrs >= 1);
+        Bb__Core__WireEnvelope *env =
+            bb__core__wire_envelope__unpack(NULL, s.v[i].u.send.len, s.v[i].u.send.bytes);
+        assert_non_null(env);
+        *n_src = (int)env->n_src_peer_addresses;
+        *n_dest = (int)env->n_dest_peer_addresses;
+        bb__core__wire_envelope__free_unpacked(env, NULL);
+    }
+    bb_steps_free(&s);
+}
+
+/* Addresses go once per connection: the first envelope after the host
+ * reports the connection carries both lists, later ones neither, until
+ * the connection comes up again, a send fails, or the book's list for
+ * the peer changes. A host that reports no connections gets them on
+ * every envelope. And the receiver learns them from that first one. */
+static void test_addresses_told_once_per_connection(void **state)
+{
+    (void)state;
+    bb_model *m = send_model(false, NULL);
+    bb_engine *a = node(1, m, "Tx", NULL);
+    know(a, 2);
+    bb_peerid p2 = fx_peer(2);
+    bb_error err = {0};
+    int src, dest;
+    sent_addresses(a, 1, &src, &dest); /* no connection reported: as before */
+    assert_int_equal(src, 1);
+    assert_int_equal(dest, 1);
+    sent_addresses(a, 2, &src, &dest);
+    assert_int_equal(src, 1);
+    assert_int_equal(dest, 1);
+    assert_int_equal(bb_engine_peer_connected(a, &p2, NULL, 0, &err), BB_OK);
+    sent_addresses(a, 3, &src, &dest); /* the connection's first */
+    assert_int_equal(src, 1);
+    assert_int_equal(dest, 1);
+    sent_addresses(a, 4, &src, &dest);
+    assert_int_equal(src, 0);
+    assert_int_equal(dest, 0);
+    sent_addresses(a, 5, &src, &dest);
+    assert_int_equal(src, 0);
+    /* the peer's list changes: told again, once */
+    uint8_t extra[32];
+    bb_engine_addr ea = {extra, fx_addr(7102, extra)};
+    assert_int_equal(bb_engine_add_peer(a, &p2, &ea, 1, &err), BB_OK);
+    sent_addresses(a, 6, &src, &dest);
+    assert_int_equal(src, 1);
+    assert_int_equal(dest, 2);
+    sent_addresses(a, 7, &src, &dest);
+    assert_int_equal(src, 0);
+    assert_int_equal(bb_engine_add_peer(a, &p2, &ea, 1, &err), BB_OK); /* known: no change */
+    sent_addresses(a, 8, &src, &dest);
+    assert_int_equal(src, 0);
+    /* a failed send may have lost the telling envelope */
+    bb_engine_report_send(a, &p2, false);
+    sent_addresses(a, 9, &src, &dest);
+    assert_int_equal(src, 1);
+    sent_addresses(a, 10, &src, &dest);
+    assert_int_equal(src, 0);
+    /* a new connection tells them again; while down, every envelope does */
+    bb_engine_peer_disconnected(a, &p2);
+    sent_addresses(a, 11, &src, &dest);
+    assert_int_equal(src, 1);
+    sent_addresses(a, 12, &src, &dest);
+    assert_int_equal(src, 1);
+    assert_int_equal(bb_engine_peer_connected(a, &p2, NULL, 0, &err), BB_OK);
+    sent_addresses(a, 13, &src, &dest);
+    assert_int_equal(src, 1);
+    sent_addresses(a, 14, &src, &dest);
+    assert_int_equal(src, 0);
+    bb_engine_free(a);
+
+    /* the receiver learns the sender's addresses from the connection's
+     * first envelope, and keeps them through the ones without */
+    bb_engine *tx = node(1, m, "Tx", NULL), *rx = node(2, m, "Rx", NULL);
+    know(tx, 2);
+    bb_peerid p1 = fx_peer(1);
+    assert_int_equal(bb_engine_peer_connected(tx, &p2, NULL, 0, &err), BB_OK);
+    assert_int_equal(bb_engine_peer_connected(rx, &p1, NULL, 0, &err), BB_OK);
+    fx_net net = {0};
+    fx_net_add(&net, tx);
+    fx_net_add(&net, rx);
+    uint8_t to = 2;
+    for (uint64_t x = 1; x <= 3; x++) {
+        invoke2(tx, "Tx", "x", bb_value_u64(&BB_TYPE_U64, x), "peers", peers_of(&to, 1));
+        fx_net_run(&net, 10);
+    }
+    for (int i = 0; i < 3; i++) {
+        const fx_rec *got = fx_log_app(&net.log[1], "got", (size_t)i);
+        assert_non_null(got);
+        assert_int_equal(got->value->u.u64, (uint64_t)i + 1);
+    }
+    uint8_t want[32];
+    size_t wl = fx_addr(7001, want);
+    const bb_engine_addr *learned;
+    assert_int_equal(bb_engine_peer_addrs(rx, &p1, &learned), 1);
+    assert_memory_equal(learned[0].data, want, wl);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
+/* ---- responses folded as they land ----------------------------------------------- */
+
+/* Client: SendReqBatched(x, peers) -> RecvRespBatched -> Contribute of a
+ * test::Fold (reading x as metadata too when read_meta) -> "cmd", and a
+ * Clock the responses trigger -> "answered" (as the federated example
+ * stamps its answers in). SendReqBatched's own responses output is
+ * "whole", a result of the function when read_whole, else read by nobody.
+ * Server: RecvReq -> PassThrough -> SendResp (echoes x). */
+static bb_model *fold_model(bool read_meta, bool read_whole)
+{
+    bb_model *m = rr_model(0, -1);
+    bb_function *c = m->functions.v[0];
+    assert_string_equal(c->name, "Client");
+    c->outputs.n = 0;
+    bb_str_list_push(m->arena, &c->outputs, "cmd");
+    bb_str_list_push(m->arena, &c->outputs, "answered");
+    if (read_whole)
+        bb_str_list_push(m->arena, &c->outputs, "whole");
+    bb_node *send = c->nodes.v[0];
+    assert_string_equal(send->op_type, "SendReqBatched");
+    bb_str_list_push(m->arena, &send->outputs, "whole");
+    fx_op(m, c, "ai.bytesandbrains.role.aggregator", "Contribute", read_meta ? "batch,x" : "batch",
+          "cmd");
+    fx_op(m, c, FX_SYS, "Clock", "batch", "answered");
+    fx_bind(m, "Client", "agg", "Aggregator|test::Fold|0");
+    return m;
+}
+
+/* Client (seed 1) and servers (seeds 2, 3, 4) on one net; a request with x
+ * to all three is out, not answered yet. */
+static void fold_start(fx_net *net, bb_model *m, uint64_t x)
+{
+    memset(net, 0, sizeof *net);
+    bb_engine *c = node(1, m, "Client", NULL);
+    fx_net_add(net, c);
+    for (uint8_t s = 2; s <= 4; s++) {
+        fx_net_add(net, node(s, m, "Server", NULL));
+        know(c, s);
+    }
+    const uint8_t servers[3] = {2, 3, 4};
+    invoke2(c, "Client", "x", bb_value_u64(&BB_TYPE_U64, x), "peers", peers_of(servers, 3));
+    fx_net_poll(net, 0); /* the requests go out */
+}
+
+/* Each response reaches Contribute as it lands (a one-element batch tagged
+ * with the request's RequestId), the batch keeps none, and the program's
+ * Contribute then runs once on an empty batch and says how many there are. */
+static void test_responses_fold_as_they_land(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fold_model(false, false);
+    fx_net net;
+    fold_start(&net, m, 5);
+    fx_fold *f = fx_fold_last();
+    assert_non_null(f);
+    fx_net_poll(&net, 1); /* server 2 answers */
+    fx_net_poll(&net, 0);
+    assert_int_equal(f->calls, 1); /* folded before the others answered */
+    assert_int_equal(f->sizes[0], 1);
+    assert_true(f->tags[0] != 0);
+    assert_null(fx_log_app(&net.log[0], "cmd", 0));
+    fx_net_run(&net, 20);
+    assert_int_equal(f->calls, 4);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(f->sizes[i], 1);
+        assert_int_equal(f->tags[i], f->tags[0]);
+    }
+    assert_int_equal(f->sizes[3], 0); /* the program's own Contribute: an empty batch */
+    assert_int_equal(f->tags[3], 0);
+    assert_int_equal(f->sum, 15);
+    const fx_rec *r = fx_log_app(&net.log[0], "cmd", 0);
+    assert_non_null(r);
+    assert_int_equal(r->value->u.u64, 3);
+    assert_non_null(fx_log_app(&net.log[0], "answered", 0));
+    assert_int_equal(bb_engine_counter(net.e[0], "responses.folded"), 3);
+    assert_int_equal(bb_engine_live_slots(net.e[0]), 0);
+    assert_int_equal(bb_engine_live_executions(net.e[0]), 0);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
+/* A Contribute that also reads another value, or a request whose own
+ * responses output is read: the op runs once, in its frame, on the whole
+ * batch, and nothing is folded. */
+static void test_responses_not_folded_when_read_whole(void **state)
+{
+    (void)state;
+    for (int read_whole = 0; read_whole <= 1; read_whole++) {
+        fx_reset();
+        bb_model *m = fold_model(!read_whole, read_whole);
+        fx_net net;
+        fold_start(&net, m, 5);
+        fx_net_run(&net, 20);
+        fx_fold *f = fx_fold_last();
+        assert_int_equal(f->calls, 1);
+        assert_int_equal(f->sizes[0], 3);
+        assert_int_equal(f->tags[0], 0);
+        assert_int_equal(fx_log_app(&net.log[0], "cmd", 0)->value->u.u64, 3);
+        assert_int_equal(bb_engine_counter(net.e[0], "responses.folded"), 0);
+        if (read_whole)
+            assert_int_equal(fx_log_app(&net.log[0], "whole", 0)->value->u.batch.n, 3);
+        fx_net_free(&net);
+        bb_model_free(m);
+    }
+}
+
+/* A response the op refuses fails the batch at once with its message:
+ * RecvRespBatched fails, the program's Contribute never runs. */
+static void test_refused_response_fails_the_batch(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fold_model(false, false);
+    fx_net net;
+    fold_start(&net, m, FX_FOLD_REFUSED);
+    fx_net_run(&net, 20);
+    fx_fold *f = fx_fold_last();
+    assert_int_equal(f->calls, 1);
+    assert_int_equal(f->count, 0);
+    assert_null(fx_log_app(&net.log[0], "cmd", 0));
+    const fx_rec *r = fx_log_nth(&net.log[0], BB_STEP_OP_FAILED, 0);
+    assert_non_null(r);
+    assert_non_null(strstr(r->b, "RecvRespBatched"));
+    assert_non_null(strstr(r->c, "a response was refused"));
+    assert_non_null(strstr(r->c, "666 is refused"));
+    assert_int_equal(bb_engine_live_executions(net.e[0]), 0);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
+/* A snapshot taken between two folded responses restores a batch that
+ * keeps folding: the rest land in the restored component, the program's
+ * Contribute sees all three. */
+static void test_folding_batch_survives_a_snapshot(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = fold_model(false, false);
+    fx_net net;
+    fold_start(&net, m, 7);
+    fx_net_poll(&net, 1);
+    fx_net_poll(&net, 0);
+    assert_int_equal(fx_fold_last()->calls, 1);
+    uint8_t *snap = NULL;
+    size_t len = 0;
+    bb_error err = {0};
+    if (bb_engine_snapshot(net.e[0], &snap, &len, &err))
+        fail_msg("snapshot: %s", err.msg);
+    bb_engine_free(net.e[0]);
+    net.e[0] = node(1, m, "Client", NULL);
+    if (bb_engine_restore(net.e[0], snap, len, &err))
+        fail_msg("restore: %s", err.msg);
+    free(snap);
+    fx_fold *f = fx_fold_last();
+    assert_int_equal(f->calls, 0);
+    assert_int_equal(f->sum, 7);
+    fx_net_run(&net, 20);
+    assert_int_equal(f->calls, 3); /* two more responses, then the empty batch */
+    assert_int_equal(f->sizes[0], 1);
+    assert_int_equal(f->sizes[1], 1);
+    assert_int_equal(f->sizes[2], 0);
+    assert_int_equal(f->sum, 21);
+    assert_int_equal(fx_log_app(&net.log[0], "cmd", 0)->value->u.u64, 3);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_response_round_trip),
         cmocka_unit_test(test_send_steps_carry_addresses_and_backoff),
+        cmocka_unit_test(test_addresses_told_once_per_connection),
         cmocka_unit_test(test_send_and_peer_resolve_failed),
         cmocka_unit_test(test_response_envelope_and_request_tracking),
         cmocka_unit_test(test_varint_stamps_still_decode),
@@ -1125,6 +1401,10 @@ int main(void)
         cmocka_unit_test(test_secure_send_refuses_blocked_runtime_peers),
         cmocka_unit_test(test_answered_batches_do_not_pile_up_timers),
         cmocka_unit_test(test_federated_round_three_engines),
+        cmocka_unit_test(test_responses_fold_as_they_land),
+        cmocka_unit_test(test_responses_not_folded_when_read_whole),
+        cmocka_unit_test(test_refused_response_fails_the_batch),
+        cmocka_unit_test(test_folding_batch_survives_a_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

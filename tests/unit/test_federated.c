@@ -11,7 +11,8 @@
  *    baseline of test_nn_engine (a 64-32-10 relu Adam MLP, 40 epochs over
  *    80% of digits, >= 95%; ~98% measured) within 2 points; every round's
  *    report is checked (round number, participants, samples, timestamps,
- *    and that each round starts from the parameters the last one ended with).
+ *    and that each round starts from the parameters the last one ended with),
+ *    and every answer was folded into FedAvg as it landed.
  *  - A client that stops answering (hung: still connected, never polled):
  *    the next round completes by quorum at its deadline without it, the
  *    server reports PeerDown, and training goes on with three.
@@ -55,10 +56,7 @@ static bb_engine *node(fx_net *net, uint8_t seed, bb_model *m, const char *targe
     return e;
 }
 
-static void know(bb_engine *e, uint8_t seed)
-{
-    assert_int_equal(pfx_net_know(e, seed), BB_OK);
-}
+static void know(bb_engine *e, uint8_t seed) { assert_int_equal(fx_know(e, seed), BB_OK); }
 
 typedef struct fed_opts {
     int clients;              /* connected clients (at most MAX_CLIENTS) */
@@ -238,6 +236,8 @@ static void test_federated_iid_digits_by_interval(void **state)
     assert_int_equal(samples, 5 * 1438); /* the 80% of digits, five epochs, over four shards */
     assert_true(baseline >= 0.95f);
     assert_true(acc >= baseline - 0.02f); /* within 2 points of the centralized baseline */
+    /* every answer went into FedAvg as it landed, none waited for the rest */
+    assert_true(bb_engine_counter(f.net.e[0], "responses.folded") >= ROUNDS * N_CLIENTS);
     fed_free(&f);
 }
 

@@ -704,6 +704,61 @@ static void test_params_on_and_digest(void **state)
     drop(&c);
 }
 
+/* The committed parameters are one value, handed out and taken in by
+ * reference: Params answers with it, LoadParameters keeps the tensor it is
+ * given (any shape, seen as [P]); a change made while anyone holds them
+ * goes to a copy, so what was handed out never changes. */
+static void test_parameters_shared_not_copied(void **state)
+{
+    (void)state;
+    net a = make("{\"layers\": [3, 4, 2], \"seed\": 5}");
+    bb_value *p1 = call_ok(&a, "Params", NULL, NULL), *p2 = call_ok(&a, "Params", NULL, NULL);
+    size_t n = bb_tensor_numel(p1);
+    assert_ptr_equal(p1->u.tensor.data, p2->u.tensor.data);
+    float *before = malloc(n * sizeof *before), *ones = malloc(n * sizeof *ones);
+    assert_non_null(before);
+    assert_non_null(ones);
+    memcpy(before, bb_tensor_f32(p1), n * sizeof *before);
+    for (size_t i = 0; i < n; i++)
+        ones[i] = 1;
+    bb_value *delta = vecf(ones, (int64_t)n);
+    bb_value_unref(call_ok(&a, "ApplyDelta", delta, NULL));
+    assert_memory_equal(bb_tensor_f32(p1), before, n * sizeof *before); /* copied on write */
+    bb_value *p3 = call_ok(&a, "Params", NULL, NULL);
+    for (size_t i = 0; i < n; i++)
+        assert_true(bb_tensor_f32(p3)[i] == before[i] + 1);
+    /* a loaded tensor is used where it is, also under another shape */
+    int64_t dims[2] = {(int64_t)n / 2, 2};
+    bb_value *x = pfx_tensor(before, 2, dims);
+    bb_value_unref(call_ok(&a, "LoadParameters", x, NULL));
+    bb_value *p4 = call_ok(&a, "Params", NULL, NULL);
+    assert_ptr_equal(p4->u.tensor.data, x->u.tensor.data);
+    assert_int_equal(p4->u.tensor.ndim, 1);
+    assert_int_equal(p4->u.tensor.dims[0], (int64_t)n);
+    bb_value_unref(call_ok(&a, "ApplyDelta", delta, NULL));
+    assert_memory_equal(bb_tensor_f32(x), before, n * sizeof *before); /* not the caller's */
+    bb_value *p5 = call_ok(&a, "Params", NULL, NULL);
+    assert_true(bb_tensor_f32(p5)[0] == before[0] + 1);
+    /* nobody else holds them: the next change is made in place */
+    const uint8_t *d5 = p5->u.tensor.data;
+    bb_value_unref(p5);
+    bb_value_unref(call_ok(&a, "ApplyDelta", delta, NULL));
+    bb_value *p6 = call_ok(&a, "Params", NULL, NULL);
+    assert_ptr_equal(p6->u.tensor.data, d5);
+    bb_value_unref(call_ok(&a, "ApplyDelta", delta, NULL)); /* p6 is held: a copy */
+    bb_value *p7 = call_ok(&a, "Params", NULL, NULL);
+    assert_ptr_not_equal(p7->u.tensor.data, d5);
+    assert_true(bb_tensor_f32(p6)[0] == before[0] + 2);
+    assert_true(bb_tensor_f32(p7)[0] == before[0] + 3);
+    bb_value_unref(p6);
+    bb_value *vals[] = {p1, p2, p3, p4, p7, delta, x};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++)
+        bb_value_unref(vals[i]);
+    free(before);
+    free(ones);
+    drop(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -718,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_roundtrip),
         cmocka_unit_test(test_proximal_step_by_hand),
         cmocka_unit_test(test_params_on_and_digest),
+        cmocka_unit_test(test_parameters_shared_not_copied),
         cmocka_unit_test(test_merge_rules),
         cmocka_unit_test(test_merge_push_sum),
     };

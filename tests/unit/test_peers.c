@@ -326,6 +326,25 @@ static void test_connected_follows_the_peer_table(void **state)
     connect_peer(e, 5, "Client");
     assert_int_equal(view_seeds(e, s, NULL), 2);
     bb_engine_free(e);
+    /* min_peers_first: the first view waits for 3, later ones for min_peers 1 */
+    e = install(m, "{\"min_peers\": 1, \"min_peers_first\": 3}");
+    connect_peer(e, 4, "Client");
+    connect_peer(e, 5, "Client");
+    assert_server_fails(e, "2 peers run 'Client', fewer than min_peers_first 3");
+    connect_peer(e, 6, "Client");
+    assert_int_equal(view_seeds(e, s, NULL), 3);
+    bb_peerid p5 = fx_peer(5), p6 = fx_peer(6), p4 = fx_peer(4);
+    bb_engine_peer_disconnected(e, &p5);
+    bb_engine_peer_disconnected(e, &p6);
+    assert_int_equal(view_seeds(e, s, NULL), 1);
+    bb_engine_peer_disconnected(e, &p4);
+    assert_server_fails(e, "0 peers run 'Client', fewer than min_peers 1");
+    bb_engine_free(e);
+    /* below min_peers it is min_peers, and a bad value is refused */
+    e = install(m, "{\"min_peers\": 2, \"min_peers_first\": 1}");
+    connect_peer(e, 4, "Client");
+    assert_server_fails(e, "1 peers run 'Client', fewer than min_peers 2");
+    bb_engine_free(e);
     bb_model_free(m);
     /* untagged and unconfigured: no target to look for */
     m = pfx_selector_model("peers::Connected", 1, NULL);

@@ -158,6 +158,13 @@ static void test_roles(void **state)
     assert_string_equal(bb_role_domain(BB_ROLE_BACKEND), "ai.onnx");
     assert_string_equal(bb_role_domain(BB_ROLE_CODEC), "ai.bytesandbrains.role.compressor");
     assert_string_equal(bb_role_domain(BB_ROLE_DATA_SOURCE), "ai.bytesandbrains.role.data_loader");
+    /* the role ops whose contract folds a batch of responses one at a time */
+    const char *agg = bb_role_domain(BB_ROLE_AGGREGATOR);
+    assert_true(bb_role_op_folds_responses(agg, "Contribute"));
+    assert_false(bb_role_op_folds_responses(agg, "Aggregate"));
+    assert_false(bb_role_op_folds_responses("test.agg", "Contribute"));
+    assert_false(bb_role_op_folds_responses(NULL, "Contribute"));
+    assert_false(bb_role_op_folds_responses(agg, NULL));
     assert_string_equal(bb_role_domain(BB_ROLE_AGGREGATOR), "ai.bytesandbrains.role.aggregator");
     assert_null(bb_role_domain(BB_ROLE_PROTOCOL));
     assert_null(bb_role_domain(BB_ROLE_NONE));

@@ -620,13 +620,13 @@ static void test_exact_encodings(void **state)
     assert_int_equal(bb_value_encoded_size(v, &n, NULL), BB_OK);
     uint8_t sized[sizeof want + 1];
     sized[sizeof want] = 0xee;
-    assert_int_equal(bb_value_encode_sized(v, n, sized, NULL), BB_OK);
+    assert_int_equal(bb_value_encode_sized(v, n, sized, 0, NULL), BB_OK);
     assert_memory_equal(sized, want, sizeof want);
     assert_int_equal(sized[sizeof want], 0xee); /* nothing past n */
     bb_error err;
     bb_error_clear(&err);
-    assert_int_equal(bb_value_encode_sized(v, n - 1, sized, &err), BB_ERUNTIME); /* a bug */
-    assert_int_equal(bb_value_encode_sized(NULL, 0, sized, &err), BB_EINVAL);
+    assert_int_equal(bb_value_encode_sized(v, n - 1, sized, 0, &err), BB_ERUNTIME); /* a bug */
+    assert_int_equal(bb_value_encode_sized(NULL, 0, sized, 0, &err), BB_EINVAL);
     free(enc);
     bb_value_unref(v);
 

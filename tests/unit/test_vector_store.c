@@ -157,8 +157,8 @@ static void test_vector_store_query_waits_on_the_op_lock(void **state)
     bb_engine *client = pfx_net_node(&net, 2, m, "Client", NULL, 0, NULL, &err);
     if (!client)
         fail_msg("client: %s", err.msg);
-    assert_int_equal(pfx_net_know(store, 2), BB_OK);
-    assert_int_equal(pfx_net_know(client, 1), BB_OK);
+    assert_int_equal(fx_know(store, 2), BB_OK);
+    assert_int_equal(fx_know(client, 1), BB_OK);
     bb_peerid sp = fx_peer(1);
     const char *t = "VectorStore";
     assert_int_equal(bb_engine_peer_connected(client, &sp, &t, 1, NULL), BB_OK);

@@ -67,6 +67,14 @@ typedef struct bb_engine_caps {
     uint32_t peer_failure_threshold;    /* 5 consecutive failures -> PeerDown */
     uint64_t backoff_base_ns;           /* 10 ms */
     uint64_t backoff_max_ns;            /* 60 s */
+    /* Chunk streams (an envelope larger than config.stream_chunk_bytes goes
+     * in pieces; see there). Inbound, a stream's whole envelope is charged
+     * to ingress_byte_budget when it is admitted and is at most
+     * max_envelope_bytes; one that does not fit the budget yet waits. */
+    size_t max_streams_in;              /* 64 (edge 4): admitted and waiting, all peers */
+    uint32_t stream_window;             /* 4: chunks a sender has in flight per stream */
+    uint64_t stream_stall_ns;           /* 60 s: a stream that moves no byte for this long
+                                         * is given up (both ends) */
 } bb_engine_caps;
 
 /* ENGINE.md Part 16 defaults. */
@@ -113,6 +121,13 @@ typedef struct bb_engine_config {
     bb_value *(*shared_get)(void *ud, const char *key);
     bb_value *(*shared_put)(void *ud, const char *key, bb_value *v);
     void *shared_ud;
+    /* Envelopes larger than this (0: none) go to a peer as a chunk stream:
+     * pieces of this size, at most caps.stream_window of them in flight,
+     * each acknowledged; after a reconnect (bb_engine_peer_connected) the
+     * stream goes on from the bytes the receiver acknowledged. So no frame
+     * of the transport is larger than this plus a small head, however
+     * large a tensor; a host sets it below its frame limit. */
+    size_t stream_chunk_bytes;
     /* Install uses the caller's model instead of a clone of it: the host
      * keeps it alive and unchanged until bb_engine_free (bbsim's thousands
      * of engines share one artifact; a clone of the federated example is
@@ -208,7 +223,8 @@ typedef enum bb_infra_kind {
     BB_INFRA_UNROUTABLE_FILL,        /* unknown /site or /component, bad suffix */
     BB_INFRA_UNKNOWN_CORRELATION,    /* response for no open request */
     BB_INFRA_QUORUM_FAILED,          /* a batched request ended below quorum */
-    BB_INFRA_BOOTSTRAP_REJECTED      /* a queued bootstrap request was refused */
+    BB_INFRA_BOOTSTRAP_REJECTED,     /* a queued bootstrap request was refused */
+    BB_INFRA_STREAM_FAILED           /* a chunk stream was refused or given up; count: its size */
 } bb_infra_kind;
 
 typedef enum bb_wire_rx_error {
@@ -452,7 +468,12 @@ bb_bootstrap_status bb_engine_bootstrap_status(const bb_engine *e);
 int bb_engine_add_peer(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *addrs,
                        size_t n, bb_error *err);
 int bb_engine_remove_peer(bb_engine *e, const bb_peerid *peer);
-/* The transport connected to peer, which announced it runs targets. */
+/* The transport connected to peer, which announced it runs targets. While
+ * a peer is reported connected, only the first envelope to it on the
+ * connection (and the first after a failed send, bb_engine_report_send, or
+ * after its addresses in the book changed) carries this node's listen
+ * addresses and the peer's; a host that reports no connections gets them
+ * on every envelope. */
 int bb_engine_peer_connected(bb_engine *e, const bb_peerid *peer, const char *const *targets,
                              size_t n_targets, bb_error *err);
 void bb_engine_peer_disconnected(bb_engine *e, const bb_peerid *peer);

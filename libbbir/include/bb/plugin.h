@@ -64,6 +64,16 @@ bb_role bb_role_parse(const char *name);
  * role.compressor, DataSource -> role.data_loader; NULL for Protocol). */
 const char *bb_role_domain(bb_role role);
 
+/* Whether op_type of a role's catalog domain folds a ResponseBatch response
+ * by response. ROLES.md Part 3: Aggregator.Contribute "writes one peer's
+ * update into an in-progress buffer", so dispatching it once per response
+ * (a one-element ResponseBatch, metadata the batch's RequestId) and then
+ * once more with an empty ResponseBatch and no metadata has the effect of
+ * one dispatch with the whole batch. An engine may hand such an op each
+ * response as it lands instead of keeping them all (the op must answer
+ * those dispatches at once). */
+bool bb_role_op_folds_responses(const char *domain, const char *op_type);
+
 /* ---- declarations (static data in the plugin) ------------------------------ */
 typedef struct bb_port_decl {
     const char *name;

@@ -13,7 +13,14 @@
  *
  * Wire encoding (bb_value_encode / bb_value_decode), selected by the type's
  * wire hash:
- *   tensor            ONNX TensorProto bytes (dims, data_type, raw_data LE)
+ *   tensor            ONNX TensorProto bytes (dims, data_type, raw_data LE);
+ *                     raw_data of BB_VALUE_ALIGN_MIN bytes or more sits
+ *                     between two doc_string fields of spaces (67 bytes in
+ *                     all, whatever the position) that put its first byte
+ *                     at a multiple of BB_VALUE_ALIGN from the start of
+ *                     the message it is encoded into, so a receiver that
+ *                     reads the message into aligned memory can use the
+ *                     tensor where it landed
  *   Trigger           empty
  *   U64-like scalars  8 bytes little-endian
  *   Bytes, PeerId,    the bytes themselves (PeerId: multihash,
@@ -161,6 +168,9 @@ static inline float *bb_tensor_f32(const bb_value *v)
 bool bb_value_equal(const bb_value *a, const bb_value *b);
 
 /* ---- wire encoding ------------------------------------------------------ */
+#define BB_VALUE_ALIGN 64                  /* large raw_data starts at a multiple of this */
+#define BB_VALUE_ALIGN_MIN ((size_t)64 << 10) /* raw_data from this size is aligned */
+
 typedef struct bb_decode_limits {
     size_t max_bytes;      /* largest single value accepted */
     size_t max_items;      /* largest vector / composite / batch */
@@ -180,8 +190,11 @@ int bb_value_encode_into(const bb_value *v, uint8_t *out, size_t cap, size_t *le
                          bb_error *err);
 /* bb_value_encode_into for a caller that already sized v: n must be what
  * bb_value_encoded_size said for it (values do not change), and out must
- * hold n bytes. Saves the second walk over v a message encoder would do. */
-int bb_value_encode_sized(const bb_value *v, size_t n, uint8_t *out, bb_error *err);
+ * hold n bytes. Saves the second walk over v a message encoder would do.
+ * at: where out[0] sits in the message being written (large raw_data is
+ * aligned from the message's start; bb_value_encode_into counts from
+ * out[0]). */
+int bb_value_encode_sized(const bb_value *v, size_t n, uint8_t *out, size_t at, bb_error *err);
 /* A part of a value's encoding left in the value's own memory
  * (bb_value_encode_gather): len bytes at data, which come right after the
  * first `at` bytes the encoder wrote to its output. */
@@ -198,10 +211,11 @@ typedef struct bb_encode_ref {
  * borrow v's memory: hold a reference on v while they are in use. cap
  * must hold the copied part (bb_value_gather_size); *len is what was
  * written to out. For a sender that hands large payloads to a scatter
- * write instead of copying them. */
-int bb_value_encode_gather(const bb_value *v, uint8_t *out, size_t cap, size_t min_ref,
-                           bb_encode_ref *refs, size_t max_refs, size_t *n_refs, size_t *len,
-                           bb_error *err);
+ * write instead of copying them. at: where the encoding starts in the
+ * message, counting the refs' bytes (as bb_value_encode_sized). */
+int bb_value_encode_gather(const bb_value *v, uint8_t *out, size_t at, size_t cap,
+                           size_t min_ref, bb_encode_ref *refs, size_t max_refs, size_t *n_refs,
+                           size_t *len, bb_error *err);
 /* What bb_value_encode_gather(v, .., min_ref, .., max_refs, ..) writes:
  * *copied bytes to out and *n_refs refs. */
 int bb_value_gather_size(const bb_value *v, size_t min_ref, size_t max_refs, size_t *copied,

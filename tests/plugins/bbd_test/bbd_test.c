@@ -18,6 +18,10 @@
  *   bbdtest::Mean  (Aggregator)  Contribute(ResponseBatch of
  *       Composite(params, num_samples)) -> CommandId; Aggregate(trigger) ->
  *       the num_samples-weighted mean, then starts over.
+ *   bbdtest::Blob  (Protocol, domain bbdtest.blob)  Fill(n U64) -> f32[n],
+ *       element i = (i mod 1021) * 0.5 + n (a tensor of any size, made on
+ *       the node); Digest(t) -> U64, FNV-1a over the tensor's bytes 8 at a
+ *       time (the large-tensor tests compare both ends' digests).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -365,6 +369,72 @@ static bb_dispatch_result mean_dispatch(void *inst, bb_ctx *ctx, const bb_dispat
     return BB_DISPATCH_NOW_ERR;
 }
 
+/* ---- bbdtest::Blob ---------------------------------------------------------------------- */
+
+#define BLOB_MAX_FLOATS ((uint64_t)1 << 31) /* 8 GiB */
+
+static int blob_create(const bb_create_args *a, void **out, bb_error *err)
+{
+    (void)a, (void)err;
+    *out = NULL;
+    return BB_OK;
+}
+
+static void blob_destroy(void *inst) { (void)inst; }
+
+static bb_dispatch_result blob_fill(const bb_value *n, bb_value **out, bb_error *err)
+{
+    if (!n || n->type->kind != BB_VK_U64 || !n->u.u64 || n->u.u64 > BLOB_MAX_FLOATS) {
+        bb_error_set(err, BB_EINVAL, "bbdtest::Blob: Fill takes a count of 1 to 2^31 floats");
+        return BB_DISPATCH_NOW_ERR;
+    }
+    int64_t dim = (int64_t)n->u.u64;
+    bb_value *t = bb_value_tensor_new(BB_DT_FLOAT, 1, &dim);
+    if (!t) {
+        bb_error_set(err, BB_ENOMEM, "bbdtest::Blob: out of memory for %lld floats",
+                     (long long)dim);
+        return BB_DISPATCH_NOW_ERR;
+    }
+    float *f = bb_tensor_f32(t), base = (float)n->u.u64;
+    for (uint64_t i = 0; i < n->u.u64; i++)
+        f[i] = (float)(i % 1021) * 0.5f + base;
+    out[0] = t;
+    return BB_DISPATCH_NOW_OK;
+}
+
+static bb_dispatch_result blob_digest(const bb_value *t, bb_value **out, bb_error *err)
+{
+    if (!t || t->type->kind != BB_VK_TENSOR) {
+        bb_error_set(err, BB_ETYPE, "bbdtest::Blob: Digest takes a tensor");
+        return BB_DISPATCH_NOW_ERR;
+    }
+    const uint8_t *p = t->u.tensor.data;
+    size_t n = t->u.tensor.nbytes, i = 0;
+    uint64_t h = 0xcbf29ce484222325ULL ^ n;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+    }
+    for (; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    out[0] = bb_value_u64(&BB_TYPE_U64, h);
+    return out[0] ? BB_DISPATCH_NOW_OK : BB_DISPATCH_NOW_ERR;
+}
+
+static bb_dispatch_result blob_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
+                                        bb_value **out, bb_error *err)
+{
+    (void)inst, (void)ctx;
+    const bb_value *in = call->n_inputs ? call->inputs[0] : NULL;
+    if (!strcmp(call->op_type, "Fill"))
+        return blob_fill(in, out, err);
+    if (!strcmp(call->op_type, "Digest"))
+        return blob_digest(in, out, err);
+    bb_error_set(err, BB_EUNSUPPORTED, "bbdtest::Blob: no op %s", call->op_type);
+    return BB_DISPATCH_NOW_ERR;
+}
+
 /* ---- declarations ----------------------------------------------------------------------- */
 
 static const bb_port_decl PEERS_OUT[] = {{.name = "peers", .type = &BB_TYPE_PEER_ID_VEC}};
@@ -404,6 +474,16 @@ static const bb_op_decl MEAN_OPS[] = {
 };
 static const bb_opset_decl MEAN_SETS[] = {{BB_DOMAIN_ROLE_AGGREGATOR, 1, MEAN_OPS, 2}};
 
+static const bb_port_decl COUNT_IN[] = {{.name = "n", .type = &BB_TYPE_U64}};
+static const bb_port_decl TENSOR_IN[] = {{.name = "t", .type = &BB_TYPE_TENSOR_F32}};
+static const bb_port_decl TENSOR_OUT[] = {{.name = "t", .type = &BB_TYPE_TENSOR_F32}};
+static const bb_port_decl DIGEST_OUT[] = {{.name = "digest", .type = &BB_TYPE_U64}};
+static const bb_op_decl BLOB_OPS[] = {
+    {"Fill", COUNT_IN, 1, TENSOR_OUT, 1, "f32[n], a fixed pattern"},
+    {"Digest", TENSOR_IN, 1, DIGEST_OUT, 1, "FNV-1a of the tensor's bytes"},
+};
+static const bb_opset_decl BLOB_SETS[] = {{"bbdtest.blob", 1, BLOB_OPS, 2}};
+
 #define TYPE(var, name_, role_, sets, cfg, ncfg, create_, destroy_, dispatch_, snap, rest)    \
     static const bb_component_type var = {                                                  \
         .struct_size = sizeof(bb_component_type),                                           \
@@ -430,7 +510,10 @@ TYPE(MODEL, "bbdtest::Model", BB_ROLE_MODEL, MODEL_SETS, MODEL_CONFIG, 4, model_
 TYPE(MEAN, "bbdtest::Mean", BB_ROLE_AGGREGATOR, MEAN_SETS, NULL, 0, mean_create, mean_destroy,
      mean_dispatch, NULL, NULL);
 
-static const bb_component_type *const TYPES[] = {&PEERS, &MODEL, &MEAN};
+TYPE(BLOB, "bbdtest::Blob", BB_ROLE_PROTOCOL, BLOB_SETS, NULL, 0, blob_create, blob_destroy,
+     blob_dispatch, NULL, NULL);
+
+static const bb_component_type *const TYPES[] = {&PEERS, &MODEL, &MEAN, &BLOB};
 
 static const bb_plugin_info INFO = {
     .struct_size = sizeof(bb_plugin_info),
@@ -439,7 +522,7 @@ static const bb_plugin_info INFO = {
     .name = "bbd_test",
     .version = "1.0",
     .types = TYPES,
-    .n_types = 3,
+    .n_types = sizeof TYPES / sizeof TYPES[0],
     .value_layout = BB_PLUGIN_VALUE_LAYOUT,
 };
 

@@ -591,6 +591,104 @@ static const bb_component_type AGG = {
     .dispatch = agg_dispatch,
 };
 
+/* test::Fold */
+static const bb_port_decl CONTRIB_IN[] = {P("contribution", &BB_TYPE_ANY),
+                                          {.name = "metadata", .type = &BB_TYPE_ANY,
+                                           .optional = true}};
+static const bb_op_decl FOLD_OPS[] = {{"Contribute", CONTRIB_IN, 2, CMD_1, 1, NULL}};
+static const bb_opset_decl FOLD_SETS[] = {{"ai.bytesandbrains.role.aggregator", 1, FOLD_OPS, 1}};
+static fx_fold *g_fold[8];
+static int g_n_fold;
+
+fx_fold *fx_fold_last(void) { return g_n_fold ? g_fold[g_n_fold - 1] : NULL; }
+
+static int fold_create(const bb_create_args *a, void **out, bb_error *err)
+{
+    (void)a, (void)err;
+    fx_fold *f = calloc(1, sizeof *f);
+    if (!f)
+        return BB_ENOMEM;
+    if (g_n_fold < 8)
+        g_fold[g_n_fold++] = f;
+    *out = f;
+    return BB_OK;
+}
+
+static void fold_destroy(void *inst)
+{
+    for (int i = 0; i < g_n_fold; i++)
+        if (g_fold[i] == inst)
+            g_fold[i] = g_fold[--g_n_fold];
+    free(inst);
+}
+
+static bb_dispatch_result fold_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
+                                        bb_value **out, bb_error *err)
+{
+    (void)ctx;
+    fx_fold *f = inst;
+    const bb_value *b = call->inputs[0];
+    const bb_value *meta = call->n_inputs > 1 ? call->inputs[1] : NULL;
+    if (!b || b->type->kind != BB_VK_RESPONSE_BATCH) {
+        bb_error_set(err, BB_ETYPE, "Contribute: want a ResponseBatch");
+        return BB_DISPATCH_NOW_ERR;
+    }
+    if (f->calls < FX_FOLD_CALLS) {
+        f->sizes[f->calls] = b->u.batch.n;
+        f->tags[f->calls] = meta && meta->type == &BB_TYPE_REQUEST_ID ? meta->u.u64 : 0;
+    }
+    f->calls++;
+    for (size_t i = 0; i < b->u.batch.n; i++) {
+        const bb_value *v = b->u.batch.items[i];
+        uint64_t x = v->type->kind == BB_VK_U64 ? v->u.u64 : 0;
+        if (x == FX_FOLD_REFUSED) {
+            bb_error_set(err, BB_EINVAL, "Contribute: %llu is refused", (unsigned long long)x);
+            return BB_DISPATCH_NOW_ERR;
+        }
+        f->sum += x;
+        f->count++;
+    }
+    out[0] = bb_value_u64(&BB_TYPE_COMMAND_ID, f->count);
+    return BB_DISPATCH_NOW_OK;
+}
+
+static int fold_snapshot(void *inst, uint8_t **out, size_t *len, bb_error *err)
+{
+    (void)err;
+    const fx_fold *f = inst;
+    *out = malloc(16);
+    if (!*out)
+        return BB_ENOMEM;
+    memcpy(*out, &f->sum, 8);
+    memcpy(*out + 8, &f->count, 8);
+    *len = 16;
+    return BB_OK;
+}
+
+static int fold_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
+{
+    fx_fold *f = inst;
+    if (len != 16)
+        return bb_error_set(err, BB_EDECODE, "test::Fold: bad snapshot");
+    memcpy(&f->sum, data, 8);
+    memcpy(&f->count, data + 8, 8);
+    return BB_OK;
+}
+
+static const bb_component_type FOLD = {
+    .struct_size = sizeof(bb_component_type),
+    .abi_major = BB_PLUGIN_ABI_MAJOR,
+    .type_name = "test::Fold",
+    .role = BB_ROLE_AGGREGATOR,
+    .opsets = FOLD_SETS,
+    .n_opsets = 1,
+    .create = fold_create,
+    .destroy = fold_destroy,
+    .dispatch = fold_dispatch,
+    .snapshot = fold_snapshot,
+    .restore = fold_restore,
+};
+
 /* test::Selector */
 static const bb_op_decl SEL_OPS[] = {{"Sample", ANY1, 1, PEERS_1, 1, NULL}};
 static const bb_opset_decl SEL_SETS[] = {{"ai.bytesandbrains.role.peer_selector", 1, SEL_OPS, 1}};
@@ -715,8 +813,8 @@ static const bb_component_type DEP = {
     .dispatch = dep_dispatch,
 };
 
-static const bb_component_type *const TYPES[] = {&ECHO,    &OLD_ECHO, &MODEL, &AGG,
-                                                 &SEL,     &BACKEND,  &DEP};
+static const bb_component_type *const TYPES[] = {&ECHO, &OLD_ECHO, &MODEL,   &AGG,
+                                                  &FOLD, &SEL,      &BACKEND, &DEP};
 
 /* Slot configs: slots named model_<d>_<n> get "<d>_<n>" (delta, samples). */
 static const char *slot_config(void *ud, const char *slot)
@@ -830,6 +928,14 @@ size_t fx_addr(uint16_t port, uint8_t out[32])
     return len;
 }
 
+int fx_know(bb_engine *e, uint8_t seed)
+{
+    bb_peerid p = fx_peer(seed);
+    uint8_t a[32];
+    bb_engine_addr addr = {a, fx_addr((uint16_t)(7000 + seed), a)};
+    return bb_engine_add_peer(e, &p, &addr, 1, NULL);
+}
+
 bb_engine *fx_engine(uint8_t seed, uint16_t port, const bb_engine_config *base)
 {
     bb_engine_config cfg;
@@ -861,6 +967,24 @@ int fx_install(bb_engine *e, bb_model *m, const char *targets, bb_error *err)
 /* ---- logs ------------------------------------------------------------------------------------------ */
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+uint8_t *fx_send_bytes(const bb_step *s)
+{
+    uint8_t *b = malloc(s->u.send.len ? s->u.send.len : 1);
+    if (!b)
+        return NULL;
+    const bb_send_gather *g = s->u.send.gather;
+    if (!g) {
+        memcpy(b, s->u.send.bytes, s->u.send.len);
+        return b;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < g->n_iov; i++) {
+        memcpy(b + at, g->iov[i].data, g->iov[i].len);
+        at += g->iov[i].len;
+    }
+    return b;
+}
 
 void fx_log_add(fx_log *l, const bb_step *s)
 {
@@ -915,6 +1039,8 @@ void fx_log_add(fx_log *l, const bb_step *s)
         r->peer = s->u.send.peer;
         r->len = s->u.send.len;
         r->count = s->u.send.n_addrs;
+        if (s->u.send.len <= FX_REC_BYTES_MAX && (r->bytes = fx_send_bytes(s))) /* flattened */
+            r->bytes_len = s->u.send.len;
         break;
     case BB_STEP_CYCLE_BUDGET_EXCEEDED:
         r->count = s->u.budget.ops;
@@ -927,6 +1053,7 @@ void fx_log_add(fx_log *l, const bb_step *s)
 void fx_log_free(fx_log *l)
 {
     for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].bytes);
         free(l->v[i].a);
         free(l->v[i].b);
         free(l->v[i].c);
@@ -1000,8 +1127,10 @@ void fx_net_poll(fx_net *net, int i)
         int d = find_engine(net, &st->u.send.peer);
         if (d < 0)
             continue;
-        bb_engine_deliver_envelope(net->e[d], bb_engine_peer_id(net->e[i]), NULL, st->u.send.bytes,
-                                   st->u.send.len, NULL);
+        uint8_t *flat = st->u.send.gather ? fx_send_bytes(st) : NULL;
+        bb_engine_deliver_envelope(net->e[d], bb_engine_peer_id(net->e[i]), NULL,
+                                   flat ? flat : st->u.send.bytes, st->u.send.len, NULL);
+        free(flat);
         net->delivered++;
     }
     bb_steps_free(&s);

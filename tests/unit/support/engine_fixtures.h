@@ -68,6 +68,10 @@ bb_function *fx_chain(bb_model *m, const char *name, uint32_t n);
  *              delta = config number, default 1), NumSamples(t)->U64 (config).
  * test::Agg    (Aggregator, "test.agg") FedAvg(ResponseBatch of Composite(params,
  *              n)) -> f32[4] weighted mean; Contribute(t)->CommandId; Count(t)->U64.
+ * test::Fold   (Aggregator, the role domain: its Contribute folds responses as
+ *              they land) Contribute(ResponseBatch of U64, metadata?) -> CommandId
+ *              (responses so far); records every call (fx_fold_last); refuses a
+ *              response of FX_FOLD_REFUSED; sum and count in its snapshot.
  * test::Selector (PeerSelector, role.peer_selector) Sample(t)->PeerIdVec of the
  *              connected peers running the node's "target" attribute.
  * test::Backend  (Backend, ai.onnx) Add(a,b), Relu(a); materialize_from_wire counts.
@@ -103,6 +107,17 @@ fx_echo *fx_echo_at(int i);
 /* The live test::Echo instance created for slot (NULL if none). */
 fx_echo *fx_echo_by_slot(const char *slot);
 int fx_echo_count(void);
+
+#define FX_FOLD_CALLS 16
+#define FX_FOLD_REFUSED 666
+typedef struct fx_fold {
+    int calls;
+    size_t sizes[FX_FOLD_CALLS];  /* responses in each call's batch */
+    uint64_t tags[FX_FOLD_CALLS]; /* its RequestId metadata, 0 without */
+    uint64_t sum, count;          /* of the U64 responses */
+} fx_fold;
+/* The test::Fold instance created last (NULL if none alive). */
+fx_fold *fx_fold_last(void);
 size_t fx_backend_materialized(void);
 
 /* ---- hand-packed envelopes ------------------------------------------------------------ */
@@ -142,6 +157,9 @@ bb_peerid fx_peer(uint8_t seed);
 bb_peerid fx_taught_peer(uint16_t n);
 /* Binary /ip4/127.0.0.1/tcp/<port> into out (returns length). */
 size_t fx_addr(uint16_t port, uint8_t out[32]);
+/* e learns the address of fx_peer(seed) (port 7000 + seed, as fx_engine
+ * nodes are made in the tests). A bb status. */
+int fx_know(bb_engine *e, uint8_t seed);
 /* Install comma-separated targets with fx_registry(). */
 int fx_install(bb_engine *e, bb_model *m, const char *targets, bb_error *err);
 
@@ -155,7 +173,10 @@ typedef struct fx_rec {
     uint64_t count;
     bb_peerid peer;
     size_t len;
+    uint8_t *bytes;      /* SEND_ENVELOPE up to FX_REC_BYTES_MAX: the envelope (a copy) */
+    size_t bytes_len;
 } fx_rec;
+#define FX_REC_BYTES_MAX 1024
 
 typedef struct fx_log {
     fx_rec *v;
@@ -163,6 +184,9 @@ typedef struct fx_log {
 } fx_log;
 
 void fx_log_add(fx_log *l, const bb_step *s);
+/* A SendEnvelope's envelope as one malloc'd buffer (bytes, or the gather's
+ * pieces end to end), or NULL when out of memory. */
+uint8_t *fx_send_bytes(const bb_step *s);
 void fx_log_free(fx_log *l);
 size_t fx_log_count(const fx_log *l, bb_step_kind kind);
 /* i-th AppEvent with this topic (NULL topic: any), or NULL. */
@@ -185,7 +209,7 @@ int fx_net_add(fx_net *net, bb_engine *e);
  * envelopes between them. Returns the number of rounds. */
 int fx_net_run(fx_net *net, int max_rounds);
 /* Poll one engine once at net->now, logging its steps and carrying its
- * envelopes. */
+ * envelopes (a gathered one as its pieces end to end). */
 void fx_net_poll(fx_net *net, int i);
 void fx_net_free(fx_net *net); /* frees logs and engines */
 

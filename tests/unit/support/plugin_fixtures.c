@@ -353,14 +353,6 @@ bb_engine *pfx_net_node(struct fx_net *net, uint8_t seed, bb_model *m, const cha
     return NULL;
 }
 
-int pfx_net_know(bb_engine *e, uint8_t seed)
-{
-    bb_peerid p = fx_peer(seed);
-    uint8_t a[32];
-    bb_engine_addr addr = {a, fx_addr((uint16_t)(7000 + seed), a)};
-    return bb_engine_add_peer(e, &p, &addr, 1, NULL);
-}
-
 bb_model *pfx_selector_model(const char *type, int64_t n, const char *of_class)
 {
     static const char *const SEL = "ai.bytesandbrains.role.peer_selector";

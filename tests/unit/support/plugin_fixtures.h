@@ -81,8 +81,6 @@ struct fx_net;
 bb_engine *pfx_net_node(struct fx_net *net, uint8_t seed, bb_model *m, const char *target,
                         const pfx_slot_config *cfg, size_t n_cfg, const bb_engine_config *ecfg,
                         bb_error *err);
-/* e learns the address of fx_peer(seed) (port 7000 + seed). A bb status. */
-int pfx_net_know(bb_engine *e, uint8_t seed);
 
 /* ---- selectors through the engine ------------------------------------------------- */
 /* Target "Server"(go) -> Sample(n) (output "peers") and CurrentView (output
