@@ -17,6 +17,7 @@
 
 #include "bb/artifact.h"
 #include "bb/ir.h"
+#include "bb/peerid.h"
 
 #define BBC_VERSION "0.9.0"
 
@@ -36,6 +37,13 @@ int bbc_cmd_dump(int argc, char **argv);
 int bbc_cmd_passes(int argc, char **argv);
 int bbc_cmd_plugins(int argc, char **argv);
 int bbc_cmd_targets(int argc, char **argv);
+int bbc_cmd_sign(int argc, char **argv);
+
+/* Sign the model file in with the key file key_path into out (may be in):
+ * bb/model_sign.h; *signer (may be NULL) gets the signer's PeerId.
+ * bbc sign and bbc compile --sign. */
+int bbc_sign_file(const char *in, const char *out, const char *key_path, bb_peerid *signer,
+                  bb_error *err);
 
 /* ---- shared by the subcommands (bbc/cli.c) ---- */
 

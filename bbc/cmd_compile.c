@@ -20,7 +20,7 @@ static const char USAGE[] =
     "usage: bbc compile MODEL.onnx -o OUT.onnx [--bind SLOT=TYPE_NAME]... [--bindings FILE.json]\n"
     "                   [--plugin-path DIR]... [--target-version N] [--per-hop-budget-ns N]\n"
     "                   [--permissive-types] [--without-stage NAME]... [--stage PLUGIN.so]...\n"
-    "                   [--verify-each]\n";
+    "                   [--verify-each] [--sign KEY]\n";
 
 #define MAX_LIST 256
 
@@ -55,7 +55,7 @@ static bool stage_named(const bb_stage *const *stages, size_t n, const char *nam
 
 /* The command line: the files, the repeated options and the options. */
 typedef struct compile_args {
-    const char *in, *out;
+    const char *in, *out, *sign_key;
     const char *without[MAX_LIST], *stage_paths[MAX_LIST], *binds[MAX_LIST], *bfiles[MAX_LIST],
         *dirs[MAX_LIST];
     size_t n_without, n_stage_paths, n_binds, n_bfiles, n_dirs;
@@ -68,6 +68,8 @@ static int take_value_option(compile_args *c, const char *a, const char *v)
     uint64_t num;
     if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
         c->out = v;
+    } else if (!strcmp(a, "--sign")) {
+        c->sign_key = v;
     } else if (!strcmp(a, "--bind") && c->n_binds < MAX_LIST) {
         c->binds[c->n_binds++] = v;
     } else if (!strcmp(a, "--bindings") && c->n_bfiles < MAX_LIST) {
@@ -207,6 +209,8 @@ int bbc_cmd_compile(int argc, char **argv)
         goto done;
     }
     if (bb_model_save_file(compiled, c.out, &err) != BB_OK)
+        goto fail;
+    if (c.sign_key && bbc_sign_file(c.out, c.out, c.sign_key, NULL, &err) != BB_OK)
         goto fail;
     status = 0;
     goto done;

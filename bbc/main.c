@@ -16,6 +16,7 @@ static const bbc_command COMMANDS[] = {
     {"dot", "draw a compiled model as a Graphviz digraph", bbc_cmd_dot},
     {"plugins", "list the component types the plugin search finds", bbc_cmd_plugins},
     {"passes", "list the compiler passes in run order", bbc_cmd_passes},
+    {"sign", "add an Ed25519 signature to an artifact (bbd require_signed_by)", bbc_cmd_sign},
 };
 
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])

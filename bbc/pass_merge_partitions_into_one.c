@@ -6,7 +6,8 @@
  * different bodies under one identity is an ODR violation (Internal).
  * opset_import lists every domain any node uses (ai.onnx first, then by
  * name) at the highest version imported; metadata holds the input's own
- * entries, the passport and every partition's binding triples; the graph
+ * entries (not its signatures: they sign other bytes), the passport and
+ * every partition's binding triples; the graph
  * is empty (bodies live in functions[]). ir_version is the target version.
  *
  * The functions move into the output as they are, not copied: the output
@@ -117,7 +118,9 @@ int bbc_pass_merge_partitions_into_one(bbc_state *st)
         return bbc_oom(st);
     for (size_t i = 0; i < in->metadata.n; i++) {
         const bb_kv *kv = &in->metadata.v[i];
-        if (bbc_str_eq(kv->key, BB_META_COMPILED) || has_prefix(kv->key, BB_META_BINDING_PREFIX))
+        /* a signature of the input signs other bytes: not carried over */
+        if (bbc_str_eq(kv->key, BB_META_COMPILED) || bbc_str_eq(kv->key, BB_META_SIGNATURE) ||
+            has_prefix(kv->key, BB_META_BINDING_PREFIX))
             continue;
         if (bb_kv_set(out->arena, &out->metadata, kv->key, kv->value) != BB_OK)
             return bbc_oom(st);

@@ -26,8 +26,13 @@ int bbctl_connect(bbctl_conn *c, const char *path)
     memcpy(sa.sun_path, path, strlen(path) + 1);
     c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        snprintf(c->err, sizeof c->err, "cannot connect to %s: %s%s", path, strerror(errno),
-                 errno == ENOENT || errno == ECONNREFUSED ? " (is bbd running?)" : "");
+        int e = errno;
+        snprintf(c->err, sizeof c->err, "cannot connect to %s: %s%s", path, strerror(e),
+                 e == ENOENT || e == ECONNREFUSED ? " (is bbd running?)"
+                 : e == EACCES || e == EPERM
+                     ? " (the control socket is reachable only by the user bbd runs as: "
+                       "run bbctl as that user)"
+                     : "");
         if (c->fd >= 0)
             close(c->fd);
         c->fd = -1;

@@ -32,6 +32,9 @@ static const char USAGE[] =
     "commands:\n"
     "  status                          identity, targets, bootstrap, counters, connections\n"
     "  peers                           known peers with connection, health and backoff\n"
+    "  peers allow|deny|clear PEERID...  admit only allowed peers / never admit a peer /\n"
+    "                                  take peers off both lists (kept in the snapshot)\n"
+    "  peers list                      the allow and deny lists\n"
     "  invoke TARGET [NAME=VALUE]... [--wait TOPIC [--output FILE]]\n"
     "                                  run TARGET once with named inputs (and wait for\n"
     "                                  the first AppEvent TOPIC; write its value to FILE)\n"
@@ -474,6 +477,45 @@ static int cmd_watch(const opts *o, int argc, char **argv, cJSON *req)
     return rc;
 }
 
+static void print_access(FILE *out, const cJSON *r)
+{
+    static const char *const LISTS[] = {"allow", "deny"};
+    for (size_t i = 0; i < 2; i++) {
+        const cJSON *l = cJSON_GetObjectItemCaseSensitive(r, LISTS[i]), *p;
+        fprintf(out, "%s (%d):\n", LISTS[i], cJSON_GetArraySize(l));
+        cJSON_ArrayForEach(p, l) {
+            fprintf(out, "  %s\n", cJSON_IsString(p) ? p->valuestring : "?");
+        }
+    }
+    const cJSON *active = cJSON_GetObjectItemCaseSensitive(r, "allowlist_active");
+    fprintf(out, "%s; %.0f handshakes refused\n",
+            cJSON_IsTrue(active) ? "only peers on the allow list are admitted"
+                                 : "every peer not denied is admitted",
+            cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "refused")));
+}
+
+/* peers [allow|deny|clear PEERID... | list] */
+static int cmd_peers(const opts *o, int argc, char **argv, cJSON *req)
+{
+    if (argc == 1) {
+        cJSON_AddStringToObject(req, "cmd", "peers");
+        return simple(o, req, bbctl_print_peers);
+    }
+    const char *action = argv[1];
+    bool list = !strcmp(action, "list");
+    if (!list && strcmp(action, "allow") && strcmp(action, "deny") && strcmp(action, "clear"))
+        return usage("peers: unknown action '%s' (allow, deny, clear, list)", action);
+    if (list != (argc == 2))
+        return usage("peers %s: give PeerIds after allow, deny and clear, none after list",
+                     action);
+    cJSON_AddStringToObject(req, "cmd", "access");
+    cJSON_AddStringToObject(req, "action", action);
+    cJSON *ids = list ? NULL : cJSON_AddArrayToObject(req, "peers");
+    for (int i = 2; ids && i < argc; i++)
+        cJSON_AddItemToArray(ids, cJSON_CreateString(argv[i]));
+    return simple(o, req, print_access);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {{"socket", required_argument, NULL, 'S'},
@@ -517,15 +559,15 @@ int main(int argc, char **argv)
         return fail("%s", "out of memory");
     optind = 1; /* subcommands parse their own options */
     int rc;
-    if (!strcmp(cmd, "status") || !strcmp(cmd, "peers") || !strcmp(cmd, "snapshot")) {
+    if (!strcmp(cmd, "status") || !strcmp(cmd, "snapshot")) {
         if (sub_argc != 1)
             rc = usage("%s takes no arguments", cmd);
         else {
             cJSON_AddStringToObject(req, "cmd", cmd);
-            rc = simple(&o, req, !strcmp(cmd, "status")  ? bbctl_print_status
-                                 : !strcmp(cmd, "peers") ? bbctl_print_peers
-                                                         : print_snapshot);
+            rc = simple(&o, req, !strcmp(cmd, "status") ? bbctl_print_status : print_snapshot);
         }
+    } else if (!strcmp(cmd, "peers")) {
+        rc = cmd_peers(&o, sub_argc, sub_argv, req);
     } else if (!strcmp(cmd, "invoke")) {
         cJSON_AddStringToObject(req, "cmd", "invoke");
         rc = cmd_run(&o, sub_argc, sub_argv, req, false);

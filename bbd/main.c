@@ -28,7 +28,7 @@ static const char USAGE[] =
     "  -c, --config FILE            JSON node config\n"
     "  -t, --targets A,B            targets (partitions) this node runs\n"
     "  -l, --listen MULTIADDR       listen address, /ip4/.../tcp/P or .../udp/P (repeatable)\n"
-    "  -p, --peer PEERID=MULTIADDR  a known peer (repeatable)\n"
+    "  -p, --peer PEERID=MULTIADDR  a known peer (repeatable); also MULTIADDR/p2p/PEERID\n"
     "  -s, --state-dir DIR          key, snapshot and control socket live here\n"
     "      --control PATH           control socket (default STATE_DIR/control.sock)\n"
     "      --plugin-path DIR        search DIR for plugins first (repeatable)\n"
@@ -38,6 +38,14 @@ static const char USAGE[] =
     "      --key FILE               node key file (default STATE_DIR/node.key)\n"
     "      --seed N                 seed of every random choice (default: from the PeerId)\n"
     "      --fresh                  ignore a snapshot in the state directory\n"
+    "      --security MODE          noise (default: authenticated, encrypted) or off\n"
+    "                               (plaintext, debugging only)\n"
+    "      --allow PEERID           admit only listed peers (repeatable)\n"
+    "      --deny PEERID            never admit this peer (repeatable)\n"
+    "      --dial-allow CIDR        dial only addresses in these ranges (repeatable)\n"
+    "      --dial-deny CIDR         never dial addresses in this range (repeatable)\n"
+    "      --require-signed-by PEERID  refuse an artifact not signed by one of these\n"
+    "                               keys (repeatable)\n"
     "  -h, --help                   print this help\n"
     "  -V, --version                print the version\n";
 
@@ -50,6 +58,12 @@ enum {
     OPT_KEY,
     OPT_SEED,
     OPT_FRESH,
+    OPT_SECURITY,
+    OPT_ALLOW,
+    OPT_DENY,
+    OPT_DIAL_ALLOW,
+    OPT_DIAL_DENY,
+    OPT_REQUIRE_SIGNED_BY,
 };
 
 static const struct option OPTIONS[] = {
@@ -66,6 +80,12 @@ static const struct option OPTIONS[] = {
     {"key", required_argument, NULL, OPT_KEY},
     {"seed", required_argument, NULL, OPT_SEED},
     {"fresh", no_argument, NULL, OPT_FRESH},
+    {"security", required_argument, NULL, OPT_SECURITY},
+    {"allow", required_argument, NULL, OPT_ALLOW},
+    {"deny", required_argument, NULL, OPT_DENY},
+    {"dial-allow", required_argument, NULL, OPT_DIAL_ALLOW},
+    {"dial-deny", required_argument, NULL, OPT_DIAL_DENY},
+    {"require-signed-by", required_argument, NULL, OPT_REQUIRE_SIGNED_BY},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -128,12 +148,45 @@ static int list_opt(bbd_strlist *l, bool *cleared, const char *v, const char *wh
     return bbd_config_strlist_add(l, v, what, err);
 }
 
+/* The security options: lists replace the config file's on first use. */
+static int apply_security(bbd_config *cfg, int opt, const char *v, unsigned *seen, bb_error *err)
+{
+    unsigned bit = 1u << (opt - OPT_SECURITY);
+    bool first = !(*seen & bit);
+    *seen |= bit;
+    switch (opt) {
+    case OPT_SECURITY: return bbd_config_set_security(cfg, v, err);
+    case OPT_ALLOW:
+    case OPT_DENY:
+    case OPT_REQUIRE_SIGNED_BY: {
+        bbd_peerlist *l = opt == OPT_ALLOW ? &cfg->allow : opt == OPT_DENY ? &cfg->deny
+                                                                          : &cfg->require_signed_by;
+        if (first)
+            l->n = 0;
+        return bbd_config_peerlist_add(l, v, opt == OPT_ALLOW ? "--allow" : opt == OPT_DENY
+                                                   ? "--deny" : "--require-signed-by", err);
+    }
+    default: {
+        bbd_cidrlist *l = opt == OPT_DIAL_ALLOW ? &cfg->dial_allow : &cfg->dial_deny;
+        if (first)
+            l->n = 0;
+        return bbd_config_cidrlist_add(l, v, opt == OPT_DIAL_ALLOW ? "--dial-allow"
+                                                                   : "--dial-deny", err);
+    }
+    }
+}
+
 static int apply(bbd_config *cfg, const cli *c, bb_error *err)
 {
     bool listen_set = false, plugin_set = false, peers_set = false;
+    unsigned security_seen = 0;
     int rc = BB_OK;
     for (size_t i = 0; i < c->n && rc == BB_OK; i++) {
         const char *v = c->arg[i];
+        if (c->opt[i] >= OPT_SECURITY) {
+            rc = apply_security(cfg, c->opt[i], v, &security_seen, err);
+            continue;
+        }
         switch (c->opt[i]) {
         case 't': rc = bbd_config_set_targets(cfg, v, err); break;
         case 'l': rc = list_opt(&cfg->listen, &listen_set, v, "listen addresses", err); break;

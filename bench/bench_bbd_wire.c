@@ -43,9 +43,18 @@
  *
  * Placements: everything pinned to CPU 0 (every message a context switch on
  * one core), and unpinned; throughput runs unpinned. Targets: bbd p50 <=
- * 1.5x raw in each placement; bbd throughput >= 70% of raw. Exit 1 only
- * when a run fails (a node does not start, a flow stalls).
- * BENCH_WIRE_ONLY=rtt or =stream runs one half.
+ * 1.5x raw in each placement; bbd throughput >= 70% of raw. These runs use
+ * bbd's default channel (security "noise": Noise handshake, every frame
+ * sealed).
+ *
+ * Security: the same two measurements with security "noise" against
+ * "off" side by side, unpinned: each round runs an "off" pair then a
+ * "noise" pair back to back (fresh nodes each), the ratio the median of
+ * the rounds' ratios (round trip: noise p50 / off p50, target <= 1.15;
+ * throughput: noise / off MiB/s, target >= 0.80).
+ *
+ * Exit 1 only when a run fails (a node does not start, a flow stalls).
+ * BENCH_WIRE_ONLY=rtt, =stream or =security runs one part.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -78,7 +87,8 @@
 
 typedef struct bench {
     char build[PATH_MAX], self[PATH_MAX], bbd[PATH_MAX + 16];
-    char tmp[32], plugdir[64], artifact[PATH_MAX], config[64];
+    char tmp[32], plugdir[64], artifact[PATH_MAX], config[64], config_off[64];
+    const char *node_config; /* config or config_off: the pair's security */
     int run;                 /* numbers each pair's state directories */
     bench_node source, sink; /* the pair running now */
 } bench;
@@ -103,7 +113,7 @@ static void node_start(bench_node *n, const char *target, const char *peer)
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/%s-%d", B.tmp, target, B.run);
     bench_node_spec spec = {.bbd = B.bbd, .artifact = B.artifact, .target = target,
-                            .plugdir = B.plugdir, .config = B.config, .peer = peer,
+                            .plugdir = B.plugdir, .config = B.node_config, .peer = peer,
                             .ready_timeout_ms = 10000};
     if (bench_node_start(n, dir, &spec) != 0)
         bench_node_fail(n, "bbd --targets %s did not become ready", target);
@@ -241,6 +251,72 @@ static double bbd_stream(void *ud)
     return STREAM_MIB / ((double)(stamps[STREAM_MIB] - stamps[0]) / 1e9);
 }
 
+/* ---- security noise against off ------------------------------------------------------------ */
+
+static void security_row(const char *path, const double *lat, size_t n, double ratio,
+                         const char *target)
+{
+    double *v = malloc(n * sizeof *v);
+    if (!v)
+        bench_die("malloc");
+    memcpy(v, lat, n * sizeof *v);
+    printf("%-34s %8.1f %8.1f %8.1f %9.2f %11s\n", path, bench_percentile(v, n, 0.50) / 1e3,
+           bench_percentile(v, n, 0.99) / 1e3, bench_mean(v, n) / 1e3, ratio, target);
+    free(v);
+}
+
+/* Rounds of an "off" pair then a "noise" pair, unpinned: round trips and
+ * throughput side by side. Returns whether both targets were met. */
+static bool security_compare(void)
+{
+    bench_place(false);
+    size_t n = (size_t)ROUNDS * TRIPS;
+    double *off = malloc(n * sizeof *off), *on = malloc(n * sizeof *on), ratios[ROUNDS];
+    if (!off || !on)
+        bench_die("malloc");
+    for (int r = 0; r < ROUNDS; r++) {
+        B.node_config = B.config_off;
+        bbd_rtt(off + (size_t)r * TRIPS, NULL);
+        B.node_config = B.config;
+        bbd_rtt(on + (size_t)r * TRIPS, NULL);
+        ratios[r] = bench_percentile(on + (size_t)r * TRIPS, TRIPS, 0.50) /
+                    bench_percentile(off + (size_t)r * TRIPS, TRIPS, 0.50);
+    }
+    double rtt_ratio = bench_median(ratios, ROUNDS);
+    bool rtt_ok = rtt_ratio <= 1.15;
+    printf("\nsecurity \"noise\" (the default) against \"off\", unpinned, %d-byte tensors, "
+           "%d rounds of %d round trips each\n",
+           SMALL_FLOATS * 4, ROUNDS, TRIPS);
+    printf("%-34s %8s %8s %8s %9s %11s\n", "path", "p50 us", "p99 us", "mean us", "p50 ratio",
+           "target");
+    security_row("bbd -> bbd, security off", off, n, 1, "");
+    security_row("bbd -> bbd, security noise", on, n, rtt_ratio,
+                 rtt_ok ? "<=1.15 ok" : "<=1.15 MISS");
+    free(off);
+    free(on);
+    double best_off = 0, best_on = 0, sratios[STREAM_ROUNDS];
+    for (int r = 0; r < STREAM_ROUNDS; r++) {
+        B.node_config = B.config_off;
+        double x = bbd_stream(NULL);
+        B.node_config = B.config;
+        double y = bbd_stream(NULL);
+        best_off = x > best_off ? x : best_off;
+        best_on = y > best_on ? y : best_on;
+        sratios[r] = y / x;
+    }
+    double sratio = bench_median(sratios, STREAM_ROUNDS);
+    bool s_ok = sratio >= 0.80;
+    printf("\nthroughput, unpinned, %d MiB as 1 MiB tensors, 8 in flight, %d rounds\n",
+           STREAM_MIB, STREAM_ROUNDS);
+    printf("%-34s %9s %10s %11s\n", "path", "MiB/s", "ratio", "target");
+    printf("%-34s %9.0f %10s %11s\n", "bbd -> bbd, security off", best_off, "1.00", "");
+    printf("%-34s %9.0f %10.2f %11s\n", "bbd -> bbd, security noise", best_on, sratio,
+           s_ok ? ">=0.80 ok" : ">=0.80 MISS");
+    printf("(ratios: the median of the rounds' noise/off, each pair run back to back on fresh\n"
+           " nodes; p50/p99/mean over all rounds, MiB/s the best round of each)\n");
+    return rtt_ok && s_ok;
+}
+
 /* ---- report ----------------------------------------------------------------------------- */
 
 static void setup(void)
@@ -254,9 +330,17 @@ static void setup(void)
     atexit(cleanup);
     snprintf(B.plugdir, sizeof B.plugdir, "%s/plugins", B.tmp);
     snprintf(B.config, sizeof B.config, "%s/bbd.json", B.tmp);
-    FILE *f = fopen(B.config, "w");
-    if (!f || fprintf(f, "{\"caps\": {\"record_ring\": %d}}\n", RECORD_RING) < 0 || fclose(f) != 0)
-        bench_die(B.config);
+    snprintf(B.config_off, sizeof B.config_off, "%s/bbd-off.json", B.tmp);
+    B.node_config = B.config;
+    for (int off = 0; off < 2; off++) {
+        const char *path = off ? B.config_off : B.config;
+        FILE *f = fopen(path, "w");
+        if (!f ||
+            fprintf(f, "{\"caps\": {\"record_ring\": %d}%s}\n", RECORD_RING,
+                    off ? ", \"security\": \"off\"" : "") < 0 ||
+            fclose(f) != 0)
+            bench_die(path);
+    }
     if (bench_compile_example(B.build, B.tmp, "wire_loop", B.artifact, sizeof B.artifact) != 0)
         exit(1);
 }
@@ -272,9 +356,12 @@ int main(void)
            SMALL_FLOATS * 4, ROUNDS * TRIPS, ROUNDS);
     bench_rtt_header();
     bool all_ok = true;
-    /* BENCH_WIRE_ONLY=stream skips the round trips, =rtt the throughput. */
+    /* BENCH_WIRE_ONLY=rtt, =stream or =security runs that part alone. */
     const char *only = getenv("BENCH_WIRE_ONLY");
-    bool rtt = !only || strcmp(only, "stream") != 0, stream = !only || strcmp(only, "rtt") != 0;
+    bool rtt = !only || strcmp(only, "rtt") == 0, stream = !only || strcmp(only, "stream") == 0;
+    bool security = !only || strcmp(only, "security") == 0;
+    if (!rtt)
+        printf("(round trips against raw TCP skipped: BENCH_WIRE_ONLY=%s)\n", only);
     for (int pinned = 1; pinned >= 0 && rtt; pinned--) {
         bench_place(pinned);
         const char *where = pinned ? "same core (cpu 0)" : "unpinned";
@@ -292,6 +379,7 @@ int main(void)
                bench_stream_compare(title, "bbd -> bbd, 1 MiB tensors, 8 in flight",
                                     "(bbd's MiB/s measured at Sink, from its \"got\" records)",
                                     STREAM_MIB, STREAM_ROUNDS, bbd_stream, NULL);
-    printf("\ntargets: %s\n", all_ok && tok ? "all met" : "NOT all met");
+    bool sok = !security || security_compare();
+    printf("\ntargets: %s\n", all_ok && tok && sok ? "all met" : "NOT all met");
     return 0;
 }

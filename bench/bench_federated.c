@@ -347,6 +347,9 @@ int main(void)
     static const char *const HUGE_CAPS =
         "{\"max_completion_result_bytes\": 536870912, \"max_envelope_bytes\": 536870912, "
         "\"ingress_byte_budget\": 1073741824}";
+    /* every client dials from 127.0.0.1: more than the 64 connections per
+     * address a node admits by default */
+    static const char *const MANY_CONNS = "{\"max_connections_per_source\": 256}";
     static const char *const SGD = "\"optimizer\": \"sgd\", \"learning_rate\": 0.01, "
                                    "\"batch_size\": 32";
     char mlp10[256], mlp100[256];
@@ -355,9 +358,9 @@ int main(void)
     const scenario sc[] = {
         {"digits", 4, 2, 10, 150, 140, 5, "data::Csv", "", "", "", "", 2410, false},
         {"digits", 16, 2, 10, 300, 280, 5, "data::Csv", "", "", "", "", 2410, false},
-        {"many-clients", 10, 2, 5, 300, 5000, 1, "data::Csv", "", "", "", "", 2410, true},
-        {"many-clients", 50, 2, 5, 300, 5000, 1, "data::Csv", "", "", "", "", 2410, true},
-        {"many-clients", 100, 2, 5, 300, 5000, 1, "data::Csv", "", "", "", "", 2410, true},
+        {"many-clients", 10, 2, 5, 300, 5000, 1, "data::Csv", "", "", "", MANY_CONNS, 2410, true},
+        {"many-clients", 50, 2, 5, 300, 5000, 1, "data::Csv", "", "", "", MANY_CONNS, 2410, true},
+        {"many-clients", 100, 2, 5, 300, 5000, 1, "data::Csv", "", "", "", MANY_CONNS, 2410, true},
         {"synthetic-10M", 4, 1, 3, 500, 120000, 1, "data::Synthetic", mlp10,
          "\"samples\": 400, \"features\": 1000, \"classes\": 1000", BIG_CAPS, BIG_QUEUES,
          10006000, true},

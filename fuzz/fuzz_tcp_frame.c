@@ -5,8 +5,11 @@
  * (bbd_frame_decode) with the reader's limits — a handshake first and only
  * once, envelopes after it — and each handshake body decoded
  * (bbd_handshake_decode). The first input byte picks how the stream is cut
- * into reads. When the handshake changes (issue 20), this target follows
- * it: it calls the reader's own parsing functions and nothing else.
+ * into reads. This is the plaintext framing (security "off", and the
+ * plaintext inside sealed records); the default secure connection's
+ * records and Noise handshake are fuzz_noise_handshake's, sealed UDP
+ * datagrams fuzz_udp_sealed's. It calls the reader's own parsing
+ * functions and nothing else.
  * Seeds (FUZZ_WRITE_SEEDS=dir): a handshake frame written by
  * bbd_handshake_encode, alone and followed by envelope frames.
  */

@@ -33,6 +33,7 @@ void bbd_config_init(bbd_config *c)
     c->control_output_budget_bytes = 64 * MIB;
     c->control_idle_timeout_ms = 60000;
     c->max_snapshot_bytes = (size_t)1 << 30;
+    c->max_peers_per_source = 64;
     bb_engine_caps_default(&c->caps);
     bbd_transport_config_init(&c->transport);
 }
@@ -57,8 +58,27 @@ void bbd_config_clear_peers(bbd_config *c)
     c->n_peers = 0;
 }
 
+static void peerlist_clear(bbd_peerlist *l)
+{
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+static void cidrlist_clear(bbd_cidrlist *l)
+{
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
 void bbd_config_free(bbd_config *c)
 {
+    peerlist_clear(&c->allow);
+    peerlist_clear(&c->deny);
+    peerlist_clear(&c->require_signed_by);
+    cidrlist_clear(&c->dial_allow);
+    cidrlist_clear(&c->dial_deny);
     free(c->artifact);
     bbd_strlist_clear(&c->targets);
     bbd_strlist_clear(&c->listen);
@@ -122,6 +142,23 @@ int bbd_config_set_targets(bbd_config *c, const char *list, bb_error *err)
     return BB_OK;
 }
 
+/* The PeerId a multiaddr names with /p2p/, if any: BB_OK and *has. */
+static int addr_p2p(const uint8_t *a, size_t len, bb_peerid *id, bool *has, bb_error *err)
+{
+    bb_multiaddr_component comp[BB_MULTIADDR_MAX_COMPONENTS];
+    size_t n = 0;
+    *has = false;
+    int rc = bb_multiaddr_decode(a, len, comp, BB_MULTIADDR_MAX_COMPONENTS, &n, err);
+    for (size_t i = 0; rc == BB_OK && i < n; i++) {
+        if (comp[i].code != BB_MA_P2P)
+            continue;
+        if ((rc = bb_peerid_from_bytes(comp[i].value, comp[i].value_len, id, err)))
+            return rc;
+        *has = true;
+    }
+    return rc;
+}
+
 int bbd_config_add_peer(bbd_config *c, const char *peer_text, const char *addr_text,
                         bb_error *err)
 {
@@ -134,9 +171,17 @@ int bbd_config_add_peer(bbd_config *c, const char *peer_text, const char *addr_t
     if (bb_multiaddr_parse_alloc(addr_text, &p.addr, &p.addr_len, err) != BB_OK)
         return bb_error_prefix(err, "peer %s address", peer_text);
     bb_ma_endpoint t; /* an IP address, or a host name resolved at each dial */
-    if (bb_multiaddr_endpoint(p.addr, p.addr_len, &t, err) != BB_OK) {
+    bb_peerid named;
+    bool has = false;
+    if (bb_multiaddr_endpoint(p.addr, p.addr_len, &t, err) != BB_OK ||
+        addr_p2p(p.addr, p.addr_len, &named, &has, err) != BB_OK) {
         free(p.addr);
         return bb_error_prefix(err, "peer %s address %s", peer_text, addr_text);
+    }
+    if (has && !bb_peerid_equal(&named, &p.id)) {
+        free(p.addr);
+        return bb_error_set(err, BB_EINVAL, "peer %s: address %s names another PeerId", peer_text,
+                            addr_text);
     }
     bbd_peer_cfg *v = realloc(c->peers, (c->n_peers + 1) * sizeof *v);
     if (!v || !(p.addr_text = strdup(addr_text))) {
@@ -152,6 +197,26 @@ int bbd_config_add_peer(bbd_config *c, const char *peer_text, const char *addr_t
 
 int bbd_config_add_peer_arg(bbd_config *c, const char *arg, bb_error *err)
 {
+    if (arg[0] == '/') { /* MULTIADDR/p2p/PEERID */
+        uint8_t *a = NULL;
+        size_t len = 0;
+        bb_peerid id;
+        bool has = false;
+        char text[BB_PEERID_TEXT_MAX];
+        int rc = bb_multiaddr_parse_alloc(arg, &a, &len, err);
+        if (rc == BB_OK)
+            rc = addr_p2p(a, len, &id, &has, err);
+        free(a);
+        if (rc)
+            return bb_error_prefix(err, "peer '%s'", arg);
+        if (!has)
+            return bb_error_set(err, BB_EINVAL,
+                                "peer '%s' is not PEERID=MULTIADDR nor a MULTIADDR ending in "
+                                "/p2p/PEERID", arg);
+        if ((rc = bb_peerid_to_text(&id, text, sizeof text, err)))
+            return rc;
+        return bbd_config_add_peer(c, text, arg, err);
+    }
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg || !eq[1])
         return bb_error_set(err, BB_EINVAL, "peer '%s' is not PEERID=MULTIADDR", arg);
@@ -162,6 +227,52 @@ int bbd_config_add_peer_arg(bbd_config *c, const char *arg, bb_error *err)
     memcpy(id, arg, n);
     id[n] = '\0';
     return bbd_config_add_peer(c, id, eq + 1, err);
+}
+
+int bbd_config_peerlist_add(bbd_peerlist *l, const char *text, const char *what,
+                            bb_error *err)
+{
+    bb_peerid id;
+    if (l->n >= BBD_CONFIG_MAX_LIST * 16)
+        return bb_error_set(err, BB_ELIMIT, "too many %s (at most %d)", what,
+                            BBD_CONFIG_MAX_LIST * 16);
+    if (bb_peerid_from_text(text, &id, err) != BB_OK)
+        return bb_error_prefix(err, "%s '%.80s'", what, text);
+    bb_peerid *v = realloc(l->v, (l->n + 1) * sizeof *v);
+    if (!v)
+        return bb_error_set(err, BB_ENOMEM, "out of memory");
+    l->v = v;
+    l->v[l->n++] = id;
+    return BB_OK;
+}
+
+int bbd_config_cidrlist_add(bbd_cidrlist *l, const char *text, const char *what,
+                            bb_error *err)
+{
+    bbd_cidr r;
+    if (l->n >= BBD_CONFIG_MAX_LIST)
+        return bb_error_set(err, BB_ELIMIT, "too many %s (at most %d)", what,
+                            BBD_CONFIG_MAX_LIST);
+    if (bbd_cidr_parse(text, &r, err) != BB_OK)
+        return bb_error_prefix(err, "%s", what);
+    bbd_cidr *v = realloc(l->v, (l->n + 1) * sizeof *v);
+    if (!v)
+        return bb_error_set(err, BB_ENOMEM, "out of memory");
+    l->v = v;
+    l->v[l->n++] = r;
+    return BB_OK;
+}
+
+int bbd_config_set_security(bbd_config *c, const char *mode, bb_error *err)
+{
+    if (!strcmp(mode, "noise") || !strcmp(mode, "on"))
+        c->transport.security = BBD_SECURITY_NOISE;
+    else if (!strcmp(mode, "off"))
+        c->transport.security = BBD_SECURITY_OFF;
+    else
+        return bb_error_set(err, BB_EINVAL, "security '%.40s' must be \"noise\" or \"off\"",
+                            mode);
+    return BB_OK;
 }
 
 /* ---- the JSON file ---------------------------------------------------------------- */
@@ -351,6 +462,9 @@ static const field TRANSPORT_FIELDS[] = {
     TRF(max_rx_buffer_total_bytes, F_SIZE, 64 * GI),
     TRF(stall_timeout_ms, F_U64, DAY_MS),
     TRF(udp_session_timeout_ms, F_U64, DAY_MS),
+    TRF(max_connections_per_source, F_SIZE, 64 * KI),
+    TRF(idle_timeout_ms, F_U64, DAY_MS),
+    TRF(min_rx_bytes_per_s, F_SIZE, 64 * GI),
 };
 #undef TRF
 /* The node's own numeric keys (top level of the file). */
@@ -363,6 +477,7 @@ static const field NODE_FIELDS[] = {
     NODE(control_output_budget_bytes, F_SIZE, 16 * GI),
     NODE(control_idle_timeout_ms, F_U64, DAY_MS),
     NODE(max_snapshot_bytes, F_SIZE, 64 * GI),
+    NODE(max_peers_per_source, F_SIZE, 64 * KI),
 };
 #undef NODE
 
@@ -450,6 +565,30 @@ static int set_components(loader *ld, const cJSON *v)
     return BB_OK;
 }
 
+/* A PeerId or address-range list: a string or an array of strings,
+ * replacing the list. */
+static int set_peers_list(loader *ld, const cJSON *v, const char *key, bbd_peerlist *pl,
+                          bbd_cidrlist *cl)
+{
+    if (pl)
+        peerlist_clear(pl);
+    else
+        cidrlist_clear(cl);
+    const cJSON *one = cJSON_IsString(v) ? v : NULL, *it;
+    if (!one && !cJSON_IsArray(v))
+        return bad(ld, key, pl ? "a PeerId or an array of PeerIds"
+                               : "an address range or an array of them");
+    for (it = one ? one : v->child; it; it = one ? NULL : it->next) {
+        if (!cJSON_IsString(it))
+            return bad(ld, key, pl ? "an array of PeerId strings" : "an array of strings");
+        int rc = pl ? bbd_config_peerlist_add(pl, it->valuestring, key, ld->err)
+                    : bbd_config_cidrlist_add(cl, it->valuestring, key, ld->err);
+        if (rc)
+            return bb_error_prefix(ld->err, "%s", ld->name);
+    }
+    return BB_OK;
+}
+
 static int set_key(loader *ld, const cJSON *v)
 {
     bbd_config *c = ld->c;
@@ -511,6 +650,21 @@ static int set_key(loader *ld, const cJSON *v)
                           false);
     if (!strcmp(k, "components"))
         return set_components(ld, v);
+    if (!strcmp(k, "security")) {
+        if (get_string(ld, v, k, &s))
+            return BB_ECONFIG;
+        return bbd_config_set_security(c, s, err) ? bad(ld, k, "\"noise\" or \"off\"") : BB_OK;
+    }
+    if (!strcmp(k, "allow"))
+        return set_peers_list(ld, v, k, &c->allow, NULL);
+    if (!strcmp(k, "deny"))
+        return set_peers_list(ld, v, k, &c->deny, NULL);
+    if (!strcmp(k, "require_signed_by"))
+        return set_peers_list(ld, v, k, &c->require_signed_by, NULL);
+    if (!strcmp(k, "dial_allow"))
+        return set_peers_list(ld, v, k, NULL, &c->dial_allow);
+    if (!strcmp(k, "dial_deny"))
+        return set_peers_list(ld, v, k, NULL, &c->dial_deny);
     return bb_error_set(err, BB_ECONFIG, "%s: unknown key '%.100s'", ld->name, k);
 }
 
@@ -687,6 +841,8 @@ int bbd_config_finish(bbd_config *c, bb_error *err)
         return bb_error_set(err, BB_ECONFIG, "control_max_line_bytes must be at least 1024");
     if (c->control_max_clients < 1)
         return bb_error_set(err, BB_ECONFIG, "control_max_clients must be at least 1");
+    if (c->max_peers_per_source < 1)
+        return bb_error_set(err, BB_ECONFIG, "max_peers_per_source must be at least 1");
     if (c->control_client_output_bytes < 64 * 1024)
         return bb_error_set(err, BB_ECONFIG, "control_client_output_bytes must be at least 65536");
     if (c->control_output_budget_bytes < c->control_client_output_bytes)

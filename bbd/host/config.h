@@ -42,6 +42,18 @@ typedef struct bbd_strlist {
     size_t n;
 } bbd_strlist;
 
+/* A list of PeerIds (allow, deny, require_signed_by). */
+typedef struct bbd_peerlist {
+    bb_peerid *v;
+    size_t n;
+} bbd_peerlist;
+
+/* A list of address ranges (dial_allow, dial_deny). */
+typedef struct bbd_cidrlist {
+    bbd_cidr *v;
+    size_t n;
+} bbd_cidrlist;
+
 typedef struct bbd_config {
     char *artifact;
     bbd_strlist targets;
@@ -67,9 +79,13 @@ typedef struct bbd_config {
     size_t control_output_budget_bytes;  /* queued for all of them */
     uint64_t control_idle_timeout_ms;    /* 0: idle clients stay */
     size_t max_snapshot_bytes;
+    size_t max_peers_per_source; /* learned peers per IP in the address book */
     bb_engine_caps caps;
-    bbd_transport_config transport;
+    bbd_transport_config transport; /* .security: "security" / --security */
     char *components_json;       /* {"<slot>": config, ...} compact, or NULL */
+    bbd_peerlist allow, deny;    /* access control (PeerIds) */
+    bbd_peerlist require_signed_by; /* an artifact must be signed by one of these */
+    bbd_cidrlist dial_allow, dial_deny; /* what the node may dial */
 } bbd_config;
 
 /* Defaults (caps: ENGINE.md Part 16; transport: transport.h). */
@@ -89,8 +105,17 @@ int bbd_config_set_targets(bbd_config *c, const char *comma_list, bb_error *err)
 int bbd_config_add_peer(bbd_config *c, const char *peer_text, const char *addr_text,
                         bb_error *err);
 void bbd_config_clear_peers(bbd_config *c);
-/* "PEERID=MULTIADDR" */
+/* "PEERID=MULTIADDR", or a MULTIADDR ending in /p2p/PEERID. An address
+ * naming a /p2p/ PeerId other than its peer's is refused. */
 int bbd_config_add_peer_arg(bbd_config *c, const char *arg, bb_error *err);
+/* Append a PeerId (text) to a list; what names the list in messages. */
+int bbd_config_peerlist_add(bbd_peerlist *l, const char *text, const char *what,
+                            bb_error *err);
+/* Append an address range ("10.0.0.0/8") to a list. */
+int bbd_config_cidrlist_add(bbd_cidrlist *l, const char *text, const char *what,
+                            bb_error *err);
+/* "noise" (also "on") or "off". */
+int bbd_config_set_security(bbd_config *c, const char *mode, bb_error *err);
 int bbd_config_strlist_add(bbd_strlist *l, const char *s, const char *what, bb_error *err);
 void bbd_strlist_clear(bbd_strlist *l);
 /* Replace *dst with a copy of s (NULL clears). */

@@ -509,7 +509,8 @@ static void tr_connected(void *ud, const bb_peerid *peer, const bbd_addr *addrs,
     bb_error err = {0};
     if (d->stopping)
         return;
-    /* claimed addresses merge into the book; a full book is not fatal */
+    bbd_daemon_book_connected(d, peer); /* may make room in the book */
+    /* its (proven) addresses merge into the book; a full book is not fatal */
     bb_engine_add_peer(d->engine, peer, (const bb_engine_addr *)addrs, n_addrs, NULL);
     int rc = bb_engine_peer_connected(d->engine, peer, targets, n_targets, &err);
     bbd_daemon_dial_found(d, peer);
@@ -539,6 +540,7 @@ static void tr_disconnected(void *ud, const bb_peerid *peer)
     if (d->stopping)
         return;
     bb_engine_peer_disconnected(d->engine, peer);
+    bbd_daemon_book_lost(d, peer);
     bbd_daemon_dial_lost(d, peer);
     const char *peer_text = bbd_daemon_peer_text(peer, pb); /* logged and published */
     bbd_logline l;
@@ -926,10 +928,11 @@ static int load_registry(bbd_daemon *d, bb_error *err)
                                       c->targets.n, err);
 }
 
-static int start_transport(bbd_daemon *d, bb_error *err)
+static int start_transport(bbd_daemon *d, const bb_keypair *identity, bb_error *err)
 {
     bbd_config *c = d->cfg;
     bbd_transport_callbacks cb = {
+        .admit = bbd_daemon_admit,
         .on_envelope = tr_envelope,
         .on_envelope_owned = tr_envelope_owned,
         .on_peer_connected = tr_connected,
@@ -941,6 +944,11 @@ static int start_transport(bbd_daemon *d, bb_error *err)
     };
     bbd_transport_config tc = c->transport;
     tc.self = d->self;
+    tc.identity = identity; /* signs the transport's Noise key, not kept */
+    tc.dial_allow = c->dial_allow.v;
+    tc.n_dial_allow = c->dial_allow.n;
+    tc.dial_deny = c->dial_deny.v;
+    tc.n_dial_deny = c->dial_deny.n;
     tc.targets = (const char *const *)c->targets.v;
     tc.n_targets = c->targets.n;
     if (!(d->transport = bbd_transport_new(&d->loop, &tc, &cb, err)))
@@ -1170,7 +1178,6 @@ static int start(bbd_daemon *d, bb_error *err)
     bool created = false;
     if ((rc = bbd_node_key(c->key_file, &kp, &d->self, &created, err)))
         return bb_error_prefix(err, "node key");
-    bb_keypair_wipe(&kp); /* the key signs nothing yet: only the PeerId is used */
     bbd_daemon_peer_text(&d->self, d->self_text);
     if (created) {
         bbd_logline l;
@@ -1181,20 +1188,28 @@ static int start(bbd_daemon *d, bb_error *err)
         }
     }
     phase_done(d, "node key");
-    if ((rc = bb_model_load_file(c->artifact, &d->model, err)))
+    if ((rc = bbd_daemon_load_artifact(d, err))) {
+        bb_keypair_wipe(&kp);
         return rc;
+    }
     phase_done(d, "artifact loaded");
-    if ((rc = pick_targets(d, err)) || (rc = load_registry(d, err)))
-        return rc;
-    phase_done(d, "plugins scanned, bindings resolved");
-    if ((rc = uv_loop_init(&d->loop)))
-        return bb_error_set(err, BB_ERUNTIME, "event loop: %s", uv_strerror(rc));
-    d->loop_ready = true;
-    if ((rc = init_handles(d, err)) || (rc = start_transport(d, err)))
+    /* the key is kept until the transport signed its Noise key with it */
+    if (!(rc = pick_targets(d, err)) && !(rc = load_registry(d, err))) {
+        phase_done(d, "plugins scanned, bindings resolved");
+        if ((rc = uv_loop_init(&d->loop)))
+            rc = bb_error_set(err, BB_ERUNTIME, "event loop: %s", uv_strerror(rc));
+        d->loop_ready = rc == BB_OK;
+    }
+    if (!rc && !(rc = init_handles(d, err)))
+        rc = start_transport(d, &kp, err);
+    bb_keypair_wipe(&kp);
+    if (rc)
         return rc;
     phase_done(d, "listening");
-    if ((rc = start_engine(d, err)) || (rc = restore(d, err)))
+    if ((rc = start_engine(d, err)) || (rc = restore(d, err)) ||
+        (rc = bbd_daemon_access_apply(d, err)))
         return rc;
+    bbd_daemon_book_init(d);
     phase_done(d, "targets installed");
     bbd_control_ops ops = bbd_daemon_control_ops;
     ops.ud = d;
@@ -1229,6 +1244,7 @@ static void finish(bbd_daemon *d)
     }
     bb_steps_free(&d->steps);
     free(d->dial);
+    free(d->learned);
     bb_engine_free(d->engine);
     bbd_registry_free(d->reg);
     bb_model_free(d->model);

@@ -39,6 +39,7 @@ enum { BBD_EXIT_OK = 0, BBD_EXIT_FAIL = 1, BBD_EXIT_USAGE = 2 };
 typedef struct bbd_wait bbd_wait;   /* an invoke waiting for an AppEvent */
 typedef struct bbd_job bbd_job;     /* a worker-pool job */
 typedef struct bbd_dial_peer bbd_dial_peer; /* a peer kept connected (daemon_dial.c) */
+typedef struct bbd_learned bbd_learned; /* a peer learned from a connection (daemon_book.c) */
 
 typedef struct bbd_daemon {
     bbd_config *cfg;
@@ -87,6 +88,7 @@ typedef struct bbd_daemon {
     uint64_t deliver_errors;   /* inbound envelopes the engine refused */
     uint64_t app_events;
     uint64_t snapshots_written;
+    uint64_t book_evicted;     /* learned peers dropped for max_peers_per_source */
     uint64_t log_suppressed;   /* lines the rate limiter held back */
 
     bbd_wait *waits;
@@ -95,6 +97,9 @@ typedef struct bbd_daemon {
     uv_timer_t dial_timer;     /* daemon_dial.c */
     bbd_dial_peer *dial;       /* configured peers first, then dropped ones */
     size_t n_dial, dial_cap;
+
+    bbd_learned *learned;      /* daemon_book.c */
+    size_t n_learned, cap_learned, max_learned;
 } bbd_daemon;
 
 /* Run a node with a finished config (bbd_config_finish). Returns the exit
@@ -145,6 +150,31 @@ void bbd_daemon_dial_init(bbd_daemon *d);
 void bbd_daemon_dial(bbd_daemon *d);
 void bbd_daemon_dial_lost(bbd_daemon *d, const bb_peerid *peer);
 void bbd_daemon_dial_found(bbd_daemon *d, const bb_peerid *peer);
+/* Stop redialing peer (it left the address book). */
+void bbd_daemon_dial_forget(bbd_daemon *d, const bb_peerid *peer);
+
+/* daemon_book.c: what peers may put in the address book (at most
+ * max_peers_per_source learned peers per IP address) and where a dropped
+ * peer is redialed (only at addresses on the IP it came from). init with
+ * the engine; connected / lost from the transport's callbacks; source:
+ * may addr be dialed to reach peer? */
+void bbd_daemon_book_init(bbd_daemon *d);
+void bbd_daemon_book_connected(bbd_daemon *d, const bb_peerid *peer);
+void bbd_daemon_book_lost(bbd_daemon *d, const bb_peerid *peer);
+bool bbd_daemon_book_source(bbd_daemon *d, const bb_peerid *peer, const bbd_addr *addr);
+
+/* daemon_access.c: the allow / deny lists (bbd(8) ACCESS CONTROL).
+ * admit is the transport's admit callback (ud: the daemon); access_apply
+ * puts the config's lists on the engine (after a restore) and warns when
+ * security is off; cmd_access runs the control command "access" (NULL
+ * with why on a bad request). */
+const char *bbd_daemon_admit(void *ud, const bb_peerid *peer);
+/* Load the artifact into d->model; with require_signed_by, only when it
+ * carries a valid signature by one of those keys (bb/model_sign.h), the
+ * bytes verified being the bytes loaded. */
+int bbd_daemon_load_artifact(bbd_daemon *d, bb_error *err);
+int bbd_daemon_access_apply(bbd_daemon *d, bb_error *err);
+cJSON *bbd_daemon_cmd_access(bbd_daemon *d, const cJSON *req, char *why, size_t cap);
 
 /* daemon_metrics.c */
 void bbd_daemon_render_metrics(void *daemon, bbd_mtext *out);

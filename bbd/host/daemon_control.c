@@ -633,7 +633,7 @@ static cJSON *handle(void *ud, bbd_control_client *c, const cJSON *req, bool *de
     if (d->stopping)
         r = reply_err("the daemon is stopping");
     else if (!cmd)
-        r = reply_err("request needs \"cmd\" (status, peers, invoke, event, bootstrap, "
+        r = reply_err("request needs \"cmd\" (status, peers, access, invoke, event, bootstrap, "
                       "snapshot, watch, log_level, records)");
     else if (!strcmp(cmd, "status"))
         r = cmd_status(d);
@@ -653,6 +653,12 @@ static cJSON *handle(void *ud, bbd_control_client *c, const cJSON *req, bool *de
         r = cmd_log_level(d, req);
     else if (!strcmp(cmd, "records"))
         r = cmd_records(d, req);
+    else if (!strcmp(cmd, "access")) {
+        char why[BB_ERROR_MSG_MAX];
+        r = bbd_daemon_cmd_access(d, req, why, sizeof why);
+        if (!r)
+            r = reply_err("%s", why);
+    }
     else
         r = reply_err("unknown command '%.64s'", cmd);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(req, "id");

@@ -5,6 +5,9 @@
  *   - every peer whose connection dropped (a client that died, a server
  *     that restarted): redialed at the addresses it announced, for
  *     LOST_REDIAL_MS after the drop, then forgotten until it connects again.
+ * A dropped peer is redialed only at the addresses on the IP address it
+ * came from (daemon_book.c), and no peer the access lists refuse is
+ * dialed at all.
  * A dial is retried 100 ms after a failure, doubling to 5 s. Each dial that
  * found the peer still unreachable is reported to the engine as a failed
  * send, so the peer-health governor sees a dead peer (PeerDown after
@@ -66,12 +69,15 @@ typedef enum {
     DIAL_STARTED, /* under way: seen open later, or counted a failure */
     DIAL_OPEN,    /* a connection is open now */
     DIAL_NOTHING, /* nothing to dial: no address announced, or this node */
+    DIAL_REFUSED, /* the access lists refuse the peer: asked again later */
 } dial_result;
 
 static dial_result dial_one(bbd_daemon *d, const bbd_dial_peer *p)
 {
     bool open = false;
     int rc;
+    if (bb_engine_peer_access(d->engine, &p->id))
+        return DIAL_REFUSED;
     if (p->configured) {
         const bbd_peer_cfg *cp = &d->cfg->peers[p->cfg_index];
         bbd_addr a = {cp->addr, cp->addr_len};
@@ -80,12 +86,14 @@ static dial_result dial_one(bbd_daemon *d, const bbd_dial_peer *p)
         const bb_engine_addr *ea = NULL;
         size_t n = bb_engine_peer_addrs(d->engine, &p->id, &ea);
         bbd_addr a[LOST_ADDRS_MAX];
-        n = n < LOST_ADDRS_MAX ? n : LOST_ADDRS_MAX;
-        if (!n)
+        size_t k = 0;
+        for (size_t i = 0; i < n && k < LOST_ADDRS_MAX; i++) {
+            a[k] = (bbd_addr){ea[i].data, ea[i].len};
+            k += bbd_daemon_book_source(d, &p->id, &a[k]); /* on the IP it came from */
+        }
+        if (!k)
             return DIAL_NOTHING;
-        for (size_t i = 0; i < n; i++)
-            a[i] = (bbd_addr){ea[i].data, ea[i].len};
-        rc = bbd_transport_connect(d->transport, &p->id, a, n, &open);
+        rc = bbd_transport_connect(d->transport, &p->id, a, k, &open);
     }
     if (rc == BB_EINVAL) /* this node itself: nothing to keep */
         return DIAL_NOTHING;
@@ -104,6 +112,10 @@ static bool dial_due(bbd_daemon *d, bbd_dial_peer *p, uint64_t now)
     case DIAL_NOTHING:
         p->due_ms = UINT64_MAX; /* never again */
         return p->configured;
+    case DIAL_REFUSED:
+        p->dialing = false;
+        p->due_ms = now + DIAL_MAX_RETRY_MS; /* the lists may change at run time */
+        return true;
     case DIAL_STARTED:
         break;
     }
@@ -168,6 +180,13 @@ void bbd_daemon_dial_found(bbd_daemon *d, const bb_peerid *peer)
     if (p->configured)
         dial_reset(p);
     else
+        drop_at(d, (size_t)(p - d->dial));
+}
+
+void bbd_daemon_dial_forget(bbd_daemon *d, const bb_peerid *peer)
+{
+    bbd_dial_peer *p = find(d, peer);
+    if (p && !p->configured)
         drop_at(d, (size_t)(p - d->dial));
 }
 

@@ -25,6 +25,8 @@ const bbd_stat_field BBD_DAEMON_COUNTERS[] = {
     DAEMON_FIELD(deliver_errors, false, "inbound envelopes the engine refused"),
     DAEMON_FIELD(app_events, false, "AppEvents emitted"),
     DAEMON_FIELD(snapshots_written, false, "snapshots written"),
+    DAEMON_FIELD(book_evicted, false,
+                 "learned peers dropped from the address book (max_peers_per_source)"),
     DAEMON_FIELD(log_suppressed, false, "log lines caused by remote parties that the rate "
                  "limiter held back"),
     {NULL, NULL, false, 0},
@@ -43,6 +45,19 @@ const bbd_stat_field BBD_TRANSPORT_TOTALS[] = {
     TRANSPORT_FIELD(udp_reassembly_dropped, false, "partial UDP envelopes dropped"),
     TRANSPORT_FIELD(udp_fragments_duplicate, false, "UDP fragments received twice, dropped"),
     TRANSPORT_FIELD(connections_open, true, "open connections"),
+    TRANSPORT_FIELD(auth_failed, false, "records and datagrams that failed authentication"),
+    TRANSPORT_FIELD(replayed, false, "UDP datagrams refused by the replay window"),
+    TRANSPORT_FIELD(unauthenticated, false, "UDP datagrams dropped before decoding: no session"),
+    TRANSPORT_FIELD(handshakes_failed, false,
+                    "handshakes that failed (malformed, bad signature, wrong peer, security mismatch)"),
+    TRANSPORT_FIELD(peers_refused, false, "handshakes refused by access control"),
+    TRANSPORT_FIELD(dials_refused, false, "dials refused by the dial rules"),
+    TRANSPORT_FIELD(connections_refused, false,
+                    "inbound connections refused: over the source's share or the table full"),
+    TRANSPORT_FIELD(connections_evicted, false,
+                    "unauthenticated connections closed to make room for a new one"),
+    TRANSPORT_FIELD(slow_closed, false, "connections closed for idling or a too slow frame"),
+    TRANSPORT_FIELD(rx_buffered_bytes, true, "bytes of partial inbound frames held"),
     {NULL, NULL, false, 0},
 };
 #undef TRANSPORT_FIELD

@@ -5,6 +5,8 @@
  */
 #include "bbd/host/fragment.h"
 
+#include <stdbool.h>
+
 static uint32_t get_u32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -55,6 +57,27 @@ static int decode_fragment(const uint8_t *p, size_t n, size_t max_message, bbd_d
     return BB_OK;
 }
 
+/* NOISE1..3 (the message; NOISE1 without its padding) and ADMISSION. */
+static int decode_noise(const uint8_t *p, size_t n, size_t max_handshake, bbd_dgram *out,
+                        bb_error *err)
+{
+    out->kind = (bbd_dgram_kind)p[1];
+    if (out->kind == BBD_DGRAM_NOISE1) {
+        if (n < BBD_DGRAM_NOISE1_MIN)
+            return bb_error_set(err, BB_EPARSE,
+                                "datagram: Noise message 1 of %zu bytes, padded to at least %d",
+                                n, BBD_DGRAM_NOISE1_MIN);
+        out->body_len = 32; /* the message: e; the rest is padding */
+        return BB_OK;
+    }
+    bool empty_ok = out->kind == BBD_DGRAM_ADMISSION; /* admitted */
+    if ((out->body_len == 0 && !empty_ok) || out->body_len > max_handshake)
+        return bb_error_set(err, out->body_len ? BB_ELIMIT : BB_EPARSE,
+                            "datagram: handshake message of %zu bytes (1..%zu)", out->body_len,
+                            max_handshake);
+    return BB_OK;
+}
+
 int bbd_dgram_decode(const uint8_t *p, size_t n, size_t max_message, size_t max_handshake,
                      bbd_dgram *out, bb_error *err)
 {
@@ -87,6 +110,20 @@ int bbd_dgram_decode(const uint8_t *p, size_t n, size_t max_message, size_t max_
     case BBD_DGRAM_FRAGMENT:
         out->kind = BBD_DGRAM_FRAGMENT;
         return decode_fragment(p, n, max_message, out, err);
+    case BBD_DGRAM_NOISE1:
+    case BBD_DGRAM_NOISE2:
+    case BBD_DGRAM_NOISE3:
+    case BBD_DGRAM_ADMISSION:
+        return decode_noise(p, n, max_handshake, out, err);
+    case BBD_DGRAM_SEALED:
+        out->kind = BBD_DGRAM_SEALED;
+        if (out->body_len < BBD_DGRAM_NONCE + 16 + 1)
+            return bb_error_set(err, BB_EPARSE, "datagram: sealed datagram of %zu bytes", n);
+        for (int i = 0; i < BBD_DGRAM_NONCE; i++)
+            out->nonce = out->nonce << 8 | out->body[i];
+        out->body += BBD_DGRAM_NONCE;
+        out->body_len -= BBD_DGRAM_NONCE;
+        return BB_OK;
     default:
         return bb_error_set(err, BB_EPARSE, "datagram: unknown kind 0x%02x", p[1]);
     }

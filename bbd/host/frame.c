@@ -43,10 +43,14 @@ int bbd_frame_header_decode(const uint8_t *p, size_t n, const bbd_frame_limits *
         kind = BBD_FRAME_ENVELOPE;
         cap = lim->max_envelope;
         kind_name = "envelope";
+    } else if (tag == 0x1a) {
+        kind = BBD_FRAME_ADMISSION;
+        cap = lim->max_admission;
+        kind_name = "admission";
     } else {
         return bb_error_set(err, BB_EPARSE,
-                            "frame: unknown frame field tag 0x%02x (want 0x0a handshake or "
-                            "0x12 envelope)",
+                            "frame: unknown frame field tag 0x%02x (want 0x0a handshake, "
+                            "0x12 envelope or 0x1a admission)",
                             tag);
     }
     if (cap == 0)
@@ -96,7 +100,7 @@ size_t bbd_frame_header_encode(bbd_frame_kind kind, size_t payload_len,
 {
     uint64_t body_len = 1 + bb_uvarint_size(payload_len) + (uint64_t)payload_len;
     size_t n = bb_uvarint_encode(body_len, out);
-    out[n++] = kind == BBD_FRAME_HANDSHAKE ? 0x0a : 0x12;
+    out[n++] = (uint8_t)(kind << 3 | 2); /* field number, wire type 2 */
     n += bb_uvarint_encode(payload_len, out + n);
     return n;
 }

@@ -7,6 +7,7 @@
  *     frame = uvarint(body_len) body
  *     body  = 0x0a uvarint(n) Handshake[n]      Frame.handshake (field 1)
  *           | 0x12 uvarint(n) WireEnvelope[n]   Frame.envelope  (field 2)
+ *           | 0x1a uvarint(n) Admission[n]      Frame.admission (field 3)
  *     body_len = 1 + size(uvarint(n)) + n
  *
  * i.e. each frame is a length-delimited protobuf Frame holding exactly one
@@ -15,7 +16,9 @@
  * — and refuses it against its cap — before it allocates anything. The two
  * lengths must agree, varints must be minimal, and each kind has its own
  * cap; a cap of 0 means the kind is not allowed at this point of the
- * stream (a handshake comes first and only once).
+ * stream (a handshake comes first and only once; on a secure channel the
+ * handshake travels inside Noise's, and the responder's first frame is
+ * its admission verdict, handshake.h).
  */
 #ifndef BBD_HOST_FRAME_H
 #define BBD_HOST_FRAME_H
@@ -30,13 +33,15 @@
 
 typedef enum bbd_frame_kind {
     BBD_FRAME_HANDSHAKE = 1, /* Frame.handshake */
-    BBD_FRAME_ENVELOPE = 2   /* Frame.envelope */
+    BBD_FRAME_ENVELOPE = 2,  /* Frame.envelope */
+    BBD_FRAME_ADMISSION = 3  /* Frame.admission */
 } bbd_frame_kind;
 
 /* Per-kind payload caps in bytes; 0 refuses the kind. */
 typedef struct bbd_frame_limits {
     size_t max_handshake;
     size_t max_envelope;
+    size_t max_admission;
 } bbd_frame_limits;
 
 typedef struct bbd_frame_header {

@@ -215,3 +215,57 @@ int bbd_handshake_encode(const bbd_handshake *h, uint8_t *out, size_t cap, size_
     *out_len = w.len;
     return BB_OK;
 }
+
+/* ---- admission -------------------------------------------------------------------- */
+
+size_t bbd_admission_encode(const char *refused, uint8_t out[BBD_ADMISSION_MAX_BYTES])
+{
+    if (!refused)
+        return 0;
+    if (!*refused)
+        refused = "refused"; /* an empty reason would read as admitted */
+    size_t n = strlen(refused);
+    bb_writer w;
+    bb_writer_init_fixed(&w, out, BBD_ADMISSION_MAX_BYTES);
+    put_bytes(&w, 1, refused, n < BBD_ADMISSION_REASON_MAX ? n : BBD_ADMISSION_REASON_MAX);
+    return w.len;
+}
+
+int bbd_admission_decode(const uint8_t *p, size_t n, char reason[BBD_ADMISSION_REASON_MAX + 1],
+                         bb_error *err)
+{
+    reason[0] = '\0';
+    if (n > BBD_ADMISSION_MAX_BYTES)
+        return bb_error_set(err, BB_ELIMIT, "admission: %zu bytes, over the cap of %d", n,
+                            BBD_ADMISSION_MAX_BYTES);
+    bb_reader r;
+    bb_reader_init(&r, p, n);
+    while (bb_reader_left(&r)) {
+        size_t at = r.pos;
+        uint64_t tag;
+        int rc = read_varint(&r, "admission field tag", &tag, err);
+        if (rc)
+            return rc;
+        if (tag >> 3 == 0)
+            return bb_error_set(err, BB_EPARSE, "admission: field number 0 at byte %zu", at);
+        if (tag != (1u << 3 | WT_LEN)) {
+            if ((rc = skip_field(&r, (unsigned)(tag & 7), tag >> 3, err)))
+                return rc;
+            continue;
+        }
+        const uint8_t *d;
+        size_t l;
+        if ((rc = read_bytes(&r, "admission refused", &d, &l, err)))
+            return rc;
+        if (!l) {
+            d = (const uint8_t *)"refused";
+            l = 7;
+        }
+        if (l > BBD_ADMISSION_REASON_MAX)
+            l = BBD_ADMISSION_REASON_MAX;
+        for (size_t i = 0; i < l; i++)
+            reason[i] = d[i] >= 0x20 && d[i] < 0x7f ? (char)d[i] : '?';
+        reason[l] = '\0';
+    }
+    return BB_OK;
+}

@@ -62,4 +62,18 @@ int bbd_handshake_decode(const uint8_t *p, size_t n, bbd_handshake *out, bb_erro
 int bbd_handshake_encode(const bbd_handshake *h, uint8_t *out, size_t cap, size_t *out_len,
                          bb_error *err);
 
+/* The Admission message (bb_envelope.proto): a secure connection's first
+ * frame from the responder, `string refused = 1` absent when admitted. */
+#define BBD_ADMISSION_MAX_BYTES 512  /* an encoded Admission */
+#define BBD_ADMISSION_REASON_MAX 256 /* bytes of a refusal reason */
+
+/* Encode "admitted" (refused NULL) or a refusal (cut at the reason cap)
+ * into out[BBD_ADMISSION_MAX_BYTES]; returns the size. */
+size_t bbd_admission_encode(const char *refused, uint8_t out[BBD_ADMISSION_MAX_BYTES]);
+/* Decode p[0..n): reason gets the refusal as text (bytes outside
+ * printable ASCII shown as '?'), "" when admitted. BB_EPARSE / BB_ETRUNC /
+ * BB_ELIMIT with err naming the problem. */
+int bbd_admission_decode(const uint8_t *p, size_t n, char reason[BBD_ADMISSION_REASON_MAX + 1],
+                         bb_error *err);
+
 #endif

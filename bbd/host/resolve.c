@@ -5,7 +5,8 @@
  * A dial of a name resolves it with libuv's resolver (uv_getaddrinfo, on
  * the loop's thread pool, so the loop never blocks), then dials the first
  * address of the wanted family (/dns4: IPv4, /dns6: IPv6, /dns: either)
- * as a dial of an IP address would. Nothing is cached: every dial resolves
+ * as a dial of an IP address would; the operator's dial rules judge each
+ * resolved address as they judge an IP address given directly. Nothing is cached: every dial resolves
  * again, so a node pointed at a service name follows it when it moves,
  * and each reconnect sees the name's current address.
  *
@@ -30,8 +31,9 @@ struct bbd_resolve {
     bb_ma_endpoint ep;
 };
 
-/* The first resolved address the endpoint can use, as an IP transport. */
-static bool first_usable(const bbd_transport *t, const struct addrinfo *ai,
+/* The first resolved address the endpoint can use and the dial rules
+ * allow, as an IP transport. */
+static bool first_usable(bbd_transport *t, const struct addrinfo *ai,
                          const bb_ma_endpoint *ep, bb_ma_transport *out)
 {
     for (; ai; ai = ai->ai_next) {
@@ -41,7 +43,8 @@ static bool first_usable(const bbd_transport *t, const struct addrinfo *ai,
         if (ep->proto == BB_MA_UDP && !bbd__udp_can_reach(t, out->family))
             continue;
         out->port = ep->port;
-        return true;
+        if (bbd__dial_allowed(t, out))
+            return true;
     }
     return false;
 }
@@ -62,7 +65,8 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
                  bbd__peer_text(&p->id, pt, sizeof pt), uv_strerror(status));
         bbd__peer_update(t, p); /* nothing carries the queue: it fails */
     } else if (!first_usable(t, res, &r->ep, &ma)) {
-        bbd__log(t, BB_LOG_WARN, "resolve %s for %s: no usable %s address", r->ep.name,
+        bbd__log(t, BB_LOG_WARN, "resolve %s for %s: no usable %s address the dial rules allow",
+                 r->ep.name,
                  bbd__peer_text(&p->id, pt, sizeof pt),
                  r->ep.family == AF_INET    ? "IPv4"
                  : r->ep.family == AF_INET6 ? "IPv6"

@@ -42,6 +42,13 @@ int bbd_state_dir_lock(const char *dir, int *lock_fd, bb_error *err)
     int rc = bbd_mkdirs(dir, err);
     if (rc)
         return bb_error_prefix(err, "state directory");
+    /* it holds the node key and (by default) the control socket: the
+     * owner's only, also when it was made by hand with a looser mode */
+    struct stat st;
+    if (stat(dir, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077) &&
+        chmod(dir, 0700) != 0)
+        return bb_error_set(err, BB_EIO, "state directory %s: cannot make it 0700: %s", dir,
+                            strerror(errno));
     char path[PATH_MAX];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, BBD_LOCK_FILE) >= sizeof path)
         return bb_error_set(err, BB_EINVAL, "state directory path %s is too long", dir);

@@ -3,9 +3,13 @@
  * handshake, one connection per peer pair, writes, timeouts and closing.
  * Reading frames is tcp_read.c.
  *
- * Lifecycle: CONNECTING (outbound only, connect timeout) -> HANDSHAKE (both
- * sides write their handshake first thing; handshake timeout) -> OPEN, or
- * DRAINING when the peer already has an OPEN connection that wins.
+ * Lifecycle: CONNECTING (outbound only, connect timeout) -> HANDSHAKE
+ * (plaintext: both sides write their handshake first thing; secure: the
+ * Noise handshake and the admission, tcp_secure.c; handshake timeout) ->
+ * OPEN, or DRAINING when the peer already has an OPEN connection that wins.
+ * Every connection passes the same checks once the peer's identity is
+ * known (bbd__tcp_check_peer); frames are sealed before they are written
+ * on a secure connection (write_sealed).
  *
  * Simultaneous connects: when a peer ends up with two handshaken
  * connections, both nodes keep the one initiated by the smaller PeerId (of
@@ -16,8 +20,11 @@
  * directions ended (or after handshake_timeout_ms). So no envelope written
  * during the race is lost.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include "bbd/host/transport_internal.h"
 
@@ -49,8 +56,10 @@ static void conn_handle_closed(uv_handle_t *h)
 {
     tcp_conn *c = h->data;
     bbd_transport *t = c->t;
-    if (--c->handles == 0)
+    if (--c->handles == 0) {
+        free(c->rec);
         free(c);
+    }
     bbd__handle_closed(t);
 }
 
@@ -65,6 +74,7 @@ static tcp_conn *conn_new(bbd_transport *t)
     }
     uv_timer_init(t->loop, &c->timer);
     c->t = t;
+    c->seq = ++t->next_conn_seq;
     c->tcp.data = c->timer.data = c->connect_req.data = c->shutdown_req.data = c;
     c->handles = 2;
     t->handles += 2;
@@ -88,6 +98,10 @@ void bbd__tcp_close(tcp_conn *c, const char *why)
     }
     c->state = CONN_CLOSING;
     t->n_conns--;
+    bb_ma_transport src;
+    if (c->counted_source && bb_multiaddr_transport(c->remote, c->remote_len, &src, NULL) == BB_OK)
+        bbd__source_remove(t, &src);
+    c->counted_source = false;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -95,6 +109,7 @@ void bbd__tcp_close(tcp_conn *c, const char *why)
     if (c->next)
         c->next->prev = c->prev;
     bbd__tcp_rx_reset(c);
+    bbd__tcp_secure_free(c);
     uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
     uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
     bbd_peer *p = c->peer;
@@ -111,12 +126,27 @@ void bbd__tcp_close(tcp_conn *c, const char *why)
 
 /* ---- timers ------------------------------------------------------------------------ */
 
+#define RATE_GRACE_MS 1000 /* a frame's first second is not judged */
+#define RATE_CHECK_MS 1000
+
+/* A frame in progress arriving under min_rx_bytes_per_s since it began
+ * (or since its connection was last resumed: a pause for the budget is
+ * not its sender's fault). */
+static bool too_slow(const tcp_conn *c, uint64_t now, uint64_t *rate)
+{
+    uint64_t el = now - c->body_started_ms;
+    if (!c->in_body || c->paused || el < RATE_GRACE_MS)
+        return false;
+    *rate = (uint64_t)(c->body_len - c->body_started_len) * 1000 / el;
+    return *rate < c->t->cfg.min_rx_bytes_per_s;
+}
+
 static void conn_timer_cb(uv_timer_t *h)
 {
     tcp_conn *c = h->data;
     bbd_transport *t = c->t;
-    uint64_t now = uv_now(t->loop);
-    char why[128];
+    uint64_t now = uv_now(t->loop), rate = 0;
+    char why[160];
     if (c->deadline_ms && now >= c->deadline_ms) {
         if (c->state == CONN_CONNECTING)
             snprintf(why, sizeof why, "connect timed out after %llu ms",
@@ -133,21 +163,42 @@ static void conn_timer_cb(uv_timer_t *h)
         bbd__tcp_close(c, why);
         return;
     }
+    if (too_slow(c, now, &rate)) {
+        t->stats.slow_closed++;
+        snprintf(why, sizeof why, "a frame arrives at %llu bytes/s, under min_rx_bytes_per_s %zu",
+                 (unsigned long long)rate, t->cfg.min_rx_bytes_per_s);
+        bbd__tcp_close(c, why);
+        return;
+    }
     bbd__tcp_arm_timer(c);
 }
 
+static uint64_t earliest(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* The connection's timer at its earliest due check: its deadline (connect,
+ * handshake, drain), the stall of a partial frame, the rate of a frame in
+ * progress. An open connection exchanging whole frames has no timer
+ * pending: with any uv timer pending, every epoll_wait of the loop carries
+ * a timeout, which costs each round trip about a microsecond (DECISIONS.md,
+ * "The engine's next deadline arms a timerfd"); idle connections are found
+ * by the sweep instead. */
 void bbd__tcp_arm_timer(tcp_conn *c)
 {
     if (c->state == CONN_CLOSING)
         return;
+    const bbd_transport_config *cfg = &c->t->cfg;
+    uint64_t now = uv_now(c->t->loop);
     uint64_t due = c->deadline_ms ? c->deadline_ms : UINT64_MAX;
-    if (bbd__tcp_rx_partial(c) && c->last_progress_ms + c->t->cfg.stall_timeout_ms < due)
-        due = c->last_progress_ms + c->t->cfg.stall_timeout_ms;
+    if (bbd__tcp_rx_partial(c))
+        due = earliest(due, c->last_progress_ms + cfg->stall_timeout_ms);
+    if (c->in_body && !c->paused)
+        due = earliest(due, now < c->body_started_ms + RATE_GRACE_MS
+                                ? c->body_started_ms + RATE_GRACE_MS
+                                : now + RATE_CHECK_MS);
     if (due == UINT64_MAX) {
         uv_timer_stop(&c->timer);
         return;
     }
-    uint64_t now = uv_now(c->t->loop);
     uv_timer_start(&c->timer, conn_timer_cb, due > now ? due - now : 0, 0);
 }
 
@@ -155,6 +206,48 @@ static void set_deadline(tcp_conn *c, uint64_t after_ms)
 {
     c->deadline_ms = after_ms ? uv_now(c->t->loop) + after_ms : 0;
     bbd__tcp_arm_timer(c);
+}
+
+/* ---- the idle sweep ------------------------------------------------------------------ */
+
+/* Every sweep period (a periodic timerfd watched by a uv_poll: no uv timer
+ * pending, see bbd__tcp_arm_timer) close the open connections idle for
+ * idle_timeout_ms: a quarter of it, between 50 ms and 60 s, so one closes
+ * at most a quarter late. */
+static void on_sweep(uv_poll_t *h, int status, int events)
+{
+    (void)status, (void)events;
+    bbd_transport *t = h->data;
+    uint64_t expirations, now = uv_now(t->loop);
+    if (read(t->sweep_fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+        return;
+    char why[96];
+    for (tcp_conn *c = t->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->state != CONN_OPEN || now - c->last_active_ms < t->cfg.idle_timeout_ms)
+            continue;
+        t->stats.slow_closed++;
+        snprintf(why, sizeof why, "idle for %llu ms (idle_timeout_ms)",
+                 (unsigned long long)t->cfg.idle_timeout_ms);
+        bbd__tcp_close(c, why);
+    }
+}
+
+int bbd__tcp_sweep_init(bbd_transport *t, bb_error *err)
+{
+    uint64_t period = t->cfg.idle_timeout_ms / 4;
+    period = period < 50 ? 50 : period > 60000 ? 60000 : period;
+    t->sweep_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct timespec ts = {.tv_sec = (time_t)(period / 1000), .tv_nsec = (long)(period % 1000) * 1000000};
+    struct itimerspec its = {.it_interval = ts, .it_value = ts};
+    if (t->sweep_fd < 0 || timerfd_settime(t->sweep_fd, 0, &its, NULL) != 0 ||
+        uv_poll_init(t->loop, &t->sweep, t->sweep_fd) != 0)
+        return bb_error_set(err, BB_ERUNTIME, "transport: idle sweep timer: %s", strerror(errno));
+    t->sweep.data = t;
+    bbd__handle_init(t);
+    uv_unref((uv_handle_t *)&t->sweep); /* housekeeping alone keeps no loop alive */
+    uv_poll_start(&t->sweep, UV_READABLE, on_sweep);
+    return BB_OK;
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
@@ -276,11 +369,83 @@ static int write_bufs(tcp_conn *c, bbd_peer *peer, bbd_payload *pl, const uv_buf
  * pinned processes). */
 #define FLAT_MAX 2048
 
-/* Write a frame on c; takes pl. peer NULL: a handshake (no report). */
-static void write_frame(tcp_conn *c, bbd_frame_kind kind, bbd_peer *peer, bbd_payload *pl)
+/* Write wire bytes buf[0..wire) on c: right away when the socket takes
+ * them, the rest queued. heap: buf is malloc'd (and taken), else it is the
+ * caller's and what is left is copied. held: the envelope's size (for
+ * the report; peer NULL: nothing to report). */
+static void write_sealed(tcp_conn *c, bbd_peer *peer, size_t held, uint8_t *buf, size_t wire,
+                         bool heap)
+{
+    uv_buf_t b = uv_buf_init((char *)buf, (unsigned)wire);
+    int rc = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    size_t done = rc > 0 ? (size_t)rc : 0;
+    if (done == wire) {
+        count_written(c->t, peer, wire);
+        if (heap)
+            free(buf);
+        if (peer)
+            bbd__send_done_later(c->t, peer, held);
+        return;
+    }
+    /* queue what is left: in buf itself, or a copy of it */
+    uint8_t *rest = heap ? buf : malloc(wire - done);
+    tcp_write *w = rest ? malloc(sizeof *w) : NULL;
+    if (rc < 0 && rc != UV_EAGAIN) {
+        free(w);
+        w = NULL;
+    } else if (!w) {
+        rc = UV_ENOMEM;
+    } else {
+        if (!heap)
+            memcpy(rest, buf + done, wire - done);
+        *w = (tcp_write){.peer = peer, .pl = {.bytes = rest, .len = held}, .wire = wire};
+        b = uv_buf_init((char *)(heap ? buf + done : rest), (unsigned)(wire - done));
+        if ((rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_cb)) == 0) {
+            if (peer) /* write_cb runs later, never within uv_write */
+                peer->refs++;
+            return;
+        }
+        free(w);
+    }
+    if (rest != buf)
+        free(rest);
+    bbd_payload pl = {.bytes = heap ? buf : NULL, .len = held};
+    write_failed(c, peer, &pl, rc);
+}
+
+void bbd__tcp_write_raw(tcp_conn *c, uint8_t *buf, size_t len)
+{
+    write_sealed(c, NULL, 0, buf, len, true);
+}
+
+/* Seal the frame hdr + pl and write it; takes pl (released once sealed:
+ * the records hold its bytes). */
+static void seal_and_write(tcp_conn *c, bbd_peer *peer, const uint8_t *hdr, size_t hl,
+                           bbd_payload *pl)
+{
+    size_t held = pl->len, cap = bbd__sealed_size(hl + pl->len);
+    uint8_t flat[FLAT_MAX + BBD_RECORD_OVERHEAD];
+    uint8_t *buf = cap <= sizeof flat ? flat : malloc(cap);
+    size_t wire = buf ? bbd__tcp_seal(c, hdr, hl, pl, buf) : 0;
+    if (!wire) {
+        if (buf != flat)
+            free(buf);
+        write_failed(c, peer, pl, buf ? UV_EINVAL : UV_ENOMEM); /* nonces used up: 2^64 */
+        return;
+    }
+    bbd__payload_free(pl);
+    write_sealed(c, peer, held, buf, wire, buf != flat);
+}
+
+void bbd__tcp_write_frame(tcp_conn *c, bbd_frame_kind kind, bbd_peer *peer, bbd_payload *pl)
 {
     uint8_t hdr[BBD_FRAME_HEADER_MAX];
     size_t hl = bbd_frame_header_encode(kind, pl->len, hdr), wire = hl + pl->len;
+    c->last_active_ms = uv_now(c->t->loop);
+    if (c->sealed) {
+        seal_and_write(c, peer, hdr, hl, pl);
+        return;
+    }
     size_t max = 1 + (pl->bytes ? 1 : pl->n_iov);
     uv_buf_t stack[BUFS_ON_STACK];
     uv_buf_t *bufs = max <= BUFS_ON_STACK ? stack : malloc(max * sizeof *bufs);
@@ -306,7 +471,7 @@ static void write_frame(tcp_conn *c, bbd_frame_kind kind, bbd_peer *peer, bbd_pa
 void bbd__tcp_send(bbd_transport *t, tcp_conn *c, bbd_payload *pl)
 {
     (void)t;
-    write_frame(c, BBD_FRAME_ENVELOPE, c->peer, pl);
+    bbd__tcp_write_frame(c, BBD_FRAME_ENVELOPE, c->peer, pl);
 }
 
 static void start_handshake(tcp_conn *c)
@@ -314,8 +479,15 @@ static void start_handshake(tcp_conn *c)
     bbd_transport *t = c->t;
     uv_tcp_nodelay(&c->tcp, 1);
     c->state = CONN_HANDSHAKE;
+    c->opened_ms = c->last_active_ms = uv_now(t->loop);
     set_deadline(c, t->cfg.handshake_timeout_ms);
     bbd__tcp_read_start(c);
+    if (c->state == CONN_CLOSING)
+        return;
+    if (t->secure) {
+        bbd__tcp_secure_start(c);
+        return;
+    }
     uint8_t *copy = malloc(t->hs_len);
     if (!copy) {
         bbd__tcp_close(c, "out of memory");
@@ -323,7 +495,7 @@ static void start_handshake(tcp_conn *c)
     }
     memcpy(copy, t->hs, t->hs_len);
     bbd_payload pl = {.bytes = copy, .len = t->hs_len};
-    write_frame(c, BBD_FRAME_HANDSHAKE, NULL, &pl);
+    bbd__tcp_write_frame(c, BBD_FRAME_HANDSHAKE, NULL, &pl);
 }
 
 /* ---- draining a losing connection ---------------------------------------------------- */
@@ -347,6 +519,20 @@ static void start_shutdown(tcp_conn *c)
         bbd__tcp_close(c, NULL);
 }
 
+void bbd__tcp_close_when_written(tcp_conn *c, const char *why)
+{
+    char rt[BB_MULTIADDR_TEXT_MAX + 1];
+    bbd__log_remote(c->t, BB_LOG_WARN, "tcp %s: %s; connection closed",
+                    remote_text(c, rt, sizeof rt), why);
+    if (c->peer && c->peer->active == c)
+        c->peer->active = NULL;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->eof = true; /* nothing more is read: shutdown_cb closes */
+    c->state = CONN_DRAINING;
+    set_deadline(c, c->t->cfg.handshake_timeout_ms);
+    start_shutdown(c);
+}
+
 static void demote(tcp_conn *c)
 {
     if (c->peer && c->peer->active == c)
@@ -361,7 +547,9 @@ void bbd__tcp_on_eof(tcp_conn *c)
 {
     c->eof = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
-    if (c->state != CONN_DRAINING)
+    if (c->state == CONN_HANDSHAKE)
+        bbd__tcp_close(c, "the peer closed the connection during the handshake");
+    else if (c->state != CONN_DRAINING)
         bbd__tcp_close(c, NULL); /* the peer closed */
     else if (c->shutdown_done)
         bbd__tcp_close(c, NULL);
@@ -411,53 +599,78 @@ static void inbound_observed(tcp_conn *c, const bbd_handshake *hs)
     }
 }
 
-void bbd__tcp_on_handshake(tcp_conn *c, const uint8_t *payload, size_t len)
+const char *bbd__tcp_check_peer(tcp_conn *c, const bb_peerid *peer, char *why, size_t cap,
+                                const char **reason)
 {
     bbd_transport *t = c->t;
-    bbd_handshake hs;
-    bb_error err = {0};
-    char why[BB_ERROR_MSG_MAX + 256], a[BB_PEERID_TEXT_MAX], b[BB_PEERID_TEXT_MAX];
-    if (bbd_handshake_decode(payload, len, &hs, &err) != BB_OK) {
-        t->stats.frames_refused++;
-        snprintf(why, sizeof why, "refused %s", err.msg);
-        bbd__tcp_close(c, why);
-        return;
+    char a[BB_PEERID_TEXT_MAX], b[BB_PEERID_TEXT_MAX];
+    if (reason)
+        *reason = "refused";
+    if (bb_peerid_equal(peer, &t->cfg.self))
+        return "connected to this node itself";
+    if (c->outbound && !bb_peerid_equal(peer, &c->peer->id)) {
+        t->stats.handshakes_failed++;
+        snprintf(why, cap, "dialed for peer %s but %s %s",
+                 bbd__peer_text(&c->peer->id, a, sizeof a), bbd__peer_text(peer, b, sizeof b),
+                 t->secure ? "answered (its key proves it)" : "answered");
+        return why;
     }
-    if (bb_peerid_equal(&hs.peer, &t->cfg.self)) {
-        bbd__tcp_close(c, "connected to this node itself");
-        return;
-    }
-    if (c->outbound && !bb_peerid_equal(&hs.peer, &c->peer->id)) {
-        snprintf(why, sizeof why, "dialed for peer %s but %s answered",
-                 bbd__peer_text(&c->peer->id, a, sizeof a), bbd__peer_text(&hs.peer, b, sizeof b));
-        bbd__tcp_close(c, why);
-        return;
-    }
+    const char *refused = bbd__admit(t, peer);
+    if (!refused)
+        return NULL;
+    if (reason)
+        *reason = refused;
+    snprintf(why, cap, "refused peer %s: %s", bbd__peer_text(peer, a, sizeof a), refused);
+    return why;
+}
+
+void bbd__tcp_open(tcp_conn *c, const bbd_handshake *hs)
+{
+    bbd_transport *t = c->t;
     if (c->outbound) {
         memcpy(c->observed, c->remote, c->remote_len);
         c->observed_len = c->remote_len;
     } else {
-        bbd_peer *p = bbd__peer_get(t, &hs.peer);
+        bbd_peer *p = bbd__peer_get(t, &hs->peer);
         if (!p) {
             bbd__tcp_close(c, "peer table full");
             return;
         }
         c->peer = p;
         p->refs++;
-        inbound_observed(c, &hs);
+        inbound_observed(c, hs);
     }
     bbd_peer *p = c->peer;
     if (p->dialing == c)
         p->dialing = NULL;
     tcp_conn *cur = p->active;
     if (!cur) {
-        activate(c, &hs);
+        activate(c, hs);
     } else if (keep_newer(cur, c)) {
         demote(cur);
-        activate(c, &hs);
+        activate(c, hs);
     } else {
         demote(c);
     }
+}
+
+void bbd__tcp_on_handshake(tcp_conn *c, const uint8_t *payload, size_t len)
+{
+    bbd_transport *t = c->t;
+    bbd_handshake hs;
+    bb_error err = {0};
+    char why[BB_ERROR_MSG_MAX + 256];
+    if (bbd_handshake_decode(payload, len, &hs, &err) != BB_OK) {
+        t->stats.frames_refused++;
+        snprintf(why, sizeof why, "refused %s", err.msg);
+        bbd__tcp_close(c, why);
+        return;
+    }
+    const char *refused = bbd__tcp_check_peer(c, &hs.peer, why, sizeof why, NULL);
+    if (refused)
+        bbd__tcp_close(c, refused);
+    else
+        bbd__tcp_open(c, &hs);
 }
 
 /* ---- dial and accept ------------------------------------------------------------------- */
@@ -509,6 +722,49 @@ int bbd__tcp_dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma)
     return BB_OK;
 }
 
+/* The inbound connection still in its handshake that came first. */
+static tcp_conn *oldest_unauthenticated(bbd_transport *t, const tcp_conn *not)
+{
+    tcp_conn *v = NULL;
+    for (tcp_conn *c = t->conns; c; c = c->next)
+        if (c != not && !c->outbound && c->state == CONN_HANDSHAKE &&
+            (!v || c->seq < v->seq))
+            v = c;
+    return v;
+}
+
+/* May the new inbound connection c stay? Its source's share of the table
+ * (max_connections_per_source), then room in the table: when it is full,
+ * the oldest connection not yet past its handshake makes room, so
+ * anonymous ones can never lock out peers that prove who they are. */
+static bool admit_connection(bbd_transport *t, tcp_conn *c)
+{
+    char why[160];
+    bb_ma_transport src;
+    if (bb_multiaddr_transport(c->remote, c->remote_len, &src, NULL) == BB_OK) {
+        if (!bbd__source_add(t, &src)) {
+            t->stats.connections_refused++;
+            snprintf(why, sizeof why, "refused: %zu connections from this address "
+                     "(max_connections_per_source)", t->cfg.max_connections_per_source);
+            bbd__tcp_close(c, why);
+            return false;
+        }
+        c->counted_source = true;
+    }
+    if (t->n_conns <= t->cfg.max_connections)
+        return true;
+    tcp_conn *victim = oldest_unauthenticated(t, c);
+    if (!victim) {
+        t->stats.connections_refused++;
+        bbd__tcp_close(c, "refused: max_connections reached");
+        return false;
+    }
+    t->stats.connections_evicted++;
+    bbd__tcp_close(victim, "closed to make room: still in its handshake when the connection "
+                           "table was full (max_connections)");
+    return true;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     tcp_listener *l = server->data;
@@ -532,10 +788,8 @@ static void on_connection(uv_stream_t *server, int status)
         bb_multiaddr_from_sockaddr((struct sockaddr *)&ss, (socklen_t)sslen, BB_MA_TCP,
                                    c->remote, sizeof c->remote, &c->remote_len, NULL) != BB_OK)
         c->remote_len = 0;
-    if (t->n_conns > t->cfg.max_connections) {
-        bbd__tcp_close(c, "refused: max_connections reached");
+    if (!admit_connection(t, c))
         return;
-    }
     start_handshake(c);
 }
 
@@ -571,6 +825,8 @@ int bbd__tcp_listen(bbd_transport *t, const struct sockaddr *sa, const char *tex
 
 void bbd__tcp_close_all(bbd_transport *t)
 {
+    if (t->sweep_fd >= 0)
+        uv_close((uv_handle_t *)&t->sweep, bbd__own_handle_closed);
     for (size_t i = 0; i < t->n_tcp_listeners; i++)
         uv_close((uv_handle_t *)&t->tcp_listeners[i]->tcp, listener_closed);
     t->n_tcp_listeners = 0;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bbd/host/transport_internal.h"
 
@@ -34,6 +35,10 @@ void bbd_transport_config_init(bbd_transport_config *cfg)
     cfg->max_rx_buffer_total_bytes = 256 * MiB;
     cfg->stall_timeout_ms = 30000;
     cfg->udp_session_timeout_ms = 60000;
+    cfg->security = BBD_SECURITY_NOISE;
+    cfg->max_connections_per_source = 64;
+    cfg->idle_timeout_ms = 600000;
+    cfg->min_rx_bytes_per_s = 16384;
 }
 
 /* Zero fields take their default. */
@@ -54,6 +59,9 @@ static void config_defaults(bbd_transport_config *c)
     DEF(max_rx_buffer_total_bytes);
     DEF(stall_timeout_ms);
     DEF(udp_session_timeout_ms);
+    DEF(max_connections_per_source);
+    DEF(idle_timeout_ms);
+    DEF(min_rx_bytes_per_s);
 #undef DEF
 }
 
@@ -66,7 +74,8 @@ static int config_check(const bbd_transport_config *c, bb_error *err)
         return bb_error_set(err, BB_EINVAL,
                             "transport: max_frame_bytes %zu over 4 GiB (UDP sizes are 32-bit)",
                             c->max_frame_bytes);
-    size_t min_dgram = BBD_DGRAM_FRAGMENT_HEADER + BBD_DGRAM_MIN_CHUNK;
+    size_t min_dgram = BBD_DGRAM_FRAGMENT_HEADER + BBD_DGRAM_MIN_CHUNK +
+                       (c->security == BBD_SECURITY_NOISE ? BBD_DGRAM_SEALED_OVERHEAD : 0);
     if (c->udp_payload_bytes < min_dgram || c->udp_payload_bytes > BBD_DGRAM_MAX_BYTES ||
         c->udp_payload_bytes - BBD_DGRAM_FRAGMENT_HEADER > UINT16_MAX)
         return bb_error_set(err, BB_EINVAL, "transport: udp_payload_bytes %zu not in %zu..%d",
@@ -74,6 +83,16 @@ static int config_check(const bbd_transport_config *c, bb_error *err)
     if (c->n_targets > BBD_HANDSHAKE_MAX_TARGETS)
         return bb_error_set(err, BB_ELIMIT, "transport: %zu targets, at most %d",
                             c->n_targets, BBD_HANDSHAKE_MAX_TARGETS);
+    if (c->security != BBD_SECURITY_NOISE && c->security != BBD_SECURITY_OFF)
+        return bb_error_set(err, BB_EINVAL, "transport: unknown security mode %d",
+                            (int)c->security);
+    if (c->security == BBD_SECURITY_NOISE && c->identity) {
+        bb_peerid id;
+        bb_peerid_from_pubkey(c->identity->pk, &id);
+        if (!bb_peerid_equal(&id, &c->self))
+            return bb_error_set(err, BB_EINVAL,
+                                "transport: the identity key is not the key of its own PeerId");
+    }
     return BB_OK;
 }
 
@@ -99,14 +118,19 @@ static int build_handshake(bbd_transport *t, bb_error *err)
     free(t->hs);
     t->hs = copy;
     t->hs_len = n;
-    return BB_OK;
+    return bbd__secure_payload(t, err); /* a secure handshake carries it */
 }
 
 static void free_transport(bbd_transport *t)
 {
+    if (t->sweep_fd >= 0)
+        close(t->sweep_fd);
+    bbd__secure_free(t);
+    bbd__rules_free(t);
     bbd__peers_free(t);
     bbd_reasm_free(t->reasm);
     free(t->sess_buckets);
+    free(t->udp_scratch);
     for (size_t i = 0; i < t->cfg.n_targets; i++)
         free(t->targets[i]);
     free(t->targets);
@@ -126,9 +150,19 @@ bbd_transport *bbd_transport_new(uv_loop_t *loop, const bbd_transport_config *cf
     t->loop = loop;
     t->cfg = *cfg;
     t->cb = *cb;
+    t->sweep_fd = -1;
     config_defaults(&t->cfg);
     if (config_check(&t->cfg, err)) {
         free(t);
+        return NULL;
+    }
+    t->secure = t->cfg.security == BBD_SECURITY_NOISE;
+    t->cfg.identity = NULL; /* borrowed for bbd__secure_init only */
+    if (bbd__rules_init(t) != BB_OK || bbd__secure_init(t, cfg->identity, err) != BB_OK) {
+        if (!err || err->code == BB_OK)
+            bb_error_set(err, BB_ENOMEM, "transport: out of memory");
+        t->cfg.n_targets = 0;
+        free_transport(t);
         return NULL;
     }
     t->targets = calloc(t->cfg.n_targets ? t->cfg.n_targets : 1, sizeof *t->targets);
@@ -146,7 +180,7 @@ bbd_transport *bbd_transport_new(uv_loop_t *loop, const bbd_transport_config *cf
                            .timeout_ms = t->cfg.udp_reassembly_timeout_ms,
                            .max_messages = 1024};
     if (build_handshake(t, err) || bbd__peers_init(t) || !(t->reasm = bbd_reasm_new(&rc)) ||
-        bbd__udp_init(t) || bbd__reports_init(t)) {
+        bbd__udp_init(t) || bbd__reports_init(t) || bbd__tcp_sweep_init(t, err)) {
         if (!err || err->code == BB_OK)
             bb_error_set(err, BB_ENOMEM, "transport: out of memory");
         free_transport(t);
@@ -215,13 +249,16 @@ size_t bbd_transport_listen_addrs(const bbd_transport *t, const bbd_addr **out)
 /* ---- sending ---------------------------------------------------------------------- */
 
 /* The first address of addrs this node can use: any /tcp, or a /udp of a
- * family it listens on; a host name (/dns...) is resolved when dialed. */
-static bool pick_address(const bbd_transport *t, const bbd_addr *addrs, size_t n_addrs,
+ * family it listens on, that the dial rules allow; a host name (/dns...) is
+ * resolved when dialed, and the rules judge the addresses it resolves to. */
+static bool pick_address(bbd_transport *t, const bbd_addr *addrs, size_t n_addrs,
                          bb_ma_endpoint *out)
 {
     for (size_t i = 0; i < n_addrs; i++)
         if (bb_multiaddr_endpoint(addrs[i].data, addrs[i].len, out, NULL) == BB_OK &&
-            (out->proto == BB_MA_TCP || out->is_name || bbd__udp_can_reach(t, out->ip.family)))
+            (out->is_name ||
+             ((out->proto == BB_MA_TCP || bbd__udp_can_reach(t, out->ip.family)) &&
+              bbd__dial_allowed(t, &out->ip))))
             return true;
     return false;
 }
@@ -340,12 +377,30 @@ int bbd_transport_connect(bbd_transport *t, const bb_peerid *peer, const bbd_add
     return rc;
 }
 
+void bbd_transport_disconnect(bbd_transport *t, const bb_peerid *peer)
+{
+    bbd_peer *p = t->closing ? NULL : bbd__peer_find(t, peer);
+    if (!p)
+        return;
+    p->refs++; /* keep p while its channels close */
+    for (tcp_conn *c = t->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->peer == p)
+            bbd__tcp_close(c, "disconnected by this node (access control)");
+    }
+    bbd__udp_drop_peer(t, p);
+    bbd__peer_fail_queue(t, p);
+    p->refs--;
+    bbd__peer_update(t, p);
+}
+
 /* ---- counters ---------------------------------------------------------------------- */
 
 void bbd_transport_stats_get(const bbd_transport *t, bbd_transport_stats *out)
 {
     *out = t->stats;
     out->connections_open = t->n_conns;
+    out->rx_buffered_bytes = t->rx_charged;
 }
 
 /* ---- logging ----------------------------------------------------------------------- */
@@ -427,6 +482,14 @@ const char *bbd__peer_text(const bb_peerid *id, char *buf, size_t cap)
     if (bb_peerid_to_text(id, buf, cap, NULL) != BB_OK)
         snprintf(buf, cap, "(peer)");
     return buf;
+}
+
+const char *bbd__admit(bbd_transport *t, const bb_peerid *peer)
+{
+    const char *refused = t->cb.admit ? t->cb.admit(t->cb.ud, peer) : NULL;
+    if (refused)
+        t->stats.peers_refused++;
+    return refused;
 }
 
 void bbd__report_connected(bbd_transport *t, bbd_peer *p, const bbd_handshake *hs)

@@ -9,26 +9,40 @@
  * (bb_engine_deliver_envelope, bb_engine_peer_connected/_disconnected,
  * bb_engine_report_send, bb_engine_add_peer).
  *
- * TCP: one connection per peer pair, reused in both directions. The first
- * frame each side writes is a handshake (its PeerId, its listen multiaddrs,
- * the targets it runs); then envelope frames — uvarint length + the
- * bb_envelope.proto Frame holding the WireEnvelope (frame.h). A
- * simultaneous connect in both directions keeps exactly one connection (the
- * one initiated by the smaller PeerId; the other is drained, not cut).
- * Frames over cfg.max_frame_bytes are refused before allocating and the
- * connection is closed. Envelopes queued for a peer that is not connected
- * are bounded (per peer and in total) and dropped with a counter;
- * reconnects follow the backoff the daemon asks for (a send to a peer
- * without a connection dials it).
+ * Security (cfg.security). By default every channel is authenticated and
+ * encrypted: TCP runs the libp2p Noise handshake (Noise_XX_25519_
+ * ChaChaPoly_SHA256, noise.h; the node's Ed25519 identity signs the Noise
+ * static key, noise_payload.h) and then carries its frames in Noise
+ * transport messages; UDP runs the same handshake in datagrams and seals
+ * every later datagram with an explicit nonce and a replay window. The
+ * PeerId a callback names is then the one the peer's key proved — never a
+ * claimed field — and a connection dialed for one PeerId that proves
+ * another is refused. The daemon's admit callback (access control) runs
+ * once the identity is proven, before a channel opens. With security off
+ * (debugging only) the same handshake travels in plaintext and proves
+ * nothing; two nodes that disagree both fail the handshake with a message
+ * saying so.
+ *
+ * TCP: one connection per peer pair, reused in both directions. The
+ * handshake (its PeerId, its listen multiaddrs, the targets it runs) comes
+ * first; then envelope frames — uvarint length + the bb_envelope.proto
+ * Frame holding the WireEnvelope (frame.h). A simultaneous connect in both
+ * directions keeps exactly one connection (the one initiated by the
+ * smaller PeerId; the other is drained, not cut). Frames over
+ * cfg.max_frame_bytes are refused before allocating and the connection is
+ * closed. Envelopes queued for a peer that is not connected are bounded
+ * (per peer and in total) and dropped with a counter; reconnects follow
+ * the backoff the daemon asks for (a send to a peer without a connection
+ * dials it).
  *
  * UDP: one envelope per datagram; envelopes above the datagram payload size
  * are split into fragments and reassembled with bounded memory, a timeout
- * and duplicate fragments ignored (fragment.h). A HELLO / HELLO_ACK
- * exchange carries the same handshake so the receiver learns the sender's
- * PeerId; UDP gives no delivery feedback beyond it.
+ * and duplicate fragments ignored (fragment.h). UDP gives no delivery
+ * feedback beyond the handshake.
  *
- * Layering (DESIGN.md "Where this is going"): framing, then a channel that
- * may seal/open frames (identity today; Noise later), then the socket.
+ * Layering (DESIGN.md "Where this is going"): framing (frame.c), then a
+ * channel that seals/opens frames (tcp_secure.c: Noise transport messages,
+ * or nothing with security off), then the socket.
  */
 #ifndef BBD_HOST_TRANSPORT_H
 #define BBD_HOST_TRANSPORT_H
@@ -43,6 +57,12 @@
 #include "bb/status.h"
 
 typedef struct bbd_transport bbd_transport;
+
+/* How channels are protected (cfg.security). */
+typedef enum bbd_security {
+    BBD_SECURITY_NOISE = 0, /* authenticated and encrypted (the default) */
+    BBD_SECURITY_OFF = 1    /* plaintext, identities unproven: debugging only */
+} bbd_security;
 
 /* A binary multiaddr (borrowed). Same layout as bb_engine_addr. */
 typedef struct bbd_addr {
@@ -79,6 +99,12 @@ typedef struct bbd_transport_callbacks {
      * positional initializers of the fields above stay valid.) */
     void (*on_envelope_owned)(void *ud, const bb_peerid *from, const bbd_addr *observed,
                               uint8_t *bytes, size_t len);
+    /* Optional: may peer (its identity proven, unless security is off)
+     * open a channel? NULL admits it; otherwise a short reason, which the
+     * transport logs, counts (peers_refused) and — on TCP, when this node
+     * is the responder — tells the peer before closing. Asked for every
+     * new channel, inbound and outbound. */
+    const char *(*admit)(void *ud, const bb_peerid *peer);
     /* Optional: a line caused by a remote peer, for the host's rate limiter
      * (ratelimit.h): kind identifies the line's call site (its format),
      * source the remote address it names ("" when none). Without it such
@@ -86,6 +112,19 @@ typedef struct bbd_transport_callbacks {
     void (*on_log_remote)(void *ud, int level, const char *kind, const char *source,
                           const char *msg);
 } bbd_transport_callbacks;
+
+/* An IPv4 or IPv6 address range (CIDR) for the dial rules. */
+typedef struct bbd_cidr {
+    int family;          /* AF_INET or AF_INET6 */
+    uint8_t addr[16];    /* network address (first 4 bytes for IPv4) */
+    uint8_t prefix;      /* 0..32 / 0..128 */
+} bbd_cidr;
+
+/* Parse "10.0.0.0/8", "::1/128" or a bare address (a full-length prefix).
+ * BB_EINVAL naming text. */
+int bbd_cidr_parse(const char *text, bbd_cidr *out, bb_error *err);
+/* Does ip (4 bytes for AF_INET, 16 for AF_INET6) fall in c? */
+bool bbd_cidr_contains(const bbd_cidr *c, int family, const uint8_t *ip);
 
 typedef struct bbd_transport_config {
     bb_peerid self;                  /* this node's PeerId */
@@ -110,6 +149,24 @@ typedef struct bbd_transport_config {
                                       * connection; default 30000 */
     uint64_t udp_session_timeout_ms; /* a UDP session with nothing received
                                       * for this long expires; default 60000 */
+    bbd_security security;           /* default BBD_SECURITY_NOISE */
+    const bb_keypair *identity;      /* the node's key (NOISE: required); read
+                                      * by bbd_transport_new only: it signs the
+                                      * transport's static Noise key once and
+                                      * is not kept */
+    /* Dial rules: an address is dialed only if it is in some dial_allow
+     * range (when any is given) and in no dial_deny range; a refused dial
+     * is counted (dials_refused). Borrowed, copied by bbd_transport_new. */
+    const bbd_cidr *dial_allow, *dial_deny;
+    size_t n_dial_allow, n_dial_deny;
+    size_t max_connections_per_source; /* TCP connections from one IP at a
+                                        * time (inbound); default 64 */
+    uint64_t idle_timeout_ms;        /* an open connection with nothing sent or
+                                      * received for this long closes; default
+                                      * 600000 */
+    size_t min_rx_bytes_per_s;       /* a frame in progress must arrive at this
+                                      * rate (measured after its first second);
+                                      * default 16384 */
 } bbd_transport_config;
 
 /* Zeroed config with the defaults above. */
@@ -167,11 +224,18 @@ int bbd_transport_send_gather(bbd_transport *t, const bb_peerid *peer, const bbd
 int bbd_transport_connect(bbd_transport *t, const bb_peerid *peer, const bbd_addr *addrs,
                           size_t n_addrs, bool *open);
 
+/* Close every channel to peer (TCP connections, UDP sessions) and fail
+ * what is queued for it: the daemon cut it off (access control). */
+void bbd_transport_disconnect(bbd_transport *t, const bb_peerid *peer);
+
 /* Counters for metrics and status. */
 typedef struct bbd_peer_stats {
     bb_peerid peer;
     bool connected;
     const char *state;          /* "connecting", "handshake", "open", "closed", "udp" */
+    uint8_t remote[24];         /* the open channel's socket address (binary
+                                 * multiaddr; remote_len 0 without one) */
+    size_t remote_len;
     uint64_t bytes_in, bytes_out;
     uint64_t envelopes_in, envelopes_out;
     uint64_t queued_bytes;
@@ -189,6 +253,26 @@ typedef struct bbd_transport_stats {
     uint64_t udp_fragments_duplicate; /* fragments already received (or of an
                                  * envelope just completed), dropped */
     uint64_t connections_open;  /* TCP connections in any state */
+    /* security and admission */
+    uint64_t auth_failed;       /* TCP records and UDP datagrams that failed
+                                 * authentication (a TCP one closes its
+                                 * connection) */
+    uint64_t replayed;          /* UDP datagrams refused by the replay window */
+    uint64_t unauthenticated;   /* UDP datagrams dropped before decoding: no
+                                 * session to open them, or plaintext on a
+                                 * secure node */
+    uint64_t handshakes_failed; /* handshakes that failed: malformed, bad
+                                 * signature, wrong peer, security mismatch */
+    uint64_t peers_refused;     /* handshakes refused by the admit callback */
+    uint64_t dials_refused;     /* dials refused by the dial rules */
+    uint64_t connections_refused; /* inbound connections refused: the source's
+                                   * share, or the table full of open ones */
+    uint64_t connections_evicted; /* unauthenticated connections closed to make
+                                   * room for a new one */
+    uint64_t slow_closed;       /* connections closed for idling or for a frame
+                                 * arriving under min_rx_bytes_per_s */
+    uint64_t rx_buffered_bytes; /* buffers of partial inbound frames (the
+                                 * receive budget's use) */
 } bbd_transport_stats;
 
 void bbd_transport_stats_get(const bbd_transport *t, bbd_transport_stats *out);

@@ -2,9 +2,11 @@
  * transport_internal.h — the state shared by the transport's files:
  * transport.c (public API, listen, routing, close), transport_peers.c
  * (peer table, send queues and their bounds, connect/disconnect reports),
- * tcp.c (connections, handshake, simultaneous-connect resolution, writes),
- * tcp_read.c (inbound frames with bounded buffers), udp.c (sockets,
- * sessions, fragmentation, reassembly) and resolve.c (host names).
+ * transport_rules.c (dial rules, per-source limits), tcp.c (connections,
+ * the handshake's checks, simultaneous-connect resolution, writes),
+ * tcp_secure.c (the Noise handshake on a connection and sealing frames),
+ * tcp_read.c (inbound records and frames with bounded buffers), udp.c
+ * (sockets, sessions, fragmentation, reassembly) and resolve.c (host names).
  *
  * Ownership: the transport owns every peer, connection and session. A
  * connection or session is freed only from its libuv close callback, and a
@@ -28,11 +30,16 @@
 #include "bbd/host/fragment_reassembly.h"
 #include "bbd/host/frame.h"
 #include "bbd/host/handshake.h"
+#include "bbd/host/noise.h"
+#include "bbd/host/replay.h"
 #include "bbd/host/transport.h"
 
 #define BBD_ADDR_BYTES 24          /* a binary /ip6/../tcp/.. is 21 bytes */
 #define BBD_MAX_LISTEN BBD_HANDSHAKE_MAX_ADDRS
-#define BBD_RX_SHARED (64 * 1024)  /* one read into the shared buffer */
+#define BBD_RX_SHARED (256 * 1024) /* one read into the shared buffer */
+/* A Noise message on a stream: u16 big-endian length, then the message. */
+#define BBD_RECORD_HEADER 2
+#define BBD_RECORD_OVERHEAD (BBD_RECORD_HEADER + BBD_NOISE_TAGLEN)
 /* First allocation for a large frame: 1 MiB of payload and room for the
  * envelope around it, so a 1 MiB tensor lands without a realloc copy. */
 #define BBD_RX_EAGER (1024 * 1024 + 64 * 1024)
@@ -109,9 +116,13 @@ struct tcp_conn {
     bool shutdown_done;       /* ... and has */
     bool eof;                 /* the peer shut its write side */
     bool paused;              /* reading stopped: receive budget spent */
+    bool counted_source;      /* inbound: counted in its source's share */
     int handles;              /* uv handles still open */
     uint64_t deadline_ms;     /* connect / handshake / drain; 0 = none */
     uint64_t last_progress_ms;
+    uint64_t last_active_ms;  /* anything read or written (idle timeout) */
+    uint64_t opened_ms;       /* accepted or connected */
+    uint64_t seq;             /* order of creation (the oldest is evicted first) */
     uint8_t remote[BBD_ADDR_BYTES];   /* remote socket address as a multiaddr */
     size_t remote_len;
     uint8_t observed[BBD_ADDR_BYTES]; /* reported to on_envelope */
@@ -123,6 +134,21 @@ struct tcp_conn {
     bbd_frame_kind body_kind;
     uint8_t *body;
     size_t body_len, body_cap, body_want;
+    uint64_t body_started_ms;         /* when the frame in progress began (or resumed) */
+    size_t body_started_len;          /* its bytes then */
+    /* secure channel (tcp_secure.c; records parsed in tcp_read.c) */
+    bbd_noise_hs *noise;              /* during the Noise handshake */
+    bool sealed;                      /* tx/rx are set: records are transport messages */
+    bool awaiting_admission;          /* initiator: handshake done, verdict pending */
+    bool got_bytes;                   /* anything read yet (mode-mismatch check) */
+    bbd_noise_cipher tx, rx;
+    uint8_t *peer_hs;                 /* initiator: the responder's Handshake */
+    size_t peer_hs_len;               /* until it admits us */
+    uint8_t rec_hdr[BBD_RECORD_HEADER];
+    size_t rec_hdr_len;
+    uint8_t *rec;                     /* a record split across reads */
+    size_t rec_len, rec_want;         /* rec_want: the record's size, 0 = none */
+    bool rec_direct;                  /* this read goes straight into rec */
 };
 
 struct udp_sock {
@@ -145,6 +171,22 @@ struct udp_session {
     uint32_t next_msg_id;
     uint8_t observed[BBD_ADDR_BYTES];
     size_t observed_len;
+    /* secure sessions (udp_secure.c) */
+    bbd_noise_hs *noise;      /* a handshake in progress, either role */
+    uint64_t hs_started_ms;
+    uint8_t *last_hs;         /* our last handshake datagram: retransmitted by an
+                               * initiator, sent again on a duplicate */
+    size_t last_hs_len;
+    bool hs_retx;             /* initiator waiting for an answer: retransmit */
+    uint8_t hs_e[32];         /* responder: the initiator's e it answered */
+    uint8_t last_msg3[16];    /* responder: the tag of the message 3 it took */
+    bool sealed;              /* tx / rx are the session's keys */
+    bool pending;             /* ptx / prx: an initiator's keys until admitted */
+    bbd_noise_cipher tx, rx, ptx, prx;
+    uint64_t tx_nonce;
+    bbd_replay replay, preplay;
+    uint8_t *peer_hs;         /* initiator: the responder's Handshake until admitted */
+    size_t peer_hs_len;
 };
 
 typedef struct tcp_listener {
@@ -171,6 +213,14 @@ struct bbd_transport {
     size_t n_listen;
     uint8_t *hs;                  /* our encoded Handshake */
     size_t hs_len;
+    bool secure;                  /* cfg.security == BBD_SECURITY_NOISE */
+    uint8_t static_priv[32], static_pub[32]; /* this transport's Noise key */
+    uint8_t id_pk[BB_ED25519_PK_LEN], id_sig[BB_ED25519_SIG_LEN]; /* its signature */
+    uint8_t *noise_payload;       /* our libp2p handshake payload (early data: hs) */
+    size_t noise_payload_len;
+    bbd_cidr *dial_allow, *dial_deny; /* owned copies of the dial rules */
+    struct bbd_source *sources;   /* inbound connections per source IP */
+    size_t n_sources, cap_sources;
 
     bbd_peer **peers;             /* dense, for stats */
     size_t n_peers, cap_peers, max_peers;
@@ -181,6 +231,9 @@ struct bbd_transport {
 
     tcp_conn *conns;
     size_t n_conns;               /* not yet closing */
+    uv_poll_t sweep;              /* idle connections (tcp.c: on_sweep) */
+    int sweep_fd;                 /* its timerfd; -1 before it exists */
+    uint64_t next_conn_seq;
     size_t n_paused;
     size_t rx_charged;            /* partial inbound frame buffers */
     tcp_conn *rx_owner;           /* the one allowed past the budget */
@@ -193,6 +246,8 @@ struct bbd_transport {
     bbd_reasm *reasm;
     uint64_t probe_window_ms;
     unsigned probes_in_window;
+    uint64_t udp_hs_window_ms;    /* NOISE1s answered from new sources, per second */
+    unsigned udp_handshakes_in_window;
 
     size_t held_total;            /* queued + being written, all peers */
     uv_prepare_t report_prepare;  /* reports sends that completed at once */
@@ -202,6 +257,7 @@ struct bbd_transport {
 
     uint64_t log_window_ms;
     unsigned logs_in_window, logs_suppressed;
+    uint8_t *udp_scratch;         /* BBD_DGRAM_MAX_BYTES + 1: sealing and opening */
 
     uint8_t rx[BBD_RX_SHARED];    /* shared TCP read buffer */
 };
@@ -225,6 +281,20 @@ int bbd__listen_bound(bbd_transport *t, uv_handle_t *h, int rc, bb_ma_proto prot
                       const char *text, uv_close_cb closed, bb_error *err);
 /* Report a completed handshake (first channel to the peer only). */
 void bbd__report_connected(bbd_transport *t, bbd_peer *p, const bbd_handshake *hs);
+/* Ask the admit callback about peer: NULL admits, else the reason
+ * (counted here; the caller logs it with the connection). */
+const char *bbd__admit(bbd_transport *t, const bb_peerid *peer);
+
+/* ---- transport_rules.c -------------------------------------------------------------- */
+/* May the transport dial ma? False when the dial rules refuse it (counted
+ * and logged). */
+bool bbd__dial_allowed(bbd_transport *t, const bb_ma_transport *ma);
+int bbd__rules_init(bbd_transport *t);
+void bbd__rules_free(bbd_transport *t);
+/* An inbound connection from ma's IP: count it against its source's
+ * share. False when the source is at max_connections_per_source. */
+bool bbd__source_add(bbd_transport *t, const bb_ma_transport *ma);
+void bbd__source_remove(bbd_transport *t, const bb_ma_transport *ma);
 
 /* ---- transport_peers.c ------------------------------------------------------------ */
 int bbd__peers_init(bbd_transport *t);
@@ -260,14 +330,58 @@ void bbd__peer_update(bbd_transport *t, bbd_peer *p);
 int bbd__tcp_listen(bbd_transport *t, const struct sockaddr *sa, const char *text,
                     bb_error *err);
 int bbd__tcp_dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma);
+/* The idle sweep (a periodic timerfd); closed by bbd__tcp_close_all. */
+int bbd__tcp_sweep_init(bbd_transport *t, bb_error *err);
 /* Write one admitted envelope as a frame (takes pl). */
 void bbd__tcp_send(bbd_transport *t, tcp_conn *c, bbd_payload *pl);
+/* Write a frame on c (takes pl); peer NULL: not an envelope (no report). */
+void bbd__tcp_write_frame(tcp_conn *c, bbd_frame_kind kind, bbd_peer *peer, bbd_payload *pl);
+/* Write wire bytes as they are (takes buf, malloc'd): a Noise handshake
+ * message. */
+void bbd__tcp_write_raw(tcp_conn *c, uint8_t *buf, size_t len);
+/* A plaintext Handshake frame arrived. */
 void bbd__tcp_on_handshake(tcp_conn *c, const uint8_t *payload, size_t len);
+/* The peer's identity is proven (or, plaintext, claimed): the checks
+ * every connection passes (not this node, the PeerId dialed for, the
+ * admit callback). NULL when it may open; else why not for the log (in
+ * why), and *reason (may be NULL) the short reason to tell the peer. */
+const char *bbd__tcp_check_peer(tcp_conn *c, const bb_peerid *peer, char *why, size_t cap,
+                                const char **reason);
+/* Open c as the channel to hs's peer (or drain it if another wins). */
+void bbd__tcp_open(tcp_conn *c, const bbd_handshake *hs);
+/* Stop reading c and close it once what was written to it is out (a
+ * refusal the peer should read); why is logged. */
+void bbd__tcp_close_when_written(tcp_conn *c, const char *why);
 void bbd__tcp_on_eof(tcp_conn *c);
 /* Close (why: log line, NULL for none). */
 void bbd__tcp_close(tcp_conn *c, const char *why);
 void bbd__tcp_arm_timer(tcp_conn *c);
 void bbd__tcp_close_all(bbd_transport *t);
+
+/* ---- tcp_secure.c ------------------------------------------------------------------- */
+/* Our static Noise key, its signature and payload (bbd_transport_new). */
+int bbd__secure_init(bbd_transport *t, const bb_keypair *identity, bb_error *err);
+/* Re-encode our payload around the current Handshake. */
+int bbd__secure_payload(bbd_transport *t, bb_error *err);
+void bbd__secure_free(bbd_transport *t);
+/* The connection is up: start the Noise handshake (the initiator writes). */
+void bbd__tcp_secure_start(tcp_conn *c);
+/* One whole Noise handshake message from the peer. */
+void bbd__tcp_noise_message(tcp_conn *c, const uint8_t *msg, size_t len);
+/* The responder's Admission frame (initiator). */
+void bbd__tcp_on_admission(tcp_conn *c, const uint8_t *payload, size_t len);
+/* Do p[0..n) start like a plaintext node's Handshake frame? */
+bool bbd__looks_plaintext(const uint8_t *p, size_t n);
+/* The first bytes from a peer on a secure connection are not Noise: say
+ * whether it looks like a plaintext node (and refuse it), or close. */
+void bbd__tcp_not_noise(tcp_conn *c, const uint8_t *data, size_t n);
+/* Wire bytes of a frame of `plain` bytes sealed into records. */
+size_t bbd__sealed_size(size_t plain);
+/* Seal hdr[0..hl) followed by pl's bytes into out (bbd__sealed_size of
+ * their total); returns the wire size, 0 when the nonces are used up. */
+size_t bbd__tcp_seal(tcp_conn *c, const uint8_t *hdr, size_t hl, const bbd_payload *pl,
+                     uint8_t *out);
+void bbd__tcp_secure_free(tcp_conn *c);
 
 /* ---- tcp_read.c --------------------------------------------------------------------- */
 void bbd__tcp_read_start(tcp_conn *c);
@@ -283,6 +397,24 @@ int bbd__resolve_dial(bbd_transport *t, bbd_peer *p, const bb_ma_endpoint *ep);
 void bbd__resolve_cancel_all(bbd_transport *t);
 
 /* ---- udp.c -------------------------------------------------------------------------- */
+udp_session *bbd__udp_session_find(bbd_transport *t, const struct sockaddr *sa);
+/* A new session for sa (NULL: the table is full of dialing sessions). */
+udp_session *bbd__udp_session_new(bbd_transport *t, udp_sock *sock, const struct sockaddr *sa);
+void bbd__udp_session_free(bbd_transport *t, udp_session *s);
+/* Send len wire bytes to s as one datagram (copied when it must wait). */
+void bbd__udp_send_bytes(udp_session *s, const uint8_t *bytes, size_t len);
+/* s's handshake named peer p (proven, or claimed with security off): it
+ * carries p's traffic now; report the connection. */
+void bbd__udp_establish(bbd_transport *t, udp_session *s, bbd_peer *p, const bbd_handshake *hs);
+/* A plaintext ENVELOPE or FRAGMENT datagram on an established session
+ * (wire: its size on the wire). */
+void bbd__udp_on_data(bbd_transport *t, udp_session *s, const bbd_dgram *d, size_t wire);
+/* Data from a source without a session: ask it for a handshake (rate-limited). */
+void bbd__udp_unknown_source(udp_sock *sock, const struct sockaddr *addr);
+/* Stop waiting for s's HELLO / handshake on behalf of its expected peer. */
+void bbd__udp_drop_expected(bbd_transport *t, udp_session *s);
+/* Tick the session timers within ms (no later than already armed). */
+void bbd__udp_arm_tick(bbd_transport *t, uint64_t ms);
 int bbd__udp_init(bbd_transport *t);
 int bbd__udp_listen(bbd_transport *t, const struct sockaddr *sa, const char *text,
                     bb_error *err);
@@ -290,5 +422,26 @@ bool bbd__udp_can_reach(const bbd_transport *t, int family);
 int bbd__udp_dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma);
 void bbd__udp_send(bbd_transport *t, udp_session *s, bbd_payload *pl);
 void bbd__udp_close_all(bbd_transport *t);
+/* Forget every UDP session of p. */
+void bbd__udp_drop_peer(bbd_transport *t, bbd_peer *p);
+
+/* ---- udp_secure.c ------------------------------------------------------------------- */
+/* Start a Noise handshake to s as the initiator (dial or probe). */
+void bbd__udp_noise_start(bbd_transport *t, udp_session *s);
+/* NOISE1..3 datagrams from addr. */
+void bbd__udp_on_noise(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram *d);
+/* A SEALED datagram from addr (wire: its size). */
+void bbd__udp_on_sealed(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram *d,
+                        size_t wire);
+/* Seal the plaintext datagram hdr ‖ data (hdr[0] the magic) for s into
+ * out[BBD_DGRAM_MAX_BYTES]; returns its size, 0 when it cannot be. */
+size_t bbd__udp_seal(udp_session *s, const uint8_t *hdr, size_t hl, const uint8_t *data,
+                     size_t n, uint8_t *out);
+/* Give up s's handshake in progress (and the dial waiting on it). */
+void bbd__udp_noise_drop(bbd_transport *t, udp_session *s);
+/* Wipe s's keys and handshake. */
+void bbd__udp_secure_free(udp_session *s);
+/* The plaintext node's side of a mismatch: a Noise datagram from addr. */
+void bbd__udp_security_mismatch(udp_sock *sock, const struct sockaddr *addr, bool peer_secure);
 
 #endif

@@ -306,6 +306,13 @@ static void peer_stats(const bbd_peer *p, bbd_peer_stats *out)
                             .envelopes_out = p->envelopes_out,
                             .queued_bytes = p->held_bytes,
                             .dropped = p->dropped};
+    /* the socket address of the channel: where the peer's traffic comes from */
+    const uint8_t *remote = p->active ? p->active->remote : p->udp ? p->udp->observed : NULL;
+    size_t rl = p->active ? p->active->remote_len : p->udp ? p->udp->observed_len : 0;
+    if (remote && rl <= sizeof out->remote) {
+        memcpy(out->remote, remote, rl);
+        out->remote_len = rl;
+    }
     if (p->active)
         out->state = "open";
     else if (p->dialing)

@@ -15,6 +15,10 @@
  * feedback: on_send_result(true) means handed to the kernel. Sessions with
  * nothing received for udp_session_timeout_ms expire (on_peer_disconnected
  * when it was the peer's last channel).
+ *
+ * With security on (the default) the HELLO exchange is replaced by the
+ * Noise handshake and every data datagram is sealed (udp_secure.c); this
+ * file keeps the sessions, fragmentation, sending and timers for both.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +96,7 @@ static udp_session **bucket(bbd_transport *t, const struct sockaddr_storage *ss)
     return &t->sess_buckets[sa_hash(ss) & (t->n_sess_buckets - 1)];
 }
 
-static udp_session *session_find(bbd_transport *t, const struct sockaddr *sa)
+udp_session *bbd__udp_session_find(bbd_transport *t, const struct sockaddr *sa)
 {
     struct sockaddr_storage ss;
     sa_copy(&ss, sa);
@@ -102,9 +106,7 @@ static udp_session *session_find(bbd_transport *t, const struct sockaddr *sa)
     return s;
 }
 
-static void arm_tick(bbd_transport *t, uint64_t ms);
 
-static void session_free(bbd_transport *t, udp_session *s);
 
 /* When s was last heard from (a probe: when it arrived). */
 static uint64_t session_heard_ms(const udp_session *s)
@@ -126,11 +128,11 @@ static bool session_evict(bbd_transport *t)
         }
     }
     if (victim)
-        session_free(t, victim);
+        bbd__udp_session_free(t, victim);
     return victim != NULL;
 }
 
-static udp_session *session_new(bbd_transport *t, udp_sock *sock, const struct sockaddr *sa)
+udp_session *bbd__udp_session_new(bbd_transport *t, udp_sock *sock, const struct sockaddr *sa)
 {
     if (t->n_sessions >= t->cfg.max_connections && !session_evict(t))
         return NULL;
@@ -154,7 +156,7 @@ static udp_session *session_new(bbd_transport *t, udp_sock *sock, const struct s
         t->sessions->prev = s;
     t->sessions = s;
     t->n_sessions++;
-    arm_tick(t, BBD_UDP_TICK_MS);
+    bbd__udp_arm_tick(t, BBD_UDP_TICK_MS);
     return s;
 }
 
@@ -180,7 +182,7 @@ static void session_drop_peer(bbd_transport *t, udp_session *s)
 }
 
 /* Stop waiting for s's HELLO answer on behalf of its expected peer. */
-static void session_drop_expected(bbd_transport *t, udp_session *s)
+void bbd__udp_drop_expected(bbd_transport *t, udp_session *s)
 {
     bbd_peer *q = s->expected;
     if (!q)
@@ -192,7 +194,7 @@ static void session_drop_expected(bbd_transport *t, udp_session *s)
     bbd__peer_update(t, q);
 }
 
-static void session_free(bbd_transport *t, udp_session *s)
+void bbd__udp_session_free(bbd_transport *t, udp_session *s)
 {
     udp_session **b = bucket(t, &s->addr);
     while (*b != s)
@@ -206,8 +208,9 @@ static void session_free(bbd_transport *t, udp_session *s)
         s->next->prev = s->prev;
     t->n_sessions--;
     bbd_reasm_drop_source(t->reasm, s->id);
-    session_drop_expected(t, s);
+    bbd__udp_drop_expected(t, s);
     session_drop_peer(t, s);
+    bbd__udp_secure_free(s);
     free(s);
 }
 
@@ -246,14 +249,15 @@ static void send_cb(uv_udp_send_t *req, int status)
 }
 
 /* Send one datagram hdr + data to addr: right away when the socket takes
- * it, else queued in libuv. Returns false on failure. */
-static bool send_dgram(udp_sock *sock, const struct sockaddr *addr, const uint8_t *hdr,
-                       size_t hl, const uint8_t *data, size_t n, udp_msg *m)
+ * it, else queued in libuv (data copied when copy is set: it does not
+ * outlive the call). Returns false on failure. */
+static bool send_parts(udp_sock *sock, const struct sockaddr *addr, const uint8_t *hdr,
+                       size_t hl, const uint8_t *data, size_t n, udp_msg *m, bool copy)
 {
     bbd_transport *t = sock->t;
     uv_buf_t bufs[2] = {uv_buf_init((char *)hdr, (unsigned)hl),
                         uv_buf_init((char *)data, (unsigned)n)};
-    int rc = uv_udp_try_send(&sock->udp, bufs, 2, addr);
+    int rc = uv_udp_try_send(&sock->udp, hl ? bufs : bufs + 1, hl ? 2 : 1, addr);
     if (rc >= 0) {
         if (!m)
             t->stats.bytes_out += hl + n;
@@ -268,8 +272,8 @@ static bool send_dgram(udp_sock *sock, const struct sockaddr *addr, const uint8_
     r->wire = hl + n;
     memcpy(r->hdr, hdr, hl);
     bufs[0] = uv_buf_init((char *)r->hdr, (unsigned)hl);
-    if (!m) { /* our handshake may be rebuilt before this goes out */
-        r->copy = malloc(n);
+    if (copy) {
+        r->copy = malloc(n ? n : 1);
         if (!r->copy) {
             free(r);
             return false;
@@ -277,7 +281,7 @@ static bool send_dgram(udp_sock *sock, const struct sockaddr *addr, const uint8_
         memcpy(r->copy, data, n);
         bufs[1] = uv_buf_init((char *)r->copy, (unsigned)n);
     }
-    if (uv_udp_send(&r->req, &sock->udp, bufs, 2, addr, send_cb) != 0) {
+    if (uv_udp_send(&r->req, &sock->udp, hl ? bufs : bufs + 1, hl ? 2 : 1, addr, send_cb) != 0) {
         free(r->copy);
         free(r);
         return false;
@@ -287,11 +291,32 @@ static bool send_dgram(udp_sock *sock, const struct sockaddr *addr, const uint8_
     return true;
 }
 
+/* One datagram of an envelope (m) or a plaintext handshake (m NULL: our
+ * handshake may be rebuilt before it goes out, so it is copied) to s; a
+ * secure session's envelope datagrams are sealed first. */
+static bool send_dgram(udp_session *s, const uint8_t *hdr, size_t hl, const uint8_t *data,
+                       size_t n, udp_msg *m)
+{
+    bbd_transport *t = s->sock->t;
+    const struct sockaddr *addr = (struct sockaddr *)&s->addr;
+    if (t->secure && m) {
+        size_t len = bbd__udp_seal(s, hdr, hl, data, n, t->udp_scratch);
+        return len && send_parts(s->sock, addr, NULL, 0, t->udp_scratch, len, m, true);
+    }
+    return send_parts(s->sock, addr, hdr, hl, data, n, m, m == NULL);
+}
+
+void bbd__udp_send_bytes(udp_session *s, const uint8_t *bytes, size_t len)
+{
+    send_parts(s->sock, (struct sockaddr *)&s->addr, NULL, 0, bytes, len, NULL, true);
+    s->hello_sent_ms = uv_now(s->sock->t->loop);
+}
+
 static void send_handshake(bbd_transport *t, udp_session *s, bbd_dgram_kind kind)
 {
     uint8_t hdr[BBD_DGRAM_HEADER];
     bbd_dgram_header_encode(kind, hdr);
-    send_dgram(s->sock, (struct sockaddr *)&s->addr, hdr, sizeof hdr, t->hs, t->hs_len, NULL);
+    send_dgram(s, hdr, sizeof hdr, t->hs, t->hs_len, NULL);
     s->hello_sent_ms = uv_now(t->loop);
 }
 
@@ -325,13 +350,13 @@ void bbd__udp_send(bbd_transport *t, udp_session *s, bbd_payload *pl)
     }
     *m = (udp_msg){.peer = p, .bytes = bytes, .len = len, .pending = 1};
     p->refs++;
-    const struct sockaddr *addr = (struct sockaddr *)&s->addr;
-    size_t payload = t->cfg.udp_payload_bytes;
+    /* a sealed datagram is BBD_DGRAM_SEALED_OVERHEAD bytes longer */
+    size_t payload = t->cfg.udp_payload_bytes - (t->secure ? BBD_DGRAM_SEALED_OVERHEAD : 0);
     if (BBD_DGRAM_HEADER + len <= payload) {
         uint8_t hdr[BBD_DGRAM_HEADER];
         bbd_dgram_header_encode(BBD_DGRAM_ENVELOPE, hdr);
         m->wire = sizeof hdr + len;
-        m->failed = !send_dgram(s->sock, addr, hdr, sizeof hdr, bytes, len, m);
+        m->failed = !send_dgram(s, hdr, sizeof hdr, bytes, len, m);
     } else {
         uint16_t chunk = (uint16_t)(payload - BBD_DGRAM_FRAGMENT_HEADER);
         uint32_t count = (uint32_t)((len + chunk - 1) / chunk), id = s->next_msg_id++;
@@ -340,7 +365,7 @@ void bbd__udp_send(bbd_transport *t, udp_session *s, bbd_payload *pl)
             size_t off = (size_t)i * chunk, n = len - off < chunk ? len - off : chunk;
             bbd_dgram_fragment_header_encode(id, (uint32_t)len, chunk, i, hdr);
             m->wire += sizeof hdr + n;
-            m->failed = !send_dgram(s->sock, addr, hdr, sizeof hdr, bytes + off, n, m);
+            m->failed = !send_dgram(s, hdr, sizeof hdr, bytes + off, n, m);
         }
     }
     if (--m->pending == 0) /* the 1 held while sending */
@@ -369,49 +394,47 @@ int bbd__udp_dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma)
     socklen_t sslen;
     if (!sock || bb_ma_transport_to_sockaddr(ma, &ss, &sslen, NULL) != BB_OK)
         return BB_ENOTFOUND;
-    udp_session *s = session_find(t, (struct sockaddr *)&ss);
-    if (!s && !(s = session_new(t, sock, (struct sockaddr *)&ss))) {
+    udp_session *s = bbd__udp_session_find(t, (struct sockaddr *)&ss);
+    if (!s && !(s = bbd__udp_session_new(t, sock, (struct sockaddr *)&ss))) {
         bbd__log(t, BB_LOG_WARN, "udp: cannot start a session: %zu sessions (max_connections)",
                  t->n_sessions);
         return BB_EFULL;
     }
-    session_drop_expected(t, s); /* someone else's dial to the same address */
+    bbd__udp_drop_expected(t, s); /* someone else's dial to the same address */
     s->expected = p;
     p->refs++;
     p->udp_dialing = s;
     s->dial_started_ms = uv_now(t->loop);
-    send_handshake(t, s, BBD_DGRAM_HELLO);
+    if (t->secure)
+        bbd__udp_noise_start(t, s);
+    else
+        send_handshake(t, s, BBD_DGRAM_HELLO);
     return BB_OK;
 }
 
 /* ---- receiving ---------------------------------------------------------------------------- */
 
-static void on_handshake(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram *d)
+/* The address of a datagram's source as text, for log lines. */
+static const char *source_text(const struct sockaddr *addr, char *buf, size_t cap)
 {
-    bbd_transport *t = sock->t;
-    bbd_handshake hs;
-    bb_error err = {0};
+    uint8_t ma[BBD_ADDR_BYTES];
+    size_t mal = 0;
+    socklen_t salen = addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                   : sizeof(struct sockaddr_in);
+    if (bb_multiaddr_from_sockaddr(addr, salen, BB_MA_UDP, ma, sizeof ma, &mal, NULL) != BB_OK)
+        mal = 0;
+    return bbd__addr_text(ma, mal, buf, cap);
+}
+
+void bbd__udp_establish(bbd_transport *t, udp_session *s, bbd_peer *p, const bbd_handshake *hs)
+{
     char at[BB_MULTIADDR_TEXT_MAX + 1], a[BB_PEERID_TEXT_MAX], b[BB_PEERID_TEXT_MAX];
-    udp_session *s = session_find(t, addr);
-    if (bbd_handshake_decode(d->body, d->body_len, &hs, &err) != BB_OK) {
-        t->stats.frames_refused++;
-        bbd__log_remote(t, BB_LOG_WARN, "udp %s: refused %s",
-                        s ? bbd__addr_text(s->observed, s->observed_len, at, sizeof at)
-                          : "(new source)",
-                        err.msg);
-        return;
-    }
-    if (bb_peerid_equal(&hs.peer, &t->cfg.self))
-        return;
-    bbd_peer *p = bbd__peer_get(t, &hs.peer);
-    if (!p || (!s && !(s = session_new(t, sock, addr))))
-        return;
     if (s->expected && s->expected != p) {
-        bbd__log_remote(t, BB_LOG_WARN, "udp %s: sent HELLO for peer %s but %s answered",
+        bbd__log_remote(t, BB_LOG_WARN, "udp %s: sent a handshake for peer %s but %s answered",
                         bbd__addr_text(s->observed, s->observed_len, at, sizeof at),
                         bbd__peer_text(&s->expected->id, a, sizeof a),
                         bbd__peer_text(&p->id, b, sizeof b));
-        session_drop_expected(t, s);
+        bbd__udp_drop_expected(t, s);
     }
     if (s->peer != p) {
         session_drop_peer(t, s);
@@ -420,8 +443,6 @@ static void on_handshake(udp_sock *sock, const struct sockaddr *addr, const bbd_
     }
     s->established = true;
     s->last_rx_ms = uv_now(t->loop);
-    if (d->kind == BBD_DGRAM_HELLO)
-        send_handshake(t, s, BBD_DGRAM_HELLO_ACK);
     if (s->expected == p) {
         s->expected = NULL;
         p->refs--;
@@ -431,15 +452,47 @@ static void on_handshake(udp_sock *sock, const struct sockaddr *addr, const bbd_
     p->udp = s;
     if (!p->active)
         bbd__peer_flush(t, p);
-    bbd__report_connected(t, p, &hs);
+    bbd__report_connected(t, p, hs);
 }
 
-/* Data from a source we have no handshake from: ask for one. */
-static void unknown_source(udp_sock *sock, const struct sockaddr *addr)
+/* A plaintext HELLO or HELLO_ACK (security off). */
+static void on_handshake(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram *d)
+{
+    bbd_transport *t = sock->t;
+    bbd_handshake hs;
+    bb_error err = {0};
+    char at[BB_MULTIADDR_TEXT_MAX + 1], pt[BB_PEERID_TEXT_MAX];
+    udp_session *s = bbd__udp_session_find(t, addr);
+    if (bbd_handshake_decode(d->body, d->body_len, &hs, &err) != BB_OK) {
+        t->stats.frames_refused++;
+        bbd__log_remote(t, BB_LOG_WARN, "udp %s: refused %s", source_text(addr, at, sizeof at),
+                        err.msg);
+        return;
+    }
+    if (bb_peerid_equal(&hs.peer, &t->cfg.self))
+        return;
+    const char *refused = bbd__admit(t, &hs.peer);
+    if (refused) {
+        bbd__log_remote(t, BB_LOG_WARN, "udp %s: refused peer %s: %s",
+                        source_text(addr, at, sizeof at), bbd__peer_text(&hs.peer, pt, sizeof pt),
+                        refused);
+        return;
+    }
+    bbd_peer *p = bbd__peer_get(t, &hs.peer);
+    if (!p || (!s && !(s = bbd__udp_session_new(t, sock, addr))))
+        return;
+    if (d->kind == BBD_DGRAM_HELLO)
+        send_handshake(t, s, BBD_DGRAM_HELLO_ACK);
+    bbd__udp_establish(t, s, p, &hs);
+}
+
+/* Data from a source we have no handshake from: ask for one (a HELLO, or
+ * with security on a Noise handshake), at most BBD_PROBES_PER_S a second. */
+void bbd__udp_unknown_source(udp_sock *sock, const struct sockaddr *addr)
 {
     bbd_transport *t = sock->t;
     uint64_t now = uv_now(t->loop);
-    if (session_find(t, addr))
+    if (bbd__udp_session_find(t, addr))
         return; /* a handshake is under way */
     if (now - t->probe_window_ms >= 1000) {
         t->probe_window_ms = now;
@@ -448,8 +501,10 @@ static void unknown_source(udp_sock *sock, const struct sockaddr *addr)
     if (t->probes_in_window >= BBD_PROBES_PER_S)
         return;
     t->probes_in_window++;
-    udp_session *s = session_new(t, sock, addr);
-    if (s)
+    udp_session *s = bbd__udp_session_new(t, sock, addr);
+    if (s && t->secure)
+        bbd__udp_noise_start(t, s);
+    else if (s)
         send_handshake(t, s, BBD_DGRAM_HELLO);
 }
 
@@ -464,18 +519,12 @@ static void deliver(bbd_transport *t, udp_session *s, const uint8_t *bytes, size
     }
 }
 
-static void on_data(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram *d, size_t n)
+void bbd__udp_on_data(bbd_transport *t, udp_session *s, const bbd_dgram *d, size_t wire)
 {
-    bbd_transport *t = sock->t;
-    udp_session *s = session_find(t, addr);
     if (d->kind == BBD_DGRAM_FRAGMENT)
         t->stats.udp_fragments_in++;
-    if (!s || !s->established) {
-        unknown_source(sock, addr);
-        return;
-    }
     s->last_rx_ms = uv_now(t->loop);
-    s->peer->bytes_in += n;
+    s->peer->bytes_in += wire;
     if (d->kind == BBD_DGRAM_ENVELOPE) {
         deliver(t, s, d->body, d->body_len);
         return;
@@ -506,6 +555,47 @@ static void udp_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)sock->buf, sizeof sock->buf);
 }
 
+/* Security off: HELLOs and plaintext data; a Noise datagram means the
+ * peer has security on. */
+static void recv_plain(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram *d,
+                       size_t wire)
+{
+    bbd_transport *t = sock->t;
+    if (d->kind == BBD_DGRAM_HELLO || d->kind == BBD_DGRAM_HELLO_ACK) {
+        on_handshake(sock, addr, d);
+        return;
+    }
+    if (d->kind != BBD_DGRAM_ENVELOPE && d->kind != BBD_DGRAM_FRAGMENT) {
+        bbd__udp_security_mismatch(sock, addr, true);
+        return;
+    }
+    udp_session *s = bbd__udp_session_find(t, addr);
+    if (!s || !s->established) {
+        if (d->kind == BBD_DGRAM_FRAGMENT)
+            t->stats.udp_fragments_in++;
+        bbd__udp_unknown_source(sock, addr);
+        return;
+    }
+    bbd__udp_on_data(t, s, d, wire);
+}
+
+/* Security on: Noise handshakes and sealed datagrams only; anything else
+ * is dropped before it is decoded any further. */
+static void recv_secure(udp_sock *sock, const struct sockaddr *addr, const bbd_dgram *d,
+                        size_t wire)
+{
+    bbd_transport *t = sock->t;
+    switch (d->kind) {
+    case BBD_DGRAM_NOISE1:
+    case BBD_DGRAM_NOISE2:
+    case BBD_DGRAM_NOISE3: bbd__udp_on_noise(sock, addr, d); return;
+    case BBD_DGRAM_SEALED: bbd__udp_on_sealed(sock, addr, d, wire); return;
+    case BBD_DGRAM_HELLO:
+    case BBD_DGRAM_HELLO_ACK: bbd__udp_security_mismatch(sock, addr, false); return;
+    default: t->stats.unauthenticated++; return;
+    }
+}
+
 static void udp_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *addr,
                      unsigned flags)
 {
@@ -523,22 +613,64 @@ static void udp_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const stru
     if (rc != BB_OK) {
         t->stats.frames_refused++;
         char at[BB_MULTIADDR_TEXT_MAX + 1];
-        uint8_t ma[BBD_ADDR_BYTES];
-        size_t mal = 0;
-        socklen_t salen = addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                       : sizeof(struct sockaddr_in);
-        bb_multiaddr_from_sockaddr(addr, salen, BB_MA_UDP, ma, sizeof ma, &mal, NULL);
-        bbd__log_remote(t, BB_LOG_WARN, "udp %s: refused %s",
-                        bbd__addr_text(ma, mal, at, sizeof at), err.msg);
+        bbd__log_remote(t, BB_LOG_WARN, "udp %s: refused %s", source_text(addr, at, sizeof at),
+                        err.msg);
         return;
     }
-    if (d.kind == BBD_DGRAM_HELLO || d.kind == BBD_DGRAM_HELLO_ACK)
-        on_handshake(sock, addr, &d);
+    if (t->secure)
+        recv_secure(sock, addr, &d, (size_t)nread);
     else
-        on_data(sock, addr, &d, (size_t)nread);
+        recv_plain(sock, addr, &d, (size_t)nread);
 }
 
 /* ---- housekeeping ----------------------------------------------------------------------------- */
+
+/* The handshake on s got no answer in time: say so (when we asked), stop
+ * waiting, and forget s unless it carries an established session. */
+static void give_up(bbd_transport *t, udp_session *s, bool we_asked)
+{
+    char at[BB_MULTIADDR_TEXT_MAX + 1];
+    if (we_asked)
+        bbd__log_remote(t, BB_LOG_WARN, "udp %s: no handshake answer within %llu ms",
+                        bbd__addr_text(s->observed, s->observed_len, at, sizeof at),
+                        (unsigned long long)t->cfg.handshake_timeout_ms);
+    if (t->secure)
+        bbd__udp_noise_drop(t, s);
+    else
+        bbd__udp_drop_expected(t, s);
+    if (!s->established)
+        bbd__udp_session_free(t, s);
+}
+
+/* A secure session's handshake: retransmitted by its initiator, given up
+ * after handshake_timeout_ms. False once nothing waits (or s was freed). */
+static bool secure_tick(bbd_transport *t, udp_session *s, uint64_t now, uint64_t retry)
+{
+    if (!s->noise && !s->pending) {
+        if (s->expected) /* a dial whose handshake failed */
+            bbd__udp_drop_expected(t, s);
+        return false;
+    }
+    if (now - s->hs_started_ms >= t->cfg.handshake_timeout_ms) {
+        give_up(t, s, s->hs_retx);
+        return false;
+    }
+    if (s->hs_retx && now - s->hello_sent_ms >= retry)
+        bbd__udp_send_bytes(s, s->last_hs, s->last_hs_len);
+    return true;
+}
+
+/* A plaintext dial: HELLO again until answered or timed out. */
+static bool plain_tick(bbd_transport *t, udp_session *s, uint64_t now, uint64_t retry)
+{
+    if (now - s->dial_started_ms >= t->cfg.handshake_timeout_ms) {
+        give_up(t, s, true);
+        return false;
+    }
+    if (now - s->hello_sent_ms >= retry)
+        send_handshake(t, s, BBD_DGRAM_HELLO);
+    return true;
+}
 
 static void udp_tick(uv_timer_t *h)
 {
@@ -547,29 +679,18 @@ static void udp_tick(uv_timer_t *h)
     uint64_t retry = t->cfg.handshake_timeout_ms / 8;
     retry = retry < 50 ? 50 : retry > 1000 ? 1000 : retry;
     bool busy = false;
-    char at[BB_MULTIADDR_TEXT_MAX + 1];
     for (udp_session *s = t->sessions, *next; s; s = next) {
         next = s->next;
-        if (s->expected) {
-            if (now - s->dial_started_ms >= t->cfg.handshake_timeout_ms) {
-                bbd__log_remote(t, BB_LOG_WARN, "udp %s: no handshake answer within %llu ms",
-                                bbd__addr_text(s->observed, s->observed_len, at, sizeof at),
-                                (unsigned long long)t->cfg.handshake_timeout_ms);
-                session_drop_expected(t, s);
-                if (!s->established)
-                    session_free(t, s);
-                continue;
-            }
-            if (now - s->hello_sent_ms >= retry)
-                send_handshake(t, s, BBD_DGRAM_HELLO);
-            busy = true;
+        bool handshaking = s->expected != NULL || (t->secure && (s->noise || s->pending));
+        if (handshaking) {
+            busy |= t->secure ? secure_tick(t, s, now, retry) : plain_tick(t, s, now, retry);
         } else if (!s->established) { /* a probe nobody answered */
             if (now - s->created_ms >= t->cfg.handshake_timeout_ms)
-                session_free(t, s);
+                bbd__udp_session_free(t, s);
             else
                 busy = true;
         } else if (now - s->last_rx_ms >= t->cfg.udp_session_timeout_ms) {
-            session_free(t, s);
+            bbd__udp_session_free(t, s);
         }
     }
     size_t dropped = bbd_reasm_expire(t->reasm, now);
@@ -581,12 +702,12 @@ static void udp_tick(uv_timer_t *h)
     if (t->closing)
         return;
     if (busy || bbd_reasm_pending(t->reasm))
-        arm_tick(t, BBD_UDP_TICK_MS);
+        bbd__udp_arm_tick(t, BBD_UDP_TICK_MS);
     else if (t->sessions)
-        arm_tick(t, BBD_UDP_IDLE_TICK_MS);
+        bbd__udp_arm_tick(t, BBD_UDP_IDLE_TICK_MS);
 }
 
-static void arm_tick(bbd_transport *t, uint64_t ms)
+void bbd__udp_arm_tick(bbd_transport *t, uint64_t ms)
 {
     if (t->closing)
         return;
@@ -601,7 +722,8 @@ int bbd__udp_init(bbd_transport *t)
 {
     t->n_sess_buckets = 256;
     t->sess_buckets = calloc(t->n_sess_buckets, sizeof *t->sess_buckets);
-    if (!t->sess_buckets)
+    t->udp_scratch = t->secure ? malloc(BBD_DGRAM_MAX_BYTES + 1) : NULL;
+    if (!t->sess_buckets || (t->secure && !t->udp_scratch))
         return BB_ENOMEM;
     uv_timer_init(t->loop, &t->udp_timer);
     t->udp_timer.data = t;
@@ -646,10 +768,19 @@ int bbd__udp_listen(bbd_transport *t, const struct sockaddr *sa, const char *tex
     return BB_OK;
 }
 
+void bbd__udp_drop_peer(bbd_transport *t, bbd_peer *p)
+{
+    for (udp_session *s = t->sessions, *next; s; s = next) {
+        next = s->next;
+        if (s->peer == p || s->expected == p)
+            bbd__udp_session_free(t, s);
+    }
+}
+
 void bbd__udp_close_all(bbd_transport *t)
 {
     while (t->sessions)
-        session_free(t, t->sessions);
+        bbd__udp_session_free(t, t->sessions);
     for (size_t i = 0; i < t->n_udp_socks; i++)
         uv_close((uv_handle_t *)&t->udp_socks[i]->udp, sock_closed);
     t->n_udp_socks = 0;

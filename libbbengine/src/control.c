@@ -176,7 +176,10 @@ static void dispatch_fill(bb_engine *e, uint32_t ci, const bb_op_decl *decl, con
         h->comp = ci;
         h->fill_decl = decl;
         h->fill_domain = domain;
+        const bb_peerid *teacher = e->teacher;
+        e->teacher = src; /* what the op adds to the book, src taught it */
         bb_dispatch_result r = comp->type->dispatch(comp->inst, &comp->ctx.pub, &call, outs, &err);
+        e->teacher = teacher;
         const char *why = err.msg[0] ? err.msg : "failed";
         if (r == BB_DISPATCH_NOW_ERR)
             bbe__control_fill_failed(e, ci, decl, domain, why);
@@ -255,14 +258,19 @@ static void req_end(bb_engine *e, bbe__ctlreq *r, int status, const uint8_t *p, 
 {
     uint32_t ci = r->comp;
     uint64_t token = r->token;
+    bb_peerid asked = r->peer; /* r may move while on_answer sends again */
     bbe__map_del(&e->ctl_map, token);
     r->token = 0;
     if (BBE__ARR_PUSH(&e->ctl_free, (uint32_t)(r - e->ctl.v)))
         r->comp = BBE__NONE; /* leaked slot, never reused: harmless */
     e->ctl_live--;
     bbe__comp *c = &e->comps[ci];
-    if (c->created && BB_ABI_HAS(bb_component_type, c->type, on_answer) && c->type->on_answer)
+    if (c->created && BB_ABI_HAS(bb_component_type, c->type, on_answer) && c->type->on_answer) {
+        const bb_peerid *teacher = e->teacher;
+        e->teacher = status == BB_OK ? &asked : NULL; /* only an answer teaches */
         c->type->on_answer(c->inst, &c->ctx.pub, token, status, p, n);
+        e->teacher = teacher;
+    }
 }
 
 static int req_add(bb_engine *e, uint32_t comp, const bb_peerid *peer, uint64_t token)

@@ -235,6 +235,12 @@ static int ctx_add_peer(bb_ctx *ctx, const bb_value *peer, const bb_value *addrs
     } else if (addrs) {
         return bb_error_set(err, BB_EINVAL, "add_peer: addresses are a %s", addrs->type->name);
     }
+    /* handling another node's fill or answer: a peer new to the book is
+     * that node's teaching, and one node's share is bounded */
+    const bbe__peer *known = bbe__peer_find(e, &id);
+    if (e->teacher && !bb_peerid_equal(e->teacher, &id) &&
+        (!known || (!known->n_addrs && !known->connected)))
+        return bbe__peer_add_taught(e, e->teacher, &id, a, n, err);
     return bb_engine_add_peer(e, &id, a, n, err);
 }
 

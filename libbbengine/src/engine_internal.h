@@ -418,6 +418,9 @@ typedef struct bbe__peer {
     int64_t clock_offset_ns;
     uint64_t clock_offset_at; /* our time of that sample; 0: none yet */
     bb_value *id_value;  /* its PeerId as a value, made once (bbe__peer_cached_id_value) */
+    /* a peer a component learned from another node's fill or answer
+     * (bbe__peer_add_taught): that node's key (0: none) and the order */
+    uint64_t taught_by, taught_seq;
 } bbe__peer;
 
 typedef struct bbe__peers {
@@ -430,7 +433,14 @@ typedef struct bbe__peers {
     size_t n_addr_peers;  /* peers with at least one address */
     size_t n_allowed;
     uint32_t last;        /* entry bbe__peer_find found last (a hint) */
+    uint64_t taught_seq;  /* the last bbe__peer.taught_seq given */
 } bbe__peers;
+
+/* Peers one other node can add to this node's address book through its
+ * fills and answers (components' add_peer while handling them): beyond
+ * this, a newcomer replaces the oldest of that node's that is not
+ * connected (book.taught_replaced), or is refused. */
+#define BBE__TAUGHT_MAX_PER_PEER 256
 
 typedef struct bbe__sema {
     const char *name;
@@ -604,6 +614,8 @@ enum {
     BBE__C_APP_EVENTS,
     BBE__C_BUDGET_HITS,
     BBE__C_APP_INGRESS_ERRORS,
+    BBE__C_SEND_REFUSED,
+    BBE__C_TAUGHT_REPLACED,
     BBE__C_RESPONSES_FOLDED,
     BBE__C_STREAMS_OUT,
     BBE__C_STREAMS_IN,
@@ -707,6 +719,9 @@ struct bb_engine {
 
     /* framework */
     bbe__peers peers;
+    /* the node whose fill or answer a component is handling now (its
+     * add_peer calls are that node's teaching), else NULL */
+    const bb_peerid *teacher;
     bbe__sema *semas;
     uint32_t n_semas;
     bbe__queue *queues;
@@ -941,6 +956,11 @@ bbe__peer *bbe__peer_find(const bb_engine *e, const bb_peerid *id);
 bbe__peer *bbe__peer_get(bb_engine *e, const bb_peerid *id); /* find or create; NULL at cap */
 int bbe__peer_add_addr(bb_engine *e, bbe__peer *p, const uint8_t *a, size_t len);
 void bbe__peers_free(bb_engine *e);
+/* Add peer (new to the book) as taught by teacher, within
+ * BBE__TAUGHT_MAX_PER_PEER; bb_engine_add_peer's results, and BB_EFULL
+ * when the teacher's share is full of connected peers. */
+int bbe__peer_add_taught(bb_engine *e, const bb_peerid *teacher, const bb_peerid *peer,
+                         const bb_engine_addr *addrs, size_t n, bb_error *err);
 bool bbe__peer_failure(bb_engine *e, const bb_peerid *id);
 bool bbe__peer_success(bb_engine *e, const bb_peerid *id);
 bool bbe__peer_should_retry(const bb_engine *e, const bb_peerid *id);

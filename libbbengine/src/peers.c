@@ -210,6 +210,52 @@ int bb_engine_add_peer(bb_engine *e, const bb_peerid *peer, const bb_engine_addr
     return BB_OK;
 }
 
+/* ---- peers other nodes teach this one ------------------------------------------------- */
+
+/* Make room for one more peer taught by key: true when there is room
+ * (made by dropping the oldest of its peers that is not connected and on
+ * no access list), false when every one of its share is connected. */
+static bool taught_room(bb_engine *e, uint64_t key)
+{
+    bbe__peers *t = &e->peers;
+    size_t n = 0;
+    bbe__peer *oldest = NULL;
+    for (size_t i = 0; i < t->n; i++) {
+        bbe__peer *p = &t->v[i];
+        if (!p->live || p->taught_by != key)
+            continue;
+        n++;
+        if (!p->connected && !p->allowed && !p->blocked &&
+            (!oldest || p->taught_seq < oldest->taught_seq))
+            oldest = p;
+    }
+    if (n < BBE__TAUGHT_MAX_PER_PEER)
+        return true;
+    if (!oldest)
+        return false;
+    bb_peerid id = oldest->id;
+    bb_engine_remove_peer(e, &id);
+    e->c[BBE__C_TAUGHT_REPLACED]++;
+    return true;
+}
+
+int bbe__peer_add_taught(bb_engine *e, const bb_peerid *teacher, const bb_peerid *peer,
+                         const bb_engine_addr *addrs, size_t n, bb_error *err)
+{
+    uint64_t key = peer_hash(teacher) | 1; /* 0 means "taught by nobody" */
+    if (!taught_room(e, key))
+        return bb_error_set(err, BB_EFULL,
+                            "add_peer: the %d peers one node may add are all connected",
+                            BBE__TAUGHT_MAX_PER_PEER);
+    int rc = bb_engine_add_peer(e, peer, addrs, n, err);
+    bbe__peer *p = rc == BB_OK ? bbe__peer_find(e, peer) : NULL;
+    if (p && !p->taught_by && !p->connected) {
+        p->taught_by = key;
+        p->taught_seq = ++e->peers.taught_seq;
+    }
+    return rc;
+}
+
 size_t bb_engine_peer_addrs(const bb_engine *e, const bb_peerid *peer, const bb_engine_addr **out)
 {
     const bbe__peer *p = bbe__peer_find(e, peer);
@@ -245,6 +291,7 @@ int bb_engine_peer_connected(bb_engine *e, const bb_peerid *peer, const char *co
     p->targets = t;
     p->n_targets = (uint32_t)n;
     p->connected = true;
+    p->taught_by = 0; /* proven by its own channel now: the host bounds those */
     p->addrs_told = false; /* the new connection's first envelope tells them */
     bbe__peer_success(e, peer); /* a (re)connect is proof of life: PeerUp if it was down */
     bbe__streams_peer_connected(e, peer);
@@ -362,9 +409,15 @@ int bb_engine_allow_peer(bb_engine *e, const bb_peerid *peer, bool allowed)
     return BB_OK;
 }
 
+const char *bb_engine_peer_access(const bb_engine *e, const bb_peerid *peer)
+{
+    return peer ? bbe__peer_check(e, peer, false) : NULL;
+}
+
 static void peer_info(const bbe__peer *p, bb_engine_peer_info *out)
 {
     out->peer = p->id;
+    out->allowed = p->allowed;
     out->addrs = p->addrs;
     out->n_addrs = p->n_addrs;
     out->connected = p->connected;

@@ -3,8 +3,12 @@
  * envelope delivery (ENGINE.md 6.2).
  *
  * Outbound: Send / SendReqBatched / SendResp encode each data input once,
- * resolve every destination PeerId through the address book (a miss is a
- * PeerResolveFailed step, never an envelope), stamp src_peer_addresses,
+ * leave out every destination the governor blocks or does not allow (the
+ * TX side of access control, for peers chosen at run time as much as for
+ * a gate's static `peer`: counted as gate.send_refused, never an
+ * envelope), resolve every other destination PeerId through the address
+ * book (a miss is a PeerResolveFailed step, never an envelope), stamp
+ * src_peer_addresses,
  * sent_at_ns (strictly increasing per node), correlation and deadline, and
  * queue one SendEnvelope step per peer for phase 7. A destination equal to
  * this node loops back into the next cycle's phase 1.
@@ -343,6 +347,15 @@ static int send_common(bb_engine *e, uint32_t opi, bbe__exec *x, bb_value *const
         goto out;
     size_t n_sent = 0;
     for (size_t i = 0; i < d->n; i++) {
+        const char *refused = d->peers[i].len && !bb_peerid_equal(&d->peers[i], &e->cfg.peer)
+                                  ? bbe__peer_check(e, &d->peers[i], false)
+                                  : NULL;
+        if (refused) { /* blocked or not allowed: not sent, not in a batch's cohort */
+            e->c[BBE__C_SEND_REFUSED]++;
+            if (BBE__TRACING(e, BB_TRACE_GATE))
+                bbe__trace(e, BB_TRACE_GATE, "send_refused", x->id, opi, refused, 0);
+            continue;
+        }
         bbe__envelope env = {.fills = fills, .n_fills = n_data, .corr_kind = corr,
                             .wire_req_id = wire_req_id};
         if (op->st->i2 > 0)

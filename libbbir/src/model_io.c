@@ -1205,15 +1205,22 @@ int bb_model_save_file(const bb_model *m, const char *path, bb_error *err)
         bb_error_prefix(err, "%s", path);
         return rc;
     }
+    rc = bb_model_write_file(path, buf, len, err);
+    free(buf);
+    return rc;
+}
 
+int bb_model_write_file(const char *path, const uint8_t *buf, size_t len, bb_error *err)
+{
+    if (!path || (!buf && len))
+        return bb_error_set(err, BB_EINVAL, "bb_model_write_file: NULL argument");
+    int rc = BB_OK;
     /* Write a sibling temp file and rename it over path, so readers see
      * the old file or the new one, never half of one. */
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 64);
-    if (!tmp) {
-        free(buf);
+    if (!tmp)
         return bb_error_set(err, BB_ENOMEM, "%s: out of memory", path);
-    }
     char eb[128];
     int fd = -1, e = 0;
     for (unsigned attempt = 0; attempt < 100 && fd < 0; attempt++) {
@@ -1227,7 +1234,6 @@ int bb_model_save_file(const bb_model *m, const char *path, bb_error *err)
         rc = bb_error_set(err, BB_EIO, "%s: cannot create %s: %s", path, tmp,
                           errstr(e, eb, sizeof eb));
         free(tmp);
-        free(buf);
         return rc;
     }
     const char *step = NULL;
@@ -1249,6 +1255,5 @@ int bb_model_save_file(const bb_model *m, const char *path, bb_error *err)
         rc = bb_error_set(err, BB_EIO, "%s: %s failed: %s", path, step, errstr(e, eb, sizeof eb));
     }
     free(tmp);
-    free(buf);
     return rc;
 }

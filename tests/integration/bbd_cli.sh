@@ -202,6 +202,14 @@ else
     else
         not_ok "systemd-analyze verify" "$TMP/verify"
     fi
+    # the hardening: systemd's exposure score of the unit stays at most 2.0 (1.6 now)
+    systemd-analyze security --offline=true "$TMP/units/bbd@node.service" >"$TMP/exposure" 2>&1
+    score=$(sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p' "$TMP/exposure")
+    if [ -n "$score" ] && "$PY" -c "import sys; sys.exit(not float(sys.argv[1]) <= 2.0)" "$score"; then
+        ok "systemd-analyze security: exposure $score (at most 2.0)"
+    else
+        not_ok "systemd-analyze security exposure ${score:-unknown}" "$TMP/exposure"
+    fi
 fi
 
 finish

@@ -39,10 +39,12 @@ use_example "$FED"
 
 record() { record_program "$FED" "$@"; } # NAME ARGS...
 
+# FED_NODE_JSON: members added to the config of every node start_server and
+# start_client_at write (the fault tests: '"security": "off"').
 start_server() { # NAME ONNX [JSON_EXTRA] [LISTEN]
     local name=$1 onnx=$2 extra=${3:-} listen=${4:-/ip4/127.0.0.1/tcp/0}
     cat >"$TMP/$name.json" <<JSON
-{"components": {"data": {"path": "$DIGITS", "part": "holdout"}}${extra:+, $extra}}
+{"components": {"data": {"path": "$DIGITS", "part": "holdout"}}${extra:+, $extra}${FED_NODE_JSON:+, $FED_NODE_JSON}}
 JSON
     start_node "$name" --config "$TMP/$name.json" --targets Server --listen "$listen" "$onnx"
 }
@@ -62,7 +64,7 @@ JSON
 start_client_at() { # NAME ONNX I ADDR
     cat >"$TMP/$1.json" <<JSON
 {"components": {"data": {"path": "$DIGITS", "shard_count": 4, "shard_index": $3,
-                         "partition": "iid", "seed": $((10 + $3))}}}
+                         "partition": "iid", "seed": $((10 + $3))}}${FED_NODE_JSON:+, $FED_NODE_JSON}}
 JSON
     start_node "$1" --config "$TMP/$1.json" --targets Client --listen /ip4/127.0.0.1/udp/0 \
         --peer "$SERVER_ID=$4" "$2"

@@ -13,6 +13,11 @@
 # relay are gone and it reaches the clients at the addresses they announced:
 # rounds go on. Ends with "N passed, N failed".
 source "$(dirname "$0")/federated_common.bash"
+# Security off, as in federated_fault.sh: this test is about the engine
+# over a lossy path and counts what the relay's corruption does to plain
+# datagrams; what sealed datagrams do under tampering, replay and
+# reordering is the secure tests' (test_secure_udp, secure_channel).
+FED_NODE_JSON='"security": "off"'
 RELAY=$BB_BUILD/tests/tools/fault_relay
 ROUNDS=8
 

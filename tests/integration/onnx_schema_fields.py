@@ -129,9 +129,13 @@ ENVELOPE_FIELDS = {
         3: ("targets", T_STR, REP, "", None),
         4: ("version", F.TYPE_UINT32, OPT, "", None),
     },
+    "Admission": {  # a secure connection's first frame from the responder
+        1: ("refused", T_STR, OPT, "", None),
+    },
     "Frame": {
         1: ("handshake", T_MSG, OPT, ".bb.core.Handshake", "kind"),
         2: ("envelope", T_MSG, OPT, ".bb.core.WireEnvelope", "kind"),
+        3: ("admission", T_MSG, OPT, ".bb.core.Admission", "kind"),
     },
 }
 ENVELOPE_ENUMS = {"CorrelationKind": {"NONE": 0, "REQUEST": 1, "RESPONSE": 2},

@@ -273,6 +273,54 @@ static void test_setters(void **state)
     bbd_config_free(&c);
 }
 
+/* security, access lists, dial rules, signers, and /p2p/ peer addresses */
+static void test_secure_keys(void **state)
+{
+    (void)state;
+    bbd_config c;
+    bb_error err = {0};
+    bbd_config_init(&c);
+    assert_int_equal(c.transport.security, BBD_SECURITY_NOISE);
+    const char *json = "{\"security\": \"off\", \"allow\": [\"" PEER "\"], \"deny\": \"" PEER "\",\n"
+                       " \"require_signed_by\": [\"" PEER "\"],\n"
+                       " \"dial_allow\": [\"10.0.0.0/8\", \"fd00::/8\"], \"dial_deny\": \"10.1.2.3\",\n"
+                       " \"transport\": {\"max_connections_per_source\": 4, \"idle_timeout_ms\": 5,\n"
+                       "               \"min_rx_bytes_per_s\": 6}}";
+    assert_int_equal(load(&c, json, &err), BB_OK);
+    assert_int_equal(c.transport.security, BBD_SECURITY_OFF);
+    assert_int_equal(c.allow.n, 1);
+    assert_int_equal(c.deny.n, 1);
+    assert_int_equal(c.require_signed_by.n, 1);
+    assert_int_equal(c.dial_allow.n, 2);
+    assert_int_equal(c.dial_deny.n, 1);
+    assert_int_equal(c.dial_deny.v[0].prefix, 32);
+    uint8_t in[4] = {10, 200, 0, 1}, out[4] = {11, 0, 0, 1};
+    assert_true(bbd_cidr_contains(&c.dial_allow.v[0], AF_INET, in));
+    assert_false(bbd_cidr_contains(&c.dial_allow.v[0], AF_INET, out));
+    assert_false(bbd_cidr_contains(&c.dial_allow.v[1], AF_INET, in)); /* other family */
+    assert_int_equal(c.transport.max_connections_per_source, 4);
+    assert_int_equal(c.transport.idle_timeout_ms, 5);
+    assert_int_equal(c.transport.min_rx_bytes_per_s, 6);
+    assert_int_equal(bbd_config_set_security(&c, "on", &err), BB_OK);
+    assert_int_equal(c.transport.security, BBD_SECURITY_NOISE);
+    assert_int_equal(bbd_config_set_security(&c, "maybe", &err), BB_EINVAL);
+    /* a peer given as MULTIADDR/p2p/ID; an address naming another PeerId */
+    assert_int_equal(bbd_config_add_peer_arg(&c, "/ip4/127.0.0.1/tcp/9/p2p/" PEER, &err), BB_OK);
+    assert_int_equal(c.n_peers, 1);
+    assert_int_equal(bbd_config_add_peer_arg(&c, "/ip4/127.0.0.1/tcp/9", &err), BB_EINVAL);
+    assert_non_null(strstr(err.msg, "/p2p/PEERID"));
+    assert_int_equal(bbd_config_add_peer_arg(&c, "12D3KooWSrKnMZUcSxK8G7wmBbXdU8nFEfWGhLu6H8xjn8LmCSJb"
+                                                 "=/ip4/127.0.0.1/tcp/9/p2p/" PEER, &err),
+                     BB_EINVAL);
+    assert_non_null(strstr(err.msg, "names another PeerId"));
+    bbd_config_free(&c);
+    expect_error("{\"security\": \"maybe\"}", BB_ECONFIG, "'security'");
+    expect_error("{\"allow\": [\"nope\"]}", BB_EUNSUPPORTED, "allow 'nope'");
+    expect_error("{\"deny\": [1]}", BB_ECONFIG, "'deny'");
+    expect_error("{\"dial_allow\": [\"10.0.0.0/33\"]}", BB_EINVAL, "prefix must be 0..32");
+    expect_error("{\"dial_deny\": \"host.example\"}", BB_EINVAL, "not an IP address");
+}
+
 static void test_finish_checks(void **state)
 {
     (void)state;
@@ -319,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_size_cap),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_setters),
+        cmocka_unit_test(test_secure_keys),
         cmocka_unit_test(test_finish_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -683,6 +683,52 @@ static void test_batch_deadline_and_quorum(void **state)
     }
 }
 
+/* Access control on sends to peers picked at run time (a PeerIdVec input,
+ * no static `peer`): a blocked peer, or one off the allow list, gets no
+ * envelope and is not in the batch's cohort, so the request completes with
+ * the others; counted as gate.send_refused. */
+static void test_secure_send_refuses_blocked_runtime_peers(void **state)
+{
+    (void)state;
+    bb_model *m = rr_model(1000000, -1);
+    bb_engine *a = node(1, m, "Client", NULL);
+    bb_engine *b = node(2, m, "Server", NULL);
+    bb_engine *c = node(3, m, "Server", NULL);
+    know(a, 2);
+    know(a, 3);
+    bb_peerid p2 = fx_peer(2), p3 = fx_peer(3);
+    uint8_t to[2] = {2, 3};
+    fx_net net = {0};
+    net.now = 10;
+    fx_net_add(&net, a);
+    fx_net_add(&net, b);
+    fx_net_add(&net, c);
+    for (int round = 0; round < 3; round++) {
+        /* 0: 3 blocked; 1: only 2 allowed; 2: policy cleared, both asked */
+        bb_engine_block_peer(a, &p3, round == 0);
+        bb_engine_allow_peer(a, &p2, round == 1);
+        const char *why = bb_engine_peer_access(a, &p3);
+        assert_string_equal(why ? why : "", round == 0   ? "blocklisted"
+                                            : round == 1 ? "not_allowlisted"
+                                                         : "");
+        uint64_t refused = bb_engine_counter(a, "gate.send_refused");
+        uint64_t got_c = bb_engine_counter(c, "envelopes.in");
+        invoke2(a, "Client", "x", bb_value_u64(&BB_TYPE_U64, 6), "peers", peers_of(to, 2));
+        fx_net_run(&net, 20);
+        const fx_rec *r = fx_log_app(&net.log[0], "batch", round);
+        assert_non_null(r); /* complete without waiting for the refused peer */
+        assert_int_equal(r->value->u.batch.n, round == 2 ? 2 : 1);
+        assert_int_equal(bb_engine_counter(a, "gate.send_refused"), refused + (round < 2));
+        assert_int_equal(bb_engine_counter(c, "envelopes.in"), got_c + (round == 2));
+        net.now += 1000;
+    }
+    bb_engine_peer_info pi;
+    assert_true(bb_engine_peer_info_get(a, &p2, &pi));
+    assert_false(pi.allowed);
+    fx_net_free(&net);
+    bb_model_free(m);
+}
+
 /* A batch answered before its deadline leaves a dead deadline timer behind;
  * a client sending far more requests than fit in one deadline keeps the
  * heap bounded (dead timers are compacted away) and every answer lands. */
@@ -1004,6 +1050,54 @@ static void test_send_steps_carry_addresses_and_backoff(void **state)
     bb_model_free(m);
 }
 
+/* Peers a component adds to the address book while handling another
+ * node's fill (a gossip exchange) are that node's teaching: one node adds
+ * at most 256; beyond that each newcomer replaces the oldest of its own
+ * (book.taught_replaced), so one peer cannot fill the book, while another
+ * node's share and the host's own entries stay as they are. */
+static void learn_from(bb_engine *e, uint8_t from, unsigned first, unsigned count)
+{
+    uint8_t sfx[64];
+    uint8_t payload[9] = {'l', 'e', 'a', 'r', 'n', (uint8_t)(first >> 8), (uint8_t)first,
+                          (uint8_t)(count >> 8), (uint8_t)count};
+    fx_fill f = control_fill("Control", sfx, payload, sizeof payload);
+    deliver_fills(e, from, &f, 1, 0, 0);
+    fx_log log = {0};
+    fx_run(e, &log, 1, 5);
+    fx_log_free(&log);
+}
+
+static void test_control_taught_peers_bounded(void **state)
+{
+    (void)state;
+    fx_reset();
+    bb_model *m = sink_model();
+    bb_engine *e = node(2, m, "Sink", NULL);
+    know(e, 1);
+    know(e, 3);
+    size_t base = bb_engine_peer_count(e);
+    for (unsigned k = 0; k < 3; k++)
+        learn_from(e, 1, k * 100, 100);
+    fx_echo *echo = fx_echo_at(0);
+    assert_non_null(echo);
+    assert_int_equal(echo->n_control, 3);
+    assert_int_equal(echo->learn_refused, 0);
+    assert_int_equal(bb_engine_peer_count(e), base + 256);
+    assert_int_equal(bb_engine_counter(e, "book.taught_replaced"), 300 - 256);
+    bb_peerid first = fx_taught_peer(0), last = fx_taught_peer(299);
+    assert_int_equal(bb_engine_peer_addrs(e, &first, NULL), 0); /* the oldest went */
+    assert_int_equal(bb_engine_peer_addrs(e, &last, NULL), 1);
+    /* another node's teaching has its own share */
+    learn_from(e, 3, 1000, 10);
+    assert_int_equal(bb_engine_peer_count(e), base + 266);
+    assert_int_equal(bb_engine_counter(e, "book.taught_replaced"), 300 - 256);
+    /* the host's own entries are nobody's teaching */
+    bb_peerid one = fx_peer(1);
+    assert_int_equal(bb_engine_peer_addrs(e, &one, NULL), 1);
+    bb_engine_free(e);
+    bb_model_free(m);
+}
+
 /* The address lists an envelope from a to peer 2 carries (-1 each when
  * the poll sent nothing). */
 static void sent_addresses(bb_engine *a, uint64_t x, int *n_src, int *n_dest)
@@ -1301,8 +1395,10 @@ int main(void)
         cmocka_unit_test(test_control_fill_completed_later),
         cmocka_unit_test(test_control_requests_and_answers),
         cmocka_unit_test(test_control_from_an_older_type),
+        cmocka_unit_test(test_control_taught_peers_bounded),
         cmocka_unit_test(test_unknown_correlation),
         cmocka_unit_test(test_batch_deadline_and_quorum),
+        cmocka_unit_test(test_secure_send_refuses_blocked_runtime_peers),
         cmocka_unit_test(test_answered_batches_do_not_pile_up_timers),
         cmocka_unit_test(test_federated_round_three_engines),
         cmocka_unit_test(test_responses_fold_as_they_land),

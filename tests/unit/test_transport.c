@@ -329,23 +329,14 @@ static void test_wrong_peer_at_address(void **state)
 
 /* ---- misbehaving peers (raw sockets) ------------------------------------------------------- */
 
-static size_t handshake_frame(uint8_t seed, uint8_t *out, size_t cap)
-{
-    bbd_handshake h = {.peer = peer_of(seed), .version = BBD_HANDSHAKE_VERSION};
-    uint8_t body[512];
-    size_t n;
-    assert_int_equal(bbd_handshake_encode(&h, body, sizeof body, &n, NULL), BB_OK);
-    size_t hl = bbd_frame_header_encode(BBD_FRAME_HANDSHAKE, n, out);
-    assert_true(hl + n <= cap);
-    memcpy(out + hl, body, n);
-    return hl + n;
-}
-
+/* Plaintext framing (security off: a raw peer speaks frames). The secure
+ * channel's raw peers are test_secure_channel's. */
 static void test_raw_peer_abuse(void **state)
 {
     (void)state;
     bbd_transport_config cfg;
     bbd_transport_config_init(&cfg);
+    cfg.security = BBD_SECURITY_OFF;
     cfg.handshake_timeout_ms = 200;
     cfg.stall_timeout_ms = 200;
     node b;
@@ -426,6 +417,7 @@ static void raw_peer_connect(raw_peer *r, size_t max_queue, uint8_t seed)
 {
     bbd_transport_config cfg;
     bbd_transport_config_init(&cfg);
+    cfg.security = BBD_SECURITY_OFF; /* the raw peer speaks plaintext frames */
     cfg.max_queue_per_peer_bytes = max_queue;
     node_start(&r->a, 1, "A", &cfg);
     r->lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -545,7 +537,8 @@ static void test_small_frames_split_by_a_full_socket(void **state)
     raw_peer_close(&r);
 }
 
-/* max_connections: the connection over the limit is accepted and closed. */
+/* max_connections: a connection over the limit makes room by closing the
+ * oldest one still in its handshake (test_flood has the rest). */
 static void test_connection_limit(void **state)
 {
     (void)state;
@@ -555,10 +548,13 @@ static void test_connection_limit(void **state)
     node b;
     bbd_addr ba = node_serve(&b, 2, "B", &cfg, TCP0, BB_MA_TCP);
     int fds[3];
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         fds[i] = raw_connect(&ba);
-    WAIT_FOR(raw_closed(fds[2]), 3000);
+        WAIT_FOR(stats_of(&b).connections_open == (uint64_t)(i < 2 ? i + 1 : 2), 3000);
+    }
+    WAIT_FOR(raw_closed(fds[0]), 3000);
     assert_int_equal(stats_of(&b).connections_open, 2);
+    assert_int_equal(stats_of(&b).connections_evicted, 1);
     assert_non_null(strstr(b.logs, "max_connections"));
     for (int i = 0; i < 3; i++)
         close(fds[i]);
@@ -675,6 +671,60 @@ static void test_dns_names(void **state)
     pair_close(&a, &b);
 }
 
+/* The dial rules (dial_allow, dial_deny) judge every address a node would
+ * dial, given as an IP address or as a host name (then each address it
+ * resolves to): a refused one is never dialed, the refusal is counted
+ * (dials_refused) and logged; an allowed one is dialed as usual. */
+static void test_dial_rules(void **state)
+{
+    (void)state;
+    node b;
+    bbd_addr ba = node_serve(&b, 2, "B", NULL, TCP0, BB_MA_TCP);
+    char text[96];
+    snprintf(text, sizeof text, "/dns4/localhost/tcp/%u", addr_port(&ba));
+    uint8_t dns[128];
+    size_t dl;
+    assert_int_equal(bb_multiaddr_parse(text, dns, sizeof dns, &dl, NULL), BB_OK);
+    bbd_addr by_name = {dns, dl};
+    bbd_cidr loopback, ten;
+    assert_int_equal(bbd_cidr_parse("127.0.0.0/8", &loopback, NULL), BB_OK);
+    assert_int_equal(bbd_cidr_parse("10.0.0.0/8", &ten, NULL), BB_OK);
+
+    /* denied: by address at once, by name once resolved */
+    bbd_transport_config cfg;
+    bbd_transport_config_init(&cfg);
+    cfg.dial_deny = &loopback;
+    cfg.n_dial_deny = 1;
+    node a;
+    node_start(&a, 1, "A", &cfg);
+    assert_int_equal(send_to(&a, &b.id, &ba, 10, 1), BB_ENOTFOUND);
+    assert_int_equal(stats_of(&a).dials_refused, 1);
+    assert_non_null(strstr(a.logs, "refused by the dial rules"));
+    assert_int_equal(send_to(&a, &b.id, &by_name, 10, 2), BB_OK);
+    WAIT_FOR(a.n_fail == 1, 10000);
+    assert_int_equal(stats_of(&a).dials_refused, 2);
+    assert_non_null(strstr(a.logs, "no usable IPv4 address the dial rules allow"));
+    assert_int_equal(stats_of(&b).connections_open, 0);
+    node_close(&a);
+
+    /* an allow list without the address refuses it; with it, the dial goes */
+    cfg.dial_deny = NULL;
+    cfg.n_dial_deny = 0;
+    cfg.dial_allow = &ten;
+    cfg.n_dial_allow = 1;
+    node_start(&a, 1, "A", &cfg);
+    assert_int_equal(send_to(&a, &b.id, &ba, 10, 3), BB_ENOTFOUND);
+    assert_int_equal(stats_of(&a).dials_refused, 1);
+    node_close(&a);
+    cfg.dial_allow = &loopback;
+    node_start(&a, 1, "A", &cfg);
+    assert_int_equal(send_to(&a, &b.id, &by_name, 10, 4), BB_OK);
+    WAIT_FOR(b.n_env == 1 && a.n_ok == 1, 5000);
+    assert_true(env_is(&b.env[0], 10, 4));
+    assert_int_equal(stats_of(&a).dials_refused, 0);
+    pair_close(&a, &b);
+}
+
 static void test_listen_errors(void **state)
 {
     (void)state;
@@ -716,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_clean_close),
         cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_dns_names),
+        cmocka_unit_test(test_dial_rules),
         cmocka_unit_test(test_listen_errors),
     };
     return cmocka_run_group_tests(tests, harness_setup, harness_teardown);

@@ -7,6 +7,7 @@
 #include "bbd/host/fragment_reassembly.h"
 #include "bbd/host/frame.h"
 #include "bbd/host/handshake.h"
+#include "bbd/host/noise_payload.h"
 
 static const bbd_frame_limits HS_ONLY = {.max_handshake = BBD_HANDSHAKE_MAX_BYTES};
 static const bbd_frame_limits ENV_ONLY = {.max_envelope = 1 << 20};
@@ -102,9 +103,9 @@ static void test_frame_malformed(void **state)
     static const uint8_t nonminimal[] = {0x85, 0x00, 0x12, 0x03};
     expect_error(bbd_frame_header_decode(nonminimal, sizeof nonminimal, &ENV_ONLY, &h, &err),
                  BB_EPARSE, &err, "non-minimal");
-    static const uint8_t bad_tag[] = {0x02, 0x1a, 0x00};
+    static const uint8_t bad_tag[] = {0x02, 0x22, 0x00};
     expect_error(bbd_frame_header_decode(bad_tag, sizeof bad_tag, &ENV_ONLY, &h, &err),
-                 BB_EPARSE, &err, "unknown frame field tag 0x1a");
+                 BB_EPARSE, &err, "unknown frame field tag 0x22");
     static const uint8_t varint_tag[] = {0x02, 0x10, 0x00};
     expect_error(bbd_frame_header_decode(varint_tag, sizeof varint_tag, &ENV_ONLY, &h, &err),
                  BB_EPARSE, &err, "unknown frame field tag 0x10");
@@ -430,9 +431,21 @@ static void test_dgram_malformed(void **state)
     expect_error(bbd_dgram_decode(d, 4, 1024, 1024, &g, &err), BB_EPARSE, &err,
                  "not a bbd datagram");
     d[0] = BBD_DGRAM_MAGIC;
-    d[1] = 9;
+    d[1] = 0x0a;
     expect_error(bbd_dgram_decode(d, 4, 1024, 1024, &g, &err), BB_EPARSE, &err,
-                 "unknown kind 0x09");
+                 "unknown kind 0x0a");
+    /* secure kinds: a NOISE1 not padded, a SEALED too short for its tag */
+    d[1] = BBD_DGRAM_NOISE1;
+    expect_error(bbd_dgram_decode(d, 40, 1024, 1024, &g, &err), BB_EPARSE, &err,
+                 "padded to at least");
+    d[1] = BBD_DGRAM_SEALED;
+    expect_error(bbd_dgram_decode(d, 2 + 8 + 16, 1024, 1024, &g, &err), BB_EPARSE, &err,
+                 "sealed datagram of 26 bytes");
+    memset(d + 2, 0, 8);
+    d[9] = 7;
+    assert_int_equal(bbd_dgram_decode(d, 2 + 8 + 17, 1024, 1024, &g, &err), BB_OK);
+    assert_int_equal(g.nonce, 7);
+    assert_int_equal(g.body_len, 17);
     bbd_dgram_header_encode(BBD_DGRAM_HELLO, d);
     expect_error(bbd_dgram_decode(d, 2, 1024, 1024, &g, &err), BB_EPARSE, &err,
                  "empty handshake");
@@ -595,13 +608,93 @@ static void test_random_inputs(void **state)
         bbd_handshake_decode(buf, n, &hs, &err);
         if (bbd_dgram_decode(buf, n, 1 << 20, 1024, &d, &err) == BB_OK)
             assert_true(d.body + d.body_len <= buf + n);
+        char reason[BBD_ADMISSION_REASON_MAX + 1];
+        bbd_admission_decode(buf, n, reason, &err);
+        bbd_noise_identity id;
+        static const uint8_t key[32] = {9};
+        if (bbd_noise_payload_verify(buf, n, key, &id, &err) == BB_OK)
+            fail_msg("random bytes verified as a signed payload");
     }
+}
+
+/* The Admission frame: admitted (empty), a refusal (text, shown safely). */
+static void test_admission_codec(void **state)
+{
+    (void)state;
+    uint8_t buf[BBD_ADMISSION_MAX_BYTES];
+    char reason[BBD_ADMISSION_REASON_MAX + 1];
+    bb_error err = {0};
+    assert_int_equal(bbd_admission_encode(NULL, buf), 0);
+    assert_int_equal(bbd_admission_decode(buf, 0, reason, &err), BB_OK);
+    assert_string_equal(reason, "");
+    size_t n = bbd_admission_encode("not on the allow list", buf);
+    assert_int_equal(bbd_admission_decode(buf, n, reason, &err), BB_OK);
+    assert_string_equal(reason, "not on the allow list");
+    n = bbd_admission_encode("", buf); /* an empty reason still refuses */
+    assert_int_equal(bbd_admission_decode(buf, n, reason, &err), BB_OK);
+    assert_string_equal(reason, "refused");
+    char longr[400];
+    memset(longr, 'x', sizeof longr - 1);
+    longr[sizeof longr - 1] = '\0';
+    n = bbd_admission_encode(longr, buf);
+    assert_int_equal(bbd_admission_decode(buf, n, reason, &err), BB_OK);
+    assert_int_equal(strlen(reason), BBD_ADMISSION_REASON_MAX);
+    static const uint8_t ctl[] = {0x0a, 0x03, 'a', 0x1b, '\n'};
+    assert_int_equal(bbd_admission_decode(ctl, sizeof ctl, reason, &err), BB_OK);
+    assert_string_equal(reason, "a??");
+    static const uint8_t cut[] = {0x0a, 0x09, 'a'};
+    assert_int_equal(bbd_admission_decode(cut, sizeof cut, reason, &err), BB_ETRUNC);
+    /* an admission frame where none is expected */
+    bbd_frame_header h;
+    uint8_t hdr[BBD_FRAME_HEADER_MAX];
+    size_t hl = bbd_frame_header_encode(BBD_FRAME_ADMISSION, 3, hdr);
+    assert_int_equal(hdr[1], 0x1a);
+    assert_int_equal(bbd_frame_header_decode(hdr, hl, &ENV_ONLY, &h, &err), BB_EPARSE);
+    assert_non_null(strstr(err.msg, "unexpected admission frame"));
+}
+
+/* The libp2p payload: signed, verified; every defect refused by name. */
+static void test_noise_payload_codec(void **state)
+{
+    (void)state;
+    bb_keypair kp;
+    bb_peerid id = peer_key(4, &kp);
+    uint8_t s_pub[32] = {1, 2, 3}, other[32] = {4}, sig[64], p[512];
+    size_t n;
+    bb_error err = {0};
+    assert_int_equal(bbd_noise_sign_static(&kp, s_pub, sig, &err), BB_OK);
+    assert_int_equal(bbd_noise_payload_encode(kp.pk, sig, (const uint8_t *)"hs", 2, p, sizeof p, &n,
+                                              &err),
+                     BB_OK);
+    bbd_noise_identity who;
+    assert_int_equal(bbd_noise_payload_verify(p, n, s_pub, &who, &err), BB_OK);
+    assert_true(bb_peerid_equal(&who.peer, &id));
+    assert_int_equal(who.data_len, 2);
+    /* another static key: the signature does not cover it */
+    assert_int_equal(bbd_noise_payload_verify(p, n, other, &who, &err), BB_EVALIDATE);
+    /* an unknown field (a later revision's extensions = 4) is skipped */
+    uint8_t q[600];
+    memcpy(q, p, n);
+    q[n] = 0x22, q[n + 1] = 0x01, q[n + 2] = 0x00;
+    assert_int_equal(bbd_noise_payload_verify(q, n + 3, s_pub, &who, &err), BB_OK);
+    /* cut short, a field repeated, no signature */
+    assert_int_equal(bbd_noise_payload_verify(p, n - 1, s_pub, &who, &err), BB_ETRUNC);
+    memcpy(q, p, n);
+    memcpy(q + n, p, 38);
+    assert_int_equal(bbd_noise_payload_verify(q, n + 38, s_pub, &who, &err), BB_EPARSE);
+    assert_non_null(strstr(err.msg, "identity_key repeated"));
+    assert_int_equal(bbd_noise_payload_verify(p, 38, s_pub, &who, &err), BB_EPARSE);
+    assert_non_null(strstr(err.msg, "no identity_sig"));
+    assert_int_equal(bbd_noise_payload_encode(kp.pk, sig, NULL, 0, p, 50, &n, &err), BB_EFULL);
+    bb_keypair_wipe(&kp);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frame_roundtrip),
+        cmocka_unit_test(test_admission_codec),
+        cmocka_unit_test(test_noise_payload_codec),
         cmocka_unit_test(test_frame_decode_whole),
         cmocka_unit_test(test_frame_malformed),
         cmocka_unit_test(test_frame_over_cap),

@@ -25,6 +25,8 @@
 
 #include "bb/multiaddr.h"
 #include "bb/peerid.h"
+#include "bbd/host/frame.h"
+#include "bbd/host/handshake.h"
 #include "bbd/host/transport.h"
 
 #define MAX_ENV 256
@@ -203,22 +205,30 @@ HARNESS void cb_log(void *ud, int level, const char *msg)
 
 /* ---- nodes -------------------------------------------------------------------------------- */
 
-HARNESS bb_peerid peer_of(uint8_t seed_byte)
+HARNESS bb_peerid peer_key(uint8_t seed_byte, bb_keypair *kp)
 {
     uint8_t seed[BB_ED25519_SEED_LEN];
     memset(seed, seed_byte, sizeof seed);
     bb_peerid id;
-    assert_int_equal(bb_peerid_from_seed(seed, NULL, &id, NULL), BB_OK);
+    assert_int_equal(bb_peerid_from_seed(seed, kp, &id, NULL), BB_OK);
     return id;
 }
 
+HARNESS bb_peerid peer_of(uint8_t seed_byte)
+{
+    return peer_key(seed_byte, NULL);
+}
+
 /* A node with identity seed, announcing target; cfg NULL = defaults.
- * take_owned: it takes large frames' buffers (on_envelope_owned). */
-HARNESS void node_open(node *n, uint8_t seed, const char *target, const bbd_transport_config *cfg,
-                       bool take_owned)
+ * take_owned: it takes large frames' buffers (on_envelope_owned); admit:
+ * its admit callback (NULL: admits everyone). */
+HARNESS void node_open_admit(node *n, uint8_t seed, const char *target,
+                             const bbd_transport_config *cfg, bool take_owned,
+                             const char *(*admit)(void *ud, const bb_peerid *peer))
 {
     memset(n, 0, sizeof *n);
-    n->id = peer_of(seed);
+    bb_keypair kp;
+    n->id = peer_key(seed, &kp);
     n->target = target;
     bbd_transport_config c;
     if (cfg)
@@ -226,14 +236,22 @@ HARNESS void node_open(node *n, uint8_t seed, const char *target, const bbd_tran
     else
         bbd_transport_config_init(&c);
     c.self = n->id;
+    c.identity = &kp; /* the node's key signs its Noise key (the default security) */
     c.targets = &n->target;
     c.n_targets = 1;
     bbd_transport_callbacks cb = {cb_envelope, cb_connected, cb_disconnected, cb_send_result,
-                                  cb_log, n, take_owned ? cb_envelope_owned : NULL};
+                                  cb_log, n, take_owned ? cb_envelope_owned : NULL, admit};
     bb_error err = {0};
     n->t = bbd_transport_new(&loop, &c, &cb, &err);
+    bb_keypair_wipe(&kp);
     if (!n->t)
         fail_msg("bbd_transport_new: %s", err.msg);
+}
+
+HARNESS void node_open(node *n, uint8_t seed, const char *target, const bbd_transport_config *cfg,
+                       bool take_owned)
+{
+    node_open_admit(n, seed, target, cfg, take_owned, NULL);
 }
 
 HARNESS void node_start(node *n, uint8_t seed, const char *target, const bbd_transport_config *cfg)
@@ -439,6 +457,20 @@ HARNESS int raw_connect(const bbd_addr *a)
 HARNESS void raw_send(int fd, const void *p, size_t n)
 {
     assert_int_equal(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* A plaintext handshake frame for identity seed (a raw peer of a node
+ * with security off); returns its size. */
+HARNESS size_t handshake_frame(uint8_t seed, uint8_t *out, size_t cap)
+{
+    bbd_handshake h = {.peer = peer_of(seed), .version = BBD_HANDSHAKE_VERSION};
+    uint8_t body[512];
+    size_t n;
+    assert_int_equal(bbd_handshake_encode(&h, body, sizeof body, &n, NULL), BB_OK);
+    size_t hl = bbd_frame_header_encode(BBD_FRAME_HANDSHAKE, n, out);
+    assert_true(hl + n <= cap);
+    memcpy(out + hl, body, n);
+    return hl + n;
 }
 
 /* The other side closed (EOF or reset); drains what it sent before. */

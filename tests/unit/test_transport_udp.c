@@ -49,14 +49,16 @@ static void test_udp_fragmented(void **state)
     bbd_addr ba = pair_start(&a, &b, NULL, NULL, UDP0);
     node_listen(&a, UDP0);
     size_t big = 60 * 1024;
+    /* sealed datagrams (the default) carry BBD_DGRAM_SEALED_OVERHEAD more */
+    size_t room = 1200 - BBD_DGRAM_SEALED_OVERHEAD, one = room - BBD_DGRAM_HEADER;
     assert_int_equal(send_to(&a, &b.id, &ba, big, 3), BB_OK);
-    assert_int_equal(send_to(&a, &b.id, &ba, 1198, 4), BB_OK); /* exactly one datagram */
-    assert_int_equal(send_to(&a, &b.id, &ba, 1199, 5), BB_OK); /* two fragments */
+    assert_int_equal(send_to(&a, &b.id, &ba, one, 4), BB_OK);     /* exactly one datagram */
+    assert_int_equal(send_to(&a, &b.id, &ba, one + 1, 5), BB_OK); /* two fragments */
     WAIT_FOR(b.n_env == 3, 3000);
     assert_true(env_is(&b.env[0], big, 3));
-    assert_true(env_is(&b.env[1], 1198, 4));
-    assert_true(env_is(&b.env[2], 1199, 5));
-    size_t chunk = 1200 - BBD_DGRAM_FRAGMENT_HEADER;
+    assert_true(env_is(&b.env[1], one, 4));
+    assert_true(env_is(&b.env[2], one + 1, 5));
+    size_t chunk = room - BBD_DGRAM_FRAGMENT_HEADER;
     assert_int_equal(stats_of(&b).udp_fragments_in, (big + chunk - 1) / chunk + 2);
     assert_int_equal(stats_of(&b).udp_reassembly_dropped, 0);
     assert_int_equal(a.n_ok, 3);
@@ -192,11 +194,14 @@ static bool raw_got_kind(int fd, uint8_t kind)
     return r >= 2 && buf[0] == BBD_DGRAM_MAGIC && buf[1] == kind;
 }
 
+/* Plaintext datagrams (security off: the raw peer writes them); the
+ * secure ones are test_secure_udp's. */
 static void test_udp_raw_peer(void **state)
 {
     (void)state;
     bbd_transport_config cfg;
     bbd_transport_config_init(&cfg);
+    cfg.security = BBD_SECURITY_OFF;
     cfg.udp_reassembly_timeout_ms = 100;
     cfg.max_frame_bytes = 4096;
     node b;
@@ -269,6 +274,7 @@ static void test_udp_session_table_full(void **state)
     (void)state;
     bbd_transport_config cfg;
     bbd_transport_config_init(&cfg);
+    cfg.security = BBD_SECURITY_OFF; /* raw plaintext HELLOs */
     cfg.max_connections = 2;
     node b;
     bbd_addr ba = node_serve(&b, 2, "B", &cfg, UDP0, BB_MA_UDP);

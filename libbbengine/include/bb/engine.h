@@ -499,6 +499,7 @@ typedef struct bb_engine_peer_info {
     uint32_t attempts;           /* backoff attempts since the last success */
     uint64_t next_retry_ns;      /* sends before this time are in cooldown (0: none) */
     uint64_t rtt_ns;             /* last measured round trip (0: unknown) */
+    bool allowed;                /* on the allowlist */
 } bb_engine_peer_info;
 /* Call fn for every known peer (table order); fn must not change the
  * address book. */
@@ -507,9 +508,16 @@ void bb_engine_peer_foreach(const bb_engine *e,
 /* The entry of peer; false when it is unknown. */
 bool bb_engine_peer_info_get(const bb_engine *e, const bb_peerid *peer,
                              bb_engine_peer_info *out);
-/* Peer-health policy: blocklist / allowlist (an empty allowlist allows all). */
+/* Peer-health policy: blocklist / allowlist (an empty allowlist allows all).
+ * Both are kept in the snapshot, and apply to the RX gates, the TX gates
+ * and every send (a send to a peer they refuse makes no envelope and is
+ * counted as gate.send_refused). BB_EFULL when the address book is full. */
 int bb_engine_block_peer(bb_engine *e, const bb_peerid *peer, bool blocked);
 int bb_engine_allow_peer(bb_engine *e, const bb_peerid *peer, bool allowed);
+/* The policy's verdict on peer: NULL when it may talk to this node, else
+ * the gates' reason ("blocklisted", "not_allowlisted"). For hosts that
+ * refuse a peer before the engine sees it (a transport handshake). */
+const char *bb_engine_peer_access(const bb_engine *e, const bb_peerid *peer);
 
 /* ---- snapshot / restore ------------------------------------------------------------------ */
 

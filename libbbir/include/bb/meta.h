@@ -242,4 +242,9 @@ int bb_binding_triple_parse(bb_arena *a, const char *value, bb_binding_triple *o
 /* "ai.bytesandbrains.concrete_type.<slot>". Returns new (arena) or NULL. */
 char *bb_meta_slot_concrete_type_key(bb_arena *a, const char *slot);
 
+/* ---- signed artifacts (bbc sign; bbd require_signed_by) ------------------- */
+/* A signature of the artifact (ModelProto.metadata_props, written last):
+ * "<signer PeerId> <base64 Ed25519 signature>" (bb/model_sign.h). */
+#define BB_META_SIGNATURE "ai.bytesandbrains.signature"
+
 #endif

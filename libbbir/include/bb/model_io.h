@@ -28,6 +28,9 @@ int bb_model_load_mem(const void *data, size_t len, const char *name,
 int bb_model_save_mem(const bb_model *m, uint8_t **out, size_t *out_len, bb_error *err);
 /* Serialize to path atomically (write temp file, rename). */
 int bb_model_save_file(const bb_model *m, const char *path, bb_error *err);
+/* Write model bytes buf[0..len) (borrowed) to path the same way: readers
+ * see the old file or the new one, never half of one. */
+int bb_model_write_file(const char *path, const uint8_t *buf, size_t len, bb_error *err);
 
 /* A single TensorProto (used for .pb tensor files and the tensor wire form). */
 int bb_tensor_proto_decode(bb_arena *a, const void *data, size_t len, const char *name,

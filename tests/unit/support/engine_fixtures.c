@@ -309,6 +309,28 @@ static void echo_on_timer(void *inst, bb_ctx *ctx, uint64_t token)
     }
 }
 
+/* A Control payload "learn" + u16 first + u16 count (big-endian) adds the
+ * peers fx_taught_peer(first ..) to the book with ctx->add_peer, as a
+ * gossip component adds what another node told it; refusals are counted. */
+static void echo_learn(fx_echo *s, bb_ctx *ctx, const bb_value *payload)
+{
+    const uint8_t *b = payload->u.bytes.data;
+    if (payload->u.bytes.len != 9 || memcmp(b, "learn", 5) != 0)
+        return;
+    unsigned first = (unsigned)b[5] << 8 | b[6], count = (unsigned)b[7] << 8 | b[8];
+    for (unsigned i = first; i < first + count; i++) {
+        bb_peerid id = fx_taught_peer((uint16_t)i);
+        uint8_t a[32];
+        size_t alen = fx_addr((uint16_t)(20000 + i % 40000), a);
+        bb_value *pv = bb_value_bytes(&BB_TYPE_PEER_ID, id.bytes, id.len);
+        bb_value *av = bb_value_bytes(&BB_TYPE_MULTIADDRESS, a, alen);
+        if (!pv || !av || ctx->api->add_peer(ctx, pv, av, NULL) != BB_OK)
+            s->learn_refused++;
+        bb_value_unref(pv);
+        bb_value_unref(av);
+    }
+}
+
 static bb_dispatch_result echo_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
                                         bb_value **out, bb_error *err)
 {
@@ -346,6 +368,7 @@ static bb_dispatch_result echo_dispatch(void *inst, bb_ctx *ctx, const bb_dispat
         s->n_control++;
         bb_value_unref(s->last_control);
         s->last_control = bb_value_ref(call->inputs[0]);
+        echo_learn(s, ctx, call->inputs[0]);
         return BB_DISPATCH_NOW_OK;
     }
     if (strcmp(op, "Wait") == 0 || strcmp(op, "Work") == 0 || strcmp(op, "Peers") == 0 ||
@@ -874,6 +897,17 @@ uint8_t *fx_envelope_u64(uint64_t site, uint64_t v, uint64_t sent_at, uint64_t d
 }
 
 /* ---- engines ------------------------------------------------------------------------------------ */
+
+bb_peerid fx_taught_peer(uint16_t n)
+{
+    uint8_t s[32] = {0};
+    s[0] = (uint8_t)n;
+    s[1] = (uint8_t)(n >> 8);
+    s[31] = 0x77;
+    bb_peerid id;
+    bb_peerid_from_seed(s, NULL, &id, NULL);
+    return id;
+}
 
 bb_peerid fx_peer(uint8_t seed)
 {

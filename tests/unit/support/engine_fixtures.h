@@ -92,6 +92,7 @@ typedef struct fx_echo {
     int n_pending;
     int n_control;
     bb_value *last_control;
+    int learn_refused; /* add_peer refusals of "learn" payloads */
     bool bootstrapped;
     bb_completion *boot_pending;
     const char *slot;
@@ -152,6 +153,8 @@ uint8_t *fx_envelope_u64(uint64_t site, uint64_t v, uint64_t sent_at, uint64_t d
  * cfg may be NULL (defaults). */
 bb_engine *fx_engine(uint8_t seed, uint16_t port, const bb_engine_config *cfg);
 bb_peerid fx_peer(uint8_t seed);
+/* Peer n of the ones an echo's "learn" Control payload adds. */
+bb_peerid fx_taught_peer(uint16_t n);
 /* Binary /ip4/127.0.0.1/tcp/<port> into out (returns length). */
 size_t fx_addr(uint16_t port, uint8_t out[32]);
 /* e learns the address of fx_peer(seed) (port 7000 + seed, as fx_engine
