@@ -1,5 +1,6 @@
 /*
- * noise.c — Noise_XX_25519_ChaChaPoly_SHA256 on libsodium (see noise.h).
+ * noise.c — Noise_XX_25519_ChaChaPoly_SHA256 on libsodium, its cipher on
+ * libcrypto through aead.h (see noise.h).
  *
  * The code follows the spec's objects one to one: CipherState
  * (cipher_*), SymmetricState (mix_key, mix_hash, encrypt_and_hash,
@@ -9,6 +10,8 @@
  * engine, and the tokens read in order next to the spec.
  */
 #include "bbd/host/noise.h"
+
+#include "bbd/host/aead.h"
 
 #include <string.h>
 
@@ -31,9 +34,7 @@ int bbd_noise_encrypt_at(const bbd_noise_cipher *c, uint64_t nonce, const uint8_
         return BB_ELIMIT;
     uint8_t iv[12];
     nonce_bytes(nonce, iv);
-    crypto_aead_chacha20poly1305_ietf_encrypt_detached(out, out + n, NULL, pt, n, ad, adlen,
-                                                       NULL, iv, c->k);
-    return BB_OK;
+    return bbd_aead_seal(c->k, iv, ad, adlen, pt, n, out) ? BB_OK : BB_ELIMIT;
 }
 
 int bbd_noise_decrypt_at(const bbd_noise_cipher *c, uint64_t nonce, const uint8_t *ad,
@@ -44,8 +45,7 @@ int bbd_noise_decrypt_at(const bbd_noise_cipher *c, uint64_t nonce, const uint8_
     uint8_t iv[12];
     nonce_bytes(nonce, iv);
     size_t m = n - BBD_NOISE_TAGLEN;
-    if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(out, NULL, ct, m, ct + m, ad, adlen,
-                                                           iv, c->k) != 0) {
+    if (!bbd_aead_open(c->k, iv, ad, adlen, ct, m, out)) {
         if (m)
             sodium_memzero(out, m);
         return BB_EVALIDATE;

@@ -8,7 +8,7 @@
  *          -> s, se
  *
  * built on libsodium: X25519 (crypto_scalarmult), ChaCha20-Poly1305 IETF
- * with the nonce as Noise's ChaChaPoly defines it (32 zero bits, then the
+ * (aead.h: OpenSSL libcrypto's, the fastest here) with the nonce as Noise's ChaChaPoly defines it (32 zero bits, then the
  * 64-bit counter little-endian), SHA-256 and HMAC-SHA256 for HASH and HKDF.
  * tests/unit/test_noise.c runs the published test vectors of this protocol
  * name (testdata/noise/).
@@ -103,7 +103,7 @@ void bbd_noise_hs_wipe(bbd_noise_hs *hs);
 
 /* Transport messages. out holds n + BBD_NOISE_TAGLEN bytes (out == pt is
  * allowed: in place). The cipher's counter is the nonce and advances on
- * success. BB_ELIMIT when the nonces are used up. */
+ * success. BB_ELIMIT when the nonces are used up (or libcrypto fails). */
 int bbd_noise_encrypt(bbd_noise_cipher *c, const uint8_t *ad, size_t adlen, const uint8_t *pt,
                       size_t n, uint8_t *out);
 /* ct[0..n) (n >= BBD_NOISE_TAGLEN) into out (n - 16 bytes; out == ct
