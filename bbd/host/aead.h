@@ -6,7 +6,8 @@
  * On OpenSSL's libcrypto (EVP_chacha20_poly1305), not libsodium: on this
  * project's reference machine libcrypto's AVX-512 code runs the cipher at
  * ~5 GB/s per core against libsodium's ~1.5 GB/s, and the cipher was most
- * of the encrypted channel's cost (figures: docs/DECISIONS.md). X25519,
+ * of the encrypted channel's cost (figures: docs/DECISIONS.md); messages
+ * under BBD_AEAD_SMALL bytes stay on libsodium's, cheaper per call. X25519,
  * Ed25519 and the hashes stay on libsodium.
  *
  * Each thread keeps one sealing and one opening EVP context, created on
@@ -26,6 +27,9 @@
 #define BBD_AEAD_KEYLEN 32
 #define BBD_AEAD_NONCELEN 12
 #define BBD_AEAD_TAGLEN 16
+/* Below this many bytes libsodium seals and opens (faster per call), from
+ * it libcrypto (faster per byte); see aead.c. */
+#define BBD_AEAD_SMALL 1024
 
 /* Seal pt[0..n) with ad into out[0..n) and the tag into out[n..n+16).
  * out == pt is allowed (in place). False only when libcrypto fails
