@@ -83,7 +83,7 @@ endif
 BUILD   ?= build
 
 PLUGIN_DIR_INSTALLED = $(PREFIX)/lib/bytesandbrains/plugins
-PKGS     = libprotobuf-c libuv libcjson libsodium zlib
+PKGS     = libprotobuf-c libuv libcjson libsodium libcrypto zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) openblas 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 BLAS_LIBS  := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)

@@ -37,6 +37,9 @@
 #define BBD_NOISE_TAGLEN 16
 #define BBD_NOISE_MAX_MSG 65535
 #define BBD_NOISE_MAX_PLAINTEXT (BBD_NOISE_MAX_MSG - BBD_NOISE_TAGLEN)
+/* The plaintext of the transport messages bbd seals (tcp_secure.c says why
+ * not the maximum); a peer's may be any size up to the maximum. */
+#define BBD_SEAL_RECORD_PLAINTEXT (32 * 1024 - BBD_NOISE_TAGLEN)
 /* The handshake messages' fixed parts: msg1 is e (32 bytes) and its
  * payload in clear; msg2 adds e, s encrypted (48) and the payload's tag;
  * msg3 s encrypted and the payload's tag. */

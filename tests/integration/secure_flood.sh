@@ -17,7 +17,7 @@ if ldd "$BB_BUILD/lib/libbbir.so" 2>/dev/null | grep -q libasan; then
 fi
 if cc -std=c11 -D_GNU_SOURCE -O1 "${san[@]}" -I. -Ilibbbir/include -Ilibbbengine/include -I"$BB_BUILD/gen" \
     tests/integration/forge_peers.c "$BB_BUILD/lib/libbbdhost.a" -L"$BB_BUILD/lib" -lbbir \
-    -Wl,-rpath,"$BB_BUILD/lib" -luv -lsodium -lprotobuf-c -o "$TMP/forge_peers" >"$TMP/cc.log" 2>&1; then
+    -Wl,-rpath,"$BB_BUILD/lib" -luv -lsodium -lcrypto -lprotobuf-c -o "$TMP/forge_peers" >"$TMP/cc.log" 2>&1; then
     ok "the forging helper builds"
 else
     not_ok "build forge_peers" "$TMP/cc.log"
