@@ -19,6 +19,8 @@
 #include "bbd/host/noise.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -40,12 +42,46 @@ static void nonce_bytes(uint64_t n, uint8_t out[12])
 
 /* One libcrypto context per thread and direction, keyed per message (a
  * ChaCha20 key setup is a copy; the transport may run on several threads
- * in tests and tools, each its own). Made on first use, never freed: two
- * small allocations a thread. */
-static _Thread_local EVP_CIPHER_CTX *bulk_seal_ctx, *bulk_open_ctx;
+ * in tests and tools, each its own). Made on first use and freed when the
+ * thread ends (a key's destructor). */
+typedef struct bulk_ctxs {
+    EVP_CIPHER_CTX *seal, *open;
+} bulk_ctxs;
 
-static EVP_CIPHER_CTX *bulk_ctx(EVP_CIPHER_CTX **slot)
+static pthread_key_t bulk_key;
+static pthread_once_t bulk_once = PTHREAD_ONCE_INIT;
+static bool bulk_key_ok;
+
+static void bulk_ctxs_free(void *p)
 {
+    bulk_ctxs *c = p;
+    EVP_CIPHER_CTX_free(c->seal);
+    EVP_CIPHER_CTX_free(c->open);
+    free(c);
+}
+
+static void bulk_key_init(void)
+{
+    bulk_key_ok = pthread_key_create(&bulk_key, bulk_ctxs_free) == 0;
+}
+
+/* This thread's context for sealing (open false) or opening; NULL when
+ * none can be made (the caller then uses libsodium). */
+static EVP_CIPHER_CTX *bulk_ctx(bool open)
+{
+    pthread_once(&bulk_once, bulk_key_init);
+    if (!bulk_key_ok)
+        return NULL;
+    bulk_ctxs *c = pthread_getspecific(bulk_key);
+    if (!c) {
+        if (!(c = calloc(1, sizeof *c)))
+            return NULL;
+        if (pthread_setspecific(bulk_key, c) != 0) {
+            free(c);
+            return NULL;
+        }
+    }
+    EVP_CIPHER_CTX **slot = open ? &c->open : &c->seal;
     if (!*slot)
         *slot = EVP_CIPHER_CTX_new();
     return *slot;
@@ -56,7 +92,7 @@ static EVP_CIPHER_CTX *bulk_ctx(EVP_CIPHER_CTX **slot)
 static bool bulk_seal(const uint8_t k[32], const uint8_t iv[12], const uint8_t *ad, size_t adlen,
                       const uint8_t *pt, size_t n, uint8_t *out)
 {
-    EVP_CIPHER_CTX *x = bulk_ctx(&bulk_seal_ctx);
+    EVP_CIPHER_CTX *x = bulk_ctx(false);
     int len = 0;
     return x && n <= INT_MAX && adlen <= INT_MAX &&
            EVP_EncryptInit_ex(x, EVP_chacha20_poly1305(), NULL, k, iv) == 1 &&
@@ -72,7 +108,7 @@ static bool bulk_seal(const uint8_t k[32], const uint8_t iv[12], const uint8_t *
 static int bulk_open(const uint8_t k[32], const uint8_t iv[12], const uint8_t *ad, size_t adlen,
                      const uint8_t *ct, size_t m, const uint8_t *tag, uint8_t *out)
 {
-    EVP_CIPHER_CTX *x = bulk_ctx(&bulk_open_ctx);
+    EVP_CIPHER_CTX *x = bulk_ctx(true);
     uint8_t t[BBD_NOISE_TAGLEN];
     int len = 0;
     memcpy(t, tag, sizeof t); /* out may be ct: the tag must outlive the pass */
