@@ -195,6 +195,9 @@ endif
 .PHONY: all deps check check-unit check-integration demo demo-gossip bench footprint install clean \
 	examples programs fuzz fuzz-smoke fuzzers
 .SECONDARY:
+# A recipe that fails or is cut off leaves no half-written target behind for
+# the next make to take as up to date (a 0-byte bbd once failed every test).
+.DELETE_ON_ERROR:
 
 all: $(LIBBBIR_SO) $(LIBBBIR_A) $(LIBENGINE_SO) $(LIBENGINE_A) $(BINS) $(PLUGINS) $(TPLUGINS) \
      $(TESTS) $(TOOLS) $(EXAMPLES) $(EXAMPLE_ONNX) $(BENCHES) $(SIM_ARTIFACTS)

@@ -36,7 +36,9 @@
  * measured rounds, per round.
  *
  * BENCH_FEDERATED_ONLY=text runs the scenarios whose name contains text
- * (e.g. "100M", "many").
+ * (e.g. "100M", "many"); BENCH_FEDERATED_SECURITY=off runs every node with
+ * security "off" (plaintext, as the raw TCP baseline; the default is bbd's,
+ * "noise", which seals and opens every byte of the round).
  */
 #include <limits.h>
 #include <signal.h>
@@ -150,13 +152,16 @@ static void config(const scenario *s, char *path, size_t cap, const char *name,
                    const char *data_keys, const char *selector)
 {
     char text[2048];
+    const char *security = getenv("BENCH_FEDERATED_SECURITY");
     snprintf(path, cap, "%s/%s.json", G.tmp, name);
     snprintf(text, sizeof text,
-             "{\"components\": {\"data\": {%s%s%s}%s%s%s%s}%s%s%s%s}\n", data_keys,
+             "{\"components\": {\"data\": {%s%s%s}%s%s%s%s}%s%s%s%s%s%s%s}\n", data_keys,
              s->data_json[0] ? ", " : "", s->data_json, s->model_json[0] ? ", \"model\": " : "",
              s->model_json, selector[0] ? ", \"selector\": " : "", selector,
              s->caps_json[0] ? ", \"caps\": " : "", s->caps_json,
-             s->transport_json[0] ? ", \"transport\": " : "", s->transport_json);
+             s->transport_json[0] ? ", \"transport\": " : "", s->transport_json,
+             security ? ", \"security\": \"" : "", security ? security : "",
+             security ? "\"" : "");
     write_file(path, text);
 }
 

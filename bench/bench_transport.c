@@ -289,7 +289,7 @@ int main(void)
     for (int pinned = 1; pinned >= 0 && !(only && strcmp(only, "stream") == 0); pinned--) {
         bench_place(pinned);
         all_ok &= bench_rtt_compare(pinned ? "same core (cpu 0)" : "unpinned",
-                                    "transport envelope", SMALL, ROUNDS, WARMUP, TRIPS,
+                                    "transport envelope", SMALL, ROUNDS, WARMUP, TRIPS, 1.5,
                                     transport_rtt, NULL);
     }
     bench_place(false);

@@ -10,12 +10,11 @@
  * under BBD_AEAD_SMALL bytes stay on libsodium's, cheaper per call. X25519,
  * Ed25519 and the hashes stay on libsodium.
  *
- * Each thread keeps one sealing and one opening EVP context, created on
- * first use and kept for the thread's life; a call sets the key only when
- * it differs from the context's last one, then the nonce, so a connection's
- * stream of records costs no allocation and no context set-up per record.
- * The cached key is wiped by bbd_aead_thread_wipe (and never leaves the
- * context otherwise).
+ * Each thread keeps one sealing and one opening EVP context, made on first
+ * use and freed (its cached key wiped) when the thread ends; a call sets
+ * the key only when it differs from the context's last one, then the
+ * nonce, so a connection's stream of records costs no allocation and no
+ * context set-up per record.
  */
 #ifndef BBD_HOST_AEAD_H
 #define BBD_HOST_AEAD_H
@@ -32,19 +31,15 @@
 #define BBD_AEAD_SMALL 1024
 
 /* Seal pt[0..n) with ad into out[0..n) and the tag into out[n..n+16).
- * out == pt is allowed (in place). False only when libcrypto fails
- * (out of memory): the caller treats it like a used-up cipher. */
-bool bbd_aead_seal(const uint8_t key[BBD_AEAD_KEYLEN], const uint8_t nonce[BBD_AEAD_NONCELEN],
+ * out == pt is allowed (in place). Cannot fail (libsodium stands in when
+ * libcrypto cannot run). */
+void bbd_aead_seal(const uint8_t key[BBD_AEAD_KEYLEN], const uint8_t nonce[BBD_AEAD_NONCELEN],
                    const uint8_t *ad, size_t adlen, const uint8_t *pt, size_t n, uint8_t *out);
 
 /* Open ct[0..n) with its tag ct[n..n+16) and ad into out[0..n) (out == ct
  * allowed). False when authentication fails (out may hold garbage: the
- * caller zeroes or drops it) or libcrypto fails. */
+ * caller zeroes or drops it). */
 bool bbd_aead_open(const uint8_t key[BBD_AEAD_KEYLEN], const uint8_t nonce[BBD_AEAD_NONCELEN],
                    const uint8_t *ad, size_t adlen, const uint8_t *ct, size_t n, uint8_t *out);
-
-/* Free this thread's contexts and wipe the key they cached (a thread that
- * sealed may call it before it ends; the process's exit frees them too). */
-void bbd_aead_thread_wipe(void);
 
 #endif

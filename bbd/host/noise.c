@@ -1,6 +1,5 @@
 /*
- * noise.c — Noise_XX_25519_ChaChaPoly_SHA256 on libsodium, its cipher on
- * libcrypto through aead.h (see noise.h).
+ * noise.c — Noise_XX_25519_ChaChaPoly_SHA256 on libsodium (see noise.h).
  *
  * The code follows the spec's objects one to one: CipherState
  * (cipher_*), SymmetricState (mix_key, mix_hash, encrypt_and_hash,
@@ -8,14 +7,18 @@
  * three message patterns written out in write_msg / read_msg rather than
  * interpreted from a token table: one pattern does not need a general
  * engine, and the tokens read in order next to the spec.
+ *
+ * ChaCha20-Poly1305 is aead.h's (libcrypto for large messages, libsodium
+ * for small ones; docs/DECISIONS.md, "Noise on libsodium and libcrypto").
+ * libsodium keeps X25519, SHA-256 and HKDF.
  */
 #include "bbd/host/noise.h"
-
-#include "bbd/host/aead.h"
 
 #include <string.h>
 
 #include <sodium.h>
+
+#include "bbd/host/aead.h"
 
 /* ---- CipherState ---------------------------------------------------------------- */
 
@@ -34,7 +37,8 @@ int bbd_noise_encrypt_at(const bbd_noise_cipher *c, uint64_t nonce, const uint8_
         return BB_ELIMIT;
     uint8_t iv[12];
     nonce_bytes(nonce, iv);
-    return bbd_aead_seal(c->k, iv, ad, adlen, pt, n, out) ? BB_OK : BB_ELIMIT;
+    bbd_aead_seal(c->k, iv, ad, adlen, pt, n, out);
+    return BB_OK;
 }
 
 int bbd_noise_decrypt_at(const bbd_noise_cipher *c, uint64_t nonce, const uint8_t *ad,

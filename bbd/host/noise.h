@@ -8,7 +8,8 @@
  *          -> s, se
  *
  * built on libsodium: X25519 (crypto_scalarmult), ChaCha20-Poly1305 IETF
- * (aead.h: OpenSSL libcrypto's, the fastest here) with the nonce as Noise's ChaChaPoly defines it (32 zero bits, then the
+ * (aead.h: libcrypto for large messages, libsodium for small ones)
+ * with the nonce as Noise's ChaChaPoly defines it (32 zero bits, then the
  * 64-bit counter little-endian), SHA-256 and HMAC-SHA256 for HASH and HKDF.
  * tests/unit/test_noise.c runs the published test vectors of this protocol
  * name (testdata/noise/).
@@ -37,6 +38,9 @@
 #define BBD_NOISE_TAGLEN 16
 #define BBD_NOISE_MAX_MSG 65535
 #define BBD_NOISE_MAX_PLAINTEXT (BBD_NOISE_MAX_MSG - BBD_NOISE_TAGLEN)
+/* The plaintext of the transport messages bbd seals (tcp_secure.c says why
+ * not the maximum); a peer's may be any size up to the maximum. */
+#define BBD_SEAL_RECORD_PLAINTEXT (32 * 1024 - BBD_NOISE_TAGLEN)
 /* The handshake messages' fixed parts: msg1 is e (32 bytes) and its
  * payload in clear; msg2 adds e, s encrypted (48) and the payload's tag;
  * msg3 s encrypted and the payload's tag. */
@@ -103,7 +107,7 @@ void bbd_noise_hs_wipe(bbd_noise_hs *hs);
 
 /* Transport messages. out holds n + BBD_NOISE_TAGLEN bytes (out == pt is
  * allowed: in place). The cipher's counter is the nonce and advances on
- * success. BB_ELIMIT when the nonces are used up (or libcrypto fails). */
+ * success. BB_ELIMIT when the nonces are used up. */
 int bbd_noise_encrypt(bbd_noise_cipher *c, const uint8_t *ad, size_t adlen, const uint8_t *pt,
                       size_t n, uint8_t *out);
 /* ct[0..n) (n >= BBD_NOISE_TAGLEN) into out (n - 16 bytes; out == ct

@@ -23,7 +23,10 @@
  * never counts the other as connected, and hears why it was refused.
  *
  * After the handshake the frames of frame.h travel as one byte stream cut
- * into transport messages of at most BBD_NOISE_MAX_PLAINTEXT bytes, each
+ * into transport messages of at most BBD_SEAL_RECORD_PLAINTEXT bytes (32
+ * KiB: libcrypto seals 1 MiB as 32 KiB records at 4,369 MiB/s and as the
+ * Noise maximum, 65519-byte ones, at 3,461 — docs/DECISIONS.md; what a peer
+ * sends is read up to the maximum), each
  * sealed with the direction's cipher (its counter is the nonce), so a
  * record replayed, reordered, cut or altered fails to open and closes the
  * connection (tcp_read.c). A small frame is one record; a large one is
@@ -338,7 +341,8 @@ void bbd__tcp_not_noise(tcp_conn *c, const uint8_t *data, size_t n)
 
 size_t bbd__sealed_size(size_t plain)
 {
-    size_t records = plain ? (plain + BBD_NOISE_MAX_PLAINTEXT - 1) / BBD_NOISE_MAX_PLAINTEXT : 1;
+    size_t records =
+        plain ? (plain + BBD_SEAL_RECORD_PLAINTEXT - 1) / BBD_SEAL_RECORD_PLAINTEXT : 1;
     return plain + records * BBD_RECORD_OVERHEAD;
 }
 
@@ -400,7 +404,7 @@ size_t bbd__tcp_seal(tcp_conn *c, const uint8_t *hdr, size_t hl, const bbd_paylo
     pieces p = {hdr, hl, pl, 0, 0};
     size_t left = hl + pl->len, at = 0;
     while (left) {
-        size_t take = left < BBD_NOISE_MAX_PLAINTEXT ? left : BBD_NOISE_MAX_PLAINTEXT;
+        size_t take = left < BBD_SEAL_RECORD_PLAINTEXT ? left : BBD_SEAL_RECORD_PLAINTEXT;
         uint8_t *rec = out + at;
         size_t len = take + BBD_NOISE_TAGLEN;
         rec[0] = (uint8_t)(len >> 8);

@@ -32,10 +32,11 @@ void bench_rtt_header(void);
  * bytes (warmup + trips round trips) then path(lat, ud) filling lat[trips]
  * (ns); prints the raw row and the path's row (p50, p99 and mean over all
  * rounds; the ratio is the median over rounds of path p50 / raw p50, each
- * pair run back to back; target <= 1.5). Returns whether the target was
- * met. */
+ * pair run back to back; the row says whether it is <= target). Returns
+ * whether the target was met. */
 bool bench_rtt_compare(const char *placement, const char *path_name, size_t size, int rounds,
-                       int warmup, int trips, void (*path)(double *lat, void *ud), void *ud);
+                       int warmup, int trips, double target,
+                       void (*path)(double *lat, void *ud), void *ud);
 
 /* `rounds` rounds, each a raw stream of mib MiB then path(ud) (MiB/s),
  * back to back so a pair sees the same load from elsewhere; prints the

@@ -57,10 +57,10 @@ static void test_matches_libsodium(void **state)
             fill(nonce, sizeof nonce, (uint8_t)(7 * s + k));
             size_t adlen = k % 2 ? sizeof ad : 0;
             reference(key[k % 2], nonce, ad, adlen, pt, n, want);
-            assert_true(bbd_aead_seal(key[k % 2], nonce, ad, adlen, pt, n, got));
+            bbd_aead_seal(key[k % 2], nonce, ad, adlen, pt, n, got);
             assert_memory_equal(got, want, n + BBD_AEAD_TAGLEN);
             memcpy(got, pt, n); /* in place */
-            assert_true(bbd_aead_seal(key[k % 2], nonce, ad, adlen, got, n, got));
+            bbd_aead_seal(key[k % 2], nonce, ad, adlen, got, n, got);
             assert_memory_equal(got, want, n + BBD_AEAD_TAGLEN);
             assert_true(bbd_aead_open(key[k % 2], nonce, ad, adlen, want, n, got));
             if (n)
@@ -78,7 +78,6 @@ static void test_matches_libsodium(void **state)
             assert_true(bbd_aead_open(key[k % 2], nonce, ad, adlen, want, n, got));
         }
     }
-    bbd_aead_thread_wipe();
     free(pt);
     free(got);
     free(want);

@@ -3,7 +3,9 @@
  * vectors of Noise_XX_25519_ChaChaPoly_SHA256 (testdata/noise/: the
  * cacophony, snow and noise-c vector files' cases of that protocol), then
  * the properties the vectors do not show: a flipped bit anywhere fails,
- * turns are enforced, a failed state stays failed, explicit nonces.
+ * turns are enforced, a failed state stays failed, explicit nonces, and
+ * that large messages (sealed and opened by libcrypto, noise.c) are the
+ * bytes libsodium's ChaCha20-Poly1305 gives.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include <cJSON.h>
+#include <sodium.h>
 
 #include "bbd/host/noise.h"
 
@@ -251,6 +254,61 @@ static void test_transport_nonces(void **state)
     bbd_noise_cipher_wipe(&rrx);
 }
 
+/* Around and above the size where noise.c hands ChaCha20-Poly1305 to
+ * libcrypto: the same bytes as libsodium's, both ways, in place or not,
+ * with and without associated data; any flipped bit fails and zeroes out. */
+static void test_bulk_messages_match_libsodium(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {1, 1023, 1024, 1025, 4096, 65535 - BBD_NOISE_TAGLEN};
+    enum { CAP = 65535 + BBD_NOISE_TAGLEN };
+    uint8_t *pt = malloc(CAP), *ours = malloc(CAP), *theirs = malloc(CAP), *back = malloc(CAP);
+    assert_true(pt && ours && theirs && back);
+    bbd_noise_cipher c = {.n = 0, .has_key = true};
+    randombytes_buf(c.k, sizeof c.k);
+    randombytes_buf(pt, CAP);
+    static const uint8_t ad[] = "associated";
+    uint8_t iv[12] = {0};
+    const uint64_t nonce = 0x0102030405060708u;
+    for (int i = 0; i < 8; i++)
+        iv[4 + i] = (uint8_t)(nonce >> (8 * i));
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        for (size_t with_ad = 0; with_ad < 2; with_ad++) {
+            size_t n = sizes[k], adlen = with_ad ? sizeof ad : 0;
+            const uint8_t *a = with_ad ? ad : NULL;
+            assert_int_equal(bbd_noise_encrypt_at(&c, nonce, a, adlen, pt, n, ours), BB_OK);
+            crypto_aead_chacha20poly1305_ietf_encrypt_detached(theirs, theirs + n, NULL, pt, n, a,
+                                                               adlen, NULL, iv, c.k);
+            assert_memory_equal(ours, theirs, n + BBD_NOISE_TAGLEN);
+            /* opened in place */
+            assert_int_equal(bbd_noise_decrypt_at(&c, nonce, a, adlen, theirs,
+                                                  n + BBD_NOISE_TAGLEN, theirs), BB_OK);
+            assert_memory_equal(theirs, pt, n);
+            /* a flipped bit in the text, the tag or the associated data */
+            size_t at[3] = {n / 2, n + BBD_NOISE_TAGLEN - 1, 0};
+            for (int f = 0; f < 3; f++) {
+                memcpy(back, ours, n + BBD_NOISE_TAGLEN);
+                uint8_t bad_ad[sizeof ad];
+                memcpy(bad_ad, ad, sizeof ad);
+                if (f < 2)
+                    back[at[f]] ^= 0x10;
+                else
+                    bad_ad[0] ^= 0x10;
+                const uint8_t *use_ad = f < 2 ? a : bad_ad;
+                size_t use_len = f < 2 ? adlen : sizeof ad;
+                assert_int_equal(bbd_noise_decrypt_at(&c, nonce, use_ad, use_len, back,
+                                                      n + BBD_NOISE_TAGLEN, back), BB_EVALIDATE);
+                for (size_t j = 0; j < n; j++)
+                    assert_int_equal(back[j], 0);
+            }
+        }
+    }
+    free(pt);
+    free(ours);
+    free(theirs);
+    free(back);
+}
+
 /* A peer's ephemeral key of low order (all zeros) gives no shared secret. */
 static void test_low_order_key_refused(void **state)
 {
@@ -272,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_any_flipped_bit_fails),
         cmocka_unit_test(test_turns_and_sizes),
         cmocka_unit_test(test_transport_nonces),
+        cmocka_unit_test(test_bulk_messages_match_libsodium),
         cmocka_unit_test(test_low_order_key_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
