@@ -126,22 +126,36 @@ static int complete_common(bbe__handle *h, int status, bb_value **outputs, uint3
     if (status == BB_OK && n && !outputs)
         status = BB_EINVAL, errmsg = "completion with NULL outputs";
     size_t bytes = 0;
+    /* A refused result fails the op with the reason: no caller completes a
+     * handle twice, so an op left pending would wait for ever when it has
+     * no deadline (docs/DECISIONS.md). */
+    int refused = BB_OK;
+    char why[160];
     if (status == BB_OK) {
         for (uint32_t i = 0; i < n; i++)
             bytes += bbe__value_size(outputs[i]);
         if (bytes > e->caps.max_completion_result_bytes) {
-            release_outs(outputs, n);
+            refused = BB_ELIMIT;
+            snprintf(why, sizeof why,
+                     "completion result of %zu bytes exceeds max_completion_result_bytes %zu",
+                     bytes, e->caps.max_completion_result_bytes);
             bbe__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED,
-                       "completion result of %zu bytes exceeds max_completion_result_bytes %zu",
-                       bytes, e->caps.max_completion_result_bytes);
-            return BB_ELIMIT; /* handle stays pending: the op may still time out */
+                        "%s", why);
+        } else if (!bbe__budget_charge(e, bytes)) {
+            /* the result joins the in-flight ingress bytes until its slots are freed */
+            refused = BB_EBUDGET;
+            snprintf(why, sizeof why,
+                     "completion result of %zu bytes exceeds the ingress byte budget "
+                     "(%zu of %zu bytes in use)",
+                     bytes,
+                     atomic_load_explicit(&e->bytes_in_flight, memory_order_relaxed),
+                     e->caps.ingress_byte_budget);
+            bbe__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_BUDGET_EXCEEDED, "%s",
+                        why);
         }
-        /* the result joins the in-flight ingress bytes until its slots are freed */
-        if (!bbe__budget_charge(e, bytes)) {
+        if (refused) {
             release_outs(outputs, n);
-            bbe__notice(e, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_BUDGET_EXCEEDED,
-                       "completion result of %zu bytes exceeds the ingress byte budget", bytes);
-            return BB_EBUDGET; /* handle stays pending */
+            status = refused, errmsg = why, outputs = NULL, n = 0, bytes = 0;
         }
     }
     bbe__completion_ev ev = {.h = h, .gen = h->gen, .status = status, .n = status == BB_OK ? n : 0,
@@ -170,7 +184,7 @@ static int complete_common(bbe__handle *h, int status, bb_value **outputs, uint3
         release_outs(outputs, n);
     if (on_engine_thread(e)) {
         if (BBE__ARR_PUSH(&e->pending_completions, ev) == 0)
-            return BB_OK;
+            return refused;
         /* fall through to the ingress on OOM */
     }
     bbe__ingress_ev *iev = bbe__zalloc(sizeof *iev);
@@ -184,7 +198,8 @@ static int complete_common(bbe__handle *h, int status, bb_value **outputs, uint3
     iev->kind = BBE__IN_COMPLETION;
     iev->must = true;
     iev->u.comp = ev;
-    return bbe__ingress_push(e, iev);
+    int rc = bbe__ingress_push(e, iev);
+    return rc ? rc : refused;
 }
 
 static int api_complete(bb_completion *c, int status, bb_value **outputs, uint32_t n,

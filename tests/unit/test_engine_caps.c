@@ -221,11 +221,15 @@ static void test_completion_result_cap_and_pending_cap(void **state)
     float big[16] = {0};
     bb_value *t = fx_f32(big, 16);
     assert_int_equal(bb_complete_ok(echo->pending[0], &t, 1), BB_ELIMIT);
-    bb_value *small = bb_value_u64(&BB_TYPE_U64, 2); /* still pending: a valid result lands */
-    assert_int_equal(bb_complete_ok(echo->pending[0], &small, 1), BB_OK);
+    bb_value *small = bb_value_u64(&BB_TYPE_U64, 2); /* the op failed: nothing lands now */
+    assert_int_equal(bb_complete_ok(echo->pending[0], &small, 1), BB_ESTATE);
     fx_run(e, &log, 2, 5);
     assert_non_null(fx_log_infra(&log, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_PER_ITEM_CAP_EXCEEDED));
-    assert_int_equal(fx_log_app(&log, "y", 0)->value->u.u64, 2);
+    f = fx_log_nth(&log, BB_STEP_OP_FAILED, 1);
+    assert_non_null(f);
+    assert_non_null(strstr(f->c, "64 bytes exceeds max_completion_result_bytes 16"));
+    assert_null(fx_log_app(&log, "y", 0));
+    assert_int_equal(bb_engine_pending_async_count(e), 0);
     for (int i = 0; i < echo->n_pending; i++)
         bb_value_unref(echo->pending_in[i]);
     echo->n_pending = 0;
@@ -235,8 +239,9 @@ static void test_completion_result_cap_and_pending_cap(void **state)
 }
 
 /* A completion's result joins the in-flight bytes until its slot is freed;
- * a result that would overrun the budget is refused and the op stays
- * parked (a later result that fits lands). */
+ * a result that would overrun the budget is refused and its op fails with
+ * the reason (left parked, an op without a deadline would wait for ever:
+ * no component completes a handle twice). */
 static void test_completion_result_charged_to_budget(void **state)
 {
     (void)state;
@@ -267,21 +272,18 @@ static void test_completion_result_charged_to_budget(void **state)
     assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 64);
     fx_run(e, &log, 2, 5); /* written into the slot After reads */
     assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 64);
-    r = fx_f32(v16, 16);
-    assert_int_equal(bb_complete_ok(echo->pending[1], &r, 1), BB_EBUDGET);
     r = fx_f32(v12, 12); /* 48 more would be 112 */
     assert_int_equal(bb_complete_ok(echo->pending[1], &r, 1), BB_EBUDGET);
+    r = fx_f32(v12, 12);
+    assert_int_equal(bb_complete_ok(echo->pending[1], &r, 1), BB_ESTATE); /* failed already */
     fx_run(e, &log, 200, 5); /* the first execution ends: its 64 bytes come back */
     assert_non_null(fx_log_app(&log, "y", 0));
+    assert_null(fx_log_app(&log, "y", 1));
     assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 0);
     assert_non_null(fx_log_infra(&log, BB_INFRA_APP_INGRESS_ERROR, BB_APP_INGRESS_BUDGET_EXCEEDED));
-    r = fx_f32(v12, 12);
-    assert_int_equal(bb_complete_ok(echo->pending[1], &r, 1), BB_OK); /* still pending: fits now */
-    fx_run(e, &log, 300, 5);
-    assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 48);
-    fx_run(e, &log, 400, 5);
-    assert_non_null(fx_log_app(&log, "y", 1));
-    assert_int_equal(bb_engine_counter(e, "ingress.bytes_in_flight"), 0);
+    const fx_rec *failed = fx_log_nth(&log, BB_STEP_OP_FAILED, 0);
+    assert_non_null(failed);
+    assert_non_null(strstr(failed->c, "48 bytes exceeds the ingress byte budget (64 of 100 bytes"));
     assert_int_equal(bb_engine_live_executions(e), 0);
     for (int i = 0; i < echo->n_pending; i++)
         bb_value_unref(echo->pending_in[i]);

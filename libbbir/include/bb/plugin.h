@@ -137,8 +137,10 @@ typedef struct bb_completion_api {
     uint32_t struct_size;
     /* Complete once, from any thread. status BB_OK: takes the references in
      * outputs[0..n). Otherwise errmsg describes the failure. Returns BB_OK,
-     * or BB_ESTATE when already completed or the engine dropped the op
-     * (the outputs are released either way). */
+     * BB_ESTATE when already completed or the engine dropped the op, or
+     * BB_ELIMIT / BB_EBUDGET when the result is over
+     * max_completion_result_bytes / the ingress byte budget: then the op
+     * fails with that reason (the outputs are released either way). */
     int (*complete)(bb_completion *c, int status, bb_value **outputs, uint32_t n,
                     const char *errmsg);
     /* Give up the handle without completing (the op fails as abandoned). */
