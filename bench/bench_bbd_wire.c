@@ -43,9 +43,9 @@
  *
  * Placements: everything pinned to CPU 0 (every message a context switch on
  * one core), and unpinned; throughput runs unpinned. Targets: bbd p50 <=
- * 1.5x raw in each placement; bbd throughput >= 70% of raw. These runs use
- * bbd's default channel (security "noise": Noise handshake, every frame
- * sealed). Then pinned once more with security "off", plaintext like the
+ * 1.2x raw pinned (issue 23), <= 1.5x unpinned; bbd throughput >= 70% of
+ * raw. These runs use bbd's default channel (security "noise": Noise
+ * handshake, every frame sealed). Then pinned once more with security "off", plaintext like the
  * raw ping-pong: issue 23's target for what bbd itself adds, <= 1.2x raw.
  *
  * Security: the same two measurements with security "noise" against
@@ -366,8 +366,9 @@ int main(void)
     for (int pinned = 1; pinned >= 0 && rtt; pinned--) {
         bench_place(pinned);
         const char *where = pinned ? "same core (cpu 0)" : "unpinned";
+        /* pinned: issue 23's <= 1.2x applies with the default channel too */
         all_ok &= bench_rtt_compare(where, "bbd -> bbd", SMALL_FLOATS * 4, ROUNDS, WARMUP, TRIPS,
-                                    1.5, bbd_rtt, NULL);
+                                    pinned ? 1.2 : 1.5, bbd_rtt, NULL);
     }
     /* Issue 23's small-message target: the transport's own cost, plaintext
      * like the raw ping-pong (the channel's cost is the security part's) */
