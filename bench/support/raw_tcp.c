@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "bench/support/bench_util.h"
 
@@ -158,6 +159,99 @@ double bench_raw_stream(int mib)
     free(buf);
     waitpid(pid, NULL, 0);
     return mib / secs;
+}
+
+/* ---- the libuv floor: the same ping-pong with an event loop on each side -------------- */
+
+/* One side of a libuv ping-pong on an already connected socket. The
+ * answering side echoes every size bytes it has; the measuring side times
+ * each round trip and sends the next message. Both write with
+ * uv_try_write, as bbd does: a 64-byte message on an idle loopback socket
+ * is written whole, and anything else is a benchmark failure. */
+typedef struct {
+    uv_tcp_t tcp;
+    size_t size, have;
+    uint8_t in[4096], out[4096];
+    bool measuring;
+    int warmup, n, done; /* measuring side: round trips so far */
+    double *lat, t0;
+} uv_side;
+
+static void uv_side_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    (void)hint;
+    uv_side *u = h->data;
+    *b = uv_buf_init((char *)u->in, sizeof u->in);
+}
+
+static void uv_side_send(uv_side *u)
+{
+    uv_buf_t b = uv_buf_init((char *)u->out, (unsigned)u->size);
+    if (uv_try_write((uv_stream_t *)&u->tcp, &b, 1) != (int)u->size)
+        die("uv_try_write");
+}
+
+static void uv_side_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    (void)b;
+    uv_side *u = s->data;
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            die("uv read");
+        uv_stop(s->loop); /* the other side is done */
+        return;
+    }
+    for (u->have += (size_t)nread; u->have >= u->size; u->have -= u->size) {
+        if (u->measuring) {
+            double t = bench_now_ns();
+            if (u->done >= u->warmup)
+                u->lat[u->done - u->warmup] = t - u->t0;
+            if (++u->done == u->warmup + u->n) {
+                uv_stop(s->loop);
+                return;
+            }
+            u->t0 = t;
+        }
+        uv_side_send(u);
+    }
+}
+
+static void uv_side_run(int fd, uv_side *u)
+{
+    uv_loop_t loop;
+    if (uv_loop_init(&loop) != 0 || uv_tcp_init(&loop, &u->tcp) != 0 ||
+        uv_tcp_open(&u->tcp, fd) != 0)
+        die("uv setup");
+    u->tcp.data = u;
+    if (uv_read_start((uv_stream_t *)&u->tcp, uv_side_alloc, uv_side_read) != 0)
+        die("uv_read_start");
+    if (u->measuring) {
+        u->t0 = bench_now_ns();
+        uv_side_send(u);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&u->tcp, NULL); /* closes fd */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
+static void uv_echo(int fd, int size)
+{
+    static uv_side u;
+    u.size = (size_t)size;
+    uv_side_run(fd, &u);
+}
+
+void bench_uv_pingpong(size_t size, int warmup, int n, double *lat)
+{
+    static uv_side u;
+    if (size > sizeof u.out)
+        size = sizeof u.out;
+    int fd;
+    pid_t pid = fork_peer(uv_echo, (int)size, &fd);
+    u = (uv_side){.size = size, .measuring = true, .warmup = warmup, .n = n, .lat = lat};
+    uv_side_run(fd, &u);
+    waitpid(pid, NULL, 0);
 }
 
 /* ---- comparing a path with the baselines ---------------------------------------- */

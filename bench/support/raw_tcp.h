@@ -5,7 +5,8 @@
  *
  * A baseline is two processes (this one and a forked child, so both pay
  * the same wakeups as two daemons) on loopback TCP with TCP_NODELAY, plain
- * blocking read() and write(), nothing else. The child inherits this
+ * blocking read() and write(), nothing else (bench_uv_pingpong: a libuv
+ * loop on each side instead). The child inherits this
  * process's CPU placement (bench_place). A socket error exits the
  * benchmark.
  */
@@ -18,6 +19,11 @@
 /* A ping-pong of size-byte messages: warmup round trips, then n more whose
  * durations (ns) go to lat[n]. */
 void bench_raw_pingpong(size_t size, int warmup, int n, double *lat);
+
+/* The same ping-pong with a libuv loop on each side (read callback, then
+ * uv_try_write): the floor of any event-loop daemon, what bbd pays before
+ * its own work. */
+void bench_uv_pingpong(size_t size, int warmup, int n, double *lat);
 
 /* mib MiB written in 1 MiB write() calls, timed until the child has read
  * the last byte and answered one byte; MiB/s. */
