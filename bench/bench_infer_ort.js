@@ -103,14 +103,19 @@ async function profiledRun(file, feeds) {
 
 async function main() {
     const idIn = await open("identity_in.onnx"), idOut = await open("identity_out.onnx");
-    /* an Identity's kernel (its copy) at each batch: the model's work, not overhead */
-    const idKernel = async (batch) =>
-        ((await profiledRun("identity_in.onnx", feed(batch, 784)))[2] +
-         (await profiledRun("identity_out.onnx", feed(batch, 10)))[2]) / 2;
     const models = {mlp: await open("mlp.onnx"), cnn: await open("cnn.onnx")};
     const feed = (batch, width) => ({input: new ort.Tensor(
         "float32", Float32Array.from({length: batch * width}, (_, i) => Math.sin(i)),
         [batch, width])});
+    /* an Identity's kernel (its copy) at each batch: the model's work, not
+     * overhead; profiled once per batch size (two cases share batch 64) */
+    const kernels = new Map();
+    const idKernel = async (batch) => {
+        if (!kernels.has(batch))
+            kernels.set(batch, ((await profiledRun("identity_in.onnx", feed(batch, 784)))[2] +
+                                (await profiledRun("identity_out.onnx", feed(batch, 10)))[2]) / 2);
+        return kernels.get(batch);
+    };
     for (const [name, model, batch] of [["mlp_1", "mlp", 1], ["mlp_64", "mlp", 64],
                                         ["cnn_64", "cnn", 64]]) {
         const kernel = await idKernel(batch);
