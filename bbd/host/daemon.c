@@ -603,7 +603,7 @@ static void ratelimit_report(void *ud, const char *kind, const char *source,
 }
 
 /* Once a rate-limit window: report the lines it suppressed, and give the
- * kernel back the large block kept for reuse (value.h) when no block of
+ * kernel back the large blocks kept for reuse (value.h) when no block of
  * its size came for LARGE_BLOCK_IDLE_MS — the next round of a large model
  * reuses it, an idle node does not hold it. */
 static void on_housekeeping_timer(uv_timer_t *t)

@@ -49,13 +49,20 @@ static bool large_mapped(size_t len)
     return !LARGE_FROM_MALLOC && len >= BB_LARGE_BYTES && len <= SIZE_MAX - 2 * HUGE_PAGE;
 }
 
-/* The block bb_large_free kept last (NULL: none), for the next of its size. */
-static struct {
-    pthread_mutex_t mu;
+/* The blocks bb_large_free kept (p NULL: an empty slot), for the next ones
+ * of their size. Two: a round of a large model frees two model-sized blocks
+ * and allocates two (the server: the old parameters and an update it
+ * assembled; one slot left it a fresh 400 MB every round). */
+#define KEPT_BLOCKS 2
+typedef struct kept_block {
     uint8_t *p;
     size_t len;
     uint64_t since_ns; /* CLOCK_MONOTONIC when it was kept */
-} idle_block = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+} kept_block;
+static struct {
+    pthread_mutex_t mu;
+    kept_block b[KEPT_BLOCKS];
+} kept = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t monotonic_ns(void)
 {
@@ -67,12 +74,13 @@ static uint64_t monotonic_ns(void)
 static uint8_t *take_idle(size_t len)
 {
     uint8_t *p = NULL;
-    pthread_mutex_lock(&idle_block.mu);
-    if (idle_block.p && huge_round(idle_block.len) == huge_round(len)) {
-        p = idle_block.p;
-        idle_block.p = NULL;
-    }
-    pthread_mutex_unlock(&idle_block.mu);
+    pthread_mutex_lock(&kept.mu);
+    for (int i = 0; i < KEPT_BLOCKS && !p; i++)
+        if (kept.b[i].p && huge_round(kept.b[i].len) == huge_round(len)) {
+            p = kept.b[i].p;
+            kept.b[i].p = NULL;
+        }
+    pthread_mutex_unlock(&kept.mu);
     return p;
 }
 
@@ -124,32 +132,34 @@ void bb_large_free(void *p, size_t len)
         free(p);
         return;
     }
+    /* an empty slot, else the one kept longest goes */
     uint64_t now = monotonic_ns();
-    pthread_mutex_lock(&idle_block.mu);
-    uint8_t *old = idle_block.p;
-    size_t old_len = idle_block.len;
-    idle_block.p = p;
-    idle_block.len = len;
-    idle_block.since_ns = now;
-    pthread_mutex_unlock(&idle_block.mu);
-    if (old)
-        munmap(old, huge_round(old_len));
+    pthread_mutex_lock(&kept.mu);
+    int at = 0;
+    for (int i = 0; i < KEPT_BLOCKS; i++)
+        if (!kept.b[i].p || (kept.b[at].p && kept.b[i].since_ns < kept.b[at].since_ns))
+            at = i;
+    kept_block old = kept.b[at];
+    kept.b[at] = (kept_block){.p = p, .len = len, .since_ns = now};
+    pthread_mutex_unlock(&kept.mu);
+    if (old.p)
+        munmap(old.p, huge_round(old.len));
 }
 
 void bb_large_release_idle(uint64_t idle_ms)
 {
     uint64_t now = monotonic_ns();
-    uint8_t *p = NULL;
-    size_t len = 0;
-    pthread_mutex_lock(&idle_block.mu);
-    if (idle_block.p && now - idle_block.since_ns >= idle_ms * 1000000ull) {
-        p = idle_block.p;
-        len = idle_block.len;
-        idle_block.p = NULL;
-    }
-    pthread_mutex_unlock(&idle_block.mu);
-    if (p)
-        munmap(p, huge_round(len));
+    kept_block gone[KEPT_BLOCKS];
+    int n = 0;
+    pthread_mutex_lock(&kept.mu);
+    for (int i = 0; i < KEPT_BLOCKS; i++)
+        if (kept.b[i].p && now - kept.b[i].since_ns >= idle_ms * 1000000ull) {
+            gone[n++] = kept.b[i];
+            kept.b[i].p = NULL;
+        }
+    pthread_mutex_unlock(&kept.mu);
+    for (int i = 0; i < n; i++)
+        munmap(gone[i].p, huge_round(gone[i].len));
 }
 
 static void large_buffer_free(void *ctx, uint8_t *data, size_t len)

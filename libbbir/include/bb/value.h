@@ -64,10 +64,10 @@ bb_buffer *bb_buffer_new(size_t len);
  * aligned, NULL on OOM, freed with bb_large_free(p, len) (the same len);
  * bb_large_alloc's contents are unspecified, bb_large_calloc's zero. From
  * BB_LARGE_BYTES on a block is a mapping of its own, 2 MiB aligned, with
- * transparent huge pages asked for (MADV_HUGEPAGE), and the most recently
- * freed one is kept for the next block of its size (at most one, so a
- * process holds at most one such block more than it uses, and
- * bb_large_release_idle gives it back once it has waited idle_ms): a round of a
+ * transparent huge pages asked for (MADV_HUGEPAGE), and the two most
+ * recently freed ones are kept for the next blocks of their size (so a
+ * process holds at most two such blocks more than it uses, and
+ * bb_large_release_idle gives back those that waited idle_ms): a node of a
  * 100M-parameter model frees and allocates the same 400 MB every round, and
  * fresh memory costs ~100,000 page faults, each zeroing, charging and
  * listing a page, and as many unmaps — measured, a third of such a round's
