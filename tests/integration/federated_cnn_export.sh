@@ -61,11 +61,15 @@ flat = b"".join(numpy_helper.to_array(t).astype("<f4").tobytes()
                 for t in m.graph.initializer if t.data_type == onnx.TensorProto.FLOAT)
 w = struct.unpack("<%dI" % (len(flat) // 4), flat)
 M = (1 << 64) - 1
-h = 0xcbf29ce484222325 ^ len(w)
-for i in range(0, len(w) - 1, 2):
-    h = ((h ^ (w[i + 1] << 32 | w[i])) * 0x100000001b3) & M
+P = 0x100000001b3
+lane = [(0xcbf29ce484222325 ^ len(w)) + k for k in range(4)]
+for j in range(len(w) // 2):  # 64-bit word j goes to lane j mod 4
+    lane[j % 4] = ((lane[j % 4] ^ (w[2 * j + 1] << 32 | w[2 * j])) * P) & M
+h = lane[0]
+for k in range(1, 4):
+    h = ((h ^ lane[k]) * P) & M
 if len(w) % 2:
-    h = ((h ^ w[-1]) * 0x100000001b3) & M
+    h = ((h ^ w[-1]) * P) & M
 h ^= h >> 33
 h = (h * 0xff51afd7ed558ccd) & M
 h ^= h >> 33
