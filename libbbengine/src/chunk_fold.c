@@ -511,8 +511,15 @@ void bbe__chunk_fold_end(bb_engine *e, bbe__fold_in *f, const bb_peerid *src)
 
 void bbe__chunk_fold_abort(bb_engine *e, bbe__fold_in *f, bool tell)
 {
-    if (tell)
+    if (tell) {
         abort_piece(e, f);
+        /* what it brought stays in the round: the sender has answered
+         * (a later answer would count its prefix twice), but brought no
+         * response the batch can count towards its quorum */
+        bbe__batch *b = live_batch(e, f);
+        if (b && f->elems)
+            b->answered[f->who] = true;
+    }
     fold_free(e, f);
 }
 
