@@ -535,3 +535,17 @@ void bbe__chunk_fold_batch_done(bb_engine *e, uint64_t batch)
         e->streams_check_at = e->now_ns;
     }
 }
+
+void bbe__chunk_fold_forget(bb_engine *e)
+{
+    for (size_t i = 0; i < e->streams_in.n; i++) {
+        bbe__stream_in *s = &e->streams_in.v[i];
+        if (!s->fold)
+            continue;
+        /* the batch ids it named may be reused by the restored state, and
+         * the restored component never heard of it: nothing to tell */
+        bbe__chunk_fold_abort(e, s->fold, false);
+        s->fold = NULL;
+        s->gone = true;
+    }
+}

@@ -1085,6 +1085,9 @@ void bbe__chunk_fold_abort(bb_engine *e, bbe__fold_in *f, bool tell);
 bool bbe__chunk_fold_busy(const bb_engine *e, uint64_t batch, uint32_t who);
 /* The batch completed: its streams end (ABORT) and are refused later. */
 void bbe__chunk_fold_batch_done(bb_engine *e, uint64_t batch);
+/* The engine is restored from a snapshot: folding streams end untold
+ * (refused later; what they folded is the snapshot's business). */
+void bbe__chunk_fold_forget(bb_engine *e);
 /* The peer (re)connected: our streams to it go on from what it holds. */
 void bbe__streams_peer_connected(bb_engine *e, const bb_peerid *peer);
 /* Each poll, before the outbound steps go: send, resend, give up, admit. */
