@@ -64,10 +64,13 @@ struct bbe__fold_in {
     uint64_t elems;               /* handed over so far */
     size_t tail_at;               /* the preview: bytes [tail_at, total) */
     uint8_t *tail;
-    size_t charged;               /* the preview's bytes, charged to the ingress budget */
+    size_t charged;               /* the preview and the bounce buffer, charged to the
+                                   * ingress budget */
     alignas(8) uint8_t carry[8];  /* a partial element */
     size_t n_carry;
-    uint8_t *bounce;              /* BOUNCE_BYTES, when the bytes came misaligned */
+    uint8_t *bounce;              /* bounce_len bytes (charged at open), made when bytes
+                                   * come misaligned */
+    size_t bounce_len;
 };
 
 /* ---- what the first chunk and the preview say ------------------------------------- */
@@ -378,16 +381,22 @@ bbe__fold_in *bbe__chunk_fold_open(bb_engine *e, const bb_peerid *src, const bbe
     bb_value *rest = rest_of(&v, &l);
     bbe__fold_in *f = rest ? calloc(1, sizeof *f) : NULL;
     uint8_t *tail = f ? malloc(c->tail_len) : NULL;
-    if (!tail || !bbe__budget_charge(e, c->tail_len)) {
+    /* what the stream may hold besides its chunks: the preview, and a
+     * bounce buffer of one chunk (the first's size) or BOUNCE_BYTES */
+    size_t bounce = c->data_len < BOUNCE_BYTES ? c->data_len : BOUNCE_BYTES;
+    bounce = bounce < 64 ? 64 : bounce; /* a whole element at least, however small the chunk */
+    size_t charge = c->tail_len + bounce;
+    if (!tail || !bbe__budget_charge(e, charge)) {
         free(tail);
         free(f);
         bb_value_unref(rest);
-        return NULL; /* no memory for the preview: assembled whole, or WAIT */
+        return NULL; /* no room: assembled whole, which waits for the budget */
     }
     memcpy(tail, c->tail, c->tail_len);
     *f = (bbe__fold_in){.batch = b->id, .who = who, .comp = comp, .handle = ++e->next_fold_id,
                         .raw_at = l.raw_at, .raw_end = l.raw_at + l.raw_len, .es = 4,
-                        .tail_at = v.tail_at, .tail = tail, .charged = c->tail_len};
+                        .tail_at = v.tail_at, .tail = tail, .charged = charge,
+                        .bounce_len = bounce - bounce % 4};
     bb_error err;
     int rc = begin(e, f, src, rest, &l, &err);
     bb_value_unref(rest);
@@ -435,9 +444,9 @@ static int feed(bb_engine *e, bbe__fold_in *f, const uint8_t *d, size_t n, bb_er
         if ((uintptr_t)d % f->es == 0) {
             rc = hand_over(e, f, d, bytes / f->es, err);
         } else { /* where the transport put the chunk: copied to be read as floats */
-            if (!f->bounce && !(f->bounce = malloc(BOUNCE_BYTES)))
+            if (!f->bounce && !(f->bounce = malloc(f->bounce_len)))
                 return bb_error_set(err, BB_ENOMEM, "out of memory");
-            bytes = bytes < BOUNCE_BYTES ? bytes : BOUNCE_BYTES;
+            bytes = bytes < f->bounce_len ? bytes : f->bounce_len;
             memcpy(f->bounce, d, bytes);
             rc = hand_over(e, f, f->bounce, bytes / f->es, err);
         }
