@@ -258,11 +258,12 @@ static bool parse_envelope(const view *v, layout *l)
 static bb_value *rest_of(const view *v, const layout *l)
 {
     size_t n = l->rest_end - l->rest_at;
-    uint8_t *buf = malloc(BB_UVARINT_MAX_U64 + n);
+    const uint8_t *src = seen(v, l->rest_at, n);
+    uint8_t *buf = src ? malloc(BB_UVARINT_MAX_U64 + n) : NULL;
     if (!buf)
         return NULL;
     size_t k = bb_uvarint_encode(l->rest_n, buf);
-    memcpy(buf + k, seen(v, l->rest_at, n), n);
+    memcpy(buf + k, src, n);
     bb_value *out = NULL;
     bb_error err;
     if (bb_value_decode(l->rest_hash, buf, k + n, &BB_DECODE_LIMITS_DEFAULT, &out, &err))
@@ -278,8 +279,8 @@ static uint64_t response_id(bb_engine *e, const view *v, const layout *l)
     bbe__envelope env;
     bb_error err;
     bbe__env_limits lim = {e->caps.max_envelope_fills, e->caps.max_envelope_addresses};
-    if (bbe__envelope_decode(seen(v, l->env_at, v->total - l->env_at), v->total - l->env_at,
-                             &lim, &env, &err))
+    const uint8_t *rest = seen(v, l->env_at, v->total - l->env_at);
+    if (!rest || bbe__envelope_decode(rest, v->total - l->env_at, &lim, &env, &err))
         return 0;
     uint64_t id = env.corr_kind == 2 && !env.n_fills && !env.chunk.present ? env.wire_req_id : 0;
     bbe__envelope_release(&env);

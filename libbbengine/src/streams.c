@@ -15,13 +15,16 @@
  *             nothing of it and refuses pieces of streams it does not
  *             hold, so the rest of a window would be lost); the data is a slice of the stream's
  *             gather pieces (no copy: the chunk holds the values it points
- *             into). The first chunk carries the source addresses.
+ *             into). The first chunk carries the source addresses and
+ *             previews the envelope's last bytes (StreamChunk.tail).
  *   receiver  admits a stream at its first chunk (offset 0) when it has
  *             room: at most max_streams_in streams, its total at most
  *             max_envelope_bytes, and the total charged to the ingress
  *             byte budget at once (the memory it is assembled in is
- *             allocated then, 64-byte aligned); it answers ACK(bytes held
- *             in order) to every DATA chunk. A stream it cannot take yet
+ *             allocated then, 64-byte aligned) — unless it is a response
+ *             that folds chunk by chunk (chunk_fold.c): then no buffer,
+ *             each chunk goes to the aggregator as it lands; it answers
+ *             ACK(bytes held in order) to every DATA chunk. A stream it cannot take yet
  *             (budget) is answered WAIT and offered the budget again each
  *             50 ms: when it fits, ACK(0). With max_streams_in streams
  *             held already it answers WAIT and keeps nothing. A stream it
