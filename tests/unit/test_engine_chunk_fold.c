@@ -500,6 +500,46 @@ static void test_chunk_fold_cut_stream(void **state)
     srv_free(&s);
 }
 
+/* The server restarts from a snapshot taken mid-stream: the stream is gone
+ * (streams are transient; its next chunk is refused), the aggregator's
+ * part comes back cut, and the round counts the sender on its prefix. */
+static void test_chunk_fold_restart_mid_stream(void **state)
+{
+    (void)state;
+    srv s;
+    srv_start(&s, "agg::FedAvg", 2, 20 * (int64_t)SEC);
+    size_t total;
+    uint8_t *env = response_of(&s, 2, 0, &total);
+    send_range(&s, 2, 12, env, total, 0, 5 * CHUNK);
+    uint8_t *snap = NULL;
+    size_t len = 0;
+    bb_error err = {0};
+    assert_int_equal(bb_engine_snapshot(s.e, &snap, &len, &err), BB_OK);
+    char data[512];
+    snprintf(data, sizeof data, "{\"path\": \"%s\", \"skip_rows\": 1, \"holdout\": 0.2, "
+             "\"part\": \"holdout\"}", pfx_repo_path("data/iris.csv"));
+    pfx_slot_config scfg[1] = {{"data", data}};
+    bb_engine_config ecfg = config(0);
+    bb_engine *again = node(&s.net, 1, s.m, "Server", scfg, 1, &ecfg);
+    if (bb_engine_restore(again, snap, len, &err))
+        fail_msg("restore: %s", err.msg);
+    free(snap);
+    s.e = again; /* srv_poll logs its steps where the first server's went */
+    for (uint8_t c = 2; c < 2 + N_CLIENTS; c++)
+        connect_client(s.e, c);
+    size_t refused = s.refused;
+    send_range(&s, 2, 12, env, total, 5 * CHUNK, total);
+    free(env);
+    assert_true(s.refused > refused);
+    stream_whole(&s, 3, 1);
+    stream_whole(&s, 4, 1);
+    s.now += 21 * SEC;
+    srv_poll(&s);
+    size_t elems = (5 * CHUNK - raw_at(&s, 2)) / sizeof(float);
+    expect_round(&s, (const uint8_t[]){2, 3, 4}, 3, 2, elems);
+    srv_free(&s);
+}
+
 /* A batch whose aggregator needs whole contributions (TrimmedMean) takes
  * the whole-envelope path: streams assembled, nothing folded in pieces. */
 static void test_chunk_fold_fallback_when_not_folding(void **state)
@@ -528,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_chunk_fold_resume_folds_each_byte_once),
         cmocka_unit_test(test_chunk_fold_hostile_chunks),
         cmocka_unit_test(test_chunk_fold_cut_stream),
+        cmocka_unit_test(test_chunk_fold_restart_mid_stream),
         cmocka_unit_test(test_chunk_fold_fallback_when_not_folding),
     };
     return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
