@@ -180,6 +180,33 @@ static void cpu_of(const scenario *s, double *out)
         out[1 + i] = bench_proc_cpu_s(G.clients[i].pid);
 }
 
+/* BENCH_FEDERATED_TIMELINE: where each measured round's time went, in ms
+ * from its start (t0): every client's arrival of the parameters and end of
+ * Train (its "trained" event), then the server's answers in, Aggregate done
+ * and the round's end. All nodes share this machine's clock. */
+static void print_timeline(const scenario *s, const round_rec *r, int n, bench_ctl *w)
+{
+    printf("%s timeline (ms from each round's start):\n", s->name);
+    for (int c = 0; c < s->clients; c++) {
+        const char *line;
+        bench_ctl_fill(&w[c]);
+        while ((line = bench_ctl_line(&w[c], 0))) {
+            cJSON *ev = cJSON_Parse(line);
+            double t_in = item(ev, 1), t_out = item(ev, 2);
+            for (int i = 0; i < n; i++)
+                if (t_in >= r[i].t0 && t_in <= r[i].t1)
+                    printf("  round %d client %d: parameters in %8.1f ms, trained %8.1f ms\n", i,
+                           c, (t_in - r[i].t0) / 1e6, (t_out - r[i].t0) / 1e6);
+            cJSON_Delete(ev);
+        }
+        bench_ctl_close(&w[c]);
+    }
+    for (int i = 0; i < n; i++)
+        printf("  round %d server: answers in %8.1f ms, aggregated %8.1f ms, end %8.1f ms\n", i,
+               (r[i].collected - r[i].t0) / 1e6, (r[i].aggregated - r[i].t0) / 1e6,
+               (r[i].t1 - r[i].t0) / 1e6);
+}
+
 static void run(const scenario *s, int index, double raw_mib_s)
 {
     char rec[PATH_MAX + 32], artifact[PATH_MAX + 32], k[16], p[16], d[16], e[16];
@@ -209,7 +236,8 @@ static void run(const scenario *s, int index, double raw_mib_s)
     char peer[512];
     if (bench_node_peer(&G.server, peer, sizeof peer) != 0)
         bench_node_fail(&G.server, "the server's status has no peer_id or listen address");
-    bench_ctl rounds_w, trained_w;
+    bench_ctl rounds_w, trained_w, timeline_w[MAX_CLIENTS];
+    bool timeline = getenv("BENCH_FEDERATED_TIMELINE") != NULL;
     watch(&rounds_w, &G.server, "round");
     for (int i = 0; i < s->clients; i++) {
         snprintf(name, sizeof name, "s%d-client%d", index, i);
@@ -219,6 +247,8 @@ static void run(const scenario *s, int index, double raw_mib_s)
         node_start(&G.clients[i], name, "Client", cfg, artifact, peer);
     }
     watch(&trained_w, &G.clients[0], "trained");
+    for (int i = 0; timeline && i < s->clients; i++)
+        watch(&timeline_w[i], &G.clients[i], "trained");
 
     /* rounds: skip those with fewer than K answers (clients still joining)
      * and the warmup, keep the next s->rounds */
@@ -259,6 +289,8 @@ static void run(const scenario *s, int index, double raw_mib_s)
                 train[i] = t_out - t_in;
         cJSON_Delete(ev);
     }
+    if (timeline)
+        print_timeline(s, r, n, timeline_w);
     cpu_of(s, cpu1);
     double cpu_srv = 0, cpu_cli = 0;
     if (s->warmup > 0) {

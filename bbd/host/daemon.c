@@ -23,10 +23,12 @@
 #include "bbd/host/keys.h"
 #include "bbd/host/snapshot_file.h"
 #include "bbd/host/state_dir.h"
+#include "bb/value.h"
 #include "bb/value_json.h"
 
 #define DRAIN_POLLS 1000          /* polls to run a lifecycle phase at shutdown */
 #define STATUS_PERIOD_MS 10000    /* STATUS= refresh */
+#define LARGE_BLOCK_IDLE_MS 5000  /* on_housekeeping_timer */
 #define EVENT_JSON_MAX_ELEMS 4096 /* tensor elements printed inline for watchers */
 #define MALLOC_KEEP_BYTES (32 << 20) /* freed memory malloc keeps (see bbd_daemon_main) */
 
@@ -600,10 +602,15 @@ static void ratelimit_report(void *ud, const char *kind, const char *source,
     }
 }
 
-static void on_ratelimit_timer(uv_timer_t *t)
+/* Once a rate-limit window: report the lines it suppressed, and give the
+ * kernel back the large block kept for reuse (value.h) when no block of
+ * its size came for LARGE_BLOCK_IDLE_MS — the next round of a large model
+ * reuses it, an idle node does not hold it. */
+static void on_housekeeping_timer(uv_timer_t *t)
 {
     bbd_daemon *d = t->data;
     bbd_ratelimit_flush(&d->ratelimit, uv_now(&d->loop));
+    bb_large_release_idle(LARGE_BLOCK_IDLE_MS);
 }
 
 static bb_log_level log_level_of(int level)
@@ -759,7 +766,7 @@ static void close_all(bbd_daemon *d)
         close_handle(d, (uv_handle_t *)&d->sig_int);
         close_handle(d, (uv_handle_t *)&d->sig_hup);
         close_handle(d, (uv_handle_t *)&d->dial_timer);
-        close_handle(d, (uv_handle_t *)&d->ratelimit_timer);
+        close_handle(d, (uv_handle_t *)&d->housekeeping_timer);
     }
     bbd_daemon_waits_free(d);
     for (bbd_job *j = d->jobs; j; j = j->next)
@@ -1096,9 +1103,9 @@ static int init_handles(bbd_daemon *d, bb_error *err)
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
         hs[i]->data = d;
     bbd_daemon_dial_init(d);
-    uv_timer_init(&d->loop, &d->ratelimit_timer);
-    d->ratelimit_timer.data = d;
-    uv_timer_start(&d->ratelimit_timer, on_ratelimit_timer, BBD_RATELIMIT_WINDOW_MS,
+    uv_timer_init(&d->loop, &d->housekeeping_timer);
+    d->housekeeping_timer.data = d;
+    uv_timer_start(&d->housekeeping_timer, on_housekeeping_timer, BBD_RATELIMIT_WINDOW_MS,
                    BBD_RATELIMIT_WINDOW_MS);
     d->handles_open = true;
     uv_signal_start(&d->sig_term, on_signal, SIGTERM);

@@ -47,7 +47,7 @@ typedef struct bbd_daemon {
     bool loop_ready;
     bbd_log log;
     bbd_ratelimit ratelimit; /* every line a remote party can cause */
-    uv_timer_t ratelimit_timer; /* reports suppressed lines once a window */
+    uv_timer_t housekeeping_timer; /* once a second: suppressed lines, the idle large block */
     bbd_notify notify;
     int lock_fd;
 

@@ -300,7 +300,7 @@ static void in_drop(bb_engine *e, size_t i, bool tell)
 {
     bbe__stream_in *s = &e->streams_in.v[i];
     if (s->buf) {
-        free(s->buf);
+        bb_large_free(s->buf, s->total);
         bbe__budget_release(e, s->total);
     }
     if (s->fold)
@@ -318,8 +318,7 @@ static bool admit(bb_engine *e, bbe__stream_in *s)
 {
     if (!bbe__budget_charge(e, s->total))
         return false;
-    size_t alloc = (s->total + 63) & ~(size_t)63;
-    s->buf = alloc >= s->total ? aligned_alloc(64, alloc) : NULL;
+    s->buf = bb_large_alloc(s->total);
     if (!s->buf) {
         bbe__budget_release(e, s->total);
         return false;
@@ -329,8 +328,8 @@ static bool admit(bb_engine *e, bbe__stream_in *s)
 
 static void free_assembled(void *ctx, uint8_t *data, size_t len)
 {
-    (void)ctx, (void)len;
-    free(data);
+    (void)ctx;
+    bb_large_free(data, len);
 }
 
 /* The whole envelope is here: read it as any other. Its charge goes
@@ -348,7 +347,7 @@ static void complete(bb_engine *e, size_t i)
     bbe__budget_release(e, s.total);
     bb_buffer *b = bb_buffer_wrap(s.buf, s.total, free_assembled, NULL);
     if (!b) {
-        free(s.buf);
+        bb_large_free(s.buf, s.total);
         return;
     }
     bbe__deliver_assembled(e, &s.peer, b);
@@ -397,7 +396,7 @@ static bbe__stream_in *receiver_opens(bb_engine *e, const bb_peerid *src, const 
     bool in = s.fold || admit(e, &s);
     if (BBE__ARR_PUSH(&e->streams_in, s)) {
         if (s.buf) {
-            free(s.buf);
+            bb_large_free(s.buf, s.total);
             bbe__budget_release(e, s.total);
         }
         if (s.fold)

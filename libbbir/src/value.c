@@ -2,7 +2,8 @@
  * value.c — runtime values (DESIGN.md decision 2): refcounted byte buffers,
  * refcounted typed values, their constructors and deep equality.
  *
- * A bb_buffer from bb_buffer_new is one malloc'd block: the header at its
+ * A bb_buffer from bb_buffer_new is one malloc'd block (a large one: its
+ * data a bb_large_alloc mapping of its own, see value.h): the header at its
  * start, the payload at the first 64-byte boundary after it, so the payload
  * is aligned for any element type and SIMD loads (malloc, unlike
  * aligned_alloc, takes small blocks from glibc's per-thread cache: values
@@ -16,15 +17,163 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 
 #include "value_internal.h"
 
 #define BUF_ALIGN 64u
 
+/* ---- large blocks ---------------------------------------------------------- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define LARGE_FROM_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LARGE_FROM_MALLOC 1
+#endif
+#endif
+#ifndef LARGE_FROM_MALLOC
+#define LARGE_FROM_MALLOC 0
+#endif
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static size_t huge_round(size_t len)
+{
+    return (len + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+}
+
+static bool large_mapped(size_t len)
+{
+    return !LARGE_FROM_MALLOC && len >= BB_LARGE_BYTES && len <= SIZE_MAX - 2 * HUGE_PAGE;
+}
+
+/* The block bb_large_free kept last (NULL: none), for the next of its size. */
+static struct {
+    pthread_mutex_t mu;
+    uint8_t *p;
+    size_t len;
+    uint64_t since_ns; /* CLOCK_MONOTONIC when it was kept */
+} idle_block = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint8_t *take_idle(size_t len)
+{
+    uint8_t *p = NULL;
+    pthread_mutex_lock(&idle_block.mu);
+    if (idle_block.p && huge_round(idle_block.len) == huge_round(len)) {
+        p = idle_block.p;
+        idle_block.p = NULL;
+    }
+    pthread_mutex_unlock(&idle_block.mu);
+    return p;
+}
+
+/* A fresh mapping (zero): one huge page more than needed, the ends that are
+ * not 2 MiB aligned unmapped, so every huge page of the block can be one. */
+static uint8_t *map_fresh(size_t len)
+{
+    size_t want = huge_round(len), span = want + HUGE_PAGE;
+    uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    uint8_t *at = (uint8_t *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (at > m)
+        munmap(m, (size_t)(at - m));
+    if (m + span > at + want)
+        munmap(at + want, (size_t)(m + span - (at + want)));
+#ifdef MADV_HUGEPAGE
+    (void)madvise(at, want, MADV_HUGEPAGE); /* a hint: without it, 4 KiB pages */
+#endif
+    return at;
+}
+
+void *bb_large_alloc(size_t len)
+{
+    if (len > SIZE_MAX - 2 * HUGE_PAGE)
+        return NULL;
+    if (!large_mapped(len)) /* a 0-byte block is 64 bytes: NULL means out of memory */
+        return aligned_alloc(BUF_ALIGN, len ? (len + BUF_ALIGN - 1) & ~(size_t)(BUF_ALIGN - 1)
+                                            : BUF_ALIGN);
+    uint8_t *p = take_idle(len);
+    return p ? p : map_fresh(len);
+}
+
+void *bb_large_calloc(size_t len)
+{
+    uint8_t *p = large_mapped(len) ? take_idle(len) : bb_large_alloc(len);
+    if (p) {
+        memset(p, 0, len);
+        return p;
+    }
+    return large_mapped(len) ? map_fresh(len) : NULL; /* a fresh mapping is zero */
+}
+
+void bb_large_free(void *p, size_t len)
+{
+    if (!p)
+        return;
+    if (!large_mapped(len)) {
+        free(p);
+        return;
+    }
+    uint64_t now = monotonic_ns();
+    pthread_mutex_lock(&idle_block.mu);
+    uint8_t *old = idle_block.p;
+    size_t old_len = idle_block.len;
+    idle_block.p = p;
+    idle_block.len = len;
+    idle_block.since_ns = now;
+    pthread_mutex_unlock(&idle_block.mu);
+    if (old)
+        munmap(old, huge_round(old_len));
+}
+
+void bb_large_release_idle(uint64_t idle_ms)
+{
+    uint64_t now = monotonic_ns();
+    uint8_t *p = NULL;
+    size_t len = 0;
+    pthread_mutex_lock(&idle_block.mu);
+    if (idle_block.p && now - idle_block.since_ns >= idle_ms * 1000000ull) {
+        p = idle_block.p;
+        len = idle_block.len;
+        idle_block.p = NULL;
+    }
+    pthread_mutex_unlock(&idle_block.mu);
+    if (p)
+        munmap(p, huge_round(len));
+}
+
+static void large_buffer_free(void *ctx, uint8_t *data, size_t len)
+{
+    (void)ctx;
+    bb_large_free(data, len);
+}
+
+/* A buffer whose data is a large block. */
+static bb_buffer *large_buffer(size_t len, bool zero)
+{
+    uint8_t *data = zero ? bb_large_calloc(len) : bb_large_alloc(len);
+    bb_buffer *b = data ? bb_buffer_wrap(data, len, large_buffer_free, NULL) : NULL;
+    if (!b)
+        bb_large_free(data, len);
+    return b;
+}
+
 /* ---- buffers -------------------------------------------------------------- */
 
 bb_buffer *bb__buffer_new_uninit(size_t len)
 {
+    if (len >= BB_LARGE_BYTES)
+        return large_buffer(len, false);
     if (len > SIZE_MAX - sizeof(bb_buffer) - BUF_ALIGN)
         return NULL;
     bb_buffer *b = malloc(sizeof *b + BUF_ALIGN - 1 + len);
@@ -41,6 +190,8 @@ bb_buffer *bb__buffer_new_uninit(size_t len)
 
 bb_buffer *bb_buffer_new(size_t len)
 {
+    if (len >= BB_LARGE_BYTES)
+        return large_buffer(len, true);
     bb_buffer *b = bb__buffer_new_uninit(len);
     if (b && len)
         memset(b->data, 0, len);

@@ -364,11 +364,10 @@ int agg_contribute_begin(agg *a, const bb_fold_piece *p, bb_error *err)
 
 /* ---- reduce ---------------------------------------------------------------------- */
 
-static void free_aligned(void *ctx, uint8_t *data, size_t len)
+static void free_large(void *ctx, uint8_t *data, size_t len)
 {
     (void)ctx;
-    (void)len;
-    free(data);
+    bb_large_free(data, len);
 }
 
 bb_value *agg_result_new(agg *a)
@@ -386,13 +385,12 @@ bb_value *agg_result_new(agg *a)
             return t;
         }
     }
-    size_t alloc = (bytes + 63) & ~(size_t)63;
-    uint8_t *data = aligned_alloc(64, alloc ? alloc : 64);
+    uint8_t *data = bb_large_alloc(bytes);
     if (!data)
         return NULL;
-    bb_buffer *buf = bb_buffer_wrap(data, bytes, free_aligned, NULL);
+    bb_buffer *buf = bb_buffer_wrap(data, bytes, free_large, NULL);
     if (!buf) {
-        free(data);
+        bb_large_free(data, bytes);
         return NULL;
     }
     bb_value *t = bb_value_tensor_wrap(BB_DT_FLOAT, a->ndim, a->dims, buf, data);

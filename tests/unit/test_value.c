@@ -148,6 +148,61 @@ static void roundtrip(bb_value *v)
 
 /* ---- buffers ------------------------------------------------------------- */
 
+/* Large blocks: aligned, zeroed when asked even when the freed block is
+ * handed out again, and a block is only reused for one of its size. */
+static void test_large_blocks_reused_zeroed(void **state)
+{
+    (void)state;
+    size_t big = BB_LARGE_BYTES + 12345, other = 3 * BB_LARGE_BYTES;
+    uint8_t *a = bb_large_alloc(big);
+    assert_non_null(a);
+    assert_int_equal((uintptr_t)a % 64, 0);
+    memset(a, 0xAB, big);
+    bb_large_free(a, big);
+    uint8_t *b = bb_large_calloc(big); /* may be a again: must read zero */
+    assert_non_null(b);
+    for (size_t i = 0; i < big; i += 4093)
+        assert_int_equal(b[i], 0);
+    assert_int_equal(b[big - 1], 0);
+    memset(b, 0xCD, big);
+    bb_large_free(b, big);
+    uint8_t *c = bb_large_alloc(other); /* another size: never the kept block */
+    assert_non_null(c);
+    assert_ptr_not_equal(c, b);
+    memset(c, 1, other);
+    bb_buffer *buf = bb_buffer_new(big); /* may take b: zero all the same */
+    assert_non_null(buf);
+    assert_int_equal((uintptr_t)buf->data % 64, 0);
+    for (size_t i = 0; i < big; i += 4093)
+        assert_int_equal(buf->data[i], 0);
+    bb_buffer_unref(buf);
+    bb_large_free(c, other);
+    uint8_t *small = bb_large_calloc(100), *none = bb_large_alloc(0);
+    assert_non_null(small);
+    assert_non_null(none);
+    assert_int_equal(small[99], 0);
+    bb_large_free(small, 100);
+    bb_large_free(none, 0);
+    assert_null(bb_large_alloc(SIZE_MAX - 10));
+    assert_null(bb_large_calloc(SIZE_MAX - 10));
+    bb_large_free(NULL, big);
+#if !defined(__SANITIZE_ADDRESS__) /* a mapping kept, not malloc: the same block comes back */
+    uint8_t *k = bb_large_alloc(big);
+    assert_non_null(k);
+    bb_large_free(k, big);
+    bb_large_release_idle(60000); /* kept for less than a minute: stays */
+    uint8_t *again = bb_large_alloc(big);
+    assert_ptr_equal(again, k);
+    bb_large_free(again, big);
+#endif
+    bb_large_release_idle(0); /* gives it back; the next block is a fresh one */
+    uint8_t *fresh = bb_large_calloc(big);
+    assert_non_null(fresh);
+    assert_int_equal(fresh[big / 2], 0);
+    bb_large_free(fresh, big);
+    bb_large_release_idle(0);
+}
+
 static void test_buffer_new_aligned_zeroed(void **state)
 {
     (void)state;
@@ -1150,6 +1205,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buffer_new_aligned_zeroed),
+        cmocka_unit_test(test_large_blocks_reused_zeroed),
         cmocka_unit_test(test_buffer_wrap_adopt),
         cmocka_unit_test(test_shape_numel),
         cmocka_unit_test(test_tensor_elem_size),

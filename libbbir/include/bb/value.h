@@ -56,8 +56,29 @@ typedef struct bb_buffer {
     void *free_ctx;
 } bb_buffer;
 
-/* New buffer of len bytes, 64-byte aligned, zeroed. NULL on OOM. */
+/* New buffer of len bytes, 64-byte aligned, zeroed. NULL on OOM. From
+ * BB_LARGE_BYTES on its data is a bb_large_calloc block. */
 bb_buffer *bb_buffer_new(size_t len);
+
+/* Memory for a large block — a model's tensor, an assembled envelope: 64-byte
+ * aligned, NULL on OOM, freed with bb_large_free(p, len) (the same len);
+ * bb_large_alloc's contents are unspecified, bb_large_calloc's zero. From
+ * BB_LARGE_BYTES on a block is a mapping of its own, 2 MiB aligned, with
+ * transparent huge pages asked for (MADV_HUGEPAGE), and the most recently
+ * freed one is kept for the next block of its size (at most one, so a
+ * process holds at most one such block more than it uses, and
+ * bb_large_release_idle gives it back once it has waited idle_ms): a round of a
+ * 100M-parameter model frees and allocates the same 400 MB every round, and
+ * fresh memory costs ~100,000 page faults, each zeroing, charging and
+ * listing a page, and as many unmaps — measured, a third of such a round's
+ * CPU on loopback (docs/DECISIONS.md, "Large blocks"). Built with
+ * AddressSanitizer every block comes from malloc, so overruns and leaks of
+ * large blocks stay visible to it. */
+#define BB_LARGE_BYTES ((size_t)4 << 20)
+void *bb_large_alloc(size_t len);
+void *bb_large_calloc(size_t len);
+void bb_large_free(void *p, size_t len);
+void bb_large_release_idle(uint64_t idle_ms);
 /* Wrap foreign memory; free_fn(ctx, data, len) runs at the last unref. */
 bb_buffer *bb_buffer_wrap(uint8_t *data, size_t len,
                           void (*free_fn)(void *, uint8_t *, size_t), void *ctx);
