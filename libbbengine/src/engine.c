@@ -99,6 +99,7 @@ static const char *const COUNTER_NAMES[BBE__C_COUNT] = {
     [BBE__C_STREAMS_WAITED] = "streams.waited",
     [BBE__C_STREAMS_FAILED] = "streams.failed",
     [BBE__C_DEDUP_DENIED] = "gate.dedup_denied",
+    [BBE__C_STREAMS_FOLDED] = "streams.folded",
 };
 
 bb_engine *bb_engine_new(const bb_engine_config *cfg, bb_error *err)

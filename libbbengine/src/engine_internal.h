@@ -493,6 +493,15 @@ typedef struct bbe__batch {
     BBE__ARR(struct bbe__waiter) waiters;
     bb_value *result;
 } bbe__batch;
+/* The batch of local RequestId id / of wire_req_id, or NULL. */
+bbe__batch *bbe__batch_get(const bb_engine *e, uint64_t id);
+bbe__batch *bbe__batch_of_wire(const bb_engine *e, uint64_t wire_req_id);
+/* Cohort member `who` (src) answered a folding batch: counted as a
+ * response that landed; refused: why its op refused it (the batch fails). */
+void bbe__batch_response_landed(bb_engine *e, bbe__batch *b, uint32_t who, const bb_peerid *src,
+                                const char *refused);
+/* A response was refused (why): the batch fails at once. */
+void bbe__batch_refused(bb_engine *e, bbe__batch *b, const char *why);
 /* Whether b's SendReqBatched reads its responses whole (its own responses
  * output is read), so they cannot fold as they land. */
 bool bbe__batch_read_whole(const bb_engine *e, const bbe__batch *b);
@@ -588,11 +597,14 @@ typedef struct bbe__stream_out {
     bb_exec_id exec;
 } bbe__stream_out;
 
+typedef struct bbe__fold_in bbe__fold_in; /* chunk_fold.c */
 typedef struct bbe__stream_in {
     uint64_t id;
     bb_peerid peer;
     uint8_t *buf;               /* total bytes, 64-byte aligned; NULL while waiting for the budget */
-    size_t total, got;          /* [0, got) assembled */
+    bbe__fold_in *fold;         /* instead of buf: a response folded as its chunks land */
+    bool gone;                  /* its fold ended early: refused at the next chunk or check */
+    size_t total, got;          /* [0, got) assembled (or folded) */
     uint64_t progress_ns;
 } bbe__stream_in;
 
@@ -623,6 +635,7 @@ enum {
     BBE__C_STREAMS_WAITED,
     BBE__C_STREAMS_FAILED,
     BBE__C_DEDUP_DENIED, /* of gate.denied: duplicates the dedup gate removed */
+    BBE__C_STREAMS_FOLDED, /* responses folded chunk by chunk (chunk_fold.c) */
     BBE__C_COUNT
 };
 
@@ -713,6 +726,7 @@ struct bb_engine {
     BBE__ARR(struct bbe__loop { uint8_t *bytes; size_t len; }) loopback;
     BBE__ARR(bbe__stream_out) streams_out; /* chunk streams (streams.c) */
     BBE__ARR(bbe__stream_in) streams_in;
+    uint64_t next_fold_id;       /* bb_fold_piece.stream (chunk_fold.c) */
     uint64_t next_stream_id;
     bool streams_pump;          /* an out stream may send */
     uint64_t streams_check_at;  /* when a stream is due a check (UINT64_MAX: none) */
@@ -994,6 +1008,8 @@ typedef struct bbe__chunk {
     uint64_t stream_id, total, offset;
     const uint8_t *data;    /* a view into the envelope */
     size_t data_len;
+    const uint8_t *tail;    /* first DATA chunk: the envelope's last tail_len bytes (a view) */
+    size_t tail_len;
 } bbe__chunk;
 
 typedef struct bbe__envelope {
@@ -1032,9 +1048,11 @@ uint64_t bbe__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, siz
 int bbe__envelope_encode(const bbe__envelope *env, uint8_t **out, size_t *out_len);
 /* An envelope holding the chunk c whose data (c->data_len bytes) follows
  * right after: its head (field 9 up to the data's length prefix, the
- * source addresses first when src) at out, which must hold
- * BBE__CHUNK_HEAD_MAX + the addresses' bytes. Returns the head's size. */
+ * source addresses first when src, c->tail copied in) at out, which must
+ * hold BBE__CHUNK_HEAD_MAX + the addresses' bytes + BBE__CHUNK_TAIL_MAX.
+ * Returns the head's size. */
 #define BBE__CHUNK_HEAD_MAX 64
+#define BBE__CHUNK_TAIL_MAX 1024 /* the tail a first chunk previews, at most */
 size_t bbe__chunk_head(const bbe__chunk *c, const bb_engine_addr *src, size_t n_src,
                        uint8_t *out);
 /* Encode as a gather list: small parts copied, payloads of at least
@@ -1049,6 +1067,27 @@ int bbe__stream_start(bb_engine *e, const bb_peerid *peer, uint8_t *bytes, bb_se
 /* A chunk envelope from src (data for a stream we receive, or an answer
  * about one we send). */
 void bbe__stream_chunk(bb_engine *e, const bb_peerid *src, const bbe__chunk *c);
+/* ---- chunk_fold.c: a streamed response folded as its chunks land ---- */
+/* At a stream's first chunk: the fold state when the stream folds (it is
+ * then admitted without a buffer), else NULL: assembled whole as before,
+ * or, with *refused, answered REFUSE (a second stream of one answer, or
+ * the component refused the response: its batch failed). */
+bbe__fold_in *bbe__chunk_fold_open(bb_engine *e, const bb_peerid *src, const bbe__chunk *c,
+                                   bool *refused);
+/* Bytes [off, off + n) of the stream, the next in order. false: the fold
+ * ended (f freed; the batch is gone, or failed with the refusal). */
+bool bbe__chunk_fold_data(bb_engine *e, bbe__fold_in *f, size_t off, const uint8_t *d, size_t n);
+/* The last byte arrived: the response counts (f freed). */
+void bbe__chunk_fold_end(bb_engine *e, bbe__fold_in *f, const bb_peerid *src);
+/* The stream died (tell: the component hears ABORT; not at engine free). */
+void bbe__chunk_fold_abort(bb_engine *e, bbe__fold_in *f, bool tell);
+/* Whether cohort member who of batch streams a response into it now. */
+bool bbe__chunk_fold_busy(const bb_engine *e, uint64_t batch, uint32_t who);
+/* The batch completed: its streams end (ABORT) and are refused later. */
+void bbe__chunk_fold_batch_done(bb_engine *e, uint64_t batch);
+/* The engine is restored from a snapshot: folding streams end untold
+ * (refused later; what they folded is the snapshot's business). */
+void bbe__chunk_fold_forget(bb_engine *e);
 /* The peer (re)connected: our streams to it go on from what it holds. */
 void bbe__streams_peer_connected(bb_engine *e, const bb_peerid *peer);
 /* Each poll, before the outbound steps go: send, resend, give up, admit. */

@@ -204,6 +204,8 @@ static int chunk_field(rd *r, uint32_t field, unsigned wt, void *out)
     uint64_t v = 0;
     if (field == 4 && wt == 2)
         return get_bytes(r, &c->data, &c->data_len);
+    if (field == 6 && wt == 2)
+        return get_bytes(r, &c->tail, &c->tail_len);
     if (field >= 1 && field <= 5 && field != 4 && wt == 0) {
         int rc = get_varint(r, &v);
         if (field == 1)
@@ -216,7 +218,7 @@ static int chunk_field(rd *r, uint32_t field, unsigned wt, void *out)
             c->kind = v <= BBE__CHUNK_REFUSE ? (int)v : -1;
         return rc;
     }
-    return field <= 5 ? BB_EDECODE : skip_field(r, wt);
+    return field <= 6 ? BB_EDECODE : skip_field(r, wt);
 }
 
 void bbe__envelope_release(bbe__envelope *env)
@@ -602,11 +604,16 @@ size_t bbe__chunk_head(const bbe__chunk *c, const bb_engine_addr *src, size_t n_
         b[0] = 0x22;
         data_head = 1 + bb_uvarint_encode(c->data_len, b + 1);
     }
-    size_t body_len = (size_t)(b - body) + data_head + c->data_len;
+    size_t tail_field = c->tail_len ? 1 + bb_uvarint_size(c->tail_len) + c->tail_len : 0;
+    size_t body_len = (size_t)(b - body) + tail_field + data_head + c->data_len;
     *p++ = 0x4a;
     p = put_varint(p, body_len);
-    memcpy(p, body, (size_t)(b - body) + data_head);
-    return (size_t)(p - out) + (size_t)(b - body) + data_head;
+    memcpy(p, body, (size_t)(b - body));
+    p += b - body;
+    if (c->tail_len) /* before the data, which must come last */
+        p = put_bytes(p, 0x32, c->tail, c->tail_len);
+    memcpy(p, b, data_head);
+    return (size_t)(p - out) + data_head;
 }
 
 int bbe__envelope_encode_gather(const bbe__envelope *env, size_t min_ref, bb_send_gather **out)

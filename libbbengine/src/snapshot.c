@@ -360,6 +360,7 @@ static void reset_transient(bb_engine *e)
 {
     bbe__ingress_free(e);
     bbe__timers_free(e);
+    bbe__chunk_fold_forget(e); /* before the batches it names go */
     bbe__wire_free(e);
     bbe__control_free(e);
     bbe__exec_free_all(e);

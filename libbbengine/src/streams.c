@@ -15,13 +15,16 @@
  *             nothing of it and refuses pieces of streams it does not
  *             hold, so the rest of a window would be lost); the data is a slice of the stream's
  *             gather pieces (no copy: the chunk holds the values it points
- *             into). The first chunk carries the source addresses.
+ *             into). The first chunk carries the source addresses and
+ *             previews the envelope's last bytes (StreamChunk.tail).
  *   receiver  admits a stream at its first chunk (offset 0) when it has
  *             room: at most max_streams_in streams, its total at most
  *             max_envelope_bytes, and the total charged to the ingress
  *             byte budget at once (the memory it is assembled in is
- *             allocated then, 64-byte aligned); it answers ACK(bytes held
- *             in order) to every DATA chunk. A stream it cannot take yet
+ *             allocated then, 64-byte aligned) — unless it is a response
+ *             that folds chunk by chunk (chunk_fold.c): then no buffer,
+ *             each chunk goes to the aggregator as it lands; it answers
+ *             ACK(bytes held in order) to every DATA chunk. A stream it cannot take yet
  *             (budget) is answered WAIT and offered the budget again each
  *             50 ms: when it fits, ACK(0). With max_streams_in streams
  *             held already it answers WAIT and keeps nothing. A stream it
@@ -126,8 +129,27 @@ int bbe__stream_start(bb_engine *e, const bb_peerid *peer, uint8_t *bytes, bb_se
     return BB_OK;
 }
 
+/* Copy bytes [off, off + n) of the gather g to out. */
+static void gather_copy(const bb_send_gather *g, size_t off, size_t n, uint8_t *out)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < g->n_iov && n; i++) {
+        size_t len = g->iov[i].len;
+        if (at + len > off) {
+            size_t from = off - at, take = len - from < n ? len - from : n;
+            memcpy(out, g->iov[i].data + from, take);
+            out += take;
+            off += take;
+            n -= take;
+        }
+        at += len;
+    }
+}
+
 /* The chunk [off, off + n) of s as a gather: its head, then the slices of
- * s's pieces, holding s's values. */
+ * s's pieces, holding s's values. The first DATA chunk previews the
+ * envelope's last bytes (its tail: what follows a large payload), so the
+ * receiver can fold the payload as it arrives (chunk_fold.c). */
 static bb_send_gather *chunk_of(const bb_engine *e, const bbe__stream_out *s, size_t off,
                                 size_t n)
 {
@@ -136,17 +158,21 @@ static bb_send_gather *chunk_of(const bb_engine *e, const bbe__stream_out *s, si
     size_t addr_bytes = 0;
     for (size_t i = 0; first && i < e->n_local_addrs; i++)
         addr_bytes += 11 + e->local_addrs[i].len;
+    size_t tail = first && n && s->total > n ? s->total - n : 0;
+    tail = tail < BBE__CHUNK_TAIL_MAX ? tail : BBE__CHUNK_TAIL_MAX;
     size_t max_iov = 1 + g->n_iov;
     size_t block = sizeof(bb_send_gather) + max_iov * sizeof(bb_send_iov) +
-                   g->n_held * sizeof(bb_value *) + BBE__CHUNK_HEAD_MAX + addr_bytes;
+                   g->n_held * sizeof(bb_value *) + BBE__CHUNK_HEAD_MAX + addr_bytes + 2 * tail;
     bb_send_gather *c = malloc(block);
     if (!c)
         return NULL;
     bb_send_iov *iov = (bb_send_iov *)(c + 1);
     bb_value **held = (bb_value **)(iov + max_iov);
-    uint8_t *head = (uint8_t *)(held + g->n_held);
+    uint8_t *preview = (uint8_t *)(held + g->n_held), *head = preview + tail;
+    gather_copy(g, s->total - tail, tail, preview);
     bbe__chunk ch = {.present = true, .kind = BBE__CHUNK_DATA, .stream_id = s->id,
-                     .total = s->total, .offset = off, .data_len = n};
+                     .total = s->total, .offset = off, .data_len = n, .tail = preview,
+                     .tail_len = tail};
     size_t hn = bbe__chunk_head(&ch, e->local_addrs, first ? e->n_local_addrs : 0, head);
     size_t k = 0, at = 0;
     iov[k++] = (bb_send_iov){head, hn};
@@ -268,14 +294,23 @@ void bbe__streams_peer_connected(bb_engine *e, const bb_peerid *peer)
 
 /* ---- receiver ------------------------------------------------------------------------------ */
 
-static void in_remove(bb_engine *e, size_t i)
+/* tell: a folding stream's component hears ABORT (not when the engine is
+ * freed). */
+static void in_drop(bb_engine *e, size_t i, bool tell)
 {
     bbe__stream_in *s = &e->streams_in.v[i];
     if (s->buf) {
         bb_large_free(s->buf, s->total);
         bbe__budget_release(e, s->total);
     }
+    if (s->fold)
+        bbe__chunk_fold_abort(e, s->fold, tell);
     e->streams_in.v[i] = e->streams_in.v[--e->streams_in.n];
+}
+
+static void in_remove(bb_engine *e, size_t i)
+{
+    in_drop(e, i, true);
 }
 
 /* Memory and budget for s now; false: not yet. */
@@ -305,6 +340,10 @@ static void complete(bb_engine *e, size_t i)
     bbe__stream_in s = e->streams_in.v[i];
     e->streams_in.v[i] = e->streams_in.v[--e->streams_in.n];
     answer(e, &s.peer, s.id, s.total, BBE__CHUNK_ACK, s.total);
+    if (s.fold) { /* folded as it came: nothing to read */
+        bbe__chunk_fold_end(e, s.fold, &s.peer);
+        return;
+    }
     bbe__budget_release(e, s.total);
     bb_buffer *b = bb_buffer_wrap(s.buf, s.total, free_assembled, NULL);
     if (!b) {
@@ -347,12 +386,21 @@ static bbe__stream_in *receiver_opens(bb_engine *e, const bb_peerid *src, const 
     }
     bbe__stream_in s = {.id = c->stream_id, .peer = *src, .total = c->total,
                         .progress_ns = e->now_ns};
-    bool in = admit(e, &s);
+    bool refused = false;
+    s.fold = bbe__chunk_fold_open(e, src, c, &refused); /* folded as it lands: no buffer */
+    if (refused) {
+        stream_failed(e, src, c->total, "a response this node does not take", c->stream_id);
+        answer(e, src, c->stream_id, c->total, BBE__CHUNK_REFUSE, 0);
+        return NULL;
+    }
+    bool in = s.fold || admit(e, &s);
     if (BBE__ARR_PUSH(&e->streams_in, s)) {
         if (s.buf) {
             bb_large_free(s.buf, s.total);
             bbe__budget_release(e, s.total);
         }
+        if (s.fold)
+            bbe__chunk_fold_abort(e, s.fold, true);
         answer(e, src, c->stream_id, c->total, BBE__CHUNK_WAIT, 0); /* out of memory: later */
         return NULL;
     }
@@ -374,7 +422,12 @@ static void receiver_gets(bb_engine *e, const bb_peerid *src, const bbe__chunk *
             return;
         i = e->streams_in.n - 1;
     }
-    if (!s->buf) { /* still waiting for the budget */
+    if (s->gone) { /* its batch completed, or its fold failed */
+        answer(e, src, s->id, s->total, BBE__CHUNK_REFUSE, 0);
+        in_remove(e, i);
+        return;
+    }
+    if (!s->buf && !s->fold) { /* still waiting for the budget */
         answer(e, src, s->id, s->total, BBE__CHUNK_WAIT, 0);
         return;
     }
@@ -388,7 +441,19 @@ static void receiver_gets(bb_engine *e, const bb_peerid *src, const bbe__chunk *
         answer(e, src, s->id, s->total, BBE__CHUNK_ACK, s->got);
         return;
     }
-    memcpy(s->buf + s->got, c->data, c->data_len);
+    if (s->fold) {
+        bbe__fold_in *f = s->fold;
+        s->fold = NULL; /* while it folds, a batch that completes must not find it */
+        if (!bbe__chunk_fold_data(e, f, s->got, c->data, c->data_len)) { /* f is gone */
+            stream_failed(e, src, s->total, "its response was refused or its batch ended", s->id);
+            answer(e, src, s->id, s->total, BBE__CHUNK_REFUSE, 0);
+            in_remove(e, i);
+            return;
+        }
+        s->fold = f;
+    } else {
+        memcpy(s->buf + s->got, c->data, c->data_len);
+    }
     s->got += c->data_len;
     s->progress_ns = e->now_ns;
     if (s->got == s->total)
@@ -436,16 +501,21 @@ static void check(bb_engine *e)
     }
     for (size_t i = 0; i < e->streams_in.n;) {
         bbe__stream_in *s = &e->streams_in.v[i];
+        if (s->gone) {
+            answer(e, &s->peer, s->id, s->total, BBE__CHUNK_REFUSE, 0);
+            in_remove(e, i);
+            continue;
+        }
         if (stall && now - s->progress_ns >= stall) {
             stream_failed(e, &s->peer, s->total, "no progress (stream_stall_ns)", s->id);
             in_remove(e, i);
             continue;
         }
-        if (!s->buf && admit(e, s)) {
+        if (!s->buf && !s->fold && admit(e, s)) {
             s->progress_ns = now;
             answer(e, &s->peer, s->id, s->total, BBE__CHUNK_ACK, 0);
         }
-        uint64_t due = s->buf ? s->progress_ns + stall : now + WAIT_RECHECK_NS;
+        uint64_t due = s->buf || s->fold ? s->progress_ns + stall : now + WAIT_RECHECK_NS;
         next = due < next ? due : next;
         i++;
     }
@@ -480,7 +550,7 @@ void bbe__streams_free(bb_engine *e)
     while (e->streams_out.n)
         out_remove(e, e->streams_out.n - 1);
     while (e->streams_in.n)
-        in_remove(e, e->streams_in.n - 1);
+        in_drop(e, e->streams_in.n - 1, false);
     BBE__ARR_FREE(&e->streams_out);
     BBE__ARR_FREE(&e->streams_in);
 }

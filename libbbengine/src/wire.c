@@ -399,6 +399,17 @@ static bbe__batch *batch_find(const bb_engine *e, uint64_t id)
     return bbe__map_get(&e->batches, id, &p) ? (bbe__batch *)(uintptr_t)p : NULL;
 }
 
+bbe__batch *bbe__batch_get(const bb_engine *e, uint64_t id)
+{
+    return batch_find(e, id);
+}
+
+bbe__batch *bbe__batch_of_wire(const bb_engine *e, uint64_t wire_req_id)
+{
+    uint64_t id;
+    return bbe__map_get(&e->batches_wire, wire_req_id, &id) ? batch_find(e, id) : NULL;
+}
+
 bool bbe__batch_pending(const bb_engine *e, uint64_t id)
 {
     const bbe__batch *b = batch_find(e, id);
@@ -458,6 +469,8 @@ static void batch_complete(bb_engine *e, bbe__batch *b, bool failed, const char 
      * owns) alive until we are done with b. */
     bbe__exec *origin = b->x;
     origin->refs++;
+    if (b->folding) /* its half-streamed responses end here (ABORT) */
+        bbe__chunk_fold_batch_done(e, b->id);
     b->done = true;
     b->failed = failed;
     bbe__map_del(&e->batches_wire, b->wire_req_id);
@@ -1213,13 +1226,44 @@ static int fold_response(bb_engine *e, const bbe__batch *b, bb_value *item, bb_v
     return rc;
 }
 
+/* The sender answered: what deliver_response does before the response
+ * goes anywhere. */
+static void response_heard(bb_engine *e, bbe__batch *b, uint32_t who, const bb_peerid *src)
+{
+    b->answered[who] = true;
+    bbe__peer_success(e, src);
+    bbe__bus_publish(e, BB_EVENT_WIRE_RESPONSE_LANDED);
+}
+
+/* One more response counted; refused: why its op refused it. */
+static void response_counted(bb_engine *e, bbe__batch *b, const char *refused)
+{
+    b->n_items++;
+    if (refused)
+        batch_complete(e, b, true, refused);
+    else if (b->n_items == b->expected)
+        batch_complete(e, b, false, NULL);
+}
+
+void bbe__batch_response_landed(bb_engine *e, bbe__batch *b, uint32_t who, const bb_peerid *src,
+                                const char *refused)
+{
+    response_heard(e, b, who, src);
+    e->c[BBE__C_FILLS_IN]++;
+    e->c[BBE__C_RESPONSES_FOLDED] += !refused;
+    response_counted(e, b, refused);
+}
+
+void bbe__batch_refused(bb_engine *e, bbe__batch *b, const char *why)
+{
+    if (!b->done)
+        batch_complete(e, b, true, why);
+}
+
 static void deliver_response(inbound_ctx *c)
 {
     bb_engine *e = c->e;
-    uint64_t id;
-    bbe__batch *b = NULL;
-    if (bbe__map_get(&e->batches_wire, c->env->wire_req_id, &id))
-        b = batch_find(e, id);
+    bbe__batch *b = bbe__batch_of_wire(e, c->env->wire_req_id);
     if ((!b || b->done) && bbe__control_answer_in(e, c->src, c->env))
         return; /* the answer to a component's control-plane request */
     if (!b || b->done) {
@@ -1233,9 +1277,9 @@ static void deliver_response(inbound_ctx *c)
     for (uint32_t i = 0; i < b->expected; i++)
         if (!b->answered[i] && bb_peerid_equal(&b->cohort[i], c->src))
             who = i;
-    if (who == UINT32_MAX) {
+    if (who == UINT32_MAX || (b->folding && bbe__chunk_fold_busy(e, b->id, who))) {
         e->c[BBE__C_UNROUTABLE]++;
-        return; /* not in the cohort, or a duplicate answer */
+        return; /* not in the cohort, a duplicate answer, or one already streaming in */
     }
     if (c->env->n_fills < 1)
         return;
@@ -1266,25 +1310,18 @@ static void deliver_response(inbound_ctx *c)
         bb_value_unref(item);
         return;
     }
-    b->answered[who] = true;
-    bbe__peer_success(e, c->src);
-    bbe__bus_publish(e, BB_EVENT_WIRE_RESPONSE_LANDED);
+    response_heard(e, b, who, c->src);
     if (b->folding) { /* counted, handed on, not kept */
         bb_error err;
         int rc = fold_response(e, b, item, pv, &err);
         bb_value_unref(item);
         bb_value_unref(pv);
-        b->n_items++;
-        if (rc) {
-            batch_complete(e, b, true, err.msg);
-            return;
-        }
-    } else {
-        b->items[b->n_items] = item; /* room: each of `expected` answers once */
-        b->peers[b->n_items++] = pv;
+        response_counted(e, b, rc ? err.msg : NULL);
+        return;
     }
-    if (b->n_items == b->expected)
-        batch_complete(e, b, false, NULL);
+    b->items[b->n_items] = item; /* room: each of `expected` answers once */
+    b->peers[b->n_items] = pv;
+    response_counted(e, b, NULL);
 }
 
 static void merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envelope *env,

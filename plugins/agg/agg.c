@@ -272,6 +272,28 @@ static bb_dispatch_result agg_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
     return rc == BB_OK ? BB_DISPATCH_NOW_OK : BB_DISPATCH_NOW_ERR;
 }
 
+/* A contribution folded piece by piece as the engine receives it (ABI
+ * 2.3, bb_fold_piece): BEGIN checks it like a tagged Contribute, DATA
+ * folds element ranges, END counts it, ABORT keeps what came. */
+static int agg_fold_piece(void *inst, bb_ctx *ctx, const bb_fold_piece *p, bb_error *err)
+{
+    agg *a = inst;
+    if (ctx)
+        a->ctx = ctx;
+    switch (p->step) {
+    case BB_FOLD_BEGIN:
+        return agg_contribute_begin(a, p, err);
+    case BB_FOLD_DATA:
+        return agg_fold_part_data(a, p->stream, p->offset, p->count, p->data, err);
+    case BB_FOLD_END:
+        return agg_fold_part_end(a, p->stream, err);
+    case BB_FOLD_ABORT:
+        agg_fold_part_cut(a, p->stream);
+        return BB_OK;
+    }
+    return bb_error_set(err, BB_EINVAL, "%s: unknown fold step %d", a->type_name, (int)p->step);
+}
+
 /* ---- declarations ------------------------------------------------------------------ */
 
 static const bb_port_decl CONTRIBUTE_IN[] = {
@@ -328,6 +350,7 @@ static const bb_opset_decl OPSETS[] = {{"ai.bytesandbrains.role.aggregator", 1, 
         .dispatch = agg_dispatch,                                                      \
         .snapshot = agg_snapshot,                                                      \
         .restore = agg_restore,                                                        \
+        .fold_piece = agg_fold_piece,                                                  \
     }
 
 AGG_TYPE(FEDAVG, "agg::FedAvg",

@@ -65,8 +65,22 @@ typedef struct agg_sender {
     bb_peerid peer;
 } agg_sender;
 
+/* A contribution folded in element ranges as its bytes arrive (the
+ * engine's fold_piece, fold_piece.c): it covers [0, done) so far. A cut
+ * one (live false) keeps the prefix it brought, with its weight there. */
+typedef struct agg_fold_part {
+    uint64_t stream;      /* the engine's handle (bb_fold_piece.stream); 0 once cut */
+    bool live;
+    bool has_peer;
+    bb_peerid peer;
+    double w;             /* its weight: num_samples, or 1 (WeightAggregator) */
+    uint64_t samples;
+    size_t done;          /* elements folded */
+} agg_fold_part;
+
 /* The streamed part of a round (fold.c): contributions folded into a
- * running weighted mean as they arrived. */
+ * running weighted mean as they arrived. Coordinate j of the mean has
+ * weight weight + the w of each part with j < done. */
 typedef struct agg_fold {
     bb_value *mean;       /* f32, the round's shape; NULL before the first with a weight */
     bool owned;           /* mean's memory is ours to write (else a contribution's) */
@@ -75,6 +89,8 @@ typedef struct agg_fold {
     agg_sender *senders;  /* who folded, in order [n] */
     size_t n, cap;
     char poison[BB_ERROR_MSG_MAX]; /* why the mean is not finite; "" while it is */
+    agg_fold_part *parts; /* contributions arriving, or cut, in ranges [n_parts] */
+    size_t n_parts, parts_cap;
 } agg_fold;
 
 /* One parsed contribution before it enters the round (references borrowed). */
@@ -125,6 +141,10 @@ void agg_warn(const agg *a, const char *msg);
  * *items is malloc'd (free it); an item whose tensor is NULL was skipped. */
 int agg_parse_contribute(const agg *a, const bb_value *contribution, const bb_value *metadata,
                          agg_item **items, size_t *n_items, bb_error *err);
+/* A contribution whose tensor comes in pieces: the item (tensor NULL)
+ * from its sender and the Composite of its other parts (num_samples, ...). */
+int agg_parse_streamed(const agg *a, const bb_value *rest, const bb_value *sender, agg_item *it,
+                       bb_error *err);
 /* "peer 12D3KooW..." or "an anonymous contribution". */
 void agg_describe_source(const bb_value *peer, char *out, size_t cap);
 /* "[2, 3]" */
@@ -174,11 +194,17 @@ int agg_contribute(agg *a, const bb_value *contribution, const bb_value *metadat
  * memory, a poisoned round drops its folded part); else CurrentTensor
  * (the round stays as it is). Nothing is cleared here. */
 int agg_reduce_round(agg *a, bool close, bb_value **out, uint64_t *samples, bb_error *err);
-/* Contributions in the round, held and folded. */
+/* Contributions in the round, held and folded (whole, arriving, or cut). */
 static inline size_t agg_round_count(const agg *a)
 {
-    return a->n + a->fold.n;
+    return a->n + a->fold.n + a->fold.n_parts;
 }
+/* BEGIN of a contribution folded piece by piece (bb_fold_piece): checks
+ * it as Contribute checks a tagged response (request tag, sender, shape,
+ * num_samples in rest) and opens its part. BB_EUNSUPPORTED when this
+ * aggregator takes contributions only whole (TrimmedMean, Median, skip
+ * mode, which checks every value first). */
+int agg_contribute_begin(agg *a, const bb_fold_piece *p, bb_error *err);
 
 /* ---- fold.c ------------------------------------------------------------------ */
 
@@ -195,13 +221,30 @@ bool agg_fold_admits(agg *a, const agg_item *it);
 /* Fold one item of the round's shape (sender checks done). Fails when out
  * of memory, or when the mean became non-finite (poisoned, naming it). */
 int agg_fold_add(agg *a, const agg_item *it, bb_error *err);
+/* Parts (fold_piece): the one that starts (it: peer, num_samples; the
+ * round's shape is set), elements [offset, offset + count) of it (in
+ * order; a non-finite mean poisons the round naming the sender), its end
+ * (every element came: it joins the folded senders) and its cut (what it
+ * brought stays, with its weight, on its prefix). */
+int agg_fold_part_begin(agg *a, uint64_t stream, const agg_item *it, bb_error *err);
+int agg_fold_part_data(agg *a, uint64_t stream, uint64_t offset, uint64_t count, const float *x,
+                       bb_error *err);
+int agg_fold_part_end(agg *a, uint64_t stream, bb_error *err);
+void agg_fold_part_cut(agg *a, uint64_t stream);
+/* Whether a sender has a part in the round. */
+bool agg_fold_has_part(const agg_fold *f, const bb_peerid *id);
+/* Coordinates no contribution covers (every sender that brought them was
+ * cut): an error naming them, else BB_OK. */
+int agg_fold_covered(const agg *a, bb_error *err);
 /* Make the mean memory the aggregator may write (a server optimizer's step
  * works in place). */
 int agg_fold_own(agg *a, bb_error *err);
 /* The round's tags and folded part, after the server state (snapshot
  * version 3); the reader fills into (whose held part and shape are read). */
 void agg_fold_snapshot(const agg *a, bb_writer *w);
-int agg_fold_restore(agg *into, bb_reader *r, bb_error *err);
+/* version: the snapshot's; from 4 the parts follow (every part restores
+ * cut: streams are not in the engine's snapshot). */
+int agg_fold_restore(agg *into, bb_reader *r, uint32_t version, bb_error *err);
 
 /* ---- snapshot.c ---------------------------------------------------------- */
 

@@ -127,15 +127,21 @@ static int apply_meta(const agg *a, const bb_value *m, const char *where, agg_it
                         a->type_name, where, m->type->name);
 }
 
+/* An item from peer before its parts are read: absent num_samples counts 1. */
+static void item_init(agg_item *it, const bb_value *peer, char *where, size_t cap)
+{
+    agg_describe_source(peer, where, cap);
+    memset(it, 0, sizeof *it);
+    it->peer = peer;
+    it->num_samples = 1;
+}
+
 /* One element: a tensor, or Composite(params, metadata...). */
 static int parse_element(const agg *a, const bb_value *v, const bb_value *peer,
                          const bb_value *metadata, agg_item *it, bb_error *err)
 {
     char where[96];
-    agg_describe_source(peer, where, sizeof where);
-    memset(it, 0, sizeof *it);
-    it->peer = peer;
-    it->num_samples = 1;
+    item_init(it, peer, where, sizeof where);
     bool have_samples = false;
     v = unwrap(v);
     if (v && v->type->kind == BB_VK_COMPOSITE && v->u.list.n > 0) {
@@ -206,4 +212,13 @@ int agg_parse_contribute(const agg *a, const bb_value *contribution, const bb_va
     *items = v;
     *n_items = n;
     return BB_OK;
+}
+
+int agg_parse_streamed(const agg *a, const bb_value *rest, const bb_value *sender, agg_item *it,
+                       bb_error *err)
+{
+    char where[96];
+    item_init(it, sender, where, sizeof where);
+    bool have_samples = false;
+    return rest ? apply_meta(a, rest, where, it, &have_samples, err) : BB_OK;
 }

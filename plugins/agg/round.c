@@ -299,6 +299,69 @@ int agg_contribute(agg *a, const bb_value *contribution, const bb_value *metadat
     return rc;
 }
 
+static bool is_shape(uint32_t nd, const int64_t *d, uint32_t nd2, const int64_t *d2)
+{
+    return nd == nd2 && memcmp(d, d2, nd * sizeof *d) == 0;
+}
+
+int agg_contribute_begin(agg *a, const bb_fold_piece *p, bb_error *err)
+{
+    if (!agg_folds(a->kind) || a->skip_bad)
+        return bb_error_set(err, BB_EUNSUPPORTED, "%s takes contributions whole (%s)",
+                            a->type_name,
+                            a->skip_bad ? "on_bad_contribution = \"skip\" checks each first"
+                                        : "it keeps every contribution");
+    if (!p->request || p->request->type != &BB_TYPE_REQUEST_ID || p->dtype != BB_DT_FLOAT ||
+        p->ndim > BB_MAX_DIMS)
+        return bb_error_set(err, BB_EUNSUPPORTED, "%s: not a tagged f32 contribution",
+                            a->type_name);
+    agg_item it;
+    int rc = agg_parse_streamed(a, p->rest, p->sender, &it, err);
+    if (rc)
+        return rc;
+    round_retag(a, p->request->u.u64);
+    char who[96];
+    agg_describe_source(it.peer, who, sizeof who);
+    size_t numel = bb_shape_numel(p->ndim, p->dims);
+    if (numel == SIZE_MAX || numel == 0)
+        return bb_error_set(err, BB_EINVAL, "%s: contribution from %s has an invalid shape",
+                            a->type_name, who);
+    if (agg_round_count(a) > 0 && !is_shape(p->ndim, p->dims, a->ndim, a->dims)) {
+        char got[160], want[160];
+        agg_format_shape(p->ndim, p->dims, got, sizeof got);
+        agg_format_shape(a->ndim, a->dims, want, sizeof want);
+        return bb_error_set(err, BB_ETYPE,
+                            "%s: contribution from %s has shape %s, but this round's "
+                            "contributions have shape %s",
+                            a->type_name, who, got, want);
+    }
+    bb_peerid id;
+    if (peer_id(it.peer, &id) && agg_fold_has_sender(&a->fold, &id))
+        return bb_error_set(err, BB_EEXIST,
+                            "%s: %s already contributed to this round (its update was folded in "
+                            "as it arrived and cannot be replaced)",
+                            a->type_name, who);
+    agg_contribution *held = find_peer(a, it.peer);
+    if (!held && agg_round_count(a) + 1 > a->max_contributions)
+        return full_error(a, err);
+    if (agg_round_count(a) == 0) {
+        a->ndim = p->ndim;
+        memset(a->dims, 0, sizeof a->dims);
+        memcpy(a->dims, p->dims, p->ndim * sizeof *p->dims);
+        a->numel = numel;
+    }
+    if (held) { /* a held update of the sender: the folded one replaces it */
+        bb_value_unref(held->tensor);
+        *held = a->v[--a->n];
+    }
+    rc = agg_fold_part_begin(a, p->stream, &it, err);
+    if (rc && agg_round_count(a) == 0) {
+        a->ndim = 0;
+        a->numel = 0;
+    }
+    return rc;
+}
+
 /* ---- reduce ---------------------------------------------------------------------- */
 
 static void free_large(void *ctx, uint8_t *data, size_t len)
@@ -441,6 +504,14 @@ int agg_reduce_round(agg *a, bool close, bb_value **out, uint64_t *samples, bb_e
             agg_fold_clear(&a->fold);
         return err->code;
     }
+    if (a->fold.n_parts && a->n) /* the mean's weight differs by coordinate */
+        return bb_error_set(err, BB_EUNSUPPORTED,
+                            "%s: a round with a contribution cut part-way cannot also reduce "
+                            "%zu contributions given whole",
+                            a->type_name, a->n);
+    int covered = agg_fold_covered(a, err);
+    if (covered)
+        return covered;
     uint64_t total = a->fold.samples;
     for (size_t i = 0; i < a->n; i++)
         total += a->v[i].num_samples;

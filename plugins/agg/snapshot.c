@@ -8,7 +8,8 @@
  *                              u64 num_samples, numel(round) f32 },
  *   u8 has_last, [shape(last), numel(last) f32],
  *   the server optimizer's state (server_opt.c; not in version 1),
- *   the round's request tags and its folded part (fold.c; version 3)
+ *   the round's request tags and its folded part (fold.c; version 3;
+ *   from version 4 with the contributions folded in ranges)
  *   shape = u32 ndim, ndim x i64 dim
  * Restore checks every length against the remaining bytes before it
  * allocates, like any other untrusted input.
@@ -20,7 +21,7 @@
 #include "bb/bytes.h"
 
 #define MAGIC "BBAG"
-#define VERSION 3u
+#define VERSION 4u
 
 static void put_shape(bb_writer *w, uint32_t nd, const int64_t *dims)
 {
@@ -152,7 +153,7 @@ int agg_restore(void *inst, const uint8_t *data, size_t len, bb_error *err)
     }
     if (version >= 2 && (rc = agg_server_restore(&s, &r, err)))
         goto fail;
-    if (version >= 3 && (rc = agg_fold_restore(&s, &r, err)))
+    if (version >= 3 && (rc = agg_fold_restore(&s, &r, version, err)))
         goto fail;
     if (bb_reader_left(&r)) {
         rc = bb_error_set(err, BB_EDECODE, "%s: %zu stray bytes after the snapshot",

@@ -117,6 +117,7 @@ ENVELOPE_FIELDS = {
         3: ("offset", T_U64, OPT, "", None),
         4: ("data", T_BYTES, OPT, "", None),
         5: ("kind", T_ENUM, OPT, ".bb.core.ChunkKind", None),
+        6: ("tail", T_BYTES, OPT, "", None),  # the first chunk's preview (chunk_fold.c)
     },
     "SlotFill": {
         1: ("dest_suffix", T_BYTES, OPT, "", None),

@@ -1088,18 +1088,18 @@ static void test_server_optimizer_snapshot(void **state)
     bb_value_unref(ra);
     bb_value_unref(rb);
     free(snap);
-    /* versions 1 and 2: a FedAvg snapshot without the server section (u8 +
-     * u64 + u8) and without the round's tags and folded part (version 3: u8
+    /* versions 1 to 3: a FedAvg snapshot without the server section (u8 +
+     * u64 + u8), without the round's tags and folded part (version 3: u8
      * tagged, u64 tag, u64 n, u64 samples, u64 weight, u8 has_mean, an empty
-     * delimited poison text) */
+     * delimited poison text) and without the parts (version 4: u64 count) */
     agg_t f = make("agg::FedAvg", NULL), g = make("agg::FedAvg", NULL);
     contribute_ok(&f, VEC(1, 2), u64(1));
     bb_value_unref(aggregate_ok(&f, NULL));
     assert_int_equal(f.t->snapshot(f.inst, &snap, &len, &err), BB_OK);
-    const size_t server_part = 10, fold_part = 1 + 8 + 8 + 8 + 8 + 1 + 1;
-    for (uint32_t v = 1; v <= 2; v++) {
+    const size_t server_part = 10, parts = 8, fold_part = 1 + 8 + 8 + 8 + 8 + 1 + 1 + parts;
+    for (uint32_t v = 1; v <= 3; v++) {
         memcpy(snap + 4, &v, 4);
-        size_t cut = len - fold_part - (v == 1 ? server_part : 0);
+        size_t cut = len - (v == 3 ? parts : fold_part) - (v == 1 ? server_part : 0);
         assert_int_equal(g.t->restore(g.inst, snap, cut, &err), BB_OK);
         assert_int_equal(rounds_of(&g), 1);
         assert_int_not_equal(g.t->restore(g.inst, snap, cut + 1, &err), BB_OK);

@@ -16,7 +16,8 @@
  * own. ABI 2.0 added it; 1.x plugins are refused (they carry none).
  * ABI 2.1 appended bb_ctx_api.shared_get/shared_put; 2.2 the control
  * plane: bb_ctx_api.send_fill and local_targets,
- * bb_component_type.on_answer (see "control plane" below).
+ * bb_component_type.on_answer (see "control plane" below); 2.3
+ * bb_component_type.fold_piece (see "contributions folded piece by piece").
  *
  * Threading: create/destroy/dispatch/bootstrap/snapshot/restore run on the
  * engine thread. A dispatch that returns BB_DISPATCH_LATER keeps its
@@ -37,7 +38,7 @@
 #include "bb/value.h"
 
 #define BB_PLUGIN_ABI_MAJOR 2
-#define BB_PLUGIN_ABI_MINOR 2
+#define BB_PLUGIN_ABI_MINOR 3
 #define BB_PLUGIN_ENTRY_SYMBOL "bb_plugin_entry"
 #define BB_STAGE_ENTRY_SYMBOL "bb_stage_entry"
 #define BB_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -266,6 +267,51 @@ typedef struct bb_create_args {
     bb_ctx *ctx;                   /* for dependencies and logging during create */
 } bb_create_args;
 
+/* ---- contributions folded piece by piece (ABI 2.3) ---------------------------------
+ * An op that folds responses (bb_role_op_folds_responses) may also take a
+ * response whose tensor is still arriving: the engine reads the response's
+ * head and tail before its tensor's bytes (a chunk stream previews its
+ * tail) and hands the tensor over in pieces as they land, so the node
+ * never holds the whole update. One contribution, `stream` (unique among
+ * the instance's open ones), is:
+ *   BEGIN  request (RequestId), sender (PeerId), rest (a Composite of the
+ *          response's other children: num_samples, ...), dtype and shape
+ *          of the tensor. BB_EUNSUPPORTED: not this way (the engine then
+ *          assembles the response and dispatches it whole, as before); any
+ *          other error refuses the response as a dispatch would (the
+ *          batch fails with the message).
+ *   DATA   elements [offset, offset + count) of the tensor, in order
+ *          without gaps, data aligned for dtype (borrowed for the call).
+ *          An error refuses the response.
+ *   END    every element arrived: the contribution is complete, and
+ *          counts as one dispatched response would.
+ *   ABORT  the rest will never come (the stream stalled, was refused, or
+ *          its batch completed first); what was folded stays folded. The
+ *          return value is ignored.
+ * Calls come on the engine thread; the component answers at once. */
+typedef enum bb_fold_step {
+    BB_FOLD_BEGIN = 0,
+    BB_FOLD_DATA = 1,
+    BB_FOLD_END = 2,
+    BB_FOLD_ABORT = 3
+} bb_fold_step;
+
+typedef struct bb_fold_piece {
+    uint32_t struct_size;
+    bb_fold_step step;
+    uint64_t stream;
+    /* BEGIN (borrowed) */
+    const bb_value *request;
+    const bb_value *sender;
+    const bb_value *rest;
+    int32_t dtype;
+    uint32_t ndim;
+    const int64_t *dims;
+    /* DATA */
+    uint64_t offset, count;
+    const void *data;
+} bb_fold_piece;
+
 typedef struct bb_component_type {
     uint32_t struct_size;
     uint32_t abi_major, abi_minor;
@@ -319,6 +365,9 @@ typedef struct bb_component_type {
      * or op). payload is borrowed for the call. */
     void (*on_answer)(void *inst, bb_ctx *ctx, uint64_t token, int status, const uint8_t *payload,
                       size_t len);
+    /* ---- ABI 2.3 ---- */
+    /* Optional: a contribution folded piece by piece (above). */
+    int (*fold_piece)(void *inst, bb_ctx *ctx, const bb_fold_piece *piece, bb_error *err);
 } bb_component_type;
 
 /* ---- the control plane (ABI 2.2) -------------------------------------------------
