@@ -391,6 +391,7 @@ typedef struct bbe__ingress {
 /* ---- framework tables -------------------------------------------------------------- */
 typedef struct bbe__peer {
     bb_peerid id;
+    uint64_t id_hash;    /* bbe__hash_bytes of id: the table's, and every dedup key's */
     bool live;           /* slot in use */
     uint32_t n_addrs;
     bb_engine_addr *addrs; /* malloc'd copies */
@@ -1023,10 +1024,12 @@ int bbe__envelope_decode(const uint8_t *data, size_t len, const bbe__env_limits 
                         bbe__envelope *out, bb_error *err);
 void bbe__envelope_release(bbe__envelope *env);
 /* DedupGateRx's identity of a decoded envelope (env: views into bytes):
- * the sender's PeerId and the envelope's bytes, of a payload over 4 KiB
- * only its first and last 2 KiB (sent_at_ns, which every node makes
- * strictly increasing, already tells two sends apart). */
-uint64_t bbe__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size_t len,
+ * the sender's PeerId, given as its hash (src_hash: bbe__hash_bytes of its
+ * bytes, which the peer table keeps as bbe__peer.id_hash), and the
+ * envelope's bytes, of a payload over 4 KiB only its first and last 2 KiB
+ * (sent_at_ns, which every node makes strictly increasing, already tells
+ * two sends apart). */
+uint64_t bbe__envelope_dedup_key(uint64_t src_hash, const uint8_t *bytes, size_t len,
                                 const bbe__envelope *env);
 /* Encode into a new malloc'd buffer. */
 int bbe__envelope_encode(const bbe__envelope *env, uint8_t **out, size_t *out_len);

@@ -376,10 +376,10 @@ static uint64_t chain(uint64_t h, const uint8_t *p, size_t n)
     return bbe__mix64(h ^ bbe__hash_bytes(p, n));
 }
 
-uint64_t bbe__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size_t len,
+uint64_t bbe__envelope_dedup_key(uint64_t src_hash, const uint8_t *bytes, size_t len,
                                 const bbe__envelope *env)
 {
-    uint64_t h = chain(0x6465647570ULL, src->bytes, src->len);
+    uint64_t h = bbe__mix64(0x6465647570ULL ^ src_hash); /* chain() over the PeerId */
     size_t pos = 0;
     /* the envelope's bytes in order, each large payload's middle left out
      * (its length is in the bytes before it); fills are views into bytes,

@@ -964,6 +964,8 @@ decode_failed:
 typedef struct inbound_ctx {
     bb_engine *e;
     const bb_peerid *src;
+    uint64_t src_hash;    /* bbe__hash_bytes of src, when src_hashed */
+    bool src_hashed;      /* the peer table had it: not hashed again per envelope */
     const bbe__envelope *env;
     const uint8_t *bytes; /* the envelope's, for its dedup key */
     size_t len;
@@ -987,7 +989,9 @@ static bbe__exec *frame_for(inbound_ctx *c, bbe__graph *g)
     if (!x)
         return NULL;
     if (!c->hashed) {
-        c->env_hash = bbe__envelope_dedup_key(c->src, c->bytes, c->len, c->env);
+        uint64_t src_hash = c->src_hashed ? c->src_hash
+                                          : bbe__hash_bytes(c->src->bytes, c->src->len);
+        c->env_hash = bbe__envelope_dedup_key(src_hash, c->bytes, c->len, c->env);
         c->hashed = true;
     }
     bbe__inbound *in = bbe__exec_set_inbound(x);
@@ -1405,7 +1409,8 @@ static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size
         }
     }
     env.deadline_ns = local_deadline(e, from, &env);
-    inbound_ctx c = {.e = e, .src = src, .env = &env, .buf = buf, .bytes = bytes, .len = len};
+    inbound_ctx c = {.e = e, .src = src, .env = &env, .buf = buf, .bytes = bytes, .len = len,
+                     .src_hash = from ? from->id_hash : 0, .src_hashed = from != NULL};
     if (env.corr_kind == 2) {
         deliver_response(&c);
     } else {
