@@ -639,6 +639,13 @@ struct bb_engine {
     uint64_t incarnation;
     uint64_t rng;                /* splitmix64 state */
     uint64_t last_sent_at;
+    /* The last /site/<id> suffix a received fill named, as bytes, and its
+     * site: a peer's fills name the same few sites over and over, and
+     * comparing <= 14 bytes costs less than parsing them (wire.c); the
+     * bytes alone decide the site, so nothing invalidates it */
+    uint8_t rx_site_sfx[16];
+    uint8_t rx_site_sfx_len; /* 0: none yet */
+    uint64_t rx_site_id;
 
     /* install */
     bool installed;

@@ -1316,6 +1316,25 @@ static void merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envel
 static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
                     bb_buffer *buf, bool assembled);
 
+/* Parse a received fill's suffix into sfx; a /site/<id> the last one
+ * named is taken from e's one-entry cache without parsing again. */
+static int fill_suffix(bb_engine *e, const bbe__fill *f, bb_suffix *sfx)
+{
+    if (f->suffix_len && f->suffix_len == e->rx_site_sfx_len &&
+        memcmp(f->suffix, e->rx_site_sfx, f->suffix_len) == 0) {
+        sfx->kind = BB_SUFFIX_SITE;
+        sfx->site_id = e->rx_site_id;
+        return BB_OK;
+    }
+    int rc = bb_suffix_parse(f->suffix, f->suffix_len, sfx, NULL);
+    if (rc == BB_OK && sfx->kind == BB_SUFFIX_SITE && f->suffix_len <= sizeof e->rx_site_sfx) {
+        memcpy(e->rx_site_sfx, f->suffix, f->suffix_len);
+        e->rx_site_sfx_len = (uint8_t)f->suffix_len;
+        e->rx_site_id = sfx->site_id;
+    }
+    return rc;
+}
+
 /* An envelope's deadline_ns is the sender's absolute time
  * (bb_envelope.proto), and clocks disagree by milliseconds to seconds: a
  * receiver whose clock runs ahead would drop every request. So the
@@ -1418,7 +1437,7 @@ static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size
         for (size_t i = 0; i < env.n_fills; i++) {
             const bbe__fill *f = &env.fills[i];
             bb_suffix sfx;
-            if (bb_suffix_parse(f->suffix, f->suffix_len, &sfx, NULL) != BB_OK) {
+            if (fill_suffix(e, f, &sfx) != BB_OK) {
                 e->c[BBE__C_UNROUTABLE]++; /* malformed suffix: dropped */
                 continue;
             }
