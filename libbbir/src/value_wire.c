@@ -344,9 +344,12 @@ static void count_refs(const bb_value *v, enc_refs *g)
 static int encode_sized(const bb_value *v, size_t n, uint8_t *out, size_t cap, enc_refs *g,
                         size_t *len, bb_error *err)
 {
-    enc_refs sizing = *g; /* counted on a copy: enc_write counts into g */
-    count_refs(v, &sizing);
-    size_t ref_bytes = sizing.ref_bytes - g->ref_bytes;
+    size_t ref_bytes = 0;
+    if (g->max_refs) { /* a plain encode takes no refs: nothing to count */
+        enc_refs sizing = *g; /* counted on a copy: enc_write counts into g */
+        count_refs(v, &sizing);
+        ref_bytes = sizing.ref_bytes - g->ref_bytes;
+    }
     g->base = out;
     size_t copied = n - ref_bytes;
     if (copied > cap)
