@@ -1291,13 +1291,15 @@ static void deliver_response(inbound_ctx *c)
         batch_complete(e, b, false, NULL);
 }
 
-static void merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envelope *env,
-                            const uint8_t *obs, size_t obs_len)
+/* The sender's listen addresses and the address it was seen at go into
+ * the book. Returns src's entry when one was looked up (the caller's
+ * lookup of it then costs nothing), else NULL. */
+static bbe__peer *merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envelope *env,
+                                  const uint8_t *obs, size_t obs_len)
 {
-    if (bb_peerid_equal(src, &e->cfg.peer))
-        return;
+    bbe__peer *p = NULL;
     if (env->n_src) {
-        bbe__peer *p = bbe__peer_find(e, src);
+        p = bbe__peer_find(e, src);
         bool same = p && p->n_addrs == env->n_src;
         for (size_t i = 0; same && i < env->n_src; i++)
             same = p->addrs[i].len == env->src[i].len &&
@@ -1307,10 +1309,12 @@ static void merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envel
                 bbe__peer_add_addr(e, p, env->src[i].data, env->src[i].len); /* caps swallowed */
     }
     if (obs && obs_len) {
-        bbe__peer *p = bbe__peer_get(e, src);
+        if (!p)
+            p = bbe__peer_get(e, src);
         if (p)
             bbe__peer_add_addr(e, p, obs, obs_len);
     }
+    return p;
 }
 
 static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
@@ -1406,9 +1410,10 @@ static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size
         bbe__trace(e, BB_TRACE_INBOUND, "deliver_inbound", 0, BBE__NONE,
                   env.corr_kind == 2 ? "response" : env.corr_kind == 1 ? "request" : "none",
                   env.n_fills);
-    merge_addresses(e, src, &env, obs, obs_len);
+    bool self = bb_peerid_equal(src, &e->cfg.peer);
+    bbe__peer *known = self ? NULL : merge_addresses(e, src, &env, obs, obs_len);
     if (env.chunk.present) { /* a piece of a stream, or an answer about one */
-        if (!assembled && !bb_peerid_equal(src, &e->cfg.peer))
+        if (!assembled && !self)
             bbe__stream_chunk(e, src, &env.chunk);
         else
             e->c[BBE__C_UNROUTABLE]++; /* a stream inside a stream: dropped */
@@ -1416,8 +1421,8 @@ static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size
         return;
     }
     bbe__peer *from = NULL;
-    if (!bb_peerid_equal(src, &e->cfg.peer)) {
-        bbe__peer *p = from = bbe__peer_find(e, src);
+    if (!self) {
+        bbe__peer *p = from = known ? known : bbe__peer_find(e, src);
         if (p) {
             if (env.sent_at_ns) {
                 p->last_rx_sent_at = env.sent_at_ns;
