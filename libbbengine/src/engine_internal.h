@@ -646,6 +646,10 @@ struct bb_engine {
     uint8_t rx_site_sfx[16];
     uint8_t rx_site_sfx_len; /* 0: none yet */
     uint64_t rx_site_id;
+    /* The same the other way: the last site a sent fill named, encoded */
+    uint8_t tx_site_sfx[16];
+    uint8_t tx_site_sfx_len; /* 0: none yet */
+    uint64_t tx_site_id;
 
     /* install */
     bool installed;

@@ -283,6 +283,22 @@ static int dests_of(bb_engine *e, const bb_value *d, dests *out)
     }
 }
 
+/* /site/<site> encoded into out[16]; its length, 0 when it does not fit (a
+ * bug: a site id is a u64). The last one is kept encoded (e->tx_site_sfx):
+ * a loop sends to the same sites over and over. */
+static size_t site_suffix(bb_engine *e, uint64_t site, uint8_t out[16])
+{
+    if (!e->tx_site_sfx_len || e->tx_site_id != site) {
+        size_t sl = 0;
+        if (bb_suffix_site(site, e->tx_site_sfx, sizeof e->tx_site_sfx, &sl, NULL))
+            return 0;
+        e->tx_site_sfx_len = (uint8_t)sl;
+        e->tx_site_id = site;
+    }
+    memcpy(out, e->tx_site_sfx, e->tx_site_sfx_len);
+    return e->tx_site_sfx_len;
+}
+
 /* The fills of a Send: one per data input, each encoded from its value when
  * an envelope is written. */
 static int build_fills(bb_engine *e, uint32_t opi, bb_value *const *in, uint32_t n_data,
@@ -293,8 +309,8 @@ static int build_fills(bb_engine *e, uint32_t opi, bb_value *const *in, uint32_t
     for (uint32_t i = 0; i < n_data; i++) {
         memset(&fills[i], 0, sizeof fills[i]);
         if (i < st->n_dest_sites) {
-            size_t sl;
-            if (bb_suffix_site(st->dest_sites[i], suffix[i], sizeof suffix[i], &sl, NULL))
+            size_t sl = site_suffix(e, st->dest_sites[i], suffix[i]);
+            if (!sl)
                 return bbe__fail(e, "cannot encode /site/%llu", (unsigned long long)st->dest_sites[i]);
             fills[i].suffix = suffix[i];
             fills[i].suffix_len = sl;
@@ -670,8 +686,7 @@ BBE__SYSCALL(bbe__sys_send_resp)
         return bbe__fail(e, "SendResp: cannot encode data: %s", err.msg);
     }
     uint8_t sfx[16];
-    size_t sl = 0;
-    bb_suffix_site(rq->site, sfx, sizeof sfx, &sl, NULL);
+    size_t sl = site_suffix(e, rq->site, sfx);
     bbe__fill f = {.suffix = sfx, .suffix_len = sl, .value = wrap, .payload_len = plen};
     bbe__envelope env = {.fills = &f, .n_fills = 1, .corr_kind = 2, .wire_req_id = rq->wire_req_id,
                         .echo_sent_at_ns = rq->sent_at_ns,
