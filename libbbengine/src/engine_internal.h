@@ -991,8 +991,12 @@ typedef struct bbe__fill {
     const uint8_t *payload;
     size_t payload_len;
     /* Outbound: when set, the payload is this value's encoding
-     * (payload_len bytes), written straight into the envelope. */
+     * (payload_len bytes), written straight into the envelope; with
+     * wrap_head_len, the encoding of a Composite whose one child is value:
+     * wrap_head (bb_value_wrap_head) then value's encoding. */
     const bb_value *value;
+    uint8_t wrap_head[BB_VALUE_WRAP_HEAD_MAX];
+    uint8_t wrap_head_len;
     bool trigger_only;
 } bbe__fill;
 

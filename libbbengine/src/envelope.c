@@ -533,13 +533,15 @@ static void piece_end(gather_w *g, const uint8_t *at)
  * their own. The end, or NULL when the sizes disagree (a bug). */
 static uint8_t *put_value(const bbe__fill *f, uint8_t *p, size_t at, gather_w *g)
 {
-    size_t n, nr = 0;
+    size_t n, nr = 0, len = f->payload_len - f->wrap_head_len;
     bb_encode_ref refs[GATHER_MAX_REFS];
-    if (!g) /* payload_len is the value's encoded size (build_fills) */
-        return bb_value_encode_sized(f->value, f->payload_len, p, at, NULL) == BB_OK
-                   ? p + f->payload_len : NULL;
-    int rc = bb_value_encode_gather(f->value, p, at, f->payload_len, g->min_ref, refs,
-                                    g->refs_left, &nr, &n, NULL);
+    memcpy(p, f->wrap_head, f->wrap_head_len);
+    p += f->wrap_head_len;
+    at += f->wrap_head_len;
+    if (!g) /* payload_len is the value's encoded size (build_fills), with its head */
+        return bb_value_encode_sized(f->value, len, p, at, NULL) == BB_OK ? p + len : NULL;
+    int rc = bb_value_encode_gather(f->value, p, at, len, g->min_ref, refs, g->refs_left, &nr,
+                                    &n, NULL);
     if (rc != BB_OK)
         return NULL;
     for (size_t i = 0; i < nr; i++) {
@@ -670,7 +672,7 @@ int bbe__envelope_encode_gather(const bbe__envelope *env, size_t min_ref, bb_sen
         if (bb_value_gather_size(f->value, min_ref, GATHER_MAX_REFS - n_refs, &copied, &nr,
                                  NULL) != BB_OK)
             return BB_ERUNTIME;
-        in_place += f->payload_len - copied;
+        in_place += f->payload_len - f->wrap_head_len - copied;
         n_refs += nr;
         n_held += nr > 0;
     }

@@ -142,8 +142,9 @@ int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct,
     size_t n = n_direct;
     uint64_t retry_at = 0;
     bool tell = !self; /* the address lists: see bbe__peer.addrs_told */
+    bbe__peer *p = NULL; /* peer's entry: nothing below adds peers, so it stays put */
     if (!self && !n_direct) {
-        bbe__peer *p = bbe__peer_find(e, peer);
+        p = bbe__peer_find(e, peer);
         if (!p || !p->n_addrs)
             return BB_ENOTFOUND;
         tell = !(p->connected && p->addrs_told && p->told_gen == p->addrs_gen);
@@ -189,8 +190,7 @@ int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct,
         rc = bbe__push_send(e, peer, addrs, n, retry_at, bytes, gather, len, exec);
     if (rc)
         return rc == BB_ENOTFOUND ? BB_ENOMEM : rc;
-    bbe__peer *p = tell && !n_direct ? bbe__peer_find(e, peer) : NULL;
-    if (p && p->connected) {
+    if (tell && p && p->connected) {
         p->addrs_told = true;
         p->told_gen = p->addrs_gen;
     }
@@ -673,28 +673,24 @@ BBE__SYSCALL(bbe__sys_send_resp)
     if (!in[0])
         return bbe__fail(e, "SendResp: data is absent");
     /* Responses are self-describing: a one-child Composite carries the
-     * child's wire hash, so the requester decodes without a site type. */
-    bb_value *one = bb_value_ref(in[0]);
-    bb_value *wrap = bb_value_list(&BB_TYPE_COMPOSITE, &one, 1);
-    if (!wrap)
-        return bbe__fail(e, "SendResp: out of memory");
+     * child's wire hash, so the requester decodes without a site type.
+     * Written as that Composite's head and the child (no Composite made). */
     size_t plen;
     bb_error err;
-    int rc = bb_value_encoded_size(wrap, &plen, &err);
-    if (rc) {
-        bb_value_unref(wrap);
+    int rc = bb_value_encoded_size(in[0], &plen, &err);
+    if (rc)
         return bbe__fail(e, "SendResp: cannot encode data: %s", err.msg);
-    }
     uint8_t sfx[16];
     size_t sl = site_suffix(e, rq->site, sfx);
-    bbe__fill f = {.suffix = sfx, .suffix_len = sl, .value = wrap, .payload_len = plen};
+    bbe__fill f = {.suffix = sfx, .suffix_len = sl, .value = in[0]};
+    f.wrap_head_len = (uint8_t)bb_value_wrap_head(in[0], plen, f.wrap_head);
+    f.payload_len = f.wrap_head_len + plen;
     bbe__envelope env = {.fills = &f, .n_fills = 1, .corr_kind = 2, .wire_req_id = rq->wire_req_id,
                         .echo_sent_at_ns = rq->sent_at_ns,
                         .echo_delay_ns = e->now_ns - rq->recv_at_ns};
     bb_peerid peer = rq->peer;
     bbe__map_del(&e->inreq_map, rq->id);
     rc = bbe__emit(e, &peer, NULL, 0, &env, x->id);
-    bb_value_unref(wrap);
     if (rc == BB_ENOTFOUND)
         resolve_failed(e, opi, x, &peer);
     else if (rc)

@@ -225,6 +225,21 @@ static uint8_t *put_payload(enc_refs *g, uint8_t *w, const uint8_t *data, size_t
 
 /* Writes v at w (room for its encoded size, checked by the caller);
  * returns the end. Child sizes are recomputed per level: nesting is shallow. */
+/* A Composite child's record before its encoding: its wire hash (u64 LE)
+ * and its length. */
+static uint8_t *child_head(const bb_value *child, size_t len, uint8_t *w)
+{
+    bb_le_put(w, child->type->wire_hash, 8);
+    w += 8;
+    return w + bb_uvarint_encode(len, w);
+}
+
+size_t bb_value_wrap_head(const bb_value *child, size_t child_len, uint8_t *out)
+{
+    uint8_t *w = out + bb_uvarint_encode(1, out);
+    return (size_t)(child_head(child, child_len, w) - out);
+}
+
 static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
 {
     size_t c;
@@ -283,9 +298,7 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
         for (size_t i = 0; i < v->u.list.n; i++) {
             const bb_value *ch = v->u.list.items[i];
             enc_size(ch, &c); /* cannot fail: the whole value's size was computed */
-            bb_le_put(w, ch->type->wire_hash, 8);
-            w += 8;
-            w += bb_uvarint_encode(c, w);
+            w = child_head(ch, c, w);
             w = enc_write(ch, w, g);
         }
         break;
@@ -296,9 +309,7 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
             w += bb_uvarint_encode(peer->u.bytes.len, w);
             w = enc_write(peer, w, g);
             enc_size(it, &c);
-            bb_le_put(w, it->type->wire_hash, 8);
-            w += 8;
-            w += bb_uvarint_encode(c, w);
+            w = child_head(it, c, w);
             w = enc_write(it, w, g);
         }
         break;
