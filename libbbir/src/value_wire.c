@@ -486,7 +486,7 @@ static int dfail(dec *d, int code, size_t off, const char *fmt, ...)
 
 /* Both readers zero their output first: callers read it only on BB_OK, but
  * the compiler cannot see that dfail() never returns BB_OK. */
-static int get_varint(dec *d, size_t *pos, size_t end, uint64_t *v, const char *what)
+static int get_varint_long(dec *d, size_t *pos, size_t end, uint64_t *v, const char *what)
 {
     size_t at = *pos;
     *v = 0;
@@ -496,6 +496,17 @@ static int get_varint(dec *d, size_t *pos, size_t end, uint64_t *v, const char *
     if (rc)
         return dfail(d, BB_EDECODE, at, "%s: varint longer than 64 bits", what);
     return BB_OK;
+}
+
+/* Counts, tags and short lengths are one byte: read inline, the general
+ * reader (and its messages) only for the rest. */
+static inline int get_varint(dec *d, size_t *pos, size_t end, uint64_t *v, const char *what)
+{
+    if (*pos < end && d->p[*pos] < 0x80) {
+        *v = d->p[(*pos)++];
+        return BB_OK;
+    }
+    return get_varint_long(d, pos, end, v, what);
 }
 
 /* A length prefix that must fit in what remains of [pos, end). */
