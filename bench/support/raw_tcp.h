@@ -44,6 +44,13 @@ bool bench_rtt_compare(const char *placement, const char *path_name, size_t size
                        int warmup, int trips, double target,
                        void (*path)(double *lat, void *ud), void *ud);
 
+/* bench_rtt_compare for a path that is no target of its own but a figure to
+ * read the others by (a floor, the same path on another channel): the row
+ * carries `label` (e.g. "floor (reference)") where a verdict would be. */
+void bench_rtt_reference(const char *placement, const char *path_name, const char *label,
+                         size_t size, int rounds, int warmup, int trips,
+                         void (*path)(double *lat, void *ud), void *ud);
+
 /* `rounds` rounds, each a raw stream of mib MiB then path(ud) (MiB/s),
  * back to back so a pair sees the same load from elsewhere; prints the
  * table under title: MiB/s the best round of each, the ratio the median

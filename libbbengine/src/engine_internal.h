@@ -391,6 +391,7 @@ typedef struct bbe__ingress {
 /* ---- framework tables -------------------------------------------------------------- */
 typedef struct bbe__peer {
     bb_peerid id;
+    uint64_t id_hash;    /* bbe__hash_bytes of id: the table's, and every dedup key's */
     bool live;           /* slot in use */
     uint32_t n_addrs;
     bb_engine_addr *addrs; /* malloc'd copies */
@@ -651,6 +652,17 @@ struct bb_engine {
     uint64_t incarnation;
     uint64_t rng;                /* splitmix64 state */
     uint64_t last_sent_at;
+    /* The last /site/<id> suffix a received fill named, as bytes, and its
+     * site: a peer's fills name the same few sites over and over, and
+     * comparing <= 14 bytes costs less than parsing them (wire.c); the
+     * bytes alone decide the site, so nothing invalidates it */
+    uint8_t rx_site_sfx[16];
+    uint8_t rx_site_sfx_len; /* 0: none yet */
+    uint64_t rx_site_id;
+    /* The same the other way: the last site a sent fill named, encoded */
+    uint8_t tx_site_sfx[16];
+    uint8_t tx_site_sfx_len; /* 0: none yet */
+    uint64_t tx_site_id;
 
     /* install */
     bool installed;
@@ -993,8 +1005,12 @@ typedef struct bbe__fill {
     const uint8_t *payload;
     size_t payload_len;
     /* Outbound: when set, the payload is this value's encoding
-     * (payload_len bytes), written straight into the envelope. */
+     * (payload_len bytes), written straight into the envelope; with
+     * wrap_head_len, the encoding of a Composite whose one child is value:
+     * wrap_head (bb_value_wrap_head) then value's encoding. */
     const bb_value *value;
+    uint8_t wrap_head[BB_VALUE_WRAP_HEAD_MAX];
+    uint8_t wrap_head_len;
     bool trigger_only;
 } bbe__fill;
 
@@ -1039,10 +1055,12 @@ int bbe__envelope_decode(const uint8_t *data, size_t len, const bbe__env_limits 
                         bbe__envelope *out, bb_error *err);
 void bbe__envelope_release(bbe__envelope *env);
 /* DedupGateRx's identity of a decoded envelope (env: views into bytes):
- * the sender's PeerId and the envelope's bytes, of a payload over 4 KiB
- * only its first and last 2 KiB (sent_at_ns, which every node makes
- * strictly increasing, already tells two sends apart). */
-uint64_t bbe__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size_t len,
+ * the sender's PeerId, given as its hash (src_hash: bbe__hash_bytes of its
+ * bytes, which the peer table keeps as bbe__peer.id_hash), and the
+ * envelope's bytes, of a payload over 4 KiB only its first and last 2 KiB
+ * (sent_at_ns, which every node makes strictly increasing, already tells
+ * two sends apart). */
+uint64_t bbe__envelope_dedup_key(uint64_t src_hash, const uint8_t *bytes, size_t len,
                                 const bbe__envelope *env);
 /* Encode into a new malloc'd buffer. */
 int bbe__envelope_encode(const bbe__envelope *env, uint8_t **out, size_t *out_len);

@@ -15,7 +15,9 @@
  * Encoding is canonical proto3 (fields in number order, defaults omitted),
  * so bytes match what protobuf-c produces. Decoding is zero-copy (views
  * into the input), bounded by caps on fills and addresses, skips unknown
- * fields and rejects every malformed input with the byte offset. Fields
+ * fields and rejects every malformed input with the byte offset. A fill
+ * and a correlation in the shape the encoder writes them are read without
+ * the general field walk (the rest, and anything malformed, take it). Fields
  * 4-7 are also read as the other integer wire type (varint / fixed64), so
  * envelopes queued in a snapshot from before the stamps became fixed64
  * still decode.
@@ -221,6 +223,45 @@ static int chunk_field(rd *r, uint32_t field, unsigned wt, void *out)
     return field <= 6 ? BB_EDECODE : skip_field(r, wt);
 }
 
+/* The sub-messages as the encoder writes them, read without the field
+ * dispatch of decode_message; 0 when f (or the envelope) does not have
+ * that shape (the general decoder then reads it, and says what is wrong).
+ * A fill: suffix (field 1) then payload (field 2), one-byte tags. */
+static bool fill_canonical(const uint8_t *d, size_t n, bbe__fill *f)
+{
+    rd r = {d, n, 0};
+    if (n < 2 || d[0] != 0x0a)
+        return false;
+    r.pos = 1;
+    if (get_bytes(&r, &f->suffix, &f->suffix_len))
+        return false;
+    if (r.pos < n && d[r.pos] == 0x12) {
+        r.pos++;
+        if (get_bytes(&r, &f->payload, &f->payload_len))
+            return false;
+    }
+    return r.pos == n;
+}
+
+/* A correlation: kind (field 1, one byte) then wire_req_id (field 2), read
+ * in place: `avail` bytes are readable at d (the rest of the envelope), of
+ * which n are the sub-message, so the id's varint is read with the
+ * unrolled reader and must end within n. */
+static bool corr_canonical(const uint8_t *d, size_t n, size_t avail, bbe__envelope *out)
+{
+    uint64_t id = 0;
+    size_t used;
+    if (n < 2 || d[0] != 0x08 || d[1] > 2)
+        return false;
+    if (n > 2 && (d[2] != 0x10 || bb_uvarint_read_u64(d + 3, avail - 3, &id, &used) != BB_UVARINT_OK ||
+                  used != n - 3))
+        return false;
+    out->corr_kind = d[1];
+    if (n > 2)
+        out->wire_req_id = id;
+    return true;
+}
+
 void bbe__envelope_release(bbe__envelope *env)
 {
     if (env->dest != env->dest_inline)
@@ -280,6 +321,11 @@ static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bbe
         if (grow((void **)&out->fills, out->n_fills, sizeof *out->fills, out->fills_inline))
             return bb_error_set(err, BB_ENOMEM, "envelope: out of memory");
         memset(&out->fills[out->n_fills], 0, sizeof out->fills[out->n_fills]);
+        if (fill_canonical(d, n, &out->fills[out->n_fills])) {
+            out->n_fills++;
+            return 0;
+        }
+        memset(&out->fills[out->n_fills], 0, sizeof out->fills[out->n_fills]);
         if ((rc = decode_message(d, n, fill_field, &out->fills[out->n_fills], &sub_off))) {
             r->pos = (size_t)(d - r->p) + sub_off;
             return rc;
@@ -289,6 +335,8 @@ static int decode_field(rd *r, uint32_t field, unsigned wt, size_t at, const bbe
     case 3:
         if ((rc = get_bytes(r, &d, &n)))
             return rc;
+        if (corr_canonical(d, n, r->len - (size_t)(d - r->p), out))
+            return 0;
         if ((rc = decode_message(d, n, corr_field, out, &sub_off)))
             r->pos = (size_t)(d - r->p) + sub_off;
         return rc;
@@ -378,10 +426,10 @@ static uint64_t chain(uint64_t h, const uint8_t *p, size_t n)
     return bbe__mix64(h ^ bbe__hash_bytes(p, n));
 }
 
-uint64_t bbe__envelope_dedup_key(const bb_peerid *src, const uint8_t *bytes, size_t len,
+uint64_t bbe__envelope_dedup_key(uint64_t src_hash, const uint8_t *bytes, size_t len,
                                 const bbe__envelope *env)
 {
-    uint64_t h = chain(0x6465647570ULL, src->bytes, src->len);
+    uint64_t h = bbe__mix64(0x6465647570ULL ^ src_hash); /* chain() over the PeerId */
     size_t pos = 0;
     /* the envelope's bytes in order, each large payload's middle left out
      * (its length is in the bytes before it); fills are views into bytes,
@@ -487,13 +535,15 @@ static void piece_end(gather_w *g, const uint8_t *at)
  * their own. The end, or NULL when the sizes disagree (a bug). */
 static uint8_t *put_value(const bbe__fill *f, uint8_t *p, size_t at, gather_w *g)
 {
-    size_t n, nr = 0;
+    size_t n, nr = 0, len = f->payload_len - f->wrap_head_len;
     bb_encode_ref refs[GATHER_MAX_REFS];
-    if (!g) /* payload_len is the value's encoded size (build_fills) */
-        return bb_value_encode_sized(f->value, f->payload_len, p, at, NULL) == BB_OK
-                   ? p + f->payload_len : NULL;
-    int rc = bb_value_encode_gather(f->value, p, at, f->payload_len, g->min_ref, refs,
-                                    g->refs_left, &nr, &n, NULL);
+    memcpy(p, f->wrap_head, f->wrap_head_len);
+    p += f->wrap_head_len;
+    at += f->wrap_head_len;
+    if (!g) /* payload_len is the value's encoded size (build_fills), with its head */
+        return bb_value_encode_sized(f->value, len, p, at, NULL) == BB_OK ? p + len : NULL;
+    int rc = bb_value_encode_gather(f->value, p, at, len, g->min_ref, refs, g->refs_left, &nr,
+                                    &n, NULL);
     if (rc != BB_OK)
         return NULL;
     for (size_t i = 0; i < nr; i++) {
@@ -629,7 +679,7 @@ int bbe__envelope_encode_gather(const bbe__envelope *env, size_t min_ref, bb_sen
         if (bb_value_gather_size(f->value, min_ref, GATHER_MAX_REFS - n_refs, &copied, &nr,
                                  NULL) != BB_OK)
             return BB_ERUNTIME;
-        in_place += f->payload_len - copied;
+        in_place += f->payload_len - f->wrap_head_len - copied;
         n_refs += nr;
         n_held += nr > 0;
     }

@@ -1,6 +1,7 @@
 /*
  * map.c — the engine's small containers: a u64 -> u64 open-addressing hash
- * map (linear probing, power-of-two capacity, tombstones), the growable
+ * map (linear probing, power-of-two capacity, tombstones only where a
+ * probe must go on past them), the growable
  * malloc array helper behind BBE__ARR, zeroed allocations for the per-message
  * path, and the byte hash of whole envelopes.
  *
@@ -120,6 +121,23 @@ int bbe__map_put(bbe__map *m, uint64_t k, uint64_t v)
     }
 }
 
+/* A tombstone only keeps a probe going to the slots after it: when the
+ * slot after slot i is empty, i and the tombstones right before it end
+ * every chain anyway and become empty. Without this a map whose entries
+ * come and go (a request id per request, the dedup window) filled with
+ * tombstones and was rebuilt every few dozen deletes. */
+static void clear_tombs_before_empty(bbe__map *m, size_t i)
+{
+    size_t mask = m->cap - 1;
+    if (m->slots[(i + 1) & mask].state != BBE__MAP_EMPTY)
+        return;
+    while (m->slots[i].state == BBE__MAP_TOMB) { /* ends: the load stays under 0.7 */
+        m->slots[i].state = BBE__MAP_EMPTY;
+        m->tomb--;
+        i = (i - 1) & mask;
+    }
+}
+
 bool bbe__map_del(bbe__map *m, uint64_t k)
 {
     if (!m->cap)
@@ -132,6 +150,7 @@ bool bbe__map_del(bbe__map *m, uint64_t k)
             s->state = BBE__MAP_TOMB;
             m->n--;
             m->tomb++;
+            clear_tombs_before_empty(m, i);
             return true;
         }
     }

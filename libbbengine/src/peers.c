@@ -19,7 +19,7 @@
 #define MAX_TARGETS 64
 #define MAX_TARGET_LEN 256
 
-static size_t peer_hash(const bb_peerid *id) { return (size_t)bbe__hash_bytes(id->bytes, id->len); }
+static uint64_t peer_hash(const bb_peerid *id) { return bbe__hash_bytes(id->bytes, id->len); }
 
 bbe__peer *bbe__peer_find(const bb_engine *e, const bb_peerid *id)
 {
@@ -55,7 +55,7 @@ static int reindex(bbe__peers *t, size_t nslots)
     for (size_t k = 0; k < t->n; k++) {
         if (!t->v[k].live)
             continue;
-        size_t i = peer_hash(&t->v[k].id) & (nslots - 1);
+        size_t i = (size_t)t->v[k].id_hash & (nslots - 1);
         while (slots[i] != -1)
             i = (i + 1) & (nslots - 1);
         slots[i] = (int32_t)k;
@@ -95,8 +95,9 @@ bbe__peer *bbe__peer_get(bb_engine *e, const bb_peerid *id)
     p = &t->v[idx];
     memset(p, 0, sizeof *p);
     p->id = *id;
+    p->id_hash = peer_hash(id);
     p->live = true;
-    size_t i = peer_hash(id) & (t->nslots - 1);
+    size_t i = (size_t)p->id_hash & (t->nslots - 1);
     while (t->slots[i] >= 0)
         i = (i + 1) & (t->nslots - 1);
     if (t->slots[i] == -2)

@@ -142,8 +142,9 @@ int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct,
     size_t n = n_direct;
     uint64_t retry_at = 0;
     bool tell = !self; /* the address lists: see bbe__peer.addrs_told */
+    bbe__peer *p = NULL; /* peer's entry: nothing below adds peers, so it stays put */
     if (!self && !n_direct) {
-        bbe__peer *p = bbe__peer_find(e, peer);
+        p = bbe__peer_find(e, peer);
         if (!p || !p->n_addrs)
             return BB_ENOTFOUND;
         tell = !(p->connected && p->addrs_told && p->told_gen == p->addrs_gen);
@@ -189,8 +190,7 @@ int bbe__emit(bb_engine *e, const bb_peerid *peer, const bb_engine_addr *direct,
         rc = bbe__push_send(e, peer, addrs, n, retry_at, bytes, gather, len, exec);
     if (rc)
         return rc == BB_ENOTFOUND ? BB_ENOMEM : rc;
-    bbe__peer *p = tell && !n_direct ? bbe__peer_find(e, peer) : NULL;
-    if (p && p->connected) {
+    if (tell && p && p->connected) {
         p->addrs_told = true;
         p->told_gen = p->addrs_gen;
     }
@@ -283,6 +283,22 @@ static int dests_of(bb_engine *e, const bb_value *d, dests *out)
     }
 }
 
+/* /site/<site> encoded into out[16]; its length, 0 when it does not fit (a
+ * bug: a site id is a u64). The last one is kept encoded (e->tx_site_sfx):
+ * a loop sends to the same sites over and over. */
+static size_t site_suffix(bb_engine *e, uint64_t site, uint8_t out[16])
+{
+    if (!e->tx_site_sfx_len || e->tx_site_id != site) {
+        size_t sl = 0;
+        if (bb_suffix_site(site, e->tx_site_sfx, sizeof e->tx_site_sfx, &sl, NULL))
+            return 0;
+        e->tx_site_sfx_len = (uint8_t)sl;
+        e->tx_site_id = site;
+    }
+    memcpy(out, e->tx_site_sfx, e->tx_site_sfx_len);
+    return e->tx_site_sfx_len;
+}
+
 /* The fills of a Send: one per data input, each encoded from its value when
  * an envelope is written. */
 static int build_fills(bb_engine *e, uint32_t opi, bb_value *const *in, uint32_t n_data,
@@ -293,8 +309,8 @@ static int build_fills(bb_engine *e, uint32_t opi, bb_value *const *in, uint32_t
     for (uint32_t i = 0; i < n_data; i++) {
         memset(&fills[i], 0, sizeof fills[i]);
         if (i < st->n_dest_sites) {
-            size_t sl;
-            if (bb_suffix_site(st->dest_sites[i], suffix[i], sizeof suffix[i], &sl, NULL))
+            size_t sl = site_suffix(e, st->dest_sites[i], suffix[i]);
+            if (!sl)
                 return bbe__fail(e, "cannot encode /site/%llu", (unsigned long long)st->dest_sites[i]);
             fills[i].suffix = suffix[i];
             fills[i].suffix_len = sl;
@@ -670,29 +686,24 @@ BBE__SYSCALL(bbe__sys_send_resp)
     if (!in[0])
         return bbe__fail(e, "SendResp: data is absent");
     /* Responses are self-describing: a one-child Composite carries the
-     * child's wire hash, so the requester decodes without a site type. */
-    bb_value *one = bb_value_ref(in[0]);
-    bb_value *wrap = bb_value_list(&BB_TYPE_COMPOSITE, &one, 1);
-    if (!wrap)
-        return bbe__fail(e, "SendResp: out of memory");
+     * child's wire hash, so the requester decodes without a site type.
+     * Written as that Composite's head and the child (no Composite made). */
     size_t plen;
     bb_error err;
-    int rc = bb_value_encoded_size(wrap, &plen, &err);
-    if (rc) {
-        bb_value_unref(wrap);
+    int rc = bb_value_encoded_size(in[0], &plen, &err);
+    if (rc)
         return bbe__fail(e, "SendResp: cannot encode data: %s", err.msg);
-    }
     uint8_t sfx[16];
-    size_t sl = 0;
-    bb_suffix_site(rq->site, sfx, sizeof sfx, &sl, NULL);
-    bbe__fill f = {.suffix = sfx, .suffix_len = sl, .value = wrap, .payload_len = plen};
+    size_t sl = site_suffix(e, rq->site, sfx);
+    bbe__fill f = {.suffix = sfx, .suffix_len = sl, .value = in[0]};
+    f.wrap_head_len = (uint8_t)bb_value_wrap_head(in[0], plen, f.wrap_head);
+    f.payload_len = f.wrap_head_len + plen;
     bbe__envelope env = {.fills = &f, .n_fills = 1, .corr_kind = 2, .wire_req_id = rq->wire_req_id,
                         .echo_sent_at_ns = rq->sent_at_ns,
                         .echo_delay_ns = e->now_ns - rq->recv_at_ns};
     bb_peerid peer = rq->peer;
     bbe__map_del(&e->inreq_map, rq->id);
     rc = bbe__emit(e, &peer, NULL, 0, &env, x->id);
-    bb_value_unref(wrap);
     if (rc == BB_ENOTFOUND)
         resolve_failed(e, opi, x, &peer);
     else if (rc)
@@ -977,6 +988,8 @@ decode_failed:
 typedef struct inbound_ctx {
     bb_engine *e;
     const bb_peerid *src;
+    uint64_t src_hash;    /* bbe__hash_bytes of src, when src_hashed */
+    bool src_hashed;      /* the peer table had it: not hashed again per envelope */
     const bbe__envelope *env;
     const uint8_t *bytes; /* the envelope's, for its dedup key */
     size_t len;
@@ -1000,7 +1013,9 @@ static bbe__exec *frame_for(inbound_ctx *c, bbe__graph *g)
     if (!x)
         return NULL;
     if (!c->hashed) {
-        c->env_hash = bbe__envelope_dedup_key(c->src, c->bytes, c->len, c->env);
+        uint64_t src_hash = c->src_hashed ? c->src_hash
+                                          : bbe__hash_bytes(c->src->bytes, c->src->len);
+        c->env_hash = bbe__envelope_dedup_key(src_hash, c->bytes, c->len, c->env);
         c->hashed = true;
     }
     bbe__inbound *in = bbe__exec_set_inbound(x);
@@ -1324,13 +1339,15 @@ static void deliver_response(inbound_ctx *c)
     response_counted(e, b, NULL);
 }
 
-static void merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envelope *env,
-                            const uint8_t *obs, size_t obs_len)
+/* The sender's listen addresses and the address it was seen at go into
+ * the book. Returns src's entry when one was looked up (the caller's
+ * lookup of it then costs nothing), else NULL. */
+static bbe__peer *merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envelope *env,
+                                  const uint8_t *obs, size_t obs_len)
 {
-    if (bb_peerid_equal(src, &e->cfg.peer))
-        return;
+    bbe__peer *p = NULL;
     if (env->n_src) {
-        bbe__peer *p = bbe__peer_find(e, src);
+        p = bbe__peer_find(e, src);
         bool same = p && p->n_addrs == env->n_src;
         for (size_t i = 0; same && i < env->n_src; i++)
             same = p->addrs[i].len == env->src[i].len &&
@@ -1340,14 +1357,35 @@ static void merge_addresses(bb_engine *e, const bb_peerid *src, const bbe__envel
                 bbe__peer_add_addr(e, p, env->src[i].data, env->src[i].len); /* caps swallowed */
     }
     if (obs && obs_len) {
-        bbe__peer *p = bbe__peer_get(e, src);
+        if (!p)
+            p = bbe__peer_get(e, src);
         if (p)
             bbe__peer_add_addr(e, p, obs, obs_len);
     }
+    return p;
 }
 
 static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size_t obs_len,
                     bb_buffer *buf, bool assembled);
+
+/* Parse a received fill's suffix into sfx; a /site/<id> the last one
+ * named is taken from e's one-entry cache without parsing again. */
+static int fill_suffix(bb_engine *e, const bbe__fill *f, bb_suffix *sfx)
+{
+    if (f->suffix_len && f->suffix_len == e->rx_site_sfx_len &&
+        memcmp(f->suffix, e->rx_site_sfx, f->suffix_len) == 0) {
+        sfx->kind = BB_SUFFIX_SITE;
+        sfx->site_id = e->rx_site_id;
+        return BB_OK;
+    }
+    int rc = bb_suffix_parse(f->suffix, f->suffix_len, sfx, NULL);
+    if (rc == BB_OK && sfx->kind == BB_SUFFIX_SITE && f->suffix_len <= sizeof e->rx_site_sfx) {
+        memcpy(e->rx_site_sfx, f->suffix, f->suffix_len);
+        e->rx_site_sfx_len = (uint8_t)f->suffix_len;
+        e->rx_site_id = sfx->site_id;
+    }
+    return rc;
+}
 
 /* An envelope's deadline_ns is the sender's absolute time
  * (bb_envelope.proto), and clocks disagree by milliseconds to seconds: a
@@ -1420,9 +1458,10 @@ static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size
         bbe__trace(e, BB_TRACE_INBOUND, "deliver_inbound", 0, BBE__NONE,
                   env.corr_kind == 2 ? "response" : env.corr_kind == 1 ? "request" : "none",
                   env.n_fills);
-    merge_addresses(e, src, &env, obs, obs_len);
+    bool self = bb_peerid_equal(src, &e->cfg.peer);
+    bbe__peer *known = self ? NULL : merge_addresses(e, src, &env, obs, obs_len);
     if (env.chunk.present) { /* a piece of a stream, or an answer about one */
-        if (!assembled && !bb_peerid_equal(src, &e->cfg.peer))
+        if (!assembled && !self)
             bbe__stream_chunk(e, src, &env.chunk);
         else
             e->c[BBE__C_UNROUTABLE]++; /* a stream inside a stream: dropped */
@@ -1430,8 +1469,8 @@ static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size
         return;
     }
     bbe__peer *from = NULL;
-    if (!bb_peerid_equal(src, &e->cfg.peer)) {
-        bbe__peer *p = from = bbe__peer_find(e, src);
+    if (!self) {
+        bbe__peer *p = from = known ? known : bbe__peer_find(e, src);
         if (p) {
             if (env.sent_at_ns) {
                 p->last_rx_sent_at = env.sent_at_ns;
@@ -1442,7 +1481,8 @@ static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size
         }
     }
     env.deadline_ns = local_deadline(e, from, &env);
-    inbound_ctx c = {.e = e, .src = src, .env = &env, .buf = buf, .bytes = bytes, .len = len};
+    inbound_ctx c = {.e = e, .src = src, .env = &env, .buf = buf, .bytes = bytes, .len = len,
+                     .src_hash = from ? from->id_hash : 0, .src_hashed = from != NULL};
     if (env.corr_kind == 2) {
         deliver_response(&c);
     } else {
@@ -1450,7 +1490,7 @@ static void deliver(bb_engine *e, const bb_peerid *src, const uint8_t *obs, size
         for (size_t i = 0; i < env.n_fills; i++) {
             const bbe__fill *f = &env.fills[i];
             bb_suffix sfx;
-            if (bb_suffix_parse(f->suffix, f->suffix_len, &sfx, NULL) != BB_OK) {
+            if (fill_suffix(e, f, &sfx) != BB_OK) {
                 e->c[BBE__C_UNROUTABLE]++; /* malformed suffix: dropped */
                 continue;
             }

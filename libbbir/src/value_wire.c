@@ -225,6 +225,21 @@ static uint8_t *put_payload(enc_refs *g, uint8_t *w, const uint8_t *data, size_t
 
 /* Writes v at w (room for its encoded size, checked by the caller);
  * returns the end. Child sizes are recomputed per level: nesting is shallow. */
+/* A Composite child's record before its encoding: its wire hash (u64 LE)
+ * and its length. */
+static uint8_t *child_head(const bb_value *child, size_t len, uint8_t *w)
+{
+    bb_le_put(w, child->type->wire_hash, 8);
+    w += 8;
+    return w + bb_uvarint_encode(len, w);
+}
+
+size_t bb_value_wrap_head(const bb_value *child, size_t child_len, uint8_t *out)
+{
+    uint8_t *w = out + bb_uvarint_encode(1, out);
+    return (size_t)(child_head(child, child_len, w) - out);
+}
+
 static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
 {
     size_t c;
@@ -283,9 +298,7 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
         for (size_t i = 0; i < v->u.list.n; i++) {
             const bb_value *ch = v->u.list.items[i];
             enc_size(ch, &c); /* cannot fail: the whole value's size was computed */
-            bb_le_put(w, ch->type->wire_hash, 8);
-            w += 8;
-            w += bb_uvarint_encode(c, w);
+            w = child_head(ch, c, w);
             w = enc_write(ch, w, g);
         }
         break;
@@ -296,9 +309,7 @@ static uint8_t *enc_write(const bb_value *v, uint8_t *w, enc_refs *g)
             w += bb_uvarint_encode(peer->u.bytes.len, w);
             w = enc_write(peer, w, g);
             enc_size(it, &c);
-            bb_le_put(w, it->type->wire_hash, 8);
-            w += 8;
-            w += bb_uvarint_encode(c, w);
+            w = child_head(it, c, w);
             w = enc_write(it, w, g);
         }
         break;
@@ -344,9 +355,12 @@ static void count_refs(const bb_value *v, enc_refs *g)
 static int encode_sized(const bb_value *v, size_t n, uint8_t *out, size_t cap, enc_refs *g,
                         size_t *len, bb_error *err)
 {
-    enc_refs sizing = *g; /* counted on a copy: enc_write counts into g */
-    count_refs(v, &sizing);
-    size_t ref_bytes = sizing.ref_bytes - g->ref_bytes;
+    size_t ref_bytes = 0;
+    if (g->max_refs) { /* a plain encode takes no refs: nothing to count */
+        enc_refs sizing = *g; /* counted on a copy: enc_write counts into g */
+        count_refs(v, &sizing);
+        ref_bytes = sizing.ref_bytes - g->ref_bytes;
+    }
     g->base = out;
     size_t copied = n - ref_bytes;
     if (copied > cap)
@@ -472,7 +486,7 @@ static int dfail(dec *d, int code, size_t off, const char *fmt, ...)
 
 /* Both readers zero their output first: callers read it only on BB_OK, but
  * the compiler cannot see that dfail() never returns BB_OK. */
-static int get_varint(dec *d, size_t *pos, size_t end, uint64_t *v, const char *what)
+static int get_varint_long(dec *d, size_t *pos, size_t end, uint64_t *v, const char *what)
 {
     size_t at = *pos;
     *v = 0;
@@ -482,6 +496,17 @@ static int get_varint(dec *d, size_t *pos, size_t end, uint64_t *v, const char *
     if (rc)
         return dfail(d, BB_EDECODE, at, "%s: varint longer than 64 bits", what);
     return BB_OK;
+}
+
+/* Counts, tags and short lengths are one byte: read inline, the general
+ * reader (and its messages) only for the rest. */
+static inline int get_varint(dec *d, size_t *pos, size_t end, uint64_t *v, const char *what)
+{
+    if (*pos < end && d->p[*pos] < 0x80) {
+        *v = d->p[(*pos)++];
+        return BB_OK;
+    }
+    return get_varint_long(d, pos, end, v, what);
 }
 
 /* A length prefix that must fit in what remains of [pos, end). */

@@ -252,11 +252,48 @@ static void test_mutated_envelopes_agree_with_protobuf_c(void **state)
     assert_true(refused > ENVELOPES);
 }
 
+/* The short readers of a fill and a correlation stop at their
+ * sub-message's end: a request id whose varint runs on into the next
+ * field is truncated there, not read through (bytes follow in the
+ * envelope, so a reader that looked at the envelope's end would take it). */
+static void test_submessage_ends_bound_the_short_readers(void **state)
+{
+    (void)state;
+    /* correlation {kind 1, id varint 0x80 | cut} then a stamp whose first
+     * byte ends the varint */
+    static const uint8_t corr_cut[] = {0x1a, 0x04, 0x08, 0x01, 0x10, 0x80,
+                                       0x29, 1, 0, 0, 0, 0, 0, 0, 0};
+    /* a fill whose suffix length runs past the fill */
+    static const uint8_t fill_cut[] = {0x12, 0x02, 0x0a, 0x05, 0x29, 1, 0, 0, 0, 0, 0, 0, 0};
+    /* the same fields in the other order, and the id alone: read the long way */
+    static const uint8_t corr_swapped[] = {0x1a, 0x05, 0x10, 0x81, 0x01, 0x08, 0x02};
+    static const uint8_t fill_swapped[] = {0x12, 0x06, 0x12, 0x01, 0x07, 0x0a, 0x01, 0x09};
+    bbe__envelope e;
+    bb_error err;
+    assert_int_equal(bbe__envelope_decode(corr_cut, sizeof corr_cut, &WIDE, &e, &err), BB_ETRUNC);
+    assert_non_null(strstr(err.msg, "truncated"));
+    assert_int_equal(bbe__envelope_decode(fill_cut, sizeof fill_cut, &WIDE, &e, &err), BB_ETRUNC);
+    assert_int_equal(bbe__envelope_decode(corr_swapped, sizeof corr_swapped, &WIDE, &e, &err),
+                     BB_OK);
+    assert_int_equal(e.corr_kind, 2);
+    assert_int_equal(e.wire_req_id, 129);
+    bbe__envelope_release(&e);
+    assert_int_equal(bbe__envelope_decode(fill_swapped, sizeof fill_swapped, &WIDE, &e, &err),
+                     BB_OK);
+    assert_int_equal(e.n_fills, 1);
+    assert_int_equal(e.fills[0].suffix_len, 1);
+    assert_int_equal(e.fills[0].suffix[0], 0x09);
+    assert_int_equal(e.fills[0].payload_len, 1);
+    assert_int_equal(e.fills[0].payload[0], 0x07);
+    bbe__envelope_release(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_envelopes_match_protobuf_c),
         cmocka_unit_test(test_mutated_envelopes_agree_with_protobuf_c),
+        cmocka_unit_test(test_submessage_ends_bound_the_short_readers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

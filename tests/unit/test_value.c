@@ -1201,6 +1201,46 @@ static void test_fuzz(void **state)
     free(buf);
 }
 
+/* bb_value_wrap_head then a value's encoding is, byte for byte, the
+ * encoding of the one-child Composite holding it: every leaf type, and a
+ * tensor large enough that its length takes more than one varint byte. */
+static void test_wrap_head_is_the_composites_start(void **state)
+{
+    (void)state;
+    rng r = {0x77a11ce};
+    for (size_t k = 0; k <= bb_type_count(); k++) {
+        bb_value *child;
+        if (k < bb_type_count()) {
+            const bb_type_node *t = bb_type_at(k);
+            if (!bb_type_is_leaf(t) || !(child = sample_value(t, &r, 0)))
+                continue;
+        } else {
+            int64_t dims[1] = {300};
+            child = bb_value_tensor_new(BB_DT_FLOAT, 1, dims);
+            assert_non_null(child);
+        }
+        size_t clen, hlen, wlen, blen;
+        assert_int_equal(bb_value_encoded_size(child, &clen, NULL), BB_OK);
+        uint8_t head[BB_VALUE_WRAP_HEAD_MAX];
+        hlen = bb_value_wrap_head(child, clen, head);
+        assert_true(hlen > 0 && hlen <= BB_VALUE_WRAP_HEAD_MAX);
+        bb_value *one = bb_value_ref(child);
+        bb_value *wrap = bb_value_list(&BB_TYPE_COMPOSITE, &one, 1);
+        assert_non_null(wrap);
+        uint8_t *whole, *body;
+        assert_int_equal(bb_value_encode(wrap, &whole, &wlen, NULL), BB_OK);
+        assert_int_equal(bb_value_encode(child, &body, &blen, NULL), BB_OK);
+        assert_int_equal(wlen, hlen + blen);
+        assert_memory_equal(whole, head, hlen);
+        if (blen)
+            assert_memory_equal(whole + hlen, body, blen);
+        free(whole);
+        free(body);
+        bb_value_unref(wrap);
+        bb_value_unref(child);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1224,6 +1264,7 @@ int main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_depth_limit),
         cmocka_unit_test(test_fuzz),
+        cmocka_unit_test(test_wrap_head_is_the_composites_start),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

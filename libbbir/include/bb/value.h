@@ -237,6 +237,14 @@ typedef struct bb_encode_ref {
 int bb_value_encode_gather(const bb_value *v, uint8_t *out, size_t at, size_t cap,
                            size_t min_ref, bb_encode_ref *refs, size_t max_refs, size_t *n_refs,
                            size_t *len, bb_error *err);
+/* The bytes a Composite whose one child is `child` (child_len: the child's
+ * encoded size) starts with: bb_value_encode of
+ * bb_value_list(&BB_TYPE_COMPOSITE, &child, 1) is these bytes, then the
+ * child's encoding. For an encoder that sends a value as a Composite's one
+ * child without making the Composite. out holds BB_VALUE_WRAP_HEAD_MAX;
+ * returns how many were written. */
+#define BB_VALUE_WRAP_HEAD_MAX 19 /* count, wire hash, length */
+size_t bb_value_wrap_head(const bb_value *child, size_t child_len, uint8_t *out);
 /* What bb_value_encode_gather(v, .., min_ref, .., max_refs, ..) writes:
  * *copied bytes to out and *n_refs refs. */
 int bb_value_gather_size(const bb_value *v, size_t min_ref, size_t max_refs, size_t *copied,
