@@ -325,15 +325,6 @@ bool bbe__chunk_fold_busy(const bb_engine *e, uint64_t batch, uint32_t who)
     return false;
 }
 
-/* The cohort index of src in b when it may still answer, else UINT32_MAX. */
-static uint32_t cohort_member(const bbe__batch *b, const bb_peerid *src)
-{
-    for (uint32_t i = 0; i < b->expected; i++)
-        if (!b->answered[i] && bb_peerid_equal(&b->cohort[i], src))
-            return i;
-    return UINT32_MAX;
-}
-
 /* BEGIN: BB_OK, BB_EUNSUPPORTED (the whole path takes it), or the
  * component's refusal in err. */
 static int begin(bb_engine *e, bbe__fold_in *f, const bb_peerid *src, const bb_value *rest,
@@ -371,7 +362,7 @@ bbe__fold_in *bbe__chunk_fold_open(bb_engine *e, const bb_peerid *src, const bbe
     if (!parse_envelope(&v, &l) || !(wire_id = response_id(e, &v, &l)) ||
         !(b = bbe__batch_of_wire(e, wire_id)) || b->done || !b->folding)
         return NULL;
-    uint32_t who = cohort_member(b, src);
+    uint32_t who = bbe__batch_cohort_index(b, src);
     uint32_t comp = e->ops[b->fold_op].comp;
     if (who == UINT32_MAX || !takes_pieces(&e->comps[comp]))
         return NULL; /* the whole path drops or dispatches it, as before */

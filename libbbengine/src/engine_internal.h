@@ -503,6 +503,9 @@ void bbe__batch_response_landed(bb_engine *e, bbe__batch *b, uint32_t who, const
                                 const char *refused);
 /* A response was refused (why): the batch fails at once. */
 void bbe__batch_refused(bb_engine *e, bbe__batch *b, const char *why);
+/* The cohort index of src in b while it may still answer (in the cohort,
+ * not answered yet), else UINT32_MAX. */
+uint32_t bbe__batch_cohort_index(const bbe__batch *b, const bb_peerid *src);
 /* Whether b's SendReqBatched reads its responses whole (its own responses
  * output is read), so they cannot fold as they land. */
 bool bbe__batch_read_whole(const bb_engine *e, const bbe__batch *b);

@@ -326,12 +326,6 @@ static bool admit(bb_engine *e, bbe__stream_in *s)
     return true;
 }
 
-static void free_assembled(void *ctx, uint8_t *data, size_t len)
-{
-    (void)ctx;
-    bb_large_free(data, len);
-}
-
 /* The whole envelope is here: read it as any other. Its charge goes
  * first: reading it charges what its values keep (the fills), as for an
  * envelope that came whole. */
@@ -345,11 +339,9 @@ static void complete(bb_engine *e, size_t i)
         return;
     }
     bbe__budget_release(e, s.total);
-    bb_buffer *b = bb_buffer_wrap(s.buf, s.total, free_assembled, NULL);
-    if (!b) {
-        bb_large_free(s.buf, s.total);
+    bb_buffer *b = bb_buffer_adopt_large(s.buf, s.total);
+    if (!b)
         return;
-    }
     bbe__deliver_assembled(e, &s.peer, b);
     bb_buffer_unref(b);
 }

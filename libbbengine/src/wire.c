@@ -1275,6 +1275,14 @@ void bbe__batch_refused(bb_engine *e, bbe__batch *b, const char *why)
         batch_complete(e, b, true, why);
 }
 
+uint32_t bbe__batch_cohort_index(const bbe__batch *b, const bb_peerid *src)
+{
+    for (uint32_t i = 0; i < b->expected; i++)
+        if (!b->answered[i] && bb_peerid_equal(&b->cohort[i], src))
+            return i;
+    return UINT32_MAX;
+}
+
 static void deliver_response(inbound_ctx *c)
 {
     bb_engine *e = c->e;
@@ -1288,10 +1296,7 @@ static void deliver_response(inbound_ctx *c)
                        (unsigned long long)c->env->wire_req_id);
         return;
     }
-    uint32_t who = UINT32_MAX;
-    for (uint32_t i = 0; i < b->expected; i++)
-        if (!b->answered[i] && bb_peerid_equal(&b->cohort[i], c->src))
-            who = i;
+    uint32_t who = bbe__batch_cohort_index(b, c->src);
     if (who == UINT32_MAX || (b->folding && bbe__chunk_fold_busy(e, b->id, who))) {
         e->c[BBE__C_UNROUTABLE]++;
         return; /* not in the cohort, a duplicate answer, or one already streaming in */

@@ -162,20 +162,11 @@ void bb_large_release_idle(uint64_t idle_ms)
         munmap(gone[i].p, huge_round(gone[i].len));
 }
 
-static void large_buffer_free(void *ctx, uint8_t *data, size_t len)
-{
-    (void)ctx;
-    bb_large_free(data, len);
-}
-
 /* A buffer whose data is a large block. */
 static bb_buffer *large_buffer(size_t len, bool zero)
 {
     uint8_t *data = zero ? bb_large_calloc(len) : bb_large_alloc(len);
-    bb_buffer *b = data ? bb_buffer_wrap(data, len, large_buffer_free, NULL) : NULL;
-    if (!b)
-        bb_large_free(data, len);
-    return b;
+    return data ? bb_buffer_adopt_large(data, len) : NULL;
 }
 
 /* ---- buffers -------------------------------------------------------------- */
@@ -232,6 +223,21 @@ static void free_adopted(void *ctx, uint8_t *data, size_t len)
 bb_buffer *bb_buffer_adopt(uint8_t *data, size_t len)
 {
     return bb_buffer_wrap(data, len, free_adopted, NULL);
+}
+
+static void free_large(void *ctx, uint8_t *data, size_t len)
+{
+    (void)ctx;
+    bb_large_free(data, len);
+}
+
+/* On failure the block is freed, so the caller has nothing left to undo. */
+bb_buffer *bb_buffer_adopt_large(uint8_t *data, size_t len)
+{
+    bb_buffer *b = bb_buffer_wrap(data, len, free_large, NULL);
+    if (!b)
+        bb_large_free(data, len);
+    return b;
 }
 
 bb_buffer *bb_buffer_ref(bb_buffer *b)

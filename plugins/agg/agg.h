@@ -147,6 +147,8 @@ int agg_parse_streamed(const agg *a, const bb_value *rest, const bb_value *sende
                        bb_error *err);
 /* "peer 12D3KooW..." or "an anonymous contribution". */
 void agg_describe_source(const bb_value *peer, char *out, size_t cap);
+/* The same for a PeerId already parsed (has_peer false: anonymous). */
+void agg_describe_peer(bool has_peer, const bb_peerid *id, char *out, size_t cap);
 /* "[2, 3]" */
 void agg_format_shape(uint32_t ndim, const int64_t *dims, char *out, size_t cap);
 

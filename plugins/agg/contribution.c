@@ -23,15 +23,21 @@
 
 #define MAX_SAMPLES (1ULL << 53) /* exact in a double weight */
 
-void agg_describe_source(const bb_value *peer, char *out, size_t cap)
+void agg_describe_peer(bool has_peer, const bb_peerid *id, char *out, size_t cap)
 {
-    bb_peerid id;
     char text[BB_PEERID_TEXT_MAX];
-    if (peer && bb_peerid_from_bytes(peer->u.bytes.data, peer->u.bytes.len, &id, NULL) == BB_OK &&
-        bb_peerid_to_text(&id, text, sizeof text, NULL) == BB_OK)
+    if (has_peer && bb_peerid_to_text(id, text, sizeof text, NULL) == BB_OK)
         snprintf(out, cap, "peer %s", text);
     else
         snprintf(out, cap, "an anonymous contribution");
+}
+
+void agg_describe_source(const bb_value *peer, char *out, size_t cap)
+{
+    bb_peerid id;
+    bool has_peer = peer && bb_peerid_from_bytes(peer->u.bytes.data, peer->u.bytes.len, &id,
+                                                 NULL) == BB_OK;
+    agg_describe_peer(has_peer, &id, out, cap);
 }
 
 void agg_format_shape(uint32_t ndim, const int64_t *dims, char *out, size_t cap)

@@ -106,15 +106,6 @@ static bool exclusively_ours(const bb_value *v)
            atomic_load(&v->u.tensor.buf->refs) == 1;
 }
 
-static void describe_peer(bool has_peer, const bb_peerid *id, char *out, size_t cap)
-{
-    char text[BB_PEERID_TEXT_MAX];
-    if (has_peer && bb_peerid_to_text(id, text, sizeof text, NULL) == BB_OK)
-        snprintf(out, cap, "peer %s", text);
-    else
-        snprintf(out, cap, "an anonymous contribution");
-}
-
 /* Why a fold made the mean non-finite at index j: the sender's value x,
  * or an overflow of the sum. */
 static void poison(agg *a, const char *who, float x, size_t j)
@@ -300,7 +291,7 @@ int agg_fold_part_data(agg *a, uint64_t stream, uint64_t offset, uint64_t count,
     if (bad == SIZE_MAX)
         return BB_OK;
     char who[96];
-    describe_peer(p->has_peer, &p->peer, who, sizeof who);
+    agg_describe_peer(p->has_peer, &p->peer, who, sizeof who);
     poison(a, who, x[bad - offset], bad);
     return bb_error_set(err, BB_EINVAL, "%s", f->poison);
 }
@@ -336,7 +327,7 @@ void agg_fold_part_cut(agg *a, uint64_t stream)
     p->live = false;
     p->stream = 0;
     char who[96], msg[BB_ERROR_MSG_MAX];
-    describe_peer(p->has_peer, &p->peer, who, sizeof who);
+    agg_describe_peer(p->has_peer, &p->peer, who, sizeof who);
     snprintf(msg, sizeof msg,
              "%s: the contribution from %s was cut after %zu of %zu elements; it counts on "
              "those only",

@@ -364,12 +364,6 @@ int agg_contribute_begin(agg *a, const bb_fold_piece *p, bb_error *err)
 
 /* ---- reduce ---------------------------------------------------------------------- */
 
-static void free_large(void *ctx, uint8_t *data, size_t len)
-{
-    (void)ctx;
-    bb_large_free(data, len);
-}
-
 bb_value *agg_result_new(agg *a)
 {
     size_t bytes = a->numel * sizeof(float);
@@ -386,13 +380,9 @@ bb_value *agg_result_new(agg *a)
         }
     }
     uint8_t *data = bb_large_alloc(bytes);
-    if (!data)
+    bb_buffer *buf = data ? bb_buffer_adopt_large(data, bytes) : NULL;
+    if (!buf)
         return NULL;
-    bb_buffer *buf = bb_buffer_wrap(data, bytes, free_large, NULL);
-    if (!buf) {
-        bb_large_free(data, bytes);
-        return NULL;
-    }
     bb_value *t = bb_value_tensor_wrap(BB_DT_FLOAT, a->ndim, a->dims, buf, data);
     bb_buffer_unref(buf);
     return t;

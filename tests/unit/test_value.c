@@ -176,7 +176,12 @@ static void test_large_blocks_reused_zeroed(void **state)
     for (size_t i = 0; i < big; i += 4093)
         assert_int_equal(buf->data[i], 0);
     bb_buffer_unref(buf);
-    bb_large_free(c, other);
+    bb_buffer *adopted = bb_buffer_adopt_large(c, other); /* its last unref frees c */
+    assert_non_null(adopted);
+    assert_ptr_equal(adopted->data, c);
+    assert_int_equal(adopted->len, other);
+    assert_int_equal(adopted->data[other - 1], 1);
+    bb_buffer_unref(adopted);
     uint8_t *small = bb_large_calloc(100), *none = bb_large_alloc(0);
     assert_non_null(small);
     assert_non_null(none);

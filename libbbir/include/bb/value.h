@@ -84,6 +84,9 @@ bb_buffer *bb_buffer_wrap(uint8_t *data, size_t len,
                           void (*free_fn)(void *, uint8_t *, size_t), void *ctx);
 /* Adopt malloc'd memory (freed with free()). */
 bb_buffer *bb_buffer_adopt(uint8_t *data, size_t len);
+/* Adopt a bb_large_alloc/bb_large_calloc block of len bytes (freed with
+ * bb_large_free). */
+bb_buffer *bb_buffer_adopt_large(uint8_t *data, size_t len);
 bb_buffer *bb_buffer_ref(bb_buffer *b);
 void bb_buffer_unref(bb_buffer *b);
 
