@@ -11,6 +11,7 @@
  * once half its share has drained.
  */
 #include "bbd/host/control.h"
+#include "bbd/host/ticker.h"
 
 #include "bb/plugin.h" /* bb_log_level */
 
@@ -47,7 +48,7 @@ struct bbd_control_client {
 struct bbd_control {
     uv_loop_t *loop;
     uv_pipe_t server;
-    uv_timer_t idle_timer;
+    bbd_ticker idle_tick; /* fd -1: no idle timeout */
     char *path;
     bbd_control_limits lim;
     size_t n_clients;
@@ -361,8 +362,9 @@ static void evict_one(bbd_control *ctl)
     client_close(best);
 }
 
-/* Clients that sent nothing for idle_timeout_ms and wait for nothing. */
-static void on_idle_timer(uv_timer_t *t)
+/* Clients that sent nothing for idle_timeout_ms and wait for nothing
+ * (a ticker, not a uv timer: ticker.h says why). */
+static void on_idle_tick(bbd_ticker *t)
 {
     bbd_control *ctl = t->data;
     uint64_t now = uv_now(ctl->loop);
@@ -427,6 +429,13 @@ static void server_closed(uv_handle_t *h)
     maybe_done(ctl);
 }
 
+static void idle_tick_closed(uv_handle_t *h)
+{
+    bbd_control *ctl = ((bbd_ticker *)h->data)->data;
+    ctl->open_handles--;
+    maybe_done(ctl);
+}
+
 /* A socket file at path: replace it when nobody answers on it. */
 static int clear_stale(const char *path, bb_error *err)
 {
@@ -464,29 +473,35 @@ int bbd_control_start(uv_loop_t *loop, const char *path, const bbd_control_limit
     ctl->loop = loop;
     ctl->lim = *limits;
     ctl->ops = *ops;
+    ctl->idle_tick.fd = -1;
     uv_pipe_init(loop, &ctl->server, 0);
     ctl->server.data = ctl;
-    uv_timer_init(loop, &ctl->idle_timer);
-    ctl->idle_timer.data = ctl;
-    ctl->open_handles = 2;
+    ctl->open_handles = 1;
+    rc = BB_OK;
     if (ctl->lim.idle_timeout_ms) {
         uint64_t tick = ctl->lim.idle_timeout_ms / 4 ? ctl->lim.idle_timeout_ms / 4 : 1;
-        uv_timer_start(&ctl->idle_timer, on_idle_timer, tick, tick);
-        uv_unref((uv_handle_t *)&ctl->idle_timer); /* it alone does not keep a loop alive */
+        rc = bbd_ticker_init(loop, &ctl->idle_tick, ctl, "control: idle timer", err);
+        if (rc == BB_OK) {
+            ctl->open_handles++;
+            rc = bbd_ticker_start(&ctl->idle_tick, tick, on_idle_tick, "control: idle timer", err);
+        }
     }
-    mode_t old = umask(0177); /* the socket file is created 0600 */
-    int r = uv_pipe_bind(&ctl->server, path);
-    umask(old);
-    if (r == 0 && chmod(path, 0600) != 0)
-        r = uv_translate_sys_error(errno);
-    if (r == 0)
-        r = uv_listen((uv_stream_t *)&ctl->server, 64, on_connection);
-    if (r != 0) {
-        rc = bb_error_set(err, BB_EIO, "control socket %s: %s", path, uv_strerror(r));
+    if (rc == BB_OK) {
+        mode_t old = umask(0177); /* the socket file is created 0600 */
+        int r = uv_pipe_bind(&ctl->server, path);
+        umask(old);
+        if (r == 0 && chmod(path, 0600) != 0)
+            r = uv_translate_sys_error(errno);
+        if (r == 0)
+            r = uv_listen((uv_stream_t *)&ctl->server, 64, on_connection);
+        if (r != 0)
+            rc = bb_error_set(err, BB_EIO, "control socket %s: %s", path, uv_strerror(r));
+    }
+    if (rc != BB_OK) {
         ctl->path[0] = '\0'; /* not ours to unlink */
         ctl->closing = true;  /* freed by server_closed on the next loop turn */
         uv_close((uv_handle_t *)&ctl->server, server_closed);
-        uv_close((uv_handle_t *)&ctl->idle_timer, server_closed);
+        bbd_ticker_close(&ctl->idle_tick, idle_tick_closed);
         return rc;
     }
     *out = ctl;
@@ -508,7 +523,7 @@ void bbd_control_close(bbd_control *ctl, void (*done)(void *ud), void *ud)
     if (ctl->path[0])
         unlink(ctl->path);
     uv_close((uv_handle_t *)&ctl->server, server_closed);
-    uv_close((uv_handle_t *)&ctl->idle_timer, server_closed);
+    bbd_ticker_close(&ctl->idle_tick, idle_tick_closed);
 }
 
 int bbd_control_watch(bbd_control_client *c, unsigned kinds, const char *const *topics,

@@ -28,7 +28,7 @@
 
 #define DRAIN_POLLS 1000          /* polls to run a lifecycle phase at shutdown */
 #define STATUS_PERIOD_MS 10000    /* STATUS= refresh */
-#define LARGE_BLOCK_IDLE_MS 5000  /* on_housekeeping_timer */
+#define LARGE_BLOCK_IDLE_MS 5000  /* on_housekeeping */
 #define EVENT_JSON_MAX_ELEMS 4096 /* tensor elements printed inline for watchers */
 #define MALLOC_KEEP_BYTES (32 << 20) /* freed memory malloc keeps (see bbd_daemon_main) */
 
@@ -602,11 +602,11 @@ static void ratelimit_report(void *ud, const char *kind, const char *source,
     }
 }
 
-/* Once a rate-limit window: report the lines it suppressed, and give the
+/* Once a rate-limit window (a ticker, ticker.h): report the lines it suppressed, and give the
  * kernel back the large blocks kept for reuse (value.h) when no block of
  * its size came for LARGE_BLOCK_IDLE_MS — the next round of a large model
  * reuses it, an idle node does not hold it. */
-static void on_housekeeping_timer(uv_timer_t *t)
+static void on_housekeeping(bbd_ticker *t)
 {
     bbd_daemon *d = t->data;
     bbd_ratelimit_flush(&d->ratelimit, uv_now(&d->loop));
@@ -742,6 +742,7 @@ static void closed_one(bbd_daemon *d)
 }
 
 static void handle_closed(uv_handle_t *h) { closed_one(h->data); }
+static void ticker_closed(uv_handle_t *h) { closed_one(((bbd_ticker *)h->data)->data); }
 static void subsystem_closed(void *ud) { closed_one(ud); }
 
 static void close_handle(bbd_daemon *d, uv_handle_t *h)
@@ -749,6 +750,14 @@ static void close_handle(bbd_daemon *d, uv_handle_t *h)
     if (!uv_is_closing(h)) {
         d->closing++;
         uv_close(h, handle_closed);
+    }
+}
+
+static void close_ticker(bbd_daemon *d, bbd_ticker *t)
+{
+    if (t->fd >= 0) {
+        d->closing++;
+        bbd_ticker_close(t, ticker_closed);
     }
 }
 
@@ -761,12 +770,12 @@ static void close_all(bbd_daemon *d)
         close_handle(d, (uv_handle_t *)&d->wake);
         close_handle(d, (uv_handle_t *)&d->repoll);
         close_handle(d, (uv_handle_t *)&d->deadline);
-        close_handle(d, (uv_handle_t *)&d->tick);
+        close_ticker(d, &d->notify_tick);
         close_handle(d, (uv_handle_t *)&d->sig_term);
         close_handle(d, (uv_handle_t *)&d->sig_int);
         close_handle(d, (uv_handle_t *)&d->sig_hup);
         close_handle(d, (uv_handle_t *)&d->dial_timer);
-        close_handle(d, (uv_handle_t *)&d->housekeeping_timer);
+        close_ticker(d, &d->housekeeping);
     }
     bbd_daemon_waits_free(d);
     for (bbd_job *j = d->jobs; j; j = j->next)
@@ -864,15 +873,12 @@ static void on_signal(uv_signal_t *h, int signum)
     stop(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-/* The notify tick (a periodic timerfd, for the reason arm_deadline gives):
+/* The notify tick (a ticker, not a uv timer: ticker.h says why):
  * WATCHDOG=1 on every tick while systemd watches, STATUS= every
  * STATUS_PERIOD_MS. It runs on the loop, so a stuck loop stops both. */
-static void on_notify_tick(uv_poll_t *h, int status, int events)
+static void on_notify_tick(bbd_ticker *t)
 {
-    (void)status;
-    (void)events;
-    bbd_daemon *d = h->data;
-    timer_fd_drain(d, d->tick_fd, "notify timer read");
+    bbd_daemon *d = t->data;
     if (bbd_notify_watchdog_period_ms(&d->notify))
         bbd_notify_send(&d->notify, "WATCHDOG=1");
     uint64_t now = uv_now(&d->loop);
@@ -1086,8 +1092,14 @@ static int init_handles(bbd_daemon *d, bb_error *err)
     int rc = timer_fd_init(d, &d->deadline, &d->deadline_fd, CLOCK_REALTIME, "deadline timer", err);
     if (rc)
         return rc;
-    if ((rc = timer_fd_init(d, &d->tick, &d->tick_fd, CLOCK_MONOTONIC, "notify timer", err))) {
-        uv_close((uv_handle_t *)&d->deadline, NULL); /* the loop ends without running */
+    if ((rc = bbd_ticker_init(&d->loop, &d->notify_tick, d, "notify timer", err)) ||
+        (rc = bbd_ticker_init(&d->loop, &d->housekeeping, d, "housekeeping timer", err)) ||
+        (rc = bbd_ticker_start(&d->housekeeping, BBD_RATELIMIT_WINDOW_MS, on_housekeeping,
+                               "housekeeping timer", err))) {
+        /* the loop ends without running */
+        uv_close((uv_handle_t *)&d->deadline, NULL);
+        bbd_ticker_close(&d->notify_tick, NULL);
+        bbd_ticker_close(&d->housekeeping, NULL);
         return rc;
     }
     uv_async_init(&d->loop, &d->wake, on_wake);
@@ -1097,16 +1109,12 @@ static int init_handles(bbd_daemon *d, bb_error *err)
     uv_signal_init(&d->loop, &d->sig_int);
     uv_signal_init(&d->loop, &d->sig_hup);
     uv_handle_t *hs[] = {(uv_handle_t *)&d->wake,     (uv_handle_t *)&d->repoll,
-                         (uv_handle_t *)&d->deadline, (uv_handle_t *)&d->tick,
+                         (uv_handle_t *)&d->deadline,
                          (uv_handle_t *)&d->sig_term, (uv_handle_t *)&d->sig_int,
                          (uv_handle_t *)&d->sig_hup};
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
         hs[i]->data = d;
     bbd_daemon_dial_init(d);
-    uv_timer_init(&d->loop, &d->housekeeping_timer);
-    d->housekeeping_timer.data = d;
-    uv_timer_start(&d->housekeeping_timer, on_housekeeping_timer, BBD_RATELIMIT_WINDOW_MS,
-                   BBD_RATELIMIT_WINDOW_MS);
     d->handles_open = true;
     uv_signal_start(&d->sig_term, on_signal, SIGTERM);
     uv_signal_start(&d->sig_int, on_signal, SIGINT);
@@ -1149,13 +1157,13 @@ static void announce_ready(bbd_daemon *d)
     if (!bbd_notify_enabled(&d->notify)) /* also no watchdog: it needs the socket */
         return;
     uint64_t period = wd && wd < STATUS_PERIOD_MS ? wd : STATUS_PERIOD_MS;
-    struct timespec ts = timespec_of_ns(period * 1000000ull);
-    struct itimerspec its = {.it_interval = ts, .it_value = ts};
     d->status_due_ms = uv_now(&d->loop) + STATUS_PERIOD_MS;
-    if (timerfd_settime(d->tick_fd, 0, &its, NULL) < 0)
-        log_errno(d, "notify timer arm");
-    else
-        uv_poll_start(&d->tick, UV_READABLE, on_notify_tick);
+    bb_error err = {0};
+    if (bbd_ticker_start(&d->notify_tick, period, on_notify_tick, "notify timer", &err) != BB_OK &&
+        bbd_log_begin(&l, &d->log, BB_LOG_WARN, "daemon", "notify timer arm")) {
+        bbd_log_str(&l, "error", err.msg);
+        bbd_log_end(&l);
+    }
 }
 
 /* A debug line per start-up phase with the time since start: where the
@@ -1260,8 +1268,6 @@ static void finish(bbd_daemon *d)
         close(d->lock_fd);
     if (d->deadline_fd >= 0)
         close(d->deadline_fd);
-    if (d->tick_fd >= 0)
-        close(d->tick_fd);
     bbd_log_close(&d->log);
 }
 
@@ -1272,7 +1278,8 @@ int bbd_daemon_main(bbd_config *cfg)
     d.cfg = cfg;
     d.lock_fd = -1;
     d.deadline_fd = -1;
-    d.tick_fd = -1;
+    d.notify_tick.fd = -1;
+    d.housekeeping.fd = -1;
     d.notify.fd = -1;
     d.started_ns = bbd_now_ns();
     bb_steps_init(&d.steps);

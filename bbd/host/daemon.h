@@ -30,6 +30,7 @@
 #include "bbd/host/metrics.h"
 #include "bbd/host/notify.h"
 #include "bbd/host/ratelimit.h"
+#include "bbd/host/ticker.h"
 #include "bbd/host/registry.h"
 #include "bbd/host/transport.h"
 
@@ -47,7 +48,7 @@ typedef struct bbd_daemon {
     bool loop_ready;
     bbd_log log;
     bbd_ratelimit ratelimit; /* every line a remote party can cause */
-    uv_timer_t housekeeping_timer; /* once a second: suppressed lines, the idle large block */
+    bbd_ticker housekeeping; /* once a second: suppressed lines, the idle large block */
     bbd_notify notify;
     int lock_fd;
 
@@ -67,8 +68,7 @@ typedef struct bbd_daemon {
     uv_poll_t deadline; /* on deadline_fd, a timerfd (daemon.c: arm_deadline) */
     int deadline_fd;
     uint64_t deadline_armed; /* the engine time it is armed for, 0: none */
-    uv_poll_t tick; /* on tick_fd: WATCHDOG=1 and STATUS= (daemon.c: on_notify_tick) */
-    int tick_fd;
+    bbd_ticker notify_tick; /* WATCHDOG=1 and STATUS= (daemon.c: on_notify_tick) */
     uint64_t status_due_ms; /* loop time of the next STATUS= refresh */
     uv_signal_t sig_term, sig_int, sig_hup;
     bool handles_open;

@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "bbd/host/transport_internal.h"
@@ -210,17 +209,13 @@ static void set_deadline(tcp_conn *c, uint64_t after_ms)
 
 /* ---- the idle sweep ------------------------------------------------------------------ */
 
-/* Every sweep period (a periodic timerfd watched by a uv_poll: no uv timer
- * pending, see bbd__tcp_arm_timer) close the open connections idle for
- * idle_timeout_ms: a quarter of it, between 50 ms and 60 s, so one closes
- * at most a quarter late. */
-static void on_sweep(uv_poll_t *h, int status, int events)
+/* Every sweep period (a ticker: no uv timer pending, see bbd__tcp_arm_timer)
+ * close the open connections idle for idle_timeout_ms: a quarter of it,
+ * between 50 ms and 60 s, so one closes at most a quarter late. */
+static void on_sweep(bbd_ticker *k)
 {
-    (void)status, (void)events;
-    bbd_transport *t = h->data;
-    uint64_t expirations, now = uv_now(t->loop);
-    if (read(t->sweep_fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
-        return;
+    bbd_transport *t = k->data;
+    uint64_t now = uv_now(t->loop);
     char why[96];
     for (tcp_conn *c = t->conns, *next; c; c = next) {
         next = c->next;
@@ -237,18 +232,14 @@ int bbd__tcp_sweep_init(bbd_transport *t, bb_error *err)
 {
     uint64_t period = t->cfg.idle_timeout_ms / 4;
     period = period < 50 ? 50 : period > 60000 ? 60000 : period;
-    t->sweep_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    struct timespec ts = {.tv_sec = (time_t)(period / 1000), .tv_nsec = (long)(period % 1000) * 1000000};
-    struct itimerspec its = {.it_interval = ts, .it_value = ts};
-    if (t->sweep_fd < 0 || timerfd_settime(t->sweep_fd, 0, &its, NULL) != 0 ||
-        uv_poll_init(t->loop, &t->sweep, t->sweep_fd) != 0)
-        return bb_error_set(err, BB_ERUNTIME, "transport: idle sweep timer: %s", strerror(errno));
-    t->sweep.data = t;
+    int rc = bbd_ticker_init(t->loop, &t->sweep, t, "transport: idle sweep timer", err);
+    if (rc)
+        return rc;
     bbd__handle_init(t);
-    uv_unref((uv_handle_t *)&t->sweep); /* housekeeping alone keeps no loop alive */
-    uv_poll_start(&t->sweep, UV_READABLE, on_sweep);
-    return BB_OK;
+    return bbd_ticker_start(&t->sweep, period, on_sweep, "transport: idle sweep timer", err);
 }
+
+static void sweep_closed(uv_handle_t *h) { bbd__handle_closed(((bbd_ticker *)h->data)->data); }
 
 /* ---- writing ---------------------------------------------------------------------- */
 
@@ -825,8 +816,7 @@ int bbd__tcp_listen(bbd_transport *t, const struct sockaddr *sa, const char *tex
 
 void bbd__tcp_close_all(bbd_transport *t)
 {
-    if (t->sweep_fd >= 0)
-        uv_close((uv_handle_t *)&t->sweep, bbd__own_handle_closed);
+    bbd_ticker_close(&t->sweep, sweep_closed);
     for (size_t i = 0; i < t->n_tcp_listeners; i++)
         uv_close((uv_handle_t *)&t->tcp_listeners[i]->tcp, listener_closed);
     t->n_tcp_listeners = 0;

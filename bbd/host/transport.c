@@ -123,8 +123,8 @@ static int build_handshake(bbd_transport *t, bb_error *err)
 
 static void free_transport(bbd_transport *t)
 {
-    if (t->sweep_fd >= 0)
-        close(t->sweep_fd);
+    if (t->sweep.fd >= 0) /* never started: bbd__tcp_close_all closes it otherwise */
+        close(t->sweep.fd);
     bbd__secure_free(t);
     bbd__rules_free(t);
     bbd__peers_free(t);
@@ -150,7 +150,7 @@ bbd_transport *bbd_transport_new(uv_loop_t *loop, const bbd_transport_config *cf
     t->loop = loop;
     t->cfg = *cfg;
     t->cb = *cb;
-    t->sweep_fd = -1;
+    t->sweep.fd = -1;
     config_defaults(&t->cfg);
     if (config_check(&t->cfg, err)) {
         free(t);
