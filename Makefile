@@ -382,6 +382,12 @@ $(B)/fuzz/plugins/bbd_test.so: $(B)/tests/plugins/bbd_test.so
 	@mkdir -p $(dir $@)
 	cp $< $@
 
+# bench_bbd_wire's io_uring reference ping-pong (bench/uring_pingpong.c) over
+# liburing, which scripts/bench-deps installs; built only by make bench.
+$(B)/bench/uring_pingpong: bench/uring_pingpong.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -o $@ $< -luring
+
 fuzzers: $(FUZZERS) $(PLUGINS) $(B)/fuzz/plugins/bbd_test.so
 
 # FAISS's own indexes on bench_index's data (bench/faiss_side.cpp): C++ over
@@ -430,6 +436,8 @@ bench: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@$(MAKE) --no-print-directory $(B)/bench/faiss_side || \
 		echo "bench: no FAISS (libfaiss-dev): bench_index runs without its FAISS side" >&2
+	@$(MAKE) --no-print-directory $(B)/bench/uring_pingpong || \
+		echo "bench: no liburing-dev: bench_bbd_wire runs without its io_uring row" >&2
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 	@echo "== bench/gossip_scale.sh"; BUILD=$(B) bench/gossip_scale.sh
 	@echo "== bench/large_tensor.sh"; BUILD=$(B) bench/large_tensor.sh

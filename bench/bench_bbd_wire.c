@@ -49,7 +49,10 @@
  * sealed; its cost is the security part's target) and the floor under the
  * target, a bare libuv ping-pong (an event loop each side, read callback
  * then uv_try_write, nothing else): a reference no daemon can beat, not a
- * target. Unpinned, with the default channel: <= 1.5x. Throughput: bbd >=
+ * target; and an io_uring ping-pong (bench/uring_pingpong.c: one system
+ * call a message, submitting the answer and waiting for the next), the
+ * floor a daemon built on io_uring instead would have (make bench builds
+ * it). Unpinned, with the default channel: <= 1.5x. Throughput: bbd >=
  * 70% of raw, default channel.
  *
  * Security: the same two measurements with security "noise" against
@@ -330,6 +333,25 @@ static void uv_floor_rtt(double *lat, void *ud)
     bench_uv_pingpong(SMALL_FLOATS * 4, WARMUP, TRIPS, lat);
 }
 
+/* The io_uring ping-pong (bench/uring_pingpong.c, built by make bench):
+ * one system call a message where the epoll floor makes three. */
+static void uring_floor_rtt(double *lat, void *ud)
+{
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "%s %d %d %d", (const char *)ud, SMALL_FLOATS * 4, WARMUP, TRIPS);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        bench_die("popen uring_pingpong");
+    int n = 0;
+    unsigned long long ns;
+    while (n < TRIPS && fscanf(p, "%llu", &ns) == 1)
+        lat[n++] = (double)ns;
+    if (pclose(p) != 0 || n != TRIPS) {
+        fprintf(stderr, "bench_bbd_wire: %s failed (%d of %d round trips)\n", cmd, n, TRIPS);
+        exit(1);
+    }
+}
+
 /* ---- report ----------------------------------------------------------------------------- */
 
 static void setup(void)
@@ -383,7 +405,9 @@ int main(void)
          * plaintext like the raw ping-pong. Beside it the default channel
          * (its own cost is the security part's <= 1.15x) and the floor: an
          * event loop on each side and nothing else (3 syscalls a hop where
-         * the raw ping-pong makes 2), a figure to read the others by. */
+         * the raw ping-pong makes 2), a figure to read the others by; and
+         * the same with io_uring (1 system call a hop): whether another
+         * event loop would lower that floor. */
         const char *pin = "same core (cpu 0)";
         bench_place(true);
         B.node_config = B.config_off;
@@ -395,6 +419,14 @@ int main(void)
                                 ROUNDS, WARMUP, TRIPS, bbd_rtt, NULL);
             bench_rtt_reference(pin, "bare libuv ping-pong", "floor (reference)",
                                 SMALL_FLOATS * 4, ROUNDS, WARMUP, TRIPS, uv_floor_rtt, NULL);
+            char uring[PATH_MAX + 32];
+            snprintf(uring, sizeof uring, "%s/bench/uring_pingpong", B.build);
+            if (access(uring, X_OK) == 0)
+                bench_rtt_reference(pin, "io_uring ping-pong", "floor (reference)",
+                                    SMALL_FLOATS * 4, ROUNDS, WARMUP, TRIPS, uring_floor_rtt,
+                                    uring);
+            else
+                printf("(no io_uring row: %s is built by make bench, with liburing-dev)\n", uring);
             bench_place(false);
             all_ok &= bench_rtt_compare("unpinned", "bbd -> bbd", SMALL_FLOATS * 4, ROUNDS, WARMUP,
                                         TRIPS, 1.5, bbd_rtt, NULL);
