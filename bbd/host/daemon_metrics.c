@@ -58,6 +58,8 @@ const bbd_stat_field BBD_TRANSPORT_TOTALS[] = {
                     "unauthenticated connections closed to make room for a new one"),
     TRANSPORT_FIELD(slow_closed, false, "connections closed for idling or a too slow frame"),
     TRANSPORT_FIELD(rx_buffered_bytes, true, "bytes of partial inbound frames held"),
+    TRANSPORT_FIELD(tx_sealed_bytes, true, "sealed bytes of large frames not yet taken by sockets"),
+    TRANSPORT_FIELD(tx_sealed_peak, true, "the most sealed bytes of large frames held at once"),
     {NULL, NULL, false, 0},
 };
 #undef TRANSPORT_FIELD

@@ -37,6 +37,9 @@ typedef struct tcp_write {
 
 #define BUFS_ON_STACK 8 /* header + pieces of a frame without a malloc */
 
+static void seal_fail_all(tcp_conn *c);
+static void start_shutdown(tcp_conn *c);
+
 static int peerid_cmp(const bb_peerid *a, const bb_peerid *b)
 {
     size_t n = a->len < b->len ? a->len : b->len;
@@ -108,6 +111,7 @@ void bbd__tcp_close(tcp_conn *c, const char *why)
     if (c->next)
         c->next->prev = c->prev;
     bbd__tcp_rx_reset(c);
+    seal_fail_all(c); /* before the cipher goes: nothing more is sealed */
     bbd__tcp_secure_free(c);
     uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
     uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
@@ -409,12 +413,181 @@ void bbd__tcp_write_raw(tcp_conn *c, uint8_t *buf, size_t len)
     write_sealed(c, NULL, 0, buf, len, true);
 }
 
+/* ---- large frames sealed as the socket drains ------------------------------------------ */
+
+/* Sealing a frame whole before writing it keeps a second copy of it -- a
+ * 16 MiB chunk of a streamed tensor -- until the socket has taken all of
+ * it: with Noise the 100M-parameter round's server peaked 226 MB above
+ * plaintext, which writes from the tensor's own memory. A frame over
+ * SEAL_WHOLE_MAX is sealed SEAL_PIECE at a time instead, as the socket
+ * takes the pieces: the connection has at most SEAL_PIECES_AHEAD pieces
+ * written and not yet taken, and the payload (the tensor's memory) is held
+ * until its last byte is sealed. Records carry consecutive nonces, so
+ * nothing may be sealed out of turn: while such a frame is on its way, the
+ * frames sent after it on that connection wait behind it, in order, in
+ * c's queue (their number is the senders' to bound: the transport's
+ * per-peer held bytes and the engine's stream windows). */
+#define SEAL_PIECE (32 * (size_t)BBD_SEAL_RECORD_PLAINTEXT) /* ~1 MiB of plaintext */
+#define SEAL_WHOLE_MAX (2 * SEAL_PIECE)
+#define SEAL_PIECES_AHEAD 2
+
+struct seal_job {
+    struct seal_job *next;
+    tcp_conn *c;
+    bbd_peer *peer; /* a reference while the job lives; NULL: ours, not reported */
+    bbd_payload pl; /* held until sealed whole */
+    uint8_t hdr[BBD_FRAME_HEADER_MAX];
+    bbd_seal_cursor cur;
+    size_t held;     /* the envelope's size (the report's) */
+    unsigned pieces; /* written, not yet taken */
+    bool queued;     /* in c's queue: not sealed whole, not failed */
+    bool failed;     /* reported as failed: no report at the end */
+};
+
+typedef struct seal_piece {
+    uv_write_t req;
+    struct seal_job *job;
+    size_t wire;
+    uint8_t buf[];
+} seal_piece;
+
+/* Free j once it is out of the queue and its last piece was taken,
+ * reporting the envelope sent unless it failed. */
+static void seal_job_end(struct seal_job *j)
+{
+    if (j->queued || j->pieces)
+        return;
+    if (j->peer) {
+        j->peer->refs--;
+        if (!j->failed)
+            bbd__send_done(j->c->t, j->peer, j->held, true);
+    }
+    free(j);
+}
+
+/* Every queued frame failed (c is closing): released and reported once;
+ * pieces already written end with their callbacks. */
+static void seal_fail_all(tcp_conn *c)
+{
+    for (struct seal_job *j = c->seal_head, *next; j; j = next) {
+        next = j->next;
+        j->queued = false;
+        j->failed = true;
+        if (j->peer)
+            bbd__send_failed(c->t, j->peer, &j->pl);
+        else
+            bbd__payload_free(&j->pl);
+        seal_job_end(j);
+    }
+    c->seal_head = c->seal_tail = NULL;
+}
+
+static void seal_pump(tcp_conn *c);
+
+static void seal_written(uv_write_t *req, int status)
+{
+    seal_piece *p = (seal_piece *)req;
+    struct seal_job *j = p->job;
+    tcp_conn *c = j->c; /* its handle closes after its write callbacks ran */
+    bbd_transport *t = c->t;
+    t->tx_sealed -= p->wire;
+    if (status == 0)
+        count_written(t, j->peer, p->wire);
+    free(p);
+    j->pieces--;
+    c->seal_pieces--;
+    if (status < 0 && !j->queued && !j->failed) {
+        j->failed = true;
+        if (j->peer)
+            bbd__send_done(t, j->peer, j->held, false);
+    }
+    seal_job_end(j);
+    if (status < 0) {
+        if (status != UV_ECANCELED && c->state != CONN_CLOSING) {
+            char why[128];
+            snprintf(why, sizeof why, "write failed: %s", uv_strerror(status));
+            bbd__tcp_close(c, why);
+        }
+        return;
+    }
+    if (c->state != CONN_CLOSING)
+        seal_pump(c);
+}
+
+/* Seal and write the queue's next pieces while fewer than
+ * SEAL_PIECES_AHEAD are on their way. */
+static void seal_pump(tcp_conn *c)
+{
+    bbd_transport *t = c->t;
+    struct seal_job *j;
+    while ((j = c->seal_head) && c->seal_pieces < SEAL_PIECES_AHEAD) {
+        size_t plain = j->cur.left < SEAL_PIECE ? j->cur.left : SEAL_PIECE;
+        seal_piece *p = malloc(sizeof *p + bbd__sealed_size(plain));
+        size_t wire = p ? bbd__tcp_seal_some(c, &j->cur, plain, p->buf) : 0;
+        int rc = !p ? UV_ENOMEM : !wire ? UV_EINVAL /* nonces used up: 2^64 */ : 0;
+        if (rc == 0) {
+            *p = (seal_piece){.job = j, .wire = wire};
+            uv_buf_t b = uv_buf_init((char *)p->buf, (unsigned)wire);
+            rc = uv_write(&p->req, (uv_stream_t *)&c->tcp, &b, 1, seal_written);
+        }
+        if (rc != 0) {
+            free(p);
+            char why[128];
+            snprintf(why, sizeof why, "write failed: %s", uv_strerror(rc));
+            bbd__tcp_close(c, why); /* fails the queue, j too */
+            return;
+        }
+        j->pieces++;
+        c->seal_pieces++;
+        t->tx_sealed += wire;
+        if (t->tx_sealed > t->tx_sealed_peak)
+            t->tx_sealed_peak = t->tx_sealed;
+        if (!j->cur.left) { /* sealed whole: its bytes are in the pieces */
+            c->seal_head = j->next;
+            if (!c->seal_head)
+                c->seal_tail = NULL;
+            j->queued = false;
+            bbd__payload_free(&j->pl);
+        }
+    }
+    if (!c->seal_head && c->shutdown_after_seal) {
+        c->shutdown_after_seal = false;
+        start_shutdown(c);
+    }
+}
+
+/* Queue the frame hdr + pl behind c's others; takes pl. */
+static void seal_enqueue(tcp_conn *c, bbd_peer *peer, const uint8_t *hdr, size_t hl,
+                         bbd_payload *pl)
+{
+    struct seal_job *j = malloc(sizeof *j);
+    if (!j) {
+        write_failed(c, peer, pl, UV_ENOMEM);
+        return;
+    }
+    *j = (struct seal_job){.c = c, .peer = peer, .pl = *pl, .held = pl->len, .queued = true};
+    memcpy(j->hdr, hdr, hl);
+    bbd__seal_cursor_init(&j->cur, j->hdr, hl, &j->pl);
+    if (peer)
+        peer->refs++;
+    if (c->seal_tail)
+        c->seal_tail->next = j;
+    else
+        c->seal_head = j;
+    c->seal_tail = j;
+    seal_pump(c);
+}
+
 /* Seal the frame hdr + pl and write it; takes pl (released once sealed:
  * the records hold its bytes). */
 static void seal_and_write(tcp_conn *c, bbd_peer *peer, const uint8_t *hdr, size_t hl,
                            bbd_payload *pl)
 {
     size_t held = pl->len, cap = bbd__sealed_size(hl + pl->len);
+    if (c->seal_head || hl + pl->len > SEAL_WHOLE_MAX) {
+        seal_enqueue(c, peer, hdr, hl, pl);
+        return;
+    }
     uint8_t flat[FLAT_MAX + BBD_RECORD_OVERHEAD];
     uint8_t *buf = cap <= sizeof flat ? flat : malloc(cap);
     size_t wire = buf ? bbd__tcp_seal(c, hdr, hl, pl, buf) : 0;
@@ -505,6 +678,10 @@ static void start_shutdown(tcp_conn *c)
 {
     if (c->shut_down)
         return;
+    if (c->seal_head) { /* after the frames still being sealed */
+        c->shutdown_after_seal = true;
+        return;
+    }
     c->shut_down = true;
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, shutdown_cb) != 0)
         bbd__tcp_close(c, NULL);

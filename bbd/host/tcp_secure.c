@@ -31,7 +31,8 @@
  * record replayed, reordered, cut or altered fails to open and closes the
  * connection (tcp_read.c). A small frame is one record; a large one is
  * sealed straight from its pieces (the tensor's own memory) into the
- * buffer that goes to the socket: one pass over the bytes.
+ * buffers that go to the socket, one pass over the bytes, ~1 MiB at a time
+ * as the socket takes them (tcp.c, bbd__tcp_seal_some).
  *
  * Security off on one side: a plaintext node writes its Handshake frame
  * first thing, whose first bytes are a frame header (a non-zero varint,
@@ -40,6 +41,7 @@
  * no Noise message starts so) before closing; a plaintext node that reads
  * a first byte 0x00 knows its peer requires security (tcp_read.c).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -347,14 +349,7 @@ size_t bbd__sealed_size(size_t plain)
 }
 
 /* The frame as pieces: k = 0 the header, then the payload's bytes or iov. */
-typedef struct pieces {
-    const uint8_t *hdr;
-    size_t hl;
-    const bbd_payload *pl;
-    size_t k, off; /* the cursor: piece k, offset off in it */
-} pieces;
-
-static void piece(const pieces *p, size_t k, const uint8_t **d, size_t *n)
+static void piece(const bbd_seal_cursor *p, size_t k, const uint8_t **d, size_t *n)
 {
     if (k == 0) {
         *d = p->hdr;
@@ -370,7 +365,7 @@ static void piece(const pieces *p, size_t k, const uint8_t **d, size_t *n)
 
 /* The next take bytes of the stream: a pointer into one piece when they
  * lie in it, else copied together into tmp. */
-static const uint8_t *next_bytes(pieces *p, size_t take, uint8_t *tmp)
+static const uint8_t *next_bytes(bbd_seal_cursor *p, size_t take, uint8_t *tmp)
 {
     const uint8_t *d;
     size_t n;
@@ -398,22 +393,36 @@ static const uint8_t *next_bytes(pieces *p, size_t take, uint8_t *tmp)
     return tmp;
 }
 
-size_t bbd__tcp_seal(tcp_conn *c, const uint8_t *hdr, size_t hl, const bbd_payload *pl,
-                     uint8_t *out)
+void bbd__seal_cursor_init(bbd_seal_cursor *cur, const uint8_t *hdr, size_t hl,
+                           const bbd_payload *pl)
 {
-    pieces p = {hdr, hl, pl, 0, 0};
-    size_t left = hl + pl->len, at = 0;
-    while (left) {
-        size_t take = left < BBD_SEAL_RECORD_PLAINTEXT ? left : BBD_SEAL_RECORD_PLAINTEXT;
+    *cur = (bbd_seal_cursor){.hdr = hdr, .hl = hl, .pl = pl, .left = hl + pl->len};
+}
+
+size_t bbd__tcp_seal_some(tcp_conn *c, bbd_seal_cursor *cur, size_t max_plain, uint8_t *out)
+{
+    size_t at = 0;
+    while (cur->left && max_plain) {
+        size_t take = cur->left < BBD_SEAL_RECORD_PLAINTEXT ? cur->left : BBD_SEAL_RECORD_PLAINTEXT;
+        take = take < max_plain ? take : max_plain;
         uint8_t *rec = out + at;
         size_t len = take + BBD_NOISE_TAGLEN;
         rec[0] = (uint8_t)(len >> 8);
         rec[1] = (uint8_t)len;
-        const uint8_t *pt = next_bytes(&p, take, rec + BBD_RECORD_HEADER);
+        const uint8_t *pt = next_bytes(cur, take, rec + BBD_RECORD_HEADER);
         if (bbd_noise_encrypt(&c->tx, NULL, 0, pt, take, rec + BBD_RECORD_HEADER) != BB_OK)
             return 0;
         at += BBD_RECORD_HEADER + len;
-        left -= take;
+        cur->left -= take;
+        max_plain -= take;
     }
     return at;
+}
+
+size_t bbd__tcp_seal(tcp_conn *c, const uint8_t *hdr, size_t hl, const bbd_payload *pl,
+                     uint8_t *out)
+{
+    bbd_seal_cursor cur;
+    bbd__seal_cursor_init(&cur, hdr, hl, pl);
+    return bbd__tcp_seal_some(c, &cur, SIZE_MAX, out);
 }

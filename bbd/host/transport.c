@@ -401,6 +401,8 @@ void bbd_transport_stats_get(const bbd_transport *t, bbd_transport_stats *out)
     *out = t->stats;
     out->connections_open = t->n_conns;
     out->rx_buffered_bytes = t->rx_charged;
+    out->tx_sealed_bytes = t->tx_sealed;
+    out->tx_sealed_peak = t->tx_sealed_peak;
 }
 
 /* ---- logging ----------------------------------------------------------------------- */

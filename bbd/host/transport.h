@@ -273,6 +273,10 @@ typedef struct bbd_transport_stats {
                                  * arriving under min_rx_bytes_per_s */
     uint64_t rx_buffered_bytes; /* buffers of partial inbound frames (the
                                  * receive budget's use) */
+    uint64_t tx_sealed_bytes;   /* large frames' sealed pieces handed to sockets,
+                                 * not yet taken (each connection holds at most
+                                 * two pieces of ~1 MiB) */
+    uint64_t tx_sealed_peak;    /* the most tx_sealed_bytes has been */
 } bbd_transport_stats;
 
 void bbd_transport_stats_get(const bbd_transport *t, bbd_transport_stats *out);

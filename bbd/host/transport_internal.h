@@ -150,6 +150,10 @@ struct tcp_conn {
     uint8_t *rec;                     /* a record split across reads */
     size_t rec_len, rec_want;         /* rec_want: the record's size, 0 = none */
     bool rec_direct;                  /* this read goes straight into rec */
+    /* large frames sealed as the socket drains, and the frames behind them (tcp.c) */
+    struct seal_job *seal_head, *seal_tail;
+    unsigned seal_pieces;             /* sealed pieces written, not yet taken */
+    bool shutdown_after_seal;         /* shut the write side once the queue is written */
 };
 
 struct udp_sock {
@@ -236,6 +240,7 @@ struct bbd_transport {
     uint64_t next_conn_seq;
     size_t n_paused;
     size_t rx_charged;            /* partial inbound frame buffers */
+    size_t tx_sealed, tx_sealed_peak; /* sealed pieces written, not yet taken (tcp.c) */
     tcp_conn *rx_owner;           /* the one allowed past the budget */
 
     udp_session *sessions;
@@ -381,6 +386,21 @@ size_t bbd__sealed_size(size_t plain);
  * their total); returns the wire size, 0 when the nonces are used up. */
 size_t bbd__tcp_seal(tcp_conn *c, const uint8_t *hdr, size_t hl, const bbd_payload *pl,
                      uint8_t *out);
+/* A frame sealed a part at a time (tcp.c: large frames as the socket
+ * drains): hdr and pl must stay valid until it is sealed whole. */
+typedef struct bbd_seal_cursor {
+    const uint8_t *hdr;
+    size_t hl;
+    const bbd_payload *pl;
+    size_t k, off; /* the next byte: piece k (0 the header, then pl's), offset off */
+    size_t left;   /* plaintext bytes not sealed yet */
+} bbd_seal_cursor;
+void bbd__seal_cursor_init(bbd_seal_cursor *cur, const uint8_t *hdr, size_t hl,
+                           const bbd_payload *pl);
+/* Seal the cursor's next max_plain plaintext bytes at most (whole records
+ * but for the last) into out (bbd__sealed_size(max_plain) bytes); returns
+ * the wire size, 0 when the nonces are used up. */
+size_t bbd__tcp_seal_some(tcp_conn *c, bbd_seal_cursor *cur, size_t max_plain, uint8_t *out);
 void bbd__tcp_secure_free(tcp_conn *c);
 
 /* ---- tcp_read.c --------------------------------------------------------------------- */

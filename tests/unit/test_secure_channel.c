@@ -330,6 +330,61 @@ static void test_secure_large_envelope_sealed(void **state)
     pair_close(&a, &b);
 }
 
+/* Large frames are sealed a piece at a time as the socket takes them
+ * (tcp.c): two 6 MiB envelopes in pieces with small ones sent between and
+ * after them arrive whole and in the order sent, each payload released
+ * once, every send reported, and the sealed bytes in flight never more
+ * than two pieces of 32 records (tx_sealed_peak), none left at the end. */
+static void test_secure_seal_large_frames_as_socket_drains(void **state)
+{
+    (void)state;
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, NULL, NULL, TCP0);
+    bb_peerid two = peer_of(2);
+    size_t released = 0, len = 6 * 1024 * 1024 + 777;
+    assert_int_equal(send_to(&a, &two, &ba, 100, 1), BB_OK);
+    WAIT_FOR(b.n_env == 1, 10000); /* the connection is open */
+    assert_int_equal(send_gather_to(&a, &two, &ba, len, 2, 3, &released), BB_OK);
+    assert_true(stats_of(&a).tx_sealed_bytes > 0); /* the first pieces are on their way */
+    assert_int_equal(released, 0);                 /* the payload is held, not copied */
+    assert_int_equal(send_to(&a, &two, &ba, 200, 3), BB_OK);
+    assert_int_equal(send_gather_to(&a, &two, &ba, len, 4, 5, &released), BB_OK);
+    assert_int_equal(send_to(&a, &two, &ba, 300, 5), BB_OK);
+    WAIT_FOR(b.n_env == 5, 20000);
+    assert_true(env_is(&b.env[1], len, 2));
+    assert_true(env_is(&b.env[2], 200, 3));
+    assert_true(env_is(&b.env[3], len, 4));
+    assert_true(env_is(&b.env[4], 300, 5));
+    WAIT_FOR(a.n_ok == 5, 3000);
+    assert_int_equal(released, 2);
+    bbd_transport_stats s = stats_of(&a);
+    size_t piece = 32 * (BBD_SEAL_RECORD_PLAINTEXT + 2 + BBD_NOISE_TAGLEN); /* a record: 2-byte length, tag */
+    assert_true(s.tx_sealed_peak > 0 && s.tx_sealed_peak <= 2 * piece);
+    assert_int_equal(s.tx_sealed_bytes, 0);
+    assert_int_equal(stats_of(&b).auth_failed, 0);
+    pair_close(&a, &b);
+}
+
+/* A connection closed while a large frame is half sealed and frames wait
+ * behind it: every payload released once, nothing left (ASan checks the
+ * rest). */
+static void test_secure_seal_closed_mid_frame(void **state)
+{
+    (void)state;
+    node a, b;
+    bbd_addr ba = pair_start(&a, &b, NULL, NULL, TCP0);
+    bb_peerid two = peer_of(2);
+    size_t released = 0, len = 6 * 1024 * 1024;
+    assert_int_equal(send_to(&a, &two, &ba, 100, 1), BB_OK);
+    WAIT_FOR(b.n_env == 1, 10000);
+    assert_int_equal(send_gather_to(&a, &two, &ba, len, 2, 4, &released), BB_OK);
+    assert_int_equal(send_gather_to(&a, &two, &ba, len, 3, 2, &released), BB_OK);
+    assert_int_equal(send_to(&a, &two, &ba, 100, 4), BB_OK);
+    assert_true(stats_of(&a).tx_sealed_bytes > 0);
+    pair_close(&a, &b);
+    assert_int_equal(released, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +394,8 @@ int main(void)
         cmocka_unit_test(test_secure_admission_refused),
         cmocka_unit_test(test_secure_mode_mismatch),
         cmocka_unit_test(test_secure_large_envelope_sealed),
+        cmocka_unit_test(test_secure_seal_large_frames_as_socket_drains),
+        cmocka_unit_test(test_secure_seal_closed_mid_frame),
     };
     return cmocka_run_group_tests(tests, harness_setup, harness_teardown);
 }
