@@ -469,7 +469,9 @@ static void seal_job_end(struct seal_job *j)
  * pieces already written end with their callbacks. */
 static void seal_fail_all(tcp_conn *c)
 {
-    for (struct seal_job *j = c->seal_head, *next; j; j = next) {
+    struct seal_job *first = c->seal_head; /* detached first: the reports may send */
+    c->seal_head = c->seal_tail = NULL;
+    for (struct seal_job *j = first, *next; j; j = next) {
         next = j->next;
         j->queued = false;
         j->failed = true;
@@ -479,7 +481,6 @@ static void seal_fail_all(tcp_conn *c)
             bbd__payload_free(&j->pl);
         seal_job_end(j);
     }
-    c->seal_head = c->seal_tail = NULL;
 }
 
 static void seal_pump(tcp_conn *c);
@@ -560,9 +561,9 @@ static void seal_pump(tcp_conn *c)
 static void seal_enqueue(tcp_conn *c, bbd_peer *peer, const uint8_t *hdr, size_t hl,
                          bbd_payload *pl)
 {
-    struct seal_job *j = malloc(sizeof *j);
-    if (!j) {
-        write_failed(c, peer, pl, UV_ENOMEM);
+    struct seal_job *j = c->state == CONN_CLOSING ? NULL : malloc(sizeof *j);
+    if (!j) { /* closing: a report of its queue sent again at once */
+        write_failed(c, peer, pl, c->state == CONN_CLOSING ? UV_ECANCELED : UV_ENOMEM);
         return;
     }
     *j = (struct seal_job){.c = c, .peer = peer, .pl = *pl, .held = pl->len, .queued = true};
