@@ -11,7 +11,7 @@
  * once half its share has drained.
  */
 #include "bbd/host/control.h"
-#include "bbd/host/ticker.h"
+#include "bbd/host/timer.h"
 
 #include "bb/plugin.h" /* bb_log_level */
 
@@ -48,7 +48,7 @@ struct bbd_control_client {
 struct bbd_control {
     uv_loop_t *loop;
     uv_pipe_t server;
-    bbd_ticker idle_tick; /* fd -1: no idle timeout */
+    bbd_timer idle_tick; /* fd -1: no idle timeout */
     char *path;
     bbd_control_limits lim;
     size_t n_clients;
@@ -363,8 +363,8 @@ static void evict_one(bbd_control *ctl)
 }
 
 /* Clients that sent nothing for idle_timeout_ms and wait for nothing
- * (a ticker, not a uv timer: ticker.h says why). */
-static void on_idle_tick(bbd_ticker *t)
+ * (a timer, not a uv timer: timer.h says why). */
+static void on_idle_tick(bbd_timer *t)
 {
     bbd_control *ctl = t->data;
     uint64_t now = uv_now(ctl->loop);
@@ -429,9 +429,9 @@ static void server_closed(uv_handle_t *h)
     maybe_done(ctl);
 }
 
-static void idle_tick_closed(uv_handle_t *h)
+static void idle_tick_closed(void *ud)
 {
-    bbd_control *ctl = ((bbd_ticker *)h->data)->data;
+    bbd_control *ctl = ud;
     ctl->open_handles--;
     maybe_done(ctl);
 }
@@ -480,10 +480,11 @@ int bbd_control_start(uv_loop_t *loop, const char *path, const bbd_control_limit
     rc = BB_OK;
     if (ctl->lim.idle_timeout_ms) {
         uint64_t tick = ctl->lim.idle_timeout_ms / 4 ? ctl->lim.idle_timeout_ms / 4 : 1;
-        rc = bbd_ticker_init(loop, &ctl->idle_tick, ctl, "control: idle timer", err);
+        rc = bbd_timer_init(loop, &ctl->idle_tick, CLOCK_MONOTONIC, on_idle_tick, ctl,
+                            "control: idle timer", err);
         if (rc == BB_OK) {
             ctl->open_handles++;
-            rc = bbd_ticker_start(&ctl->idle_tick, tick, on_idle_tick, "control: idle timer", err);
+            rc = bbd_timer_every(&ctl->idle_tick, tick, "control: idle timer", err);
         }
     }
     if (rc == BB_OK) {
@@ -501,7 +502,7 @@ int bbd_control_start(uv_loop_t *loop, const char *path, const bbd_control_limit
         ctl->path[0] = '\0'; /* not ours to unlink */
         ctl->closing = true;  /* freed by server_closed on the next loop turn */
         uv_close((uv_handle_t *)&ctl->server, server_closed);
-        bbd_ticker_close(&ctl->idle_tick, idle_tick_closed);
+        bbd_timer_close(&ctl->idle_tick, idle_tick_closed);
         return rc;
     }
     *out = ctl;
@@ -523,7 +524,7 @@ void bbd_control_close(bbd_control *ctl, void (*done)(void *ud), void *ud)
     if (ctl->path[0])
         unlink(ctl->path);
     uv_close((uv_handle_t *)&ctl->server, server_closed);
-    bbd_ticker_close(&ctl->idle_tick, idle_tick_closed);
+    bbd_timer_close(&ctl->idle_tick, idle_tick_closed);
 }
 
 int bbd_control_watch(bbd_control_client *c, unsigned kinds, const char *const *topics,

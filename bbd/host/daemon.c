@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,28 +93,10 @@ static void log_errno(bbd_daemon *d, const char *what)
     }
 }
 
-/* A timerfd the loop saw readable: read its expiry count so it stops
- * being readable (EAGAIN: already read, nothing to clear). */
-static void timer_fd_drain(bbd_daemon *d, int fd, const char *what)
+/* The deadline timer expired (or was already due): poll. */
+static void on_deadline(bbd_timer *t)
 {
-    uint64_t expirations;
-    if (read(fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
-        log_errno(d, what);
-}
-
-static struct timespec timespec_of_ns(uint64_t ns)
-{
-    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000ull),
-                             .tv_nsec = (long)(ns % 1000000000ull)};
-}
-
-/* The deadline timerfd fired (or was already due): clear it, then poll. */
-static void on_deadline(uv_poll_t *h, int status, int events)
-{
-    (void)status;
-    (void)events;
-    bbd_daemon *d = h->data;
-    timer_fd_drain(d, d->deadline_fd, "deadline timer read");
+    bbd_daemon *d = t->data;
     d->deadline_armed = 0;
     poll_engine(d);
 }
@@ -141,21 +122,15 @@ void bbd_daemon_kick(bbd_daemon *d)
         uv_idle_start(&d->repoll, on_repoll);
 }
 
-/* The engine's next deadline arms a timerfd (absolute, on the engine's
- * CLOCK_REALTIME) rather than a uv timer: with a uv timer pending, every
- * epoll_wait of the loop carries a timeout, which costs the kernel a timer
- * set-up and cancel per wait -- about 1 us of every round trip on a busy
- * link (bench_bbd_wire). The timerfd is only re-armed when the deadline
+/* The engine's next deadline arms a timer (timer.h: no uv timer), absolute
+ * on the engine's CLOCK_REALTIME. It is only re-armed when the deadline
  * moves earlier than the armed one; a later or vanished deadline leaves it
  * armed, and its early expiry just polls the engine and re-arms. */
 static void arm_deadline(bbd_daemon *d, uint64_t dl)
 {
     if (d->deadline_armed && d->deadline_armed <= dl)
         return;
-    /* dl > 0 (schedule polls at once for 0): a zero it_value would disarm */
-    uint64_t real = dl - (uint64_t)clock_offset_ns;
-    struct itimerspec its = {.it_value = timespec_of_ns(real ? real : 1)};
-    if (timerfd_settime(d->deadline_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
+    if (bbd_timer_at(&d->deadline, dl - (uint64_t)clock_offset_ns) < 0) {
         log_errno(d, "deadline timer arm");
         uv_idle_start(&d->repoll, on_repoll); /* poll again rather than miss it */
         return;
@@ -602,11 +577,11 @@ static void ratelimit_report(void *ud, const char *kind, const char *source,
     }
 }
 
-/* Once a rate-limit window (a ticker, ticker.h): report the lines it suppressed, and give the
+/* Once a rate-limit window (a timer, timer.h): report the lines it suppressed, and give the
  * kernel back the large blocks kept for reuse (value.h) when no block of
  * its size came for LARGE_BLOCK_IDLE_MS — the next round of a large model
  * reuses it, an idle node does not hold it. */
-static void on_housekeeping(bbd_ticker *t)
+static void on_housekeeping(bbd_timer *t)
 {
     bbd_daemon *d = t->data;
     bbd_ratelimit_flush(&d->ratelimit, uv_now(&d->loop));
@@ -742,7 +717,6 @@ static void closed_one(bbd_daemon *d)
 }
 
 static void handle_closed(uv_handle_t *h) { closed_one(h->data); }
-static void ticker_closed(uv_handle_t *h) { closed_one(((bbd_ticker *)h->data)->data); }
 static void subsystem_closed(void *ud) { closed_one(ud); }
 
 static void close_handle(bbd_daemon *d, uv_handle_t *h)
@@ -753,11 +727,11 @@ static void close_handle(bbd_daemon *d, uv_handle_t *h)
     }
 }
 
-static void close_ticker(bbd_daemon *d, bbd_ticker *t)
+static void close_timer(bbd_daemon *d, bbd_timer *t)
 {
     if (t->fd >= 0) {
         d->closing++;
-        bbd_ticker_close(t, ticker_closed);
+        bbd_timer_close(t, subsystem_closed);
     }
 }
 
@@ -769,13 +743,13 @@ static void close_all(bbd_daemon *d)
         d->handles_open = false;
         close_handle(d, (uv_handle_t *)&d->wake);
         close_handle(d, (uv_handle_t *)&d->repoll);
-        close_handle(d, (uv_handle_t *)&d->deadline);
-        close_ticker(d, &d->notify_tick);
+        close_timer(d, &d->deadline);
+        close_timer(d, &d->notify_tick);
         close_handle(d, (uv_handle_t *)&d->sig_term);
         close_handle(d, (uv_handle_t *)&d->sig_int);
         close_handle(d, (uv_handle_t *)&d->sig_hup);
         close_handle(d, (uv_handle_t *)&d->dial_timer);
-        close_ticker(d, &d->housekeeping);
+        close_timer(d, &d->housekeeping);
     }
     bbd_daemon_waits_free(d);
     for (bbd_job *j = d->jobs; j; j = j->next)
@@ -835,7 +809,7 @@ static void stop(bbd_daemon *d, const char *why)
     }
     bbd_notify_send(&d->notify, "STOPPING=1\nSTATUS=stopping");
     uv_idle_stop(&d->repoll);
-    uv_poll_stop(&d->deadline);
+    uv_poll_stop(&d->deadline.poll); /* no more polls from deadlines */
     fire_phase(d, 1, "Shutdown");
     if (d->cfg->snapshot_on_exit) {
         fire_phase(d, 2, "Snapshot");
@@ -873,10 +847,10 @@ static void on_signal(uv_signal_t *h, int signum)
     stop(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-/* The notify tick (a ticker, not a uv timer: ticker.h says why):
+/* The notify tick (a timer, not a uv timer: timer.h says why):
  * WATCHDOG=1 on every tick while systemd watches, STATUS= every
  * STATUS_PERIOD_MS. It runs on the loop, so a stuck loop stops both. */
-static void on_notify_tick(bbd_ticker *t)
+static void on_notify_tick(bbd_timer *t)
 {
     bbd_daemon *d = t->data;
     if (bbd_notify_watchdog_period_ms(&d->notify))
@@ -1071,35 +1045,21 @@ static int restore(bbd_daemon *d, bb_error *err)
     return BB_OK;
 }
 
-/* A timerfd on clock, watched by the loop through h. */
-static int timer_fd_init(bbd_daemon *d, uv_poll_t *h, int *fd, int clock, const char *what,
-                         bb_error *err)
-{
-    *fd = timerfd_create(clock, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (*fd < 0)
-        return bb_error_set(err, BB_ERUNTIME, "%s: %s", what, strerror(errno));
-    int rc = uv_poll_init(&d->loop, h, *fd);
-    if (rc) {
-        close(*fd);
-        *fd = -1;
-        return bb_error_set(err, BB_ERUNTIME, "%s: %s", what, uv_strerror(rc));
-    }
-    return 0;
-}
-
 static int init_handles(bbd_daemon *d, bb_error *err)
 {
-    int rc = timer_fd_init(d, &d->deadline, &d->deadline_fd, CLOCK_REALTIME, "deadline timer", err);
-    if (rc)
-        return rc;
-    if ((rc = bbd_ticker_init(&d->loop, &d->notify_tick, d, "notify timer", err)) ||
-        (rc = bbd_ticker_init(&d->loop, &d->housekeeping, d, "housekeeping timer", err)) ||
-        (rc = bbd_ticker_start(&d->housekeeping, BBD_RATELIMIT_WINDOW_MS, on_housekeeping,
-                               "housekeeping timer", err))) {
+    int rc;
+    if ((rc = bbd_timer_init(&d->loop, &d->deadline, CLOCK_REALTIME, on_deadline, d,
+                             "deadline timer", err)) ||
+        (rc = bbd_timer_init(&d->loop, &d->notify_tick, CLOCK_MONOTONIC, on_notify_tick, d,
+                             "notify timer", err)) ||
+        (rc = bbd_timer_init(&d->loop, &d->housekeeping, CLOCK_MONOTONIC, on_housekeeping, d,
+                             "housekeeping timer", err)) ||
+        (rc = bbd_timer_every(&d->housekeeping, BBD_RATELIMIT_WINDOW_MS, "housekeeping timer",
+                              err))) {
         /* the loop ends without running */
-        uv_close((uv_handle_t *)&d->deadline, NULL);
-        bbd_ticker_close(&d->notify_tick, NULL);
-        bbd_ticker_close(&d->housekeeping, NULL);
+        bbd_timer_close(&d->deadline, NULL);
+        bbd_timer_close(&d->notify_tick, NULL);
+        bbd_timer_close(&d->housekeeping, NULL);
         return rc;
     }
     uv_async_init(&d->loop, &d->wake, on_wake);
@@ -1109,7 +1069,6 @@ static int init_handles(bbd_daemon *d, bb_error *err)
     uv_signal_init(&d->loop, &d->sig_int);
     uv_signal_init(&d->loop, &d->sig_hup);
     uv_handle_t *hs[] = {(uv_handle_t *)&d->wake,     (uv_handle_t *)&d->repoll,
-                         (uv_handle_t *)&d->deadline,
                          (uv_handle_t *)&d->sig_term, (uv_handle_t *)&d->sig_int,
                          (uv_handle_t *)&d->sig_hup};
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
@@ -1119,7 +1078,6 @@ static int init_handles(bbd_daemon *d, bb_error *err)
     uv_signal_start(&d->sig_term, on_signal, SIGTERM);
     uv_signal_start(&d->sig_int, on_signal, SIGINT);
     uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
-    uv_poll_start(&d->deadline, UV_READABLE, on_deadline);
     return 0;
 }
 
@@ -1159,7 +1117,7 @@ static void announce_ready(bbd_daemon *d)
     uint64_t period = wd && wd < STATUS_PERIOD_MS ? wd : STATUS_PERIOD_MS;
     d->status_due_ms = uv_now(&d->loop) + STATUS_PERIOD_MS;
     bb_error err = {0};
-    if (bbd_ticker_start(&d->notify_tick, period, on_notify_tick, "notify timer", &err) != BB_OK &&
+    if (bbd_timer_every(&d->notify_tick, period, "notify timer", &err) != BB_OK &&
         bbd_log_begin(&l, &d->log, BB_LOG_WARN, "daemon", "notify timer arm")) {
         bbd_log_str(&l, "error", err.msg);
         bbd_log_end(&l);
@@ -1266,8 +1224,6 @@ static void finish(bbd_daemon *d)
     bbd_notify_close(&d->notify);
     if (d->lock_fd >= 0)
         close(d->lock_fd);
-    if (d->deadline_fd >= 0)
-        close(d->deadline_fd);
     bbd_log_close(&d->log);
 }
 
@@ -1277,7 +1233,7 @@ int bbd_daemon_main(bbd_config *cfg)
     memset(&d, 0, sizeof d);
     d.cfg = cfg;
     d.lock_fd = -1;
-    d.deadline_fd = -1;
+    d.deadline.fd = -1;
     d.notify_tick.fd = -1;
     d.housekeeping.fd = -1;
     d.notify.fd = -1;

@@ -30,7 +30,7 @@
 #include "bbd/host/metrics.h"
 #include "bbd/host/notify.h"
 #include "bbd/host/ratelimit.h"
-#include "bbd/host/ticker.h"
+#include "bbd/host/timer.h"
 #include "bbd/host/registry.h"
 #include "bbd/host/transport.h"
 
@@ -48,7 +48,7 @@ typedef struct bbd_daemon {
     bool loop_ready;
     bbd_log log;
     bbd_ratelimit ratelimit; /* every line a remote party can cause */
-    bbd_ticker housekeeping; /* once a second: suppressed lines, the idle large block */
+    bbd_timer housekeeping; /* once a second: suppressed lines, the idle large block */
     bbd_notify notify;
     int lock_fd;
 
@@ -65,10 +65,9 @@ typedef struct bbd_daemon {
     uv_async_t wake;
     uv_thread_t loop_thread; /* engine_wake from it needs no uv_async */
     uv_idle_t repoll;
-    uv_poll_t deadline; /* on deadline_fd, a timerfd (daemon.c: arm_deadline) */
-    int deadline_fd;
+    bbd_timer deadline; /* the engine's next deadline (daemon.c: arm_deadline) */
     uint64_t deadline_armed; /* the engine time it is armed for, 0: none */
-    bbd_ticker notify_tick; /* WATCHDOG=1 and STATUS= (daemon.c: on_notify_tick) */
+    bbd_timer notify_tick; /* WATCHDOG=1 and STATUS= (daemon.c: on_notify_tick) */
     uint64_t status_due_ms; /* loop time of the next STATUS= refresh */
     uv_signal_t sig_term, sig_int, sig_hup;
     bool handles_open;

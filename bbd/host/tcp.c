@@ -213,12 +213,12 @@ static void set_deadline(tcp_conn *c, uint64_t after_ms)
 
 /* ---- the idle sweep ------------------------------------------------------------------ */
 
-/* Every sweep period (a ticker: no uv timer pending, see bbd__tcp_arm_timer)
+/* Every sweep period (a timer.h timer: no uv timer pending, see bbd__tcp_arm_timer)
  * close the open connections idle for idle_timeout_ms: a quarter of it,
  * between 50 ms and 60 s, so one closes at most a quarter late. */
-static void on_sweep(bbd_ticker *k)
+static void on_sweep(bbd_timer *sweep)
 {
-    bbd_transport *t = k->data;
+    bbd_transport *t = sweep->data;
     uint64_t now = uv_now(t->loop);
     char why[96];
     for (tcp_conn *c = t->conns, *next; c; c = next) {
@@ -236,14 +236,15 @@ int bbd__tcp_sweep_init(bbd_transport *t, bb_error *err)
 {
     uint64_t period = t->cfg.idle_timeout_ms / 4;
     period = period < 50 ? 50 : period > 60000 ? 60000 : period;
-    int rc = bbd_ticker_init(t->loop, &t->sweep, t, "transport: idle sweep timer", err);
+    int rc = bbd_timer_init(t->loop, &t->sweep, CLOCK_MONOTONIC, on_sweep, t,
+                            "transport: idle sweep timer", err);
     if (rc)
         return rc;
     bbd__handle_init(t);
-    return bbd_ticker_start(&t->sweep, period, on_sweep, "transport: idle sweep timer", err);
+    return bbd_timer_every(&t->sweep, period, "transport: idle sweep timer", err);
 }
 
-static void sweep_closed(uv_handle_t *h) { bbd__handle_closed(((bbd_ticker *)h->data)->data); }
+static void sweep_closed(void *t) { bbd__handle_closed(t); }
 
 /* ---- writing ---------------------------------------------------------------------- */
 
@@ -253,6 +254,14 @@ static void count_written(bbd_transport *t, bbd_peer *peer, size_t wire)
     t->stats.bytes_out += wire;
     if (peer)
         peer->bytes_out += wire;
+}
+
+/* A write on c failed (rc a uv error): close c saying so. */
+static void close_write_failed(tcp_conn *c, int rc)
+{
+    char why[128];
+    snprintf(why, sizeof why, "write failed: %s", uv_strerror(rc));
+    bbd__tcp_close(c, why);
 }
 
 static void write_cb(uv_write_t *req, int status)
@@ -272,11 +281,8 @@ static void write_cb(uv_write_t *req, int status)
         p->refs--;
         bbd__send_done(t, p, len, status == 0);
     }
-    if (status < 0 && status != UV_ECANCELED && c->state != CONN_CLOSING) {
-        char why[128];
-        snprintf(why, sizeof why, "write failed: %s", uv_strerror(status));
-        bbd__tcp_close(c, why);
-    }
+    if (status < 0 && status != UV_ECANCELED && c->state != CONN_CLOSING)
+        close_write_failed(c, status);
 }
 
 /* The frame as uv bufs: the header, then the payload's bytes or pieces. */
@@ -314,9 +320,7 @@ static void write_failed(tcp_conn *c, bbd_peer *peer, bbd_payload *pl, int rc)
         bbd__send_failed(c->t, peer, pl);
     else
         bbd__payload_free(pl);
-    char why[128];
-    snprintf(why, sizeof why, "write failed: %s", uv_strerror(rc));
-    bbd__tcp_close(c, why);
+    close_write_failed(c, rc);
 }
 
 /* Write bufs[0..n) (wire bytes, bufs[0] the header) on c. 0: pl is taken;
@@ -504,11 +508,8 @@ static void seal_written(uv_write_t *req, int status)
     }
     seal_job_end(j);
     if (status < 0) {
-        if (status != UV_ECANCELED && c->state != CONN_CLOSING) {
-            char why[128];
-            snprintf(why, sizeof why, "write failed: %s", uv_strerror(status));
-            bbd__tcp_close(c, why);
-        }
+        if (status != UV_ECANCELED && c->state != CONN_CLOSING)
+            close_write_failed(c, status);
         return;
     }
     if (c->state != CONN_CLOSING)
@@ -533,9 +534,7 @@ static void seal_pump(tcp_conn *c)
         }
         if (rc != 0) {
             free(p);
-            char why[128];
-            snprintf(why, sizeof why, "write failed: %s", uv_strerror(rc));
-            bbd__tcp_close(c, why); /* fails the queue, j too */
+            close_write_failed(c, rc); /* fails the queue, j too */
             return;
         }
         j->pieces++;
@@ -584,11 +583,11 @@ static void seal_enqueue(tcp_conn *c, bbd_peer *peer, const uint8_t *hdr, size_t
 static void seal_and_write(tcp_conn *c, bbd_peer *peer, const uint8_t *hdr, size_t hl,
                            bbd_payload *pl)
 {
-    size_t held = pl->len, cap = bbd__sealed_size(hl + pl->len);
     if (c->seal_head || hl + pl->len > SEAL_WHOLE_MAX) {
         seal_enqueue(c, peer, hdr, hl, pl);
         return;
     }
+    size_t held = pl->len, cap = bbd__sealed_size(hl + pl->len);
     uint8_t flat[FLAT_MAX + BBD_RECORD_OVERHEAD];
     uint8_t *buf = cap <= sizeof flat ? flat : malloc(cap);
     size_t wire = buf ? bbd__tcp_seal(c, hdr, hl, pl, buf) : 0;
@@ -994,7 +993,7 @@ int bbd__tcp_listen(bbd_transport *t, const struct sockaddr *sa, const char *tex
 
 void bbd__tcp_close_all(bbd_transport *t)
 {
-    bbd_ticker_close(&t->sweep, sweep_closed);
+    bbd_timer_close(&t->sweep, sweep_closed);
     for (size_t i = 0; i < t->n_tcp_listeners; i++)
         uv_close((uv_handle_t *)&t->tcp_listeners[i]->tcp, listener_closed);
     t->n_tcp_listeners = 0;

@@ -29,7 +29,7 @@
 #include "bbd/host/fragment.h"
 #include "bbd/host/fragment_reassembly.h"
 #include "bbd/host/frame.h"
-#include "bbd/host/ticker.h"
+#include "bbd/host/timer.h"
 #include "bbd/host/handshake.h"
 #include "bbd/host/noise.h"
 #include "bbd/host/replay.h"
@@ -236,7 +236,7 @@ struct bbd_transport {
 
     tcp_conn *conns;
     size_t n_conns;               /* not yet closing */
-    bbd_ticker sweep;             /* idle connections (tcp.c: on_sweep); fd -1 before it exists */
+    bbd_timer sweep;             /* idle connections (tcp.c: on_sweep); fd -1 before it exists */
     uint64_t next_conn_seq;
     size_t n_paused;
     size_t rx_charged;            /* partial inbound frame buffers */
@@ -335,7 +335,7 @@ void bbd__peer_update(bbd_transport *t, bbd_peer *p);
 int bbd__tcp_listen(bbd_transport *t, const struct sockaddr *sa, const char *text,
                     bb_error *err);
 int bbd__tcp_dial(bbd_transport *t, bbd_peer *p, const bb_ma_transport *ma);
-/* The idle sweep (a ticker); closed by bbd__tcp_close_all. */
+/* The idle sweep (a periodic timer.h timer); closed by bbd__tcp_close_all. */
 int bbd__tcp_sweep_init(bbd_transport *t, bb_error *err);
 /* Write one admitted envelope as a frame (takes pl). */
 void bbd__tcp_send(bbd_transport *t, tcp_conn *c, bbd_payload *pl);

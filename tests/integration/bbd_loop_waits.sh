@@ -6,7 +6,7 @@
 # (block until an event) or 0 (poll and come straight back): a uv timer
 # pending anywhere in a daemon puts a finite timeout on every wait, and the
 # kernel then sets up and cancels a timer once per message — about 0.6 us
-# of every pinned round trip (bbd/host/ticker.h). Both channels: security
+# of every pinned round trip (bbd/host/timer.h). Both channels: security
 # off and noise. Ends with "N passed, N failed".
 source "$(dirname "$0")/bbd_common.bash"
 
