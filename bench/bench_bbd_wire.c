@@ -52,7 +52,10 @@
  * target; and an io_uring ping-pong (bench/uring_pingpong.c: one system
  * call a message, submitting the answer and waiting for the next), the
  * floor a daemon built on io_uring instead would have (make bench builds
- * it). Unpinned, with the default channel: <= 1.5x. Throughput: bbd >=
+ * it); and the codec floor (bench/support/codec_pingpong.h): the libuv
+ * ping-pong whose messages are the wire loop's envelopes, framed, decoded
+ * and encoded by bbd's own code, with no engine — what speaking this wire
+ * costs before any of the program runs. Unpinned, with the default channel: <= 1.5x. Throughput: bbd >=
  * 70% of raw, default channel.
  *
  * Security: the same two measurements with security "noise" against
@@ -80,6 +83,7 @@
 
 #include "bench/support/bbd_nodes.h"
 #include "bench/support/bench_util.h"
+#include "bench/support/codec_pingpong.h"
 #include "bench/support/raw_tcp.h"
 
 #define SMALL_FLOATS 16 /* a 64-byte payload */
@@ -333,6 +337,15 @@ static void uv_floor_rtt(double *lat, void *ud)
     bench_uv_pingpong(SMALL_FLOATS * 4, WARMUP, TRIPS, lat);
 }
 
+/* The codec floor: the libuv ping-pong of the wire loop's envelopes,
+ * framed, decoded and encoded by bbd's own code, no engine
+ * (bench/support/codec_pingpong.h). */
+static void codec_floor_rtt(double *lat, void *ud)
+{
+    (void)ud;
+    bench_codec_pingpong(WARMUP, TRIPS, lat);
+}
+
 /* The io_uring ping-pong (bench/uring_pingpong.c, built by make bench):
  * one system call a message where the epoll floor makes three. */
 static void uring_floor_rtt(double *lat, void *ud)
@@ -419,6 +432,8 @@ int main(void)
                                 ROUNDS, WARMUP, TRIPS, bbd_rtt, NULL);
             bench_rtt_reference(pin, "bare libuv ping-pong", "floor (reference)",
                                 SMALL_FLOATS * 4, ROUNDS, WARMUP, TRIPS, uv_floor_rtt, NULL);
+            bench_rtt_reference(pin, "bbd codec, no engine", "codec floor (ref.)",
+                                SMALL_FLOATS * 4, ROUNDS, WARMUP, TRIPS, codec_floor_rtt, NULL);
             char uring[PATH_MAX + 32];
             snprintf(uring, sizeof uring, "%s/bench/uring_pingpong", B.build);
             if (access(uring, X_OK) == 0)

@@ -172,6 +172,8 @@ typedef struct {
     uv_tcp_t tcp;
     size_t size, have;
     uint8_t in[4096], out[4096];
+    const bench_uv_messages *msg; /* NULL: size-byte echoes */
+    void *msg_side;
     bool measuring;
     int warmup, n, done; /* measuring side: round trips so far */
     double *lat, t0;
@@ -181,14 +183,40 @@ static void uv_side_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 {
     (void)hint;
     uv_side *u = h->data;
-    *b = uv_buf_init((char *)u->in, sizeof u->in);
+    if (u->msg) /* a message may arrive in pieces: keep what is there */
+        *b = uv_buf_init((char *)u->in + u->have, (unsigned)(sizeof u->in - u->have));
+    else
+        *b = uv_buf_init((char *)u->in, sizeof u->in);
 }
 
 static void uv_side_send(uv_side *u)
 {
+    if (u->msg) {
+        if (!u->msg->send(u->msg_side, (uv_stream_t *)&u->tcp))
+            die("message send");
+        return;
+    }
     uv_buf_t b = uv_buf_init((char *)u->out, (unsigned)u->size);
     if (uv_try_write((uv_stream_t *)&u->tcp, &b, 1) != (int)u->size)
         die("uv_try_write");
+}
+
+/* One whole message arrived: time the round trip (measuring side) and
+ * answer it. false when the measuring side has all its round trips. */
+static bool uv_side_answer(uv_side *u, uv_stream_t *s)
+{
+    if (u->measuring) {
+        double t = bench_now_ns();
+        if (u->done >= u->warmup)
+            u->lat[u->done - u->warmup] = t - u->t0;
+        if (++u->done == u->warmup + u->n) {
+            uv_stop(s->loop);
+            return false;
+        }
+        u->t0 = t;
+    }
+    uv_side_send(u);
+    return true;
 }
 
 static void uv_side_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
@@ -201,23 +229,29 @@ static void uv_side_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         uv_stop(s->loop); /* the other side is done */
         return;
     }
-    for (u->have += (size_t)nread; u->have >= u->size; u->have -= u->size) {
-        if (u->measuring) {
-            double t = bench_now_ns();
-            if (u->done >= u->warmup)
-                u->lat[u->done - u->warmup] = t - u->t0;
-            if (++u->done == u->warmup + u->n) {
-                uv_stop(s->loop);
+    u->have += (size_t)nread;
+    if (!u->msg) {
+        for (; u->have >= u->size; u->have -= u->size)
+            if (!uv_side_answer(u, s))
                 return;
-            }
-            u->t0 = t;
-        }
-        uv_side_send(u);
+        return;
     }
+    size_t at = 0, used;
+    while ((used = u->msg->take(u->msg_side, u->in + at, u->have - at)) > 0) {
+        at += used;
+        if (!uv_side_answer(u, s))
+            return;
+    }
+    if (u->have - at == sizeof u->in)
+        die("message larger than the read buffer");
+    memmove(u->in, u->in + at, u->have - at);
+    u->have -= at;
 }
 
 static void uv_side_run(int fd, uv_side *u)
 {
+    if (u->msg && !(u->msg_side = u->msg->side_new(u->measuring)))
+        die("message side");
     uv_loop_t loop;
     if (uv_loop_init(&loop) != 0 || uv_tcp_init(&loop, &u->tcp) != 0 ||
         uv_tcp_open(&u->tcp, fd) != 0)
@@ -233,12 +267,17 @@ static void uv_side_run(int fd, uv_side *u)
     uv_close((uv_handle_t *)&u->tcp, NULL); /* closes fd */
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
+    if (u->msg)
+        u->msg->side_free(u->msg_side);
 }
+
+static const bench_uv_messages *peer_messages; /* what the forked echo side speaks */
 
 static void uv_echo(int fd, int size)
 {
     static uv_side u;
     u.size = (size_t)size;
+    u.msg = peer_messages;
     uv_side_run(fd, &u);
 }
 
@@ -252,6 +291,22 @@ void bench_uv_pingpong(size_t size, int warmup, int n, double *lat)
     u = (uv_side){.size = size, .measuring = true, .warmup = warmup, .n = n, .lat = lat};
     uv_side_run(fd, &u);
     waitpid(pid, NULL, 0);
+}
+
+void bench_uv_pingpong_messages(const bench_uv_messages *m, int warmup, int n, double *lat)
+{
+    static uv_side u;
+    int fd;
+    peer_messages = m;
+    pid_t pid = fork_peer(uv_echo, 0, &fd);
+    peer_messages = NULL;
+    u = (uv_side){.msg = m, .measuring = true, .warmup = warmup, .n = n, .lat = lat};
+    uv_side_run(fd, &u);
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "%s: the message ping-pong's peer failed\n", program_invocation_short_name);
+        exit(1);
+    }
 }
 
 /* ---- comparing a path with the baselines ---------------------------------------- */

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* A ping-pong of size-byte messages: warmup round trips, then n more whose
  * durations (ns) go to lat[n]. */
@@ -24,6 +25,21 @@ void bench_raw_pingpong(size_t size, int warmup, int n, double *lat);
  * uv_try_write): the floor of any event-loop daemon, what bbd pays before
  * its own work. */
 void bench_uv_pingpong(size_t size, int warmup, int n, double *lat);
+
+/* The libuv ping-pong with messages of a protocol instead of size-byte
+ * echoes. Each side (this process measuring, the forked peer answering)
+ * makes its state with side_new(measuring); take(side, p, n) handles the
+ * one whole message at the start of p[0..n) and returns its length, 0 when
+ * more bytes are needed; send(side, stream) writes the side's next message
+ * whole (uv_try_write), false on failure. The measuring side sends first. */
+typedef struct uv_stream_s uv_stream_t;
+typedef struct bench_uv_messages {
+    void *(*side_new)(bool measuring);
+    size_t (*take)(void *side, const uint8_t *p, size_t n);
+    bool (*send)(void *side, uv_stream_t *stream);
+    void (*side_free)(void *side);
+} bench_uv_messages;
+void bench_uv_pingpong_messages(const bench_uv_messages *m, int warmup, int n, double *lat);
 
 /* mib MiB written in 1 MiB write() calls, timed until the child has read
  * the last byte and answered one byte; MiB/s. */
