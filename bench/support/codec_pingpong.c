@@ -58,10 +58,11 @@ typedef struct {
     uint64_t req_sent_at;
 } codec_side;
 
-static void fail(const char *what)
+/* Says why the message is refused; the harness ends the run (raw_tcp.h). */
+static size_t refuse(const char *why)
 {
-    fprintf(stderr, "%s: codec ping-pong: %s\n", program_invocation_short_name, what);
-    exit(1);
+    fprintf(stderr, "%s: codec ping-pong: %s\n", program_invocation_short_name, why);
+    return BENCH_UV_MESSAGE_BAD;
 }
 
 static const peer_entry *peer_find(const codec_side *s, const uint8_t *id, size_t len)
@@ -117,46 +118,53 @@ static size_t take(void *side, const uint8_t *p, size_t n)
     bb_error err;
     bb_error_clear(&err);
     if (bbd_frame_header_decode(p, n, &frame_lim, &h, &err) != BB_OK)
-        fail(err.msg);
+        return refuse(err.msg);
     if (!h.complete || n - h.header_len < h.payload_len)
         return 0;
+    if (h.kind != BBD_FRAME_ENVELOPE)
+        return refuse("not an envelope frame");
     uint8_t *own = malloc(h.payload_len);
     if (!own)
-        fail("out of memory");
+        return refuse("out of memory");
     memcpy(own, p + h.header_len, h.payload_len);
+    const char *why = NULL;
+    bb_value *v = NULL;
     bbe__envelope env;
     static const bbe__env_limits env_lim = {.max_fills = 64, .max_addrs = 16};
-    if (bbe__envelope_decode(own, h.payload_len, &env_lim, &env, &err) != 0)
-        fail(err.msg);
+    if (bbe__envelope_decode(own, h.payload_len, &env_lim, &env, &err) != 0) {
+        free(own);
+        return refuse(err.msg);
+    }
     /* the connection's peer, its entry found as the engine finds it */
     const peer_entry *peer = peer_find(s, PEER_ID, sizeof PEER_ID);
-    if (!peer || env.n_fills != 1 || env.corr_kind != (s->requester ? 2 : 1))
-        fail("unexpected envelope");
-    const bbe__fill *f = &env.fills[0];
-    if (f->suffix_len != sizeof SITE_SUFFIX ||
-        bbe__hash_bytes(f->suffix, f->suffix_len) != s->site_hash ||
-        memcmp(f->suffix, SITE_SUFFIX, sizeof SITE_SUFFIX) != 0)
-        fail("unknown site");
-    uint64_t key = bbe__envelope_dedup_key(peer->hash, own, h.payload_len, &env);
-    if (s->dedup[key % DEDUP_SLOTS] == key)
-        fail("duplicate envelope");
-    s->dedup[key % DEDUP_SLOTS] = key;
+    const bbe__fill *f = env.n_fills == 1 ? &env.fills[0] : NULL;
+    uint64_t key = peer ? bbe__envelope_dedup_key(peer->hash, own, h.payload_len, &env) : 0;
     bb_decode_limits lim = BB_DECODE_LIMITS_DEFAULT;
-    bb_value *v = NULL;
     const bb_type_node *t = s->requester ? &BB_TYPE_COMPOSITE : &BB_TYPE_TENSOR_F32;
-    if (bb_value_decode(t->wire_hash, f->payload, f->payload_len, &lim, &v, &err) != 0)
-        fail(err.msg);
-    if (s->requester) {
-        if (env.wire_req_id != s->req_id || env.echo_sent_at_ns != s->sent_at)
-            fail("response to no request in flight");
-    } else {
-        s->req_id = env.wire_req_id;
-        s->req_sent_at = env.sent_at_ns;
+    if (!peer || !f || env.corr_kind != (s->requester ? 2 : 1))
+        why = "unexpected envelope";
+    else if (f->suffix_len != sizeof SITE_SUFFIX ||
+             bbe__hash_bytes(f->suffix, f->suffix_len) != s->site_hash ||
+             memcmp(f->suffix, SITE_SUFFIX, sizeof SITE_SUFFIX) != 0)
+        why = "unknown site";
+    else if (s->dedup[key % DEDUP_SLOTS] == key)
+        why = "duplicate envelope";
+    else if (bb_value_decode(t->wire_hash, f->payload, f->payload_len, &lim, &v, &err) != 0)
+        why = err.msg;
+    else if (s->requester && (env.wire_req_id != s->req_id || env.echo_sent_at_ns != s->sent_at))
+        why = "response to no request in flight";
+    if (!why) {
+        s->dedup[key % DEDUP_SLOTS] = key;
+        if (!s->requester) {
+            s->req_id = env.wire_req_id;
+            s->req_sent_at = env.sent_at_ns;
+        }
     }
+    size_t used = why ? refuse(why) : h.header_len + h.payload_len;
     bb_value_unref(v);
     bbe__envelope_release(&env);
     free(own);
-    return h.header_len + h.payload_len;
+    return used;
 }
 
 static bool send_message(void *side, uv_stream_t *stream)

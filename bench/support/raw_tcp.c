@@ -238,6 +238,8 @@ static void uv_side_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
     size_t at = 0, used;
     while ((used = u->msg->take(u->msg_side, u->in + at, u->have - at)) > 0) {
+        if (used == BENCH_UV_MESSAGE_BAD || used > u->have - at)
+            die("bad message");
         at += used;
         if (!uv_side_answer(u, s))
             return;

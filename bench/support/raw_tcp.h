@@ -30,8 +30,11 @@ void bench_uv_pingpong(size_t size, int warmup, int n, double *lat);
  * echoes. Each side (this process measuring, the forked peer answering)
  * makes its state with side_new(measuring); take(side, p, n) handles the
  * one whole message at the start of p[0..n) and returns its length, 0 when
- * more bytes are needed; send(side, stream) writes the side's next message
- * whole (uv_try_write), false on failure. The measuring side sends first. */
+ * more bytes are needed, BENCH_UV_MESSAGE_BAD when it is malformed or
+ * unexpected (having said why on stderr); send(side, stream) writes the
+ * side's next message whole (uv_try_write), false on failure. The measuring
+ * side sends first. A failure on either side exits the benchmark. */
+#define BENCH_UV_MESSAGE_BAD ((size_t)-1)
 typedef struct uv_stream_s uv_stream_t;
 typedef struct bench_uv_messages {
     void *(*side_new)(bool measuring);
