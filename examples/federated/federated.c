@@ -13,7 +13,7 @@
  *   req   = SendReqBatched(sent, peers, quorum)  port "params", round deadline
  *   resp  = RecvRespBatched(req)    all K answered, or >= quorum at the deadline
  *   n     = Aggregator.Contribute(resp)           contributions in the round
- *   (global, samples) = Aggregator.Aggregate(Bundle(n, set))
+ *   (global, samples) = Aggregator.Aggregate(Bundle(n, set[, names]))
  *   round = Aggregator.Rounds(global)            survives a restart (snapshot)
  *   Model.LoadParameters(global) -> Model.EvaluateMetrics -> (loss, accuracy)
  *   t1    = Clock(accuracy)
@@ -21,7 +21,10 @@
  *                           t0, t1, digest before, digest after,
  *                           Clock when the answers were in, Clock after Aggregate))
  *   Limit.Release("round")
- * Server, with --model nn::Onnx, on its input "export" (a Trigger):
+ * Server, with --model nn::Onnx, before each Aggregate:
+ *   names = Aggregator.SetParamNames(Model.ParamNames(go))   a server optimizer
+ *           leaves BatchNormalization's running statistics at the round's mean
+ * and on its input "export" (a Trigger):
  *   AppEmit("model", Model.ExportOnnx)           the global model as plain ONNX
  *   (bbctl event Server export=null --wait model --output model.onnx)
  * Server bootstrap: AppEmit("initial", digest of the initial parameters).
@@ -159,9 +162,17 @@ static bb_module *record_server(bb_recorder *r, const fed_knobs *k)
                            &BB_TYPE_RESPONSE_BATCH);
     bb_val collected = bb_sys_clock(g, responses);
     bb_val participants = bb_role_aggregator_contribute(g, agg, responses, BB_VAL_OMIT);
-    bb_val ready[] = {participants, set}; /* the contributions are in, the model is set */
+    /* the contributions are in, the model is set (and, for nn::Onnx, which
+     * of its coordinates are trained) */
+    bb_val ready[3] = {participants, set};
+    size_t n_ready = 2;
+    if (strcmp(k->model, "nn::Onnx") == 0)
+        ready[n_ready++] =
+            ext_op(g, agg, AGG_ATOMIC, "SetParamNames",
+                   ext_op(g, model, k->model_atomic, "ParamNames", go, &BB_TYPE_BYTES),
+                   &BB_TYPE_TRIGGER);
     bb_val samples,
-        global = bb_role_aggregator_aggregate(g, agg, bb_rec_bundle(g, ready, 2), &samples);
+        global = bb_role_aggregator_aggregate(g, agg, bb_rec_bundle(g, ready, n_ready), &samples);
     bb_val aggregated = bb_sys_clock(g, global);
     bb_val round = ext_op(g, agg, AGG_ATOMIC, "Rounds", global, &BB_TYPE_U64);
     bb_val loaded = codec ? bb_role_model_apply_delta(g, model, global) /* the mean update */

@@ -25,6 +25,9 @@
  *   SetModel(params) -> trigger   the global model the round's clients
  *       started from: what a server optimizer steps from (the averaging
  *       aggregators accept and ignore it, so one program serves every type)
+ *   SetParamNames(names) -> trigger   the model's ParamNames (JSON Bytes):
+ *       a server optimizer leaves the coordinates not trained (running
+ *       statistics) at the round's mean (server_opt.c); ignored likewise
  *
  * A round runs from one Aggregate to the next. A sender that contributes
  * twice in a round replaces its earlier contribution. Everything runs
@@ -235,7 +238,7 @@ static int current_tensor(agg *a, bb_value **out, bb_error *err)
 /* ---- dispatch --------------------------------------------------------------------- */
 
 enum { OP_AGGREGATE, OP_CONTRIBUTE, OP_CURRENT_TENSOR, N_OPS };
-enum { EXT_OP_ROUNDS, EXT_OP_SET_MODEL, N_EXT_OPS };
+enum { EXT_OP_ROUNDS, EXT_OP_SET_MODEL, EXT_OP_SET_PARAM_NAMES, N_EXT_OPS };
 #define EXT_DOMAIN "bb-agg.Aggregator.atomic"
 
 static bb_dispatch_result agg_dispatch(void *inst, bb_ctx *ctx, const bb_dispatch_call *call,
@@ -254,8 +257,10 @@ static bb_dispatch_result agg_dispatch(void *inst, bb_ctx *ctx, const bb_dispatc
         rc = (outputs[0] = bb_value_u64(&BB_TYPE_U64, a->rounds))
                  ? BB_OK
                  : bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
-    else if (ext && call->op_index == EXT_OP_SET_MODEL) {
-        rc = agg_server_set_model(a, in0, err);
+    else if (ext && (call->op_index == EXT_OP_SET_MODEL ||
+                     call->op_index == EXT_OP_SET_PARAM_NAMES)) {
+        rc = call->op_index == EXT_OP_SET_MODEL ? agg_server_set_model(a, in0, err)
+                                                 : agg_server_set_param_names(a, in0, err);
         if (!rc && !(outputs[0] = bb_value_trigger()))
             rc = bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
     }
@@ -321,6 +326,7 @@ static const bb_op_decl OPS[N_OPS] = {
 
 static const bb_port_decl ROUNDS_OUT[] = {{.name = "rounds", .type = &BB_TYPE_U64}};
 static const bb_port_decl MODEL_IN[] = {{.name = "params", .type = &BB_TYPE_TENSOR_F32}};
+static const bb_port_decl NAMES_IN[] = {{.name = "names", .type = &BB_TYPE_BYTES}};
 static const bb_port_decl TRIGGER_OUT[] = {{.name = "trigger", .type = &BB_TYPE_TRIGGER}};
 static const bb_op_decl EXT_OPS[N_EXT_OPS] = {
     [EXT_OP_ROUNDS] = {"Rounds", TRIGGER_IN, 1, ROUNDS_OUT, 1,
@@ -330,6 +336,11 @@ static const bb_op_decl EXT_OPS[N_EXT_OPS] = {
                           "the global model the round's clients started from: what a server "
                           "optimizer steps from (each result takes its place after an "
                           "Aggregate); the averaging aggregators ignore it"},
+    [EXT_OP_SET_PARAM_NAMES] = {"SetParamNames", NAMES_IN, 1, TRIGGER_OUT, 1,
+                                "the model's ParamNames (JSON): a server optimizer leaves the "
+                                "coordinates not trained (BatchNormalization's running "
+                                "statistics) at the round's mean; until the next call; the "
+                                "averaging aggregators ignore it"},
 };
 
 static const bb_opset_decl OPSETS[] = {{"ai.bytesandbrains.role.aggregator", 1, OPS, N_OPS},

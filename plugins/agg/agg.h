@@ -49,6 +49,11 @@ typedef struct agg_server {
     float *m, *v;           /* the moments, numel each; NULL before the first step */
     size_t numel;
     uint64_t steps;         /* steps taken (Aggregates since the moments started) */
+    /* SetParamNames: the coordinates a step leaves at the round's mean (what
+     * the model does not train: BatchNormalization's running statistics),
+     * as sorted, disjoint [lo, hi) ranges */
+    size_t (*averaged)[2];
+    size_t n_averaged;
 } agg_server;
 
 /* One peer's update in the current round. */
@@ -266,8 +271,15 @@ void agg_server_free(agg_server *s);
  * reference; ignored by the averaging kinds). A new size restarts the
  * moments. */
 int agg_server_set_model(agg *a, const bb_value *params, bb_error *err);
+/* SetParamNames: the model's ParamNames (JSON Bytes: [{"name", "offset",
+ * "shape", "trained"}...]); the coordinates of every entry not trained take
+ * the round's mean instead of the optimizer's step, until the next call
+ * (ignored by the averaging kinds; not in the snapshot: a program sets it
+ * each round, like SetModel). */
+int agg_server_set_param_names(agg *a, const bb_value *names, bb_error *err);
 /* Before a step, while nothing has changed yet: a global model of the
- * round's size, and the moments (allocated at the first step). */
+ * round's size, averaged ranges inside it, and the moments (allocated at
+ * the first step). */
 int agg_server_prepare(agg *a, bb_error *err);
 /* inout holds the round's mean (a->numel values); it becomes the stepped
  * model. commit = false (CurrentTensor) leaves the moments untouched.

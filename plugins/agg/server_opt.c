@@ -16,6 +16,15 @@
  * per coordinate, from m = 0 and v = tau^2 (the paper's v_{-1} >= tau^2; no
  * bias correction, as in the paper). The result is the new x.
  *
+ * Coordinates that are not trained parameters — BatchNormalization's
+ * running statistics, which a model's forward passes move, not its
+ * optimizer — take the round's mean as FedAvg would (TensorFlow Federated's
+ * FedOpt averages its non-trainable weights the same way): an adaptive step
+ * on a running variance, scaled as if it were a gradient, is no estimate of
+ * anything. The program names them with SetParamNames(the model's
+ * ParamNames); without it every coordinate is stepped. docs/DECISIONS.md
+ * has the CNN run that collapsed without it.
+ *
  * x comes from the program: SetModel(params) hands the aggregator the model
  * the round's clients started from (the parameters the server sent); after
  * each Aggregate x is the result, so a program that loads every result into
@@ -29,7 +38,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "agg.h"
+
+#define PARAM_NAMES_MAX_BYTES ((size_t)16 << 20) /* ParamNames of a model with ~100k tensors */
 
 bool agg_is_server_optimizer(agg_kind kind)
 {
@@ -41,8 +54,11 @@ void agg_server_free(agg_server *s)
     bb_value_unref(s->reference);
     free(s->m);
     free(s->v);
+    free(s->averaged);
     s->reference = NULL;
     s->m = s->v = NULL;
+    s->averaged = NULL;
+    s->n_averaged = 0;
     s->numel = 0;
     s->steps = 0;
 }
@@ -70,6 +86,120 @@ int agg_server_set_model(agg *a, const bb_value *params, bb_error *err)
         forget_moments(s); /* another model: its moments start over */
     bb_value_unref(s->reference);
     s->reference = bb_value_ref((bb_value *)params);
+    return BB_OK;
+}
+
+/* ---- SetParamNames ---------------------------------------------------------------- */
+
+static int cmp_range(const void *x, const void *y)
+{
+    const size_t *a = x, *b = y;
+    return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+/* Entry i of ParamNames: its coordinates [*lo, *hi) and whether trained. */
+static int param_entry(const agg *a, const cJSON *e, size_t i, size_t *lo, size_t *hi,
+                       bool *trained, bb_error *err)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "offset");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(e, "trained");
+    const char *who = cJSON_IsString(name) ? name->valuestring : "?";
+    const char *bad = !cJSON_IsObject(e)                          ? "is not an object"
+                      : !cJSON_IsNumber(off) || off->valuedouble < 0 ||
+                              off->valuedouble > 9007199254740992.0 ||
+                              off->valuedouble != (double)(size_t)off->valuedouble
+                          ? "has no \"offset\" that is a non-negative integer"
+                      : !cJSON_IsArray(shape) ? "has no \"shape\" array"
+                      : !cJSON_IsBool(tr)     ? "has no \"trained\" true or false"
+                                              : NULL;
+    size_t n = 1;
+    const cJSON *d, *dims = bad ? NULL : shape;
+    cJSON_ArrayForEach(d, dims)
+    {
+        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 9007199254740992.0 ||
+            d->valuedouble != (double)(size_t)d->valuedouble) {
+            bad = "has a dimension that is not a non-negative integer";
+            break;
+        }
+        size_t k = (size_t)d->valuedouble;
+        if (k && n > SIZE_MAX / k) {
+            bad = "has a shape too large to count";
+            break;
+        }
+        n *= k;
+    }
+    if (!bad && (size_t)off->valuedouble > SIZE_MAX - n)
+        bad = "ends past any tensor";
+    if (bad)
+        return bb_error_set(err, BB_EINVAL, "%s: SetParamNames: entry %zu (\"%.64s\") %s",
+                            a->type_name, i, who, bad);
+    *lo = (size_t)off->valuedouble;
+    *hi = *lo + n;
+    *trained = cJSON_IsTrue(tr);
+    return BB_OK;
+}
+
+int agg_server_set_param_names(agg *a, const bb_value *names, bb_error *err)
+{
+    if (!names || names->type->kind != BB_VK_BYTES)
+        return bb_error_set(err, BB_ETYPE, "%s: SetParamNames takes the model's ParamNames "
+                            "(Bytes), not a %s", a->type_name,
+                            names ? names->type->name : "missing value");
+    size_t len = names->u.bytes.len;
+    if (len > PARAM_NAMES_MAX_BYTES)
+        return bb_error_set(err, BB_ELIMIT, "%s: SetParamNames: %zu bytes (limit %zu)",
+                            a->type_name, len, PARAM_NAMES_MAX_BYTES);
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts((const char *)names->u.bytes.data, len, &end, false);
+    if (!cJSON_IsArray(j)) {
+        size_t at = j || !end ? 0 : (size_t)(end - (const char *)names->u.bytes.data);
+        cJSON_Delete(j);
+        return j ? bb_error_set(err, BB_EINVAL, "%s: SetParamNames: not a JSON array",
+                                a->type_name)
+                 : bb_error_set(err, BB_EINVAL, "%s: SetParamNames: not valid JSON (near byte "
+                                "%zu)", a->type_name, at);
+    }
+    size_t n = (size_t)cJSON_GetArraySize(j), k = 0, i = 0;
+    size_t(*r)[2] = malloc((n ? n : 1) * sizeof *r);
+    if (!r) {
+        cJSON_Delete(j);
+        return bb_error_set(err, BB_ENOMEM, "%s: out of memory", a->type_name);
+    }
+    const cJSON *e;
+    int rc = BB_OK;
+    cJSON_ArrayForEach(e, j)
+    {
+        bool trained = true;
+        if ((rc = param_entry(a, e, i++, &r[k][0], &r[k][1], &trained, err)))
+            break;
+        if (!trained && r[k][1] > r[k][0])
+            k++;
+    }
+    cJSON_Delete(j);
+    if (rc) {
+        free(r);
+        return rc;
+    }
+    qsort(r, k, sizeof *r, cmp_range);
+    size_t m = 0; /* merge touching and overlapping ranges */
+    for (size_t t = 0; t < k; t++) {
+        if (m && r[t][0] <= r[m - 1][1]) {
+            if (r[t][1] > r[m - 1][1])
+                r[m - 1][1] = r[t][1];
+        } else {
+            r[m][0] = r[t][0];
+            r[m][1] = r[t][1];
+            m++;
+        }
+    }
+    agg_server *s = &a->srv;
+    free(s->averaged);
+    s->averaged = m ? r : NULL;
+    s->n_averaged = m;
+    if (!m)
+        free(r);
     return BB_OK;
 }
 
@@ -101,6 +231,11 @@ int agg_server_prepare(agg *a, bb_error *err)
                             "(SetModel) has shape %s",
                             a->type_name, want, have);
     }
+    if (s->n_averaged && s->averaged[s->n_averaged - 1][1] > a->numel)
+        return bb_error_set(err, BB_ETYPE,
+                            "%s: SetParamNames names coordinates up to %zu, but this round's "
+                            "contributions have %zu",
+                            a->type_name, s->averaged[s->n_averaged - 1][1], a->numel);
     if (s->m)
         return BB_OK;
     size_t n = a->numel;
@@ -117,14 +252,15 @@ int agg_server_prepare(agg *a, bb_error *err)
     return BB_OK;
 }
 
-void agg_server_step(agg *a, float *inout, bool commit)
+/* The step over coordinates [lo, hi). */
+static void step_range(agg *a, float *inout, size_t lo, size_t hi, bool commit)
 {
     agg_server *s = &a->srv;
     const float *x = bb_tensor_f32(s->reference);
     float *m = s->m, *v = s->v;
     float b1 = (float)s->beta1, b2 = (float)s->beta2, lr = (float)s->lr, tau = (float)s->tau;
     agg_kind kind = a->kind;
-    for (size_t i = 0; i < s->numel; i++) {
+    for (size_t i = lo; i < hi; i++) {
         float d = inout[i] - x[i];
         float mi = b1 * m[i] + (1 - b1) * d;
         float vi = second_moment(kind, v[i], d * d, b2);
@@ -134,6 +270,17 @@ void agg_server_step(agg *a, float *inout, bool commit)
             v[i] = vi;
         }
     }
+}
+
+void agg_server_step(agg *a, float *inout, bool commit)
+{
+    agg_server *s = &a->srv;
+    size_t at = 0; /* the averaged ranges keep the mean (and their moments) */
+    for (size_t r = 0; r < s->n_averaged; r++) {
+        step_range(a, inout, at, s->averaged[r][0], commit);
+        at = s->averaged[r][1];
+    }
+    step_range(a, inout, at, s->numel, commit);
     if (commit)
         s->steps++;
 }

@@ -1053,6 +1053,129 @@ static void test_server_optimizer_errors_and_current_tensor(void **state)
     }
 }
 
+/* ---- SetParamNames ---------------------------------------------------------------- */
+
+static int set_param_names(agg_t *a, bb_value *names, bb_error *err)
+{
+    bb_value *out = NULL;
+    int rc = pfx_call(a->t, a->inst, NULL, "SetParamNames", NULL, &names, 1, &out, 1, err);
+    if (rc == BB_OK)
+        assert_int_equal(out->type->kind, BB_VK_TRIGGER);
+    bb_value_unref(out);
+    bb_value_unref(names);
+    return rc;
+}
+
+static bb_value *json(const char *text) { return bb_value_bytes(&BB_TYPE_BYTES, text, strlen(text)); }
+
+static void set_param_names_ok(agg_t *a, const char *text)
+{
+    bb_error err = {0};
+    if (set_param_names(a, json(text), &err))
+        fail_msg("SetParamNames %s: %s", text, err.msg);
+}
+
+/* The coordinates ParamNames marks not trained take the round's weighted
+ * mean exactly; the others get the very step they get without it (the
+ * hand-worked rounds above: round 1's mean [3.5, 2, -1], round 2's
+ * [1, 2.5, -2]). */
+static void test_server_optimizer_param_names_keep_the_mean(void **state)
+{
+    (void)state;
+    const char *cfg = "{\"server_lr\": 0.1, \"beta1\": 0.9, \"beta2\": 0.5, \"tau\": 0.001}";
+    static const struct {
+        const char *names;
+        float r1[3], r2[3];
+    } CASES[] = {
+        /* the first coordinate a running statistic */
+        {"[{\"name\": \"bn.running_mean\", \"offset\": 0, \"shape\": [1], \"trained\": false},"
+         " {\"name\": \"w\", \"offset\": 1, \"shape\": [2], \"trained\": true}]",
+         {3.5f, 2, -1}, {1, 2.014102f, -1.014122f}},
+        /* the last two, as one [1, 2] tensor; the entries in any order */
+        {"[{\"name\": \"v\", \"offset\": 1, \"shape\": [1, 2], \"trained\": false},"
+         " {\"name\": \"w\", \"offset\": 0, \"shape\": [1], \"trained\": true}]",
+         {1.014134f, 2, -1}, {1.032006f, 2.5f, -2}},
+        /* overlapping and touching entries merge; an empty one is nothing */
+        {"[{\"offset\": 1, \"shape\": [1], \"trained\": false},"
+         " {\"offset\": 2, \"shape\": [1], \"trained\": false},"
+         " {\"offset\": 1, \"shape\": [2], \"trained\": false},"
+         " {\"offset\": 0, \"shape\": [0], \"trained\": false}]",
+         {1.014134f, 2, -1}, {1.032006f, 2.5f, -2}},
+        /* everything trained: the plain step */
+        {"[{\"name\": \"w\", \"offset\": 0, \"shape\": [3], \"trained\": true}]",
+         {1.014134f, 2, -1}, {1.032006f, 2.014102f, -1.014122f}},
+    };
+    for (size_t k = 0; k < sizeof CASES / sizeof *CASES; k++) {
+        agg_t a = make("agg::FedAdam", cfg);
+        set_model_ok(&a, VEC(1, 2, -1));
+        set_param_names_ok(&a, CASES[k].names);
+        bb_value *r = fedopt_round(&a, 1);
+        expect_vec_(r, CASES[k].r1, 3, 2e-6f, __LINE__);
+        bb_value_unref(r);
+        r = fedopt_round(&a, 2);
+        expect_vec_(r, CASES[k].r2, 3, 2e-6f, __LINE__);
+        bb_value_unref(r);
+        drop(&a);
+    }
+    /* the averaging aggregators take it and ignore it */
+    agg_t f = make("agg::FedAvg", NULL);
+    set_param_names_ok(&f, CASES[0].names);
+    contribute_ok(&f, VEC(1, 2, 3), u64(1));
+    bb_value *r = aggregate_ok(&f, NULL);
+    EXPECT_VEC(r, 1, 2, 3);
+    bb_value_unref(r);
+    drop(&f);
+}
+
+/* Each malformed ParamNames is refused naming the entry and the problem,
+ * and leaves the ranges set before in place; ranges past the round's size
+ * fail the Aggregate before anything changes. */
+static void test_server_optimizer_param_names_refused(void **state)
+{
+    (void)state;
+    agg_t a = make("agg::FedAdam", "{\"server_lr\": 0.1, \"beta1\": 0.9, \"beta2\": 0.5, \"tau\": 0.001}");
+    bb_error err = {0};
+    assert_int_equal(set_param_names(&a, u64(3), &err), BB_ETYPE);
+    assert_non_null(strstr(err.msg, "agg::FedAdam: SetParamNames takes the model's ParamNames"));
+    set_param_names_ok(&a, "[{\"offset\": 0, \"shape\": [1], \"trained\": false}]");
+    static const struct { const char *names, *want; } BAD[] = {
+        {"[{\"offset\": 0", "SetParamNames: not valid JSON (near byte"},
+        {"{\"offset\": 0}", "SetParamNames: not a JSON array"},
+        {"[7]", "entry 0 (\"?\") is not an object"},
+        {"[{\"name\": \"w\", \"offset\": -1, \"shape\": [1], \"trained\": false}]",
+         "entry 0 (\"w\") has no \"offset\" that is a non-negative integer"},
+        {"[{\"offset\": 0, \"shape\": [1], \"trained\": true},"
+         " {\"name\": \"b\", \"offset\": 0.5, \"shape\": [1], \"trained\": false}]",
+         "entry 1 (\"b\") has no \"offset\""},
+        {"[{\"name\": \"w\", \"offset\": 0, \"shape\": 3, \"trained\": false}]",
+         "entry 0 (\"w\") has no \"shape\" array"},
+        {"[{\"name\": \"w\", \"offset\": 0, \"shape\": [1.5], \"trained\": false}]",
+         "entry 0 (\"w\") has a dimension that is not a non-negative integer"},
+        {"[{\"name\": \"w\", \"offset\": 0, \"shape\": [1]}]",
+         "entry 0 (\"w\") has no \"trained\" true or false"},
+        {"[{\"name\": \"w\", \"offset\": 0, \"shape\": [4294967296, 4294967296, 16],"
+         " \"trained\": false}]",
+         "entry 0 (\"w\") has a shape too large to count"},
+    };
+    for (size_t k = 0; k < sizeof BAD / sizeof *BAD; k++) {
+        assert_int_equal(set_param_names(&a, json(BAD[k].names), &err), BB_EINVAL);
+        if (!strstr(err.msg, BAD[k].want))
+            fail_msg("%s: \"%s\" lacks \"%s\"", BAD[k].names, err.msg, BAD[k].want);
+    }
+    /* the ranges set before the refusals still hold */
+    set_model_ok(&a, VEC(1, 2, -1));
+    bb_value *r = fedopt_round(&a, 1);
+    EXPECT_VEC(r, 3.5f, 2, -1);
+    bb_value_unref(r);
+    /* a model of three coordinates, ranges up to 7 */
+    set_param_names_ok(&a, "[{\"name\": \"w\", \"offset\": 2, \"shape\": [5], \"trained\": false}]");
+    contribute_ok(&a, VEC(1, 2.5f, -1), u64(1));
+    assert_int_equal(aggregate(&a, &r, NULL, &err), BB_ETYPE);
+    assert_non_null(strstr(err.msg, "SetParamNames names coordinates up to 7, but this round's "
+                                    "contributions have 3"));
+    drop(&a);
+}
+
 /* The optimizer's state (global model, moments, step count) survives a
  * snapshot: a restored FedYogi's second round equals the original's. Every
  * truncation is refused; a version-1 snapshot (before server state) still
@@ -1143,6 +1266,8 @@ int main(void)
         cmocka_unit_test(test_rounds_counted_and_snapshotted),
         cmocka_unit_test(test_server_optimizers_by_hand),
         cmocka_unit_test(test_server_optimizer_errors_and_current_tensor),
+        cmocka_unit_test(test_server_optimizer_param_names_keep_the_mean),
+        cmocka_unit_test(test_server_optimizer_param_names_refused),
         cmocka_unit_test(test_server_optimizer_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, pfx_group_teardown);
