@@ -49,14 +49,14 @@
  * sealed; its cost is the security part's target) and the floor under the
  * target, a bare libuv ping-pong (an event loop each side, read callback
  * then uv_try_write, nothing else): a reference no daemon can beat, not a
- * target; and an io_uring ping-pong (bench/uring_pingpong.c: one system
- * call a message, submitting the answer and waiting for the next), the
- * floor a daemon built on io_uring instead would have (make bench builds
- * it); and the codec floor (bench/support/codec_pingpong.h): the libuv
- * ping-pong whose messages are the wire loop's envelopes, framed, decoded
- * and encoded by bbd's own code, with no engine — what speaking this wire
- * costs before any of the program runs. Unpinned, with the default channel: <= 1.5x. Throughput: bbd >=
- * 70% of raw, default channel.
+ * target; an io_uring ping-pong (bench/uring_pingpong.c: one system call
+ * a message, submitting the answer and waiting for the next), the floor a
+ * daemon built on io_uring instead would have (make bench builds it); and
+ * the codec floor (bench/support/codec_pingpong.h): the libuv ping-pong
+ * whose messages are the wire loop's envelopes, framed, decoded and
+ * encoded by bbd's own code, with no engine — what speaking this wire
+ * costs before any of the program runs. Unpinned, with the default
+ * channel: <= 1.5x. Throughput: bbd >= 70% of raw, default channel.
  *
  * Security: the same two measurements with security "noise" against
  * "off" side by side, unpinned: each round runs an "off" pair then a

@@ -97,6 +97,17 @@ static int cmp_range(const void *x, const void *y)
     return a[0] < b[0] ? -1 : a[0] > b[0];
 }
 
+/* j is a whole number a double holds exactly (an offset, a dimension). */
+static bool json_count(const cJSON *j, size_t *out)
+{
+    if (!cJSON_IsNumber(j) || j->valuedouble < 0 ||
+        j->valuedouble > 9007199254740992.0 /* 2^53 */ ||
+        j->valuedouble != (double)(size_t)j->valuedouble)
+        return false;
+    *out = (size_t)j->valuedouble;
+    return true;
+}
+
 /* Entry i of ParamNames: its coordinates [*lo, *hi) and whether trained. */
 static int param_entry(const agg *a, const cJSON *e, size_t i, size_t *lo, size_t *hi,
                        bool *trained, bb_error *err)
@@ -106,37 +117,32 @@ static int param_entry(const agg *a, const cJSON *e, size_t i, size_t *lo, size_
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *tr = cJSON_GetObjectItemCaseSensitive(e, "trained");
     const char *who = cJSON_IsString(name) ? name->valuestring : "?";
-    const char *bad = !cJSON_IsObject(e)                          ? "is not an object"
-                      : !cJSON_IsNumber(off) || off->valuedouble < 0 ||
-                              off->valuedouble > 9007199254740992.0 ||
-                              off->valuedouble != (double)(size_t)off->valuedouble
-                          ? "has no \"offset\" that is a non-negative integer"
-                      : !cJSON_IsArray(shape) ? "has no \"shape\" array"
-                      : !cJSON_IsBool(tr)     ? "has no \"trained\" true or false"
-                                              : NULL;
-    size_t n = 1;
+    size_t at = 0, n = 1, k;
+    const char *bad = !cJSON_IsObject(e)       ? "is not an object"
+                      : !json_count(off, &at)  ? "has no \"offset\" that is a non-negative integer"
+                      : !cJSON_IsArray(shape)  ? "has no \"shape\" array"
+                      : !cJSON_IsBool(tr)      ? "has no \"trained\" true or false"
+                                               : NULL;
     const cJSON *d, *dims = bad ? NULL : shape;
     cJSON_ArrayForEach(d, dims)
     {
-        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 9007199254740992.0 ||
-            d->valuedouble != (double)(size_t)d->valuedouble) {
+        if (!json_count(d, &k)) {
             bad = "has a dimension that is not a non-negative integer";
             break;
         }
-        size_t k = (size_t)d->valuedouble;
         if (k && n > SIZE_MAX / k) {
             bad = "has a shape too large to count";
             break;
         }
         n *= k;
     }
-    if (!bad && (size_t)off->valuedouble > SIZE_MAX - n)
+    if (!bad && at > SIZE_MAX - n)
         bad = "ends past any tensor";
     if (bad)
         return bb_error_set(err, BB_EINVAL, "%s: SetParamNames: entry %zu (\"%.64s\") %s",
                             a->type_name, i, who, bad);
-    *lo = (size_t)off->valuedouble;
-    *hi = *lo + n;
+    *lo = at;
+    *hi = at + n;
     *trained = cJSON_IsTrue(tr);
     return BB_OK;
 }

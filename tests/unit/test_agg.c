@@ -1066,7 +1066,10 @@ static int set_param_names(agg_t *a, bb_value *names, bb_error *err)
     return rc;
 }
 
-static bb_value *json(const char *text) { return bb_value_bytes(&BB_TYPE_BYTES, text, strlen(text)); }
+static bb_value *json(const char *text)
+{
+    return bb_value_bytes(&BB_TYPE_BYTES, text, strlen(text));
+}
 
 static void set_param_names_ok(agg_t *a, const char *text)
 {
@@ -1133,7 +1136,8 @@ static void test_server_optimizer_param_names_keep_the_mean(void **state)
 static void test_server_optimizer_param_names_refused(void **state)
 {
     (void)state;
-    agg_t a = make("agg::FedAdam", "{\"server_lr\": 0.1, \"beta1\": 0.9, \"beta2\": 0.5, \"tau\": 0.001}");
+    agg_t a = make("agg::FedAdam",
+                   "{\"server_lr\": 0.1, \"beta1\": 0.9, \"beta2\": 0.5, \"tau\": 0.001}");
     bb_error err = {0};
     assert_int_equal(set_param_names(&a, u64(3), &err), BB_ETYPE);
     assert_non_null(strstr(err.msg, "agg::FedAdam: SetParamNames takes the model's ParamNames"));
@@ -1168,7 +1172,8 @@ static void test_server_optimizer_param_names_refused(void **state)
     EXPECT_VEC(r, 3.5f, 2, -1);
     bb_value_unref(r);
     /* a model of three coordinates, ranges up to 7 */
-    set_param_names_ok(&a, "[{\"name\": \"w\", \"offset\": 2, \"shape\": [5], \"trained\": false}]");
+    set_param_names_ok(&a,
+                       "[{\"name\": \"w\", \"offset\": 2, \"shape\": [5], \"trained\": false}]");
     contribute_ok(&a, VEC(1, 2.5f, -1), u64(1));
     assert_int_equal(aggregate(&a, &r, NULL, &err), BB_ETYPE);
     assert_non_null(strstr(err.msg, "SetParamNames names coordinates up to 7, but this round's "

@@ -358,7 +358,8 @@ static void test_secure_seal_large_frames_as_socket_drains(void **state)
     WAIT_FOR(a.n_ok == 5, 3000);
     assert_int_equal(released, 2);
     bbd_transport_stats s = stats_of(&a);
-    size_t piece = 32 * (BBD_SEAL_RECORD_PLAINTEXT + 2 + BBD_NOISE_TAGLEN); /* a record: 2-byte length, tag */
+    /* a piece: 32 records, each a 2-byte length, the plaintext and the tag */
+    size_t piece = 32 * (BBD_SEAL_RECORD_PLAINTEXT + 2 + BBD_NOISE_TAGLEN);
     assert_true(s.tx_sealed_peak > 0 && s.tx_sealed_peak <= 2 * piece);
     assert_int_equal(s.tx_sealed_bytes, 0);
     assert_int_equal(stats_of(&b).auth_failed, 0);
